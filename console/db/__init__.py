@@ -1,0 +1,1 @@
+"""Database code: opening, transactions, release detection, migrations, snapshots. No UI here."""

@@ -1,0 +1,180 @@
+"""One way to open an archon database, read-write or read-only.
+
+Opening validates before it touches: a missing, empty, non-SQLite, corrupt or non-archon file is
+refused with exit code 3 and left byte-for-byte as it was. Read-write connections run with
+`isolation_level=None` so writes issue their own `BEGIN IMMEDIATE` (see `tx.py`), with
+`foreign_keys=ON` (archon's cascades and FK checks depend on it) and a busy timeout.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import sqlite_utils
+
+from console.errors import DatabaseUnusable
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+DEFAULT_BUSY_TIMEOUT_MS = 5000
+
+# Tables every archon release we know has had since 1.8.20.
+ARCHON_CORE_TABLES = ("projects", "execution_environments", "execution_runs")
+
+
+def _uri(path: Path, **params: str) -> str:
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    return f"file:{quote(str(path.resolve()))}?{query}"
+
+
+def check_file(path: Path) -> None:
+    """Refuse what is plainly not a SQLite database, reading only its first bytes."""
+    if not path.exists():
+        raise DatabaseUnusable(
+            f"No database at {path}.",
+            "Pass --db PATH or set ARCHON_DB_PATH; the console never creates one.",
+        )
+    if path.is_dir():
+        raise DatabaseUnusable(f"{path} is a directory, not a database file.")
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise DatabaseUnusable(f"Cannot read {path}: {exc.strerror or exc}.") from None
+    if size == 0:
+        raise DatabaseUnusable(f"{path} is empty (0 bytes), not an archon database.")
+    if header != SQLITE_HEADER:
+        raise DatabaseUnusable(f"{path} is not a SQLite database (its header is wrong).")
+
+
+def is_wal_file(path: Path) -> bool:
+    """True when the header says WAL mode (bytes 18 and 19 are 2)."""
+    with path.open("rb") as handle:
+        header = handle.read(20)
+    return len(header) >= 20 and header[18] == 2 and header[19] == 2
+
+
+def _probe(conn: sqlite3.Connection, path: Path) -> set[str]:
+    try:
+        names = {
+            row[0]
+            for row in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
+            )
+        }
+    except sqlite3.DatabaseError as exc:
+        raise DatabaseUnusable(
+            f"{path} cannot be read as a SQLite database ({exc}).",
+            "It may be corrupt or encrypted; run `archon-console doctor` on a copy.",
+        ) from None
+    missing = [t for t in ARCHON_CORE_TABLES if t not in names]
+    if missing:
+        raise DatabaseUnusable(
+            f"{path} is a SQLite database but not an archon one "
+            f"(no {', '.join(missing)} table).",
+        )
+    return names
+
+
+@dataclass
+class ArchonDatabase:
+    """An open archon database. `db` is sqlite-utils' view of the same connection."""
+
+    path: Path
+    conn: sqlite3.Connection
+    read_only: bool
+    busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
+    _db: sqlite_utils.Database | None = field(default=None, repr=False)
+    _shape: Any = field(default=None, repr=False)
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        if self._db is None:
+            self._db = sqlite_utils.Database(self.conn)
+        return self._db
+
+    @property
+    def shape(self):
+        """The detected release shape, read once per open (see `detect.py`)."""
+        if self._shape is None:
+            from console.db.detect import detect_shape
+
+            self._shape = detect_shape(self.conn)
+        return self._shape
+
+    def forget_shape(self) -> None:
+        self._shape = None
+
+    def close(self) -> None:
+        try:
+            self.conn.close()
+        except sqlite3.Error:
+            pass
+
+    def __enter__(self) -> "ArchonDatabase":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _configure(conn: sqlite3.Connection, busy_timeout_ms: int, read_only: bool) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    if read_only:
+        conn.execute("PRAGMA query_only = ON")
+    else:
+        conn.execute("PRAGMA foreign_keys = ON")
+
+
+def connect_raw(
+    path: Path, *, read_only: bool = False, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
+) -> sqlite3.Connection:
+    """A configured connection without validation; for snapshots and tests."""
+    if read_only:
+        conn = sqlite3.connect(
+            _uri(path, mode="ro"), uri=True, isolation_level=None, check_same_thread=False
+        )
+    else:
+        conn = sqlite3.connect(
+            str(path), isolation_level=None, check_same_thread=False
+        )
+    conn.row_factory = sqlite3.Row
+    _configure(conn, busy_timeout_ms, read_only)
+    return conn
+
+
+def open_database(
+    path: str | Path,
+    *,
+    read_only: bool = False,
+    busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    require_archon: bool = True,
+) -> ArchonDatabase:
+    """Validate, then open. Validation reads through a read-only connection only."""
+    path = Path(path).expanduser()
+    check_file(path)
+    try:
+        probe = sqlite3.connect(_uri(path, mode="ro"), uri=True, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise DatabaseUnusable(f"Cannot open {path}: {exc}.") from None
+    try:
+        if require_archon:
+            _probe(probe, path)
+        else:
+            try:
+                probe.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise DatabaseUnusable(
+                    f"{path} cannot be read as a SQLite database ({exc})."
+                ) from None
+    finally:
+        probe.close()
+    try:
+        conn = connect_raw(path, read_only=read_only, busy_timeout_ms=busy_timeout_ms)
+    except sqlite3.Error as exc:
+        raise DatabaseUnusable(f"Cannot open {path}: {exc}.") from None
+    return ArchonDatabase(path=path, conn=conn, read_only=read_only, busy_timeout_ms=busy_timeout_ms)

@@ -1,0 +1,97 @@
+"""The projects/profile guard triggers of 1.8.22, with the release's default profiles baked in.
+
+Archon bakes the default profiles' JSON and fingerprints into `create_project_execution_profile`
+when it creates the trigger, so the text depends on the release's profile schema version.
+"""
+
+from console.db import execution_profiles as profiles
+
+
+def create_project_profile_trigger(schema_version: int, *, if_not_exists: bool = True) -> str:
+    host = profiles.create("host", schema_version)
+    docker = profiles.create("docker_sandbox", schema_version)
+    host_json = profiles.serialize(host).replace("'", "''")
+    docker_json = profiles.serialize(docker).replace("'", "''")
+    guard = "IF NOT EXISTS " if if_not_exists else ""
+    return f"""CREATE TRIGGER {guard}create_project_execution_profile
+  AFTER INSERT ON projects
+  WHEN NEW.active_execution_profile_revision_id = ''
+  BEGIN
+    INSERT INTO execution_profile_revisions (
+      id, project_id, revision, schema_version, fingerprint, profile_json
+    ) VALUES (
+      NEW.id || ':execution-profile:1', NEW.id, 1, {schema_version},
+      CASE WHEN NEW.build_execution_provider = 'docker_sandbox'
+        THEN '{profiles.fingerprint(docker)}' ELSE '{profiles.fingerprint(host)}' END,
+      CASE WHEN NEW.build_execution_provider = 'docker_sandbox'
+        THEN '{docker_json}' ELSE '{host_json}' END
+    );
+    UPDATE projects
+    SET active_execution_profile_revision_id = NEW.id || ':execution-profile:1'
+    WHERE id = NEW.id;
+    INSERT INTO execution_profile_audit_events (
+      id, project_id, event_type, profile_revision_id, previous_profile_revision_id
+    ) VALUES (
+      NEW.id || ':execution-profile:1:created', NEW.id, 'revision_created',
+      NEW.id || ':execution-profile:1', NULL
+    );
+  END;"""
+
+
+GUARDS = """
+  CREATE TRIGGER IF NOT EXISTS validate_project_execution_profile_owner_insert
+  BEFORE INSERT ON projects
+  WHEN NEW.active_execution_profile_revision_id <> '' AND NOT EXISTS (
+    SELECT 1 FROM execution_profile_revisions
+    WHERE project_id = NEW.id AND id = NEW.active_execution_profile_revision_id
+  )
+  BEGIN
+    SELECT RAISE(ABORT, 'Active execution profile revision is not owned by project');
+  END;
+
+  CREATE TRIGGER IF NOT EXISTS validate_project_execution_profile_owner_update
+  BEFORE UPDATE OF active_execution_profile_revision_id ON projects
+  WHEN NEW.active_execution_profile_revision_id = '' OR NOT EXISTS (
+    SELECT 1 FROM execution_profile_revisions
+    WHERE project_id = NEW.id AND id = NEW.active_execution_profile_revision_id
+  )
+  BEGIN
+    SELECT RAISE(ABORT, 'Active execution profile revision is not owned by project');
+  END;
+
+  CREATE TRIGGER IF NOT EXISTS validate_project_execution_profile_projection_insert
+  BEFORE INSERT ON projects
+  WHEN NEW.active_execution_profile_revision_id <> '' AND NOT EXISTS (
+    SELECT 1 FROM execution_profile_revisions
+    WHERE project_id = NEW.id
+      AND id = NEW.active_execution_profile_revision_id
+      AND json_extract(profile_json, '$.provider_preference') = NEW.build_execution_provider
+  )
+  BEGIN
+    SELECT RAISE(ABORT, 'Build execution provider must project the active execution profile');
+  END;
+
+  CREATE TRIGGER IF NOT EXISTS validate_project_execution_profile_projection_update
+  BEFORE UPDATE OF active_execution_profile_revision_id, build_execution_provider ON projects
+  WHEN NOT EXISTS (
+    SELECT 1 FROM execution_profile_revisions
+    WHERE project_id = NEW.id
+      AND id = NEW.active_execution_profile_revision_id
+      AND json_extract(profile_json, '$.provider_preference') = NEW.build_execution_provider
+  )
+  BEGIN
+    SELECT RAISE(ABORT, 'Build execution provider must project the active execution profile');
+  END;
+
+  CREATE TRIGGER IF NOT EXISTS preserve_execution_profile_revision
+  BEFORE UPDATE ON execution_profile_revisions
+  BEGIN
+    SELECT RAISE(ABORT, 'Execution profile revisions are immutable');
+  END;
+
+  CREATE TRIGGER IF NOT EXISTS preserve_execution_profile_audit_event
+  BEFORE UPDATE ON execution_profile_audit_events
+  BEGIN
+    SELECT RAISE(ABORT, 'Execution profile audit events are immutable');
+  END;
+"""

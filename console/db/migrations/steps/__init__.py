@@ -1,0 +1,1 @@
+"""One module per migration step, named by its position and purpose."""

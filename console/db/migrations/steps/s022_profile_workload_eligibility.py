@@ -1,0 +1,26 @@
+"""1.10.0 `backfillExecutionProfileWorkloadEligibility`: build-eligible profiles gain chat_build,
+and with a configured check policy also `check` with the opencode agent template.
+
+Nothing is discarded, but a project's effective policy changes: the plan lists the projects.
+"""
+
+from console.db.migrations.backfills import backfill_workload_eligibility, workload_repairs
+from console.db.migrations.base import table_exists
+
+ID = "022-profile-workload-eligibility"
+RELEASE = "1.10.0"
+SAFETY = "additive"
+DESCRIPTION = "Policy change: add chat_build / check eligibility to active v3 profiles (audited)"
+
+
+def up(conn):
+    backfill_workload_eligibility(conn, 3)
+
+
+def estimate(conn):
+    if not table_exists(conn, "execution_profile_revisions"):
+        return 0
+    try:
+        return len(workload_repairs(conn, 3))
+    except Exception:
+        return 0

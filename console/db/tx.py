@@ -1,0 +1,147 @@
+"""The one way to write: a `BEGIN IMMEDIATE` transaction, and plain words for every refusal.
+
+Archon's triggers are the last line of defence; services pre-check every rule inside the
+transaction. When a trigger, CHECK or lock still says no, `translate` turns it into a `Refusal`
+that names the reason in operator's words and keeps the raw message as a hint.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import contextmanager
+from typing import Iterator
+
+from console.errors import Refusal
+
+# Exact RAISE(ABORT, ...) messages from the seeds -> what they mean for an operator.
+TRIGGER_MESSAGES: dict[str, str] = {
+    "Invalid approval request status transition": (
+        "This request is no longer in a state that allows that decision. Nothing was changed; refresh the queue."
+    ),
+    "Approval request decision evidence is immutable": (
+        "A decision has already been recorded for this request and cannot be changed."
+    ),
+    "Approval request identity and evidence are immutable": (
+        "The requested action and its authority are fixed once requested; they cannot be edited."
+    ),
+    "Approval request events are append-only": (
+        "The approval history is permanent and cannot be edited or removed."
+    ),
+    "Invalid execution environment operation claim": (
+        "That claim is malformed (id 1-128 characters, kind stop/retire/reset/cleanup_retry, time required; "
+        "a release clears all three)."
+    ),
+    "Execution environment identity is immutable": (
+        "An environment's identity is fixed; create a new environment instead."
+    ),
+    "Execution environment is not admitting leases": (
+        "No new runs can be placed on this environment: it is not ready, running or stopped, "
+        "has a retirement request, or is claimed for an operation."
+    ),
+    "Execution environment binding identity does not match": (
+        "The run's binding does not match this environment's revision, validation fingerprint or profile."
+    ),
+    "Execution environment run binding identity is immutable": "A run binding's identity is fixed.",
+    "Execution environment binding evidence is immutable": (
+        "The authority and placement evidence recorded for a run binding is fixed."
+    ),
+    "Active execution profile revision is not owned by project": (
+        "A project can only use an execution profile revision that belongs to it."
+    ),
+    "Build execution provider must project the active execution profile": (
+        "The project's build provider must match the provider preference of its active execution profile; "
+        "change both together by activating a matching revision."
+    ),
+    "Execution profile revisions are immutable": (
+        "Profile revisions are permanent; a change is a new revision."
+    ),
+    "Execution profile audit events are immutable": "The profile audit trail is permanent.",
+    "Invalid Build sequence execution profile selection": (
+        "A queued or active ticket must name a profile revision of its project, with matching fingerprint "
+        "and an accepted reason."
+    ),
+    "Build sequence execution profile selection is immutable": (
+        "The profile chosen for a ticket is fixed when it joins the sequence."
+    ),
+    "Execution run authority is immutable": "The authority recorded for a run is fixed.",
+    "Build setup evidence identity is immutable": (
+        "Setup evidence is fixed; only its outcome and completion time may be recorded."
+    ),
+    "Completed check batch details are immutable": "Results of a finished check are permanent.",
+    "Completed check attempt details are immutable": "Results of a finished check are permanent.",
+    "Check batch environment binding is immutable": (
+        "The environment a check batch ran against is recorded once, both fields together."
+    ),
+    "Check attempt placement is immutable": "Where a check attempt ran is recorded once.",
+}
+
+BUSY_HINT = (
+    "Another process (usually archon) held the write lock longer than the busy timeout; "
+    "nothing was written. Try again in a moment, or raise --busy-timeout."
+)
+
+
+def translate(exc: BaseException) -> Refusal:
+    """Map a sqlite3 error to a plain-words refusal; unknown errors keep their text."""
+    message = str(exc)
+    if message in TRIGGER_MESSAGES:
+        return Refusal(TRIGGER_MESSAGES[message], f"(archon's rule: {message})")
+    if isinstance(exc, sqlite3.OperationalError) and (
+        "database is locked" in message or "database is busy" in message
+    ):
+        return Refusal("The database is busy.", BUSY_HINT)
+    if message.startswith("CHECK constraint failed"):
+        return Refusal(
+            "The database refused a value that breaks one of its rules; nothing was written.",
+            f"({message})",
+        )
+    if message.startswith("UNIQUE constraint failed"):
+        return Refusal(
+            "Another writer recorded the same thing at the same moment; nothing was written. Try again.",
+            f"({message})",
+        )
+    if message.startswith("FOREIGN KEY constraint failed"):
+        return Refusal("A reference to a missing row was refused; nothing was written.", f"({message})")
+    if "attempt to write a readonly database" in message:
+        return Refusal(
+            "The database file is read-only for this user; nothing was written.",
+            "Run without --read-only on a writable copy, or fix the file's permissions.",
+        )
+    return Refusal(f"The database refused the change: {message}.")
+
+
+@contextmanager
+def write_transaction(conn: sqlite3.Connection, *, read_only: bool = False) -> Iterator[sqlite3.Connection]:
+    """`BEGIN IMMEDIATE` ... `COMMIT`; any error rolls back and becomes a `Refusal`.
+
+    `Refusal`s raised by the body pass through unchanged (after the rollback).
+    """
+    if read_only:
+        raise Refusal(
+            "The console is in read-only mode; nothing was written.",
+            "Run without --read-only to make changes.",
+        )
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error as exc:
+        raise translate(exc) from None
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except Refusal:
+        _rollback(conn)
+        raise
+    except sqlite3.Error as exc:
+        _rollback(conn)
+        raise translate(exc) from None
+    except BaseException:
+        _rollback(conn)
+        raise
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
