@@ -1,0 +1,143 @@
+"""The command line: `archon-console [global options] COMMAND ...`, or the TUI with no command.
+
+Global options are accepted before or after the subcommand. Each command family lives in
+`console/commands/<family>.py` with a `register(subparsers, parents)` function; the handler gets
+a `Context` and returns an exit code. Commands other than the TUI never import textual.
+Exit codes: 0 done, 1 refused by a rule, 2 usage error, 3 the database cannot be used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import importlib
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from console.clock import Clock, system_clock
+from console.errors import EXIT_USAGE, ConsoleError
+from console.db.paths import resolve_db_path
+
+COMMAND_MODULES = (
+    "console.commands.demo",
+    "console.commands.upgrade",
+    "console.commands.projects",
+    "console.commands.profiles",
+    "console.commands.approvals",
+    "console.commands.envs",
+    "console.commands.doctor",
+    "console.commands.inspect",
+)
+
+
+@dataclass
+class Context:
+    """What every command needs, resolved once from the global options."""
+
+    db_path: Path
+    actor: str
+    read_only: bool
+    json: bool
+    busy_timeout_ms: int
+    clock: Clock
+    args: argparse.Namespace
+
+    def open(self, *, read_only: bool | None = None):
+        from console.db.connect import open_database
+
+        return open_database(
+            self.db_path,
+            read_only=self.read_only if read_only is None else read_only,
+            busy_timeout_ms=self.busy_timeout_ms,
+        )
+
+
+def default_actor() -> str:
+    env = os.environ.get("ARCHON_CONSOLE_ACTOR")
+    if env:
+        return env
+    try:
+        return getpass.getuser()
+    except Exception:  # no login name in some containers
+        return "unknown"
+
+
+def global_options(*, suppress: bool) -> argparse.ArgumentParser:
+    """Global options; on subparsers their defaults are suppressed so a value given before the
+    subcommand is not overwritten by the subparser's default."""
+    parent = argparse.ArgumentParser(add_help=False)
+    default = (lambda value: argparse.SUPPRESS) if suppress else (lambda value: value)
+    parent.add_argument("--db", metavar="PATH", default=default(None),
+                        help="archon database (default: $ARCHON_DB_PATH, else ~/.archon/archon.db)")
+    parent.add_argument("--as", dest="actor", metavar="NAME", default=default(None),
+                        help="who is acting (default: $ARCHON_CONSOLE_ACTOR, else the login name)")
+    parent.add_argument("--read-only", action="store_true", default=default(False),
+                        help="never write; refuse every change")
+    parent.add_argument("--json", action="store_true", default=default(False),
+                        help="machine-readable output")
+    parent.add_argument("--busy-timeout", type=float, metavar="SECONDS", default=default(5.0),
+                        help="how long to wait for archon's write lock (default 5)")
+    return parent
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="archon-console",
+        description="Administration console for archon's SQLite database. "
+        "With no command, opens the terminal console.",
+        parents=[global_options(suppress=False)],
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parents = [global_options(suppress=True)]
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue  # a command family not built yet
+            raise
+        module.register(subparsers, parents)
+    return parser
+
+
+def make_context(args: argparse.Namespace) -> Context:
+    return Context(
+        db_path=resolve_db_path(args.db),
+        actor=args.actor or default_actor(),
+        read_only=bool(args.read_only),
+        json=bool(args.json),
+        busy_timeout_ms=int(float(args.busy_timeout) * 1000),
+        clock=system_clock,
+        args=args,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
+        return int(exc.code or 0)
+    ctx = make_context(args)
+    handler = getattr(args, "handler", None)
+    try:
+        if handler is None:
+            from console.tui import run_tui  # the only path that imports textual
+
+            return run_tui(ctx)
+        return int(handler(ctx) or 0)
+    except ConsoleError as exc:
+        print(f"archon-console: {exc.reason}", file=sys.stderr)
+        if exc.hint:
+            print(exc.hint, file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("archon-console: interrupted; nothing further was written.", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+__all__ = ["Context", "EXIT_USAGE", "build_parser", "main"]

@@ -1,0 +1,1 @@
+"""Command families of the CLI; each module has `register(subparsers, parents)`."""
