@@ -1,0 +1,389 @@
+"""Operation claims on a 1.10.0 database carrying archon's triggers: every transition and refusal."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from console.errors import Refusal, UsageError
+from console.services import environments as envs
+from console.services.base import claim_id_for
+from tests.test_environments_support import (
+    T0,
+    add_env,
+    add_lease,
+    add_project,
+    dump,
+    env_row,
+    events,
+    handle,
+    raw,
+    set_claim,
+)
+
+STATES = envs.STATES
+
+
+@pytest.fixture
+def db(schema_db):
+    path = schema_db("1.10.0")
+    conn = raw(path)
+    add_project(conn, "p1")
+    add_project(conn, "gone", deleting=True)
+    for state in STATES:
+        add_env(conn, f"env-{state}", state)
+    add_env(conn, "env-doomed", "ready", project_id="gone")
+    conn.close()
+    return path
+
+
+def refused(path, fn, *args, match=None, **kwargs):
+    """Call a write that must be refused, and prove nothing was written."""
+    before = dump(path)
+    with handle(path) as h:
+        with pytest.raises(Refusal) as info:
+            fn(h, *args, **kwargs)
+    assert dump(path) == before
+    if match:
+        assert match in info.value.reason, info.value.reason
+    return info.value
+
+
+def run(path, fn, *args, **kwargs):
+    with handle(path) as h:
+        return fn(h, *args, **kwargs)
+
+
+@pytest.mark.parametrize("op", envs.OPERATIONS)
+@pytest.mark.parametrize("state", STATES)
+def test_claim_is_allowed_exactly_in_the_documented_states(db, op, state):
+    env = f"env-{state}"
+    if state in envs.ALLOWED_STATES[op]:
+        result = run(db, envs.claim, env, op, "alice", now=T0)
+        assert result.ok and not result.noop
+        row = env_row(db, env)
+        assert row["operation_kind"] == op
+        assert row["operation_claim_id"] == result.extra["claim_id"]
+        assert row["operation_claim_id"].startswith("console:alice@")
+        assert row["operation_claimed_at"] == "2026-11-01 09:30:00"
+        assert row["updated_at"] == "2026-10-01 00:00:00"  # Q8: claims leave updated_at alone
+        assert (row["retirement_requested_at"] is not None) == (op == "retire")
+        [event] = events(db, env)
+        assert event["event_type"] == "operation_claimed" and event["sequence"] == 1
+        assert event["actor_classification"] == "human" and event["actor_reference"] == "alice"
+        meta = json.loads(event["metadata_json"])
+        assert meta["operation_kind"] == op and meta["claim_id"] == row["operation_claim_id"]
+    else:
+        error = refused(db, envs.claim, env, op, "alice", now=T0, match=f"{env} is {state}")
+        assert envs.WHY_ALLOWED[op] in error.reason
+
+
+def test_stop_claim_then_complete(db):
+    run(db, envs.claim, "env-running", "stop", "alice", now=T0)
+    later = T0 + timedelta(minutes=3)
+    result = run(db, envs.complete, "env-running", "alice", now=later)
+    assert result.ok and result.state == "stopped"
+    row = env_row(db, "env-running")
+    assert row["lifecycle_state"] == "stopped" and row["stopped_at"] == "2026-11-01 09:33:00"
+    assert row["updated_at"] == "2026-11-01 09:33:00"
+    assert (row["operation_claim_id"], row["operation_kind"], row["operation_claimed_at"]) == (None, None, None)
+    evs = events(db, "env-running")
+    assert [e["event_type"] for e in evs] == ["operation_claimed", "operation_completed"]
+    assert [e["sequence"] for e in evs] == [1, 2]
+    assert (evs[1]["from_state"], evs[1]["to_state"]) == ("running", "stopped")
+
+
+def test_retire_complete_and_refused_while_a_lease_is_active(schema_db):
+    path = schema_db("1.10.0")
+    conn = raw(path)
+    add_project(conn)
+    add_env(conn, "env-1", "running")
+    add_lease(conn, "env-1", "run-1")
+    conn.close()
+    result = run(path, envs.claim, "env-1", "retire", "alice", now=T0)
+    assert "Retirement is now requested" in result.message
+    assert env_row(path, "env-1")["retirement_requested_at"] == "2026-11-01 09:30:00"
+    refused(path, envs.complete, "env-1", "alice", now=T0, match="active execution lease")
+    assert env_row(path, "env-1")["operation_kind"] == "retire"  # the claim stays
+    conn = raw(path)
+    conn.execute("UPDATE execution_environment_run_bindings SET released_at = '2026-11-01 09:40:00'")
+    conn.close()
+    result = run(path, envs.complete, "env-1", "alice", now=T0 + timedelta(minutes=20))
+    assert result.state == "retired"
+    row = env_row(path, "env-1")
+    assert row["lifecycle_state"] == "retired" and row["retired_at"] == "2026-11-01 09:50:00"
+    assert row["retirement_requested_at"] == "2026-11-01 09:30:00"
+
+
+def test_reset_returns_to_ready_and_is_refused_with_an_active_lease(schema_db):
+    path = schema_db("1.10.0")
+    conn = raw(path)
+    add_project(conn)
+    add_env(conn, "env-1", "stopped")
+    add_env(conn, "env-2", "failed")
+    add_lease(conn, "env-1", "run-1")
+    conn.close()
+    run(path, envs.claim, "env-1", "reset", "alice", now=T0)
+    refused(path, envs.complete, "env-1", "alice", now=T0, match="cannot be reset")
+    run(path, envs.claim, "env-2", "reset", "alice", now=T0)
+    result = run(path, envs.complete, "env-2", "alice", now=T0)
+    assert result.state == "ready"
+    row = env_row(path, "env-2")
+    assert row["lifecycle_state"] == "ready" and row["ready_at"] == "2026-11-01 09:30:00"
+
+
+def test_cleanup_retry_sets_the_retry_time_and_keeps_the_state(db):
+    run(db, envs.claim, "env-cleanup_pending", "cleanup_retry", "alice", now=T0)
+    result = run(db, envs.complete, "env-cleanup_pending", "alice", now=T0)
+    row = env_row(db, "env-cleanup_pending")
+    assert result.state == "cleanup_pending" == row["lifecycle_state"]
+    assert row["cleanup_retry_at"] == "2026-11-01 09:30:00"
+    assert row["updated_at"] == "2026-10-01 00:00:00"
+    assert row["operation_claim_id"] is None
+
+
+def test_claim_held_by_someone_else_is_refused_with_who_and_since(db):
+    conn = raw(db)
+    set_claim(conn, "env-ready", "archon-worker:42", "stop", "2026-11-01 09:30:00")
+    conn.close()
+    error = refused(db, envs.claim, "env-ready", "stop", "bob", now=T0 + timedelta(hours=3))
+    assert error.reason.startswith(
+        "env-ready is claimed for stop by archon-worker:42 since 2026-11-01 09:30 UTC (3 hours ago)"
+    )
+    assert "--takeover" in error.reason
+
+
+def test_takeover_of_a_fresh_claim_is_refused_and_of_a_stale_one_succeeds(db):
+    run(db, envs.claim, "env-ready", "stop", "alice", now=T0)
+    old_claim = env_row(db, "env-ready")["operation_claim_id"]
+    error = refused(db, envs.claim, "env-ready", "retire", "bob", now=T0 + timedelta(minutes=10),
+                    takeover=True, reason="alice went home", match="a fresh claim cannot be taken over")
+    assert "in 5 minutes" in error.reason
+    refused(db, envs.claim, "env-ready", "retire", "bob", now=T0 + timedelta(minutes=20), takeover=True,
+            match="A reason is required")
+    result = run(db, envs.claim, "env-ready", "retire", "bob", now=T0 + timedelta(minutes=20),
+                 takeover=True, reason="alice went home")
+    assert result.ok and "taken over" in result.message
+    row = env_row(db, "env-ready")
+    assert row["operation_kind"] == "retire" and row["operation_claim_id"].startswith("console:bob@")
+    assert row["retirement_requested_at"] == "2026-11-01 09:50:00"
+    last = events(db, "env-ready")[-1]
+    assert last["event_type"] == "operation_taken_over" and last["reason"] == "alice went home"
+    meta = json.loads(last["metadata_json"])
+    assert meta["previous_claim_id"] == old_claim and meta["previous_operation_kind"] == "stop"
+    # alice can no longer complete or release it
+    refused(db, envs.complete, "env-ready", "alice", now=T0 + timedelta(minutes=21), match="claimed for retire by bob")
+    refused(db, envs.release, "env-ready", "alice", now=T0 + timedelta(minutes=21), match="only its holder")
+
+
+def test_stale_threshold_is_configurable(db):
+    run(db, envs.claim, "env-ready", "stop", "alice", now=T0)
+    result = run(db, envs.claim, "env-ready", "stop", "bob", now=T0 + timedelta(minutes=2),
+                 takeover=True, reason="short threshold", stale_after=timedelta(minutes=1))
+    assert result.ok
+
+
+def test_takeover_needs_the_state_to_allow_the_new_operation(db):
+    conn = raw(db)
+    set_claim(conn, "env-stopped", "archon-worker:1", "retire", "2026-11-01 08:00:00")
+    conn.close()
+    refused(db, envs.claim, "env-stopped", "stop", "bob", now=T0, takeover=True, reason="x",
+            match="env-stopped is stopped; a stop claim needs ready or running")
+
+
+def test_idempotent_repeats(db):
+    first = run(db, envs.claim, "env-ready", "stop", "alice", now=T0)
+    before = dump(db)
+    again = run(db, envs.claim, "env-ready", "stop", "alice", now=T0 + timedelta(minutes=1))
+    assert again.ok and again.noop and "already claimed for stop by you" in again.message
+    assert again.extra["claim_id"] == first.extra["claim_id"]
+    assert dump(db) == before
+    refused(db, envs.claim, "env-ready", "retire", "alice", now=T0, match="already hold a stop claim")
+    run(db, envs.release, "env-ready", "alice", now=T0)
+    before = dump(db)
+    again = run(db, envs.release, "env-ready", "alice", now=T0)
+    assert again.ok and again.noop and "already released by you" in again.message
+    assert dump(db) == before
+    refused(db, envs.release, "env-ready", "bob", now=T0, match="holds no operation claim")
+    run(db, envs.claim, "env-ready", "stop", "alice", now=T0)
+    run(db, envs.complete, "env-ready", "alice", now=T0)
+    before = dump(db)
+    again = run(db, envs.complete, "env-ready", "alice", now=T0)
+    assert again.noop and "already completed by you" in again.message
+    assert dump(db) == before
+    refused(db, envs.complete, "env-ready", "bob", now=T0, match="holds no operation claim")
+    assert [e["sequence"] for e in events(db, "env-ready")] == [1, 2, 3, 4]
+
+
+def test_release_own_claim_clears_the_triple_and_keeps_the_retirement_request(db):
+    run(db, envs.claim, "env-stopped", "retire", "alice", now=T0)
+    result = run(db, envs.release, "env-stopped", "alice", now=T0)
+    assert "retirement request stays" in result.message
+    row = env_row(db, "env-stopped")
+    assert (row["operation_claim_id"], row["operation_kind"], row["operation_claimed_at"]) == (None, None, None)
+    assert row["retirement_requested_at"] == "2026-11-01 09:30:00"
+    assert row["lifecycle_state"] == "stopped"
+    assert events(db, "env-stopped")[-1]["event_type"] == "operation_released"
+
+
+def test_release_of_someone_elses_claim_needs_takeover_staleness_and_reason(db):
+    conn = raw(db)
+    set_claim(conn, "env-ready", "archon-worker:42", "stop", "2026-11-01 09:30:00")
+    conn.close()
+    refused(db, envs.release, "env-ready", "bob", now=T0 + timedelta(hours=1), match="only its holder")
+    refused(db, envs.release, "env-ready", "bob", now=T0 + timedelta(minutes=5), takeover=True, reason="r",
+            match="a fresh claim cannot be released")
+    refused(db, envs.release, "env-ready", "bob", now=T0 + timedelta(hours=1), takeover=True,
+            match="A reason is required")
+    result = run(db, envs.release, "env-ready", "bob", now=T0 + timedelta(hours=1), takeover=True, reason="stuck")
+    assert "archon-worker:42's stale stop claim" in result.message
+    event = events(db, "env-ready")[-1]
+    assert event["reason"] == "stuck" and json.loads(event["metadata_json"])["takeover"] is True
+
+
+def test_complete_rechecks_the_state(db):
+    run(db, envs.claim, "env-ready", "stop", "alice", now=T0)
+    conn = raw(db)
+    conn.execute("UPDATE execution_environments SET lifecycle_state = 'failed' WHERE id = 'env-ready'")
+    conn.close()
+    refused(db, envs.complete, "env-ready", "alice", now=T0, match="env-ready is failed; completing stop needs")
+
+
+def test_project_being_deleted_is_refused(db):
+    for fn, args in ((envs.claim, ("env-doomed", "stop", "alice")), (envs.release, ("env-doomed", "alice")),
+                     (envs.complete, ("env-doomed", "alice"))):
+        refused(db, fn, *args, now=T0, match="being deleted")
+
+
+def test_unknown_environment_and_operation(db):
+    refused(db, envs.claim, "nope", "stop", "alice", now=T0, match="There is no environment nope")
+    with handle(db) as h, pytest.raises(UsageError):
+        envs.claim(h, "env-ready", "explode", "alice", now=T0)
+
+
+def test_read_only_mode_writes_nothing(db):
+    before = dump(db)
+    with handle(db, read_only=True) as h:
+        with pytest.raises(Refusal, match="read-only"):
+            envs.claim(h, "env-ready", "stop", "alice", now=T0)
+    assert dump(db) == before
+
+
+def test_oversized_actor_and_reason_are_refused(db):
+    refused(db, envs.claim, "env-ready", "stop", "x" * 201, now=T0, match="1 to 200 bytes")
+    conn = raw(db)
+    set_claim(conn, "env-ready", "w", "stop", "2026-11-01 08:00:00")
+    conn.close()
+    refused(db, envs.claim, "env-ready", "stop", "bob", now=T0, takeover=True, reason="é" * 1001, match="2002 bytes")
+
+
+def test_long_actor_names_still_recognise_their_cut_claim_id(db):
+    actor = "a" * 190
+    claim_id = claim_id_for(actor)
+    assert len(claim_id) == 128 and envs.held_by(claim_id, actor) and not envs.held_by(claim_id, "a")
+    run(db, envs.claim, "env-ready", "stop", actor, now=T0)
+    assert run(db, envs.claim, "env-ready", "stop", actor, now=T0).noop
+    assert run(db, envs.complete, "env-ready", actor, now=T0).state == "stopped"
+
+
+def test_actor_with_at_sign_is_not_confused_with_a_prefix():
+    claim_id = "console:bob@x@host:0123456789ab"
+    assert envs.claim_holder(claim_id) == "bob@x"
+    assert envs.held_by(claim_id, "bob@x") and not envs.held_by(claim_id, "bob")
+
+
+def test_pre_1_10_database_says_upgrade_required(schema_db):
+    path = schema_db("1.8.22")
+    conn = raw(path)
+    add_project(conn)
+    add_env(conn, "env-1", "ready")
+    conn.close()
+    refused(path, envs.claim, "env-1", "stop", "alice", now=T0, match="upgrade required")
+    with handle(path) as h:
+        page = envs.list_environments(h, now=T0)
+        assert [r["id"] for r in page.rows] == ["env-1"]
+        with pytest.raises(Refusal, match="upgrade required"):
+            envs.list_environments(h, now=T0, claimed=True)
+
+
+def test_unknown_events_table_skips_the_event_and_says_so(schema_db):
+    path = schema_db("1.10.0")
+    conn = raw(path)
+    conn.execute("DROP TABLE execution_environment_events")
+    conn.execute(
+        "CREATE TABLE execution_environment_events (id TEXT PRIMARY KEY, project_id TEXT NOT NULL, "
+        "environment_id TEXT NOT NULL, sequence INTEGER NOT NULL, event_type TEXT NOT NULL, "
+        "payload_digest TEXT NOT NULL)"
+    )
+    add_project(conn)
+    add_env(conn, "env-1", "ready")
+    conn.close()
+    result = run(path, envs.claim, "env-1", "stop", "alice", now=T0)
+    assert result.ok and result.extra["event_written"] is False
+    assert "No environment event was written" in result.message
+    assert env_row(path, "env-1")["operation_kind"] == "stop"
+
+
+def test_list_filters_derived_fields_and_keyset_pages(db):
+    conn = raw(db)
+    set_claim(conn, "env-ready", "archon-worker:42", "stop", "2026-11-01 09:00:00")
+    set_claim(conn, "env-stopped", "console:alice@h:abc", "retire", "2026-11-01 09:25:00")
+    add_lease(conn, "env-running", "run-1")
+    conn.close()
+    with handle(db) as h:
+        claimed = envs.list_environments(h, now=T0, claimed=True)
+        assert [r["id"] for r in claimed.rows] == ["env-ready", "env-stopped"]
+        stale = envs.list_environments(h, now=T0, stale=True)
+        assert [r["id"] for r in stale.rows] == ["env-ready"]
+        row = stale.rows[0]
+        assert row["claim_age_seconds"] == 1800 and row["stale"] is True
+        assert row["claim_holder"] == "archon-worker:42" and row["admits_leases"] is False
+        assert "claimed for stop" in row["admission_reason"]
+        running = envs.list_environments(h, now=T0, state="running").rows[0]
+        assert running["active_lease_count"] == 1 and not running["admits_leases"]
+        assert envs.list_environments(h, now=T0, state="stopped").rows[0]["claim_holder"] == "alice"
+        assert envs.list_environments(h, now=T0, project="gone").rows[0]["id"] == "env-doomed"
+        seen, after = [], None
+        while True:
+            page = envs.list_environments(h, now=T0, limit=3, after=after)
+            seen += [r["id"] for r in page.rows]
+            if page.next_after is None:
+                break
+            after = page.next_after
+        assert seen == sorted(f"env-{s}" for s in STATES + ("doomed",))
+        with pytest.raises(UsageError):
+            envs.list_environments(h, now=T0, state="sleeping")
+
+
+def test_show_has_leases_claim_times_and_timeline(db):
+    conn = raw(db)
+    add_lease(conn, "env-running", "run-1")
+    conn.execute("UPDATE execution_environments SET idle_stop_at = '2026-11-01 10:00:00' WHERE id = 'env-running'")
+    conn.close()
+    run(db, envs.claim, "env-running", "stop", "alice", now=T0)
+    with handle(db) as h:
+        env = envs.show_environment(h, "env-running", now=T0 + timedelta(minutes=20))
+    assert [l["execution_run_id"] for l in env["active_leases"]] == ["run-1"]
+    assert env["claim_holder"] == "alice" and env["stale"] and env["claim_age_seconds"] == 1200
+    assert env["idle_stop_at"] == "2026-11-01 10:00:00" and "cleanup_retry_at" in env
+    assert [e["event_type"] for e in env["events"]] == ["operation_claimed"]
+    with handle(db) as h, pytest.raises(Refusal, match="no environment"):
+        envs.show_environment(h, "missing", now=T0)
+
+
+def test_a_claim_stops_lease_admission_in_archons_trigger(db):
+    run(db, envs.claim, "env-ready", "stop", "alice", now=T0)
+    conn = raw(db)
+    with pytest.raises(Exception, match="not admitting leases"):
+        add_lease(conn, "env-ready", "run-9")
+    conn.close()
+
+
+def test_stale_after_from_environment(monkeypatch):
+    monkeypatch.setenv("ARCHON_CONSOLE_STALE_MINUTES", "2.5")
+    assert envs.default_stale_after() == timedelta(minutes=2.5)
+    monkeypatch.setenv("ARCHON_CONSOLE_STALE_MINUTES", "soon")
+    with pytest.raises(UsageError):
+        envs.default_stale_after()

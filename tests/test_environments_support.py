@@ -1,0 +1,114 @@
+"""Rows for environment tests, inserted the way archon would (CHECKs and triggers respected).
+
+No tests here; the environment test modules import these helpers.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timezone
+from pathlib import Path
+
+from console.db.connect import open_database
+
+FP = "a" * 64
+T0 = datetime(2026, 11, 1, 9, 30, tzinfo=timezone.utc)
+
+
+def raw(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+def add_project(conn, project_id: str = "p1", *, deleting: bool = False) -> None:
+    conn.execute(
+        "INSERT INTO projects (id, name, repo_path, deletion_started_at) VALUES (?, ?, ?, ?)",
+        (project_id, project_id.upper(), f"/repo/{project_id}", "2026-10-31 08:00:00" if deleting else None),
+    )
+
+
+def add_env(conn, env_id: str, state: str = "ready", project_id: str = "p1", **columns) -> None:
+    values = {
+        "id": env_id,
+        "project_id": project_id,
+        "provider_kind": "host",
+        "provider_version": "1",
+        "target_kind": "repo_root",
+        "target_key": env_id,
+        "target_workspace_path": f"/ws/{env_id}",
+        "environment_revision": 1,
+        "workspace_mode": "direct",
+        "environment_validation_fingerprint": FP,
+        "template_identity": "tpl",
+        "lifecycle_state": state,
+        "created_at": "2026-10-01 00:00:00",
+        "updated_at": "2026-10-01 00:00:00",
+        **columns,
+    }
+    conn.execute(
+        f"INSERT INTO execution_environments ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})",
+        list(values.values()),
+    )
+
+
+def add_lease(conn, env_id: str, run_id: str, project_id: str = "p1", *, released: bool = False) -> None:
+    """An execution lease; goes through archon's admission trigger, so add it before any claim."""
+    conn.execute("INSERT OR IGNORE INTO execution_runs (id, project_id) VALUES (?, ?)", (run_id, project_id))
+    conn.execute(
+        "INSERT INTO execution_environment_run_bindings (id, environment_id, execution_run_id, project_id, "
+        "relationship, environment_revision, environment_validation_fingerprint, authority_json) "
+        "VALUES (?, ?, ?, ?, 'execution', 1, ?, '{\"by\":\"test\"}')",
+        (f"b-{run_id}", env_id, run_id, project_id, FP),
+    )
+    if released:
+        release_lease(conn, run_id)
+
+
+def release_lease(conn, run_id: str) -> None:
+    conn.execute(
+        "UPDATE execution_environment_run_bindings SET released_at = '2026-11-01 09:00:00' WHERE id = ?",
+        (f"b-{run_id}",),
+    )
+
+
+def set_claim(conn, env_id: str, claim_id: str, kind: str, at: str) -> None:
+    conn.execute(
+        "UPDATE execution_environments SET operation_claim_id = ?, operation_kind = ?, operation_claimed_at = ? "
+        "WHERE id = ?",
+        (claim_id, kind, at, env_id),
+    )
+
+
+def dump(path: Path) -> list:
+    """Every row of every table, for 'nothing was written' checks."""
+    conn = sqlite3.connect(path)
+    try:
+        out = []
+        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"):
+            out.append((name, sorted(map(tuple, conn.execute(f'SELECT * FROM "{name}"')), key=repr)))
+        return out
+    finally:
+        conn.close()
+
+
+def env_row(path: Path, env_id: str) -> dict:
+    conn = raw(path)
+    try:
+        return dict(conn.execute("SELECT * FROM execution_environments WHERE id = ?", (env_id,)).fetchone())
+    finally:
+        conn.close()
+
+
+def events(path: Path, env_id: str) -> list[dict]:
+    conn = raw(path)
+    try:
+        return [dict(r) for r in conn.execute(
+            "SELECT * FROM execution_environment_events WHERE environment_id = ? ORDER BY sequence", (env_id,))]
+    finally:
+        conn.close()
+
+
+def handle(path: Path, *, read_only: bool = False):
+    return open_database(path, read_only=read_only)
