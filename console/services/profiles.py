@@ -1,0 +1,242 @@
+"""Execution profile revisions: browse, verify, compare, and roll back by activating an older one.
+
+Revisions and their audit events are permanent (archon's triggers refuse any UPDATE); the console
+never writes them except to append a `revision_activated` event. Activation changes the project's
+`active_execution_profile_revision_id` and `build_execution_provider` in one UPDATE, because
+archon's projection trigger demands that the provider always equals the active profile's
+`provider_preference` (DOMAIN.md §2.4).
+
+Fingerprints are recomputed with `console.db.execution_profiles`, which reconstructs archon's
+unseen canonical serialisation (DOMAIN.md Q13). A mismatch is shown, never "fixed", and does not
+block a rollback: if our reconstruction is what is wrong, refusing would lock operators out of
+every revision archon made.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from console.clock import db_time
+from console.db import execution_profiles
+from console.db.connect import ArchonDatabase
+from console.db.tx import write_transaction
+from console.errors import Refusal
+from console.services.base import ActionResult, validate_actor, validate_reason
+
+HEX64 = re.compile(r"^[0-9a-f]{64}$")
+PROVIDERS = execution_profiles.PROVIDERS
+
+
+def require_profiles(handle: ArchonDatabase) -> None:
+    """Profile revisions arrived with archon 1.8.22; older shapes have nothing to show."""
+    if not handle.shape.supports("profiles"):
+        release = handle.shape.release or "unknown"
+        raise Refusal(
+            f"Execution profile revisions need archon 1.8.22 or later; this database has the {release} "
+            "shape (upgrade required).",
+            "Run `archon-console upgrade --plan` to see what an upgrade would do.",
+        )
+
+
+def pretty(profile_json: str | None) -> str:
+    """Indented, key-sorted JSON; unparsable text is returned as stored (shown raw, DOMAIN.md §0)."""
+    try:
+        value = json.loads(profile_json) if profile_json is not None else None
+    except (TypeError, ValueError):
+        return profile_json or ""
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def _provider(profile_json: str | None) -> Any:
+    try:
+        value = json.loads(profile_json or "")
+    except (TypeError, ValueError):
+        return None
+    return value.get("provider_preference") if isinstance(value, dict) else None
+
+
+def _verify(row: dict[str, Any]) -> dict[str, Any]:
+    computed = execution_profiles.fingerprint_json(row.get("profile_json"))
+    stored = row.get("fingerprint") or ""
+    row["fingerprint_short"] = stored[:12]
+    row["fingerprint_well_formed"] = bool(HEX64.match(stored))
+    row["computed_fingerprint"] = computed
+    row["fingerprint_matches"] = computed == stored
+    row["provider_preference"] = _provider(row.get("profile_json"))
+    return row
+
+
+def _project(conn, project_id: str) -> dict[str, Any]:
+    row = conn.execute("SELECT * FROM projects WHERE id = ?", (project_id,)).fetchone()
+    if row is None:
+        raise Refusal(f"There is no project {project_id}.", "List them with `projects list`.")
+    return dict(row)
+
+
+def _revision(conn, revision_id: str) -> dict[str, Any]:
+    row = conn.execute("SELECT * FROM execution_profile_revisions WHERE id = ?", (revision_id,)).fetchone()
+    if row is None:
+        raise Refusal(
+            f"There is no execution profile revision {revision_id}.",
+            "List a project's revisions with `profiles list PROJECT`.",
+        )
+    return dict(row)
+
+
+def _audit(conn, project_id: str) -> list[dict[str, Any]]:
+    return [
+        dict(r)
+        for r in conn.execute(
+            "SELECT * FROM execution_profile_audit_events WHERE project_id = ? ORDER BY created_at, id",
+            (project_id,),
+        )
+    ]
+
+
+def list_revisions(handle: ArchonDatabase, project_id: str) -> list[dict[str, Any]]:
+    """A project's revisions, newest first, with the active flag, audit times and a fingerprint check."""
+    require_profiles(handle)
+    conn = handle.conn
+    project = _project(conn, project_id)
+    audit = _audit(conn, project_id)
+    rows = []
+    for row in conn.execute(
+        "SELECT * FROM execution_profile_revisions WHERE project_id = ? ORDER BY revision DESC", (project_id,)
+    ):
+        row = _verify(dict(row))
+        row["active"] = row["id"] == project.get("active_execution_profile_revision_id")
+        row["activated_at"] = [
+            e["created_at"] for e in audit if e["event_type"] == "revision_activated" and e["profile_revision_id"] == row["id"]
+        ]
+        row["created_event_at"] = next(
+            (e["created_at"] for e in audit if e["event_type"] == "revision_created" and e["profile_revision_id"] == row["id"]),
+            None,
+        )
+        rows.append(row)
+    return rows
+
+
+def show_revision(handle: ArchonDatabase, revision_id: str) -> dict[str, Any]:
+    """One revision: pretty JSON, fingerprint check, whether it is active, and its audit events."""
+    require_profiles(handle)
+    conn = handle.conn
+    row = _verify(_revision(conn, revision_id))
+    project = conn.execute("SELECT * FROM projects WHERE id = ?", (row["project_id"],)).fetchone()
+    row["project_name"] = project["name"] if project else None
+    row["active"] = bool(project) and project["active_execution_profile_revision_id"] == revision_id
+    row["pretty_json"] = pretty(row["profile_json"])
+    row["audit_events"] = [
+        e for e in _audit(conn, row["project_id"])
+        if revision_id in (e["profile_revision_id"], e["previous_profile_revision_id"])
+    ]
+    return row
+
+
+@dataclass
+class RevisionDiff:
+    a: str
+    b: str
+    text: str  # unified diff of pretty, key-sorted JSON; empty when the profiles are equal
+
+    @property
+    def same(self) -> bool:
+        return not self.text
+
+
+def diff_revisions(handle: ArchonDatabase, rev_a: str, rev_b: str) -> RevisionDiff:
+    require_profiles(handle)
+    a = _revision(handle.conn, rev_a)
+    b = _revision(handle.conn, rev_b)
+    lines = difflib.unified_diff(
+        pretty(a["profile_json"]).splitlines(keepends=True),
+        pretty(b["profile_json"]).splitlines(keepends=True),
+        fromfile=f"{rev_a} (revision {a['revision']})",
+        tofile=f"{rev_b} (revision {b['revision']})",
+    )
+    text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    return RevisionDiff(rev_a, rev_b, text)
+
+
+def activate(
+    handle: ArchonDatabase, revision_id: str, actor: str, *, reason: str | None, now: datetime
+) -> ActionResult:
+    """Make `revision_id` its project's active revision (a rollback), with its audit event.
+
+    One transaction: re-read the revision and project, refuse a project being deleted or a
+    revision without a valid provider, then one UPDATE of the pointer and the provider projection
+    (compare-and-set on the old pointer) and one `revision_activated` event naming the previous
+    revision. Activating the revision that is already active is a no-op.
+    """
+    require_profiles(handle)
+    actor = validate_actor(actor)
+    reason = validate_reason(reason, required=True, what="activating a profile revision")
+    with write_transaction(handle.conn, read_only=handle.read_only) as conn:
+        revision = _verify(_revision(conn, revision_id))
+        project_id = revision["project_id"]
+        project = _project(conn, project_id)
+        if project.get("deletion_started_at"):
+            raise Refusal(
+                f"Project {project_id} is being deleted (since {project['deletion_started_at']}); "
+                "its profile cannot be changed. Nothing was written."
+            )
+        previous = project.get("active_execution_profile_revision_id")
+        if previous == revision_id:
+            return ActionResult(
+                True, revision_id, "active",
+                f"{revision_id} is already the active profile of {project_id}; nothing changed.", noop=True,
+                extra={"project_id": project_id},
+            )
+        provider = revision["provider_preference"]
+        if provider not in PROVIDERS:
+            raise Refusal(
+                f"{revision_id} has provider_preference {provider!r}, which archon cannot project onto the "
+                f"project's build provider ({' or '.join(PROVIDERS)}); it cannot be activated. Nothing was written."
+            )
+        changed = conn.execute(
+            "UPDATE projects SET active_execution_profile_revision_id = ?, build_execution_provider = ? "
+            "WHERE id = ? AND active_execution_profile_revision_id IS ?",
+            (revision_id, provider, project_id, previous),
+        ).rowcount
+        if changed != 1:  # impossible under BEGIN IMMEDIATE; the last line of defence
+            raise Refusal(f"Project {project_id} changed while activating; nothing was written. Try again.")
+        owned = previous and conn.execute(
+            "SELECT 1 FROM execution_profile_revisions WHERE project_id = ? AND id = ?", (project_id, previous)
+        ).fetchone()
+        metadata = {"actor": actor, "reason": reason, "source": "archon-console"}
+        if previous and not owned:  # a dangling pointer cannot satisfy the audit FK; keep it as text
+            metadata["previous_active_revision_id"] = previous
+        conn.execute(
+            "INSERT INTO execution_profile_audit_events (id, project_id, event_type, profile_revision_id, "
+            "previous_profile_revision_id, metadata_json, created_at) VALUES (?, ?, 'revision_activated', ?, ?, ?, ?)",
+            (
+                f"{revision_id}:activated:{uuid.uuid4().hex[:8]}", project_id, revision_id,
+                previous if owned else None, json.dumps(metadata, sort_keys=True, ensure_ascii=False), db_time(now),
+            ),
+        )
+    message = (
+        f"{revision_id} (revision {revision['revision']}) is now the active profile of {project_id}, "
+        f"replacing {previous or 'none'}; build provider {project.get('build_execution_provider')} -> {provider}."
+    )
+    if not revision["fingerprint_matches"]:
+        message += " Warning: its stored fingerprint does not match the console's recomputation (shown, not fixed)."
+    return ActionResult(
+        True, revision_id, "active", message,
+        extra={"project_id": project_id, "previous_revision_id": previous, "build_execution_provider": provider},
+    )
+
+
+__all__ = [
+    "RevisionDiff",
+    "activate",
+    "diff_revisions",
+    "list_revisions",
+    "pretty",
+    "require_profiles",
+    "show_revision",
+]
