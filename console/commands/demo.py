@@ -1,0 +1,93 @@
+"""`archon-console demo PATH`: write a realistic archon database for trying the console out.
+
+It needs no `--db`: PATH is the file to create. An existing file is refused unless
+`--overwrite` is given.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from console.output import emit_json, say, table
+
+
+def _progress_printer():
+    """A one-line progress display on a terminal; silence when stderr is a pipe or a file."""
+    if not sys.stderr.isatty():
+        return None, lambda: None
+    state = {"shown": False}
+
+    def show(stage: str, done: int, total: int) -> None:
+        percent = 100 * done // total if total else 100
+        sys.stderr.write(f"\r  {stage}: {done:,} / {total:,} ({percent}%)\x1b[K")
+        sys.stderr.flush()
+        state["shown"] = True
+
+    def finish() -> None:
+        if state["shown"]:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+    return show, finish
+
+
+def cmd_demo(ctx) -> int:
+    from console.demo import generate
+
+    args = ctx.args
+    show, finish = _progress_printer()
+    try:
+        summary = generate(
+            args.path,
+            release=args.release,
+            requests=args.requests,
+            projects=args.projects,
+            environments=args.environments,
+            seed=args.seed,
+            now=args.now if args.now else ctx.clock(),
+            overwrite=args.overwrite,
+            progress=show,
+        )
+    finally:
+        finish()
+    if ctx.json:
+        emit_json(summary.as_dict())
+        return 0
+    say(f"Wrote {summary.path}: archon {summary.release} shape, seed {summary.seed}, "
+        f"clock {summary.now.strftime('%Y-%m-%d %H:%M:%S')} UTC, in {summary.seconds:.1f} s.")
+    rows = [(name, f"{n:,}") for name, n in summary.counts.items() if n]
+    print(table(rows, ["TABLE", "ROWS"]))
+    return 0
+
+
+def _count(text: str) -> int:
+    value = int(text.replace("_", "").replace(",", ""))
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
+def register(subparsers, parents) -> None:
+    p = subparsers.add_parser(
+        "demo", parents=parents, help="write a realistic demo archon database",
+        description="Writes PATH as archon would have left it: projects with profile revisions and "
+        "audit events, approval requests in every status with their event history, environments in "
+        "every lifecycle state with leases and claims. The schema comes from the console's migration "
+        "steps, without the console's ledger. Deterministic for a given --seed and --now.",
+    )
+    p.add_argument("path", metavar="PATH", help="the database file to create")
+    p.add_argument("--release", default="current", choices=("1.8.20", "1.8.22", "current"),
+                   help="archon release shape to write (default: current)")
+    p.add_argument("--requests", type=_count, default=200, metavar="N",
+                   help="approval requests (default 200; 1.8.22 and later)")
+    p.add_argument("--projects", type=_count, default=6, metavar="N", help="projects (default 6)")
+    p.add_argument("--environments", type=_count, default=24, metavar="N",
+                   help="execution environments (default 24)")
+    p.add_argument("--seed", type=int, default=7, metavar="N", help="random seed (default 7)")
+    p.add_argument("--now", metavar="ISO", default=None,
+                   help="the clock the data is relative to (default: $ARCHON_CONSOLE_NOW, else now)")
+    p.add_argument("--overwrite", action="store_true", help="replace PATH if it exists")
+    p.set_defaults(handler=cmd_demo)
+
+
+__all__ = ["register"]

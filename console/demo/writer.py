@@ -1,0 +1,142 @@
+"""`generate`: a whole demo database, written to a temporary name and renamed into place.
+
+The schema comes from the migration registry (the same code `upgrade` runs) without our ledger,
+as archon itself would have left the file. Data is bulk-loaded in one transaction with the
+journal off (a failed run deletes the temporary file, so there is nothing to roll back to), with
+foreign keys and every archon trigger active, and the finished file is switched to WAL like a
+live archon database.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from random import Random
+
+from console.clock import parse_time, system_clock
+from console.db.migrations.registry import CURRENT_RELEASE, migrations_through
+from console.db.migrations.runner import apply_all
+from console.demo.approvals import write_approvals
+from console.demo.context import DemoContext, Progress
+from console.demo.environments import write_environments
+from console.demo.projects import write_projects
+from console.demo.work import write_work
+from console.errors import Refusal, UsageError
+
+RELEASE_ALIASES = {"current": CURRENT_RELEASE, "1.8.20": "1.8.20", "1.8.22": "1.8.22",
+                   "1.10.0": "1.10.0"}
+
+
+@dataclass(frozen=True)
+class DemoSummary:
+    path: Path
+    release: str
+    seed: int
+    now: datetime
+    seconds: float
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {
+            "path": str(self.path),
+            "release": self.release,
+            "seed": self.seed,
+            "now": self.now.isoformat(),
+            "seconds": round(self.seconds, 2),
+            "counts": dict(self.counts),
+        }
+
+
+def generate(
+    path: str | os.PathLike[str],
+    *,
+    release: str = "current",
+    requests: int = 200,
+    projects: int = 6,
+    environments: int = 24,
+    seed: int = 7,
+    now: datetime | str | None = None,
+    overwrite: bool = False,
+    progress: Progress | None = None,
+    wal: bool = True,
+) -> DemoSummary:
+    """Write a demo archon database of `release` shape at `path` and say what it holds."""
+    started = time.perf_counter()
+    target = Path(path)
+    resolved = RELEASE_ALIASES.get(release)
+    if resolved is None:
+        raise UsageError(
+            f"Unknown release {release!r}; choose one of 1.8.20, 1.8.22 or current ({CURRENT_RELEASE})."
+        )
+    if requests < 0 or projects < 1 or environments < 0:
+        raise UsageError("Counts must be positive (at least one project).")
+    moment = _resolve_now(now)
+    if target.exists() and not overwrite:
+        raise Refusal(f"{target} already exists; nothing was written.",
+                      "Pass --overwrite to replace it.")
+    if not target.parent.is_dir():
+        raise Refusal(f"The directory {target.parent} does not exist.")
+    temporary = target.with_name(f".{target.name}.demo-{os.getpid()}.tmp")
+    _remove(temporary)
+    try:
+        conn = sqlite3.connect(temporary, isolation_level=None)
+        try:
+            _build(conn, resolved, requests, projects, environments, seed, moment, progress)
+            conn.execute(f"PRAGMA journal_mode = {'WAL' if wal else 'DELETE'}")
+            counts = _counts(conn)
+        finally:
+            conn.close()
+        if overwrite:
+            for suffix in ("-wal", "-shm", "-journal"):
+                _remove(Path(str(target) + suffix))
+        os.replace(temporary, target)
+    except BaseException:
+        _remove(temporary)
+        raise
+    return DemoSummary(target, resolved, seed, moment, time.perf_counter() - started, counts)
+
+
+def _build(conn, release, requests, projects, environments, seed, moment, progress) -> None:
+    conn.execute("PRAGMA foreign_keys = ON")
+    apply_all(conn, migrations_through(release))  # no `record`: no ledger, as archon leaves it
+    conn.execute("PRAGMA journal_mode = OFF")
+    conn.execute("PRAGMA synchronous = OFF")
+    conn.execute("PRAGMA cache_size = -262144")  # 256 MiB: the bulk indexes stay in memory
+    conn.execute("PRAGMA temp_store = MEMORY")
+    ctx = DemoContext(conn=conn, rng=Random(seed), now=moment, release=release, progress=progress)
+    conn.execute("BEGIN")
+    write_projects(ctx, projects)
+    ctx.report("projects", projects, projects)
+    write_work(ctx)
+    write_environments(ctx, environments)
+    ctx.report("environments", environments, environments)
+    write_approvals(ctx, requests)
+    conn.execute("COMMIT")
+    conn.execute("PRAGMA synchronous = FULL")
+
+
+def _counts(conn: sqlite3.Connection) -> dict[str, int]:
+    tables = [row[0] for row in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        " ORDER BY name")]
+    return {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
+
+
+def _resolve_now(now: datetime | str | None) -> datetime:
+    if now is None:
+        return system_clock()
+    parsed = parse_time(now)
+    if parsed is None:
+        raise UsageError(f"Cannot read {now!r} as a time (use ISO 8601, e.g. 2026-05-01T12:00:00Z).")
+    return parsed.replace(microsecond=0)
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
