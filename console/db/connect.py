@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import quote
 
 import sqlite_utils
@@ -49,6 +49,40 @@ def check_file(path: Path) -> None:
         raise DatabaseUnusable(f"{path} is empty (0 bytes), not an archon database.")
     if header != SQLITE_HEADER:
         raise DatabaseUnusable(f"{path} is not a SQLite database (its header is wrong).")
+
+
+def untouched_read_uri(path: Path) -> str:
+    """A read-only URI that creates no file beside the database.
+
+    A `mode=ro` connection to a WAL database whose `-wal` is absent creates `-wal` and `-shm`
+    (checked with SQLite 3.40). When there is no `-wal`, every committed page is in the main
+    file, so `immutable=1` reads it without locks or side files; with a `-wal` present the normal
+    read-only mode is needed to see it (it uses, and may update, the existing `-shm` index).
+    """
+    if is_wal_file(path) and not Path(f"{path}-wal").exists():
+        return _uri(path, mode="ro", immutable="1")
+    return _uri(path, mode="ro")
+
+
+def check_size(path: Path) -> None:
+    """Refuse a file shorter than the page count its header promises (a truncated copy)."""
+    with path.open("rb") as handle:
+        header = handle.read(100)
+    if len(header) < 100:
+        raise DatabaseUnusable(f"{path} is truncated (shorter than a SQLite header).")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    change_counter = header[24:28]
+    pages = int.from_bytes(header[28:32], "big")
+    valid_for = header[92:96]
+    if Path(f"{path}-wal").exists():
+        return  # the WAL may hold pages the main file has not received yet
+    if pages and change_counter == valid_for and path.stat().st_size < pages * page_size:
+        raise DatabaseUnusable(
+            f"{path} is truncated: its header promises {pages * page_size:,} bytes, "
+            f"the file has {path.stat().st_size:,}.",
+            "Restore it from a snapshot or a backup.",
+        )
 
 
 def is_wal_file(path: Path) -> bool:
@@ -90,6 +124,8 @@ class ArchonDatabase:
     busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
     _db: sqlite_utils.Database | None = field(default=None, repr=False)
     _shape: Any = field(default=None, repr=False)
+    # Read-only handles may sit on a private copy (see readonly.py); closing removes it.
+    cleanup: Callable[[], None] | None = field(default=None, repr=False)
 
     @property
     def db(self) -> sqlite_utils.Database:
@@ -114,6 +150,9 @@ class ArchonDatabase:
             self.conn.close()
         except sqlite3.Error:
             pass
+        if self.cleanup is not None:
+            self.cleanup()
+            self.cleanup = None
 
     def __enter__(self) -> "ArchonDatabase":
         return self
@@ -157,8 +196,11 @@ def open_database(
     """Validate, then open. Validation reads through a read-only connection only."""
     path = Path(path).expanduser()
     check_file(path)
+    check_size(path)
+    if read_only:
+        return _open_read_only(path, busy_timeout_ms=busy_timeout_ms, require_archon=require_archon)
     try:
-        probe = sqlite3.connect(_uri(path, mode="ro"), uri=True, isolation_level=None)
+        probe = sqlite3.connect(untouched_read_uri(path), uri=True, isolation_level=None)
     except sqlite3.Error as exc:
         raise DatabaseUnusable(f"Cannot open {path}: {exc}.") from None
     try:
@@ -178,3 +220,25 @@ def open_database(
     except sqlite3.Error as exc:
         raise DatabaseUnusable(f"Cannot open {path}: {exc}.") from None
     return ArchonDatabase(path=path, conn=conn, read_only=read_only, busy_timeout_ms=busy_timeout_ms)
+
+
+def _open_read_only(path: Path, *, busy_timeout_ms: int, require_archon: bool) -> ArchonDatabase:
+    """Never hands a WAL original to SQLite: `mode=ro` there creates -wal/-shm (readonly.py)."""
+    from console.db.readonly import open_read_only
+
+    conn, cleanup, _how = open_read_only(path, busy_timeout_ms=busy_timeout_ms)
+    try:
+        if require_archon:
+            _probe(conn, path)
+        else:
+            try:
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise DatabaseUnusable(f"{path} cannot be read as a SQLite database ({exc}).") from None
+    except BaseException:
+        conn.close()
+        cleanup()
+        raise
+    return ArchonDatabase(
+        path=path, conn=conn, read_only=True, busy_timeout_ms=busy_timeout_ms, cleanup=cleanup
+    )

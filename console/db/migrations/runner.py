@@ -1,5 +1,10 @@
 """Applying one step: foreign keys off before BEGIN for rebuilds, `BEGIN IMMEDIATE`, the step,
 `foreign_key_check` empty before COMMIT, the ledger row in the same transaction.
+
+`locked` runs right after `BEGIN IMMEDIATE`, under the writer lock and before the step: the
+guarded upgrade re-reads the ledger there (another upgrader may have applied the step meanwhile;
+returning False skips it) and takes its snapshot. Its exceptions pass through unchanged, after
+the rollback, so a refusal stays a refusal instead of becoming "migration failed".
 """
 
 from __future__ import annotations
@@ -17,14 +22,26 @@ class MigrationFailed(Exception):
         self.message = message
 
 
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+
 def apply_migration(
     conn: sqlite3.Connection,
     migration: Migration,
     *,
     record: Callable[[sqlite3.Connection, Migration], None] | None = None,
     begin: bool = True,
-) -> None:
-    """Run `migration` in its own transaction (or the caller's when `begin` is False)."""
+    locked: Callable[[sqlite3.Connection, Migration], bool] | None = None,
+) -> bool:
+    """Run `migration` in its own transaction (or the caller's when `begin` is False).
+
+    Returns False when `locked` said the step is no longer pending (nothing was written).
+    """
     if migration.rebuild:
         if conn.in_transaction:
             raise MigrationFailed(migration, "a table rebuild must start outside a transaction")
@@ -32,6 +49,17 @@ def apply_migration(
     try:
         if begin:
             conn.execute("BEGIN IMMEDIATE")
+        if locked is not None:
+            try:
+                proceed = locked(conn, migration)
+            except BaseException:
+                if begin:
+                    _rollback(conn)
+                raise
+            if not proceed:
+                if begin:
+                    _rollback(conn)
+                return False
         try:
             migration.up(conn)
             if migration.rebuild:
@@ -46,8 +74,8 @@ def apply_migration(
             if begin:
                 conn.execute("COMMIT")
         except BaseException as exc:
-            if begin and conn.in_transaction:
-                conn.execute("ROLLBACK")
+            if begin:
+                _rollback(conn)
             if isinstance(exc, MigrationFailed):
                 raise
             if isinstance(exc, Exception):
@@ -56,6 +84,7 @@ def apply_migration(
     finally:
         if migration.rebuild:
             conn.execute("PRAGMA foreign_keys = ON")
+    return True
 
 
 def apply_all(conn: sqlite3.Connection, migrations, *, record=None) -> None:

@@ -1,0 +1,221 @@
+"""`upgrade` and `restore`: the guarded schema upgrade and its undo, for a shell.
+
+The work is in `console.services.upgrade`; this module only prints plans and results, draws a
+plain progress bar on a terminal and asks for the typed confirmation a restore needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import TextIO
+
+import humanize
+
+from console.errors import Refusal
+from console.output import emit_json, say, table
+from console.services import upgrade as service
+from console.text import one_line
+
+
+class ProgressBar:
+    """A `\\r` bar on stderr, only when stderr is a terminal (no textual import)."""
+
+    WIDTH = 30
+
+    def __init__(self, stream: TextIO | None = None, *, min_interval: float = 0.1):
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty()
+        self.min_interval = min_interval
+        self._last = 0.0
+        self._open = False
+
+    def __call__(self, event: service.UpgradeProgress) -> None:
+        if not self.enabled:
+            return
+        if event.kind == "done":
+            self.finish()
+            return
+        now = time.monotonic()
+        final = event.total and event.done >= event.total
+        if not final and now - self._last < self.min_interval:
+            return
+        self._last = now
+        fraction = event.done / event.total if event.total else 0.0
+        filled = int(self.WIDTH * fraction)
+        unit = "pages" if event.kind == "snapshot" else "steps"
+        label = one_line(event.message, 50)
+        self.stream.write(
+            f"\r{event.kind:<9} [{'#' * filled}{'.' * (self.WIDTH - filled)}] "
+            f"{fraction * 100:5.1f}% {event.done}/{event.total} {unit} {label}\x1b[K"
+        )
+        self.stream.flush()
+        self._open = True
+        if event.kind == "snapshot" and final:
+            self.finish()
+
+    def finish(self) -> None:
+        if self._open:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._open = False
+
+
+def render_plan(plan: service.UpgradePlan) -> str:
+    lines = [
+        f"Database:        {plan.path}",
+        f"Detected shape:  {plan.detected_release or 'no single release'} ({plan.shape_reason})",
+        f"Ledger:          {plan.ledger_state}, {len(plan.applied)} of {len(plan.applied) + len(plan.pending)} "
+        f"steps up to {plan.target} applied",
+        f"Target release:  {plan.target}",
+    ]
+    if plan.up_to_date:
+        lines.append("Pending steps:   none; the database is up to date.")
+        return "\n".join(lines)
+    lines.append(
+        f"Snapshot:        {plan.snapshot_path}\n"
+        f"                 needs ~{humanize.naturalsize(plan.snapshot_bytes, binary=True)}, "
+        f"{humanize.naturalsize(plan.free_bytes, binary=True)} free"
+        + ("" if plan.enough_space else "  ** NOT ENOUGH SPACE **")
+    )
+    lines.append("")
+    rows = [
+        (
+            step.id,
+            step.release,
+            step.safety,
+            "?" if step.rows is None else f"{step.rows:,}",
+            step.description,
+        )
+        for step in plan.pending
+    ]
+    lines.append(table(rows, ("step", "release", "class", "rows", "what it does"), max_width=70))
+    if plan.policy_changes:
+        lines.append("")
+        lines.append("Projects whose effective policy step 022 changes:")
+        lines.extend(f"  {one_line(p)}" for p in plan.policy_changes)
+    lines.append("")
+    if plan.force_required:
+        lines.append("--force is required:")
+        lines.extend(f"  - {one_line(reason, 200)}" for reason in plan.force_reasons)
+    else:
+        lines.append("--force is not required.")
+    return "\n".join(lines)
+
+
+def _upgrade(ctx) -> int:
+    args = ctx.args
+    if args.plan:
+        plan = service.plan_upgrade(ctx.db_path, args.to, snapshot_dir=args.snapshot_dir, now=ctx.clock())
+        if ctx.json:
+            emit_json(plan.to_json())
+        else:
+            say(render_plan(plan))
+        return 0
+    if ctx.read_only:
+        raise Refusal(
+            "The console is in read-only mode; nothing was written.",
+            "Use `upgrade --plan` to see what an upgrade would do.",
+        )
+    bar = ProgressBar()
+    try:
+        result = service.run_upgrade(
+            ctx.db_path,
+            target=args.to,
+            force=args.force,
+            snapshot_dir=args.snapshot_dir,
+            progress=bar,
+            now=ctx.clock(),
+            busy_timeout_ms=ctx.busy_timeout_ms,
+        )
+    except service.ForceRequired as exc:
+        bar.finish()
+        if ctx.json:
+            emit_json({"status": "force-required", "message": exc.reason, "plan": exc.plan.to_json()})
+        else:
+            say(render_plan(exc.plan))
+        raise
+    finally:
+        bar.finish()
+    if ctx.json:
+        emit_json(result.to_json())
+        return 0
+    say(result.message)
+    if result.snapshot_path:
+        say(f"Snapshot: {result.snapshot_path}")
+        say(f"SHA-256:  {result.snapshot_sha256}")
+        say("To undo: archon-console restore " + result.snapshot_path)
+    return 0
+
+
+def typed_confirmation(name: str) -> bool:
+    """Ask on the terminal for the database file's name; anything else declines."""
+    sys.stderr.write(
+        f"This replaces the database with the snapshot (the current file is kept aside).\n"
+        f"Type the database file name ({name}) to confirm: "
+    )
+    sys.stderr.flush()
+    try:
+        answer = sys.stdin.readline()
+    except (EOFError, OSError):
+        return False
+    return answer.strip() == name
+
+
+def _restore(ctx) -> int:
+    args = ctx.args
+    if ctx.read_only:
+        raise Refusal("The console is in read-only mode; nothing was restored.")
+    interactive = sys.stdin is not None and sys.stdin.isatty()
+    result = service.restore_snapshot(
+        ctx.db_path,
+        args.snapshot,
+        yes=args.yes,
+        confirm=typed_confirmation if interactive else None,
+        now=ctx.clock(),
+        busy_timeout_ms=ctx.busy_timeout_ms,
+    )
+    if ctx.json:
+        emit_json(result.to_json())
+    else:
+        say(result.message)
+        if result.removed:
+            say("Removed stale files: " + ", ".join(result.removed))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
+    upgrade = subparsers.add_parser(
+        "upgrade",
+        parents=parents,
+        help="plan or apply the guarded schema upgrade (snapshot first)",
+        description="Bring the database's schema to an archon release, with a verified snapshot first. "
+        "Exit codes: 0 done or up to date, 1 refused (e.g. --force needed), 3 database unusable or divergent.",
+    )
+    upgrade.add_argument("--plan", action="store_true", help="show what would happen; write nothing")
+    upgrade.add_argument(
+        "--force",
+        action="store_true",
+        help="allow adopting a database without ledger and historical-destructive steps",
+    )
+    upgrade.add_argument(
+        "--to",
+        metavar="RELEASE",
+        default="current",
+        choices=service.TARGETS,
+        help="stop at this archon release (1.8.20, 1.8.22, 1.10.0 or current; default current)",
+    )
+    upgrade.add_argument("--snapshot-dir", metavar="DIR", help="write the snapshot here instead of beside the database")
+    upgrade.set_defaults(handler=_upgrade)
+
+    restore = subparsers.add_parser(
+        "restore",
+        parents=parents,
+        help="put a snapshot back in place of the database",
+        description="Verify SNAPSHOT, then replace the database with it atomically; the replaced file is kept "
+        "as <file>.replaced-<UTC time>. Refused while archon is running.",
+    )
+    restore.add_argument("snapshot", metavar="SNAPSHOT", help="a snapshot written by `upgrade`")
+    restore.add_argument("--yes", action="store_true", help="do not ask for the typed confirmation")
+    restore.set_defaults(handler=_restore)

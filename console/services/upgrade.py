@@ -1,0 +1,742 @@
+"""The guarded schema upgrade and its undo: plan, snapshot, migrate, restore (DOMAIN.md §4).
+
+`plan_upgrade` only reads, through a connection that cannot write and creates no file beside the
+database (see `connect.untouched_read_uri`). `run_upgrade` re-makes every decision of the plan
+under archon's writer lock before it acts, so what was planned and what happens cannot drift.
+
+Why the lock is held the way it is
+----------------------------------
+akm holds one writer lock across "decide, snapshot, first migration" (§4.6). Two SQLite facts
+shape how the console does the same:
+
+* a table rebuild needs `PRAGMA foreign_keys = OFF`, which is a no-op inside a transaction, so it
+  must be set *before* `BEGIN IMMEDIATE`;
+* each migration commits with its ledger rows in its own transaction (akm's rule), and a COMMIT
+  releases the lock.
+
+So every step runs as: set `foreign_keys` for this step (OFF for a rebuild), `BEGIN IMMEDIATE`,
+re-read and re-verify the ledger *under the lock*, then the step, `foreign_key_check`, its ledger
+rows, COMMIT. The snapshot is taken inside the *first* step's transaction, after the decision was
+re-made under the lock and before the step's first write; the second connection that copies the
+file therefore sees exactly the state the first step starts from, and nobody can write between
+the decision, the copy and the first change. Between later steps the lock is released for a
+moment; that is safe because each step re-verifies, under its own lock, that the ledger is still
+the exact prefix it expects: if another upgrader applied the step meanwhile, the ledger is longer
+and this process re-plans instead of applying it twice (the unique index on
+`(migration_set, name)` is the backstop); if the ledger got shorter or diverged, it stops (exit 3).
+Steps are idempotent against every archon shape, so a write by archon in such a gap is handled
+like any database archon already moved forward. A crash at any point leaves either a committed
+step with its ledger rows or nothing of it; a rerun continues from the ledger.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import signal
+import sqlite3
+import tempfile
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+
+from console.clock import system_clock
+from console.db import ledger, snapshot as snapshots
+from console.db.connect import (
+    ARCHON_CORE_TABLES,
+    DEFAULT_BUSY_TIMEOUT_MS,
+    check_file,
+    check_size,
+    connect_raw,
+    is_wal_file,
+    untouched_read_uri,
+)
+from console.db.detect import Shape, detect_shape
+from console.db.migrations.base import Migration
+from console.db.migrations.registry import CURRENT_RELEASE, MIGRATIONS, RELEASES, migrations_through
+from console.db.migrations.runner import MigrationFailed, apply_migration
+from console.errors import DatabaseUnusable, Refusal, UsageError
+
+CRASH_ENV = "ARCHON_CONSOLE_TEST_CRASH_AT"
+TARGETS = RELEASES + ("current",)
+
+
+# --- values --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UpgradeProgress:
+    """One tick for a progress bar: `kind` is "snapshot" (pages), "migration" (steps) or "done"."""
+
+    kind: str
+    done: int
+    total: int
+    message: str = ""
+
+
+ProgressCallback = Callable[[UpgradeProgress], None]
+
+
+@dataclass(frozen=True)
+class PendingStep:
+    id: str
+    release: str
+    safety: str
+    description: str
+    rebuild: bool
+    rows: int | None  # rows it will touch, as the database is now (None: cannot tell)
+
+
+@dataclass
+class UpgradePlan:
+    path: str
+    target: str
+    detected_release: str | None
+    shape_reason: str
+    ledger_state: str  # "versioned" or "unversioned-adoption"
+    applied: list[str]
+    pending: list[PendingStep]
+    snapshot_path: str
+    snapshot_bytes: int
+    free_bytes: int
+    force_required: bool
+    force_reasons: list[str] = field(default_factory=list)
+    policy_changes: list[str] = field(default_factory=list)
+
+    @property
+    def up_to_date(self) -> bool:
+        return not self.pending
+
+    @property
+    def enough_space(self) -> bool:
+        return self.free_bytes >= self.snapshot_bytes + snapshots.SPACE_MARGIN_BYTES
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["up_to_date"] = self.up_to_date
+        data["enough_space"] = self.enough_space
+        data["registry_size"] = len(MIGRATIONS)
+        return data
+
+
+@dataclass
+class UpgradeResult:
+    status: str  # "up-to-date" or "upgraded"
+    plan: UpgradePlan
+    applied: list[str]
+    skipped: list[str]  # applied meanwhile by another upgrader
+    snapshot_path: str | None = None
+    snapshot_sha256: str | None = None
+    release_after: str | None = None
+
+    @property
+    def message(self) -> str:
+        if self.status == "up-to-date":
+            return f"Up to date: the database is at {self.plan.target} and its ledger is complete; nothing was written."
+        text = f"Applied {len(self.applied)} step(s); the database now has the {self.release_after or 'unknown'} shape."
+        if self.skipped:
+            text += f" {len(self.skipped)} step(s) were applied meanwhile by another upgrader."
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "message": self.message,
+            "applied": self.applied,
+            "skipped": self.skipped,
+            "snapshot_path": self.snapshot_path,
+            "snapshot_sha256": self.snapshot_sha256,
+            "release_after": self.release_after,
+            "plan": self.plan.to_json(),
+        }
+
+
+class ForceRequired(Refusal):
+    """The plan needs `--force`; nothing was written. Carries the plan so it can be shown."""
+
+    def __init__(self, plan: UpgradePlan):
+        super().__init__(
+            "This upgrade needs --force: " + "; ".join(plan.force_reasons) + ". Nothing was written.",
+            "Read the plan above, then run `archon-console upgrade --force` (a verified snapshot is taken first).",
+        )
+        self.plan = plan
+
+
+# --- the decision (made twice: read-only for the plan, under the lock before each step) -----
+
+
+@dataclass(frozen=True)
+class _Decision:
+    shape: Shape
+    applied: tuple[str, ...]
+    target: str
+    pending: tuple[Migration, ...]
+    force_reasons: tuple[str, ...]
+
+
+def resolve_target(target: str) -> str:
+    if target == "current":
+        return CURRENT_RELEASE
+    if target not in RELEASES:
+        raise UsageError(f"Unknown release {target!r}; choose one of {', '.join(TARGETS)}.")
+    return target
+
+
+def _require_archon(conn: sqlite3.Connection, path: Path) -> None:
+    names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    missing = [t for t in ARCHON_CORE_TABLES if t not in names]
+    if missing:
+        raise DatabaseUnusable(
+            f"{path} is a SQLite database but not an archon one (no {', '.join(missing)} table)."
+        )
+
+
+def _complete_release(applied: tuple[str, ...]) -> str | None:
+    done = set(applied)
+    complete = None
+    for release in RELEASES:
+        if all(m.id in done for m in migrations_through(release)):
+            complete = release
+    return complete
+
+
+def _decide(conn: sqlite3.Connection, path: Path, target: str) -> _Decision:
+    """Every fail-closed check of DOMAIN.md §4.5/§4.8, in order; raises `DatabaseUnusable`."""
+    _require_archon(conn, path)
+    applied = ledger.read_verified(conn)
+    shape = detect_shape(conn)
+    if shape.newer:
+        raise DatabaseUnusable(
+            f"{path} is newer than this console ({shape.reason}). Nothing was changed.",
+            "Use a newer archon-console.",
+        )
+    wanted = migrations_through(target)
+    rank = RELEASES.index
+    if len(applied) > len(wanted):
+        raise DatabaseUnusable(
+            f"The database's ledger already goes past {target} (step {applied[len(wanted)]}); "
+            "the console never downgrades. Nothing was changed.",
+            "An archon older than the schema cannot start on it; restore a snapshot instead.",
+        )
+    if not applied:
+        if shape.release is None:
+            raise DatabaseUnusable(
+                f"{path} matches no known archon release ({shape.reason}); it is not upgraded. Nothing was changed.",
+                "Run `archon-console doctor` to see which markers are missing.",
+            )
+    else:
+        complete = _complete_release(applied)
+        if complete is not None:
+            missing = [k for k, v in shape.markers.get(complete, {}).items() if not v]
+            if missing:
+                raise DatabaseUnusable(
+                    f"The ledger says {complete} was applied but the schema lacks {', '.join(missing)}: "
+                    "ledger and schema contradict each other. Nothing was changed.",
+                )
+    if shape.release is not None and rank(shape.release) > rank(target):
+        raise DatabaseUnusable(
+            f"The database already has the {shape.release} shape, newer than the requested {target}; "
+            "the console never downgrades. Nothing was changed.",
+        )
+    pending = wanted[len(applied):]
+    reasons: list[str] = []
+    if pending and not applied:
+        reasons.append(
+            f"the database has no upgrade ledger yet (as archon leaves it); adopting it replays all "
+            f"{len(pending)} steps from {pending[0].id} and records them"
+        )
+    for migration in pending:
+        if migration.safety == "historical-destructive":
+            reasons.append(f"step {migration.id} is historical-destructive ({migration.description})")
+    return _Decision(shape, applied, target, pending, tuple(reasons))
+
+
+def _estimate(conn: sqlite3.Connection, migration: Migration) -> int | None:
+    try:
+        return int(migration.estimate(conn))
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError) and "no such" in str(exc):
+            return None
+        raise
+    except Exception:
+        return None
+
+
+def _policy_changes(conn: sqlite3.Connection, pending: tuple[Migration, ...]) -> list[str]:
+    """Projects whose effective policy step 022 changes (DOMAIN.md §3.5 1100-03), if it can tell now."""
+    if not any(m.id.startswith("022-") for m in pending):
+        return []
+    from console.db.migrations.backfills import workload_repairs
+
+    try:
+        return [
+            f"{r['project_id']}: {r['repair_key']}" for r in workload_repairs(conn, 3)
+        ]
+    except Exception:
+        return []
+
+
+def _read_only_connection(path: Path, *, allow_recovery: bool) -> sqlite3.Connection:
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    if not allow_recovery and is_wal_file(path) and wal.exists() and not shm.exists():
+        raise Refusal(
+            f"{path} has a -wal file without its -shm index (archon stopped uncleanly); reading it "
+            "would create the index, so the read-only plan stops here. Nothing was written.",
+            "Start and stop archon once, or run `archon-console upgrade` (it recovers under the lock).",
+        )
+    conn = sqlite3.connect(untouched_read_uri(path), uri=True, isolation_level=None)
+    conn.execute(f"PRAGMA busy_timeout = {DEFAULT_BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA query_only = ON")
+    return conn
+
+
+def plan_upgrade(
+    path: str | os.PathLike[str],
+    target: str = "current",
+    *,
+    snapshot_dir: str | os.PathLike[str] | None = None,
+    now: datetime | None = None,
+    _allow_recovery: bool = False,
+) -> UpgradePlan:
+    """What `upgrade` would do. Reads only; creates and changes no file (see module docstring)."""
+    path = Path(path).expanduser()
+    target = resolve_target(target)
+    check_file(path)
+    check_size(path)
+    at = now or system_clock()
+    try:
+        conn = _read_only_connection(path, allow_recovery=_allow_recovery)
+    except sqlite3.Error as exc:
+        raise DatabaseUnusable(f"Cannot open {path}: {exc}.") from None
+    try:
+        decision = _decide(conn, path, target)
+        steps = [
+            PendingStep(m.id, m.release, m.safety, m.description, m.rebuild, _estimate(conn, m))
+            for m in decision.pending
+        ]
+        policy = _policy_changes(conn, decision.pending)
+        needed = snapshots.needed_bytes(conn)
+    except sqlite3.DatabaseError as exc:
+        raise DatabaseUnusable(
+            f"{path} cannot be read as a SQLite database ({exc}). Nothing was changed.",
+            "It may be corrupt; restore it from a snapshot or a backup.",
+        ) from None
+    finally:
+        conn.close()
+    target_path = snapshots.snapshot_target(path, at, Path(snapshot_dir) if snapshot_dir else None)
+    try:
+        free = snapshots.free_bytes(target_path.parent)
+    except OSError:
+        free = 0
+    return UpgradePlan(
+        path=str(path),
+        target=target,
+        detected_release=decision.shape.release,
+        shape_reason=decision.shape.reason,
+        ledger_state="versioned" if decision.applied else "unversioned-adoption",
+        applied=list(decision.applied),
+        pending=steps,
+        snapshot_path=str(target_path),
+        snapshot_bytes=needed,
+        free_bytes=free,
+        force_required=bool(decision.force_reasons),
+        force_reasons=list(decision.force_reasons),
+        policy_changes=policy,
+    )
+
+
+# --- running it ----------------------------------------------------------------------------
+
+
+def _crash_point(name: str) -> None:
+    """Test hook: die like `kill -9` at a named boundary (ARCHON_CONSOLE_TEST_CRASH_AT)."""
+    if os.environ.get(CRASH_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
+def run_upgrade(
+    path: str | os.PathLike[str],
+    *,
+    target: str = "current",
+    force: bool = False,
+    snapshot_dir: str | os.PathLike[str] | None = None,
+    progress: ProgressCallback | None = None,
+    now: datetime | None = None,
+    busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+) -> UpgradeResult:
+    """Plan, then (if allowed) snapshot and apply each pending step in its own locked transaction."""
+    path = Path(path).expanduser()
+    at = now or system_clock()
+    snap_dir = Path(snapshot_dir).expanduser() if snapshot_dir else None
+    if snap_dir is not None and not snap_dir.is_dir():
+        raise Refusal(f"The snapshot directory {snap_dir} does not exist. Nothing was written.")
+    plan = plan_upgrade(path, target, snapshot_dir=snap_dir, now=at, _allow_recovery=True)
+    if plan.up_to_date:
+        return UpgradeResult("up-to-date", plan, [], [])
+    if plan.force_required and not force:
+        raise ForceRequired(plan)
+    if not plan.enough_space:
+        raise snapshots.SnapshotFailed(
+            f"Not enough free space for the snapshot: it needs about "
+            f"{plan.snapshot_bytes + snapshots.SPACE_MARGIN_BYTES:,} bytes, {plan.free_bytes:,} are free "
+            f"in {Path(plan.snapshot_path).parent}. Nothing was written.",
+            "Free some space or pass --snapshot-dir DIR on a larger disk.",
+        )
+    emit = progress or (lambda event: None)
+    target_release = plan.target
+    conn = connect_raw(path, busy_timeout_ms=busy_timeout_ms)
+    state: dict[str, Any] = {"snapshot": None}
+    applied_now: list[str] = []
+    skipped: list[str] = []
+    total = len(plan.pending)
+    try:
+        while True:
+            try:
+                decision = _decide(conn, path, target_release)
+            except sqlite3.DatabaseError as exc:
+                raise DatabaseUnusable(f"{path} cannot be read ({exc}). Nothing further was changed.") from None
+            if len(decision.applied) < len(plan.applied):
+                raise DatabaseUnusable(
+                    "The upgrade ledger got shorter after the plan was made (was a snapshot restored?). "
+                    "Nothing further was changed."
+                )
+            if not decision.pending:
+                break
+            step = decision.pending[0]
+            expected = decision.applied
+
+            def locked(lconn: sqlite3.Connection, migration: Migration) -> bool:
+                under = _decide(lconn, path, target_release)
+                if under.applied != expected:
+                    if len(under.applied) < len(expected):
+                        raise DatabaseUnusable(
+                            "The upgrade ledger changed under the writer lock (it lost steps); "
+                            "nothing further was changed."
+                        )
+                    return False  # another upgrader moved on: re-plan
+                if state["snapshot"] is None:
+                    if under.force_reasons and not force:
+                        raise ForceRequired(plan)
+                    target_path = snapshots.snapshot_target(path, at, snap_dir)
+                    state["snapshot"] = snapshots.take_snapshot(
+                        path,
+                        target_path,
+                        progress=lambda done, pages: emit(
+                            UpgradeProgress("snapshot", done, pages, "copying pages to the snapshot")
+                        ),
+                    )
+                    _crash_point("after-snapshot")
+                return True
+
+            def record(rconn: sqlite3.Connection, migration: Migration) -> None:
+                snap = state["snapshot"]
+                ledger.record(
+                    rconn,
+                    migration,
+                    position=len(expected) + 1,
+                    target_release=target_release,
+                    now=at,
+                    snapshot_path=str(snap.path) if snap else None,
+                    snapshot_sha256=snap.sha256 if snap else None,
+                )
+                _crash_point(f"mid:{migration.id}")
+
+            try:
+                ran = apply_migration(conn, step, record=record, locked=locked)
+            except MigrationFailed as exc:
+                cause = exc.__cause__
+                if isinstance(cause, sqlite3.Error) and _busy(cause):
+                    raise _busy_refusal() from None
+                raise Refusal(
+                    f"{exc}. Earlier steps stay applied and recorded.",
+                    _restore_hint(state),
+                ) from None
+            except sqlite3.OperationalError as exc:
+                if _busy(exc):
+                    raise _busy_refusal() from None
+                raise Refusal(f"The upgrade stopped: {exc}.", _restore_hint(state)) from None
+            if ran:
+                applied_now.append(step.id)
+                emit(UpgradeProgress("migration", len(applied_now), total, f"{step.id}: {step.description}"))
+                _crash_point(f"after:{step.id}")
+            else:
+                skipped.append(step.id)
+        release_after = detect_shape(conn).release
+    finally:
+        conn.close()
+    snap = state["snapshot"]
+    emit(UpgradeProgress("done", len(applied_now), total, "upgrade finished"))
+    return UpgradeResult(
+        status="upgraded" if applied_now else "up-to-date",
+        plan=plan,
+        applied=applied_now,
+        skipped=[s for s in skipped if s not in applied_now],
+        snapshot_path=str(snap.path) if snap else None,
+        snapshot_sha256=snap.sha256 if snap else None,
+        release_after=release_after,
+    )
+
+
+def _busy_refusal() -> Refusal:
+    return Refusal(
+        "The database is busy: another process holds archon's write lock. Nothing further was written.",
+        "Stop archon before upgrading, then run the upgrade again (it continues from its ledger).",
+    )
+
+
+def _restore_hint(state: dict[str, Any]) -> str | None:
+    snap = state.get("snapshot")
+    if snap is None:
+        return None
+    return f"The snapshot taken before this run is {snap.path}; `archon-console restore` puts it back."
+
+
+# --- restore -------------------------------------------------------------------------------
+
+
+@dataclass
+class RestoreResult:
+    path: str
+    snapshot: str
+    sha256: str
+    replaced_path: str | None
+    removed: list[str]
+
+    @property
+    def message(self) -> str:
+        aside = f" The replaced file was kept as {self.replaced_path}." if self.replaced_path else ""
+        return f"Restored {self.path} from {self.snapshot}.{aside}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "message": self.message}
+
+
+def _processes_holding(path: Path) -> list[int]:
+    """Other processes with the file open (Linux /proc, same user; best effort)."""
+    try:
+        target = path.resolve()
+    except OSError:
+        return []
+    holders = []
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            for fd in (entry / "fd").iterdir():
+                try:
+                    if Path(os.readlink(fd)) == target:
+                        holders.append(int(entry.name))
+                        break
+                except OSError:
+                    continue
+        except OSError:
+            continue
+    return holders
+
+
+def _verify_snapshot(snapshot: Path) -> str:
+    check_file(snapshot)
+    check_size(snapshot)
+    if is_wal_file(snapshot):
+        raise DatabaseUnusable(
+            f"{snapshot} is in WAL mode; the console's snapshots are single files in DELETE mode.",
+        )
+    try:
+        snapshots.verify_copy(snapshot)
+        conn = sqlite3.connect(untouched_read_uri(snapshot), uri=True, isolation_level=None)
+        try:
+            _require_archon(conn, snapshot)
+        finally:
+            conn.close()
+    except snapshots.SnapshotFailed as exc:
+        raise DatabaseUnusable(f"{snapshot} is not a usable snapshot: {exc.reason}") from None
+    except sqlite3.DatabaseError as exc:
+        raise DatabaseUnusable(f"{snapshot} cannot be read as a SQLite database ({exc}).") from None
+    return snapshots.sha256_file(snapshot)
+
+
+def _recorded_sha(db_path: Path, snapshot: Path) -> str | None:
+    """The SHA-256 the database's ledger recorded for this snapshot, if any."""
+    if not db_path.exists():
+        return None
+    try:
+        conn = sqlite3.connect(untouched_read_uri(db_path), uri=True, isolation_level=None)
+    except sqlite3.Error:
+        return None
+    try:
+        recorded = ledger.recorded_snapshots(conn)
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+    wanted = snapshot.resolve()
+    for stored, sha in recorded.items():
+        try:
+            if Path(stored).resolve() == wanted:
+                return sha
+        except OSError:
+            continue
+    return None
+
+
+def _aside_name(db_path: Path, at: datetime) -> Path:
+    return db_path.with_name(f"{db_path.name}.replaced-{at.strftime('%Y%m%dT%H%M%SZ')}")
+
+
+def _quiesce(db_path: Path, busy_timeout_ms: int) -> None:
+    """Refuse unless nobody is using the database; fold its WAL into the main file."""
+    holders = _processes_holding(db_path)
+    if holders:
+        raise Refusal(
+            f"{db_path} is open in another process (pid {', '.join(map(str, holders[:5]))}); "
+            "nothing was restored.",
+            "Stop archon (and any other console) first.",
+        )
+    try:
+        conn = sqlite3.connect(str(db_path), isolation_level=None, timeout=busy_timeout_ms / 1000)
+    except sqlite3.Error as exc:
+        raise Refusal(f"Cannot open {db_path} to check it is idle: {exc}.") from None
+    try:
+        if is_wal_file(db_path):
+            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            if busy:
+                raise _busy_restore(db_path)
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+    except sqlite3.OperationalError as exc:
+        if _busy(exc):
+            raise _busy_restore(db_path) from None
+        raise Refusal(f"Cannot check that {db_path} is idle: {exc}.") from None
+    except sqlite3.DatabaseError:
+        pass  # a damaged database is exactly what a restore replaces
+    finally:
+        conn.close()
+    wal = Path(f"{db_path}-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise _busy_restore(db_path)
+
+
+def _busy_restore(db_path: Path) -> Refusal:
+    return Refusal(
+        f"{db_path} is in use (archon is running or another process holds its write lock); nothing was restored.",
+        "Stop archon first.",
+    )
+
+
+def restore_snapshot(
+    db_path: str | os.PathLike[str],
+    snapshot: str | os.PathLike[str],
+    *,
+    yes: bool = False,
+    confirm: Callable[[str], bool] | None = None,
+    now: datetime | None = None,
+    busy_timeout_ms: int = 2000,
+) -> RestoreResult:
+    """Put a verified snapshot back in place of `db_path`, keeping the replaced file aside.
+
+    `confirm(name)` must return True (the CLI asks the operator to type the file's name) unless
+    `yes` is set. Stale `-wal`/`-shm` files are removed before the atomic rename, never after: a
+    leftover WAL would otherwise be replayed into the restored file.
+    """
+    db_path = Path(db_path).expanduser()
+    snapshot = Path(snapshot).expanduser()
+    at = now or system_clock()
+    if snapshot.resolve() == db_path.resolve():
+        raise UsageError("The snapshot and the database are the same file.")
+    digest = _verify_snapshot(snapshot)
+    recorded = _recorded_sha(db_path, snapshot)
+    if recorded is not None and recorded != digest:
+        raise DatabaseUnusable(
+            f"{snapshot} does not match the SHA-256 recorded when it was taken; it was changed. "
+            "Nothing was restored."
+        )
+    if not yes:
+        if confirm is None:
+            raise Refusal(
+                "Restoring replaces the database; confirmation is needed and there is no terminal to ask. "
+                "Nothing was restored.",
+                "Pass --yes to confirm.",
+            )
+        if not confirm(db_path.name):
+            raise Refusal("Not confirmed; nothing was restored.")
+    exists = db_path.exists()
+    if exists:
+        _quiesce(db_path, busy_timeout_ms)
+    directory = db_path.parent
+    fd, name = tempfile.mkstemp(prefix=f".{db_path.name}.restore.", suffix=".tmp", dir=directory)
+    os.close(fd)
+    tmp = Path(name)
+    removed: list[str] = []
+    aside: Path | None = None
+    try:
+        shutil.copyfile(snapshot, tmp)
+        snapshots.fsync_path(tmp)
+        if snapshots.sha256_file(tmp) != digest:
+            raise Refusal("The copy of the snapshot did not match it; nothing was restored.")
+        for suffix in ("-wal", "-shm", "-journal"):
+            stale = Path(f"{db_path}{suffix}")
+            if stale.exists():
+                stale.unlink()
+                removed.append(str(stale))
+        if exists:
+            aside = _aside_name(db_path, at)
+            n = 1
+            while True:
+                try:
+                    os.link(db_path, aside)
+                    break
+                except FileExistsError:
+                    n += 1
+                    aside = _aside_name(db_path, at).with_name(f"{_aside_name(db_path, at).name}-{n}")
+                except OSError as exc:
+                    if exc.errno in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EMLINK):
+                        if aside.exists():
+                            n += 1
+                            aside = _aside_name(db_path, at).with_name(f"{_aside_name(db_path, at).name}-{n}")
+                            continue
+                        shutil.copy2(db_path, aside)
+                        break
+                    raise
+        os.replace(tmp, db_path)
+        tmp = None
+        snapshots.fsync_dir(directory)
+    except OSError as exc:
+        raise Refusal(f"The restore failed: {exc}. The database was not replaced.") from None
+    finally:
+        if tmp is not None:
+            try:
+                tmp.unlink()
+            except FileNotFoundError:
+                pass
+    return RestoreResult(
+        path=str(db_path),
+        snapshot=str(snapshot),
+        sha256=digest,
+        replaced_path=str(aside) if aside else None,
+        removed=removed,
+    )
+
+
+__all__ = [
+    "ForceRequired",
+    "PendingStep",
+    "RestoreResult",
+    "TARGETS",
+    "UpgradePlan",
+    "UpgradeProgress",
+    "UpgradeResult",
+    "plan_upgrade",
+    "restore_snapshot",
+    "resolve_target",
+    "run_upgrade",
+]
