@@ -395,7 +395,7 @@ def _stale_hint(env: sqlite3.Row, now: datetime, stale_after: timedelta, verb: s
     age = _claim_age(env, now)
     threshold = _ago(stale_after.total_seconds())
     if age > stale_after.total_seconds():
-        return f"it is stale (older than {threshold}); use --takeover with a reason to {verb} it"
+        return f"it is stale (older than {threshold}); use --takeover with a reason to {verb}"
     wait = _ago(stale_after.total_seconds() - age)
     return f"use --takeover with a reason once it is stale (older than {threshold}, in {wait})"
 
@@ -452,11 +452,11 @@ def claim(
                 f"complete or release it before claiming {op}. Nothing was written."
             )
         if held and not takeover:
-            raise Refusal(_describe_claim(env, now) + "; " + _stale_hint(env, now, stale_after, "take over") + ".")
+            raise Refusal(_describe_claim(env, now) + "; " + _stale_hint(env, now, stale_after, "take it over") + ".")
         if held and _claim_age(env, now) <= stale_after.total_seconds():
             raise Refusal(
                 _describe_claim(env, now) + "; a fresh claim cannot be taken over: "
-                + _stale_hint(env, now, stale_after, "take over") + "."
+                + _stale_hint(env, now, stale_after, "take it over") + "."
             )
         _require_allowed(env, op, f"a {op} claim")
         new_id = claim_id_for(actor)
@@ -524,10 +524,10 @@ def release(
         if not mine:
             if not takeover:
                 raise Refusal(_describe_claim(env, now) + "; only its holder can release it, or "
-                              + _stale_hint(env, now, stale_after, "release") + ".")
+                              + _stale_hint(env, now, stale_after, "release it") + ".")
             if _claim_age(env, now) <= stale_after.total_seconds():
                 raise Refusal(_describe_claim(env, now) + "; a fresh claim cannot be released by someone else: "
-                              + _stale_hint(env, now, stale_after, "release") + ".")
+                              + _stale_hint(env, now, stale_after, "release it") + ".")
         changed = conn.execute(
             "UPDATE execution_environments SET operation_claim_id = NULL, operation_kind = NULL, "
             "operation_claimed_at = NULL WHERE id = ? AND operation_claim_id = ?",

@@ -1,0 +1,223 @@
+"""`archon-console envs ...`: browse execution environments and claim operations on them.
+
+The text of the claim rules comes from `console.services.environments`, so help, TUI and code
+say the same thing.
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import timedelta
+from typing import Any, Callable
+
+import humanize
+
+from console.errors import Refusal
+from console.output import emit_json, relative, say, table
+from console.services import environments as envs
+from console.services.base import ActionResult
+
+CLAIM_EPILOG = (
+    "Which states allow which operation, and what completing it does:\n  "
+    + envs.operations_help().replace("\n", "\n  ")
+    + "\n\nA claim stops new runs from being placed on the environment at once. The holder then runs "
+    "`envs complete ID` (applies the transition and clears the claim) or `envs release ID` (clears it, no "
+    "transition). A claim older than the stale threshold (--stale-after, $ARCHON_CONSOLE_STALE_MINUTES, "
+    "default 15 minutes) can be taken over, or released by someone else, with --takeover --reason TEXT. "
+    "A retire claim also records a retirement request, which stays after a release. "
+    "Assumptions: reset re-prepares the workspace in place (back to ready); cleanup_retry asks archon's "
+    "cleanup worker for an immediate retry (cleanup_retry_at = now, state stays cleanup_pending). "
+    "retire and reset cannot be completed while an execution lease is active."
+)
+
+
+def _stale_after(ctx) -> timedelta:
+    minutes = getattr(ctx.args, "stale_after", None)
+    if minutes is None:
+        return envs.default_stale_after()
+    return timedelta(minutes=minutes)
+
+
+def _minutes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of minutes: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return value
+
+
+def run_action(ctx, target_id: str, action: Callable[[Any], ActionResult]) -> int:
+    """Open, run one service action, print its result; a refusal prints as JSON too under --json."""
+    try:
+        with ctx.open() as handle:
+            result = action(handle)
+    except Refusal as exc:
+        if not ctx.json:
+            raise
+        emit_json({"ok": False, "id": target_id, "state": None, "message": exc.reason, "hint": exc.hint})
+        return exc.exit_code
+    if ctx.json:
+        emit_json(result.to_json())
+    else:
+        say(result.message)
+    return 0 if result.ok else 1
+
+
+def _claim_cell(row: dict[str, Any]) -> str:
+    if not row.get("operation_claim_id"):
+        return "-"
+    stale = " (stale)" if row.get("stale") else ""
+    return f"{row.get('operation_kind')} by {row.get('claim_holder')}{stale}"
+
+
+def _age(row: dict[str, Any]) -> str:
+    if row.get("claim_age_seconds") is None:
+        return "-"
+    return f"{humanize.naturaldelta(timedelta(seconds=max(0, row['claim_age_seconds'])))} ago"
+
+
+def cmd_list(ctx) -> int:
+    args = ctx.args
+    now = ctx.clock()
+    with ctx.open() as handle:
+        page = envs.list_environments(
+            handle, now=now, state=args.state, project=args.project, claimed=args.claimed, stale=args.stale,
+            stale_after=_stale_after(ctx), after=args.after, limit=args.limit,
+        )
+    if ctx.json:
+        emit_json(page.rows)
+        return 0
+    rows = [
+        (
+            r["id"], r["project_id"], r["lifecycle_state"], _claim_cell(r),
+            _age(r),
+            r["active_lease_count"], "yes" if r["admits_leases"] else "no",
+            relative(r.get("idle_stop_at"), now), relative(r.get("cleanup_retry_at"), now),
+        )
+        for r in page.rows
+    ]
+    if not rows:
+        say("No environments match.")
+        return 0
+    print(table(rows, ["ID", "PROJECT", "STATE", "CLAIM", "CLAIMED", "LEASES", "ADMITS", "IDLE STOP", "CLEANUP RETRY"]))
+    if page.next_after is not None:
+        say(f"{len(rows)} shown; more with --after {page.next_after}")
+    return 0
+
+
+_SHOW_FIELDS = (
+    "id", "project_id", "lifecycle_state", "provider_kind", "target_kind", "target_key", "target_workspace_path",
+    "environment_revision", "external_id", "retirement_requested_at", "idle_stop_at", "cleanup_retry_at",
+    "cleanup_claim_id", "cleanup_attempts", "failure_message", "created_at", "updated_at",
+)
+
+
+def cmd_show(ctx) -> int:
+    now = ctx.clock()
+    with ctx.open() as handle:
+        env = envs.show_environment(handle, ctx.args.id, now=now, stale_after=_stale_after(ctx))
+    if ctx.json:
+        emit_json(env)
+        return 0
+    lines = []
+    for field in _SHOW_FIELDS:
+        if field in env:
+            value = env[field]
+            if field.endswith("_at") and value:
+                value = f"{value} ({relative(value, now)})"
+            lines.append((field, "-" if value is None else value))
+    if env.get("operation_claim_id"):
+        age = _age(env)
+        lines.append(("claim", f"{env['operation_kind']} by {env['claim_holder']} since "
+                               f"{env['operation_claimed_at']} ({age}){' - stale' if env['stale'] else ''}"))
+        lines.append(("claim_id", env["operation_claim_id"]))
+    else:
+        lines.append(("claim", "-"))
+    lines.append(("admits leases", f"{'yes' if env['admits_leases'] else 'no'} ({env['admission_reason']})"))
+    print(table(lines, ["FIELD", "VALUE"], max_width=100))
+    print()
+    print("Active execution leases:")
+    if env["active_leases"]:
+        print(table([(l.get("execution_run_id"), l.get("bound_at"), relative(l.get("bound_at"), now))
+                     for l in env["active_leases"]], ["RUN", "BOUND AT", "AGE"]))
+    else:
+        print("  none")
+    print()
+    print("Timeline:")
+    if env["events"]:
+        print(table([
+            (e.get("sequence"), e.get("created_at"), e.get("event_type"),
+             f"{e.get('from_state') or '-'} -> {e.get('to_state') or '-'}",
+             e.get("actor_reference") or e.get("actor_classification") or "-", e.get("reason") or "")
+            for e in env["events"]
+        ], ["#", "AT", "EVENT", "STATE", "ACTOR", "REASON"], max_width=60))
+    else:
+        print("  no events")
+    return 0
+
+
+def cmd_claim(ctx) -> int:
+    a = ctx.args
+    return run_action(ctx, a.id, lambda h: envs.claim(
+        h, a.id, a.op, ctx.actor, now=ctx.clock(), takeover=a.takeover, reason=a.reason,
+        stale_after=_stale_after(ctx)))
+
+
+def cmd_release(ctx) -> int:
+    a = ctx.args
+    return run_action(ctx, a.id, lambda h: envs.release(
+        h, a.id, ctx.actor, now=ctx.clock(), takeover=a.takeover, reason=a.reason, stale_after=_stale_after(ctx)))
+
+
+def cmd_complete(ctx) -> int:
+    a = ctx.args
+    return run_action(ctx, a.id, lambda h: envs.complete(h, a.id, ctx.actor, now=ctx.clock()))
+
+
+def register(subparsers, parents) -> None:
+    family = subparsers.add_parser(
+        "envs", parents=parents, help="execution environments and their operation claims",
+        description="Browse execution environments; claim, release and complete stop/retire/reset/cleanup_retry.",
+        epilog=CLAIM_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = family.add_subparsers(dest="envs_command", metavar="ACTION", required=True)
+    stale = argparse.ArgumentParser(add_help=False)
+    stale.add_argument("--stale-after", type=_minutes, metavar="MINUTES", default=None,
+                       help="age after which a claim counts as stale (default $ARCHON_CONSOLE_STALE_MINUTES or 15)")
+
+    p = sub.add_parser("list", parents=[*parents, stale], help="list environments (keyset pages by id)")
+    p.add_argument("--state", choices=envs.STATES, help="only this lifecycle state")
+    p.add_argument("--project", metavar="P", help="only this project id")
+    p.add_argument("--claimed", action="store_true", help="only environments holding an operation claim")
+    p.add_argument("--stale", action="store_true", help="only environments whose claim is stale")
+    p.add_argument("--limit", type=int, default=100, metavar="N", help="page size (default 100; 0 = all)")
+    p.add_argument("--after", metavar="ID", help="continue after this environment id")
+    p.set_defaults(handler=cmd_list)
+
+    p = sub.add_parser("show", parents=[*parents, stale], help="one environment: claim, leases, timeline")
+    p.add_argument("id", metavar="ID")
+    p.set_defaults(handler=cmd_show)
+
+    p = sub.add_parser("claim", parents=[*parents, stale], help="claim an operation (see the states below)",
+                       epilog=CLAIM_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("id", metavar="ID")
+    p.add_argument("--op", required=True, choices=envs.OPERATIONS, help="the operation to claim")
+    p.add_argument("--takeover", action="store_true", help="take over a stale claim (needs --reason)")
+    p.add_argument("--reason", metavar="TEXT", help="why (required with --takeover; at most 2000 bytes)")
+    p.set_defaults(handler=cmd_claim)
+
+    p = sub.add_parser("release", parents=[*parents, stale], help="drop a claim without a state change")
+    p.add_argument("id", metavar="ID")
+    p.add_argument("--takeover", action="store_true", help="release someone else's stale claim (needs --reason)")
+    p.add_argument("--reason", metavar="TEXT", help="why (required with --takeover)")
+    p.set_defaults(handler=cmd_release)
+
+    p = sub.add_parser("complete", parents=parents, help="apply your claimed operation and clear the claim",
+                       epilog=CLAIM_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("id", metavar="ID")
+    p.set_defaults(handler=cmd_complete)
+
+
+__all__ = ["register", "run_action"]

@@ -1,0 +1,108 @@
+"""`archon-console profiles ...`: a project's execution profile revisions, and rollback."""
+
+from __future__ import annotations
+
+import json
+
+from console.commands.envs import run_action
+from console.output import emit_json, relative, say, table
+from console.services import profiles
+from console.text import strip_control
+
+
+def cmd_list(ctx) -> int:
+    now = ctx.clock()
+    with ctx.open() as handle:
+        rows = profiles.list_revisions(handle, ctx.args.project)
+    if ctx.json:
+        emit_json(rows)
+        return 0
+    if not rows:
+        say(f"Project {ctx.args.project} has no execution profile revisions.")
+        return 0
+    print(table([
+        (
+            "*" if r["active"] else "", r["revision"], r["id"], r["schema_version"],
+            r["fingerprint_short"] + ("" if r["fingerprint_matches"] else " MISMATCH"),
+            r["provider_preference"] or "?", relative(r["created_at"], now),
+            relative(r["activated_at"][-1], now) if r["activated_at"] else "-",
+        )
+        for r in rows
+    ], ["ACTIVE", "REV", "ID", "SCHEMA", "FINGERPRINT", "PROVIDER", "CREATED", "LAST ACTIVATED"]))
+    return 0
+
+
+def cmd_show(ctx) -> int:
+    now = ctx.clock()
+    with ctx.open() as handle:
+        row = profiles.show_revision(handle, ctx.args.revision)
+    if ctx.json:
+        data = dict(row)
+        try:
+            data["profile"] = json.loads(row["profile_json"])
+        except (TypeError, ValueError):
+            data["profile"] = None
+        emit_json(data)
+        return 0
+    say(f"{row['id']}: revision {row['revision']} of {row['project_id']} ({row['project_name'] or '?'}), "
+        f"schema {row['schema_version']}, created {row['created_at']} ({relative(row['created_at'], now)})"
+        + (", ACTIVE" if row["active"] else ""))
+    if row["fingerprint_matches"]:
+        say(f"fingerprint {row['fingerprint']} (matches the canonical serialisation)")
+    else:
+        say(f"fingerprint MISMATCH: stored {row['fingerprint']}"
+            + ("" if row["fingerprint_well_formed"] else " (not 64 lowercase hex digits)"))
+        say(f"  recomputed {row['computed_fingerprint'] or '(profile is not a JSON object)'}; shown, not fixed")
+    print(strip_control(row["pretty_json"]))
+    if row["audit_events"]:
+        print()
+        print(table([
+            (e["created_at"], e["event_type"], e["profile_revision_id"], e["previous_profile_revision_id"] or "-")
+            for e in row["audit_events"]
+        ], ["AT", "EVENT", "REVISION", "PREVIOUS"]))
+    return 0
+
+
+def cmd_diff(ctx) -> int:
+    with ctx.open() as handle:
+        result = profiles.diff_revisions(handle, ctx.args.rev_a, ctx.args.rev_b)
+    if ctx.json:
+        emit_json({"a": result.a, "b": result.b, "same": result.same, "diff": result.text})
+    elif result.same:
+        say(f"{result.a} and {result.b} have the same profile.")
+    else:
+        print(strip_control(result.text), end="")
+    return 0
+
+
+def cmd_activate(ctx) -> int:
+    a = ctx.args
+    return run_action(ctx, a.revision, lambda h: profiles.activate(
+        h, a.revision, ctx.actor, reason=a.reason, now=ctx.clock()))
+
+
+def register(subparsers, parents) -> None:
+    family = subparsers.add_parser(
+        "profiles", parents=parents, help="execution profile revisions (list, show, diff, rollback)",
+        description="Execution profile revisions are permanent; activating an older one is a rollback that "
+        "also sets the project's build provider to the revision's provider_preference and records a "
+        "revision_activated audit event.",
+    )
+    sub = family.add_subparsers(dest="profiles_command", metavar="ACTION", required=True)
+    p = sub.add_parser("list", parents=parents, help="a project's revisions, newest first")
+    p.add_argument("project", metavar="PROJECT")
+    p.set_defaults(handler=cmd_list)
+    p = sub.add_parser("show", parents=parents, help="one revision as pretty JSON, fingerprint checked")
+    p.add_argument("revision", metavar="REVISION")
+    p.set_defaults(handler=cmd_show)
+    p = sub.add_parser("diff", parents=parents, help="unified diff of two revisions' profiles")
+    p.add_argument("rev_a", metavar="REV_A")
+    p.add_argument("rev_b", metavar="REV_B")
+    p.set_defaults(handler=cmd_diff)
+    p = sub.add_parser("activate", parents=parents, help="make a revision active again (rollback)")
+    p.add_argument("revision", metavar="REVISION")
+    p.add_argument("--reason", required=True, metavar="TEXT", help="why (recorded in the audit event)")
+    p.set_defaults(handler=cmd_activate)
+
+
+__all__ = ["register"]

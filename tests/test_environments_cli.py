@@ -1,0 +1,136 @@
+"""`archon-console envs ...` end to end: JSON shapes, exit codes, global options anywhere."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from console.cli import main
+from tests.test_environments_support import add_env, add_lease, add_project, dump, env_row, raw
+
+
+@pytest.fixture
+def db(schema_db, monkeypatch):
+    monkeypatch.setenv("ARCHON_CONSOLE_NOW", "2026-11-01T09:30:00Z")
+    monkeypatch.delenv("ARCHON_CONSOLE_STALE_MINUTES", raising=False)
+    path = schema_db("1.10.0")
+    conn = raw(path)
+    add_project(conn)
+    for state in ("ready", "running", "stopped", "cleanup_pending"):
+        add_env(conn, f"env-{state}", state)
+    add_lease(conn, "env-running", "run-1")
+    conn.execute("UPDATE execution_environments SET failure_message = ? WHERE id = 'env-stopped'",
+                 ("[bold]x\x1b[2J[/bold]",))
+    conn.close()
+    return path
+
+
+def cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_list_json_has_columns_and_derived_fields(db, capsys):
+    code, out, _ = cli(capsys, "envs", "list", "--db", db, "--json")
+    assert code == 0
+    rows = json.loads(out)
+    assert [r["id"] for r in rows] == ["env-cleanup_pending", "env-ready", "env-running", "env-stopped"]
+    running = rows[2]
+    for key in ("lifecycle_state", "operation_claim_id", "idle_stop_at", "cleanup_retry_at",
+                "claim_age_seconds", "stale", "active_lease_count", "admits_leases", "admission_reason"):
+        assert key in running
+    assert running["active_lease_count"] == 1 and running["admits_leases"] is False
+
+
+def test_global_options_before_or_after_the_subcommand(db, capsys):
+    code, out, _ = cli(capsys, "--db", db, "--as", "alice", "--json", "envs", "claim", "env-ready", "--op", "stop")
+    assert code == 0 and json.loads(out)["ok"] is True
+    code, out, _ = cli(capsys, "envs", "claim", "env-ready", "--op", "stop", "--json", "--as", "alice", "--db", db)
+    result = json.loads(out)
+    assert code == 0 and result["noop"] is True and result["id"] == "env-ready" and result["state"] == "ready"
+
+
+def test_refusal_is_exit_1_with_one_json_object_and_nothing_written(db, capsys):
+    cli(capsys, "envs", "claim", "env-ready", "--op", "stop", "--as", "alice", "--db", db)
+    before = dump(db)
+    code, out, _ = cli(capsys, "envs", "claim", "env-ready", "--op", "retire", "--as", "bob", "--db", db, "--json")
+    assert code == 1
+    result = json.loads(out)
+    assert result["ok"] is False and "claimed for stop by alice" in result["message"]
+    code, _, err = cli(capsys, "envs", "claim", "env-ready", "--op", "retire", "--as", "bob", "--db", db)
+    assert code == 1 and err.startswith("archon-console: env-ready is claimed for stop by alice since")
+    assert dump(db) == before
+
+
+def test_takeover_via_cli_with_stale_after_option(db, capsys, monkeypatch):
+    cli(capsys, "envs", "claim", "env-ready", "--op", "stop", "--as", "alice", "--db", db)
+    monkeypatch.setenv("ARCHON_CONSOLE_NOW", "2026-11-01T09:35:00Z")
+    code, _, err = cli(capsys, "envs", "claim", "env-ready", "--op", "stop", "--as", "bob", "--db", db,
+                       "--takeover", "--reason", "stuck")
+    assert code == 1 and "fresh claim" in err
+    code, out, _ = cli(capsys, "envs", "claim", "env-ready", "--op", "stop", "--as", "bob", "--db", db,
+                       "--takeover", "--reason", "stuck", "--stale-after", "4")
+    assert code == 0 and "taken over" in out
+    code, out, _ = cli(capsys, "--db", db, "envs", "list", "--stale", "--stale-after", "4", "--json")
+    assert [r["id"] for r in json.loads(out)] == []
+    monkeypatch.setenv("ARCHON_CONSOLE_STALE_MINUTES", "0")
+    monkeypatch.setenv("ARCHON_CONSOLE_NOW", "2026-11-01T09:36:00Z")
+    code, out, _ = cli(capsys, "--db", db, "envs", "list", "--stale", "--json")
+    assert [r["id"] for r in json.loads(out)] == ["env-ready"]
+
+
+def test_complete_and_release_via_cli(db, capsys):
+    cli(capsys, "envs", "claim", "env-cleanup_pending", "--op", "cleanup_retry", "--as", "alice", "--db", db)
+    code, out, _ = cli(capsys, "envs", "complete", "env-cleanup_pending", "--as", "alice", "--db", db, "--json")
+    assert code == 0 and json.loads(out)["state"] == "cleanup_pending"
+    assert env_row(db, "env-cleanup_pending")["cleanup_retry_at"] == "2026-11-01 09:30:00"
+    cli(capsys, "envs", "claim", "env-stopped", "--op", "retire", "--as", "alice", "--db", db)
+    code, out, _ = cli(capsys, "envs", "release", "env-stopped", "--as", "alice", "--db", db)
+    assert code == 0 and "Released your retire claim" in out
+    code, out, _ = cli(capsys, "envs", "release", "env-stopped", "--as", "alice", "--db", db)
+    assert code == 0 and "already released" in out
+
+
+def test_read_only_usage_and_unusable_exit_codes(db, capsys, tmp_path):
+    before = dump(db)
+    code, _, err = cli(capsys, "--read-only", "envs", "claim", "env-ready", "--op", "stop", "--db", db)
+    assert code == 1 and "read-only" in err
+    assert dump(db) == before
+    assert cli(capsys, "envs", "claim", "env-ready", "--op", "explode", "--db", db)[0] == 2
+    assert cli(capsys, "envs", "--db", db)[0] == 2
+    assert cli(capsys, "envs", "release", "env-ready", "--db", db, "--stale-after", "-1")[0] == 2
+    (tmp_path / "junk.db").write_text("not a database")
+    assert cli(capsys, "envs", "list", "--db", tmp_path / "junk.db")[0] == 3
+
+
+def test_text_output_is_a_table_without_control_characters(db, capsys):
+    cli(capsys, "envs", "claim", "env-ready", "--op", "stop", "--as", "alice", "--db", db)
+    code, out, _ = cli(capsys, "envs", "list", "--db", db)
+    assert code == 0
+    header = out.splitlines()[0].split()
+    assert header[:4] == ["ID", "PROJECT", "STATE", "CLAIM"]
+    assert "stop by alice" in out and "a moment ago" in out
+    code, out, _ = cli(capsys, "envs", "show", "env-stopped", "--db", db)
+    assert code == 0 and "\x1b" not in out and "[bold]x[2J[/bold]" in out
+    assert "Timeline:" in out and "Active execution leases:" in out
+
+
+def test_list_paging_text_hint(db, capsys):
+    code, out, _ = cli(capsys, "envs", "list", "--limit", "2", "--db", db)
+    assert "more with --after env-ready" in out
+    code, out, _ = cli(capsys, "envs", "list", "--limit", "2", "--after", "env-ready", "--db", db, "--json")
+    assert [r["id"] for r in json.loads(out)] == ["env-running", "env-stopped"]
+
+
+def test_envs_commands_do_not_import_textual(db):
+    code = (
+        "import sys; from console.cli import main; "
+        f"rc = main(['envs', 'list', '--db', {str(db)!r}, '--json']); "
+        "assert 'textual' not in sys.modules, 'textual imported'; sys.exit(rc)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
