@@ -1,0 +1,251 @@
+"""`archon-console approvals ...`: the approval queue from a shell.
+
+Imports stay light at module level (argparse only): every CLI start imports every command
+family, and `approvals list` must answer in well under a quarter second on a million requests.
+Services and output helpers are imported inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+HELP = "approval requests: list, show, approve, deny, revoke, expire"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _minutes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of minutes: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return value
+
+
+def register(subparsers: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
+    family = subparsers.add_parser(
+        "approvals", help=HELP, description="Approval requests (git_push / custom_check) and their decisions.",
+        parents=parents,
+    )
+    commands = family.add_subparsers(dest="approvals_command", metavar="ACTION", required=True)
+
+    p = commands.add_parser(
+        "list", parents=parents, help="requests by expiry, soonest first",
+        description="Requests ordered by expiry (soonest first). Times are relative to now; "
+        "'overdue' marks an open request past its expiry (it can only expire).",
+    )
+    p.add_argument("--status", metavar="S", default="pending",
+                   help="pending (default), approved, denied, cancelled, expired, invalidated, consumed, "
+                   "a comma-separated list, or 'all'")
+    p.add_argument("--project", metavar="P", help="project id or name")
+    p.add_argument("--kind", metavar="K", help="git_push or custom_check")
+    p.add_argument("--expiring-within", type=_minutes, metavar="MINUTES",
+                   help="only requests whose expiry is at most MINUTES away (overdue ones included)")
+    p.add_argument("--search", metavar="TEXT", help="text to find in the id, project or requested action")
+    p.add_argument("--limit", type=_positive_int, default=50, metavar="N", help="at most N rows (default 50)")
+    p.set_defaults(handler=run_list)
+
+    p = commands.add_parser("show", parents=parents, help="one request with its action, authority and history")
+    p.add_argument("id", metavar="ID")
+    p.set_defaults(handler=run_show)
+
+    p = commands.add_parser(
+        "approve", parents=parents, help="approve pending requests (each in its own transaction)",
+        description="Approve each pending request. The requester may not approve their own request; "
+        "a request past its expiry is marked expired instead. Repeating your own approval is a no-op.",
+    )
+    p.add_argument("ids", nargs="+", metavar="ID")
+    p.add_argument("--reason", metavar="TEXT", help="optional note (at most 2000 bytes)")
+    p.set_defaults(handler=run_decide, decision="approve")
+
+    p = commands.add_parser(
+        "deny", parents=parents, help="deny pending requests (a reason is required)",
+        description="Deny each pending request; the reason (at most 2000 bytes) is recorded in its history.",
+    )
+    p.add_argument("ids", nargs="+", metavar="ID")
+    p.add_argument("--reason", metavar="TEXT", required=True, help="why (required, at most 2000 bytes)")
+    p.set_defaults(handler=run_decide, decision="deny")
+
+    p = commands.add_parser(
+        "revoke", parents=parents, help="withdraw an approval not yet consumed (approved -> invalidated)",
+    )
+    p.add_argument("ids", nargs=1, metavar="ID")
+    p.add_argument("--reason", metavar="TEXT", required=True, help="why (required, at most 2000 bytes)")
+    p.set_defaults(handler=run_decide, decision="revoke")
+
+    p = commands.add_parser(
+        "expire", parents=parents, help="mark every pending or approved request past its expiry as expired",
+        description="The sweep archon runs: pending or approved requests past expires_at become expired "
+        "(recorded as actor 'system' / archon-console).",
+    )
+    p.set_defaults(handler=run_expire)
+
+
+# --- handlers ----------------------------------------------------------------------------------
+
+def run_list(ctx) -> int:
+    from console.services.approval_queue import Filters, list_requests, parse_statuses
+
+    args = ctx.args
+    filters = Filters(
+        statuses=parse_statuses(args.status),
+        project=args.project,
+        kind=args.kind,
+        expiring_within_minutes=args.expiring_within,
+        search=args.search,
+    )
+    now = ctx.clock()
+    with ctx.open(read_only=True) as handle:
+        page = list_requests(handle, filters, limit=args.limit, now=now)
+    if ctx.json:
+        from console.output import emit_json
+
+        emit_json(page.rows)
+        return 0
+    from console.output import relative, say, table
+    from console.services.approval_queue import action_summary, parse_json_field, requester_of
+
+    if not page.rows:
+        say("No approval requests match.")
+        return 0
+    rows = []
+    for r in page.rows:
+        expires = relative(r["expires_at"], now)
+        if r["overdue"]:
+            expires += " (overdue)"
+        rows.append([
+            r["id"],
+            r.get("project_name") or r["project_id"],
+            r["action_kind"],
+            r["status"],
+            expires,
+            requester_of(parse_json_field(r["authority_json"])) or "-",
+            action_summary(r["action_kind"], parse_json_field(r["action_json"]), r["action_json"]),
+        ])
+    say(table(rows, ["ID", "PROJECT", "KIND", "STATUS", "EXPIRES", "REQUESTER", "ACTION"]))
+    if page.next_cursor is not None:
+        say(f"(first {len(page.rows)}; more match, raise --limit or narrow the filters)")
+    return 0
+
+
+def _pretty(value: Any, raw: Any) -> str:
+    import json
+
+    from console.text import strip_control
+
+    if value is None:
+        return strip_control(raw) if raw is not None else "-"
+    # json.dumps escapes control characters inside strings, so the result is terminal-safe.
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def run_show(ctx) -> int:
+    from console.services.approval_queue import show_request
+
+    now = ctx.clock()
+    with ctx.open(read_only=True) as handle:
+        request = show_request(handle, ctx.args.id, actor=ctx.actor, now=now)
+    if ctx.json:
+        from console.output import emit_json
+
+        emit_json(request)
+        return 0
+    from console.output import relative, say, table
+    from console.text import one_line
+
+    def when(value: Any) -> str:
+        return "-" if value is None else f"{one_line(value)} ({relative(value, now)})"
+
+    status = request["status"] + (" (overdue: past its expiry, awaiting expiry)" if request["overdue"] else "")
+    fields = [
+        ("id", request["id"]),
+        ("project", f"{request['project_id']} ({request.get('project_name') or '?'})"
+         + ("  [being deleted]" if request["project_deleting"] else "")),
+        ("run", request["execution_run_id"]),
+        ("kind", request["action_kind"]),
+        ("status", status),
+        ("requester", request["requester"] or "-"),
+        ("expires", when(request["expires_at"])),
+        ("decided", when(request["decision_at"])),
+        ("consumed", when(request["consumed_at"])),
+        ("created", when(request["created_at"])),
+        ("updated", when(request["updated_at"])),
+        ("fingerprint", request["action_fingerprint"]),
+    ]
+    width = max(len(k) for k, _ in fields)
+    lines = [f"{k.ljust(width)}  {one_line(v)}" for k, v in fields]
+    options = request.get("options") or {}
+    can = [a for a, why in options.items() if why is None]
+    # Status mismatches ("it is denied, not pending") are plain from the status line; say the rest.
+    blocked = [f"not {a}: {why}" for a, why in options.items() if why and not why.startswith("it is ")]
+    lines.append(f"{'you can'.ljust(width)}  {', '.join(can) if can else 'nothing'}")
+    lines.extend(f"{''.ljust(width)}  {one_line(item)}" for item in blocked)
+    say("\n".join(lines))
+    say("\naction:\n" + _pretty(request["action"], request["action_json"]))
+    say("\nauthority:\n" + _pretty(request["authority"], request["authority_json"]))
+    events = [
+        [e["sequence"], when(e["created_at"]), e["event_type"], f"{e['from_status'] or '-'} -> {e['to_status']}",
+         f"{e['actor_reference'] or '-'} ({e['actor_classification']})", e["reason"] or ""]
+        for e in request["events"]
+    ]
+    say("\nhistory:")
+    say(table(events, ["#", "WHEN", "EVENT", "STATUS", "ACTOR", "REASON"], max_width=60) if events else "(no events)")
+    return 0
+
+
+def _print_results(ctx, results, *, empty: str | None = None) -> int:
+    from console.output import emit_json, say
+
+    if ctx.json:
+        emit_json([r.to_json() for r in results])
+    elif not results and empty:
+        say(empty)
+    else:
+        for r in results:
+            if r.ok:
+                say(r.message)
+            else:
+                say(f"refused: {r.message}", err=True)
+    return 0 if all(r.ok for r in results) else 1
+
+
+def run_decide(ctx) -> int:
+    from console.errors import Refusal
+    from console.services.approvals import decide_many
+    from console.services.base import ActionResult
+
+    args = ctx.args
+    with ctx.open() as handle:
+        try:
+            results = decide_many(
+                handle, args.ids, args.decision, actor=ctx.actor, reason=args.reason, now=ctx.clock()
+            )
+        except Refusal as exc:
+            if not ctx.json:
+                raise
+            message = exc.reason if not exc.hint else f"{exc.reason} {exc.hint}"
+            results = [ActionResult(False, i, None, message) for i in dict.fromkeys(args.ids)]
+    return _print_results(ctx, results)
+
+
+def run_expire(ctx) -> int:
+    from console.services.approvals import expire_overdue
+
+    with ctx.open() as handle:
+        results = expire_overdue(handle, actor=ctx.actor, now=ctx.clock())
+    if not ctx.json and results:
+        from console.output import say
+
+        say(f"Expired {len(results)} request{'s' if len(results) != 1 else ''}:")
+    return _print_results(ctx, results, empty="Nothing to expire: no pending or approved request is past its expiry.")

@@ -1,0 +1,278 @@
+"""Keyset pages and capped counts: how the console reads tables of a million rows quickly.
+
+OFFSET paging reads and discards every skipped row, and `count(*)` visits every matching row, so
+both grow with the table. A keyset page instead continues from the last key it showed with a
+row-value comparison, `(k1, k2) > (?, ?)`, which SQLite answers by seeking an index whose columns
+start with the query's equality filters followed by the keys. A capped count stops at `cap + 1`
+rows and says "more than 500" rather than walking the whole table.
+
+Archon's indexes lead with `project_id` (for example `(project_id, status, expires_at, id)`), so
+an ordering across projects cannot be read from one index. `fetch_merged_page` runs the same keyset
+query once per partition (project, status) and merges the sorted pieces: a handful of index seeks
+instead of sorting the table, and without adding indexes to a database the console did not build.
+"""
+
+from __future__ import annotations
+
+import heapq
+import sqlite3
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Literal, Sequence
+
+Direction = Literal["after", "before"]
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a page continues: strictly after (or before) the row whose key is `key`."""
+
+    key: tuple[Any, ...]
+    direction: Direction = "after"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": list(self.key), "direction": self.direction}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> "Cursor | None":
+        if not data:
+            return None
+        direction = data.get("direction", "after")
+        if direction not in ("after", "before"):
+            raise ValueError(f"cursor direction must be 'after' or 'before', not {direction!r}")
+        return cls(tuple(data["key"]), direction)
+
+
+@dataclass(frozen=True)
+class KeysetQuery:
+    """`SELECT columns FROM source WHERE where... ORDER BY keys`, pageable by its keys.
+
+    `keys` are SQL expressions as they appear in ORDER BY (usually plain column names, the tail
+    of an index); `key_names` are the names under which the same values appear in each result
+    row (by default the part after the last dot of each key). The keys must identify a row
+    uniquely (end them with the primary key), or rows sharing a key can be skipped.
+    """
+
+    source: str
+    keys: tuple[str, ...]
+    columns: str = "*"
+    where: tuple[str, ...] = ()
+    params: tuple[Any, ...] = ()
+    descending: bool = False
+    key_names: tuple[str, ...] | None = None
+
+    def names(self) -> tuple[str, ...]:
+        if self.key_names is not None:
+            return self.key_names
+        return tuple(k.rsplit(".", 1)[-1].strip('"') for k in self.keys)
+
+    def filtered(self, clause: str, *params: Any) -> "KeysetQuery":
+        """The same query with one more WHERE clause."""
+        return replace(self, where=self.where + (clause,), params=self.params + tuple(params))
+
+
+@dataclass
+class Page:
+    """One page of rows in display order, and cursors to the neighbouring pages.
+
+    The flag in the direction that was fetched is exact; the other one is only "a cursor was
+    given", because rows before a cursor may since have been removed.
+    """
+
+    rows: list[dict[str, Any]]
+    key_names: tuple[str, ...]
+    has_next: bool
+    has_previous: bool
+    first_key: tuple[Any, ...] | None = None
+    last_key: tuple[Any, ...] | None = None
+
+    @property
+    def next_cursor(self) -> Cursor | None:
+        return Cursor(self.last_key, "after") if self.has_next and self.last_key is not None else None
+
+    @property
+    def previous_cursor(self) -> Cursor | None:
+        if self.has_previous and self.first_key is not None:
+            return Cursor(self.first_key, "before")
+        return None
+
+
+def sqlite_sort_key(value: Any) -> tuple[int, Any]:
+    """Python ordering that matches SQLite's BINARY ordering: NULL < numbers < text < blobs.
+
+    UTF-8 byte order equals code point order, so Python's str comparison agrees with memcmp.
+    """
+    if value is None:
+        return (0, 0)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (1, value)
+    if isinstance(value, bool):
+        return (1, int(value))
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return (3, bytes(value))
+    return (2, str(value))
+
+
+def row_key(row: dict[str, Any], names: Sequence[str]) -> tuple[Any, ...]:
+    return tuple(row[name] for name in names)
+
+
+def _sortable(key: tuple[Any, ...]) -> tuple[tuple[int, Any], ...]:
+    return tuple(sqlite_sort_key(v) for v in key)
+
+
+def _sql(query: KeysetQuery, cursor: Cursor | None, limit: int) -> tuple[str, list[Any]]:
+    forward = cursor is None or cursor.direction == "after"
+    # The scan runs in display order when going forward, reversed when going back.
+    scan_descending = query.descending if forward else not query.descending
+    where = list(query.where)
+    params = list(query.params)
+    if cursor is not None:
+        if len(cursor.key) != len(query.keys):
+            raise ValueError(f"cursor has {len(cursor.key)} key values; the query orders by {len(query.keys)}")
+        op = "<" if scan_descending else ">"
+        placeholders = ", ".join("?" for _ in query.keys)
+        where.append(f"({', '.join(query.keys)}) {op} ({placeholders})")
+        params.extend(cursor.key)
+    order = ", ".join(f"{k} {'DESC' if scan_descending else 'ASC'}" for k in query.keys)
+    sql = f"SELECT {query.columns} FROM {query.source}"
+    if where:
+        sql += " WHERE " + " AND ".join(f"({w})" for w in where)
+    sql += f" ORDER BY {order} LIMIT ?"
+    params.append(int(limit))
+    return sql, params
+
+
+def _rows(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+    cur = conn.execute(sql, params)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row)) for row in cur.fetchall()]
+
+
+def fetch_page(
+    conn: sqlite3.Connection,
+    query: KeysetQuery,
+    *,
+    cursor: Cursor | None = None,
+    limit: int = 50,
+) -> Page:
+    """A page of at most `limit` rows continuing from `cursor` (the first page when None)."""
+    return fetch_merged_page(conn, [query], cursor=cursor, limit=limit)
+
+
+def fetch_merged_page(
+    conn: sqlite3.Connection,
+    queries: Sequence[KeysetQuery],
+    *,
+    cursor: Cursor | None = None,
+    limit: int = 50,
+) -> Page:
+    """One keyset page over the union of `queries`, which must share keys and direction.
+
+    Each partition contributes at most `limit + 1` rows through its own index seek; the merged,
+    sorted result is cut to `limit`. Partitions must not overlap (the same row in two
+    partitions would be shown twice).
+    """
+    if limit < 1:
+        raise ValueError("limit must be at least 1")
+    if not queries:
+        return Page([], (), False, cursor is not None)
+    first = queries[0]
+    names = first.names()
+    for q in queries[1:]:
+        if q.keys != first.keys or q.descending != first.descending or q.names() != names:
+            raise ValueError("merged keyset queries must order by the same keys in the same direction")
+    forward = cursor is None or cursor.direction == "after"
+    scan_descending = first.descending if forward else not first.descending
+    pieces = []
+    for q in queries:
+        sql, params = _sql(q, cursor, limit + 1)
+        pieces.append(_rows(conn, sql, params))
+    if len(pieces) == 1:
+        merged = pieces[0]
+    else:
+        merged = list(
+            heapq.merge(*pieces, key=lambda r: _sortable(row_key(r, names)), reverse=scan_descending)
+        )
+    more = len(merged) > limit
+    rows = merged[:limit]
+    if not forward:
+        rows.reverse()
+    page = Page(
+        rows=rows,
+        key_names=names,
+        has_next=more if forward else cursor is not None,
+        has_previous=cursor is not None if forward else more,
+    )
+    if rows:
+        page.first_key = row_key(rows[0], names)
+        page.last_key = row_key(rows[-1], names)
+    return page
+
+
+@dataclass(frozen=True)
+class CappedCount:
+    """A count that stopped at `cap`: `exact` is False when there are more than `value` rows."""
+
+    value: int
+    exact: bool = True
+
+    def __str__(self) -> str:
+        return str(self.value) if self.exact else f">{self.value}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"count": self.value, "exact": self.exact}
+
+    def __add__(self, other: "CappedCount") -> "CappedCount":
+        return CappedCount(self.value + other.value, self.exact and other.exact)
+
+
+def count_capped(
+    conn: sqlite3.Connection,
+    source: str,
+    where: Iterable[str] = (),
+    params: Sequence[Any] = (),
+    *,
+    cap: int = 500,
+) -> CappedCount:
+    """How many rows match, reading at most `cap + 1` of them."""
+    clauses = list(where)
+    sql = f"SELECT 1 FROM {source}"
+    if clauses:
+        sql += " WHERE " + " AND ".join(f"({w})" for w in clauses)
+    total = conn.execute(f"SELECT count(*) FROM ({sql} LIMIT ?)", [*params, cap + 1]).fetchone()[0]
+    if total > cap:
+        return CappedCount(cap, exact=False)
+    return CappedCount(total)
+
+
+def count_queries_capped(
+    conn: sqlite3.Connection, queries: Sequence[KeysetQuery], *, cap: int = 500
+) -> CappedCount:
+    """A capped count over the union of (non-overlapping) partitions, stopping once `cap` is passed."""
+    total = 0
+    for q in queries:
+        part = count_capped(conn, q.source, q.where, q.params, cap=cap - total)
+        total += part.value
+        if not part.exact or total > cap:
+            return CappedCount(min(total, cap), exact=False)
+    return CappedCount(total)
+
+
+def describe_count(shown: int, total: CappedCount) -> str:
+    """'50 of >500', '12 of 12'."""
+    return f"{shown} of {total}"
+
+
+__all__ = [
+    "CappedCount",
+    "Cursor",
+    "KeysetQuery",
+    "Page",
+    "count_capped",
+    "count_queries_capped",
+    "describe_count",
+    "fetch_merged_page",
+    "fetch_page",
+    "row_key",
+    "sqlite_sort_key",
+]

@@ -1,0 +1,317 @@
+"""Reading the approval queue: pages of requests, one request with its history, what can be done.
+
+Rows are keyed by archon's column names plus derived fields (`expires_in_seconds`, `overdue`,
+`project_name`), so the CLI's JSON and the TUI's table read the same dictionaries. Ordering is
+`(expires_at, id)` within each (project, status) partition, read through archon's
+`idx_approval_requests_project_status_expiry` and merged (see `console/db/queries.py`).
+Timestamps are compared as instants (`julianday` / `parse_time`), never as raw text, because
+archon may write `expires_at` in ISO 8601 as well as in `CURRENT_TIMESTAMP` form.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Iterable, Sequence
+
+from console.clock import db_time, parse_time, system_clock
+from console.db.connect import ArchonDatabase
+from console.db.queries import (
+    CappedCount,
+    Cursor,
+    KeysetQuery,
+    count_queries_capped,
+    fetch_merged_page,
+)
+from console.errors import Refusal, UsageError
+from console.services.base import require_feature
+from console.text import one_line
+
+STATUSES = ("pending", "approved", "denied", "cancelled", "expired", "invalidated", "consumed")
+OPEN_STATUSES = ("pending", "approved")  # the ones the expiry sweep still moves
+KINDS = ("git_push", "custom_check")
+ORDER_KEYS = ("expires_at", "id")
+REQUESTER_KEYS = ("requested_by", "requester")
+
+# Beyond this many (project, status) partitions one sorted scan is cheaper than many seeks.
+MAX_PARTITIONS = 400
+# A text bound wide enough for any stored form of an instant (ISO offsets shift dates by < 1 day):
+# it lets the index narrow the range, and `julianday` then decides exactly.
+_TEXT_SLACK = timedelta(days=1)
+
+
+@dataclass
+class RequestPage:
+    """A page of request rows in display order, and where the next/previous page starts."""
+
+    rows: list[dict[str, Any]]
+    next_cursor: Cursor | None
+    previous_cursor: Cursor | None
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What `list_requests` and `count_requests` select. `statuses=None` means every status."""
+
+    statuses: tuple[str, ...] | None = ("pending",)
+    project: str | None = None
+    kind: str | None = None
+    expiring_within_minutes: float | None = None
+    search: str | None = None
+
+
+def parse_statuses(text: str | None) -> tuple[str, ...] | None:
+    """'pending', 'pending,approved' or 'all' -> statuses (None = all); unknown names are a usage error."""
+    if text is None:
+        return ("pending",)
+    parts = [p.strip().lower() for p in text.split(",") if p.strip()]
+    if not parts or parts == ["all"]:
+        return None
+    unknown = [p for p in parts if p not in STATUSES]
+    if unknown:
+        raise UsageError(
+            f"Unknown status {', '.join(unknown)!s}; use one of {', '.join(STATUSES)} or 'all'."
+        )
+    return tuple(dict.fromkeys(parts))
+
+
+def _projects(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+    return conn.execute("SELECT id, name, deletion_started_at FROM projects ORDER BY id").fetchall()
+
+
+def resolve_project(conn: sqlite3.Connection, project: str) -> sqlite3.Row:
+    """A project by id, else by unique name."""
+    row = conn.execute(
+        "SELECT id, name, deletion_started_at FROM projects WHERE id = ?", (project,)
+    ).fetchone()
+    if row is not None:
+        return row
+    rows = conn.execute(
+        "SELECT id, name, deletion_started_at FROM projects WHERE name = ? LIMIT 2", (project,)
+    ).fetchall()
+    if len(rows) == 1:
+        return rows[0]
+    if len(rows) > 1:
+        raise Refusal(f"More than one project is named {one_line(project)!r}.", "Pass the project id instead.")
+    raise Refusal(f"No project {one_line(project)!r} in this database.", "See `archon-console projects list`.")
+
+
+def _partitions(handle: ArchonDatabase, filters: Filters, now: datetime) -> tuple[list[KeysetQuery], dict[str, str]]:
+    conn = handle.conn
+    if filters.kind is not None and filters.kind not in KINDS:
+        raise UsageError(f"Unknown kind {one_line(filters.kind)!r}; use {' or '.join(KINDS)}.")
+    if filters.project is not None:
+        projects = [resolve_project(conn, filters.project)]
+    else:
+        projects = _projects(conn)
+    names = {row["id"]: row["name"] for row in projects}
+    statuses = filters.statuses or STATUSES
+
+    common: list[str] = []
+    params: list[Any] = []
+    if filters.kind is not None:
+        common.append("action_kind = ?")
+        params.append(filters.kind)
+    if filters.expiring_within_minutes is not None:
+        bound = now + timedelta(minutes=float(filters.expiring_within_minutes))
+        common.append("expires_at <= ?")
+        params.append(db_time(bound + _TEXT_SLACK))
+        common.append("julianday(expires_at) <= julianday(?)")
+        params.append(db_time(bound))
+    needle = (filters.search or "").strip().lower() or None
+    text_clause = "instr(lower(id || ' ' || project_id || ' ' || action_kind || ' ' || action_json), ?) > 0"
+
+    def query(where: list[str], where_params: list[Any], project_name: str | None) -> KeysetQuery:
+        clauses, values = list(where) + common, list(where_params) + params
+        if needle and not (project_name and needle in project_name.lower()):
+            clauses.append(text_clause)
+            values.append(needle)
+        return KeysetQuery("approval_requests", ORDER_KEYS, where=tuple(clauses), params=tuple(values))
+
+    if len(projects) * len(statuses) <= MAX_PARTITIONS:
+        queries = [
+            query(["project_id = ?", "status = ?"], [p["id"], s], p["name"])
+            for p in projects
+            for s in statuses
+        ]
+    else:  # very many projects: one scan, sorted by SQLite
+        where, values = [], []
+        if filters.project is not None:
+            where.append("project_id = ?")
+            values.append(projects[0]["id"])
+        if filters.statuses is not None:
+            where.append(f"status IN ({', '.join('?' for _ in statuses)})")
+            values.extend(statuses)
+        queries = [query(where, values, None)]
+    return queries, names
+
+
+def derive(row: dict[str, Any], now: datetime, project_names: dict[str, str] | None = None) -> dict[str, Any]:
+    """Add `expires_in_seconds` (negative once past), `overdue` and `project_name` to a request row."""
+    expires = parse_time(row.get("expires_at"))
+    row["expires_in_seconds"] = None if expires is None else int((expires - now).total_seconds())
+    row["overdue"] = bool(
+        expires is not None and row.get("status") in OPEN_STATUSES and expires <= now
+    )
+    if project_names is not None:
+        row["project_name"] = project_names.get(row.get("project_id"))
+    return row
+
+
+def list_requests(
+    handle: ArchonDatabase,
+    filters: Filters = Filters(),
+    *,
+    limit: int = 50,
+    cursor: Cursor | None = None,
+    now: datetime | None = None,
+) -> RequestPage:
+    """One page of approval requests by expiry (soonest first), continuing from `cursor`."""
+    require_feature(handle, "approvals", what="The approval queue")
+    now = now or system_clock()
+    queries, names = _partitions(handle, filters, now)
+    page = fetch_merged_page(handle.conn, queries, cursor=cursor, limit=limit)
+    rows = [derive(row, now, names) for row in page.rows]
+    return RequestPage(rows, page.next_cursor, page.previous_cursor)
+
+
+def count_requests(
+    handle: ArchonDatabase, filters: Filters = Filters(), *, cap: int = 500, now: datetime | None = None
+) -> CappedCount:
+    """How many requests match, up to `cap` ("500 of >500")."""
+    require_feature(handle, "approvals", what="The approval queue")
+    queries, _ = _partitions(handle, filters, now or system_clock())
+    return count_queries_capped(handle.conn, queries, cap=cap)
+
+
+def parse_json_field(text: Any) -> Any:
+    """Parsed JSON, or None when the stored text is not JSON (it is then shown raw)."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def requester_of(authority: Any) -> str | None:
+    """The requester named by `authority_json` (a string under `requested_by` or `requester`)."""
+    if isinstance(authority, dict):
+        for key in REQUESTER_KEYS:
+            value = authority.get(key)
+            if isinstance(value, str) and value.strip():
+                return value
+    return None
+
+
+def same_person(a: str | None, b: str | None) -> bool:
+    return bool(a and b) and a.strip().casefold() == b.strip().casefold()
+
+
+def action_summary(kind: Any, action: Any, raw: Any = None) -> str:
+    """One line naming what would run: remote/branch/commit for a push, the command for a check."""
+    if isinstance(action, dict):
+        if kind == "git_push":
+            parts = [action.get(k) for k in ("remote", "branch", "ref", "commit", "sha")]
+            text = " ".join(str(p) for p in parts if p not in (None, ""))
+            if text:
+                return one_line(text)
+        if kind == "custom_check":
+            for key in ("command", "check", "definition_id", "name"):
+                value = action.get(key)
+                if value not in (None, ""):
+                    return one_line(" ".join(map(str, value)) if isinstance(value, list) else value)
+        return one_line(json.dumps(action, ensure_ascii=False, sort_keys=True))
+    return one_line(raw if raw is not None else "")
+
+
+def events_of(conn: sqlite3.Connection, project_id: str, request_id: str) -> list[dict[str, Any]]:
+    cur = conn.execute(
+        "SELECT * FROM approval_request_events WHERE project_id = ? AND approval_request_id = ? "
+        "ORDER BY sequence",
+        (project_id, request_id),
+    )
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row)) for row in cur.fetchall()]
+
+
+def load_request(conn: sqlite3.Connection, request_id: str) -> dict[str, Any]:
+    cur = conn.execute("SELECT * FROM approval_requests WHERE id = ?", (request_id,))
+    row = cur.fetchone()
+    if row is None:
+        raise Refusal(
+            f"No approval request {one_line(request_id)!r} in this database.",
+            "See `archon-console approvals list --status all`.",
+        )
+    return dict(zip([d[0] for d in cur.description], row))
+
+
+def decision_options(request: dict[str, Any], actor: str, now: datetime, *, project_deleting: bool = False) -> dict[str, str | None]:
+    """For approve/deny/revoke: None when the action can proceed, else the reason it cannot.
+
+    The services re-check all of this inside their transaction; this is for offering actions
+    (the TUI's `check_action`) and explaining in advance.
+    """
+    status = request.get("status")
+    expires = parse_time(request.get("expires_at"))
+    overdue = expires is not None and expires <= now
+    requester = requester_of(parse_json_field(request.get("authority_json")))
+    options: dict[str, str | None] = {}
+    for action, needs in (("approve", "pending"), ("deny", "pending"), ("revoke", "approved")):
+        why: str | None = None
+        if project_deleting:
+            why = "its project is being deleted"
+        elif status != needs:
+            why = f"it is {status}, not {needs}"
+        elif overdue:
+            why = "overdue (past its expiry); it can only expire"
+        elif action != "revoke" and same_person(requester, actor):
+            why = "you requested it (four-eyes rule)"
+        options[action] = why
+    return options
+
+
+def show_request(handle: ArchonDatabase, request_id: str, *, actor: str | None = None, now: datetime | None = None) -> dict[str, Any]:
+    """The request's columns and derived fields, its parsed action and authority, and its events."""
+    require_feature(handle, "approvals", what="The approval queue")
+    now = now or system_clock()
+    conn = handle.conn
+    row = load_request(conn, request_id)
+    project = conn.execute(
+        "SELECT name, deletion_started_at FROM projects WHERE id = ?", (row["project_id"],)
+    ).fetchone()
+    derive(row, now, {row["project_id"]: project["name"]} if project else {})
+    action = parse_json_field(row.get("action_json"))
+    authority = parse_json_field(row.get("authority_json"))
+    row["action"] = action
+    row["authority"] = authority
+    row["requester"] = requester_of(authority)
+    row["action_summary"] = action_summary(row.get("action_kind"), action, row.get("action_json"))
+    row["project_deleting"] = bool(project and project["deletion_started_at"])
+    row["events"] = events_of(conn, row["project_id"], row["id"])
+    if actor is not None:
+        row["options"] = decision_options(row, actor, now, project_deleting=row["project_deleting"])
+    return row
+
+
+__all__ = [
+    "Filters",
+    "KINDS",
+    "OPEN_STATUSES",
+    "RequestPage",
+    "STATUSES",
+    "action_summary",
+    "count_requests",
+    "decision_options",
+    "derive",
+    "events_of",
+    "list_requests",
+    "load_request",
+    "parse_statuses",
+    "requester_of",
+    "resolve_project",
+    "same_person",
+    "show_request",
+]

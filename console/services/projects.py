@@ -1,0 +1,116 @@
+"""The project overview: one row per project with what needs attention, on every release shape.
+
+What a release lacks is reported as None rather than refused: a 1.8.20 database has no profile
+revisions or approvals, a 1.8.22 one no operation claims. Counts go through archon's own indexes
+(per project, so a million approval requests cost a few index range counts, not a table scan).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timedelta
+from typing import Any
+
+from console.clock import db_time, parse_time, system_clock
+from console.db.connect import ArchonDatabase
+
+DEFAULT_STALE_AFTER = timedelta(minutes=15)
+EXPIRING_SOON = timedelta(hours=1)
+_TEXT_SLACK = timedelta(days=1)  # see approval_queue: coarse text bound, then exact julianday
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
+
+
+def _pending_counts(conn: sqlite3.Connection, project_id: str, now: datetime) -> dict[str, int]:
+    total = conn.execute(
+        "SELECT count(*) FROM approval_requests WHERE project_id = ? AND status = 'pending'", (project_id,)
+    ).fetchone()[0]
+    soon_text = db_time(now + EXPIRING_SOON)
+    overdue, soon = conn.execute(
+        "SELECT coalesce(sum(julianday(expires_at) <= julianday(?)), 0), "
+        "       coalesce(sum(julianday(expires_at) <= julianday(?)), 0) "
+        "FROM approval_requests WHERE project_id = ? AND status = 'pending' AND expires_at <= ?",
+        (db_time(now), soon_text, project_id, db_time(now + EXPIRING_SOON + _TEXT_SLACK)),
+    ).fetchone()
+    return {"pending": total, "overdue": int(overdue), "expiring_soon": int(soon) - int(overdue)}
+
+
+def list_projects(
+    handle: ArchonDatabase,
+    *,
+    now: datetime | None = None,
+    stale_after: timedelta = DEFAULT_STALE_AFTER,
+) -> list[dict[str, Any]]:
+    """Every project with its active profile revision, approvals waiting, environments by state
+    and operation claims held (and how many of those are older than `stale_after`).
+
+    Keys: the `projects` columns present, plus `active_revision`, `active_schema_version`,
+    `pending_approvals`, `pending_expiring_within_hour` (not yet overdue), `pending_overdue`,
+    `environments` ({state: count}), `environments_total`, `claims_held`, `claims_stale`,
+    `deleting`. A feature the database's release lacks gives None.
+    """
+    now = now or system_clock()
+    conn = handle.conn
+    shape = handle.shape
+    project_columns = _columns(conn, "projects")
+    cur = conn.execute("SELECT * FROM projects ORDER BY name, id")
+    names = [d[0] for d in cur.description]
+    projects = [dict(zip(names, row)) for row in cur.fetchall()]
+
+    revisions: dict[str, sqlite3.Row] = {}
+    if shape.has_profiles and "active_execution_profile_revision_id" in project_columns:
+        for row in conn.execute(
+            "SELECT p.id AS project_id, r.revision, r.schema_version FROM projects AS p "
+            "JOIN execution_profile_revisions AS r "
+            "  ON r.project_id = p.id AND r.id = p.active_execution_profile_revision_id"
+        ):
+            revisions[row["project_id"]] = row
+
+    environments: dict[str, dict[str, int]] = {}
+    for row in conn.execute(
+        "SELECT project_id, lifecycle_state, count(*) AS n FROM execution_environments "
+        "GROUP BY project_id, lifecycle_state ORDER BY project_id, lifecycle_state"
+    ):
+        environments.setdefault(row["project_id"], {})[row["lifecycle_state"]] = row["n"]
+
+    claims: dict[str, list[Any]] = {}
+    if shape.has_claims:
+        for row in conn.execute(
+            "SELECT project_id, operation_claimed_at FROM execution_environments "
+            "WHERE operation_claim_id IS NOT NULL"
+        ):
+            claims.setdefault(row["project_id"], []).append(row["operation_claimed_at"])
+
+    result = []
+    for project in projects:
+        pid = project["id"]
+        item = dict(project)
+        revision = revisions.get(pid)
+        item["active_revision"] = revision["revision"] if revision else None
+        item["active_schema_version"] = revision["schema_version"] if revision else None
+        if shape.has_approvals:
+            counts = _pending_counts(conn, pid, now)
+            item["pending_approvals"] = counts["pending"]
+            item["pending_expiring_within_hour"] = counts["expiring_soon"]
+            item["pending_overdue"] = counts["overdue"]
+        else:
+            item["pending_approvals"] = item["pending_expiring_within_hour"] = item["pending_overdue"] = None
+        states = environments.get(pid, {})
+        item["environments"] = states
+        item["environments_total"] = sum(states.values())
+        if shape.has_claims:
+            held = claims.get(pid, [])
+            item["claims_held"] = len(held)
+            item["claims_stale"] = sum(
+                1 for at in held if (parsed := parse_time(at)) is None or now - parsed >= stale_after
+            )
+        else:
+            item["claims_held"] = item["claims_stale"] = None
+        item["deleting"] = bool(project.get("deletion_started_at"))
+        result.append(item)
+    return result
+
+
+__all__ = ["DEFAULT_STALE_AFTER", "EXPIRING_SOON", "list_projects"]
