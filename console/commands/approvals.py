@@ -146,8 +146,8 @@ def _pretty(value: Any, raw: Any) -> str:
 
     if value is None:
         return strip_control(raw) if raw is not None else "-"
-    # json.dumps escapes control characters inside strings, so the result is terminal-safe.
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    # json.dumps escapes C0 controls but not C1 ones (U+0080-U+009F), so strip those too.
+    return strip_control(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True))
 
 
 def run_show(ctx) -> int:
