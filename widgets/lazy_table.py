@@ -148,10 +148,12 @@ class LazyTable(ScrollView, can_focus=True):
             self.start, self.end = start, end
 
     class _Reloaded(Message):
-        def __init__(self, generation: int, total: int, index: int | None, first_page: tuple | None) -> None:
+        def __init__(
+            self, generation: int, total: int, index: int | None, first_page: tuple | None, exact: bool
+        ) -> None:
             super().__init__()
             self.generation, self.total, self.index = generation, total, index
-            self.first_page = first_page
+            self.first_page, self.exact = first_page, exact
 
     def __init__(
         self,
@@ -174,6 +176,7 @@ class LazyTable(ScrollView, can_focus=True):
         self.row_class = row_class
         self.empty_message = empty_message
         self.total: int | None = None
+        self.total_exact = False
         self.selected: dict[Hashable, Any] = {}
         self._pages: OrderedDict[int, list] = OrderedDict()
         self._starts: OrderedDict[int, Any] = OrderedDict()  # page -> cursor before its first row
@@ -198,7 +201,7 @@ class LazyTable(ScrollView, can_focus=True):
         if self.source is None:
             self._pages.clear()
             self._starts.clear()
-            self.total = 0
+            self.total, self.total_exact = 0, True
             self._resize()
             self.refresh()
             return
@@ -223,7 +226,7 @@ class LazyTable(ScrollView, can_focus=True):
     @property
     def visible_loaded(self) -> bool:
         """True when every row on screen has data (used by tests and the benchmark)."""
-        if self.total is None:
+        if self.total is None or not self.total_exact:
             return False
         first = int(self.scroll_offset.y)
         last = min(self.total, first + max(0, self.size.height - 1))
@@ -252,16 +255,22 @@ class LazyTable(ScrollView, can_focus=True):
     # ----------------------------------------------------------------- workers
     @work(thread=True, exclusive=True, group="lazy-table-count", exit_on_error=False)
     def _reload_worker(self, generation: int, source: PageSource, key: Hashable | None) -> None:
-        total = source.count()
+        # The screen around the kept row first (one round trip before the first paint), then
+        # the exact count, which may take longer on a large table.
         index = None
         if key is not None and hasattr(source, "index_of"):
             index = source.index_of(key)
-        # The first screen is fetched here too: one round trip before the first paint.
-        target = index if index is not None else min(self.cursor, max(0, total - 1))
+        target = index if index is not None else self.cursor
         page_no = target // self.page_size
         start = self._cursor_for(source, page_no, 0, None)
         rows, end = source.page(start, self.page_size)
-        self.post_message(self._Reloaded(generation, total, index, (page_no, rows, start, end)))
+        if not rows and page_no:
+            page_no, start = 0, None
+            rows, end = source.page(None, self.page_size)
+        guess = page_no * self.page_size + len(rows) + (self.page_size if len(rows) == self.page_size else 0)
+        self.post_message(self._Reloaded(generation, guess, index, (page_no, rows, start, end), exact=False))
+        total = source.count()
+        self.post_message(self._Reloaded(generation, total, index, None, exact=True))
 
     @work(thread=True, group="lazy-table-page", exit_on_error=False)
     def _page_worker(
@@ -294,11 +303,13 @@ class LazyTable(ScrollView, can_focus=True):
         message.stop()
         if message.generation != self._generation:
             return
-        self._pages.clear()
-        self._starts.clear()
+        if message.first_page is not None:
+            self._pages.clear()
+            self._starts.clear()
+            page_no, rows, start, end = message.first_page
+            self._store(page_no, rows, start, end)
         self.total = message.total
-        page_no, rows, start, end = message.first_page
-        self._store(page_no, rows, start, end)
+        self.total_exact = message.exact
         self._resize()
         if message.index is not None:
             self.cursor = message.index
@@ -307,7 +318,8 @@ class LazyTable(ScrollView, can_focus=True):
         self._last_reported = None
         self._report_cursor()
         self.refresh()
-        self.post_message(self.Counted(self, self.total))
+        if message.exact:
+            self.post_message(self.Counted(self, self.total))
 
     def on_lazy_table__page_loaded(self, message: _PageLoaded) -> None:
         message.stop()
@@ -315,6 +327,13 @@ class LazyTable(ScrollView, can_focus=True):
         if message.generation != self._generation:
             return
         self._store(message.page_no, message.rows, message.start, message.end)
+        if not self.total_exact and self.total is not None:
+            # Until the count arrives the table grows as full pages come in.
+            end = message.page_no * self.page_size + len(message.rows)
+            grown = end + (self.page_size if len(message.rows) == self.page_size else 0)
+            if grown > self.total:
+                self.total = grown
+                self._resize()
         self.refresh()
         if self.cursor // self.page_size == message.page_no:
             self._report_cursor()

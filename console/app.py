@@ -1,0 +1,181 @@
+"""The console application: navigation, live refresh, themes, and the command palette.
+
+Screens are pushed as the operator navigates (`:envs`, Enter on a project) and popped by Escape,
+like k9s. A timer polls `PRAGMA data_version` in a thread worker; when another process committed,
+every screen on the stack reloads what it shows (keeping the selection) and an open action dialog
+re-checks the row it acts on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from functools import partial
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.message import Message
+
+from console.keymap import load_keymap
+from console.screens.base import ConsoleScreen
+from console.screens.command_line import CommandLine
+from console.screens.help import HelpScreen
+from console.screens.registry import SCREENS, parse_command
+from console.workers import Session, SupportInfo
+from widgets.safe_text import clean
+
+POLL_SECONDS = 0.5
+
+
+class NavigationCommands(Provider):
+    """Palette hits for every screen, and one per project (names shown literally)."""
+
+    def _commands(self) -> list[tuple[str, str, Any]]:
+        app: ArchonConsole = self.app  # type: ignore[assignment]
+        items = [(f":{e.name}", e.help, partial(app.navigate, e.name)) for e in SCREENS if not e.argument]
+        items.append((":help", "Keys of this screen and what the words mean", app.action_help))
+        return items
+
+    async def discover(self) -> Hits:
+        for text, help_text, command in self._commands():
+            yield DiscoveryHit(Text(text), command, text=text, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for text, help_text, command in self._commands():
+            score = matcher.match(text)
+            if score > 0:
+                yield Hit(score, Text(text), command, text=text, help=help_text)
+        app: ArchonConsole = self.app  # type: ignore[assignment]
+        try:
+            names = await asyncio.to_thread(app.project_names)
+        except Exception:
+            return
+        for project_id, name in names:
+            label = f":project {clean(name, one_line=True)}"
+            score = matcher.match(label)
+            if score > 0:
+                yield Hit(score, Text(label), partial(app.navigate, "project", project_id),
+                          text=label, help=f"profiles of project {clean(project_id, one_line=True)}")
+
+
+class ArchonConsole(App):
+    CSS_PATH = "app.tcss"
+    TITLE = "archon-console"
+    COMMANDS = App.COMMANDS | {NavigationCommands}
+    ENABLE_COMMAND_PALETTE = True
+
+    BINDINGS = [
+        Binding("colon", "command_line", "Command", key_display=":", id="app.command_line"),
+        Binding("question_mark,f1", "help", "Help", key_display="?", id="app.help"),
+        Binding("ctrl+t", "toggle_theme", "Theme", id="app.theme", show=False),
+        Binding("q", "quit", "Quit", id="app.quit"),
+    ]
+
+    class DataChanged(Message):
+        """Another connection committed."""
+
+    def __init__(self, ctx: Any, support: SupportInfo | None = None, *, session: Session | None = None,
+                 start: str | None = None, poll_seconds: float = POLL_SECONDS) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.support = support
+        self.session = session or Session(ctx)
+        self.start = start
+        self.poll_seconds = poll_seconds
+        self._data_version: int | None = None
+        shape = self.session.handle.shape
+        self.release_label = f"archon {shape.release}" if shape.release else "unknown release"
+        overrides, self.keymap_warning = load_keymap()
+        if overrides:
+            self.set_keymap(overrides)
+
+    # ------------------------------------------------------------ start
+    def on_mount(self) -> None:
+        self.title = "archon-console"
+        self.sub_title = clean(str(self.session.db_path), one_line=True)
+        if self.keymap_warning:
+            self.notify(self.keymap_warning, severity="warning", markup=False)
+        self.navigate(self.start or self.default_screen())
+        self.set_interval(self.poll_seconds, self._poll)
+
+    def default_screen(self) -> str:
+        """The approval queue when anything is pending, else the overview."""
+        try:
+            with self.session.lock:
+                shape = self.session.handle.shape
+                if not shape.has_approvals:
+                    return "projects"
+                row = self.session.handle.conn.execute(
+                    "SELECT 1 FROM approval_requests WHERE status = 'pending' LIMIT 1").fetchone()
+            return "approvals" if row else "projects"
+        except Exception:
+            return "projects"
+
+    # ------------------------------------------------------------ navigation
+    def navigate(self, name: str, argument: str | None = None) -> None:
+        entry, arg, word = parse_command(f"{name} {argument}" if argument else name)
+        if word in ("q", "quit"):
+            self.exit(0)
+            return
+        if word in ("help", "?"):
+            self.action_help()
+            return
+        if entry is None:
+            self.notify(f"No screen called {clean(word, one_line=True)!r}. Try :approvals, :envs, :projects, "
+                        ":project NAME, :upgrade.", severity="warning", markup=False)
+            return
+        if entry.argument and not arg:
+            self.notify(f":{entry.name} needs {entry.argument}.", severity="warning", markup=False)
+            return
+        top = self.screen
+        if isinstance(top, ConsoleScreen) and top.COMMAND == entry.name and getattr(top, "argument", None) == arg:
+            return
+        self.push_screen(entry.build(arg))
+
+    def action_back(self) -> None:
+        if len(self.screen_stack) > 2:
+            self.pop_screen()
+
+    def action_command_line(self) -> None:
+        def done(value: str | None) -> None:
+            if value:
+                self.navigate(value)
+
+        self.push_screen(CommandLine(), done)
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            return
+        self.push_screen(HelpScreen(self.screen))
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
+
+    def project_names(self) -> list[tuple[str, str]]:
+        with self.session.lock:
+            rows = self.session.handle.conn.execute(
+                "SELECT id, name FROM projects ORDER BY name LIMIT 200").fetchall()
+        return [(r[0], r[1]) for r in rows]
+
+    # ------------------------------------------------------------ live refresh
+    def _poll(self) -> None:
+        self._poll_worker()
+
+    @work(thread=True, exclusive=True, group="poll", exit_on_error=False)
+    def _poll_worker(self) -> None:
+        version = self.session.data_version()
+        if self._data_version is not None and version != self._data_version:
+            self.post_message(self.DataChanged())
+        self._data_version = version
+
+    def on_archon_console_data_changed(self, message: DataChanged) -> None:
+        for screen in self.screen_stack:
+            if isinstance(screen, ConsoleScreen):
+                screen.refresh_data()
+
+    def on_unmount(self) -> None:
+        self.session.close()

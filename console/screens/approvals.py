@@ -1,0 +1,456 @@
+"""The approval queue: pending requests by time to expiry, decided through dialogs that say what
+will happen. Rows come page by page from `services.approval_queue`; decisions go through
+`services.approvals`, which re-checks everything inside its own transaction."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.widgets import Input, Static
+
+from console.clock import parse_time
+from console.screens.base import ConsoleScreen
+from console.screens.bulk_results import BulkResultsModal
+from console.screens.confirm import ActionModal
+from console.screens.reason import ReasonModal
+from console.services import approval_queue as queue
+from console.services import approvals as decisions
+from console.services.projects import EXPIRING_SOON
+from widgets.humane import countdown, exact, relative
+from widgets.json_view import JsonView
+from widgets.lazy_table import Column, LazyTable
+from widgets.safe_text import safe_text
+from widgets.timeline import Timeline, TimelineEvent
+from console.screens.sources import ApprovalsSource
+
+STATUS_CYCLE: tuple[tuple[str, ...] | None, ...] = (
+    ("pending",), ("approved",), ("pending", "approved"), None,
+    ("denied",), ("expired",), ("consumed",), ("cancelled", "invalidated"),
+)
+KIND_CYCLE = (None, "git_push", "custom_check")
+STATUS_STYLE = {
+    "pending": "bold", "approved": "green", "denied": "red", "expired": "dim",
+    "cancelled": "dim", "invalidated": "dim", "consumed": "cyan",
+}
+VERB = {"approve": "Approve", "deny": "Deny", "revoke": "Revoke"}
+
+
+def _summary(row: dict[str, Any]) -> Text:
+    """The action in a few words, parsed once per row (rows are re-rendered every second)."""
+    if "_summary" not in row:
+        action = queue.parse_json_field(row.get("action_json"))
+        row["_summary"] = queue.action_summary(row.get("action_kind"), action, row.get("action_json"))
+    return safe_text(row["_summary"], one_line=True)
+
+
+class ApprovalsScreen(ConsoleScreen):
+    COMMAND = "approvals"
+    TITLE = "Approvals"
+    WRITE_ACTIONS = frozenset({"approve", "deny", "revoke"})
+    HELP_NOTES = (
+        "Rows are ordered by time to expiry, soonest first; yellow rows expire within the hour.\n"
+        "space marks rows; a / d with marked rows decides all of them, each in its own transaction.\n"
+        "Deny and revoke need a reason; approve takes an optional one. You cannot decide your own request."
+    )
+
+    BINDINGS = [
+        Binding("a", "approve", "Approve", id="approvals.approve"),
+        Binding("d", "deny", "Deny", id="approvals.deny"),
+        Binding("r", "revoke", "Revoke", id="approvals.revoke"),
+        Binding("space", "mark", "Mark", id="approvals.mark"),
+        Binding("c", "clear_marks", "Clear marks", id="approvals.clear_marks", show=False),
+        Binding("s", "cycle_status", "Status", id="approvals.status"),
+        Binding("k", "cycle_kind", "Kind", id="approvals.kind", show=False),
+        Binding("p", "filter_project", "Project", id="approvals.project", show=False),
+        Binding("slash", "search", "Search", key_display="/", id="approvals.search"),
+    ]
+
+    class Detail(Message):
+        def __init__(self, request_id: str, request: dict[str, Any]) -> None:
+            super().__init__()
+            self.request_id = request_id
+            self.request = request
+
+    class Decided(Message):
+        def __init__(self, results: list[Any], bulk: bool, verb: str) -> None:
+            super().__init__()
+            self.results, self.bulk, self.verb = results, bulk, verb
+
+    class Rechecked(Message):
+        def __init__(self, modal: ActionModal, request: dict[str, Any]) -> None:
+            super().__init__()
+            self.modal, self.request = modal, request
+
+    def __init__(self, argument: str | None = None) -> None:
+        super().__init__()
+        self.argument = argument
+        self.filters = queue.Filters(statuses=("pending",), project=argument)
+        self.detail: dict[str, Any] | None = None
+        self.modal: ActionModal | None = None
+        self.filter_mode: str | None = None
+
+    # ------------------------------------------------------------ layout
+    def compose_content(self) -> ComposeResult:
+        yield Static(self._filter_text(), classes="filters", id="filters")
+        yield Input(id="filter-input", classes="filters")
+        with Horizontal(classes="main", id="main"):
+            yield LazyTable(self._columns(), row_class=self._row_class, id="requests",
+                            empty_message="No requests match these filters.")
+            with VerticalScroll(classes="detail", id="detail"):
+                yield Static(Text("Select a request.", style="dim"), id="detail-head")
+                yield Static(Text("Action", style="bold"), classes="section")
+                yield JsonView(id="detail-action")
+                yield Static(Text("Authority", style="bold"), classes="section")
+                yield JsonView(id="detail-authority")
+                yield Static(Text("Events", style="bold"), classes="section")
+                yield Timeline(id="detail-events")
+
+    def on_mount(self) -> None:
+        self.query_one("#filter-input").display = False
+        self._apply_width(self.app.size.width)
+        table = self.query_one(LazyTable)
+        table.focus()
+        table.set_source(self._source())
+        self.set_interval(1.0, self._tick)
+
+    def on_resize(self, event) -> None:
+        self._apply_width(event.size.width)
+
+    def _apply_width(self, width: int) -> None:
+        self.query_one("#main").set_class(width < 110, "narrow")
+
+    def _tick(self) -> None:
+        self.query_one(LazyTable).refresh()  # live countdown
+
+    def _source(self) -> ApprovalsSource:
+        return ApprovalsSource(self.session, self.filters)
+
+    def _columns(self) -> list[Column]:
+        return [
+            Column("expires_at", "expires", 9, render=self._render_expiry),
+            Column("status", "status", 9, render=lambda r: safe_text(r.get("status"), STATUS_STYLE.get(r.get("status"), ""), one_line=True)),
+            Column("project_name", "project", 14, render=lambda r: safe_text(r.get("project_name") or r.get("project_id"), one_line=True)),
+            Column("action_kind", "kind", 12),
+            Column("summary", "action", 24, render=_summary),
+            Column("id", "id", 12),
+        ]
+
+    def _render_expiry(self, row: dict[str, Any]) -> Text:
+        when = parse_time(row.get("expires_at"))
+        if row.get("status") not in queue.OPEN_STATUSES:
+            return Text("—", style="dim")
+        label = countdown(when, self.session.now())
+        return Text(label, style="bold red" if label == "expired" else "")
+
+    def _row_class(self, row: dict[str, Any]) -> str | None:
+        status = row.get("status")
+        if status not in queue.OPEN_STATUSES:
+            return "muted"
+        when = parse_time(row.get("expires_at"))
+        if when is not None and when - self.session.now() <= EXPIRING_SOON:
+            return "warning"
+        return None
+
+    def _filter_text(self) -> Text:
+        f = self.filters
+        text = Text("status ", style="dim")
+        text.append(",".join(f.statuses) if f.statuses else "all", style="bold")
+        text.append("  kind ", style="dim")
+        text.append(f.kind or "any", style="bold")
+        text.append("  project ", style="dim")
+        text.append_text(safe_text(f.project or "all", "bold", one_line=True))
+        if f.search:
+            text.append("  text ", style="dim")
+            text.append_text(safe_text(f.search, "bold", one_line=True))
+        table = self.query(LazyTable)
+        if table and table.first().total is not None:
+            t = table.first()
+            count = f"{t.total:,}" if t.total_exact else f"{t.total:,}+"
+            text.append(f"   {count} requests", style="dim")
+            if t.selected:
+                text.append(f", {len(t.selected)} marked", style="bold")
+        return text
+
+    def _set_filters(self, filters: queue.Filters) -> None:
+        self.filters = filters
+        table = self.query_one(LazyTable)
+        table.clear_selection()
+        table.set_source(self._source())
+        self.query_one("#filters", Static).update(self._filter_text())
+
+    # ------------------------------------------------------------ filters
+    def action_cycle_status(self) -> None:
+        i = STATUS_CYCLE.index(self.filters.statuses) if self.filters.statuses in STATUS_CYCLE else -1
+        self._set_filters(replace(self.filters, statuses=STATUS_CYCLE[(i + 1) % len(STATUS_CYCLE)]))
+
+    def action_cycle_kind(self) -> None:
+        i = KIND_CYCLE.index(self.filters.kind)
+        self._set_filters(replace(self.filters, kind=KIND_CYCLE[(i + 1) % len(KIND_CYCLE)]))
+
+    def _open_filter(self, mode: str, value: str, placeholder: str) -> None:
+        self.filter_mode = mode
+        box = self.query_one("#filter-input", Input)
+        box.placeholder = placeholder
+        box.value = value
+        box.display = True
+        box.focus()
+
+    def action_search(self) -> None:
+        self._open_filter("search", self.filters.search or "", "text in id, project, kind or payload (Enter; empty clears)")
+
+    def action_filter_project(self) -> None:
+        self._open_filter("project", self.filters.project or "", "project id or name (Enter; empty = all)")
+
+    @on(Input.Submitted, "#filter-input")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        value = event.value.strip() or None
+        box = self.query_one("#filter-input", Input)
+        box.display = False
+        self.query_one(LazyTable).focus()
+        if self.filter_mode == "search":
+            self._set_filters(replace(self.filters, search=value))
+        elif self.filter_mode == "project":
+            self._set_filters(replace(self.filters, project=value))
+        self.filter_mode = None
+
+    def on_key(self, event) -> None:
+        box = self.query_one("#filter-input", Input)
+        if event.key == "escape" and box.display:
+            event.stop()
+            box.display = False
+            self.query_one(LazyTable).focus()
+
+    # ------------------------------------------------------------ table events
+    @on(LazyTable.Counted)
+    def _counted(self, message: LazyTable.Counted) -> None:
+        self.query_one("#filters", Static).update(self._filter_text())
+
+    @on(LazyTable.CursorMoved)
+    def _cursor_moved(self, message: LazyTable.CursorMoved) -> None:
+        if message.row is None:
+            return
+        self._load_detail(message.row["id"])
+
+    @work(thread=True, exclusive=True, group="approvals-detail", exit_on_error=False)
+    def _load_detail(self, request_id: str) -> None:
+        request = self.session.run(queue.show_request, request_id, actor=self.session.actor, now=self.session.now())
+        self.post_message(self.Detail(request_id, request))
+
+    def on_approvals_screen_detail(self, message: Detail) -> None:
+        self.detail = message.request
+        self._show_detail(message.request)
+        self.refresh_bindings()
+
+    def _show_detail(self, r: dict[str, Any]) -> None:
+        now = self.session.now()
+        head = Text(end="")
+        head.append_text(safe_text(r.get("id"), "bold", one_line=True))
+        head.append("\n")
+        rows = [
+            ("status", r.get("status")),
+            ("project", f"{r.get('project_name') or ''} ({r.get('project_id')})"),
+            ("kind", r.get("action_kind")),
+            ("action", r.get("action_summary")),
+            ("requester", r.get("requester") or "unknown"),
+            ("expires", f"{relative(parse_time(r.get('expires_at')), now)}  ({exact(parse_time(r.get('expires_at')))})"),
+            ("created", exact(parse_time(r.get("created_at")))),
+            ("decided", exact(parse_time(r.get("decision_at"))) if r.get("decision_at") else "—"),
+            ("fingerprint", r.get("action_fingerprint")),
+            ("run", r.get("execution_run_id")),
+        ]
+        for name, value in rows:
+            head.append(f"{name:>11} ", style="dim")
+            head.append_text(safe_text(value, one_line=True))
+            head.append("\n")
+        options = r.get("options") or {}
+        for action, why in options.items():
+            if why:
+                head.append(f"{action:>11} ", style="dim")
+                head.append(f"not possible: {why}\n", style="yellow")
+        self.query_one("#detail-head", Static).update(head)
+        dark = self.app.current_theme.dark
+        self.query_one("#detail-action", JsonView).show(r.get("action_json"), dark=dark)
+        self.query_one("#detail-authority", JsonView).show(r.get("authority_json"), dark=dark)
+        events = [
+            TimelineEvent(parse_time(e.get("created_at")),
+                          f"{e.get('event_type')}: {e.get('from_status') or '∅'} → {e.get('to_status')}",
+                          " · ".join(x for x in (f"by {e.get('actor_reference') or e.get('actor_classification')}",
+                                                 e.get("reason") or "") if x))
+            for e in r.get("events") or []
+        ]
+        self.query_one("#detail-events", Timeline).show(events)
+
+    # ------------------------------------------------------------ availability
+    def _marked(self) -> list[dict[str, Any]]:
+        return list(self.query_one(LazyTable).selected.values())
+
+    def unavailable(self) -> dict[str, str]:
+        reasons = super().unavailable()
+        if reasons:
+            return reasons
+        if self._marked():
+            return {"revoke": "revoke works on one request at a time; clear the marks (c)"}
+        if self.detail is None:
+            return {a: "no request selected" for a in self.WRITE_ACTIONS}
+        current = self.query_one(LazyTable).cursor_row
+        if current is None or current.get("id") != self.detail.get("id"):
+            return {a: "loading the selected request" for a in self.WRITE_ACTIONS}
+        options = self.detail.get("options") or {}
+        return {a: why for a, why in options.items() if why}
+
+    # ------------------------------------------------------------ decisions
+    def action_mark(self) -> None:
+        table = self.query_one(LazyTable)
+        if table.toggle_selected() is not None:
+            table.action_cursor_down()
+        self.query_one("#filters", Static).update(self._filter_text())
+        self.refresh_bindings()
+
+    def action_clear_marks(self) -> None:
+        self.query_one(LazyTable).clear_selection()
+        self.query_one("#filters", Static).update(self._filter_text())
+        self.refresh_bindings()
+
+    def action_approve(self) -> None:
+        self._decide("approve")
+
+    def action_deny(self) -> None:
+        self._decide("deny")
+
+    def action_revoke(self) -> None:
+        self._decide("revoke")
+
+    def _what_happens(self, verb: str, r: dict[str, Any]) -> Text:
+        now = self.session.now()
+        text = Text(end="")
+        text.append(f"{VERB[verb]} ", style="bold")
+        text.append_text(safe_text(r.get("action_summary") or r.get("action_kind"), one_line=True))
+        text.append("\nrequest ", style="dim")
+        text.append_text(safe_text(r.get("id"), one_line=True))
+        text.append("  project ", style="dim")
+        text.append_text(safe_text(r.get("project_name") or r.get("project_id"), one_line=True))
+        text.append("\nrequested by ", style="dim")
+        text.append_text(safe_text(r.get("requester") or "unknown", one_line=True))
+        text.append(f", expires {relative(parse_time(r.get('expires_at')), now)}\n\n", style="dim")
+        text.append({
+            "approve": "The request becomes approved: archon's executor may carry out this action once, "
+                       "before it expires.",
+            "deny": "The request becomes denied: the action will not run. This is final.",
+            "revoke": "The approval is withdrawn (the request becomes expired) so the action cannot run. "
+                      "This is final.",
+        }[verb])
+        return text
+
+    def _decide(self, verb: str) -> None:
+        if verb in self.unavailable():
+            self.action_why()
+            return
+        marked = self._marked()
+        required = verb != "approve"
+        if marked:
+            ids = [m["id"] for m in marked]
+            summary = Text(f"{VERB[verb]} {len(ids)} marked requests, each in its own transaction:\n", style="bold")
+            for m in marked[:8]:
+                summary.append("  • ")
+                summary.append_text(safe_text(f"{m.get('id')}  {m.get('project_name') or ''}  {m.get('action_kind')}", one_line=True))
+                summary.append("\n")
+            if len(marked) > 8:
+                summary.append(f"  … and {len(marked) - 8} more\n", style="dim")
+            summary.append("Requests that can no longer be decided are refused one by one and reported.", style="dim")
+            modal = ReasonModal(f"{VERB[verb]} {len(ids)} requests", summary, required=required,
+                                confirm_label=VERB[verb], danger=verb != "approve")
+
+            def done(reason: str | None) -> None:
+                self.modal = None
+                if reason is not None:
+                    self._run_decision(verb, ids, reason or None, bulk=True)
+        else:
+            r = self.detail or {}
+            modal = ReasonModal(f"{VERB[verb]} request", self._what_happens(verb, r), required=required,
+                                confirm_label=VERB[verb], danger=verb != "approve", watch_key=r.get("id"))
+            modal.verb = verb  # type: ignore[attr-defined]
+            modal.seen = (r.get("status"), r.get("decision_at"))  # type: ignore[attr-defined]
+
+            def done(reason: str | None) -> None:
+                self.modal = None
+                if reason is not None:
+                    self._run_decision(verb, [r["id"]], reason or None, bulk=False)
+        self.modal = modal
+        self.app.push_screen(modal, done)
+
+    @work(thread=True, group="approvals-write", exit_on_error=False)
+    def _run_decision(self, verb: str, ids: list[str], reason: str | None, bulk: bool) -> None:
+        now = self.session.now()
+        if bulk:
+            results = self.session.run(decisions.decide_many, ids, verb, actor=self.session.actor,
+                                       reason=reason, now=now)
+        else:
+            try:
+                results = [self.session.run(decisions.decide, ids[0], verb, actor=self.session.actor,
+                                            reason=reason, now=now)]
+            except decisions.Refusal as exc:
+                results = [decisions.refusal_result(ids[0], exc)]
+        self.post_message(self.Decided(results, bulk, verb))
+
+    def on_approvals_screen_decided(self, message: Decided) -> None:
+        table = self.query_one(LazyTable)
+        if message.bulk:
+            table.clear_selection()
+            self.app.push_screen(BulkResultsModal(f"{VERB[message.verb]}: results", message.results))
+        else:
+            result = message.results[0]
+            if result.ok:
+                self.notify_result(result.message)
+            else:
+                from console.errors import Refusal
+
+                self.show_error(Refusal(result.message))
+        self.after_write()
+
+    # ------------------------------------------------------------ live
+    def refresh_data(self) -> None:
+        super().refresh_data()
+        row = self.query_one(LazyTable).cursor_row
+        if row is not None:
+            self._load_detail(row["id"])
+        if self.modal is not None and self.modal.watch_key is not None and self.modal.is_attached:
+            self._recheck(self.modal)
+
+    @work(thread=True, group="approvals-recheck", exit_on_error=False)
+    def _recheck(self, modal: ActionModal) -> None:
+        request = self.session.run(queue.show_request, modal.watch_key, actor=self.session.actor,
+                                   now=self.session.now())
+        self.post_message(self.Rechecked(modal, request))
+
+    def on_approvals_screen_rechecked(self, message: Rechecked) -> None:
+        modal, r = message.modal, message.request
+        verb = getattr(modal, "verb", None)
+        if verb is None or not modal.is_attached:
+            return
+        if (r.get("status"), r.get("decision_at")) == getattr(modal, "seen", None):
+            return
+        why = (r.get("options") or {}).get(verb)
+        modal.changed_underneath(self._what_happens(verb, r), f"It can no longer be done: {why}." if why else None)
+
+    # ------------------------------------------------------------ copy
+    def copy_target(self) -> tuple[str | None, Any]:
+        row = self.query_one(LazyTable).cursor_row
+        if row is None:
+            return None, None
+        payload = dict(self.detail) if self.detail and self.detail.get("id") == row["id"] else dict(row)
+        payload.pop("options", None)
+        for key in ("action_json", "authority_json"):
+            try:
+                payload[key] = json.loads(payload[key])
+            except (KeyError, TypeError, ValueError):
+                pass
+        return row["id"], payload

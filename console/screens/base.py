@@ -1,0 +1,153 @@
+"""What every console screen shares: the frame, copying, refresh on change, and worker errors.
+
+A screen composes `compose_content()` between the header/badge bar and the Footer. Database work
+runs in thread workers started by the screen; a worker that raises ends in `ErrorModal`, never a
+crash (`exit_on_error=False` plus `on_worker_state_changed`). Write actions are listed in
+`WRITE_ACTIONS`; `check_action` greys them out in read-only mode, and `unavailable()` says why for
+every greyed action (`w` shows it, the help screen lists it).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static
+from textual.worker import Worker, WorkerState
+
+from console.errors import Refusal
+from console.screens.error import ErrorModal
+from widgets import clipboard
+from widgets.badge import Badge
+from widgets.lazy_table import LazyTable
+from widgets.safe_text import clean, safe_text
+
+if TYPE_CHECKING:
+    from console.app import ArchonConsole
+    from console.workers import Session
+
+READ_ONLY_REASON = "read-only mode (--read-only): nothing can be written"
+
+
+class ConsoleScreen(Screen):
+    COMMAND = ""  # the `:name` that opens this screen
+    TITLE = ""
+    WRITE_ACTIONS: frozenset[str] = frozenset()
+    HELP_NOTES = ""  # what this screen's words mean, for the help screen
+
+    BINDINGS = [
+        Binding("escape", "app.back", "Back", id="nav.back"),
+        Binding("y", "copy_id", "Copy id", id="copy.id"),
+        Binding("Y", "copy_json", "Copy JSON", id="copy.json", show=False),
+        Binding("w", "why", "Why greyed?", id="help.why", show=False),
+    ]
+
+    @property
+    def console_app(self) -> "ArchonConsole":
+        return self.app  # type: ignore[return-value]
+
+    @property
+    def session(self) -> "Session":
+        return self.console_app.session
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False, icon="◆")
+        with Horizontal(id="badges"):
+            yield from self.badges()
+        yield from self.compose_content()
+        yield Footer()
+
+    def badges(self) -> ComposeResult:
+        app = self.console_app
+        yield Badge(self.TITLE or self.COMMAND, "info", id="screen-badge")
+        if app.session.read_only:
+            yield Badge("READ-ONLY", "warning", id="read-only-badge")
+        if app.support is not None:
+            yield Badge(f"SUPPORT snapshot of {app.support.original_path} at {app.support.snapshot_time}",
+                        "error", id="support-badge")
+        yield Static(safe_text(f"{app.session.db_path.name} · {app.release_label} · as {app.session.actor}",
+                               one_line=True), id="db-label")
+
+    def compose_content(self) -> ComposeResult:
+        return
+        yield
+
+    def on_mount(self) -> None:
+        self.sub_title = ""
+
+    # ------------------------------------------------------------ availability
+    def unavailable(self) -> dict[str, str]:
+        """action -> why it cannot act now. Screens extend this with row-specific reasons."""
+        if self.session.read_only:
+            return {a: READ_ONLY_REASON for a in self.WRITE_ACTIONS}
+        return {}
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in self.WRITE_ACTIONS and action in self.unavailable():
+            return None  # greyed in the Footer; `w` says why
+        return True
+
+    def action_why(self) -> None:
+        reasons = self.unavailable()
+        if not reasons:
+            self.notify("Every action on this screen can act now.", title="Why greyed?")
+            return
+        names = {ab.binding.action: ab.binding.description for ab in self.active_bindings.values()}
+        text = "\n".join(f"{names.get(a, a)}: {r}" for a, r in sorted(reasons.items()))
+        self.notify(clean(text), title="Why greyed?", timeout=8, markup=False)
+
+    # ------------------------------------------------------------ data
+    def refresh_data(self) -> None:
+        """Another process changed the database: reload what is visible, keep the selection."""
+        for table in self.query(LazyTable):
+            table.reload(keep_cursor=True)
+
+    def after_write(self) -> None:
+        self.refresh_data()
+
+    # ------------------------------------------------------------ copy
+    def copy_target(self) -> tuple[str | None, Any]:
+        """(id, JSON-able row or payload) of what is selected; override."""
+        return None, None
+
+    def action_copy_id(self) -> None:
+        ident, _ = self.copy_target()
+        if ident is None:
+            self.notify("Nothing selected to copy.", severity="warning")
+            return
+        how = clipboard.copy(self.app, str(ident))
+        self.notify(f"Copied the id to the {how}.", markup=False)
+
+    def action_copy_json(self) -> None:
+        _, payload = self.copy_target()
+        if payload is None:
+            self.notify("Nothing selected to copy.", severity="warning")
+            return
+        text = json.dumps(payload, indent=2, sort_keys=True, default=str)
+        how = clipboard.copy(self.app, text)
+        self.notify(f"Copied the row as JSON to the {how}.", markup=False)
+
+    # ------------------------------------------------------------ errors
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
+            self.show_error(event.worker.error)
+
+    def on_lazy_table_load_failed(self, message: LazyTable.LoadFailed) -> None:
+        self.show_error(message.error, context="Could not read the list.")
+
+    def show_error(self, error: BaseException, *, context: str = "") -> None:
+        if not isinstance(error, Refusal):
+            self.log.error(repr(error))
+        self.app.push_screen(ErrorModal(error, context=context))
+
+    def notify_result(self, message: str, *, ok: bool = True) -> None:
+        self.notify(clean(message), severity="information" if ok else "error", markup=False)
+
+
+def label(text: str, style: str = "bold") -> Text:
+    return Text(text, style=style)

@@ -1,0 +1,56 @@
+"""Errors become a dialog, never a crash: a refusal's sentence and hint, or an unexpected error."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+from console.errors import ConsoleError
+from widgets.safe_text import safe_text
+
+
+def describe_error(error: BaseException) -> tuple[str, Text]:
+    if isinstance(error, ConsoleError):
+        body = safe_text(error.reason)
+        if error.hint:
+            body.append("\n\n")
+            body.append_text(safe_text(error.hint, "italic"))
+        title = "Refused" if error.exit_code == 1 else "The database cannot be used"
+        return title, body
+    return "Unexpected error", safe_text(f"{type(error).__name__}: {error}")
+
+
+class ErrorModal(ModalScreen[None]):
+    BINDINGS = [
+        Binding("escape,enter,q", "close", "Close", id="error.close"),
+    ]
+
+    def __init__(self, error: BaseException, *, context: str = "") -> None:
+        super().__init__()
+        self.error = error
+        self.context = context
+
+    def compose(self) -> ComposeResult:
+        title, body = describe_error(self.error)
+        if self.context:
+            head = Text(self.context + "\n\n", style="bold")
+            head.append_text(body)
+            body = head
+        with Vertical(id="dialog", classes="danger"):
+            yield Static(Text(title, style="bold"), id="dialog-title")
+            yield Static(body, id="dialog-summary")
+            yield Button("Close", id="close", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one(Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(None)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,117 @@
+"""Every project at a glance: active profile and provider, approvals waiting (and expiring within
+the hour), environments by state, held and stale claims. Enter opens the project's profiles."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import Static
+
+from console.screens.base import ConsoleScreen
+from console.screens.sources import ListSource
+from console.services import projects as projects_service
+from widgets.lazy_table import Column, LazyTable
+from widgets.safe_text import safe_text
+
+
+def _envs(row: dict[str, Any]) -> Text:
+    states = row.get("environments") or {}
+    if not states:
+        return Text("—", style="dim")
+    return safe_text(" ".join(f"{s}:{n}" for s, n in sorted(states.items())), one_line=True)
+
+
+def _pending(row: dict[str, Any]) -> Text:
+    n = row.get("pending_approvals")
+    if n is None:
+        return Text("n/a", style="dim")
+    text = Text(str(n), style="bold" if n else "dim")
+    soon = row.get("pending_expiring_within_hour") or 0
+    if soon:
+        text.append(f" ({soon} <1h)", style="yellow")
+    if row.get("pending_overdue"):
+        text.append(f" {row['pending_overdue']} overdue", style="red")
+    return text
+
+
+def _claims(row: dict[str, Any]) -> Text:
+    held = row.get("claims_held")
+    if held is None:
+        return Text("n/a", style="dim")
+    text = Text(str(held), style="bold" if held else "dim")
+    if row.get("claims_stale"):
+        text.append(f" ({row['claims_stale']} stale)", style="yellow")
+    return text
+
+
+class OverviewScreen(ConsoleScreen):
+    COMMAND = "projects"
+    TITLE = "Projects"
+    HELP_NOTES = "Enter opens a project's execution profile revisions. `a` and `e` open its approvals and environments."
+
+    BINDINGS = [
+        Binding("enter", "open_project", "Profiles", id="projects.open"),
+        Binding("a", "project_approvals", "Approvals", id="projects.approvals"),
+        Binding("e", "project_envs", "Environments", id="projects.envs"),
+    ]
+
+    def __init__(self, argument: str | None = None) -> None:
+        super().__init__()
+        self.argument = argument
+
+    def compose_content(self) -> ComposeResult:
+        yield Static(Text("every project; Enter opens its profiles", style="dim"), classes="filters", id="filters")
+        yield LazyTable([
+            Column("name", "project", 18),
+            Column("build_execution_provider", "provider", 14),
+            Column("active_revision", "profile", 7, render=lambda r: Text(f"r{r['active_revision']}" if r.get("active_revision") else "—")),
+            Column("pending_approvals", "pending approvals", 22, render=_pending),
+            Column("environments", "environments", 30, render=_envs),
+            Column("claims_held", "claims", 12, render=_claims),
+        ], row_class=lambda r: "muted" if r.get("deleting") else None, id="projects",
+            empty_message="No projects in this database.")
+
+    def on_mount(self) -> None:
+        table = self.query_one(LazyTable)
+        table.focus()
+        table.set_source(self._source())
+
+    def _source(self) -> ListSource:
+        return ListSource(lambda: self.session.run(projects_service.list_projects, now=self.session.now()))
+
+    def refresh_data(self) -> None:
+        self.query_one(LazyTable).set_source(self._source(), keep_cursor=True)
+
+    def _project(self) -> dict[str, Any] | None:
+        return self.query_one(LazyTable).cursor_row
+
+    @on(LazyTable.RowActivated)
+    def _activated(self, message: LazyTable.RowActivated) -> None:
+        self.console_app.navigate("project", message.row["id"])
+
+    def action_open_project(self) -> None:
+        row = self._project()
+        if row:
+            self.console_app.navigate("project", row["id"])
+
+    def action_project_approvals(self) -> None:
+        from console.screens.approvals import ApprovalsScreen
+
+        row = self._project()
+        if row:
+            self.app.push_screen(ApprovalsScreen(row["id"]))
+
+    def action_project_envs(self) -> None:
+        from console.screens.environments import EnvironmentsScreen
+
+        row = self._project()
+        if row:
+            self.app.push_screen(EnvironmentsScreen(row["id"]))
+
+    def copy_target(self) -> tuple[str | None, Any]:
+        row = self._project()
+        return (row["id"], row) if row else (None, None)

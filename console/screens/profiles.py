@@ -1,0 +1,254 @@
+"""One project's execution profile revisions: the JSON, a diff of any two, the audit trail, and
+activation of an older revision (a rollback) after seeing the diff and the provider change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.widgets import Static
+
+from console.clock import parse_time
+from console.errors import Refusal
+from console.screens.base import ConsoleScreen
+from console.screens.reason import ReasonModal
+from console.screens.sources import ListSource
+from console.services import approval_queue as queue
+from console.services import profiles as profiles_service
+from widgets.diff_view import diff_text
+from widgets.humane import exact, relative
+from widgets.json_view import JsonView
+from widgets.lazy_table import Column, LazyTable
+from widgets.safe_text import safe_text
+from widgets.timeline import Timeline, TimelineEvent
+
+
+class ProfilesScreen(ConsoleScreen):
+    COMMAND = "project"
+    TITLE = "Profiles"
+    WRITE_ACTIONS = frozenset({"activate"})
+    HELP_NOTES = (
+        "Revisions are immutable; activating an older one is a rollback and is recorded in the audit trail.\n"
+        "m marks a revision; D shows the diff of the marked revision (or the active one) against the highlighted one."
+    )
+
+    BINDINGS = [
+        Binding("m", "mark", "Mark for diff", id="profiles.mark"),
+        Binding("D", "diff", "Diff", id="profiles.diff"),
+        Binding("A", "activate", "Activate", id="profiles.activate"),
+    ]
+
+    class Loaded(Message):
+        def __init__(self, project: dict[str, Any], audit: list[dict[str, Any]]) -> None:
+            super().__init__()
+            self.project, self.audit = project, audit
+
+    class Done(Message):
+        def __init__(self, result: Any = None, error: Refusal | None = None) -> None:
+            super().__init__()
+            self.result, self.error = result, error
+
+    def __init__(self, argument: str | None = None) -> None:
+        super().__init__()
+        self.argument = argument
+        self.project: dict[str, Any] | None = None
+        self.audit: list[dict[str, Any]] = []
+        self.marked: dict[str, Any] | None = None
+        self.showing_diff = False
+
+    def compose_content(self) -> ComposeResult:
+        yield Static(Text("loading project…", style="dim"), classes="filters", id="filters")
+        with Horizontal(classes="main", id="main"):
+            yield LazyTable([
+                Column("revision", "rev", 4, render=lambda r: Text(f"r{r['revision']}", style="bold" if r.get("active") else "")),
+                Column("active", "", 6, render=lambda r: Text("active", style="green bold") if r.get("active") else Text("")),
+                Column("schema_version", "schema", 6),
+                Column("provider_preference", "provider", 14),
+                Column("fingerprint_short", "fingerprint", 12),
+                Column("created_at", "created", 19),
+            ], id="revisions", empty_message="No revisions.")
+            with VerticalScroll(classes="detail", id="detail"):
+                yield Static("", id="detail-head")
+                yield JsonView(id="detail-json")
+                yield Static(Text("Audit", style="bold"), classes="section")
+                yield Timeline(id="detail-audit")
+
+    def on_mount(self) -> None:
+        self.query_one("#main").set_class(self.app.size.width < 110, "narrow")
+        self.query_one(LazyTable).focus()
+        self._load_project()
+
+    def on_resize(self, event) -> None:
+        self.query_one("#main").set_class(event.size.width < 110, "narrow")
+
+    @work(thread=True, exclusive=True, group="profiles-load", exit_on_error=False)
+    def _load_project(self) -> None:
+        def work_(handle):
+            profiles_service.require_profiles(handle)
+            row = queue.resolve_project(handle.conn, self.argument)
+            project = dict(handle.conn.execute("SELECT * FROM projects WHERE id = ?", (row["id"],)).fetchone())
+            audit = [dict(r) for r in handle.conn.execute(
+                "SELECT * FROM execution_profile_audit_events WHERE project_id = ? ORDER BY created_at, id",
+                (row["id"],))]
+            return project, audit
+        project, audit = self.session.run(work_)
+        self.post_message(self.Loaded(project, audit))
+
+    def on_profiles_screen_loaded(self, message: Loaded) -> None:
+        first = self.project is None
+        self.project, self.audit = message.project, message.audit
+        head = Text("project ", style="dim")
+        head.append_text(safe_text(self.project.get("name"), "bold", one_line=True))
+        head.append("  id ", style="dim")
+        head.append_text(safe_text(self.project.get("id"), one_line=True))
+        head.append("  provider ", style="dim")
+        head.append_text(safe_text(self.project.get("build_execution_provider"), "bold", one_line=True))
+        if self.marked:
+            head.append("  marked ", style="dim")
+            head.append(f"r{self.marked['revision']}", style="bold")
+        self.query_one("#filters", Static).update(head)
+        pid = self.project["id"]
+        self.query_one(LazyTable).set_source(
+            ListSource(lambda: self.session.run(profiles_service.list_revisions, pid)), keep_cursor=not first)
+        self._show_audit()
+
+    def _show_audit(self) -> None:
+        events = []
+        for e in self.audit:
+            title = f"{e.get('event_type')}: {e.get('profile_revision_id')}"
+            detail = f"previous {e['previous_profile_revision_id']}" if e.get("previous_profile_revision_id") else ""
+            meta = queue.parse_json_field(e.get("metadata_json")) or {}
+            if isinstance(meta, dict) and meta.get("reason"):
+                detail = " · ".join(x for x in (detail, f"by {meta.get('actor')}: {meta.get('reason')}") if x)
+            events.append(TimelineEvent(parse_time(e.get("created_at")), title, detail))
+        self.query_one("#detail-audit", Timeline).show(events)
+
+    @on(LazyTable.CursorMoved)
+    def _cursor_moved(self, message: LazyTable.CursorMoved) -> None:
+        self.showing_diff = False
+        if message.row is not None:
+            self._show_revision(message.row)
+        self.refresh_bindings()
+
+    def _show_revision(self, r: dict[str, Any]) -> None:
+        now = self.session.now()
+        head = safe_text(r.get("id"), "bold", one_line=True)
+        head.append("\n")
+        created = parse_time(r.get("created_at"))
+        for name, value in (
+            ("revision", f"{r.get('revision')}{'  (active)' if r.get('active') else ''}"),
+            ("schema", r.get("schema_version")),
+            ("provider", r.get("provider_preference")),
+            ("created", f"{relative(created, now)} ({exact(created)})"),
+            ("activated", ", ".join(exact(parse_time(t)) for t in r.get("activated_at") or []) or "never"),
+            ("fingerprint", r.get("fingerprint")),
+        ):
+            head.append(f"{name:>11} ", style="dim")
+            head.append_text(safe_text(value, one_line=True))
+            head.append("\n")
+        if not r.get("fingerprint_matches"):
+            head.append("fingerprint does not match the profile JSON (shown, not fixed)\n", style="yellow")
+        self.query_one("#detail-head", Static).update(head)
+        self.query_one("#detail-json", JsonView).show(r.get("profile_json"), dark=self.app.current_theme.dark)
+
+    def _active(self) -> dict[str, Any] | None:
+        source = self.query_one(LazyTable).source
+        rows = source._all() if isinstance(source, ListSource) and source._rows is not None else []
+        return next((r for r in rows if r.get("active")), None)
+
+    def action_mark(self) -> None:
+        row = self.query_one(LazyTable).cursor_row
+        if row is None:
+            return
+        self.marked = None if self.marked and self.marked["id"] == row["id"] else row
+        self.notify(f"Marked r{row['revision']} for diff." if self.marked else "Mark cleared.", markup=False)
+
+    def action_diff(self) -> None:
+        row = self.query_one(LazyTable).cursor_row
+        base = self.marked or self._active()
+        if row is None or base is None:
+            return
+        if self.showing_diff:
+            self.showing_diff = False
+            self._show_revision(row)
+            return
+        self.showing_diff = True
+        head = Text(f"diff r{base['revision']} → r{row['revision']}", style="bold")
+        self.query_one("#detail-head", Static).update(head)
+        self.query_one("#detail-json", JsonView).update(
+            diff_text(base.get("profile_json"), row.get("profile_json"),
+                      old_label=f"r{base['revision']}", new_label=f"r{row['revision']}"))
+
+    def unavailable(self) -> dict[str, str]:
+        reasons = super().unavailable()
+        if reasons:
+            return reasons
+        row = self.query_one(LazyTable).cursor_row
+        if row is None:
+            return {"activate": "no revision selected"}
+        if row.get("active"):
+            return {"activate": "this revision is already active"}
+        if self.project and self.project.get("deletion_started_at"):
+            return {"activate": "the project is being deleted"}
+        return {}
+
+    def action_activate(self) -> None:
+        if "activate" in self.unavailable():
+            self.action_why()
+            return
+        row = self.query_one(LazyTable).cursor_row
+        active = self._active()
+        summary = Text("Activate ", style="bold")
+        summary.append_text(safe_text(f"r{row['revision']} ({row['id']})", "bold", one_line=True))
+        summary.append("\nreplacing ", style="dim")
+        summary.append_text(safe_text(f"r{active['revision']}" if active else "none", one_line=True))
+        old_provider = (self.project or {}).get("build_execution_provider")
+        new_provider = row.get("provider_preference")
+        summary.append("\nbuild provider ", style="dim")
+        summary.append_text(safe_text(f"{old_provider} → {new_provider}", "bold yellow" if old_provider != new_provider else "", one_line=True))
+        summary.append("\n\n")
+        if active:
+            summary.append_text(diff_text(active.get("profile_json"), row.get("profile_json"),
+                                          old_label=f"r{active['revision']} (active)", new_label=f"r{row['revision']}"))
+        modal = ReasonModal("Activate profile revision", summary, required=True, confirm_label="Activate",
+                            danger=old_provider != new_provider, watch_key=row["id"])
+
+        def done(reason: str | None) -> None:
+            if reason:
+                self._activate(row["id"], reason)
+
+        self.app.push_screen(modal, done)
+
+    @work(thread=True, group="profiles-write", exit_on_error=False)
+    def _activate(self, revision_id: str, reason: str) -> None:
+        try:
+            result = self.session.run(profiles_service.activate, revision_id, self.session.actor,
+                                      reason=reason, now=self.session.now())
+        except Refusal as exc:
+            self.post_message(self.Done(error=exc))
+            return
+        self.post_message(self.Done(result=result))
+
+    def on_profiles_screen_done(self, message: Done) -> None:
+        if message.error is not None:
+            self.show_error(message.error)
+        else:
+            self.notify_result(message.result.message)
+        self.refresh_data()
+
+    def refresh_data(self) -> None:
+        if self.argument:
+            self._load_project()
+
+    def copy_target(self) -> tuple[str | None, Any]:
+        row = self.query_one(LazyTable).cursor_row
+        if row is None:
+            return None, None
+        payload = dict(row)
+        payload["profile_json"] = queue.parse_json_field(row.get("profile_json"))
+        return row["id"], payload

@@ -1,0 +1,57 @@
+"""`:name [argument]` -> screen. The command line, the palette and the help read this table.
+
+To add a screen (the doctor screen, say): write `console/screens/doctor.py` with a
+`ConsoleScreen` subclass and add one `ScreenEntry` here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ScreenEntry:
+    name: str
+    module: str
+    cls: str
+    help: str
+    aliases: tuple[str, ...] = ()
+    argument: str | None = None  # e.g. "NAME" for `:project NAME`
+
+    def build(self, argument: str | None = None) -> Any:
+        screen_cls = getattr(importlib.import_module(self.module), self.cls)
+        return screen_cls(argument) if self.argument else screen_cls()
+
+
+SCREENS: tuple[ScreenEntry, ...] = (
+    ScreenEntry("approvals", "console.screens.approvals", "ApprovalsScreen",
+                "Approval queue: decide pending requests", aliases=("a", "approval", "queue")),
+    ScreenEntry("envs", "console.screens.environments", "EnvironmentsScreen",
+                "Execution environments, leases and claims", aliases=("e", "env", "environments")),
+    ScreenEntry("projects", "console.screens.overview", "OverviewScreen",
+                "Overview of every project", aliases=("p", "overview", "home")),
+    ScreenEntry("project", "console.screens.profiles", "ProfilesScreen",
+                "One project's execution profile revisions", aliases=("profiles",), argument="NAME"),
+    ScreenEntry("upgrade", "console.screens.upgrade", "UpgradeScreen",
+                "Schema upgrade: plan, snapshot and run", aliases=("u",)),
+)
+
+
+def lookup(name: str) -> ScreenEntry | None:
+    name = name.strip().lstrip(":").lower()
+    for entry in SCREENS:
+        if name == entry.name or name in entry.aliases:
+            return entry
+    return None
+
+
+def parse_command(text: str) -> tuple[ScreenEntry | None, str | None, str]:
+    """(entry, argument, the word typed) for `:name [argument]`."""
+    words = text.strip().lstrip(":").split(maxsplit=1)
+    if not words:
+        return None, None, ""
+    entry = lookup(words[0])
+    argument = words[1].strip() if len(words) > 1 else None
+    return entry, argument, words[0]

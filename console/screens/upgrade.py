@@ -1,0 +1,208 @@
+"""The guarded upgrade: what release the file has, what the ledger says, every pending step with
+its safety class, where the snapshot goes and whether it fits; then the run, with progress and a
+log. Anything that needs --force is confirmed by typing the database file's name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.widgets import ProgressBar, RichLog, Static
+
+from console.errors import ConsoleError
+from console.screens.base import ConsoleScreen
+from console.screens.confirm import ConfirmModal
+from console.screens.typed import TypedConfirmModal
+from console.services import upgrade as upgrade_service
+from widgets.humane import size
+from widgets.safe_text import safe_text
+
+SAFETY_STYLE = {
+    "additive": "green",
+    "data-preserving-rebuild": "yellow",
+    "historical-destructive": "bold red",
+}
+
+
+class UpgradeScreen(ConsoleScreen):
+    COMMAND = "upgrade"
+    TITLE = "Upgrade"
+    WRITE_ACTIONS = frozenset({"run_upgrade"})
+    HELP_NOTES = ("A verified snapshot is taken before the first step; each step runs in its own locked "
+                  "transaction and is recorded in the ledger.\nSteps that need --force are confirmed by "
+                  "typing the database file name.")
+
+    BINDINGS = [
+        Binding("U", "run_upgrade", "Run upgrade", id="upgrade.run"),
+        Binding("g", "replan", "Re-plan", id="upgrade.replan"),
+    ]
+
+    class Planned(Message):
+        def __init__(self, plan: Any) -> None:
+            super().__init__()
+            self.plan = plan
+
+    class Progress(Message):
+        def __init__(self, event: Any) -> None:
+            super().__init__()
+            self.event = event
+
+    class Finished(Message):
+        def __init__(self, result: Any = None, error: BaseException | None = None) -> None:
+            super().__init__()
+            self.result, self.error = result, error
+
+    def __init__(self, argument: str | None = None) -> None:
+        super().__init__()
+        self.argument = argument
+        self.plan: Any = None
+        self.running = False
+
+    def compose_content(self) -> ComposeResult:
+        with VerticalScroll(id="upgrade-body"):
+            yield Static(Text("Planning…", style="dim"), id="upgrade-plan")
+        yield ProgressBar(id="upgrade-progress", show_eta=False)
+        yield RichLog(id="upgrade-log", markup=False, highlight=False, max_lines=500)
+
+    def on_mount(self) -> None:
+        self.query_one("#upgrade-body").styles.height = "2fr"
+        self.query_one(RichLog).styles.height = "1fr"
+        self._plan()
+
+    def action_replan(self) -> None:
+        if not self.running:
+            self._plan()
+
+    @work(thread=True, exclusive=True, group="upgrade-plan", exit_on_error=False)
+    def _plan(self) -> None:
+        plan = upgrade_service.plan_upgrade(self.session.db_path, "current", now=self.session.now())
+        self.post_message(self.Planned(plan))
+
+    def on_upgrade_screen_planned(self, message: Planned) -> None:
+        self.plan = message.plan
+        self.query_one("#upgrade-plan", Static).update(self._render_plan(message.plan))
+        self.refresh_bindings()
+
+    def _render_plan(self, plan: Any) -> Any:
+        text = Text(end="")
+        rows = [
+            ("database", plan.path),
+            ("detected", f"{plan.detected_release or 'no known release'} ({plan.shape_reason})"),
+            ("target", plan.target),
+            ("ledger", f"{plan.ledger_state}, {len(plan.applied)} step(s) recorded"),
+            ("snapshot", plan.snapshot_path),
+            ("space", f"needs {size(plan.snapshot_bytes)}, {size(plan.free_bytes)} free"
+                      + ("" if plan.enough_space else "  NOT ENOUGH")),
+        ]
+        for name, value in rows:
+            text.append(f"{name:>9} ", style="dim")
+            text.append_text(safe_text(value, "bold red" if "NOT ENOUGH" in str(value) else "", one_line=True))
+            text.append("\n")
+        if plan.up_to_date:
+            text.append("\nUp to date: nothing to apply.", style="bold green")
+            return text
+        if plan.force_required:
+            text.append("\nNeeds --force: ", style="bold red")
+            text.append_text(safe_text("; ".join(plan.force_reasons)))
+            text.append("\n")
+        for change in plan.policy_changes:
+            text.append("policy: ", style="yellow")
+            text.append_text(safe_text(change))
+            text.append("\n")
+        table = Table(box=None, expand=True, show_edge=False, pad_edge=False)
+        table.add_column("step", no_wrap=True)
+        table.add_column("release", no_wrap=True)
+        table.add_column("safety", no_wrap=True)
+        table.add_column("rows", justify="right", no_wrap=True)
+        table.add_column("what", ratio=1)
+        for step in plan.pending:
+            table.add_row(safe_text(step.id, one_line=True), safe_text(step.release),
+                          Text(step.safety, style=SAFETY_STYLE.get(step.safety, "")),
+                          Text("?" if step.rows is None else f"{step.rows:,}"),
+                          safe_text(step.description))
+        from rich.console import Group
+
+        return Group(text, Text(f"\n{len(plan.pending)} pending step(s):", style="bold"), table)
+
+    def unavailable(self) -> dict[str, str]:
+        reasons = super().unavailable()
+        if reasons:
+            return reasons
+        if self.running:
+            return {"run_upgrade": "an upgrade is running"}
+        if self.plan is None:
+            return {"run_upgrade": "still planning"}
+        if self.plan.up_to_date:
+            return {"run_upgrade": "the database is up to date"}
+        if not self.plan.enough_space:
+            return {"run_upgrade": "not enough free space for the snapshot"}
+        return {}
+
+    def action_run_upgrade(self) -> None:
+        if "run_upgrade" in self.unavailable():
+            self.action_why()
+            return
+        plan = self.plan
+        summary = Text(f"Apply {len(plan.pending)} step(s) to reach {plan.target}.\n", style="bold")
+        summary.append("A verified snapshot is written first to ", style="dim")
+        summary.append_text(safe_text(plan.snapshot_path, one_line=True))
+        summary.append(".\nStop archon first: older archon versions may not run on the upgraded file.")
+        if plan.force_required:
+            summary.append("\n\nNeeds --force: ", style="bold red")
+            summary.append_text(safe_text("; ".join(plan.force_reasons)))
+            modal = TypedConfirmModal("Upgrade with --force", summary, expected=self.session.db_path.name,
+                                      confirm_label="Upgrade")
+        else:
+            modal = ConfirmModal("Upgrade", summary)
+
+        def done(value: Any) -> None:
+            if value is not None and value is not False:
+                self._run(force=plan.force_required)
+
+        self.app.push_screen(modal, done)
+
+    @work(thread=True, exclusive=True, group="upgrade-run", exit_on_error=False)
+    def _run(self, force: bool) -> None:
+        self.post_message(self.Progress(upgrade_service.UpgradeProgress("start", 0, 1, "Starting the upgrade…")))
+        try:
+            result = upgrade_service.run_upgrade(
+                self.session.db_path, target="current", force=force, now=self.session.now(),
+                progress=lambda event: self.post_message(self.Progress(event)),
+                busy_timeout_ms=self.session.ctx.busy_timeout_ms,
+            )
+        except ConsoleError as exc:
+            self.post_message(self.Finished(error=exc))
+            return
+        self.session.reopen()
+        self.post_message(self.Finished(result=result))
+
+    def on_upgrade_screen_progress(self, message: Progress) -> None:
+        self.running = True
+        self.refresh_bindings()
+        event = message.event
+        bar = self.query_one(ProgressBar)
+        bar.update(total=max(1, event.total), progress=event.done)
+        if event.message:
+            self.query_one(RichLog).write(safe_text(f"[{event.kind}] {event.message}"))
+
+    def on_upgrade_screen_finished(self, message: Finished) -> None:
+        self.running = False
+        log = self.query_one(RichLog)
+        if message.error is not None:
+            log.write(safe_text(f"refused: {message.error.reason}", "bold red"))
+            self.show_error(message.error)
+        else:
+            log.write(safe_text(message.result.message, "bold green"))
+            self.notify_result(message.result.message)
+            self.console_app.release_label = f"archon {message.result.release_after or 'unknown'}"
+        self._plan()
+
+    def refresh_data(self) -> None:
+        if not self.running:
+            self._plan()

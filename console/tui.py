@@ -1,0 +1,22 @@
+"""The one entry point that imports Textual: `archon-console` with no subcommand lands here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from console.workers import SupportInfo
+
+
+def run_tui(ctx: Any, support: SupportInfo | None = None, *, start: str | None = None) -> int:
+    """Open the console on `ctx.db_path`; returns the exit code. `support` shows a SUPPORT badge
+    (the console is looking at a snapshot of someone else's database)."""
+    from console.app import ArchonConsole
+    from console.workers import Session
+
+    session = Session(ctx)  # opens and validates before the terminal is taken over
+    app = ArchonConsole(ctx, support, session=session, start=start)
+    result = app.run()
+    return int(result or 0) if isinstance(result, int) else (app.return_code or 0)
+
+
+__all__ = ["SupportInfo", "run_tui"]

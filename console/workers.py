@@ -1,0 +1,71 @@
+"""The TUI's one handle on the database, shared by every thread worker.
+
+Display workers and writes run in threads; SQLite connections are safe to share only one call at
+a time, so every use goes through `Session.run`, which holds a lock for the call. Services get
+the same `ArchonDatabase` the CLI would open (read-only when `--read-only`), so the TUI and the CLI
+write through the same functions. `data_version` changes when *another* connection commits; the
+app polls it to refresh what is on screen.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+from console.db.connect import ArchonDatabase
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class SupportInfo:
+    """Shown as a SUPPORT badge: the console runs on a snapshot of someone's database."""
+
+    original_path: str
+    snapshot_time: str
+
+
+class Session:
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+        self.lock = threading.RLock()
+        self.handle: ArchonDatabase = ctx.open()
+
+    @property
+    def actor(self) -> str:
+        return self.ctx.actor
+
+    @property
+    def read_only(self) -> bool:
+        return bool(self.ctx.read_only)
+
+    @property
+    def db_path(self) -> Path:
+        return Path(self.ctx.db_path)
+
+    def now(self) -> datetime:
+        return self.ctx.clock()
+
+    def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`fn(handle, *args, **kwargs)` with the connection to itself."""
+        with self.lock:
+            return fn(self.handle, *args, **kwargs)
+
+    def data_version(self) -> int:
+        with self.lock:
+            return int(self.handle.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def reopen(self) -> None:
+        """After an upgrade the shape changed: forget what was detected."""
+        with self.lock:
+            self.handle.forget_shape()
+
+    def close(self) -> None:
+        with self.lock:
+            self.handle.close()
+
+
+__all__ = ["Session", "SupportInfo"]

@@ -1,0 +1,43 @@
+"""Times and sizes as people say them ("in 14 minutes", "3 hours ago", "1.7 GB"), via humanize."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import humanize
+
+
+def relative(when: datetime | None, now: datetime) -> str:
+    if when is None:
+        return "—"
+    delta = when - now
+    seconds = delta.total_seconds()
+    if abs(seconds) < 1:
+        return "now"
+    words = humanize.naturaldelta(abs(delta))
+    return f"in {words}" if seconds > 0 else f"{words} ago"
+
+
+def countdown(when: datetime | None, now: datetime) -> str:
+    """A compact live countdown: 14m05s, 2h03m, 3d04h; negative values say 'expired'."""
+    if when is None:
+        return "—"
+    seconds = int((when - now).total_seconds())
+    if seconds <= 0:
+        return "expired"
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s"
+
+
+def exact(when: datetime | None) -> str:
+    return "—" if when is None else when.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def size(n_bytes: int | None) -> str:
+    return "—" if n_bytes is None else humanize.naturalsize(n_bytes)
