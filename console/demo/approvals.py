@@ -42,6 +42,7 @@ _OLD_OUTCOMES = ("consumed", "expired", "denied", "cancelled", "invalidated", "e
 _OLD_WEIGHTS = (52, 15, 12, 6, 7, 5, 3)
 _RECENT_OUTCOMES = ("pending", "approved", "consumed", "denied", "cancelled", "invalidated")
 _RECENT_WEIGHTS = (55, 12, 15, 10, 4, 4)
+SMALL_ORDER = ("consumed", "denied", "cancelled", "expired", "invalidated", "approved", "pending")
 _TTLS = (HOUR, 2 * HOUR, 4 * HOUR, 12 * HOUR)
 
 # Featured requests, oldest first; minutes relative to now:
@@ -76,12 +77,6 @@ def write_approvals(ctx: DemoContext, total: int) -> int:
     if total <= 0 or not ctx.has_profiles:
         return 0
     live = [p for p in ctx.projects if not p.deleting] or ctx.projects
-    featured = FEATURED[-total:] if total < len(FEATURED) else FEATURED
-    if total < len(STATUSES) + 1:
-        featured = FEATURED[:0]
-    generated = total - len(featured)
-    recent = min(generated, max(generated // 20, 20))
-    old = generated - recent
     builder = _Builder(ctx, live)
     conn = ctx.conn
     done = 0
@@ -98,16 +93,21 @@ def write_approvals(ctx: DemoContext, total: int) -> int:
         events.clear()
         ctx.report("approval requests", done, total)
 
-    if total < len(STATUSES) + 1:
-        # Too few for the featured set: one of each status, oldest first, then pending.
+    if total < len(FEATURED):
+        # Too few for the featured set: settled statuses first (two days ago), then the open ones.
         for index in range(total):
-            outcome = STATUSES[(index + 1) % len(STATUSES)] if index < total - 1 else "pending"
-            builder.random_row(index, outcome, ctx.now_epoch - (total - index) * HOUR,
-                               runs, requests, events, recent=index == total - 1)
+            outcome = SMALL_ORDER[index] if index < len(SMALL_ORDER) else "pending"
+            open_ = outcome in ("pending", "approved")
+            created = ctx.now_epoch - (20 * (total - index) * MINUTE if open_ else 2 * DAY - index * HOUR)
+            builder.random_row(index, outcome, created, runs, requests, events, recent=open_)
             done += 1
         flush()
         return total
 
+    featured = FEATURED
+    generated = total - len(featured)
+    recent = min(generated, max(generated // 20, 20))
+    old = generated - recent
     index = 0
     start, end = ctx.now_epoch - 45 * DAY, ctx.now_epoch - 20 * HOUR
     span = max(end - start, 1)
@@ -118,7 +118,7 @@ def write_approvals(ctx: DemoContext, total: int) -> int:
         done += 1
         if len(requests) >= CHUNK:
             flush()
-    start, end = ctx.now_epoch - 20 * HOUR, ctx.now_epoch - 12 * HOUR
+    start, end = ctx.now_epoch - 11 * HOUR, ctx.now_epoch - 15 * MINUTE
     span = end - start
     for k in range(recent):
         created = start + (span * k) // max(recent, 1)
@@ -189,7 +189,7 @@ class _Builder:
         decided = created + 30 + int(random() * room * 0.6) if approved_first or status == "denied" else None
         ended = None
         if status == "consumed":
-            ended = decided + 5 + int(random() * 300)
+            ended = min(decided + 5 + int(random() * 300), now)
         elif status == "expired":
             ended = expires + int(random() * 120)
             if ended > now:

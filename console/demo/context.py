@@ -106,9 +106,21 @@ class DemoContext:
             self.progress(stage, done, total)
 
 
+_DAYS: dict[int, str] = {}
+_CLOCK = tuple(f" {h:02d}:{m:02d}:{s:02d}" for h in range(24) for m in range(60) for s in range(60))
+
+
 def stamp(epoch: int) -> str:
-    """Epoch seconds as `YYYY-MM-DD HH:MM:SS` UTC (faster than datetime for bulk rows)."""
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(epoch))
+    """Epoch seconds as `YYYY-MM-DD HH:MM:SS` UTC.
+
+    Millions of rows carry three or four timestamps each; a cached date plus a precomputed
+    time of day is several times faster than `strftime` per value.
+    """
+    day, second = divmod(int(epoch), 86400)
+    text = _DAYS.get(day)
+    if text is None:
+        text = _DAYS[day] = time.strftime("%Y-%m-%d", time.gmtime(day * 86400))
+    return text + _CLOCK[second]
 
 
 __all__ = ["DAY", "HOUR", "MINUTE", "DemoContext", "ProjectInfo", "Progress", "db_time", "stamp"]
