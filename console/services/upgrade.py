@@ -424,9 +424,9 @@ def run_upgrade(
                 if state["snapshot"] is None:
                     if under.force_reasons and not force:
                         raise ForceRequired(plan)
-                    target_path = snapshots.snapshot_target(path, at, snap_dir)
+                    target_path = snapshots.snapshot_target(path.resolve(), at, snap_dir)
                     state["snapshot"] = snapshots.take_snapshot(
-                        path,
+                        path.resolve(),
                         target_path,
                         progress=lambda done, pages: emit(
                             UpgradeProgress("snapshot", done, pages, "copying pages to the snapshot")
@@ -680,6 +680,8 @@ def restore_snapshot(
     aside: Path | None = None
     try:
         shutil.copyfile(snapshot, tmp)
+        if exists:
+            shutil.copymode(db_path, tmp)  # mkstemp made it 0600; keep the database's own mode
         snapshots.fsync_path(tmp)
         if snapshots.sha256_file(tmp) != digest:
             raise Refusal("The copy of the snapshot did not match it; nothing was restored.")

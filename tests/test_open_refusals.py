@@ -1,0 +1,120 @@
+"""Opening refuses what is not an archon database: exit 3, one sentence, the file untouched.
+
+Each case is checked through `open_database` and through the CLI (`upgrade --plan`, the command
+that reads before anything else), with the directory's files hashed before and after: no byte,
+mtime or new file (`-wal`, `-shm`, `-journal`) may appear.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from console.cli import main
+from console.db.connect import open_database
+from console.errors import EXIT_UNUSABLE, DatabaseUnusable
+from tests.upgrade_helpers import db_1820, fingerprint_dir
+
+
+def _zero_byte(path: Path) -> Path:
+    path.write_bytes(b"")
+    return path
+
+
+def _not_sqlite(path: Path) -> Path:
+    path.write_text("id,name\n1,not a database\n" * 50)
+    return path
+
+
+def _garbled_schema(path: Path) -> Path:
+    """A real archon file whose schema page (page 1, after the header) is overwritten."""
+    db_1820(path)
+    data = bytearray(path.read_bytes())
+    page_size = int.from_bytes(data[16:18], "big")
+    data[100:page_size] = bytes([0xA5]) * (page_size - 100)
+    path.write_bytes(bytes(data))
+    return path
+
+
+def _truncated(path: Path) -> Path:
+    db_1820(path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 3])
+    return path
+
+
+def _plain_sqlite(path: Path) -> Path:
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+    conn.execute("INSERT INTO notes (body) VALUES ('hello')")
+    conn.commit()
+    conn.close()
+    return path
+
+
+def _plain_sqlite_wal(path: Path) -> Path:
+    """Not archon, in WAL mode: a careless read-only open would leave -wal and -shm behind."""
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+    conn.commit()
+    conn.close()
+    return path
+
+
+CASES = {
+    "zero-byte": (_zero_byte, "empty"),
+    "not-sqlite": (_not_sqlite, "not a SQLite database"),
+    "garbled-schema-page": (_garbled_schema, "cannot be read"),
+    "truncated": (_truncated, "truncated"),
+    "sqlite-not-archon": (_plain_sqlite, "not an archon one"),
+    "sqlite-not-archon-wal": (_plain_sqlite_wal, "not an archon one"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_open_database_refuses_and_leaves_the_file_alone(tmp_path, case):
+    build, words = CASES[case]
+    path = build(tmp_path / "archon.db")
+    before = fingerprint_dir(tmp_path)
+    with pytest.raises(DatabaseUnusable) as caught:
+        open_database(path)
+    assert words in caught.value.reason
+    assert caught.value.exit_code == EXIT_UNUSABLE
+    assert fingerprint_dir(tmp_path) == before
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("command", [["upgrade", "--plan"], ["upgrade", "--force"]])
+def test_cli_refuses_with_exit_3_and_one_sentence(tmp_path, capsys, case, command):
+    build, words = CASES[case]
+    path = build(tmp_path / "archon.db")
+    before = fingerprint_dir(tmp_path)
+    assert main(["--db", str(path), *command]) == EXIT_UNUSABLE
+    err = capsys.readouterr().err
+    first = err.strip().splitlines()[0]
+    assert first.startswith("archon-console: ") and words in first
+    assert fingerprint_dir(tmp_path) == before
+
+
+def test_missing_file_is_refused_and_never_created(tmp_path, capsys):
+    path = tmp_path / "nowhere" / "archon.db"
+    with pytest.raises(DatabaseUnusable, match="No database at"):
+        open_database(path)
+    assert main(["--db", str(path), "upgrade", "--plan"]) == EXIT_UNUSABLE
+    assert main(["--db", str(tmp_path / "archon.db"), "upgrade", "--force"]) == EXIT_UNUSABLE
+    assert "No database at" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_directory_is_refused(tmp_path):
+    with pytest.raises(DatabaseUnusable, match="directory"):
+        open_database(tmp_path)
+
+
+def test_an_archon_database_opens(tmp_path):
+    path = db_1820(tmp_path / "archon.db")
+    with open_database(path, read_only=True) as handle:
+        assert handle.shape.release == "1.8.20"

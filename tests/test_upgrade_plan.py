@@ -1,0 +1,110 @@
+"""`upgrade --plan` reads only: no file, `-wal`, `-shm` or ledger is created or changed."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from console.cli import main
+from console.errors import Refusal
+from console.services.upgrade import plan_upgrade, run_upgrade
+from tests.upgrade_helpers import db_1820, db_1822, fingerprint_dir, ledger_names
+
+
+def test_plan_of_an_unversioned_1820_database(tmp_path):
+    path = db_1820(tmp_path / "archon.db")
+    before = fingerprint_dir(tmp_path)
+    plan = plan_upgrade(path)
+    assert fingerprint_dir(tmp_path) == before
+    assert plan.detected_release == "1.8.20"
+    assert plan.ledger_state == "unversioned-adoption"
+    assert plan.target == "1.10.0"
+    assert [s.id[:3] for s in plan.pending] == [f"{n:03d}" for n in range(1, 30)]
+    by_id = {s.id[:3]: s for s in plan.pending}
+    assert by_id["009"].safety == "historical-destructive"
+    # 2 projects x (active + queued ticket + active sequence) would be swept.
+    assert by_id["009"].rows == 6
+    assert by_id["018"].rows == 4 and by_id["018"].rebuild
+    assert plan.force_required
+    assert any("no upgrade ledger" in r for r in plan.force_reasons)
+    assert any("009-build-sequence-incomplete-sweep" in r for r in plan.force_reasons)
+    assert plan.snapshot_bytes == path.stat().st_size
+    assert plan.free_bytes > 0 and plan.enough_space
+    assert plan.snapshot_path.startswith(str(path)) and ".pre-upgrade-" in plan.snapshot_path
+    data = json.loads(json.dumps(plan.to_json()))
+    assert data["force_required"] is True and len(data["pending"]) == 29
+
+
+def test_plan_to_an_older_target_and_of_a_versioned_database(tmp_path):
+    path = db_1820(tmp_path / "archon.db")
+    plan = plan_upgrade(path, "1.8.20")
+    assert [s.id for s in plan.pending] == ["001-archon-1.8.20-baseline"]
+    assert plan.force_required  # adoption
+    run_upgrade(path, target="1.8.20", force=True)
+    before = fingerprint_dir(tmp_path)
+    plan = plan_upgrade(path, "1.8.22")
+    assert fingerprint_dir(tmp_path) == before
+    assert plan.ledger_state == "versioned" and plan.applied == ["001-archon-1.8.20-baseline"]
+    assert plan.pending[0].id.startswith("002") and plan.pending[-1].id.startswith("019")
+    assert plan.force_reasons == [
+        "step 009-build-sequence-incomplete-sweep is historical-destructive "
+        "(Fail active / cancel queued tickets of build sequences without a profile selection)"
+    ]
+
+
+@pytest.mark.parametrize("wal", [False, True])
+def test_plan_writes_nothing_through_the_cli(tmp_path, capsys, wal):
+    path = db_1822(tmp_path / "archon.db", wal=wal)
+    before = fingerprint_dir(tmp_path)
+    assert main(["--db", str(path), "upgrade", "--plan"]) == 0
+    assert main(["--db", str(path), "--json", "upgrade", "--plan", "--to", "1.10.0"]) == 0
+    assert fingerprint_dir(tmp_path) == before  # same names (no -wal/-shm), bytes and mtimes
+    out = capsys.readouterr().out
+    assert "Detected shape:  1.8.22" in out and "--force is required" in out
+    data = json.loads(out[out.index("{"):])
+    assert data["detected_release"] == "1.8.22" and data["ledger_state"] == "unversioned-adoption"
+    assert ledger_names(path) == []
+
+
+def test_plan_beside_a_live_wal_writer_changes_neither_the_file_nor_its_wal(tmp_path):
+    """archon running: a -wal and -shm exist. The plan must not touch the database or the WAL
+    (SQLite's -shm index is shared memory that every reader updates; it is not data)."""
+    path = db_1822(tmp_path / "archon.db", wal=True)
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("PRAGMA wal_autocheckpoint = 0")
+    writer.execute("INSERT INTO archon_misc_log (note) VALUES ('live')")
+    try:
+        wal = tmp_path / "archon.db-wal"
+        assert wal.exists()
+        before = fingerprint_dir(tmp_path)
+        plan = plan_upgrade(path)
+        after = fingerprint_dir(tmp_path)
+        assert set(after) == set(before)
+        for name in ("archon.db", "archon.db-wal"):
+            assert after[name] == before[name]
+        assert plan.detected_release == "1.8.22"
+    finally:
+        writer.close()
+
+
+def test_plan_refuses_to_recover_a_wal_without_its_index(tmp_path):
+    """A -wal without -shm (archon killed) would need SQLite to create the index: refuse."""
+    path = db_1820(tmp_path / "archon.db", wal=True)
+    (tmp_path / "archon.db-wal").write_bytes(b"")
+    before = fingerprint_dir(tmp_path)
+    with pytest.raises(Refusal, match="without its -shm"):
+        plan_upgrade(path)
+    assert fingerprint_dir(tmp_path) == before
+
+
+def test_up_to_date_plan(tmp_path, capsys):
+    path = db_1820(tmp_path / "archon.db")
+    run_upgrade(path, force=True)
+    before = fingerprint_dir(tmp_path)
+    plan = plan_upgrade(path)
+    assert plan.up_to_date and not plan.force_required and len(plan.applied) == 29
+    assert main(["--db", str(path), "upgrade", "--plan"]) == 0
+    assert "up to date" in capsys.readouterr().out
+    assert fingerprint_dir(tmp_path) == before

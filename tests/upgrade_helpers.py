@@ -1,0 +1,307 @@
+"""Small, hand-written archon databases for the upgrade tests, and ways to compare them.
+
+Rows are inserted with plain SQL through archon's own triggers (foreign keys on), in the shapes a
+real archon of that release would hold: projects, build sequences with active and queued tickets
+(what step 009 sweeps), environments with events, check batches and attempts with a diagnostic
+parser (a CASCADE child of a rebuilt table), and an AUTOINCREMENT table archon does not share with
+us (so `sqlite_sequence` must survive). Timestamps are fixed in 2024, so anything an upgrade writes
+with CURRENT_TIMESTAMP can be told apart and masked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from console.db.migrations.registry import migrations_through
+from console.db.migrations.runner import apply_all
+from console.db.migrations.steps import approval_ddl
+
+REPO = Path(__file__).resolve().parents[1]
+FP = "a" * 64
+FP2 = "b" * 64
+T0 = "2024-03-01 10:00:00"
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+def make_schema(path: Path, release: str, *, wal: bool = False) -> Path:
+    conn = connect(path)
+    if wal:
+        conn.execute("PRAGMA journal_mode = WAL")
+    apply_all(conn, migrations_through(release))
+    conn.close()
+    return path
+
+
+def populate_1820_rows(conn: sqlite3.Connection, projects: int = 2) -> None:
+    """Rows every release from 1.8.20 on can hold (no profile or approval columns)."""
+    conn.execute("BEGIN")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS archon_misc_log (id INTEGER PRIMARY KEY AUTOINCREMENT, note TEXT)"
+    )
+    conn.executemany("INSERT INTO archon_misc_log (note) VALUES (?)", [("a",), ("b",), ("c",)])
+    conn.execute("DELETE FROM archon_misc_log WHERE note = 'c'")  # sqlite_sequence stays at 3
+    for p in range(1, projects + 1):
+        pid = f"proj-{p}"
+        conn.execute(
+            "INSERT INTO projects (id, name, repo_path, created_at, required_check_definition_ids) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (pid, f"Project {p}", f"/srv/repo{p}", T0, '["lint"]' if p == 1 else None),
+        )
+        for t in range(1, 5):
+            conn.execute(
+                "INSERT INTO tickets (id, project_id, title, created_at) VALUES (?, ?, ?, ?)",
+                (f"{pid}-t{t}", pid, f"Ticket {t}", T0),
+            )
+        # An in-flight sequence (active + queued tickets) and a finished one.
+        conn.execute(
+            "INSERT INTO build_sequences (id, project_id, status, created_at, updated_at) VALUES (?, ?, 'active', ?, ?)",
+            (f"{pid}-seq-live", pid, T0, T0),
+        )
+        conn.execute(
+            "INSERT INTO build_sequences (id, project_id, status, created_at, updated_at) VALUES (?, ?, 'completed', ?, ?)",
+            (f"{pid}-seq-done", pid, T0, T0),
+        )
+        # From 1.8.22 on, queued and active tickets must carry the project's profile selection.
+        selection = {}
+        cols = {r[1] for r in conn.execute("PRAGMA table_info(build_sequence_tickets)")}
+        if "execution_profile_selection_reason" in cols:
+            rev, fp = conn.execute(
+                "SELECT r.id, r.fingerprint FROM projects p JOIN execution_profile_revisions r "
+                "ON r.id = p.active_execution_profile_revision_id WHERE p.id = ?",
+                (pid,),
+            ).fetchone()
+            selection = {
+                "execution_profile_revision_id": rev,
+                "execution_profile_fingerprint": fp,
+                "execution_profile_selection_reason": "project_active_at_acceptance",
+            }
+        for sequence, position, ticket, status in (
+            ("live", 1, "t1", "completed"), ("live", 2, "t2", "active"), ("live", 3, "t3", "queued"),
+            ("done", 1, "t4", "completed"),
+        ):
+            row = {
+                "build_sequence_id": f"{pid}-seq-{sequence}", "ticket_id": f"{pid}-{ticket}",
+                "position": position, "status": status, "entered_queue_at": T0,
+                "started_at": T0 if status != "queued" else None,
+                "finished_at": T0 if status == "completed" else None, **selection,
+            }
+            conn.execute(
+                f"INSERT INTO build_sequence_tickets ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                tuple(row.values()),
+            )
+        # Runs, an environment with events and a lease, a check batch with attempts.
+        for r in ("build", "batch", "a1", "a2"):
+            conn.execute(
+                "INSERT INTO execution_runs (id, project_id, kind, status, created_at) VALUES (?, ?, ?, 'completed', ?)",
+                (f"{pid}-run-{r}", pid, "check" if r != "build" else "build", T0),
+            )
+        env = f"{pid}-env"
+        conn.execute(
+            "INSERT INTO execution_environments (id, project_id, provider_kind, provider_version, target_kind, "
+            "target_key, target_workspace_path, environment_revision, workspace_mode, "
+            "environment_validation_fingerprint, template_identity, lifecycle_state, created_at, updated_at, ready_at) "
+            "VALUES (?, ?, 'docker', '1', 'repo_root', 'root', ?, 1, 'direct', ?, 'tmpl:1', 'ready', ?, ?, ?)",
+            (env, pid, f"/srv/repo{p}", FP, T0, T0, T0),
+        )
+        for seq, (old, new) in enumerate([(None, "queued"), ("queued", "preparing"), ("preparing", "ready")], 1):
+            conn.execute(
+                "INSERT INTO execution_environment_events (id, project_id, environment_id, sequence, event_type, "
+                "from_state, to_state, created_at) VALUES (?, ?, ?, ?, 'lifecycle', ?, ?, ?)",
+                (f"{env}-ev{seq}", pid, env, seq, old, new, T0),
+            )
+        conn.execute(
+            "INSERT INTO execution_environment_run_bindings (id, environment_id, execution_run_id, project_id, "
+            "relationship, environment_revision, environment_validation_fingerprint, authority_json, bound_at) "
+            "VALUES (?, ?, ?, ?, 'execution', 1, ?, '{}', ?)",
+            (f"{env}-lease", env, f"{pid}-run-build", pid, FP, T0),
+        )
+        conn.execute(
+            "INSERT INTO check_batch_details (execution_run_id, purpose, completed_at) VALUES (?, 'manual', ?)",
+            (f"{pid}-run-batch", T0),
+        )
+        for a, outcome in (("a1", "passed"), ("a2", "command_failure")):
+            conn.execute(
+                "INSERT INTO check_attempt_details (execution_run_id, batch_run_id, definition_id, "
+                "command_snapshot_json, definition_fingerprint, outcome, exit_code) VALUES (?, ?, 'lint', '{}', ?, ?, ?)",
+                (f"{pid}-run-{a}", f"{pid}-run-batch", FP, outcome, 0 if outcome == "passed" else 1),
+            )
+            conn.execute(
+                "INSERT INTO check_attempt_diagnostic_parsers (attempt_run_id, parser_id, created_at) VALUES (?, 'eslint', ?)",
+                (f"{pid}-run-{a}", T0),
+            )
+    conn.execute("COMMIT")
+
+
+def db_1820(path: Path, *, wal: bool = False, projects: int = 2) -> Path:
+    """A populated archon 1.8.20 database without our ledger."""
+    make_schema(path, "1.8.20", wal=wal)
+    conn = connect(path)
+    populate_1820_rows(conn, projects)
+    conn.close()
+    return path
+
+
+def db_1822(path: Path, *, wal: bool = False, legacy_profile: bool = True) -> Path:
+    """A populated 1.8.22 database; proj-1 runs on a schema-1 profile (so 006 writes `:v2`)."""
+    make_schema(path, "1.8.22", wal=wal)
+    conn = connect(path)
+    populate_1820_rows(conn)
+    if legacy_profile:
+        conn.execute("BEGIN")
+        conn.execute(
+            "INSERT INTO execution_profile_revisions (id, project_id, revision, schema_version, fingerprint, "
+            "profile_json, created_at) VALUES ('proj-1:legacy', 'proj-1', 2, 1, ?, ?, ?)",
+            (FP2, '{"provider_preference":"docker_sandbox"}', T0),
+        )
+        conn.execute(
+            "INSERT INTO execution_profile_audit_events (id, project_id, event_type, profile_revision_id, "
+            "previous_profile_revision_id, created_at) VALUES ('proj-1:legacy:created', 'proj-1', "
+            "'revision_created', 'proj-1:legacy', 'proj-1:execution-profile:1', ?)",
+            (T0,),
+        )
+        conn.execute(
+            "UPDATE projects SET active_execution_profile_revision_id = 'proj-1:legacy', "
+            "build_execution_provider = 'docker_sandbox' WHERE id = 'proj-1'"
+        )
+        conn.execute("COMMIT")
+    conn.close()
+    return path
+
+
+def add_old_approval_tables(conn: sqlite3.Connection, *, requests: int = 20, events_each: int = 3) -> None:
+    """Approval tables as a pre-1.8.22 archon left them (action_json limit 16384), with history."""
+    conn.execute("BEGIN")
+    for statement in (
+        approval_ddl.requests_table(action_limit=16384),
+        approval_ddl.EVENTS_TABLE,
+    ):
+        conn.execute(statement)
+    from console.db.migrations.base import execute_script
+
+    execute_script(conn, approval_ddl.REQUEST_TRIGGERS + approval_ddl.EVENT_TRIGGERS)
+    execute_script(conn, approval_ddl.REQUEST_INDEXES + approval_ddl.EVENT_INDEXES)
+    for i in range(requests):
+        pid = "proj-1" if i % 2 else "proj-2"
+        run = f"{pid}-apr-run-{i}"
+        conn.execute(
+            "INSERT INTO execution_runs (id, project_id, kind, status, created_at) VALUES (?, ?, 'build', 'running', ?)",
+            (run, pid, T0),
+        )
+        conn.execute(
+            "INSERT INTO approval_requests (id, project_id, execution_run_id, action_kind, action_schema_version, "
+            "action_json, action_fingerprint, authority_schema_version, authority_json, status, expires_at, "
+            "created_at, updated_at) VALUES (?, ?, ?, 'git_push', 1, ?, ?, 1, '{}', 'pending', ?, ?, ?)",
+            (f"apr-{i}", pid, run, '{"ref":"refs/heads/main","commit":"%040d"}' % i, FP, "2024-03-02 10:00:00", T0, T0),
+        )
+        for seq in range(1, events_each + 1):
+            conn.execute(
+                "INSERT INTO approval_request_events (id, project_id, approval_request_id, sequence, event_type, "
+                "from_status, to_status, actor_classification, created_at) VALUES (?, ?, ?, ?, 'note', NULL, 'pending', "
+                "'system', ?)",
+                (f"apr-{i}-ev{seq}", pid, f"apr-{i}", seq, T0),
+            )
+    conn.execute("COMMIT")
+
+
+# --- observing files -----------------------------------------------------------------------
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def fingerprint_dir(directory: Path) -> dict[str, tuple[str, int]]:
+    """Every file in the directory with its hash and mtime (ns): the 'nothing changed' witness."""
+    return {
+        p.name: (sha256(p), p.stat().st_mtime_ns)
+        for p in sorted(Path(directory).iterdir())
+        if p.is_file()
+    }
+
+
+def file_state(path: Path) -> tuple[str, int, int]:
+    st = Path(path).stat()
+    return sha256(path), st.st_mtime_ns, st.st_size
+
+
+_NOW_STAMP = re.compile(r"'(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})'")
+LEDGER_TABLES = ("_sqlite_migrations", "_archon_console_ledger")
+
+
+def dump(path: Path) -> list[str]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return list(conn.iterdump())
+    finally:
+        conn.close()
+
+
+def normalized_dump(path: Path, *, written_after: str = "2025-01-01 00:00:00") -> list[str]:
+    """The dump with what legitimately differs between two runs masked.
+
+    Timestamps later than the fixtures' (written by CURRENT_TIMESTAMP during the upgrade) become
+    <now>; ledger rows keep only their step name, position, class, checksum and target.
+    """
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        lines = []
+        for line in conn.iterdump():
+            if any(line.startswith(f'INSERT INTO "{t}"') for t in LEDGER_TABLES):
+                continue
+            lines.append(
+                _NOW_STAMP.sub(lambda m: "'<now>'" if m.group(1) >= written_after else m.group(0), line)
+            )
+        for row in conn.execute(
+            "SELECT name, position, safety, checksum, target_release, tool_version FROM _archon_console_ledger "
+            "ORDER BY position"
+        ) if _has_table(conn, "_archon_console_ledger") else []:
+            lines.append(f"LEDGER {tuple(row)!r}")
+        if _has_table(conn, "_sqlite_migrations"):
+            lines.extend(
+                f"SQLITE-UTILS {tuple(row)!r}"
+                for row in conn.execute("SELECT id, migration_set, name FROM _sqlite_migrations ORDER BY id")
+            )
+        return lines
+    finally:
+        conn.close()
+
+
+def _has_table(conn, name) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is not None
+
+
+def ledger_names(path: Path) -> list[str]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        if not _has_table(conn, "_sqlite_migrations"):
+            return []
+        return [r[0] for r in conn.execute(
+            "SELECT name FROM _sqlite_migrations WHERE migration_set = 'archon-console' ORDER BY id")]
+    finally:
+        conn.close()
+
+
+def run_cli(*args: str, env: dict | None = None, stdin=subprocess.DEVNULL, timeout: float = 60):
+    """`python -m console ARGS` in a real process."""
+    full_env = {**os.environ, **(env or {})}
+    full_env.pop("ARCHON_DB_PATH", None)
+    return subprocess.run(
+        [sys.executable, "-m", "console", *args],
+        cwd=REPO,
+        env=full_env,
+        stdin=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
