@@ -1,0 +1,363 @@
+"""Every operator flow driven through Pilot, each checked in the database afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from console.screens.approvals import ApprovalsScreen
+from console.screens.bulk_results import BulkResultsModal
+from console.screens.confirm import ActionModal, ConfirmModal
+from console.screens.environments import EnvironmentsScreen
+from console.screens.error import ErrorModal
+from console.screens.profiles import ProfilesScreen
+from console.screens.reason import ReasonModal
+from console.screens.typed import TypedConfirmModal
+from console.screens.upgrade import UpgradeScreen
+from widgets.lazy_table import LazyTable
+
+
+async def wait_until(pilot, predicate, timeout: float = 5.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        await pilot.pause(0.02)
+        try:
+            if predicate():
+                return
+        except Exception:
+            pass
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def table(app) -> LazyTable:
+    return app.screen.query_one(LazyTable)
+
+
+async def ready(pilot, app, screen_cls):
+    await wait_until(pilot, lambda: isinstance(app.screen, screen_cls) and table(app).visible_loaded,
+                     what=f"{screen_cls.__name__} loaded")
+
+
+async def select(pilot, app, key: str, detail_key: str = "id"):
+    """Move the cursor to the row whose key is `key` and wait for its detail."""
+    t = table(app)
+    for _ in range(200):
+        if t.cursor_key == key:
+            break
+        await pilot.press("down")
+    assert t.cursor_key == key
+    await wait_until(pilot, lambda: (app.screen.detail or {}).get(detail_key) == key, what=f"detail of {key}")
+
+
+def db(path, sql, *params):
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+async def type_text(pilot, text: str):
+    for ch in text:
+        await pilot.press("space" if ch == " " else ch)
+
+
+# ---------------------------------------------------------------- approvals
+async def test_approve_one(demo_db, make_app):
+    path = demo_db()
+    app = make_app(path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        await select(pilot, app, "apr-00000192")
+        await pilot.press("a")
+        await wait_until(pilot, lambda: isinstance(app.screen, ReasonModal))
+        await type_text(pilot, "looks fine")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: db(path, "SELECT status FROM approval_requests WHERE id='apr-00000192'")[0][0] == "approved",
+                         what="approved in the database")
+    events = db(path, "SELECT to_status, actor_reference, reason FROM approval_request_events "
+                      "WHERE approval_request_id='apr-00000192' ORDER BY sequence DESC LIMIT 1")
+    assert events == [("approved", "alice", "looks fine")]
+
+
+async def test_deny_requires_reason(demo_db, make_app):
+    path = demo_db()
+    app = make_app(path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        await select(pilot, app, "apr-00000195")
+        await pilot.press("d")
+        await wait_until(pilot, lambda: isinstance(app.screen, ReasonModal))
+        await pilot.press("enter")  # empty reason: refused by the dialog
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, ReasonModal)
+        assert db(path, "SELECT status FROM approval_requests WHERE id='apr-00000195'")[0][0] == "pending"
+        await type_text(pilot, "wrong branch")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: db(path, "SELECT status FROM approval_requests WHERE id='apr-00000195'")[0][0] == "denied")
+    assert db(path, "SELECT reason FROM approval_request_events WHERE approval_request_id='apr-00000195' "
+                    "ORDER BY sequence DESC LIMIT 1") == [("wrong branch",)]
+
+
+async def test_bulk_approve_with_one_refusal(demo_db, make_app):
+    path = demo_db()
+    app = make_app(path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        await select(pilot, app, "apr-00000192")
+        await pilot.press("space", "space", "space")  # 192, 194 (alice's own), 195
+        assert set(table(app).selected) == {"apr-00000192", "apr-00000194", "apr-00000195"}
+        await pilot.press("a")
+        await wait_until(pilot, lambda: isinstance(app.screen, ReasonModal))
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, BulkResultsModal), what="results screen")
+        results = {r.id: r.ok for r in app.screen.results}
+        assert results == {"apr-00000192": True, "apr-00000194": False, "apr-00000195": True}
+    statuses = dict(db(path, "SELECT id, status FROM approval_requests WHERE id IN "
+                             "('apr-00000192','apr-00000194','apr-00000195')"))
+    assert statuses == {"apr-00000192": "approved", "apr-00000194": "pending", "apr-00000195": "approved"}
+
+
+async def test_revoke_an_approval(demo_db, make_app):
+    path = demo_db()
+    app = make_app(path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        await pilot.press("s")  # status: approved
+        await wait_until(pilot, lambda: app.screen.filters.statuses == ("approved",) and table(app).visible_loaded)
+        await select(pilot, app, "apr-00000193")
+        await pilot.press("r")
+        await wait_until(pilot, lambda: isinstance(app.screen, ReasonModal))
+        await type_text(pilot, "pushed to the wrong remote")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: db(path, "SELECT status FROM approval_requests WHERE id='apr-00000193'")[0][0] != "approved")
+
+
+async def test_filter_by_text(demo_db, make_app):
+    path = demo_db()
+    app = make_app(path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        before = table(app).total
+        await pilot.press("slash")
+        await type_text(pilot, "billing")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.screen.filters.search == "billing" and table(app).visible_loaded)
+        t = table(app)
+        assert 0 < t.total < before
+        rows = [t.row_at(i) for i in range(t.total)]
+        assert all("billing" in (r["project_id"] + r["action_json"]).lower() for r in rows)
+
+
+async def test_read_only_greys_writes(demo_db, make_app):
+    path = demo_db()
+    app = make_app(path, read_only=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        assert app.screen.query_one("#read-only-badge")
+        await select(pilot, app, "apr-00000192")
+        assert app.screen.check_action("approve", ()) is None
+        assert "read-only" in app.screen.unavailable()["approve"]
+        await pilot.press("a")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, ApprovalsScreen)
+    assert db(path, "SELECT status FROM approval_requests WHERE id='apr-00000192'")[0][0] == "pending"
+
+
+async def test_copy_id_and_json(demo_db, make_app):
+    path = demo_db()
+    app = make_app(path)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        await select(pilot, app, "apr-00000192")
+        await pilot.press("y")
+        assert app.clipboard == "apr-00000192"
+        assert any("OSC 52" in n.message for n in app._notifications)
+        await pilot.press("Y")
+        assert '"id": "apr-00000192"' in app.clipboard and '"action_json": {' in app.clipboard
+
+
+async def test_colon_navigation_and_back(demo_db, make_app):
+    path = demo_db()
+    app = make_app(path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        await pilot.press("colon")
+        await type_text(pilot, "envs")
+        await pilot.press("enter")
+        await ready(pilot, app, EnvironmentsScreen)
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: isinstance(app.screen, ApprovalsScreen))
+        await pilot.press("colon")
+        await type_text(pilot, "project atlas-api")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, ProfilesScreen) and table(app).visible_loaded)
+        assert app.screen.project["id"] == "prj-atlas-api"
+        await pilot.press("question_mark")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "HelpScreen")
+        await pilot.press("escape", "escape")
+        await wait_until(pilot, lambda: isinstance(app.screen, ApprovalsScreen))
+
+
+# ---------------------------------------------------------------- environments
+async def test_claim_stop(demo_db, make_app):
+    path = demo_db()
+    app = make_app(path, start="envs")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, EnvironmentsScreen)
+        await select(pilot, app, "env-0011")
+        await pilot.press("s")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        await pilot.press("y")
+        await wait_until(pilot, lambda: db(path, "SELECT operation_kind FROM execution_environments WHERE id='env-0011'")[0][0] == "stop")
+    claim = db(path, "SELECT operation_claim_id FROM execution_environments WHERE id='env-0011'")[0][0]
+    assert claim.startswith("console:alice@")
+
+
+async def test_retire_needs_the_typed_id(demo_db, make_app):
+    path = demo_db()
+    app = make_app(path, start="envs")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, EnvironmentsScreen)
+        await select(pilot, app, "env-0013")
+        await pilot.press("R")
+        await wait_until(pilot, lambda: isinstance(app.screen, TypedConfirmModal))
+        await type_text(pilot, "env-0012")
+        await pilot.press("enter")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, TypedConfirmModal)
+        assert db(path, "SELECT operation_kind FROM execution_environments WHERE id='env-0013'")[0][0] is None
+        app.screen.query_one("#typed").value = ""
+        await type_text(pilot, "env-0013")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: db(path, "SELECT operation_kind FROM execution_environments WHERE id='env-0013'")[0][0] == "retire")
+    assert db(path, "SELECT retirement_requested_at FROM execution_environments WHERE id='env-0013'")[0][0]
+
+
+async def test_takeover_of_a_stale_claim(demo_db, make_app):
+    path = demo_db()
+    app = make_app(path, start="envs")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, EnvironmentsScreen)
+        await select(pilot, app, "env-0005")
+        assert app.screen.check_action("takeover", ()) is True
+        await pilot.press("t")
+        await wait_until(pilot, lambda: isinstance(app.screen, TypedConfirmModal))
+        await type_text(pilot, "env-0005")
+        await pilot.press("enter")
+        await type_text(pilot, "worker 13 died")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: db(path, "SELECT operation_claim_id FROM execution_environments WHERE id='env-0005'")[0][0].startswith("console:alice@"))
+    assert db(path, "SELECT operation_kind FROM execution_environments WHERE id='env-0005'")[0][0] == "reset"
+
+
+async def test_fresh_claim_cannot_be_taken_over(demo_db, make_app):
+    path = demo_db()
+    app = make_app(path, start="envs")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, EnvironmentsScreen)
+        await select(pilot, app, "env-0004")
+        assert app.screen.check_action("takeover", ()) is None
+        assert "not stale" in app.screen.unavailable()["takeover"]
+
+
+# ---------------------------------------------------------------- profiles and upgrade
+async def test_profile_rollback(demo_db, make_app):
+    path = demo_db()
+    active_before = db(path, "SELECT active_execution_profile_revision_id FROM projects WHERE id='prj-atlas-api'")[0][0]
+    app = make_app(path, start="projects")
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.navigate("project", "atlas-api")
+        await ready(pilot, app, ProfilesScreen)
+        t = table(app)
+        older = next(t.row_at(i) for i in range(t.total) if not t.row_at(i)["active"])
+        while t.cursor_key != older["id"]:
+            await pilot.press("down")
+        await pilot.press("A")
+        await wait_until(pilot, lambda: isinstance(app.screen, ReasonModal))
+        assert "build provider" in app.screen.summary.plain
+        await type_text(pilot, "rollback")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: db(path, "SELECT active_execution_profile_revision_id FROM projects WHERE id='prj-atlas-api'")[0][0] == older["id"])
+    assert older["id"] != active_before
+    assert db(path, "SELECT count(*) FROM execution_profile_audit_events WHERE profile_revision_id=? "
+                    "AND event_type='revision_activated' AND previous_profile_revision_id=?", older["id"], active_before)[0][0] == 1
+
+
+@pytest.mark.slow
+async def test_upgrade_with_force_confirmation(demo_db, make_app):
+    path = demo_db(release="1.8.22", requests=20)
+    app = make_app(path, start="upgrade")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, UpgradeScreen) and app.screen.plan is not None)
+        assert app.screen.plan.force_required
+        await pilot.press("U")
+        await wait_until(pilot, lambda: isinstance(app.screen, TypedConfirmModal))
+        await type_text(pilot, "archon.db")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, UpgradeScreen) and app.screen.plan is not None
+                         and app.screen.plan.up_to_date, timeout=30, what="upgrade finished")
+    ledger = db(path, "SELECT count(*) FROM _sqlite_migrations")[0][0]
+    assert ledger == 29
+
+
+# ---------------------------------------------------------------- live
+WRITER = """
+import sys
+from console.db.connect import open_database
+from console.services import approvals
+from console.clock import parse_time
+with open_database(sys.argv[1]) as handle:
+    approvals.deny(handle, sys.argv[2], actor="bob", reason="from another process",
+                   now=parse_time("2025-06-01 12:00:00"))
+"""
+
+
+async def test_another_process_write_shows_within_two_seconds(demo_db, make_app):
+    path = demo_db()
+    app = make_app(path, poll_seconds=0.5)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        await select(pilot, app, "apr-00000195")
+        keys_before = {table(app).row_at(i)["id"] for i in range(table(app).total)}
+        assert "apr-00000192" in keys_before
+        await asyncio.to_thread(subprocess.run, [sys.executable, "-c", WRITER, str(path), "apr-00000192"], check=True)
+        written = time.monotonic()
+        await wait_until(pilot, lambda: table(app).total_exact and all(
+            table(app).row_at(i)["id"] != "apr-00000192" for i in range(table(app).total)), timeout=2.0,
+            what="the denial to leave the pending queue")
+        assert time.monotonic() - written <= 2.0
+        assert table(app).cursor_key == "apr-00000195"  # selection kept
+
+
+async def test_change_under_open_dialog_blocks_it(demo_db, make_app):
+    path = demo_db()
+    app = make_app(path, poll_seconds=0.2)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        await select(pilot, app, "apr-00000192")
+        await pilot.press("a")
+        await wait_until(pilot, lambda: isinstance(app.screen, ReasonModal))
+        await asyncio.to_thread(subprocess.run, [sys.executable, "-c", WRITER, str(path), "apr-00000192"], check=True)
+        modal = app.screen
+        await wait_until(pilot, lambda: modal.blocked_reason is not None, what="the dialog to re-check")
+        assert "denied" in modal.blocked_reason
+        await pilot.press("enter")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, ActionModal)
+    assert db(path, "SELECT status FROM approval_requests WHERE id='apr-00000192'")[0][0] == "denied"
+
+
+async def test_refusal_becomes_a_dialog(demo_db, make_app):
+    path = demo_db()
+    app = make_app(path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        app.screen._run_decision("approve", ["apr-00000194"], None, bulk=False)  # alice's own request
+        await wait_until(pilot, lambda: isinstance(app.screen, ErrorModal), what="error dialog")
+        assert app.is_running
