@@ -4,6 +4,7 @@ log. Anything that needs --force is confirmed by typing the database file's name
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.table import Table
@@ -91,12 +92,15 @@ class UpgradeScreen(ConsoleScreen):
 
     def _render_plan(self, plan: Any) -> Any:
         text = Text(end="")
+        db_dir = Path(plan.path).parent
+        snapshot = Path(plan.snapshot_path)
+        shown_snapshot = f"./{snapshot.name} (next to the database)" if snapshot.parent == db_dir else str(snapshot)
         rows = [
-            ("database", plan.path),
+            ("database", Path(plan.path).name),
             ("detected", f"{plan.detected_release or 'no known release'} ({plan.shape_reason})"),
             ("target", plan.target),
             ("ledger", f"{plan.ledger_state}, {len(plan.applied)} step(s) recorded"),
-            ("snapshot", plan.snapshot_path),
+            ("snapshot", shown_snapshot),
             ("space", f"needs {size(plan.snapshot_bytes)}, {size(plan.free_bytes)} free"
                       + ("" if plan.enough_space else "  NOT ENOUGH")),
         ]

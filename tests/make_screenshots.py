@@ -1,0 +1,60 @@
+"""`make screenshots`: SVGs of every screen at 80x24 and 120x40 into screenshots/.
+
+The same scenes as the snapshot tests, on a demo database generated with a fixed seed and
+clock, so the pictures only change when the console does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+from pathlib import Path
+from unittest import mock
+
+from tests.tui.conftest import NOW_TEXT, make_ctx
+from tests.tui.scenes import SCENES, settle
+
+OUT = Path(__file__).resolve().parent.parent / "screenshots"
+SIZES = ((80, 24), (120, 40))
+
+
+async def shoot(scene, size, db: Path, out: Path) -> Path:
+    from console.app import ArchonConsole
+
+    app = ArchonConsole(make_ctx(db, read_only=scene.read_only), start=scene.start, poll_seconds=3600)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot, app, scene)
+        name = f"{scene.name}-{size[0]}x{size[1]}.svg"
+        app.save_screenshot(name, str(out))
+    return out / name
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    os.environ["ARCHON_CONSOLE_KEYMAP"] = "/nonexistent/keymap.toml"
+    from console.demo import generate
+
+    with tempfile.TemporaryDirectory() as tmp, \
+            mock.patch("console.db.snapshot.free_bytes", lambda path: 42 * 1024**3):
+        masters = {}
+        for scene in SCENES:
+            for size in SIZES:
+                if scene.release not in masters:
+                    master = Path(tmp) / f"master-{scene.release}.db"
+                    generate(master, release=scene.release, requests=200, seed=7, now=NOW_TEXT,
+                             overwrite=True, wal=False)
+                    masters[scene.release] = master
+                db = Path(tmp) / f"{scene.name}-{size[0]}" / "archon.db"
+                db.parent.mkdir()
+                db.write_bytes(masters[scene.release].read_bytes())
+                print(asyncio.run(shoot(scene, size, db, args.out)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,87 @@
+"""The screens we photograph: shared by the snapshot tests and `make screenshots`.
+
+Each scene starts the app on the seeded demo database with the clock frozen, drives it with
+keys, and waits until every worker has delivered (table pages, detail panes) before the picture.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from widgets.lazy_table import LazyTable
+
+
+@dataclass(frozen=True)
+class Scene:
+    name: str
+    start: str
+    keys: tuple[str, ...] = ()
+    ready: Callable[[object], bool] = lambda app: True
+    release: str = "current"
+    read_only: bool = False
+    navigate: tuple[str, str] | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def _table_ready(app) -> bool:
+    tables = app.screen.query(LazyTable)
+    return bool(tables) and tables.first().visible_loaded and not tables.first()._pending
+
+
+def _detail_ready(app) -> bool:
+    if not _table_ready(app):
+        return False
+    screen = app.screen
+    row = screen.query_one(LazyTable).cursor_row
+    detail = getattr(screen, "detail", None)
+    return row is not None and detail is not None and detail.get("id") == row.get("id")
+
+
+def _modal_over(name: str) -> Callable[[object], bool]:
+    return lambda app: type(app.screen).__name__ == name
+
+
+SCENES: tuple[Scene, ...] = (
+    Scene("approvals", "approvals", ("down", "down"), _detail_ready),
+    Scene("approvals-approve-dialog", "approvals", ("down", "down", "a"), _modal_over("ReasonModal")),
+    Scene("approvals-read-only", "approvals", ("down", "down"), _detail_ready, read_only=True),
+    Scene("environments", "envs", ("down", "down", "down", "down"), _detail_ready),
+    Scene("environments-takeover", "envs", ("down", "down", "down", "down", "t"), _modal_over("TypedConfirmModal")),
+    Scene("projects", "projects", (), _table_ready),
+    Scene("profiles", "projects", ("down",), lambda app: _table_ready(app) and getattr(app.screen, "project", None) is not None,
+          navigate=("project", "atlas-api")),
+    Scene("upgrade", "upgrade", (), lambda app: getattr(app.screen, "plan", None) is not None, release="1.8.22"),
+    Scene("help", "approvals", ("question_mark",), _modal_over("HelpScreen")),
+)
+
+
+async def settle(pilot, app, scene: Scene, timeout: float = 10.0) -> None:
+    """Drive the scene and wait for its workers; then no cursor blink, no animation."""
+    app.animation_level = "none"
+
+    async def wait(predicate) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            await pilot.pause(0.02)
+            try:
+                if predicate(app):
+                    return
+            except Exception:
+                pass
+        raise AssertionError(f"scene {scene.name} never settled")
+
+    first = _table_ready if scene.start != "upgrade" else scene.ready
+    await wait(first)
+    if scene.navigate:
+        app.navigate(*scene.navigate)
+        await pilot.pause(0.05)
+        await wait(_table_ready)
+    for key in scene.keys:
+        await pilot.press(key)
+        await pilot.pause(0.02)
+    await wait(scene.ready)
+    for widget in app.screen.query("Input"):
+        widget.cursor_blink = False
+    await pilot.pause(0.05)
