@@ -1,0 +1,442 @@
+"""Reading a user's database without leaving a trace next to it.
+
+Why not just `mode=ro`? On a WAL database SQLite's read-only connection still opens the `-shm`
+read-write and creates `-shm` *and* `-wal` when they are missing and the directory is writable
+(checked on 3.40.1: a `mode=ro` read of a WAL file with no `-wal` leaves both files behind), and
+a reader writes its read marks into the shared `-shm`. `immutable=1` leaves no trace but ignores
+the `-wal`, so uncheckpointed commits are silently missing. Neither keeps the promise "no byte,
+mtime or directory entry next to the original changes".
+
+What we do instead never hands the original to SQLite when it is in WAL mode:
+
+1. open the main file `O_RDONLY` and take the same POSIX read lock a SQLite reader takes (PENDING
+   byte, then the 510-byte SHARED range). In rollback-journal mode that keeps writers from
+   committing while we copy; in WAL mode it stops the last connection from checkpointing and
+   deleting the `-wal` under us;
+2. in WAL mode, when `-shm` exists, open it `O_RDONLY` and read-lock the checkpoint byte (shm lock
+   offset 120 + 1, as os_unix.c does). No checkpoint can then write the main file, so the main file
+   is stable and the `-wal` only grows (or restarts, which happens only once everything is in the
+   main file); because WAL recovery keeps only the valid prefix of salted, checksummed frames up
+   to the last commit, any byte copy of it taken now is a consistent commit point;
+3. copy the main file and the `-wal` (or a leftover `-journal`) into a private 0700 directory,
+   release the locks, and open the *copy*: SQLite replays the WAL (or rolls back the hot journal)
+   there, in our own directory.
+
+`snapshot_copy` then runs the SQLite backup API from that private copy into a single
+rollback-journal file. `open_read_only` skips the backup: a rollback-journal file with no journal
+beside it is opened in place with `mode=ro` (such readers create nothing), anything else through a
+private copy that is removed when the connection is closed.
+
+The lock trick relies on POSIX advisory locks, which are per process: never open the *original*
+with SQLite in the same process while copying (closing our descriptor would drop its locks).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import shutil
+import sqlite3
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+from urllib.parse import quote
+
+from console.errors import DatabaseUnusable, Refusal
+from console.support import SupportInfo
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+PENDING_BYTE = 0x40000000
+RESERVED_BYTE = PENDING_BYTE + 1
+SHARED_FIRST = PENDING_BYTE + 2
+SHARED_SIZE = 510
+SHM_LOCK_BASE = 120  # (22 + SQLITE_SHM_NLOCK) * 4 in os_unix.c
+WAL_CKPT_LOCK = 1
+DEFAULT_LOCK_TIMEOUT_S = 10.0
+COPY_CHUNK = 8 << 20
+
+__all__ = [
+    "CopyResult",
+    "SupportInfo",
+    "is_wal_header",
+    "open_read_only",
+    "private_copy",
+    "reconnect",
+    "ro_uri",
+    "sidecars",
+    "snapshot_copy",
+    "stat_token",
+]
+
+
+def ro_uri(path: Path, **extra: str) -> str:
+    params = {"mode": "ro", **extra}
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    return f"file:{quote(str(Path(path).resolve()))}?{query}"
+
+
+def sidecars(path: Path) -> dict[str, Path]:
+    return {suffix: Path(f"{path}{suffix}") for suffix in ("-wal", "-shm", "-journal")}
+
+
+def is_wal_header(header: bytes) -> bool:
+    """File format bytes 18 and 19 are 2 in WAL mode."""
+    return len(header) >= 20 and header[18] == 2 and header[19] == 2
+
+
+def _check_header(path: Path, header: bytes, size: int) -> None:
+    if size == 0:
+        raise DatabaseUnusable(f"{path} is empty (0 bytes), not an archon database.")
+    if header[: len(SQLITE_HEADER)] != SQLITE_HEADER:
+        raise DatabaseUnusable(f"{path} is not a SQLite database (its header is wrong).")
+
+
+def _lock(fd: int, start: int, length: int, deadline: float, what: str) -> None:
+    """A shared POSIX lock, retried until `deadline` (a writer holds these for milliseconds)."""
+    delay = 0.002
+    while True:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, length, start, os.SEEK_SET)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+        if time.monotonic() >= deadline:
+            raise Refusal(
+                f"The database is busy: another process held {what} for too long to take a consistent copy.",
+                "Nothing was changed. Try again in a moment, or stop archon first.",
+            )
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def _unlock(fd: int, start: int, length: int) -> None:
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_UN, length, start, os.SEEK_SET)
+    except OSError:
+        pass
+
+
+def _copy_fd(src_fd: int, dest: Path) -> int:
+    """Copy from an already open descriptor (kernel copy where possible)."""
+    copied = 0
+    with open(dest, "wb") as out:
+        out_fd = out.fileno()
+        try:
+            while True:
+                n = os.copy_file_range(src_fd, out_fd, COPY_CHUNK, copied, copied)
+                if n == 0:
+                    break
+                copied += n
+        except OSError:
+            # Fall back to plain reads (filesystems without copy_file_range).
+            out.seek(0)
+            out.truncate()
+            copied = 0
+            while True:
+                chunk = os.pread(src_fd, COPY_CHUNK, copied)
+                if not chunk:
+                    break
+                out.write(chunk)
+                copied += len(chunk)
+    return copied
+
+
+def _copy_path(src: Path, dest: Path) -> int | None:
+    try:
+        fd = os.open(src, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    try:
+        return _copy_fd(fd, dest)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class CopyResult:
+    """A private byte copy of a database and its WAL or journal, not yet opened."""
+
+    path: Path
+    workdir: Path
+    wal: bool
+    copied: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def private_copy(
+    path: str | Path,
+    workdir: str | Path | None = None,
+    *,
+    timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+) -> CopyResult:
+    """Copy `path` (and its -wal / -journal) into a private directory under SQLite's read locks.
+
+    Never creates, opens for writing, or modifies anything next to `path`.
+    """
+    path = Path(path).expanduser()
+    if workdir is None:
+        workdir = Path(tempfile.mkdtemp(prefix="archon-console-copy-"))
+    workdir = Path(workdir)
+    workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.is_dir():
+        raise DatabaseUnusable(f"{path} is a directory, not a database file.")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise DatabaseUnusable(
+            f"No database at {path}.",
+            "Pass --db PATH or set ARCHON_DB_PATH; the console never creates one.",
+        ) from None
+    except OSError as exc:
+        raise DatabaseUnusable(f"Cannot read {path}: {exc.strerror or exc}.") from None
+    dest = workdir / path.name
+    result = CopyResult(path=dest, workdir=workdir, wal=False)
+    shm_fd: int | None = None
+    deadline = time.monotonic() + timeout_s
+    try:
+        size = os.fstat(fd).st_size
+        header = os.pread(fd, 100, 0)
+        _check_header(path, header, size)
+        # SQLite's own SHARED lock: PENDING byte first (so a waiting writer is not starved), then
+        # the SHARED range, then let go of PENDING.
+        _lock(fd, PENDING_BYTE, 1, deadline, "the write lock")
+        try:
+            _lock(fd, SHARED_FIRST, SHARED_SIZE, deadline, "the write lock")
+        finally:
+            _unlock(fd, PENDING_BYTE, 1)
+        header = os.pread(fd, 100, 0)  # re-read under the lock
+        result.wal = is_wal_header(header)
+        side = sidecars(path)
+        if result.wal:
+            try:
+                shm_fd = os.open(side["-shm"], os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            except FileNotFoundError:
+                result.notes.append("no -shm: no live connection, nothing can checkpoint meanwhile")
+            except OSError as exc:
+                result.notes.append(f"-shm unreadable ({exc.strerror}); copied without the checkpoint lock")
+            if shm_fd is not None:
+                _lock(shm_fd, SHM_LOCK_BASE + WAL_CKPT_LOCK, 1, deadline, "the checkpoint lock")
+        result.copied["main"] = _copy_fd(fd, dest)
+        if result.wal:
+            copied = _copy_path(side["-wal"], Path(f"{dest}-wal"))
+            if copied is not None:
+                result.copied["-wal"] = copied
+        else:
+            journal = side["-journal"]
+            if journal.exists() and journal.stat().st_size > 0:
+                # A journal beside a file we hold SHARED on is either hot (a crashed writer: the
+                # copy must roll it back) or an active writer's pre-images, equal to the main
+                # file while we hold the lock: rolling it back in the copy is harmless either way.
+                copied = _copy_path(journal, Path(f"{dest}-journal"))
+                if copied is not None:
+                    result.copied["-journal"] = copied
+    finally:
+        if shm_fd is not None:
+            os.close(shm_fd)  # releases the checkpoint lock
+        os.close(fd)  # releases the SHARED lock
+    return result
+
+
+class ReadOnlyConnection(sqlite3.Connection):
+    """A connection that remembers how to open another one on the same file without side effects
+    (`source_uri`), e.g. for doctor's integrity scan on a second thread."""
+
+    source_uri: str | None = None
+
+
+def _connect(uri_or_path: str, *, uri: bool) -> ReadOnlyConnection:
+    conn = sqlite3.connect(
+        uri_or_path, uri=uri, isolation_level=None, check_same_thread=False, factory=ReadOnlyConnection
+    )
+    conn.source_uri = uri_or_path if uri else ro_uri(Path(uri_or_path))
+    return conn
+
+
+def reconnect(conn: sqlite3.Connection) -> sqlite3.Connection | None:
+    """A second read-only connection on the same file, or None when unsafe to make one."""
+    uri = getattr(conn, "source_uri", None)
+    if not uri:
+        return None
+    other = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    other.execute("PRAGMA query_only = ON")
+    return other
+
+
+def _open_copy(copy: CopyResult, *, busy_timeout_ms: int = 5000) -> sqlite3.Connection:
+    """Open the private copy read-write (in our directory) so SQLite replays its WAL/journal."""
+    conn = _connect(str(copy.path), uri=False)
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    return conn
+
+
+def snapshot_copy(
+    path: str | Path,
+    dest_dir: str | Path,
+    *,
+    name: str | None = None,
+    timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+) -> Path:
+    """A consistent single-file copy of `path` made with the backup API, in `dest_dir`.
+
+    The snapshot is in rollback-journal mode (no -wal needed beside it) and contains every commit
+    that was in the original's -wal when the copy was taken.
+    """
+    path = Path(path).expanduser()
+    dest_dir = Path(dest_dir)
+    dest_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    final = dest_dir / (name or f"{path.stem}.snapshot.sqlite")
+    if final.exists():
+        raise Refusal(f"{final} already exists; a snapshot never overwrites a file.")
+    scratch = Path(tempfile.mkdtemp(prefix="archon-console-scratch-", dir=dest_dir))
+    try:
+        copy = private_copy(path, scratch, timeout_s=timeout_s)
+        partial = final.with_name(final.name + ".partial")
+        try:
+            src = _open_copy(copy)
+        except sqlite3.Error as exc:
+            raise DatabaseUnusable(f"{path} cannot be opened as a SQLite database ({exc}).") from None
+        try:
+            try:
+                src.execute("PRAGMA journal_mode = DELETE")  # fold the WAL into the copy
+            except sqlite3.DatabaseError:
+                pass  # corrupt files still get copied page by page below
+            dst = sqlite3.connect(str(partial), isolation_level=None)
+            try:
+                src.backup(dst)
+                try:
+                    dst.execute("PRAGMA journal_mode = DELETE")
+                except sqlite3.DatabaseError:
+                    pass
+            finally:
+                dst.close()
+        except sqlite3.DatabaseError as exc:
+            # The backup API stops on pages it cannot read; fall back to the replayed copy itself
+            # so that `doctor` can still describe the damage.
+            src.close()
+            src = None
+            partial.unlink(missing_ok=True)
+            shutil.copyfile(copy.path, partial)
+            copy.notes.append(f"backup API failed ({exc}); kept a byte copy instead")
+        finally:
+            if src is not None:
+                src.close()
+        os.replace(partial, final)
+        os.chmod(final, 0o600)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return final
+
+
+def open_read_only(
+    path: str | Path, *, busy_timeout_ms: int = 5000, force_copy: bool = False
+) -> tuple[sqlite3.Connection, Callable[[], None], str]:
+    """A `query_only` connection that never touches anything next to `path`.
+
+    Returns (connection, cleanup, how): `how` is "in place" (rollback-journal file, no journal
+    beside it, opened with mode=ro: such readers create nothing) or "private copy" (WAL mode, or a
+    leftover journal): the copy lives in a 0700 temp directory that `cleanup` removes.
+    """
+    path = Path(path).expanduser()
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(100)
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise DatabaseUnusable(
+            f"No database at {path}.",
+            "Pass --db PATH or set ARCHON_DB_PATH; the console never creates one.",
+        ) from None
+    except IsADirectoryError:
+        raise DatabaseUnusable(f"{path} is a directory, not a database file.") from None
+    except OSError as exc:
+        raise DatabaseUnusable(f"Cannot read {path}: {exc.strerror or exc}.") from None
+    _check_header(path, header, size)
+    side = sidecars(path)
+    journal = side["-journal"]
+    wal = is_wal_header(header)
+    if not force_copy and not wal and not (journal.exists() and journal.stat().st_size > 0):
+        try:
+            conn = _connect(ro_uri(path), uri=True)
+        except sqlite3.Error as exc:
+            raise DatabaseUnusable(f"Cannot open {path}: {exc}.") from None
+        _configure_read_only(conn, busy_timeout_ms)
+        return conn, (lambda: None), "in place"
+    if not force_copy and wal and not side["-wal"].exists() and not side["-shm"].exists():
+        opened = _open_quiet_wal(path, busy_timeout_ms)
+        if opened is not None:
+            return opened
+    workdir = Path(tempfile.mkdtemp(prefix="archon-console-ro-"))
+    try:
+        copy = private_copy(path, workdir, timeout_s=max(1.0, busy_timeout_ms / 1000))
+        # Read-write on *our* copy, so a leftover journal can be rolled back; query_only after.
+        conn = _open_copy(copy, busy_timeout_ms=busy_timeout_ms)
+        _configure_read_only(conn, busy_timeout_ms)
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+
+    def cleanup() -> None:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    return conn, cleanup, "private copy"
+
+
+def _open_quiet_wal(path: Path, busy_timeout_ms: int):
+    """A WAL file nobody has open (no -wal, no -shm): every commit is in the main file.
+
+    `immutable=1` reads it without locks or side files. We hold a SQLite SHARED lock through our
+    own descriptor meanwhile, so a connection that opens and closes in between cannot checkpoint
+    and delete under us; a checkpoint by a newly started archon is still possible, which is why
+    callers that must be exact compare `stat_token` before and after (doctor does).
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        deadline = time.monotonic() + max(1.0, busy_timeout_ms / 1000)
+        _lock(fd, PENDING_BYTE, 1, deadline, "the write lock")
+        try:
+            _lock(fd, SHARED_FIRST, SHARED_SIZE, deadline, "the write lock")
+        finally:
+            _unlock(fd, PENDING_BYTE, 1)
+        if Path(f"{path}-wal").exists():  # someone opened it meanwhile: use a private copy
+            os.close(fd)
+            return None
+        conn = _connect(ro_uri(path, immutable="1"), uri=True)
+        _configure_read_only(conn, busy_timeout_ms)
+    except BaseException:
+        os.close(fd)
+        raise
+
+    def cleanup() -> None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+    return conn, cleanup, "in place (immutable: no -wal)"
+
+
+def stat_token(path: str | Path) -> tuple:
+    """What changes when anyone writes the database: size and mtime of the file and its -wal."""
+    token = []
+    for p in (Path(path), Path(f"{path}-wal")):
+        try:
+            st = p.stat()
+            token.append((st.st_size, st.st_mtime_ns))
+        except FileNotFoundError:
+            token.append(None)
+    return tuple(token)
+
+
+def _configure_read_only(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
+    conn.row_factory = sqlite3.Row
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    conn.execute("PRAGMA query_only = ON")
+
+
+def now_utc() -> datetime:
+    return datetime.now(timezone.utc).replace(microsecond=0)
