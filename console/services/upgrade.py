@@ -292,6 +292,23 @@ def _read_only_connection(path: Path, *, allow_recovery: bool) -> sqlite3.Connec
     return conn
 
 
+class _HotJournal(Exception):
+    """A rollback journal left by an interrupted writer: reading needs a rollback (a write)."""
+
+
+def _hot_journal(path: Path, exc: sqlite3.Error) -> bool:
+    return "readonly" in str(exc) and Path(f"{path}-journal").exists()
+
+
+def _roll_back_hot_journal(path: Path) -> None:
+    """What any read-write SQLite open does first: roll the interrupted transaction back."""
+    conn = connect_raw(path)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    finally:
+        conn.close()
+
+
 def plan_upgrade(
     path: str | os.PathLike[str],
     target: str = "current",
@@ -300,14 +317,36 @@ def plan_upgrade(
     now: datetime | None = None,
     _allow_recovery: bool = False,
 ) -> UpgradePlan:
-    """What `upgrade` would do. Reads only; creates and changes no file (see module docstring)."""
+    """What `upgrade` would do. Reads only; creates and changes no file (see module docstring).
+
+    A database whose last writer was killed mid-transaction (a hot `-journal`) cannot be read
+    without rolling that transaction back, which is a write: the plan refuses and says so; the
+    upgrade itself (`_allow_recovery`) lets SQLite roll it back first, as archon's next start would.
+    """
     path = Path(path).expanduser()
     target = resolve_target(target)
     check_file(path)
     check_size(path)
+    try:
+        return _plan(path, target, snapshot_dir, now, _allow_recovery)
+    except _HotJournal:
+        if not _allow_recovery:
+            raise Refusal(
+                f"{path} has an unfinished transaction from an interrupted writer (a hot -journal); "
+                "reading it needs a rollback, so the read-only plan stops here. Nothing was written.",
+                "Run `archon-console upgrade` (it lets SQLite roll it back first) or start archon once.",
+            ) from None
+    try:
+        _roll_back_hot_journal(path)
+    except sqlite3.Error as exc:
+        raise DatabaseUnusable(f"{path} could not be recovered from an interrupted transaction ({exc}).") from None
+    return _plan(path, target, snapshot_dir, now, _allow_recovery)
+
+
+def _plan(path: Path, target: str, snapshot_dir, now, allow_recovery: bool) -> UpgradePlan:
     at = now or system_clock()
     try:
-        conn = _read_only_connection(path, allow_recovery=_allow_recovery)
+        conn = _read_only_connection(path, allow_recovery=allow_recovery)
     except sqlite3.Error as exc:
         raise DatabaseUnusable(f"Cannot open {path}: {exc}.") from None
     try:
@@ -319,6 +358,8 @@ def plan_upgrade(
         policy = _policy_changes(conn, decision.pending)
         needed = snapshots.needed_bytes(conn)
     except sqlite3.DatabaseError as exc:
+        if _hot_journal(path, exc):
+            raise _HotJournal() from None
         raise DatabaseUnusable(
             f"{path} cannot be read as a SQLite database ({exc}). Nothing was changed.",
             "It may be corrupt; restore it from a snapshot or a backup.",
