@@ -10,8 +10,11 @@ B-tree append is at the right edge.
 from __future__ import annotations
 
 import hashlib
+import threading
 from bisect import bisect
 from itertools import accumulate
+from queue import Full, Queue
+from typing import Iterator
 
 from console.demo import data
 from console.demo.context import DAY, HOUR, MINUTE, DemoContext, stamp
@@ -73,26 +76,66 @@ FEATURED = (
 
 
 def write_approvals(ctx: DemoContext, total: int) -> int:
-    """Write `total` requests; returns how many were written."""
+    """Write `total` requests; returns how many were written.
+
+    A producer thread builds the next chunk of rows while this thread inserts the previous one
+    (`sqlite3` releases the GIL inside SQLite), which hides most of the Python work on two cores.
+    Only the producer touches the random generator, in a fixed order, so output stays
+    deterministic.
+    """
     if total <= 0 or not ctx.has_profiles:
         return 0
-    live = [p for p in ctx.projects if not p.deleting] or ctx.projects
-    builder = _Builder(ctx, live)
     conn = ctx.conn
-    done = 0
-    runs: list[tuple] = []
-    requests: list[tuple] = []
-    events: list[tuple] = []
-
-    def flush() -> None:
+    for runs, requests, events, done in _in_background(_chunks(ctx, total)):
         conn.executemany(RUN_SQL, runs)
         conn.executemany(REQUEST_SQL, requests)
         conn.executemany(EVENT_SQL, events)
-        runs.clear()
-        requests.clear()
-        events.clear()
         ctx.report("approval requests", done, total)
+    return total
 
+
+def _in_background(chunks: Iterator[tuple], depth: int = 2) -> Iterator[tuple]:
+    """Iterate `chunks` on a producer thread, at most `depth` chunks ahead."""
+    queue: Queue = Queue(maxsize=depth)
+    stop = threading.Event()
+    end = object()
+
+    def produce() -> None:
+        try:
+            for chunk in chunks:
+                while not stop.is_set():
+                    try:
+                        queue.put(chunk, timeout=0.1)
+                        break
+                    except Full:
+                        continue
+                if stop.is_set():
+                    return
+            queue.put(end)
+        except BaseException as exc:  # handed to the consumer, raised there
+            queue.put(exc)
+
+    worker = threading.Thread(target=produce, name="demo-approvals", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = queue.get()
+            if item is end:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        worker.join()
+
+
+def _chunks(ctx: DemoContext, total: int) -> Iterator[tuple[list, list, list, int]]:
+    live = [p for p in ctx.projects if not p.deleting] or ctx.projects
+    builder = _Builder(ctx, live)
+    runs: list[tuple] = []
+    requests: list[tuple] = []
+    events: list[tuple] = []
     if total < len(FEATURED):
         # Too few for the featured set: settled statuses first (two days ago), then the open ones.
         for index in range(total):
@@ -100,39 +143,31 @@ def write_approvals(ctx: DemoContext, total: int) -> int:
             open_ = outcome in ("pending", "approved")
             created = ctx.now_epoch - (20 * (total - index) * MINUTE if open_ else 2 * DAY - index * HOUR)
             builder.random_row(index, outcome, created, runs, requests, events, recent=open_)
-            done += 1
-        flush()
-        return total
+        yield runs, requests, events, total
+        return
 
-    featured = FEATURED
-    generated = total - len(featured)
+    generated = total - len(FEATURED)
     recent = min(generated, max(generated // 20, 20))
     old = generated - recent
+    windows = (
+        (old, ctx.now_epoch - 45 * DAY, ctx.now_epoch - 20 * HOUR, False),
+        (recent, ctx.now_epoch - 11 * HOUR, ctx.now_epoch - 15 * MINUTE, True),
+    )
     index = 0
-    start, end = ctx.now_epoch - 45 * DAY, ctx.now_epoch - 20 * HOUR
-    span = max(end - start, 1)
-    for k in range(old):
-        created = start + (span * k) // max(old, 1)
-        builder.random_row(index, None, created, runs, requests, events, recent=False)
-        index += 1
-        done += 1
-        if len(requests) >= CHUNK:
-            flush()
-    start, end = ctx.now_epoch - 11 * HOUR, ctx.now_epoch - 15 * MINUTE
-    span = end - start
-    for k in range(recent):
-        created = start + (span * k) // max(recent, 1)
-        builder.random_row(index, None, created, runs, requests, events, recent=True)
-        index += 1
-        done += 1
-        if len(requests) >= CHUNK:
-            flush()
-    for spec in featured:
+    for count, start, end, is_recent in windows:
+        span = end - start
+        random_row = builder.random_row
+        for k in range(count):
+            random_row(index, None, start + (span * k) // count, runs, requests, events,
+                       recent=is_recent)
+            index += 1
+            if len(requests) >= CHUNK:
+                yield runs, requests, events, index
+                runs, requests, events = [], [], []
+    for spec in FEATURED:
         builder.featured_row(index, spec, runs, requests, events)
         index += 1
-        done += 1
-    flush()
-    return total
+    yield runs, requests, events, index
 
 
 class _Builder:

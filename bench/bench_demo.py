@@ -1,0 +1,37 @@
+"""How long `demo --requests 1000000` takes (target: under two minutes), and what it writes.
+
+Leaves the database at bench/out/demo-<N>.db (seed 7, clock 2026-05-01 12:00 UTC) for a look
+afterwards. `ARCHON_BENCH_REQUESTS` changes N.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+REQUESTS = int(os.environ.get("ARCHON_BENCH_REQUESTS", "1000000"))
+NOW = "2026-05-01T12:00:00Z"
+
+
+def main(out_dir: Path) -> None:
+    from console.demo import generate
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"demo-{REQUESTS}.db"
+    started = time.perf_counter()
+    summary = generate(path, requests=REQUESTS, now=NOW, overwrite=True)
+    seconds = time.perf_counter() - started
+    size = path.stat().st_size
+    rows = sum(summary.counts.values())
+    results = {"requests": REQUESTS, "seconds": round(seconds, 2), "bytes": size, "rows": rows,
+               "counts": summary.counts}
+    print(f"   demo: {REQUESTS:,} approval requests -> {rows:,} rows, {size / 1e9:.2f} GB "
+          f"in {seconds:.1f} s ({rows / seconds:,.0f} rows/s; target < 120 s)", flush=True)
+    (out_dir / "bench_demo.json").write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main(Path(__file__).resolve().parent / "out")
