@@ -387,3 +387,14 @@ def test_stale_after_from_environment(monkeypatch):
     monkeypatch.setenv("ARCHON_CONSOLE_STALE_MINUTES", "soon")
     with pytest.raises(UsageError):
         envs.default_stale_after()
+
+
+def test_an_unreadable_claim_time_counts_as_stale_everywhere(db):
+    conn = raw(db)
+    set_claim(conn, "env-ready", "archon-worker:7", "stop", "not a time")
+    conn.close()
+    with handle(db) as h:
+        [row] = envs.list_environments(h, now=T0, stale=True).rows
+    assert row["id"] == "env-ready" and row["stale"] and row["claim_age_seconds"] is None
+    result = run(db, envs.claim, "env-ready", "stop", "bob", now=T0, takeover=True, reason="garbled claim")
+    assert result.ok and "taken over" in result.message

@@ -38,6 +38,7 @@ import humanize
 
 from console.clock import db_time, parse_time, seconds_between
 from console.db.connect import ArchonDatabase
+from console.db.queries import Cursor, KeysetQuery, fetch_page
 from console.db.tx import write_transaction
 from console.errors import Refusal, UsageError
 from console.services.base import (
@@ -155,7 +156,8 @@ def _derive(row: dict[str, Any], now: datetime, stale_after: timedelta) -> dict[
     age = seconds_between(now, claimed_at) if claimed_at and row.get("operation_claim_id") else None
     row["claim_holder"] = claim_holder(row.get("operation_claim_id"))
     row["claim_age_seconds"] = age
-    row["stale"] = age is not None and age > stale_after.total_seconds()
+    held = bool(row.get("operation_claim_id"))
+    row["stale"] = held and (age is None or age > stale_after.total_seconds())
     reasons = []
     state = row.get("lifecycle_state")
     if state not in ADMITTING_STATES:
@@ -194,7 +196,8 @@ def list_environments(
         raise UsageError(f"Unknown state {state!r}; one of: {', '.join(STATES)}.")
     if (claimed or stale) and not handle.shape.supports("claims"):
         require_feature(handle, "claims", what="Filtering by operation claims")
-    where, params = [], []
+    where: list[str] = []
+    params: list[Any] = []
     if state:
         where.append("e.lifecycle_state = ?")
         params.append(state)
@@ -203,24 +206,24 @@ def list_environments(
         params.append(project)
     if claimed or stale:
         where.append("e.operation_claim_id IS NOT NULL")
-    if stale:
-        where.append("julianday(e.operation_claimed_at) < julianday(?)")
+    if stale:  # an unreadable claim time counts as stale, as it does for a takeover
+        where.append("(julianday(e.operation_claimed_at) IS NULL OR julianday(e.operation_claimed_at) < julianday(?))")
         params.append(db_time(now - stale_after))
-    if after is not None:
-        where.append("e.id > ?")
-        params.append(after)
-    sql = f"SELECT e.*, {_LEASES} AS active_lease_count FROM execution_environments e"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    sql += " ORDER BY e.id"
+    query = KeysetQuery(
+        source="execution_environments e", keys=("e.id",), key_names=("id",),
+        columns=f"e.*, {_LEASES} AS active_lease_count", where=tuple(where), params=tuple(params),
+    )
     if limit and limit > 0:
-        sql += " LIMIT ?"
-        params.append(limit + 1)
-    rows = [dict(r) for r in handle.conn.execute(sql, params)]
-    next_after = None
-    if limit and limit > 0 and len(rows) > limit:
-        rows = rows[:limit]
-        next_after = rows[-1]["id"]
+        page = fetch_page(handle.conn, query, cursor=Cursor((after,)) if after is not None else None, limit=limit)
+        rows, next_after = page.rows, (page.last_key[0] if page.has_next else None)
+    else:  # everything after `after`, for counts and exports
+        if after is not None:
+            query = query.filtered("e.id > ?", after)
+        sql = f"SELECT {query.columns} FROM {query.source}"
+        if query.where:
+            sql += " WHERE " + " AND ".join(f"({w})" for w in query.where)
+        rows = [dict(r) for r in handle.conn.execute(sql + " ORDER BY e.id", query.params)]
+        next_after = None
     return EnvironmentPage([_derive(r, now, stale_after) for r in rows], next_after)
 
 
@@ -374,6 +377,8 @@ def _when(value: Any) -> str:
 
 
 def _ago(seconds: float) -> str:
+    if seconds == float("inf"):
+        return "an unknown time"
     return humanize.naturaldelta(timedelta(seconds=max(0, seconds)))
 
 
