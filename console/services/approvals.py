@@ -191,11 +191,14 @@ def _transition(
         raise DecisionRefused(
             request["id"], from_status, f"{one_line(request['id'])} changed while it was being decided; nothing was written."
         )
-    sequence = conn.execute(
-        "SELECT COALESCE(MAX(sequence), 0) + 1 FROM approval_request_events "
-        "WHERE project_id = ? AND approval_request_id = ?",
-        (request["project_id"], request["id"]),
-    ).fetchone()[0]
+    if "_last_sequence" in request:  # read with the request, inside this same transaction
+        sequence = (request["_last_sequence"] or 0) + 1
+    else:
+        sequence = conn.execute(
+            "SELECT COALESCE(MAX(sequence), 0) + 1 FROM approval_request_events "
+            "WHERE project_id = ? AND approval_request_id = ?",
+            (request["project_id"], request["id"]),
+        ).fetchone()[0]
     conn.execute(
         "INSERT INTO approval_request_events (id, project_id, approval_request_id, sequence, event_type, "
         "from_status, to_status, actor_classification, actor_reference, reason, metadata_schema_version, "
@@ -216,6 +219,8 @@ def _transition(
         ),
     )
     request["status"] = to_status
+    if "_last_sequence" in request:
+        request["_last_sequence"] = sequence
 
 
 def _json_metadata(**values: Any) -> str:
@@ -224,9 +229,27 @@ def _json_metadata(**values: Any) -> str:
     return json.dumps(values, ensure_ascii=False, sort_keys=True)
 
 
+def _load_for_decision(conn: sqlite3.Connection, request_id: str) -> dict[str, Any]:
+    """The request and its project's deletion mark, in one read (decisions are the hot path)."""
+    cur = conn.execute(
+        "SELECT r.*, p.deletion_started_at AS _project_deleting, "
+        "(SELECT MAX(e.sequence) FROM approval_request_events AS e "
+        " WHERE e.project_id = r.project_id AND e.approval_request_id = r.id) AS _last_sequence "
+        "FROM approval_requests AS r "
+        "LEFT JOIN projects AS p ON p.id = r.project_id WHERE r.id = ?",
+        (request_id,),
+    )
+    row = cur.fetchone()
+    if row is None:
+        return load_request(conn, request_id)  # raises the plain "no such request" refusal
+    return dict(zip([d[0] for d in cur.description], row))
+
+
 def _project_deleting(conn: sqlite3.Connection, request: dict[str, Any]) -> Any:
+    if "_project_deleting" in request:
+        return request["_project_deleting"]
     row = conn.execute(
-        "SELECT name, deletion_started_at FROM projects WHERE id = ?", (request["project_id"],)
+        "SELECT deletion_started_at FROM projects WHERE id = ?", (request["project_id"],)
     ).fetchone()
     return None if row is None else row["deletion_started_at"]
 
@@ -277,7 +300,7 @@ def decide(
 
     def attempt() -> tuple[ActionResult | None, DecisionRefused | None]:
         with write_transaction(handle.conn, read_only=handle.read_only) as conn:
-            request = load_request(conn, request_id)
+            request = _load_for_decision(conn, request_id)
             rid = one_line(request["id"])
             status = request["status"]
             if status == to_status:
