@@ -34,6 +34,7 @@ class ProjectInfo:
     provider: str
     created: int  # epoch seconds
     deleting: bool
+    configured_checks: bool = False  # archon's hasConfiguredCheckPolicy for the project row
     revisions: list[tuple[str, int, str]] = field(default_factory=list)  # (id, revision, fingerprint)
     active_revision: tuple[str, int, str] | None = None
 

@@ -73,6 +73,7 @@ def write_projects(ctx: DemoContext, count: int) -> None:
             "deletion_claim_id": "archon-worker:42:delete" if deleting else None,
             "created_at": stamp(created),
         }
+        info.configured_checks = profiles.has_configured_check_policy(row)
         ctx.insert("projects", row)
         if ctx.has_profiles:
             _redate_first_revision(ctx, info)
@@ -118,6 +119,10 @@ def _add_revisions(ctx: DemoContext, info: ProjectInfo) -> None:
     rng = ctx.rng
     schema_version = profiles.SCHEMA_VERSION_BY_RELEASE[ctx.release]
     variants = _V3_VARIANTS if schema_version >= 3 else _V2_VARIANTS
+    if schema_version >= 3 and info.configured_checks:
+        # What archon's workload-eligibility repair would leave alone (it runs at every start).
+        variants = tuple(v for v in variants if v["check_template_policy"]["mode"] == "agent_template"
+                         and "check" in v["eligible_workloads"])
     seen = {fp for _id, _rev, fp in info.revisions}
     extra = 3 if info.index == 0 else rng.randint(1, 3)
     when = info.created + DAY
