@@ -7,6 +7,8 @@ sweep has something to fail or cancel; from 1.8.22 on every ticket carries a val
 
 from __future__ import annotations
 
+import json
+
 from console.demo import data
 from console.demo.context import DAY, HOUR, MINUTE, DemoContext, ProjectInfo, stamp
 
@@ -99,6 +101,8 @@ def _sequences(ctx: DemoContext, info: ProjectInfo, bundles: list[str], tickets:
             "activation_execution_run_id": run_id if ctx.has_profiles else None,
             **_selection(ctx, info, historical=True),
         })
+        if ctx.has_profiles:
+            _setup_evidence(ctx, info, run_id, position, done_at - 2 * DAY + position * HOUR)
     if info.deleting:
         return
     # An active sequence: one ticket building, two queued, one already done.
@@ -120,6 +124,8 @@ def _sequences(ctx: DemoContext, info: ProjectInfo, bundles: list[str], tickets:
         elif status == "active":
             begun = started + 55 * MINUTE
             run_id = ctx.run(info.id, "build", "running", begun, None)
+            if ctx.has_profiles:
+                _authority(ctx, info, run_id, begun)
         ctx.insert("build_sequence_tickets", {
             "build_sequence_id": active_id, "ticket_id": ticket_id, "position": position,
             "status": status, "entered_queue_at": stamp(started),
@@ -127,6 +133,65 @@ def _sequences(ctx: DemoContext, info: ProjectInfo, bundles: list[str], tickets:
             "finished_at": stamp(finished) if finished else None,
             "activation_execution_run_id": run_id if ctx.has_profiles else None,
             **_selection(ctx, info, historical=False),
+        })
+
+
+def _setup_evidence(ctx: DemoContext, info: ProjectInfo, run_id: str, position: int, began: int) -> None:
+    """Build setup evidence (1.8.22): a full setup, then a reuse of it, then a no-op."""
+    outcome = ("completed", "reused", "noop")[(position - 1) % 3]
+    first = f"bse-{info.index}-1"
+    revision = info.revisions[0]
+    ctx.insert("build_setup_evidence", {
+        "id": f"bse-{info.index}-{position}",
+        "project_id": info.id,
+        "execution_run_id": run_id,
+        "target_kind": "repo_root",
+        "target_key": "repo_root",
+        "target_workspace_path": info.repo_path,
+        "workspace_evidence_state": "available",
+        "workspace_evidence_fingerprint": data.sha256_hex(f"{info.id}:lockfile"),
+        "setup_configuration_fingerprint": data.sha256_hex(f"{info.id}:setup"),
+        "execution_profile_fingerprint": revision[2],
+        "provider": info.provider,
+        "environment_revision": None if info.provider == "host" else 1,
+        "command_count": 0 if outcome == "noop" else 3,
+        "outcome": outcome,
+        "reused_from_evidence_id": first if outcome == "reused" else None,
+        "started_at": stamp(began),
+        "completed_at": stamp(began + (4 * MINUTE if outcome == "completed" else 20)),
+    })
+
+
+def _authority(ctx: DemoContext, info: ProjectInfo, run_id: str, began: int) -> None:
+    """The run's frozen authority (1.8.22): the profile it was accepted under."""
+    revision = info.active_revision
+    ctx.insert("execution_run_authorities", {
+        "execution_run_id": run_id,
+        "project_id": info.id,
+        "execution_profile_revision_id": revision[0],
+        "execution_profile_fingerprint": revision[2],
+        "authority_json": json.dumps({"grants": ["git_push:origin", "custom_check:*"],
+                                      "requested_by": "agent:" + data.AGENTS[info.index % 4]},
+                                     separators=(",", ":")),
+        "created_at": stamp(began),
+    })
+    if ctx.has_claims and info.index % 2 == 0:  # a long-running dev server beside the build
+        service_run = ctx.run(info.id, "service", "running", began, None)
+        ctx.insert("service_run_details", {
+            "execution_run_id": service_run,
+            "project_id": info.id,
+            "context_key": "dev-server",
+            "target_kind": "repo_root",
+            "target_key": "repo_root",
+            "target_workspace_path": info.repo_path,
+            "execution_profile_revision_id": revision[0],
+            "execution_profile_fingerprint": revision[2],
+            "provider_kind": info.provider,
+            "service_snapshot_json": '{"command":["npm","run","dev"],"port":3000}',
+            "interruption_scope": "local_processes",
+            "created_at": stamp(began),
+            "started_at": stamp(began + MINUTE),
+            "updated_at": stamp(began + MINUTE),
         })
 
 
