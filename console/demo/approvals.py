@@ -147,7 +147,7 @@ def _chunks(ctx: DemoContext, total: int) -> Iterator[tuple[list, list, list, in
         return
 
     generated = total - len(FEATURED)
-    recent = min(generated, max(generated // 20, 20))
+    recent = min(generated, max(generated // 10, 40))
     old = generated - recent
     windows = (
         (old, ctx.now_epoch - 45 * DAY, ctx.now_epoch - 20 * HOUR, False),
