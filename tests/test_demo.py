@@ -139,6 +139,9 @@ def test_cli_writes_refuses_and_overwrites(tmp_path, capsys):
     assert main(["demo", str(path), "--now", NOW, "--overwrite", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["release"] == "1.10.0" and summary["counts"]["approval_requests"] == 200
+    other = tmp_path / "ro.db"
+    assert main(["demo", str(other), "--read-only"]) == 1
+    assert not other.exists()
 
 
 # --- approvals ---------------------------------------------------------------------------------

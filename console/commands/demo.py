@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+from console.errors import Refusal
 from console.output import emit_json, say, table
 
 
@@ -35,6 +36,8 @@ def cmd_demo(ctx) -> int:
     from console.demo import generate
 
     args = ctx.args
+    if ctx.read_only:
+        raise Refusal("demo writes a new database file, and --read-only forbids writing.")
     show, finish = _progress_printer()
     try:
         summary = generate(
@@ -55,6 +58,8 @@ def cmd_demo(ctx) -> int:
         return 0
     say(f"Wrote {summary.path}: archon {summary.release} shape, seed {summary.seed}, "
         f"clock {summary.now.strftime('%Y-%m-%d %H:%M:%S')} UTC, in {summary.seconds:.1f} s.")
+    if summary.release == "1.8.20" and args.requests:
+        say("Archon 1.8.20 has no approval requests or execution profiles; --requests was not used.")
     rows = [(name, f"{n:,}") for name, n in summary.counts.items() if n]
     print(table(rows, ["TABLE", "ROWS"]))
     return 0
