@@ -396,3 +396,19 @@ def test_replaying_the_release_steps_changes_nothing(tmp_path, release, seed):
     after = sorted(conn.iterdump())
     assert [line for line in after if line not in before] == []
     assert after == before
+
+
+def test_a_failed_run_leaves_nothing_behind(tmp_path, monkeypatch):
+    """Written under a temporary name and renamed at the end: a failure mid-way, even with
+    --overwrite, leaves the directory as it was."""
+    import console.demo.approvals as approvals
+
+    path = tmp_path / "archon.db"
+    path.write_bytes(b"previous demo")
+    broken = list(approvals.FEATURED)
+    broken[-1] = ("bogus", *broken[-1][1:])  # a status archon's CHECK refuses
+    monkeypatch.setattr(approvals, "FEATURED", tuple(broken))
+    with pytest.raises(sqlite3.IntegrityError):
+        generate(path, now=NOW, requests=30_000, overwrite=True)
+    assert path.read_bytes() == b"previous demo"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["archon.db"]
