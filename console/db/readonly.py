@@ -111,7 +111,7 @@ def _lock(fd: int, start: int, length: int, deadline: float, what: str) -> None:
                 "Nothing was changed. Try again in a moment, or stop archon first.",
             )
         time.sleep(delay)
-        delay = min(delay * 2, 0.05)
+        delay = min(delay * 2, 0.01)
 
 
 def _unlock(fd: int, start: int, length: int) -> None:

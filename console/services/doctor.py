@@ -206,8 +206,11 @@ def check_file(ctx: _Ctx) -> list[Finding]:
     facts = _header_facts(ctx.path)
     side = {s: Path(f"{ctx.path}{s}") for s in ("-wal", "-shm", "-journal")}
     present = {s: p.stat().st_size for s, p in side.items() if p.exists()}
-    pages = ctx.conn.execute("PRAGMA page_count").fetchone()[0]
-    free = ctx.conn.execute("PRAGMA freelist_count").fetchone()[0]
+    try:
+        pages = ctx.conn.execute("PRAGMA page_count").fetchone()[0]
+        free = ctx.conn.execute("PRAGMA freelist_count").fetchone()[0]
+    except sqlite3.DatabaseError:  # a damaged file: fall back on what the header says
+        pages, free = facts["header_pages"], facts["freelist"]
     parts = [
         f"{facts['size']:,} bytes",
         f"{pages:,} pages of {facts['page_size']} bytes",
@@ -293,6 +296,7 @@ def check_foreign_keys(ctx: _Ctx) -> list[Finding]:
             "foreign_keys.unchecked", "error", "foreign_key_check could not run",
             f"PRAGMA foreign_key_check failed: {exc}.",
             "Usually a damaged page; see integrity.failed.", "Restore a good copy.",
+            count=1,
         )]
     if not rows:
         return []
@@ -841,7 +845,7 @@ def _run(conn, path: Path, names: list[str], *, full: bool, now: datetime, stale
             integrity["messages"] = _integrity_messages(conn, full)
     try:
         if "file" in names:
-            findings.extend(_tag("file", check_file(ctx)))
+            findings.extend(_guarded("file", ctx))
         readable = True
         try:
             ctx.tables  # noqa: B018 - reads sqlite_master
@@ -868,22 +872,27 @@ def _run(conn, path: Path, names: list[str], *, full: bool, now: datetime, stale
                 for name in names:
                     if name in ("file", "integrity"):
                         continue
-                    try:
-                        findings.extend(_tag(name, CHECKS[name](ctx)))
-                    except sqlite3.DatabaseError as exc:
-                        findings.append(Finding(
-                            f"{name}.failed", "error", f"The {name} check could not finish",
-                            f"SQLite said: {exc}.",
-                            "Usually damaged pages (see integrity.failed).",
-                            "Restore a good copy; run `doctor --full` for the complete damage list.",
-                            count=1, check=name,
-                        ))
+                    findings.extend(_guarded(name, ctx))
     finally:
         if thread is not None:
             thread.join()
     if "integrity" in names:
         findings.extend(_tag("integrity", _integrity_finding(integrity.get("messages", []), full)))
     return findings
+
+
+def _guarded(name: str, ctx: _Ctx) -> list[Finding]:
+    """Run one check; a damaged page becomes a finding instead of a traceback."""
+    try:
+        return _tag(name, CHECKS[name](ctx))
+    except sqlite3.DatabaseError as exc:
+        return [Finding(
+            f"{name}.failed", "error", f"The {name} check could not finish",
+            f"SQLite said: {exc}.",
+            "Usually damaged pages (see integrity.failed).",
+            "Restore a good copy; run `doctor --full` for the complete damage list.",
+            count=1, check=name,
+        )]
 
 
 def _tag(check: str, findings: list[Finding]) -> list[Finding]:
