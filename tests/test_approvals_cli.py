@@ -11,10 +11,10 @@ from tests.test_approvals_helpers import NOW, add_request, connect, dump, events
 
 
 @pytest.fixture
-def db(schema_db, monkeypatch):
+def db(schema_db, monkeypatch, tmp_path):
     monkeypatch.setenv("ARCHON_CONSOLE_NOW", "2026-11-01 09:30:00")
     monkeypatch.delenv("ARCHON_CONSOLE_ACTOR", raising=False)
-    return seeded(schema_db)
+    return seeded(schema_db, tmp_path=tmp_path)
 
 
 def run(capsys, *argv):

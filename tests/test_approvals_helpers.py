@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+import tempfile
 import sqlite3
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -129,11 +131,31 @@ def events(path: Path, request_id: str) -> list[sqlite3.Row]:
         conn.close()
 
 
-def seeded(make, release: str = "1.10.0", *, wal: bool = False, name: str = "archon.db") -> Path:
+_SEEDED: dict[tuple[str, bool], Path] = {}
+
+
+def seeded(make, release: str = "1.10.0", *, wal: bool = False, name: str = "archon.db", tmp_path: Path | None = None) -> Path:
     """A database with projects p1 ('Payments') and p2 ('Web'), and requests:
     apr-1..apr-3 pending in p1 (apr-3 requested by carol), apr-4 pending in p2, apr-5 approved by
-    bob, apr-6 denied by carol, apr-7 pending but overdue."""
-    path = make(release, name=name, wal=wal)
+    bob, apr-6 denied by carol, apr-7 pending but overdue.
+
+    Built once per test process with `make` (conftest's `schema_db`, archon's exact triggers);
+    later calls that pass `tmp_path` get a byte copy of it, which is much faster than replaying
+    the schema history for every test.
+    """
+    cached = _SEEDED.get((release, wal))
+    if cached is not None and tmp_path is not None:
+        target = Path(tmp_path) / name
+        shutil.copyfile(cached, target)
+        return target
+    path = _seed(make(release, name=name, wal=wal))
+    cache = Path(tempfile.mkdtemp(prefix="seeded-approvals-")) / f"{release}-{int(wal)}.db"
+    shutil.copyfile(path, cache)
+    _SEEDED[(release, wal)] = cache
+    return path
+
+
+def _seed(path: Path) -> Path:
     conn = connect(path)
     add_project(conn, "p1", "Payments")
     add_project(conn, "p2", "Web")

@@ -25,8 +25,8 @@ from tests.test_approvals_helpers import (
 
 
 @pytest.fixture
-def db(schema_db):
-    return seeded(schema_db)
+def db(schema_db, tmp_path):
+    return seeded(schema_db, tmp_path=tmp_path)
 
 
 def open_rw(path, **kw):

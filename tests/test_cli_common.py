@@ -13,9 +13,9 @@ from tests.test_approvals_helpers import events, seeded, status_of
 
 
 @pytest.fixture
-def db(schema_db, monkeypatch):
+def db(schema_db, monkeypatch, tmp_path):
     monkeypatch.setenv("ARCHON_CONSOLE_NOW", "2026-11-01 09:30:00")
-    return seeded(schema_db)
+    return seeded(schema_db, tmp_path=tmp_path)
 
 
 @pytest.mark.parametrize("argv", [

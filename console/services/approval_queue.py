@@ -148,6 +148,12 @@ def _partitions(handle: ArchonDatabase, filters: Filters, now: datetime) -> tupl
     return queries, names
 
 
+def partition_queries(handle: ArchonDatabase, filters: Filters, now: datetime) -> list[KeysetQuery]:
+    """The keyset queries (one per project and status) whose merge is the filtered queue; for
+    callers that page or count with `console.db.queries` themselves (the TUI's jump-to-row)."""
+    return _partitions(handle, filters, now)[0]
+
+
 def derive(row: dict[str, Any], now: datetime, project_names: dict[str, str] | None = None) -> dict[str, Any]:
     """Add `expires_in_seconds` (negative once past), `overdue` and `project_name` to a request row."""
     expires = parse_time(row.get("expires_at"))
@@ -310,6 +316,7 @@ __all__ = [
     "list_requests",
     "load_request",
     "parse_statuses",
+    "partition_queries",
     "requester_of",
     "resolve_project",
     "same_person",
