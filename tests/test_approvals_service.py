@@ -376,3 +376,9 @@ def test_show_parses_action_authority_events_and_options(db):
     assert shown["options"]["approve"] == "you requested it (four-eyes rule)"
     assert shown["options"]["revoke"] == "it is pending, not approved"
     assert other["options"]["approve"].startswith("overdue")
+
+
+def test_revoking_a_denied_request_says_only_approved_ones_can_be(db):
+    with open_rw(db) as h:
+        err = assert_unchanged(db, lambda: approvals.revoke(h, "apr-6", actor="dave", reason="x", now=NOW))
+    assert err.reason == "apr-6 was already denied by carol 4 minutes ago; only an approved request can be revoked."

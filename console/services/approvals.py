@@ -331,7 +331,8 @@ def decide(
                 elif decision == "revoke" and status == "pending":
                     hint = f"To refuse it: archon-console approvals deny {rid} --reason TEXT"
                 else:
-                    message = message.rstrip(".") + f"; only a {from_status} request can be {PAST_TENSE[decision]}."
+                    article = "an" if from_status[0] in "aeiou" else "a"
+                    message = message.rstrip(".") + f"; only {article} {from_status} request can be {PAST_TENSE[decision]}."
                 raise DecisionRefused(request["id"], status, message, hint)
             if decision != "revoke":
                 requester = requester_of(parse_json_field(request.get("authority_json")))
