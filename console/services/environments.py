@@ -419,7 +419,7 @@ def _result(ok: bool, env_id: str, state: str | None, message: str, *, noop=Fals
 
 
 def _checks(handle: ArchonDatabase, actor: str) -> str:
-    require_feature(handle, "claims", what="Operation claims")
+    require_feature(handle, "claims", what="An operation claim")
     return validate_actor(actor)
 
 
