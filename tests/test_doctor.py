@@ -1,0 +1,206 @@
+"""Doctor: one damaged database per anomaly, the exact findings, and the exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from console.cli import main
+from console.db.readonly import ro_uri
+from console.services.doctor import CHECKS, run_doctor
+from tests import damage
+from tests.untouched import Holder, fingerprint_dir
+
+
+@pytest.fixture(autouse=True)
+def frozen_clock(monkeypatch):
+    monkeypatch.setenv("ARCHON_CONSOLE_NOW", damage.NOW.isoformat())
+
+
+def doctor(capsys, *argv: str) -> tuple[int, str]:
+    code = main(["doctor", *argv])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def problems(report) -> list[tuple[str, int]]:
+    return [(f.id, f.count) for f in report.findings if f.severity != "info"]
+
+
+def test_healthy_database_has_only_facts(tmp_path, capsys):
+    db = damage.healthy(tmp_path / "archon.db")
+    report = run_doctor(db, now=damage.NOW)
+    assert problems(report) == []
+    assert {"database.info", "schema.release", "ledger.state"} <= set(report.ids())
+    assert report.exit_code() == 0 and report.exit_code(strict=True) == 0
+    code, out = doctor(capsys, str(db))
+    assert code == 0
+    assert "0 error(s), 0 warning(s)" in out
+
+
+@pytest.mark.parametrize("finding_id", sorted(damage.ANOMALIES))
+def test_each_anomaly_gives_exactly_its_finding(tmp_path, capsys, finding_id):
+    _build, expected_count, severity = damage.ANOMALIES[finding_id]
+    db = damage.damaged(tmp_path / "archon.db", finding_id)
+    report = run_doctor(db, now=damage.NOW)
+    assert problems(report) == [(finding_id, expected_count)]
+    finding = report.finding(finding_id)
+    assert finding.severity == severity
+    assert finding.why and finding.what_to_do and str(expected_count) in finding.found
+    assert len(finding.rows) == expected_count and all(r["table"] and r["id"] for r in finding.rows)
+    code, out = doctor(capsys, str(db))
+    assert code == (1 if severity == "error" else 0)
+    assert f"[{severity.upper()}] {finding_id}" in out
+    code_strict, _ = doctor(capsys, str(db), "--strict")
+    assert code_strict == 1
+
+
+def test_finding_rows_name_the_rows(tmp_path):
+    db = damage.damaged(tmp_path / "archon.db", "approvals.event_sequence")
+    finding = run_doctor(db, now=damage.NOW).finding("approvals.event_sequence")
+    assert finding.rows == [{"table": "approval_requests", "id": "req-gap"},
+                            {"table": "approval_requests", "id": "req-late-start"}]
+    assert "req-gap (2 events, highest 3)" in finding.found
+
+
+def test_stale_threshold_is_an_option(tmp_path, capsys):
+    db = damage.damaged(tmp_path / "archon.db", "environments.stale_claims")  # claimed 60 minutes ago
+    assert problems(run_doctor(db, now=damage.NOW, stale_after=damage.timedelta(minutes=90))) == []
+    code, out = doctor(capsys, str(db), "--stale-minutes", "90", "--strict")
+    assert code == 0
+
+
+def test_check_selects_checks_and_findings(tmp_path, capsys):
+    db = damage.healthy(tmp_path / "archon.db")
+    conn = damage.connect(db)
+    damage.damage_stale_claim(conn)
+    damage.damage_event_gap(conn)
+    conn.close()
+    report = run_doctor(db, now=damage.NOW, checks=["environments"])
+    assert report.checks_run == ["environments"] and report.ids() == ["environments.stale_claims"]
+    report = run_doctor(db, now=damage.NOW, checks=["approvals.event_sequence", "database.info"])
+    assert report.checks_run == ["file", "approvals"]
+    assert sorted(report.ids()) == ["approvals.event_sequence", "database.info"]
+    with pytest.raises(ValueError, match="Unknown check"):
+        run_doctor(db, now=damage.NOW, checks=["nonsense"])
+    code, out = doctor(capsys, str(db), "--check", "nonsense")
+    assert code == 2
+
+
+def test_json_output_has_the_same_findings(tmp_path, capsys):
+    db = damage.damaged(tmp_path / "archon.db", "approvals.status_mismatch")
+    code, out = doctor(capsys, str(db), "--json")
+    data = json.loads(out)
+    assert code == 1 and data["exit_code"] == 1 and data["usable"] is True
+    ids = [f["id"] for f in data["findings"] if f["severity"] != "info"]
+    assert ids == ["approvals.status_mismatch"]
+    item = next(f for f in data["findings"] if f["id"] == "approvals.status_mismatch")
+    assert set(item) >= {"id", "severity", "title", "found", "why", "what_to_do", "rows", "count"}
+    assert item["rows"] == [{"table": "approval_requests", "id": "req-silent-cancel"}]
+
+
+# --- files the console cannot use ------------------------------------------------------------
+
+
+def test_truncated_file(tmp_path, capsys):
+    db = damage.truncated(tmp_path / "archon.db")
+    report = run_doctor(db, now=damage.NOW)
+    assert report.exit_code() == 3 and not report.usable
+    assert [f for f in report.ids() if f != "database.info"] == ["file.truncated", "database.unreadable", "integrity.failed"]
+    assert "217,088 missing" in report.finding("file.truncated").found
+    code, out = doctor(capsys, str(db))
+    assert code == 3 and "[ERROR] file.truncated" in out
+
+
+def test_corrupted_page(tmp_path, capsys):
+    db = damage.corrupted_page(tmp_path / "archon.db")
+    report = run_doctor(db, now=damage.NOW)
+    assert problems(report) == [("foreign_keys.unchecked", 1), ("approvals.failed", 1), ("integrity.failed", 1)]
+    assert "malformed" in report.finding("integrity.failed").found
+    assert doctor(capsys, str(db))[0] == 1
+    assert run_doctor(db, now=damage.NOW, full=True).finding("integrity.failed").title.startswith(
+        "PRAGMA integrity_check")
+
+
+def test_non_archon_sqlite(tmp_path, capsys):
+    db = damage.not_archon(tmp_path / "notes.db")
+    report = run_doctor(db, now=damage.NOW)
+    assert problems(report) == [("database.not_archon", 1)]
+    code, out = doctor(capsys, str(db))
+    assert code == 3 and "not an archon database" in out
+
+
+def test_not_sqlite_at_all_is_one_sentence(tmp_path, capsys):
+    db = damage.not_sqlite(tmp_path / "notes.db")
+    code, out = doctor(capsys, str(db))
+    assert code == 3
+    assert out.strip().splitlines() == [f"archon-console: {db} is not a SQLite database (its header is wrong)."]
+    code, out = doctor(capsys, str(db), "--json")
+    assert code == 3 and json.loads(out)["usable"] is False
+    assert doctor(capsys, str(tmp_path / "missing.db"))[0] == 3
+
+
+def test_database_from_a_newer_console(tmp_path, capsys):
+    db = damage.from_newer_console(tmp_path / "archon.db")
+    report = run_doctor(db, now=damage.NOW)
+    assert problems(report) == [("ledger.unknown_steps", 1)]
+    assert "030-future-step-from-a-newer-console" in report.finding("ledger.unknown_steps").found
+    code, out = doctor(capsys, str(db))
+    assert code == 3 and "newer archon-console" in out
+
+
+def test_versioned_ledger_is_reported(tmp_path):
+    db = damage.from_newer_console(tmp_path / "archon.db")
+    conn = damage.connect(db)
+    conn.execute("DELETE FROM _sqlite_migrations WHERE name LIKE '030-%'")
+    conn.execute("UPDATE _archon_console_ledger SET checksum = 'x' WHERE name = '003-profile-tables'")
+    conn.close()
+    report = run_doctor(db, now=damage.NOW)
+    assert problems(report) == [("ledger.checksum_mismatch", 1)]
+    assert "29 step(s) recorded" in report.finding("ledger.state").found
+
+
+def test_older_release_lists_pending_steps(schema_db):
+    db = schema_db("1.8.22")
+    report = run_doctor(db, now=damage.NOW)
+    assert problems(report) == []
+    assert report.finding("schema.release").found.startswith("archon 1.8.22 shape")
+    from console.db.migrations.registry import MIGRATIONS
+
+    assert report.finding("migrations.pending").count == sum(m.release == "1.10.0" for m in MIGRATIONS) == 10
+
+
+# --- doctor never writes ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("wal", [False, True], ids=["rollback", "wal"])
+def test_doctor_leaves_the_file_alone(tmp_path, capsys, wal):
+    db = damage.damaged(tmp_path / "archon.db", "approvals.event_sequence")
+    if wal:
+        conn = damage.connect(db)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.close()
+    before = fingerprint_dir(tmp_path)
+    assert doctor(capsys, str(db), "--full")[0] == 1
+    assert fingerprint_dir(tmp_path) == before
+
+
+def test_doctor_on_a_live_wal_database_sees_the_wal(tmp_path, capsys):
+    db = damage.healthy(tmp_path / "archon.db", wal=True)
+    with Holder(db, "hold", rows=10):
+        conn = damage.connect(db)  # a second process's commit, also only in the -wal
+        damage.damage_status_mismatch(conn)
+        conn.close()
+        before = fingerprint_dir(tmp_path)
+        report = run_doctor(db, now=damage.NOW)
+        assert fingerprint_dir(tmp_path) == before
+    assert problems(report) == [("approvals.status_mismatch", 1)]
+    assert report.opened == "private copy"
+
+
+def test_every_check_has_a_name():
+    assert list(CHECKS) == ["file", "integrity", "foreign_keys", "schema", "ledger", "approvals",
+                            "environments", "profiles"]
+    assert ro_uri(Path("/x y/a.db")).startswith("file:/x%20y/a.db?mode=ro")
