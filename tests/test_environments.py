@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
 from console.errors import Refusal, UsageError
 from console.services import environments as envs
 from console.services.base import claim_id_for
+from tests.conftest import make_schema
 from tests.test_environments_support import (
     T0,
     add_env,
@@ -26,9 +29,10 @@ from tests.test_environments_support import (
 STATES = envs.STATES
 
 
-@pytest.fixture
-def db(schema_db):
-    path = schema_db("1.10.0")
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    """Built once per module (29 migration steps); each test gets its own copy."""
+    path = make_schema(tmp_path_factory.mktemp("envs") / "template.db", "1.10.0")
     conn = raw(path)
     add_project(conn, "p1")
     add_project(conn, "gone", deleting=True)
@@ -37,6 +41,11 @@ def db(schema_db):
     add_env(conn, "env-doomed", "ready", project_id="gone")
     conn.close()
     return path
+
+
+@pytest.fixture
+def db(template, tmp_path):
+    return Path(shutil.copy(template, tmp_path / "archon.db"))
 
 
 def refused(path, fn, *args, match=None, **kwargs):
