@@ -7,7 +7,7 @@ import json
 import pytest
 
 from console.cli import main
-from tests.test_approvals_helpers import NOW, add_request, connect, dump, events, seeded, status_of
+from tests.test_approvals_helpers import add_request, connect, dump, events, seeded, status_of
 
 
 @pytest.fixture

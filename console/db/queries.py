@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 import sqlite3
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Literal, Sequence
 
 Direction = Literal["after", "before"]

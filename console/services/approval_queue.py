@@ -14,7 +14,7 @@ import json
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from console.clock import db_time, parse_time, system_clock
 from console.db.connect import ArchonDatabase
