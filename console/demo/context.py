@@ -14,8 +14,6 @@ from datetime import datetime
 from random import Random
 from typing import Any, Callable
 
-from console.clock import db_time
-
 Progress = Callable[[str, int, int], None]
 
 MINUTE = 60
@@ -61,10 +59,6 @@ class DemoContext:
     @property
     def has_claims(self) -> bool:
         return self.release == "1.10.0"
-
-    def at(self, offset_seconds: float) -> str:
-        """`now + offset` in archon's `CURRENT_TIMESTAMP` form."""
-        return stamp(self.now_epoch + int(offset_seconds))
 
     def columns(self, table: str) -> tuple[str, ...]:
         if table not in self._columns:
@@ -126,4 +120,4 @@ def stamp(epoch: int) -> str:
     return text + _CLOCK[second]
 
 
-__all__ = ["DAY", "HOUR", "MINUTE", "DemoContext", "ProjectInfo", "Progress", "db_time", "stamp"]
+__all__ = ["DAY", "HOUR", "MINUTE", "DemoContext", "ProjectInfo", "Progress", "stamp"]

@@ -142,8 +142,7 @@ def _add_revisions(ctx: DemoContext, info: ProjectInfo) -> None:
         seen.add(fingerprint)
         number = len(info.revisions) + 1
         revision_id = f"{info.id}:execution-profile:{number}"
-        when += rng.randint(1, 9) * DAY + rng.randint(0, DAY)
-        when = min(when, ctx.now_epoch - 3 * DAY)
+        when += rng.randint(1, 9) * DAY + rng.randint(0, DAY)  # at most ~31 days after creation
         actor = rng.choice(data.HUMANS)
         ctx.insert(
             "execution_profile_revisions",
@@ -176,8 +175,8 @@ def _add_revisions(ctx: DemoContext, info: ProjectInfo) -> None:
     if info.index == 0 and len(info.revisions) >= 3:
         # A rollback: the operator went back to revision 2 after trying the later ones.
         target = info.revisions[1]
-        _activate(ctx, info, target, providers_by_id[target[0]],
-                  min(when + 2 * DAY, ctx.now_epoch - DAY), "carol", reason="rollback: builds slower")
+        _activate(ctx, info, target, providers_by_id[target[0]], when + 2 * DAY, "carol",
+                  reason="rollback: builds slower")
 
 
 def _activate(ctx, info, revision, provider, when, actor, reason=None) -> None:
