@@ -1,0 +1,92 @@
+"""Support bundles: what is inside, and that --redact leaves no original name, path or payload."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import pytest
+
+from console.cli import main
+from console.services.bundle import Redactor, write_bundle
+from console.services.doctor import run_doctor
+from tests import damage
+
+SECRETS = [damage.SECRET_ACTOR, "Zelda", "Quasimodo", "zelda", damage.SECRET_PATH, damage.SECRET_PAYLOAD,
+           "hidden-branch", "zelda-feature", damage.SECRET_REASON, "laptop"]
+
+
+@pytest.fixture(autouse=True)
+def frozen_clock(monkeypatch):
+    monkeypatch.setenv("ARCHON_CONSOLE_NOW", damage.NOW.isoformat())
+
+
+def members(path) -> dict[str, bytes]:
+    with zipfile.ZipFile(path) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+def test_plain_bundle_contents_and_warning(tmp_path, capsys):
+    (tmp_path / "db").mkdir()
+    db = damage.with_secrets(tmp_path / "db" / "archon.db")
+    out = tmp_path / "out" / "bundle.zip"
+    code = main(["doctor", str(db), "--bundle", str(out)])
+    assert code == 0  # warnings only
+    files = members(out)
+    assert sorted(files) == ["MANIFEST.json", "README.txt", "evidence.json", "ledger.json", "report.json",
+                             "report.txt", "row_counts.json", "schema.sql"]
+    assert b"NOT REDACTED" in files["README.txt"]
+    assert "NOT redacted" in capsys.readouterr().out
+    assert json.loads(files["row_counts.json"])["approval_requests"] == 4
+    assert b"CREATE TABLE approval_requests" in files["schema.sql"]
+    assert json.loads(files["MANIFEST.json"])["redaction"]["redacted"] is False
+    evidence = json.loads(files["evidence.json"])
+    found = {e["finding"] for e in evidence}
+    assert {"approvals.approved_past_expiry", "environments.stale_claims"} <= found
+    assert damage.SECRET_ACTOR.encode() in files["evidence.json"]  # plain means plain
+    with pytest.raises(Exception, match="already exists"):
+        write_bundle(run_doctor(db, now=damage.NOW), out, now=damage.NOW)
+
+
+def test_redacted_bundle_has_no_originals_and_stable_placeholders(tmp_path):
+    (tmp_path / "db").mkdir()
+    db = damage.with_secrets(tmp_path / "db" / "archon.db")
+    out = tmp_path / "out" / "bundle.zip"
+    assert main(["doctor", str(db), "--bundle", str(out), "--redact"]) == 0
+    files = members(out)
+    raw = out.read_bytes()
+    for name, content in files.items():
+        for secret in SECRETS + [str(db)]:
+            assert secret.encode() not in content, (secret, name)
+            assert secret.lower().encode() not in content.lower(), (secret, name)
+        assert "zelda" not in name.lower()
+    assert b"zelda" not in raw.lower()  # names, comments and headers of the zip itself
+    evidence = json.loads(files["evidence.json"])
+    request = next(r for e in evidence for r in e["rows"] if r["id"] == "req-secret")
+    actors = [e["actor_reference"] for e in request["events"] if e["actor_reference"]]
+    assert len(actors) == 2 and actors[0] == actors[1] and actors[0].startswith("actor-")  # stable
+    assert request["row"]["status"] == "approved" and request["row"]["id"] == "req-secret"  # structure kept
+    assert json.loads(request["row"]["action_json"])["branch"].startswith("value-")  # keys kept, values not
+    manifest = json.loads(files["MANIFEST.json"])["redaction"]
+    assert manifest["redacted"] is True
+    assert manifest["fields"]["approval_request_events.actor_reference"] == 2
+    assert manifest["fields"]["approval_requests.action_json"] >= 1
+    assert b"REDACTED" in files["README.txt"] and b"NOT REDACTED" not in files["README.txt"]
+
+
+def test_redactor_maps_each_value_once():
+    r = Redactor(True)
+    a = r.column("approval_request_events", "actor_reference", "alice")
+    assert r.column("execution_environment_events", "actor_reference", "alice") == a
+    assert r.column("approval_request_events", "actor_reference", "bob") != a
+    assert r.column("approval_requests", "status", "pending") == "pending"
+    assert r.column("execution_environments", "operation_claim_id", "console:alice@h:1").startswith("claim-")
+    assert r.scrub("held by alice, not alicex") == f"held by {a}, not alicex"
+    assert Redactor(False).column("projects", "repo_path", "/x") == "/x"
+
+
+def test_bundle_is_never_written_beside_the_database(tmp_path, capsys):
+    db = damage.healthy(tmp_path / "archon.db")
+    assert main(["doctor", str(db), "--bundle", str(tmp_path / "b.zip")]) == 1
+    assert "outside the database's directory" in capsys.readouterr().err
+    assert main(["doctor", str(db), "--redact"]) == 2
