@@ -31,6 +31,37 @@ COMMAND_MODULES = (
     "console.commands.inspect",
 )
 
+# Which module registers each subcommand, so a command imports only its own family
+# (start-up time is part of `approvals list` latency).
+COMMAND_OWNERS = {
+    "demo": "console.commands.demo",
+    "upgrade": "console.commands.upgrade",
+    "restore": "console.commands.upgrade",
+    "projects": "console.commands.projects",
+    "profiles": "console.commands.profiles",
+    "approvals": "console.commands.approvals",
+    "envs": "console.commands.envs",
+    "doctor": "console.commands.doctor",
+    "inspect": "console.commands.inspect",
+}
+_OPTIONS_WITH_VALUE = {"--db", "--as", "--busy-timeout"}
+
+
+def _named_command(argv: list[str]) -> str | None:
+    """The subcommand in argv, skipping global option values; None for help or the TUI."""
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+            continue
+        if token in _OPTIONS_WITH_VALUE:
+            skip = True
+            continue
+        if token.startswith("-"):
+            continue
+        return token if token in COMMAND_OWNERS else None
+    return None
+
 
 @dataclass
 class Context:
@@ -82,7 +113,7 @@ def global_options(*, suppress: bool) -> argparse.ArgumentParser:
     return parent
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="archon-console",
         description="Administration console for archon's SQLite database. "
@@ -91,7 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     parents = [global_options(suppress=True)]
-    for name in COMMAND_MODULES:
+    named = _named_command(argv) if argv is not None else None
+    modules = (COMMAND_OWNERS[named],) if named else COMMAND_MODULES
+    for name in modules:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
@@ -115,7 +148,9 @@ def make_context(args: argparse.Namespace) -> Context:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help

@@ -14,6 +14,9 @@ from console.errors import Refusal
 ACTOR_MAX_BYTES = 200
 REASON_MAX_BYTES = 2000
 
+# The first archon release whose schema has each feature.
+FEATURE_RELEASE = {"profiles": "1.8.22", "approvals": "1.8.22", "claims": "1.10.0"}
+
 
 @dataclass
 class ActionResult:
@@ -62,8 +65,9 @@ def require_feature(handle: ArchonDatabase, feature: str, *, what: str) -> None:
     """Refuse features the database's release lacks, instead of failing on a missing column."""
     if not handle.shape.supports(feature):
         release = handle.shape.release or "unknown"
+        needed = FEATURE_RELEASE.get(feature, "1.10.0")
         raise Refusal(
-            f"{what} needs archon 1.10.0 or later; this database has the {release} shape (upgrade required).",
+            f"{what} needs archon {needed} or later; this database has the {release} shape (upgrade required).",
             "Run `archon-console upgrade --plan` to see what an upgrade would do.",
         )
 
