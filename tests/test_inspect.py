@@ -1,0 +1,123 @@
+"""Support mode without a terminal: `prepare_inspection` snapshots and leaves the original alone;
+every `--read-only` command does too."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sqlite3
+import stat
+
+import pytest
+
+from console.cli import build_parser, main
+from console.commands.inspect import prepare_inspection
+from tests import damage
+from tests.untouched import Holder, fingerprint_dir
+
+
+@pytest.fixture(autouse=True)
+def frozen_clock(monkeypatch):
+    monkeypatch.setenv("ARCHON_CONSOLE_NOW", damage.NOW.isoformat())
+
+
+def test_prepare_inspection_on_a_live_wal_database(tmp_path):
+    db = damage.healthy(tmp_path / "archon.db", wal=True)
+    with Holder(db, "hold", rows=30):
+        before = fingerprint_dir(tmp_path)
+        inspection = prepare_inspection(db, now=damage.NOW)
+        assert fingerprint_dir(tmp_path) == before
+    try:
+        assert inspection.snapshot.parent == inspection.workdir
+        assert stat.S_IMODE(inspection.workdir.stat().st_mode) == 0o700
+        conn = sqlite3.connect(inspection.snapshot)
+        assert conn.execute("SELECT count(*) FROM support_probe").fetchone()[0] == 30
+        conn.close()
+        support = inspection.support
+        assert support.original == db.resolve() and support.taken_at == damage.NOW
+        assert support.original_path == str(db.resolve()) and support.snapshot_time == "2026-11-01 12:00:00 UTC"
+        assert "SUPPORT" in support.badge
+    finally:
+        inspection.cleanup()
+    assert not inspection.snapshot.exists()
+
+
+def test_keep_snapshot(tmp_path):
+    (tmp_path / "db").mkdir()
+    db = damage.healthy(tmp_path / "db" / "archon.db")
+    keep = tmp_path / "kept"
+    inspection = prepare_inspection(db, keep, now=damage.NOW)
+    inspection.cleanup()
+    assert inspection.snapshot.exists() and inspection.snapshot.parent == keep
+    assert inspection.snapshot.name == "archon.support-20261101T120000Z.sqlite"
+    from console.errors import UsageError
+
+    with pytest.raises(UsageError):
+        prepare_inspection(db, tmp_path / "db", now=damage.NOW)
+
+
+def test_inspect_opens_the_tui_on_the_snapshot(tmp_path, monkeypatch):
+    """The command hands run_tui a read-only context on the snapshot and a SUPPORT badge, then cleans up."""
+    import console.tui
+
+    db = damage.healthy(tmp_path / "archon.db", wal=True)
+    before = fingerprint_dir(tmp_path)
+    seen = {}
+
+    def fake_run_tui(ctx, support=None, **_):
+        seen.update(db=ctx.db_path, ro=ctx.read_only, support=support, exists=ctx.db_path.exists())
+        return 0
+
+    monkeypatch.setattr(console.tui, "run_tui", fake_run_tui)
+    assert main(["inspect", str(db)]) == 0
+    assert seen["ro"] is True and seen["exists"] and seen["db"] != db
+    assert seen["support"].original_path == str(db.resolve())
+    assert not seen["db"].exists()  # removed on exit
+    assert fingerprint_dir(tmp_path) == before
+
+
+# --- every --read-only command -------------------------------------------------------------
+
+READ_ONLY_COMMANDS = [
+    ("console.commands.approvals", ["approvals", "list"]),
+    ("console.commands.approvals", ["approvals", "show", "req-approved"]),
+    ("console.commands.envs", ["envs", "list"]),
+    ("console.commands.envs", ["envs", "show", "env-running"]),
+    ("console.commands.profiles", ["profiles", "list", "p1"]),
+    ("console.commands.projects", ["projects", "list"]),
+    ("console.commands.upgrade", ["upgrade", "--plan"]),
+    ("console.commands.doctor", ["doctor"]),
+]
+
+
+def _present(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("wal", ["rollback", "wal", "live-wal"])
+@pytest.mark.parametrize("module,argv", READ_ONLY_COMMANDS, ids=[" ".join(a) for _m, a in READ_ONLY_COMMANDS])
+def test_read_only_commands_leave_no_trace(tmp_path, capsys, module, argv, wal):
+    if not _present(module):
+        pytest.skip(f"{module} not built yet")
+    if argv[0] == "upgrade" and wal == "live-wal":
+        # plan_upgrade opens its own `mode=ro` connection (services/upgrade.py), which writes its read
+        # mark into a live -shm; it should read through console.db.readonly.open_read_only instead.
+        pytest.xfail("upgrade --plan reads a live WAL database with mode=ro (owned by the upgrade engineer)")
+    db = damage.healthy(tmp_path / "archon.db", wal=wal != "rollback")
+    holder = Holder(db, "hold", rows=5) if wal == "live-wal" else None
+    if holder:
+        holder.__enter__()
+    try:
+        before = fingerprint_dir(tmp_path)
+        code = main(["--db", str(db), "--read-only", *argv])
+        output = capsys.readouterr()
+        assert code == 0, output.err
+        assert fingerprint_dir(tmp_path) == before
+    finally:
+        if holder:
+            holder.__exit__(None, None, None)
+    assert build_parser()  # the parser still builds with every module present
