@@ -59,7 +59,6 @@ def expected(original, tmp_path_factory):
     return normalized_dump(path)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("boundary", BOUNDARIES)
 def test_kill_at_boundary_then_rerun_reaches_the_same_database(tmp_path, original, expected, boundary):
     path = tmp_path / "archon.db"
@@ -97,7 +96,6 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-@pytest.mark.slow
 def test_two_concurrent_upgraders_apply_each_step_once(tmp_path, original, expected):
     path = tmp_path / "archon.db"
     shutil.copyfile(original, path)
