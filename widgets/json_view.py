@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rich.syntax import Syntax
 from rich.text import Text
 from textual.widgets import Static
 
@@ -29,6 +28,8 @@ def json_renderable(value: Any, *, theme: str = "ansi_dark"):
     text = pretty_json(value)
     if text is None:
         return safe_text(value)
+    from rich.syntax import Syntax  # pygments is slow to import; not needed for the first paint
+
     text = safe_text(text).plain  # ensure_ascii=False keeps non-ASCII; controls stay escaped
     return Syntax(text, "json", theme=theme, word_wrap=True, background_color="default")
 

@@ -496,8 +496,10 @@ class LazyTable(ScrollView, can_focus=True):
             self._want(page_no)
             style = self.get_component_rich_style("lazy-table--placeholder")
             return self._line([Text("…")], [sum(widths)], style, "  ")
-        if index % self.page_size == self.page_size - 1 or index % self.page_size == 0:
-            self._want(page_no + 1)  # read ahead in the direction of travel
+        offset = index % self.page_size
+        if offset >= self.page_size // 2:
+            self._want(page_no + 1)  # read ahead: the next page is fetched while this one is read
+        elif offset < 10:
             self._want(page_no - 1)
         self._pages.move_to_end(page_no)
         style = Style()

@@ -238,7 +238,7 @@ class ApprovalsScreen(ConsoleScreen):
     def _cursor_moved(self, message: LazyTable.CursorMoved) -> None:
         if message.row is None:
             return
-        self._load_detail(message.row["id"])
+        self._later_detail(message.row["id"])
 
     @work(thread=True, exclusive=True, group="approvals-detail", exit_on_error=False)
     def _load_detail(self, request_id: str) -> None:
@@ -248,7 +248,7 @@ class ApprovalsScreen(ConsoleScreen):
     def on_approvals_screen_detail(self, message: Detail) -> None:
         self.detail = message.request
         self._show_detail(message.request)
-        self.refresh_bindings()
+        self.refresh_bindings_if_changed()
 
     def _show_detail(self, r: dict[str, Any]) -> None:
         now = self.session.now()
@@ -313,12 +313,12 @@ class ApprovalsScreen(ConsoleScreen):
         if table.toggle_selected() is not None:
             table.action_cursor_down()
         self.query_one("#filters", Static).update(self._filter_text())
-        self.refresh_bindings()
+        self.refresh_bindings_if_changed()
 
     def action_clear_marks(self) -> None:
         self.query_one(LazyTable).clear_selection()
         self.query_one("#filters", Static).update(self._filter_text())
-        self.refresh_bindings()
+        self.refresh_bindings_if_changed()
 
     def action_approve(self) -> None:
         self._decide("approve")

@@ -107,6 +107,26 @@ class ConsoleScreen(Screen):
         for table in self.query(LazyTable):
             table.reload(keep_cursor=True)
 
+    _detail_timer = None
+    DETAIL_DELAY = 0.12
+
+    def _later_detail(self, key: str) -> None:
+        """Load the detail pane once the cursor rests: scrolling through a million rows must not
+        start (and lay out) a detail read per row passed."""
+        if self._detail_timer is not None:
+            self._detail_timer.stop()
+        self._detail_timer = self.set_timer(self.DETAIL_DELAY, lambda: self._load_detail(key))
+
+    def _load_detail(self, key: str) -> None:  # screens with a detail pane override this
+        pass
+
+    def refresh_bindings_if_changed(self) -> None:
+        """The Footer is re-laid out on every refresh_bindings; do it only when something changed."""
+        state = tuple(sorted(self.unavailable().items()))
+        if state != getattr(self, "_binding_state", None):
+            self._binding_state = state
+            self.refresh_bindings()
+
     def after_write(self) -> None:
         self.refresh_data()
 

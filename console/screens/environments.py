@@ -151,7 +151,7 @@ class EnvironmentsScreen(ConsoleScreen):
     @on(LazyTable.CursorMoved)
     def _cursor_moved(self, message: LazyTable.CursorMoved) -> None:
         if message.row is not None:
-            self._load_detail(message.row["id"])
+            self._later_detail(message.row["id"])
 
     @work(thread=True, exclusive=True, group="envs-detail", exit_on_error=False)
     def _load_detail(self, env_id: str) -> None:
@@ -162,7 +162,7 @@ class EnvironmentsScreen(ConsoleScreen):
     def on_environments_screen_detail(self, message: Detail) -> None:
         self.detail = message.env
         self._show(message.env)
-        self.refresh_bindings()
+        self.refresh_bindings_if_changed()
 
     def _show(self, e: dict[str, Any]) -> None:
         now = self.session.now()

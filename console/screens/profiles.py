@@ -133,7 +133,7 @@ class ProfilesScreen(ConsoleScreen):
         self.showing_diff = False
         if message.row is not None:
             self._show_revision(message.row)
-        self.refresh_bindings()
+        self.refresh_bindings_if_changed()
 
     def _show_revision(self, r: dict[str, Any]) -> None:
         now = self.session.now()

@@ -22,6 +22,7 @@ class Scene:
     release: str = "current"
     read_only: bool = False
     navigate: tuple[str, str] | None = None
+    final: tuple[str, ...] = ()  # pressed once the detail pane has loaded (dialogs)
     extra: dict = field(default_factory=dict)
 
 
@@ -45,10 +46,10 @@ def _modal_over(name: str) -> Callable[[object], bool]:
 
 SCENES: tuple[Scene, ...] = (
     Scene("approvals", "approvals", ("down", "down"), _detail_ready),
-    Scene("approvals-approve-dialog", "approvals", ("down", "down", "a"), _modal_over("ReasonModal")),
+    Scene("approvals-approve-dialog", "approvals", ("down", "down"), _modal_over("ReasonModal"), final=("a",)),
     Scene("approvals-read-only", "approvals", ("down", "down"), _detail_ready, read_only=True),
     Scene("environments", "envs", ("down", "down", "down", "down"), _detail_ready),
-    Scene("environments-takeover", "envs", ("down", "down", "down", "down", "t"), _modal_over("TypedConfirmModal")),
+    Scene("environments-takeover", "envs", ("down", "down", "down", "down"), _modal_over("TypedConfirmModal"), final=("t",)),
     Scene("projects", "projects", (), _table_ready),
     Scene("profiles", "projects", ("down",), lambda app: _table_ready(app) and getattr(app.screen, "project", None) is not None,
           navigate=("project", "atlas-api")),
@@ -81,6 +82,10 @@ async def settle(pilot, app, scene: Scene, timeout: float = 10.0) -> None:
     for key in scene.keys:
         await pilot.press(key)
         await pilot.pause(0.02)
+    if scene.final:
+        await wait(_detail_ready)
+        for key in scene.final:
+            await pilot.press(key)
     await wait(scene.ready)
     for widget in app.screen.query("Input"):
         widget.cursor_blink = False
