@@ -34,6 +34,8 @@ from console.errors import DatabaseUnusable, Refusal
 BACKUP_STEP_PAGES = 16384
 # Head-room beyond the database's size: the journal of the rename and the file system's slack.
 SPACE_MARGIN_BYTES = 16 * 1024 * 1024
+# Read the source through mmap: fewer system calls per page copied.
+MMAP_BYTES = 1 << 31
 
 Progress = Callable[[int, int], None]  # (pages copied, pages total)
 
@@ -198,6 +200,11 @@ def take_snapshot(
         tmp = Path(name)
         dest = sqlite3.connect(str(tmp), isolation_level=None)
         try:
+            # The temporary file is deleted on any failure, so it needs no journal and no syncs
+            # of its own: one fsync of the finished file below is the durability point.
+            dest.execute("PRAGMA journal_mode = OFF")
+            dest.execute("PRAGMA synchronous = OFF")
+            source.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
             total_holder = [0]
 
             def on_step(status: int, remaining: int, total: int) -> None:
