@@ -8,7 +8,6 @@ import sqlite3
 import pytest
 
 from console.cli import main
-from console.errors import Refusal
 from console.services.upgrade import plan_upgrade, run_upgrade
 from tests.upgrade_helpers import db_1820, db_1822, fingerprint_dir, ledger_names
 
@@ -89,13 +88,14 @@ def test_plan_beside_a_live_wal_writer_changes_neither_the_file_nor_its_wal(tmp_
         writer.close()
 
 
-def test_plan_refuses_to_recover_a_wal_without_its_index(tmp_path):
-    """A -wal without -shm (archon killed) would need SQLite to create the index: refuse."""
+def test_plan_of_a_wal_without_its_index_reads_a_private_copy(tmp_path):
+    """A -wal without -shm (archon killed): reading in place would create the index, so the plan
+    reads a private copy and nothing beside the database changes."""
     path = db_1820(tmp_path / "archon.db", wal=True)
     (tmp_path / "archon.db-wal").write_bytes(b"")
     before = fingerprint_dir(tmp_path)
-    with pytest.raises(Refusal, match="without its -shm"):
-        plan_upgrade(path)
+    plan = plan_upgrade(path)
+    assert plan.detected_release == "1.8.20" and len(plan.pending) == 29
     assert fingerprint_dir(tmp_path) == before
 
 

@@ -1,7 +1,9 @@
 """The guarded schema upgrade and its undo: plan, snapshot, migrate, restore (DOMAIN.md §4).
 
 `plan_upgrade` only reads, through a connection that cannot write and creates no file beside the
-database (see `connect.untouched_read_uri`). `run_upgrade` re-makes every decision of the plan
+database: in place when that is trace-free (rollback-journal file, no journal beside it), else
+through a private copy (`console.db.readonly.open_read_only`; a `mode=ro` reader would create or
+update `-wal`/`-shm` next to a WAL database). `run_upgrade` re-makes every decision of the plan
 under archon's writer lock before it acts, so what was planned and what happens cannot drift.
 
 Why the lock is held the way it is
@@ -319,9 +321,10 @@ def plan_upgrade(
 ) -> UpgradePlan:
     """What `upgrade` would do. Reads only; creates and changes no file (see module docstring).
 
-    A database whose last writer was killed mid-transaction (a hot `-journal`) cannot be read
-    without rolling that transaction back, which is a write: the plan refuses and says so; the
-    upgrade itself (`_allow_recovery`) lets SQLite roll it back first, as archon's next start would.
+    A database whose last writer was killed mid-transaction (a hot `-journal`) cannot be read in
+    place without rolling that transaction back, which is a write: the plan reads a private copy
+    (rolled back there); the upgrade itself (`_allow_recovery`) lets SQLite roll the original back
+    first, as archon's next start would.
     """
     path = Path(path).expanduser()
     target = resolve_target(target)
@@ -345,8 +348,16 @@ def plan_upgrade(
 
 def _plan(path: Path, target: str, snapshot_dir, now, allow_recovery: bool) -> UpgradePlan:
     at = now or system_clock()
+    cleanup: Callable[[], None] = lambda: None
     try:
-        conn = _read_only_connection(path, allow_recovery=allow_recovery)
+        if allow_recovery:  # the upgrade itself: it is about to write anyway
+            conn = _read_only_connection(path, allow_recovery=True)
+        else:
+            # `--plan`: never hand a WAL (or journalled) original to SQLite; read it in place only
+            # when that creates nothing, else through a private copy (console/db/readonly.py).
+            from console.db.readonly import open_read_only
+
+            conn, cleanup, _how = open_read_only(path)
     except sqlite3.Error as exc:
         raise DatabaseUnusable(f"Cannot open {path}: {exc}.") from None
     try:
@@ -366,6 +377,7 @@ def _plan(path: Path, target: str, snapshot_dir, now, allow_recovery: bool) -> U
         ) from None
     finally:
         conn.close()
+        cleanup()
     target_path = snapshots.snapshot_target(path, at, Path(snapshot_dir) if snapshot_dir else None)
     try:
         free = snapshots.free_bytes(target_path.parent)
