@@ -81,7 +81,19 @@ def test_divergent_ledgers_fail_closed(tmp_path, capsys, case, args):
 
 
 def test_unknown_unversioned_shape(tmp_path, capsys):
-    """1.8.22 everywhere except an approval table of an older limit: not a release archon made."""
+    """1.8.20 with a table only 1.10.0 creates, but nothing of 1.8.22: not a release archon made."""
+    path = make_schema(tmp_path / "archon.db", "1.8.20")
+    from console.db.migrations.steps import s023_service_run_details
+
+    conn = connect(path)
+    s023_service_run_details.up(conn)
+    conn.close()
+    _refused(tmp_path, capsys, path, ["--force"], EXIT_UNUSABLE, "matches no known archon release")
+
+
+def test_intermediate_1_8_21_shape_is_adopted_and_upgraded(tmp_path, capsys):
+    """DOMAIN §3.2: 1.8.22 everywhere except an approval table of an older action limit (the
+    shape a pre-release left) is a valid starting point; 1.8.22's rebuild step widens it."""
     path = make_schema(tmp_path / "archon.db", "1.8.22")
     from tests.upgrade_helpers import add_old_approval_tables
 
@@ -90,7 +102,19 @@ def test_unknown_unversioned_shape(tmp_path, capsys):
     conn.execute("DROP TABLE approval_requests")
     add_old_approval_tables(conn, requests=0)
     conn.close()
-    _refused(tmp_path, capsys, path, ["--force"], EXIT_UNUSABLE, "matches no known archon release")
+    from console.db.detect import detect_shape
+
+    probe = connect(path)
+    shape = detect_shape(probe)
+    probe.close()
+    assert shape.intermediate and "1.8.21" in shape.reason
+    assert main(["--db", str(path), "upgrade", "--force"]) == 0
+    capsys.readouterr()
+    after = connect(path)
+    sql = after.execute("SELECT sql FROM sqlite_master WHERE name = 'approval_requests'").fetchone()[0]
+    assert "BETWEEN 2 AND 65536" in sql
+    assert detect_shape(after).release == "1.10.0"
+    after.close()
 
 
 def test_shape_newer_than_this_console(tmp_path, capsys):

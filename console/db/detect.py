@@ -25,6 +25,7 @@ class Shape:
     ledger: tuple[str, ...] = ()
     has_ledger_table: bool = False
     tables: frozenset[str] = frozenset()
+    intermediate: bool = False
 
     @property
     def versioned(self) -> bool:
@@ -118,6 +119,19 @@ def release_markers(conn: sqlite3.Connection) -> dict[str, dict[str, bool]]:
     }
 
 
+def _intermediate_1_8_21(conn: sqlite3.Connection, markers: dict[str, dict[str, bool]]) -> bool:
+    """Profile or approval tables exist in an older shape, and nothing of 1.10.0 is present."""
+    if any(markers["1.10.0"].values()):
+        return False
+    revisions = _sql(conn, "table", "execution_profile_revisions")
+    approvals = _sql(conn, "table", "approval_requests")
+    old_revisions = bool(revisions) and not markers["1.8.22"][
+        "execution_profile_revisions schema_version IN (1, 2)"
+    ]
+    old_approvals = bool(approvals) and not markers["1.8.22"]["approval_requests BETWEEN 2 AND 65536"]
+    return old_revisions or old_approvals
+
+
 _NEWER_SCHEMA = re.compile(r"schema_version IN \(1, 2, 3, \d")
 
 
@@ -143,6 +157,17 @@ def detect_shape(conn: sqlite3.Connection) -> Shape:
             continue
         if present:
             missing = ", ".join(k for k, v in checks.items() if not v)
+            if name == "1.8.22" and _intermediate_1_8_21(conn, markers):
+                # DOMAIN.md §3.2: a pre-release between 1.8.20 and 1.8.22 created the profile or
+                # approval tables in an older shape. 1.8.22's own steps upgrade them, so it is a
+                # valid starting point; replaying from 1.8.20 is what archon 1.8.22 would do.
+                return Shape(
+                    "1.8.20",
+                    f"intermediate shape between 1.8.20 and 1.8.22 (probably 1.8.21): has "
+                    f"{', '.join(present)} but lacks {missing}",
+                    intermediate=True,
+                    **common,
+                )
             return Shape(
                 None,
                 f"partly {name}: has {', '.join(present)} but lacks {missing}",
