@@ -11,10 +11,12 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import quote
 
-import sqlite_utils
+if TYPE_CHECKING:  # imported lazily: sqlite-utils costs ~40 ms at start-up
+    import sqlite_utils
+
 
 from console.errors import DatabaseUnusable
 
@@ -122,14 +124,16 @@ class ArchonDatabase:
     conn: sqlite3.Connection
     read_only: bool
     busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
-    _db: sqlite_utils.Database | None = field(default=None, repr=False)
+    _db: "sqlite_utils.Database | None" = field(default=None, repr=False)
     _shape: Any = field(default=None, repr=False)
     # Read-only handles may sit on a private copy (see readonly.py); closing removes it.
     cleanup: Callable[[], None] | None = field(default=None, repr=False)
 
     @property
-    def db(self) -> sqlite_utils.Database:
+    def db(self) -> "sqlite_utils.Database":
         if self._db is None:
+            import sqlite_utils
+
             self._db = sqlite_utils.Database(self.conn)
         return self._db
 
