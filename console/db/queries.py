@@ -7,9 +7,11 @@ start with the query's equality filters followed by the keys. A capped count sto
 rows and says "more than 500" rather than walking the whole table.
 
 Archon's indexes lead with `project_id` (for example `(project_id, status, expires_at, id)`), so
-an ordering across projects cannot be read from one index. `fetch_merged_page` runs the same keyset
-query once per partition (project, status) and merges the sorted pieces: a handful of index seeks
-instead of sorting the table, and without adding indexes to a database the console did not build.
+an ordering across projects cannot be read from one index. `fetch_merged_page` opens the same keyset
+query once per partition (project, status) and merges the sorted scans lazily, stepping each only as
+far as the page needs: a handful of index seeks and about one page of rows instead of sorting the
+table, and without adding indexes to a database the console did not build. The last page is read
+the same way from the far end (`fetch_last_page`), so jumping to the end is as cheap as the start.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from __future__ import annotations
 import heapq
 import sqlite3
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Literal, Sequence
+from itertools import islice
+from operator import itemgetter
+from typing import Any, Iterable, Iterator, Literal, Sequence
 
 Direction = Literal["after", "before"]
 
@@ -116,23 +120,17 @@ def row_key(row: dict[str, Any], names: Sequence[str]) -> tuple[Any, ...]:
     return tuple(row[name] for name in names)
 
 
-def _sortable(key: tuple[Any, ...]) -> tuple[tuple[int, Any], ...]:
-    return tuple(sqlite_sort_key(v) for v in key)
-
-
-def _sql(query: KeysetQuery, cursor: Cursor | None, limit: int) -> tuple[str, list[Any]]:
-    forward = cursor is None or cursor.direction == "after"
-    # The scan runs in display order when going forward, reversed when going back.
-    scan_descending = query.descending if forward else not query.descending
+def _sql(query: KeysetQuery, key: tuple[Any, ...] | None, scan_descending: bool, limit: int) -> tuple[str, list[Any]]:
+    """The partition's rows strictly beyond `key` in scan order (all of them when None)."""
     where = list(query.where)
     params = list(query.params)
-    if cursor is not None:
-        if len(cursor.key) != len(query.keys):
-            raise ValueError(f"cursor has {len(cursor.key)} key values; the query orders by {len(query.keys)}")
+    if key is not None:
+        if len(key) != len(query.keys):
+            raise ValueError(f"cursor has {len(key)} key values; the query orders by {len(query.keys)}")
         op = "<" if scan_descending else ">"
         placeholders = ", ".join("?" for _ in query.keys)
         where.append(f"({', '.join(query.keys)}) {op} ({placeholders})")
-        params.extend(cursor.key)
+        params.extend(key)
     order = ", ".join(f"{k} {'DESC' if scan_descending else 'ASC'}" for k in query.keys)
     sql = f"SELECT {query.columns} FROM {query.source}"
     if where:
@@ -142,10 +140,64 @@ def _sql(query: KeysetQuery, cursor: Cursor | None, limit: int) -> tuple[str, li
     return sql, params
 
 
-def _rows(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
-    cur = conn.execute(sql, params)
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, row)) for row in cur.fetchall()]
+def _stream(
+    conn: sqlite3.Connection, sql: str, params: Sequence[Any], names: Sequence[str], first: int, most: int
+) -> Iterator[tuple[tuple[Any, ...], list[str], tuple[Any, ...]]]:
+    """One partition's rows as (sort key, column names, values), stepped only as the merge asks.
+
+    Chunks start at `first` rows and double up to `most`, so a partition the merge keeps drawing
+    from is read in few steps and one it hardly touches costs a few rows. The statement stays
+    open between chunks; the caller closes the generator (which resets the statement), so no read
+    transaction outlives the page.
+    """
+    cur = conn.cursor()
+    cur.row_factory = None  # plain tuples: dicts are built only for the rows that are kept
+    try:
+        cur.execute(sql, params)
+        columns = [d[0] for d in cur.description]
+        positions = [columns.index(n) for n in names]
+        size = first
+        while True:
+            chunk = cur.fetchmany(size)
+            for values in chunk:
+                yield tuple(sqlite_sort_key(values[i]) for i in positions), columns, values
+            if len(chunk) < size:
+                return
+            size = min(size * 2, most)
+    finally:
+        cur.close()
+
+
+def iter_merged(
+    conn: sqlite3.Connection,
+    queries: Sequence[KeysetQuery],
+    *,
+    after: tuple[Any, ...] | None = None,
+    reverse: bool = False,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """Up to `limit` rows of the union of `queries` in key order (reversed when `reverse`),
+    strictly beyond key `after`, merged lazily: each partition is stepped only as far as the
+    merge consumes it. Rows come back in scan order."""
+    first = queries[0]
+    names = first.names()
+    for q in queries[1:]:
+        if q.keys != first.keys or q.descending != first.descending or q.names() != names:
+            raise ValueError("merged keyset queries must order by the same keys in the same direction")
+    scan_descending = first.descending != reverse
+    # An even share of the page per partition to start with; one partition reads it all at once.
+    first_chunk = min(limit, max(2, -(-limit // len(queries))))
+    streams = []
+    try:
+        for q in queries:
+            sql, params = _sql(q, after, scan_descending, limit)
+            streams.append(_stream(conn, sql, params, names, first_chunk, limit))
+        merged = streams[0] if len(streams) == 1 else heapq.merge(
+            *streams, key=itemgetter(0), reverse=scan_descending)
+        return [dict(zip(columns, values)) for _, columns, values in islice(merged, limit)]
+    finally:
+        for stream in streams:
+            stream.close()
 
 
 def fetch_page(
@@ -168,41 +220,42 @@ def fetch_merged_page(
 ) -> Page:
     """One keyset page over the union of `queries`, which must share keys and direction.
 
-    Each partition contributes at most `limit + 1` rows through its own index seek; the merged,
-    sorted result is cut to `limit`. Partitions must not overlap (the same row in two
-    partitions would be shown twice).
+    Each partition is an open index scan from the cursor; a k-way merge (`iter_merged`) steps
+    them only as far as the page needs, so a page costs about `limit` rows however many
+    partitions there are. Partitions must not overlap (the same row in two partitions would be
+    shown twice).
     """
     if limit < 1:
         raise ValueError("limit must be at least 1")
     if not queries:
         return Page([], (), False, cursor is not None)
-    first = queries[0]
-    names = first.names()
-    for q in queries[1:]:
-        if q.keys != first.keys or q.descending != first.descending or q.names() != names:
-            raise ValueError("merged keyset queries must order by the same keys in the same direction")
+    names = queries[0].names()
     forward = cursor is None or cursor.direction == "after"
-    scan_descending = first.descending if forward else not first.descending
-    pieces = []
-    for q in queries:
-        sql, params = _sql(q, cursor, limit + 1)
-        pieces.append(_rows(conn, sql, params))
-    if len(pieces) == 1:
-        merged = pieces[0]
-    else:
-        merged = list(
-            heapq.merge(*pieces, key=lambda r: _sortable(row_key(r, names)), reverse=scan_descending)
-        )
+    merged = iter_merged(conn, queries, after=None if cursor is None else tuple(cursor.key),
+                         reverse=not forward, limit=limit + 1)
     more = len(merged) > limit
     rows = merged[:limit]
     if not forward:
         rows.reverse()
-    page = Page(
-        rows=rows,
-        key_names=names,
-        has_next=more if forward else cursor is not None,
-        has_previous=cursor is not None if forward else more,
-    )
+    return _page(rows, names, has_next=more if forward else cursor is not None,
+                 has_previous=cursor is not None if forward else more)
+
+
+def fetch_last_page(conn: sqlite3.Connection, queries: Sequence[KeysetQuery], *, limit: int = 50) -> Page:
+    """The last `limit` rows of the union of `queries`, read from the far end of each index:
+    jumping to the end of a million rows costs one page, not a walk."""
+    if limit < 1:
+        raise ValueError("limit must be at least 1")
+    if not queries:
+        return Page([], (), False, False)
+    merged = iter_merged(conn, queries, reverse=True, limit=limit + 1)
+    rows = merged[:limit]
+    rows.reverse()
+    return _page(rows, queries[0].names(), has_next=False, has_previous=len(merged) > limit)
+
+
+def _page(rows: list[dict[str, Any]], names: tuple[str, ...], *, has_next: bool, has_previous: bool) -> Page:
+    page = Page(rows=rows, key_names=names, has_next=has_next, has_previous=has_previous)
     if rows:
         page.first_key = row_key(rows[0], names)
         page.last_key = row_key(rows[-1], names)
@@ -271,8 +324,10 @@ __all__ = [
     "count_capped",
     "count_queries_capped",
     "describe_count",
+    "fetch_last_page",
     "fetch_merged_page",
     "fetch_page",
+    "iter_merged",
     "row_key",
     "sqlite_sort_key",
 ]
