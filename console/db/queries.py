@@ -262,6 +262,64 @@ def _page(rows: list[dict[str, Any]], names: tuple[str, ...], *, has_next: bool,
     return page
 
 
+# Jumps walk in steps of this many rows, so memory stays bounded however far they go.
+WALK_STEP = 5000
+
+
+def _walk(
+    conn: sqlite3.Connection, queries: Sequence[KeysetQuery], key: tuple[Any, ...] | None, *, reverse: bool, count: int
+) -> tuple[tuple[Any, ...] | None, int]:
+    """Step `count` rows from beyond `key` (reading only the key columns); returns the key of the
+    last row stepped over and how many rows there were."""
+    keys_only = [replace(q, columns=", ".join(q.keys)) for q in queries]
+    names = queries[0].names()
+    walked = 0
+    while walked < count:
+        step = min(count - walked, WALK_STEP)
+        rows = iter_merged(conn, keys_only, after=key, reverse=reverse, limit=step)
+        if rows:
+            key = row_key(rows[-1], names)
+        walked += len(rows)
+        if len(rows) < step:
+            break
+    return key, walked
+
+
+def advance(conn: sqlite3.Connection, queries: Sequence[KeysetQuery], cursor: Cursor | None, count: int) -> Cursor | None:
+    """The cursor `count` rows further on than `cursor` (None = the start), for jumps; it stops
+    at the last row when there are fewer."""
+    if count <= 0 or not queries:
+        return cursor
+    key, _ = _walk(conn, queries, None if cursor is None else tuple(cursor.key), reverse=False, count=count)
+    return Cursor(key) if key is not None else cursor
+
+
+def retreat(conn: sqlite3.Connection, queries: Sequence[KeysetQuery], cursor: Cursor | None, count: int) -> Cursor | None:
+    """The cursor `count` rows back from `cursor`, where None means the end of the list (not the
+    start, as elsewhere): `retreat(queries, None, n)` starts the last n rows. Reads backwards
+    from the cursor, so jumping to the end costs n rows. None when that is the start."""
+    if not queries:
+        return None
+    if cursor is None:  # the end: the row before the last `count` is the (count + 1)-th from the end
+        key, walked = _walk(conn, queries, None, reverse=True, count=count + 1)
+        return Cursor(key) if walked == count + 1 else None
+    if count <= 0:
+        return cursor
+    key, walked = _walk(conn, queries, tuple(cursor.key), reverse=True, count=count)
+    return Cursor(key) if walked == count else None
+
+
+def position_of(conn: sqlite3.Connection, queries: Sequence[KeysetQuery], key: tuple[Any, ...]) -> int:
+    """How many rows of the union sort before `key`: one counting index seek per partition."""
+    total = 0
+    for q in queries:
+        op = ">" if q.descending else "<"
+        where = [*q.where, f"({', '.join(q.keys)}) {op} ({', '.join('?' for _ in q.keys)})"]
+        sql = f"SELECT count(*) FROM {q.source} WHERE " + " AND ".join(f"({w})" for w in where)
+        total += conn.execute(sql, [*q.params, *key]).fetchone()[0]
+    return total
+
+
 @dataclass(frozen=True)
 class CappedCount:
     """A count that stopped at `cap`: `exact` is False when there are more than `value` rows."""
@@ -318,6 +376,7 @@ def describe_count(shown: int, total: CappedCount) -> str:
 
 __all__ = [
     "CappedCount",
+    "advance",
     "Cursor",
     "KeysetQuery",
     "Page",
@@ -328,6 +387,8 @@ __all__ = [
     "fetch_merged_page",
     "fetch_page",
     "iter_merged",
+    "position_of",
+    "retreat",
     "row_key",
     "sqlite_sort_key",
 ]

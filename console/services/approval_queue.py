@@ -22,8 +22,11 @@ from console.db.queries import (
     CappedCount,
     Cursor,
     KeysetQuery,
+    advance,
     count_queries_capped,
     fetch_merged_page,
+    position_of,
+    retreat,
 )
 from console.errors import Refusal, UsageError
 from console.services.base import require_feature
@@ -192,6 +195,44 @@ def count_requests(
     return count_queries_capped(handle.conn, queries, cap=cap)
 
 
+def any_pending(handle: ArchonDatabase) -> bool:
+    """Whether anything waits for a decision (the console then opens on the queue)."""
+    if not handle.shape.has_approvals:
+        return False
+    return handle.conn.execute("SELECT 1 FROM approval_requests WHERE status = 'pending' LIMIT 1").fetchone() is not None
+
+
+def cursor_of(handle: ArchonDatabase, request_id: str) -> Cursor | None:
+    """The queue cursor just after request `request_id` (None when it is gone)."""
+    row = handle.conn.execute("SELECT expires_at, id FROM approval_requests WHERE id = ?", (request_id,)).fetchone()
+    return None if row is None else Cursor((row[0], row[1]))
+
+
+def request_position(handle: ArchonDatabase, filters: Filters, request_id: str, *, now: datetime | None = None) -> int | None:
+    """How many filtered requests sort before request `request_id` (None when it is gone): where a
+    list shows it, or where it was once it left the filter. One counting seek per partition."""
+    require_feature(handle, "approvals", what="The approval queue")
+    cursor = cursor_of(handle, request_id)
+    if cursor is None:
+        return None
+    return position_of(handle.conn, partition_queries(handle, filters, now or system_clock()), cursor.key)
+
+
+def advance_cursor(handle: ArchonDatabase, filters: Filters, cursor: Cursor | None, count: int, *,
+                   now: datetime | None = None) -> Cursor | None:
+    """The cursor `count` requests after `cursor` (None = the start): a jump, read in large steps."""
+    require_feature(handle, "approvals", what="The approval queue")
+    return advance(handle.conn, partition_queries(handle, filters, now or system_clock()), cursor, count)
+
+
+def retreat_cursor(handle: ArchonDatabase, filters: Filters, cursor: Cursor | None, count: int, *,
+                   now: datetime | None = None) -> Cursor | None:
+    """The cursor `count` requests before `cursor`, where None is the *end* of the queue: the last
+    page of a million requests is read backwards from the end, not walked to."""
+    require_feature(handle, "approvals", what="The approval queue")
+    return retreat(handle.conn, partition_queries(handle, filters, now or system_clock()), cursor, count)
+
+
 def parse_json_field(text: Any) -> Any:
     """Parsed JSON, or None when the stored text is not JSON (it is then shown raw)."""
     if text is None:
@@ -309,7 +350,10 @@ __all__ = [
     "RequestPage",
     "STATUSES",
     "action_summary",
+    "advance_cursor",
+    "any_pending",
     "count_requests",
+    "cursor_of",
     "decision_options",
     "derive",
     "events_of",
@@ -317,8 +361,10 @@ __all__ = [
     "load_request",
     "parse_statuses",
     "partition_queries",
+    "request_position",
     "requester_of",
     "resolve_project",
+    "retreat_cursor",
     "same_person",
     "show_request",
 ]
