@@ -5,8 +5,11 @@ toolong's log view does: it keeps only an LRU of pages and the keyset cursors wh
 a line whose page is not cached renders as a placeholder and queues a fetch in a thread worker,
 which posts the rows back as a message. Memory therefore depends on the screen, not the table.
 
-The data comes from a `PageSource` (any object with `count`, `page` and `key`; `cursor_at` and
-`index_of` are optional and make jumps and "keep the selection after a reload" cheap).
+The data comes from a `PageSource` (any object with `count`, `page` and `key`). Optional methods
+make jumps and "keep the selection after a reload" cheap: `index_of(key)`, `cursor_of(key)`,
+`advance(cursor, n)` and `retreat(cursor, n)` (where `retreat(None, n)` starts the last n rows).
+A page whose start cursor is unknown is reached from the nearest known cursor below, above, or
+from the end of the list, whichever reads fewest rows: End on a million rows reads one page.
 """
 
 from __future__ import annotations
@@ -40,6 +43,27 @@ class PageSource(Protocol):
         of the last row returned."""
 
     def key(self, row: Any) -> Hashable: ...
+
+
+class JumpingSource(PageSource, Protocol):
+    """What a source may add so that jumps read a page, not every row in between."""
+
+    def index_of(self, key: Hashable) -> int | None:
+        """How many rows sort before the row `key` (None when it is gone)."""
+
+    def cursor_of(self, key: Hashable) -> Any | None:
+        """The cursor just after the row `key`."""
+
+    def advance(self, cursor: Any | None, count: int) -> Any | None:
+        """The cursor `count` rows after `cursor` (None = the start)."""
+
+    def retreat(self, cursor: Any | None, count: int) -> Any | None:
+        """The cursor `count` rows before `cursor`, where None is the END of the list."""
+
+
+# How to reach the start of a page: ("at", cursor) known; ("forward", cursor, rows) from a known
+# cursor below; ("back", cursor, rows) from a known cursor above, or from the end when cursor is None.
+Route = tuple
 
 
 @dataclass(frozen=True)
@@ -262,7 +286,12 @@ class LazyTable(ScrollView, can_focus=True):
             index = source.index_of(key)
         target = index if index is not None else self.cursor
         page_no = target // self.page_size
-        start = self._cursor_for(source, page_no, 0, None)
+        route: Route = ("forward", None, page_no * self.page_size)
+        if page_no and index is not None and hasattr(source, "cursor_of") and hasattr(source, "retreat"):
+            after_row = source.cursor_of(key)
+            if after_row is not None:  # back from the kept row to its page's start: under a page
+                route = ("back", after_row, index % self.page_size + 1)
+        start = self._cursor_for(source, page_no, route)
         rows, end = source.page(start, self.page_size)
         if not rows and page_no:
             page_no, start = 0, None
@@ -273,25 +302,44 @@ class LazyTable(ScrollView, can_focus=True):
         self.post_message(self._Reloaded(generation, total, index, None, exact=True))
 
     @work(thread=True, group="lazy-table-page", exit_on_error=False)
-    def _page_worker(
-        self, generation: int, source: PageSource, page_no: int, base: tuple[int, Any]
-    ) -> None:
-        start = self._cursor_for(source, page_no, *base)
+    def _page_worker(self, generation: int, source: PageSource, page_no: int, route: Route) -> None:
+        start = self._cursor_for(source, page_no, route)
         rows, end = source.page(start, self.page_size)
         self.post_message(self._PageLoaded(generation, page_no, rows, start, end))
 
-    def _cursor_for(
-        self, source: PageSource, page_no: int, base: int, cursor: Any | None
-    ) -> Any | None:
-        """The keyset cursor before page `page_no`: known (base == page_no), asked for, or
-        walked to from the nearest known page below. Runs in a worker: reads no shared state."""
-        if page_no == 0 or base == page_no:
-            return cursor if page_no else None
-        if hasattr(source, "cursor_at"):
-            return source.cursor_at(page_no * self.page_size)
-        for _ in range(base, page_no):
+    def _cursor_for(self, source: PageSource, page_no: int, route: Route) -> Any | None:
+        """The keyset cursor before page `page_no`, by `route` (see `_route`). Runs in a worker:
+        reads no shared state."""
+        if page_no == 0:
+            return None
+        if route[0] == "at":
+            return route[1]
+        _, cursor, rows = route
+        if route[0] == "back":
+            return source.retreat(cursor, rows)  # type: ignore[attr-defined]
+        if hasattr(source, "advance"):
+            return source.advance(cursor, rows)
+        for _ in range(rows // self.page_size):
             _, cursor = source.page(cursor, self.page_size)
         return cursor
+
+    def _route(self, page_no: int) -> Route:
+        """The cheapest way to the start of page `page_no` from what is known: its own cursor,
+        the nearest known page start below or above, or the end of the list (End, Page Up
+        from the end). Cost is counted in rows read."""
+        if page_no in self._starts:
+            return ("at", self._starts[page_no])
+        size = self.page_size
+        below = max((p for p in self._starts if p < page_no), default=0)
+        routes = [((page_no - below) * size, ("forward", self._starts.get(below) if below else None, (page_no - below) * size))]
+        if self.source is not None and hasattr(self.source, "retreat"):
+            above = min((p for p in self._starts if p > page_no), default=None)
+            if above is not None:
+                routes.append(((above - page_no) * size, ("back", self._starts[above], (above - page_no) * size)))
+            if self.total_exact and self.total is not None:
+                from_end = self.total - page_no * size
+                routes.append((from_end, ("back", None, from_end)))
+        return min(routes, key=lambda r: r[0])[1]
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker.group.startswith("lazy-table") and event.state == WorkerState.ERROR:
@@ -361,12 +409,7 @@ class LazyTable(ScrollView, can_focus=True):
         if page_no in self._pages or page_no in self._pending:
             return
         self._pending.add(page_no)
-        if page_no in self._starts:
-            base = (page_no, self._starts[page_no])
-        else:
-            below = max((p for p in self._starts if p < page_no), default=0)
-            base = (below, self._starts.get(below) if below else None)
-        self._page_worker(self._generation, self.source, page_no, base)
+        self._page_worker(self._generation, self.source, page_no, self._route(page_no))
 
     # ----------------------------------------------------------------- cursor
     def _report_cursor(self) -> None:
@@ -518,4 +561,4 @@ class LazyTable(ScrollView, can_focus=True):
 
 
 
-__all__ = ["Column", "LazyTable", "PageSource"]
+__all__ = ["Column", "JumpingSource", "LazyTable", "PageSource"]

@@ -1,15 +1,17 @@
 """Page sources for `widgets.lazy_table.LazyTable`, one per list, all reading through services.
 
 A source is called from worker threads; every database call goes through `Session.run`, which
-serialises use of the shared connection. Keyset cursors come from the services' own pagers.
+serialises use of the shared connection. Cursors, counts, positions and jumps come from the
+services (`approval_queue`, `environment_pages`); no SQL is written here.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from console.db.queries import Cursor, fetch_merged_page
+from console.db.queries import Cursor
 from console.services import approval_queue as queue
+from console.services import environment_pages as env_pages
 from console.services import environments as envs
 from console.workers import Session
 
@@ -32,40 +34,17 @@ class ApprovalsSource:
     def key(self, row: dict) -> Any:
         return row["id"]
 
-    def _queries(self, handle) -> list:
-        return queue._partitions(handle, self.filters, self.session.now())[0]
-
     def index_of(self, key: Any) -> int | None:
-        """How many rows sort before the row `key` (None when it is gone): one seek per partition."""
-        def work(handle):
-            row = handle.conn.execute("SELECT expires_at, id FROM approval_requests WHERE id = ?", (key,)).fetchone()
-            if row is None:
-                return None
-            total = 0
-            for q in self._queries(handle):
-                where = " AND ".join(f"({w})" for w in (*q.where, "(expires_at, id) < (?, ?)"))
-                total += handle.conn.execute(f"SELECT count(*) FROM approval_requests WHERE {where}",
-                                             (*q.params, row[0], row[1])).fetchone()[0]
-            return total
-        return self.session.run(work)
+        return self.session.run(queue.request_position, self.filters, key, now=self.session.now())
 
-    def cursor_at(self, offset: int) -> Any | None:
-        """The cursor before row `offset`, walking in large keyset steps (a jump, not a scroll)."""
-        if offset <= 0:
-            return None
+    def cursor_of(self, key: Any) -> Any | None:
+        return self.session.run(queue.cursor_of, key)
 
-        def work(handle):
-            queries = self._queries(handle)
-            cursor, remaining = None, offset
-            while remaining > 0:
-                step = min(remaining, 5000)
-                page = fetch_merged_page(handle.conn, queries, cursor=cursor, limit=step)
-                if not page.rows:
-                    break
-                cursor = Cursor(page.last_key)
-                remaining -= len(page.rows)
-            return cursor
-        return self.session.run(work)
+    def advance(self, cursor: Any | None, count: int) -> Any | None:
+        return self.session.run(queue.advance_cursor, self.filters, cursor, count, now=self.session.now())
+
+    def retreat(self, cursor: Any | None, count: int) -> Any | None:
+        return self.session.run(queue.retreat_cursor, self.filters, cursor, count, now=self.session.now())
 
 
 class EnvironmentsSource:
@@ -74,47 +53,35 @@ class EnvironmentsSource:
         self.session = session
         self.kwargs = {"state": state, "project": project, "claimed": claimed, "stale": stale}
 
-    def _where(self, handle) -> tuple[str, list]:
-        where, params = ["1"], []
-        if self.kwargs["state"]:
-            where.append("lifecycle_state = ?")
-            params.append(self.kwargs["state"])
-        if self.kwargs["project"]:
-            where.append("project_id = ?")
-            params.append(self.kwargs["project"])
-        if self.kwargs["claimed"] or self.kwargs["stale"]:
-            where.append("operation_claim_id IS NOT NULL")
-        return " AND ".join(where), params
+    def _filters(self) -> dict[str, Any]:
+        return {**self.kwargs, "now": self.session.now(), "stale_after": envs.default_stale_after()}
 
     def count(self) -> int:
-        def work(handle):
-            if self.kwargs["stale"]:
-                return len(envs.list_environments(handle, now=self.session.now(), limit=0,
-                                                  stale_after=envs.default_stale_after(), **self.kwargs).rows)
-            where, params = self._where(handle)
-            return handle.conn.execute(f"SELECT count(*) FROM execution_environments WHERE {where}", params).fetchone()[0]
-        return self.session.run(work)
+        return self.session.run(env_pages.count_environments, **self._filters())
 
     def page(self, after: Any | None, limit: int) -> tuple[list[dict], Any | None]:
-        page = self.session.run(envs.list_environments, now=self.session.now(), after=after, limit=limit,
-                                stale_after=envs.default_stale_after(), **self.kwargs)
+        page = self.session.run(envs.list_environments, after=after, limit=limit, **self._filters())
         return page.rows, (page.rows[-1]["id"] if page.rows else after)
 
     def key(self, row: dict) -> Any:
         return row["id"]
 
     def index_of(self, key: Any) -> int | None:
-        def work(handle):
-            where, params = self._where(handle)
-            if self.kwargs["stale"]:
-                return None
-            return handle.conn.execute(f"SELECT count(*) FROM execution_environments WHERE {where} AND id < ?",
-                                       [*params, key]).fetchone()[0]
-        return self.session.run(work)
+        return self.session.run(env_pages.environment_position, key, **self._filters())
+
+    def cursor_of(self, key: Any) -> Any | None:
+        return key
+
+    def advance(self, cursor: Any | None, count: int) -> Any | None:
+        return self.session.run(env_pages.advance_after, cursor, count, **self._filters())
+
+    def retreat(self, cursor: Any | None, count: int) -> Any | None:
+        return self.session.run(env_pages.retreat_after, cursor, count, **self._filters())
 
 
 class ListSource:
-    """A small list already computed by a service (projects, revisions), served as pages."""
+    """A small list already computed by a service (projects, revisions), served as pages; the
+    cursor is an offset."""
 
     def __init__(self, load, key: str = "id") -> None:
         self.load = load
@@ -134,8 +101,11 @@ class ListSource:
         rows = self._all()[start:start + limit]
         return rows, start + len(rows)
 
-    def cursor_at(self, offset: int) -> Any:
-        return offset
+    def advance(self, cursor: Any | None, count: int) -> Any:
+        return min((cursor or 0) + count, len(self._all()))
+
+    def retreat(self, cursor: Any | None, count: int) -> Any:
+        return max(0, (len(self._all()) if cursor is None else cursor) - count)
 
     def key(self, row: dict) -> Any:
         return row[self.key_name]
@@ -145,3 +115,7 @@ class ListSource:
             if row[self.key_name] == key:
                 return i
         return None
+
+    def cursor_of(self, key: Any) -> Any | None:
+        index = self.index_of(key)
+        return None if index is None else index + 1

@@ -130,3 +130,62 @@ async def test_selection_and_empty(tmp_path):
         table.set_source(NumbersSource(source_path := tmp_path / "numbers.db", where="WHERE n > 999"))
         await wait_loaded(pilot, table)
         assert table.total == 0 and table.cursor_row is None
+
+
+class JumpingNumbersSource(NumbersSource):
+    """NumbersSource with the optional jump methods; counts every row it reads."""
+
+    def __init__(self, path, where: str = "") -> None:
+        super().__init__(path, where)
+        self.rows_read = 0
+
+    def page(self, after, limit):
+        rows, end = super().page(after, limit)
+        self.rows_read += len(rows)
+        return rows, end
+
+    def _ns(self, sql, params):
+        with self.lock:
+            ns = [r[0] for r in self.conn.execute(sql, params)]
+        self.rows_read += len(ns)
+        return ns
+
+    def cursor_of(self, key):
+        return key
+
+    def advance(self, cursor, count):
+        ns = self._ns("SELECT n FROM t WHERE n > ? ORDER BY n LIMIT ?", (-1 if cursor is None else cursor, count))
+        return ns[-1] if ns else cursor
+
+    def retreat(self, cursor, count):
+        if cursor is None:
+            ns = self._ns("SELECT n FROM t ORDER BY n DESC LIMIT ?", (count + 1,))
+            return ns[-1] if len(ns) == count + 1 else None
+        ns = self._ns("SELECT n FROM t WHERE n < ? ORDER BY n DESC LIMIT ?", (cursor, count))
+        return ns[-1] if len(ns) == count else None
+
+
+async def test_end_reads_the_last_page_from_the_end_not_every_row(tmp_path):
+    source = JumpingNumbersSource(make_numbers(tmp_path, 20000))
+    app = TableApp(source)
+    async with app.run_test(size=(60, 20)) as pilot:
+        table = app.query_one(LazyTable)
+        await wait_loaded(pilot, table)
+        source.rows_read = 0
+        await pilot.press("end")
+        await wait_loaded(pilot, table)
+        assert table.cursor_row["n"] == 20000
+        assert source.rows_read <= 3 * table.page_size  # a walk would read 20,000
+        # Page Up from the end continues backwards from the known page start.
+        source.rows_read = 0
+        for _ in range(8):
+            await pilot.press("pageup")
+        await wait_loaded(pilot, table)
+        assert table.cursor_row["n"] == 20000 - 8 * (table.size.height - 1)
+        assert source.rows_read <= 8 * table.page_size
+        # A reload keeps the row and finds its page by stepping back from it, not from the start.
+        source.rows_read = 0
+        table.reload()
+        await wait_loaded(pilot, table)
+        assert table.cursor_row["n"] == 20000 - 8 * (table.size.height - 1)
+        assert source.rows_read <= 3 * table.page_size
