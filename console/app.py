@@ -24,6 +24,7 @@ from console.screens.base import ConsoleScreen
 from console.screens.command_line import CommandLine
 from console.screens.help import HelpScreen
 from console.screens.registry import SCREENS, parse_command
+from console.services import navigation
 from console.workers import Session, SupportInfo
 from widgets.safe_text import clean
 
@@ -32,6 +33,14 @@ POLL_SECONDS = 0.5
 
 class NavigationCommands(Provider):
     """Palette hits for every screen, and one per project (names shown literally)."""
+
+    async def startup(self) -> None:
+        # Read once per palette, in a thread: the connection may be busy with a long read.
+        app: ArchonConsole = self.app  # type: ignore[assignment]
+        try:
+            self._names = await asyncio.to_thread(app.session.run, navigation.project_names)
+        except Exception:
+            self._names = []
 
     def _commands(self) -> list[tuple[str, str, Any]]:
         app: ArchonConsole = self.app  # type: ignore[assignment]
@@ -50,11 +59,7 @@ class NavigationCommands(Provider):
             if score > 0:
                 yield Hit(score, Text(text), command, text=text, help=help_text)
         app: ArchonConsole = self.app  # type: ignore[assignment]
-        try:
-            names = await asyncio.to_thread(app.project_names)
-        except Exception:
-            return
-        for project_id, name in names:
+        for project_id, name in getattr(self, "_names", []):
             label = f":project {clean(name, one_line=True)}"
             score = matcher.match(label)
             if score > 0:
@@ -99,21 +104,20 @@ class ArchonConsole(App):
         self.sub_title = clean(str(self.session.db_path), one_line=True)
         if self.keymap_warning:
             self.notify(self.keymap_warning, severity="warning", markup=False)
-        self.navigate(self.start or self.default_screen())
+        if self.start:
+            self.navigate(self.start)
+        else:
+            self._choose_start()
         self.set_interval(self.poll_seconds, self._poll)
 
-    def default_screen(self) -> str:
-        """The approval queue when anything is pending, else the overview."""
+    @work(thread=True, exclusive=True, group="start", exit_on_error=False)
+    def _choose_start(self) -> None:
+        """The approval queue when anything is pending, else the overview (read in a thread)."""
         try:
-            with self.session.lock:
-                shape = self.session.handle.shape
-                if not shape.has_approvals:
-                    return "projects"
-                row = self.session.handle.conn.execute(
-                    "SELECT 1 FROM approval_requests WHERE status = 'pending' LIMIT 1").fetchone()
-            return "approvals" if row else "projects"
+            name = self.session.run(navigation.start_screen)
         except Exception:
-            return "projects"
+            name = "projects"
+        self.call_from_thread(self.navigate, name)
 
     # ------------------------------------------------------------ navigation
     def navigate(self, name: str, argument: str | None = None) -> None:
@@ -154,12 +158,6 @@ class ArchonConsole(App):
 
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
-
-    def project_names(self) -> list[tuple[str, str]]:
-        with self.session.lock:
-            rows = self.session.handle.conn.execute(
-                "SELECT id, name FROM projects ORDER BY name LIMIT 200").fetchall()
-        return [(r[0], r[1]) for r in rows]
 
     # ------------------------------------------------------------ live refresh
     def _poll(self) -> None:

@@ -204,6 +204,20 @@ async def test_colon_navigation_and_back(demo_db, make_app):
         await wait_until(pilot, lambda: isinstance(app.screen, ApprovalsScreen))
 
 
+async def test_palette_offers_projects_by_name(demo_db, make_app):
+    path = demo_db()
+    app = make_app(path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        await pilot.press("ctrl+p")
+        await type_text(pilot, "project atlas-api")
+        await wait_until(pilot, lambda: "project atlas-api" in str(app.screen.query("CommandList").first().get_option_at_index(0).prompt),
+                         what="palette hit for the project")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, ProfilesScreen) and table(app).visible_loaded)
+        assert app.screen.project["id"] == "prj-atlas-api"
+
+
 # ---------------------------------------------------------------- environments
 async def test_claim_stop(demo_db, make_app):
     path = demo_db()
