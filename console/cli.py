@@ -63,6 +63,19 @@ def _named_command(argv: list[str]) -> str | None:
     return None
 
 
+def _opens_tui(argv: list[str]) -> bool:
+    """No subcommand and no help asked for: argv only holds global options."""
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+        elif token in _OPTIONS_WITH_VALUE:
+            skip = True
+        elif token in ("-h", "--help") or not token.startswith("-"):
+            return False
+    return True
+
+
 @dataclass
 class Context:
     """What every command needs, resolved once from the global options."""
@@ -123,7 +136,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     parents = [global_options(suppress=True)]
     named = _named_command(argv) if argv is not None else None
-    modules = (COMMAND_OWNERS[named],) if named else COMMAND_MODULES
+    if named:
+        modules: tuple[str, ...] = (COMMAND_OWNERS[named],)
+    elif argv is not None and _opens_tui(argv):
+        modules = ()  # the console itself: no command family is needed to parse its options
+    else:
+        modules = COMMAND_MODULES
     for name in modules:
         try:
             module = importlib.import_module(name)
