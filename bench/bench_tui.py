@@ -29,7 +29,8 @@ mode = sys.argv[3]
 from console.cli import make_context, build_parser
 from console.app import ArchonConsole
 from widgets.lazy_table import LazyTable
-ctx = make_context(build_parser().parse_args(["--db", sys.argv[1]]))
+argv = ["--db", sys.argv[1]]  # parsed as `archon-console --db PATH` is
+ctx = make_context(build_parser(argv).parse_args(argv))
 app = ArchonConsole(ctx, start="approvals", poll_seconds=3600)
 result = {}
 def check():
