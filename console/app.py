@@ -8,22 +8,16 @@ re-checks the row it acts on.
 
 from __future__ import annotations
 
-import asyncio
-from functools import partial
 from typing import Any
 
-from rich.text import Text
 from textual import work
 from textual.app import App
 from textual.binding import Binding
-from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.message import Message
 
 from console.keymap import load_keymap
 from console.screens.base import ConsoleScreen
-from console.screens.command_line import CommandLine
-from console.screens.help import HelpScreen
-from console.screens.registry import SCREENS, parse_command
+from console.screens.registry import parse_command
 from console.services import navigation
 from console.workers import Session, SupportInfo
 from widgets.safe_text import clean
@@ -31,46 +25,18 @@ from widgets.safe_text import clean
 POLL_SECONDS = 0.5
 
 
-class NavigationCommands(Provider):
-    """Palette hits for every screen, and one per project (names shown literally)."""
+def _navigation_commands() -> type:
+    """The palette's provider, imported when the palette first opens: `textual.command` and the
+    widgets it brings cost ~50 ms that the first paint should not wait for."""
+    from console.palette import NavigationCommands
 
-    async def startup(self) -> None:
-        # Read once per palette, in a thread: the connection may be busy with a long read.
-        app: ArchonConsole = self.app  # type: ignore[assignment]
-        try:
-            self._names = await asyncio.to_thread(app.session.run, navigation.project_names)
-        except Exception:
-            self._names = []
-
-    def _commands(self) -> list[tuple[str, str, Any]]:
-        app: ArchonConsole = self.app  # type: ignore[assignment]
-        items = [(f":{e.name}", e.help, partial(app.navigate, e.name)) for e in SCREENS if not e.argument]
-        items.append((":help", "Keys of this screen and what the words mean", app.action_help))
-        return items
-
-    async def discover(self) -> Hits:
-        for text, help_text, command in self._commands():
-            yield DiscoveryHit(Text(text), command, text=text, help=help_text)
-
-    async def search(self, query: str) -> Hits:
-        matcher = self.matcher(query)
-        for text, help_text, command in self._commands():
-            score = matcher.match(text)
-            if score > 0:
-                yield Hit(score, Text(text), command, text=text, help=help_text)
-        app: ArchonConsole = self.app  # type: ignore[assignment]
-        for project_id, name in getattr(self, "_names", []):
-            label = f":project {clean(name, one_line=True)}"
-            score = matcher.match(label)
-            if score > 0:
-                yield Hit(score, Text(label), partial(app.navigate, "project", project_id),
-                          text=label, help=f"profiles of project {clean(project_id, one_line=True)}")
+    return NavigationCommands
 
 
 class ArchonConsole(App):
     CSS_PATH = "app.tcss"
     TITLE = "archon-console"
-    COMMANDS = App.COMMANDS | {NavigationCommands}
+    COMMANDS = App.COMMANDS | {_navigation_commands}
     ENABLE_COMMAND_PALETTE = True
 
     BINDINGS = [
@@ -145,6 +111,8 @@ class ArchonConsole(App):
             self.pop_screen()
 
     def action_command_line(self) -> None:
+        from console.screens.command_line import CommandLine
+
         def done(value: str | None) -> None:
             if value:
                 self.navigate(value)
@@ -152,6 +120,8 @@ class ArchonConsole(App):
         self.push_screen(CommandLine(), done)
 
     def action_help(self) -> None:
+        from console.screens.help import HelpScreen
+
         if isinstance(self.screen, HelpScreen):
             return
         self.push_screen(HelpScreen(self.screen))

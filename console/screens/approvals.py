@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on, work
@@ -14,13 +14,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
-from textual.widgets import Input, Static
+from textual.widgets import Static
 
 from console.clock import parse_time
 from console.screens.base import ConsoleScreen
-from console.screens.bulk_results import BulkResultsModal
-from console.screens.confirm import ActionModal
-from console.screens.reason import ReasonModal
 from console.services import approval_queue as queue
 from console.services import approvals as decisions
 from console.services.projects import EXPIRING_SOON
@@ -30,6 +27,9 @@ from widgets.lazy_table import Column, LazyTable
 from widgets.safe_text import safe_text
 from widgets.timeline import Timeline, TimelineEvent
 from console.screens.sources import ApprovalsSource
+
+if TYPE_CHECKING:  # the dialogs and the filter box are imported when first used, not at start-up
+    from console.screens.confirm import ActionModal
 
 STATUS_CYCLE: tuple[tuple[str, ...] | None, ...] = (
     ("pending",), ("approved",), ("pending", "approved"), None,
@@ -100,7 +100,6 @@ class ApprovalsScreen(ConsoleScreen):
     # ------------------------------------------------------------ layout
     def compose_content(self) -> ComposeResult:
         yield Static(self._filter_text(), classes="filters", id="filters")
-        yield Input(id="filter-input", classes="filters")
         with Horizontal(classes="main", id="main"):
             yield LazyTable(self._columns(), row_class=self._row_class, id="requests",
                             empty_message="No requests match these filters.")
@@ -114,7 +113,6 @@ class ApprovalsScreen(ConsoleScreen):
                 yield Timeline(id="detail-events")
 
     def on_mount(self) -> None:
-        self.query_one("#filter-input").display = False
         self._apply_width(self.app.size.width)
         table = self.query_one(LazyTable)
         table.focus()
@@ -197,7 +195,14 @@ class ApprovalsScreen(ConsoleScreen):
 
     def _open_filter(self, mode: str, value: str, placeholder: str) -> None:
         self.filter_mode = mode
-        box = self.query_one("#filter-input", Input)
+        boxes = self.query("#filter-input")
+        if boxes:
+            box = boxes.first()
+        else:
+            from textual.widgets import Input
+
+            box = Input(id="filter-input", classes="filters")
+            self.mount(box, after="#filters")
         box.placeholder = placeholder
         box.value = value
         box.display = True
@@ -209,12 +214,12 @@ class ApprovalsScreen(ConsoleScreen):
     def action_filter_project(self) -> None:
         self._open_filter("project", self.filters.project or "", "project id or name (Enter; empty = all)")
 
-    @on(Input.Submitted, "#filter-input")
-    def _filter_submitted(self, event: Input.Submitted) -> None:
+    def on_input_submitted(self, event) -> None:
+        if event.input.id != "filter-input":
+            return
         event.stop()
         value = event.value.strip() or None
-        box = self.query_one("#filter-input", Input)
-        box.display = False
+        event.input.display = False
         self.query_one(LazyTable).focus()
         if self.filter_mode == "search":
             self._set_filters(replace(self.filters, search=value))
@@ -223,10 +228,10 @@ class ApprovalsScreen(ConsoleScreen):
         self.filter_mode = None
 
     def on_key(self, event) -> None:
-        box = self.query_one("#filter-input", Input)
-        if event.key == "escape" and box.display:
+        boxes = self.query("#filter-input")
+        if event.key == "escape" and boxes and boxes.first().display:
             event.stop()
-            box.display = False
+            boxes.first().display = False
             self.query_one(LazyTable).focus()
 
     # ------------------------------------------------------------ table events
@@ -354,6 +359,8 @@ class ApprovalsScreen(ConsoleScreen):
         if verb in self.unavailable():
             self.action_why()
             return
+        from console.screens.reason import ReasonModal
+
         marked = self._marked()
         required = verb != "approve"
         if marked:
@@ -404,6 +411,8 @@ class ApprovalsScreen(ConsoleScreen):
     def on_approvals_screen_decided(self, message: Decided) -> None:
         table = self.query_one(LazyTable)
         if message.bulk:
+            from console.screens.bulk_results import BulkResultsModal
+
             table.clear_selection()
             self.app.push_screen(BulkResultsModal(f"{VERB[message.verb]}: results", message.results))
         else:
