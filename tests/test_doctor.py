@@ -204,3 +204,91 @@ def test_every_check_has_a_name():
     assert list(CHECKS) == ["file", "integrity", "foreign_keys", "schema", "ledger", "approvals",
                             "environments", "profiles"]
     assert ro_uri(Path("/x y/a.db")).startswith("file:/x%20y/a.db?mode=ro")
+
+
+# --- the fast approvals/foreign-key scans: every route gives the same exact findings -------------
+#
+# Doctor runs its long scans on worker connections when the file is stable (a private copy of a
+# WAL file, an immutable open), in one read transaction on the main connection for a rollback file
+# opened in place, and on the caller's own connection for an ArchonDatabase. Each shape below is
+# checked on all three routes.
+
+
+def _run_three_ways(db: Path) -> list[list[tuple[str, int, str]]]:
+    from console.db.connect import open_database
+
+    def shape(report):
+        return [(f.id, f.count, f.found) for f in report.findings if f.severity != "info"]
+
+    results = [shape(run_doctor(db, now=damage.NOW))]  # rollback file, in place
+    handle = open_database(db, read_only=True)
+    try:
+        results.append(shape(run_doctor(handle, now=damage.NOW)))  # the caller's connection
+    finally:
+        handle.conn.close()
+    conn = damage.connect(db)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.close()
+    results.append(shape(run_doctor(db, now=damage.NOW)))  # WAL: private copy, worker connections
+    return results
+
+
+def _status_shapes(conn) -> None:
+    # an event appended without the status change: status matches an earlier event, not the last
+    damage.add_request(conn, "req-stale-status", status="approved", events=[
+        (1, None, "pending"), (2, "pending", "approved"), (3, "approved", "consumed")])
+    # the status matches no event at all
+    damage.add_request(conn, "req-phantom", status="denied", events=[(1, None, "pending")], decision=-10)
+
+
+def test_status_mismatch_shapes(tmp_path):
+    db = damage.healthy(tmp_path / "archon.db")
+    conn = damage.connect(db)
+    _status_shapes(conn)
+    conn.close()
+    for result in _run_three_ways(db):
+        assert [(i, c) for i, c, _f in result] == [("approvals.status_mismatch", 2),
+                                                   ("approvals.decision_without_event", 1)]
+        found = dict((i, f) for i, _c, f in result)["approvals.status_mismatch"]
+        assert "req-phantom (status denied, last event pending)" in found
+        assert "req-stale-status (status approved, last event consumed)" in found
+        assert found.index("req-phantom") < found.index("req-stale-status")  # by id
+
+
+def test_orphan_events_are_counted_then_listed(tmp_path):
+    """Events whose (request, project) has no request: one under a missing request, one whose
+    request exists but in another project. Found by counting groups, listed by foreign_key_check."""
+    db = damage.healthy(tmp_path / "archon.db")
+    conn = damage.connect(db)
+    conn.execute("PRAGMA foreign_keys = OFF")
+    for eid, project, request in (("orphan-1", "p1", "req-vanished"), ("orphan-2", "p2", "req-open")):  # sequence 1 of req-open is taken: use 7
+        conn.execute(
+            "INSERT INTO approval_request_events (id, project_id, approval_request_id, sequence, event_type, "
+            "to_status, actor_classification) VALUES (?, ?, ?, ?, 'created', 'pending', 'system')",
+            (eid, project, request, 1 if eid == "orphan-1" else 7))
+    conn.close()
+    for result in _run_three_ways(db):
+        assert [(i, c) for i, c, _f in result] == [("foreign_keys.violations", 2)]
+        assert "orphan-1, orphan-2" in result[0][2]
+
+
+def test_event_sequences_and_decisions_on_every_route(tmp_path):
+    db = damage.healthy(tmp_path / "archon.db")
+    conn = damage.connect(db)
+    damage.damage_event_gap(conn)
+    damage.damage_decision_without_event(conn)
+    damage.damage_pending_past_expiry(conn)
+    damage.damage_approved_past_expiry(conn)
+    conn.close()
+    expected = [("approvals.pending_past_expiry", 1), ("approvals.approved_past_expiry", 1),
+                ("approvals.event_sequence", 2), ("approvals.decision_without_event", 1)]
+    results = _run_three_ways(db)
+    for result in results:
+        assert [(i, c) for i, c, _f in result] == expected
+    assert results[0] == results[1] == results[2]
+
+
+def test_foreign_keys_alone_still_checks_events(tmp_path):
+    db = damage.damaged(tmp_path / "archon.db", "foreign_keys.violations")
+    report = run_doctor(db, now=damage.NOW, checks=["foreign_keys"])
+    assert problems(report) == [("foreign_keys.violations", 1)]

@@ -22,6 +22,7 @@ import json
 import os
 import sqlite3
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -148,17 +149,25 @@ def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
 
 
 class _Ctx:
-    """What every check gets: the connection, the clock, options, and cached facts."""
+    """What every check gets: the connection, the clock, options, cached facts, and the results of
+    the scans started in the background (`start`/`wait`) so that they overlap with the rest."""
 
-    def __init__(self, conn, *, path: Path, now: datetime, stale_after: timedelta, full: bool):
+    def __init__(self, conn, *, path: Path, now: datetime, stale_after: timedelta, full: bool,
+                 names: Sequence[str] = (), pool: ThreadPoolExecutor | None = None):
         self.conn = conn
         self.path = path
         self.now = now
         self.now_text = db_time(now)
         self.stale_after = stale_after
         self.full = full
+        self.names = tuple(names)
+        self.pool = pool
         self._tables: set[str] | None = None
         self._shape = None
+        self._tasks: dict[str, Future] = {}
+        self.fk_events_by_count = False
+        self.mmap_size = 0  # memory-mapped reads for the worker connections, when the file cannot shrink
+        self.stable = False  # a private copy or an immutable open: no writer can change what we read
 
     @property
     def tables(self) -> set[str]:
@@ -174,6 +183,51 @@ class _Ctx:
 
     def has(self, *tables: str) -> bool:
         return all(t in self.tables for t in tables)
+
+    def start(self, key: str, scan: Callable[[sqlite3.Connection], Any]) -> None:
+        """Run `scan` on a connection of its own in a worker thread (sqlite3 releases the GIL while
+        SQLite works, so scans overlap on separate cores). Without a pool (a caller's read-write
+        handle cannot be duplicated safely) it runs later, on the main connection, in `wait`."""
+        if key in self._tasks:
+            return
+        future: Future = Future()
+        self._tasks[key] = future
+        side = reconnect(self.conn) if self.pool is not None else None
+        if side is not None and self.mmap_size:
+            side.execute(f"PRAGMA mmap_size = {int(self.mmap_size)}")
+        if side is None:
+            future.scan = scan  # type: ignore[attr-defined]
+            return
+
+        def work() -> Any:
+            try:
+                return scan(side)
+            finally:
+                side.close()
+
+        inner = self.pool.submit(work)
+        inner.add_done_callback(lambda f: _copy_future(f, future))
+
+    def wait(self, key: str) -> Any:
+        future = self._tasks[key]
+        scan = getattr(future, "scan", None)
+        if scan is not None and not future.done():
+            try:
+                future.set_result(scan(self.conn))
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiter below
+                future.set_exception(exc)
+        return future.result()
+
+    def started(self, key: str) -> bool:
+        return key in self._tasks
+
+
+def _copy_future(source: Future, target: Future) -> None:
+    exc = source.exception()
+    if exc is not None:
+        target.set_exception(exc)
+    else:
+        target.set_result(source.result())
 
 
 # --- file and integrity ----------------------------------------------------------------------
@@ -288,9 +342,50 @@ def _integrity_finding(messages: list[str], full: bool) -> list[Finding]:
     )]
 
 
+EVENTS_TABLE = "approval_request_events"
+_EVENTS_FK = [("approval_requests", "approval_request_id", "id"), ("approval_requests", "project_id", "project_id")]
+
+
+def _events_fk_is_standard(conn: sqlite3.Connection) -> bool:
+    """Whether approval_request_events has exactly archon's one foreign key (request id, project id),
+    the one the approvals scan can vouch for by counting."""
+    rows = conn.execute(f"PRAGMA foreign_key_list({EVENTS_TABLE})").fetchall()
+    return len({r[0] for r in rows}) == 1 and sorted((r[2], r[3], r[4]) for r in rows) == _EVENTS_FK
+
+
+def _fk_rows(conn: sqlite3.Connection, tables: Sequence[str]) -> list[tuple]:
+    rows: list[tuple] = []
+    for table in tables:
+        quoted = table.replace('"', '""')
+        rows.extend(tuple(r) for r in conn.execute(f'PRAGMA foreign_key_check("{quoted}")'))
+    return rows
+
+
+def prefetch_foreign_keys(ctx: _Ctx) -> None:
+    """Start `foreign_key_check` table by table. When the approvals check runs too, its scan of the
+    events proves (by counting, see `_events_summary`) that no event lacks its request, so the
+    2.5-million-row events table is only checked here when that count says otherwise."""
+    tables = [r[0] for r in ctx.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid")]
+    ctx.fk_events_by_count = (
+        "approvals" in ctx.names and ctx.has("approval_requests", EVENTS_TABLE) and _events_fk_is_standard(ctx.conn)
+    )
+    if ctx.fk_events_by_count:
+        tables = [t for t in tables if t != EVENTS_TABLE]
+    ctx.start("foreign_keys", lambda conn: _fk_rows(conn, tables))
+
+
 def check_foreign_keys(ctx: _Ctx) -> list[Finding]:
+    if not ctx.started("foreign_keys"):
+        prefetch_foreign_keys(ctx)
     try:
-        rows = ctx.conn.execute("PRAGMA foreign_key_check").fetchall()
+        rows = list(ctx.wait("foreign_keys"))
+        if ctx.fk_events_by_count:
+            try:
+                orphans = _approval_events(ctx).orphan_groups
+            except sqlite3.DatabaseError:
+                orphans = None
+            if orphans != 0:  # some event group has no request (or the count failed): the exact rows
+                rows.extend(_fk_rows(ctx.conn, [EVENTS_TABLE]))
     except sqlite3.DatabaseError as exc:
         return [Finding(
             "foreign_keys.unchecked", "error", "foreign_key_check could not run",
@@ -502,45 +597,151 @@ def check_ledger(ctx: _Ctx) -> list[Finding]:
 
 # --- approvals -------------------------------------------------------------------------------
 
-_APPROVALS_SQL = """
-WITH ev AS (
-  SELECT project_id, approval_request_id AS rid, count(*) AS n, max(sequence) AS hi,
-         to_status AS last_to, sum(sequence = 1) AS ones,
-         sum(to_status IN ('approved', 'denied')) AS decisions
-  FROM approval_request_events GROUP BY project_id, approval_request_id
-), flagged AS (
-  SELECT r.id, r.status,
-    (r.status = 'pending' AND julianday(r.expires_at) < julianday(:now)) AS pending_overdue,
-    (r.status = 'approved' AND r.consumed_at IS NULL AND julianday(r.expires_at) < julianday(:now)) AS approved_overdue,
-    (ev.n IS NOT NULL AND (ev.hi <> ev.n OR ev.ones <> 1)) AS bad_sequence,
-    (ev.n IS NULL OR ev.last_to IS NOT r.status) AS status_mismatch,
-    (r.decision_at IS NOT NULL AND coalesce(ev.decisions, 0) = 0) AS undocumented,
-    ev.n AS n, ev.hi AS hi, ev.last_to AS last_to
-  FROM approval_requests r LEFT JOIN ev ON ev.project_id = r.project_id AND ev.rid = r.id
-)
-SELECT * FROM flagged
-WHERE pending_overdue OR approved_overdue OR bad_sequence OR status_mismatch OR undocumented
-ORDER BY id
+# Per (project, request) group of events, in the order of idx_approval_request_events_sequence
+# (project_id, approval_request_id, sequence): a covering index scan, no table reads, no sort.
+_EVENT_GROUPS_SQL = """
+SELECT count(*) AS groups, coalesce(sum(CASE WHEN hi <> n OR ones <> 1 THEN 1 ELSE 0 END), 0) AS bad
+FROM (SELECT count(*) AS n, max(sequence) AS hi, sum(sequence = 1) AS ones
+      FROM approval_request_events GROUP BY project_id, approval_request_id)
+"""
+_BAD_SEQUENCES_SQL = """
+SELECT r.id, g.n, g.hi
+FROM (SELECT project_id AS pid, approval_request_id AS rid, count(*) AS n, max(sequence) AS hi,
+             sum(sequence = 1) AS ones
+      FROM approval_request_events GROUP BY project_id, approval_request_id
+      HAVING hi <> n OR ones <> 1) g
+JOIN approval_requests r ON r.project_id = g.pid AND r.id = g.rid
+ORDER BY r.id
+"""
+# Each request (covering scan of idx_approval_requests_project_status_expiry) against the to_status
+# of its last event: one descending index seek and one row read per request. Only requests whose
+# status differs, or that have no event, come back; `has_events` is computed for those alone.
+_LAST_EVENT_SQL = """
+SELECT id, status, last_to,
+       CASE WHEN last_to IS NULL THEN EXISTS (
+         SELECT 1 FROM approval_request_events e WHERE e.project_id = q.project_id AND e.approval_request_id = q.id)
+       END AS has_events
+FROM (SELECT r.id, r.project_id, r.status,
+             (SELECT e.to_status FROM approval_request_events e
+              WHERE e.project_id = r.project_id AND e.approval_request_id = r.id
+              ORDER BY e.sequence DESC LIMIT 1) AS last_to
+      FROM approval_requests r) q
+WHERE coalesce(last_to = status, 0) = 0  -- one evaluation of last_to per request (an OR would make two)
+"""
+# A set difference: SQLite builds one temporary b-tree of the decided requests and deletes from it
+# while scanning the events table once -- no per-row index seeks.
+_DECISIONS_SQL = """
+SELECT id, project_id FROM approval_requests WHERE decision_at IS NOT NULL
+EXCEPT
+SELECT approval_request_id, project_id FROM approval_request_events
+WHERE to_status IN ('approved', 'denied') AND approval_request_id IS NOT NULL AND project_id IS NOT NULL
+"""
+# Candidates from the covering status/expiry index; consumed_at is read for expired approvals only.
+_OVERDUE_SQL = """
+SELECT id, status FROM approval_requests
+WHERE rowid IN (SELECT rowid FROM approval_requests
+                WHERE status IN ('pending', 'approved') AND julianday(expires_at) < julianday(:now))
+  AND (status = 'pending' OR consumed_at IS NULL)
 """
 
 
+@dataclass
+class _EventsSummary:
+    groups: int  # (project, request) groups of events
+    bad_sequences: list  # (request id, events, highest sequence), by id
+    mismatches: list  # (request id, status, last event's to_status or None when it has none), by id
+    orphan_groups: int  # event groups with no request: foreign_key_check's events rows, by count
+
+
+def _sql_order(value: Any) -> tuple:
+    """SQLite's ORDER BY for mixed types: NULL, numbers, text, blobs."""
+    if value is None:
+        return (0, 0)
+    if isinstance(value, (int, float)):
+        return (1, value)
+    return (2, value) if isinstance(value, str) else (3, bytes(value))
+
+
+def _event_groups(conn: sqlite3.Connection) -> tuple[int, list]:
+    groups, bad = conn.execute(_EVENT_GROUPS_SQL).fetchone()
+    return groups, ([tuple(r) for r in conn.execute(_BAD_SEQUENCES_SQL)] if bad else [])
+
+
+def _last_events(conn: sqlite3.Connection) -> tuple[int, list]:
+    requests = conn.execute("SELECT count(*) FROM approval_requests").fetchone()[0]
+    return requests, conn.execute(_LAST_EVENT_SQL).fetchall()
+
+
+def _events_summary(conn: sqlite3.Connection) -> _EventsSummary:
+    """Both scans in one read transaction, for a file that may change meanwhile."""
+    own = not conn.in_transaction
+    if own:
+        conn.execute("BEGIN")
+    try:
+        return _summarize(_event_groups(conn), _last_events(conn))
+    finally:
+        if own:
+            conn.execute("COMMIT")
+
+
+def _summarize(grouped: tuple[int, list], last: tuple[int, list]) -> _EventsSummary:
+    """`orphan_groups` = event groups - requests that have events: every request matches at most
+    one (project, request) group, so the difference is exactly the number of groups without a
+    request -- which is why both numbers must come from the same state of the file."""
+    groups, bad_rows = grouped
+    requests, candidates = last
+    without = 0
+    mismatches = []
+    for rid, status, last_to, has_events in candidates:
+        if has_events == 0:
+            without += 1
+            mismatches.append((rid, status, None, False))
+        elif last_to != status:
+            mismatches.append((rid, status, last_to, True))
+    mismatches.sort(key=lambda m: _sql_order(m[0]))
+    return _EventsSummary(groups, bad_rows, mismatches, groups - (requests - without))
+
+
+def _approval_events(ctx: "_Ctx") -> _EventsSummary:
+    if ctx.stable:
+        return _summarize(ctx.wait("approval_groups"), ctx.wait("approval_last"))
+    return ctx.wait("approval_events")
+
+
+def _decisions(conn: sqlite3.Connection) -> list:
+    return sorted((r[0] for r in conn.execute(_DECISIONS_SQL)), key=_sql_order)
+
+
+def prefetch_approvals(ctx: _Ctx) -> None:
+    if ctx.has("approval_requests", EVENTS_TABLE):
+        if ctx.stable:  # nobody writes this file: the two scans may run on two connections
+            ctx.start("approval_groups", _event_groups)
+            ctx.start("approval_last", _last_events)
+        else:
+            ctx.start("approval_events", _events_summary)
+        ctx.start("approval_decisions", _decisions)
+
+
 def check_approvals(ctx: _Ctx) -> list[Finding]:
-    if not ctx.has("approval_requests", "approval_request_events"):
+    if not ctx.has("approval_requests", EVENTS_TABLE):
         return []
-    rows = ctx.conn.execute(_APPROVALS_SQL, {"now": ctx.now_text}).fetchall()
-    buckets: dict[str, list] = {k: [] for k in (
-        "pending_overdue", "approved_overdue", "bad_sequence", "status_mismatch", "undocumented")}
-    for row in rows:
-        for key in buckets:
-            if row[key]:
-                buckets[key].append(row)
+    prefetch_approvals(ctx)
+    overdue = ctx.conn.execute(_OVERDUE_SQL, {"now": ctx.now_text}).fetchall()
+    summary = _approval_events(ctx)
+    buckets: dict[str, list] = {
+        "pending_overdue": sorted((r[0] for r in overdue if r[1] == "pending"), key=_sql_order),
+        "approved_overdue": sorted((r[0] for r in overdue if r[1] == "approved"), key=_sql_order),
+        "bad_sequence": summary.bad_sequences,
+        "status_mismatch": summary.mismatches,
+        "undocumented": ctx.wait("approval_decisions"),
+    }
     findings: list[Finding] = []
     t = "approval_requests"
 
     def add(key, fid, severity, title, found, why, todo):
         items = buckets[key]
         if items:
-            ids = [r["id"] for r in items]
+            ids = [r if key in ("pending_overdue", "approved_overdue", "undocumented") else r[0] for r in items]
             findings.append(Finding(fid, severity, title, found(items, ids), why, todo,
                                     rows=_rows(t, ids), count=len(items)))
 
@@ -558,13 +759,13 @@ def check_approvals(ctx: _Ctx) -> list[Finding]:
         "Run the expiry sweep, or revoke them (`approvals revoke`) with a reason.")
     add("bad_sequence", "approvals.event_sequence", "error", "Approval event sequences with gaps",
         lambda items, ids: f"{len(items)} request(s) whose events are not numbered 1..n: "
-        + _ids_text([f"{r['id']} ({r['n']} events, highest {r['hi']})" for r in items], len(items)) + ".",
+        + _ids_text([f"{r[0]} ({r[1]} events, highest {r[2]})" for r in items], len(items)) + ".",
         "Events were deleted, or written outside a transaction; the history is incomplete.",
         "Compare with a backup; the console never edits history.")
     add("status_mismatch", "approvals.status_mismatch", "error", "Request status differs from its last event",
         lambda items, ids: f"{len(items)} request(s): "
-        + _ids_text([f"{r['id']} (status {r['status']}, last event "
-                     f"{'none' if r['n'] is None else r['last_to']})" for r in items], len(items)) + ".",
+        + _ids_text([f"{r[0]} (status {r[1]}, last event {r[2] if r[3] else 'none'})" for r in items],
+                    len(items)) + ".",
         "A status change was written without its event (or the event without the change): the audit trail "
         "does not explain the current state.",
         "Find the writer that skipped the event; the console always writes both in one transaction.")
@@ -753,6 +954,10 @@ CHECKS: dict[str, Callable[[_Ctx], list[Finding]]] = {
     "environments": check_environments,
     "profiles": check_profiles,
 }
+PREFETCH: dict[str, Callable[[_Ctx], None]] = {
+    "foreign_keys": prefetch_foreign_keys,
+    "approvals": prefetch_approvals,
+}
 ARCHON_CHECKS = ("schema", "ledger", "approvals", "environments", "profiles")
 
 
@@ -816,7 +1021,11 @@ def _run_on_path(path: Path, names, *, full, now, stale_after) -> tuple[list[Fin
         before = stat_token(path)
         conn, cleanup, opened = open_read_only(path, force_copy=force_copy)
         try:
-            findings = _run(conn, path, names, full=full, now=now, stale_after=stale_after)
+            # Worker threads seeking in the same file through read() contend in the kernel; mapped
+            # pages do not. Only where nobody can truncate the file under the mapping (SIGBUS): our
+            # private copy, or an immutable open of a file no connection has open.
+            mapped = path.stat().st_size if ("immutable" in opened or opened == "private copy") else 0
+            findings = _run(conn, path, names, full=full, now=now, stale_after=stale_after, mmap_size=mapped)
         finally:
             conn.close()
             cleanup()
@@ -825,14 +1034,23 @@ def _run_on_path(path: Path, names, *, full, now, stale_after) -> tuple[list[Fin
     raise AssertionError("unreachable")
 
 
-def _run(conn, path: Path, names: list[str], *, full: bool, now: datetime, stale_after: timedelta) -> list[Finding]:
-    ctx = _Ctx(conn, path=path, now=now, stale_after=stale_after, full=full)
+def _run(conn, path: Path, names: list[str], *, full: bool, now: datetime, stale_after: timedelta,
+         mmap_size: int = 0) -> list[Finding]:
+    # Workers only when a second connection can be opened on the same file without side effects.
+    pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="doctor") if getattr(
+        conn, "source_uri", None) else None
+    ctx = _Ctx(conn, path=path, now=now, stale_after=stale_after, full=full, names=names, pool=pool)
+    ctx.mmap_size = mmap_size
+    ctx.stable = bool(mmap_size)
     findings: list[Finding] = []
     integrity: dict[str, list[str]] = {}
     thread = None
     if "integrity" in names:
         side = reconnect(conn)
         if side is not None:
+            if mmap_size:
+                side.execute(f"PRAGMA mmap_size = {int(mmap_size)}")
+
             def scan() -> None:
                 try:
                     integrity["messages"] = _integrity_messages(side, full)
@@ -869,11 +1087,20 @@ def _run(conn, path: Path, names: list[str], *, full: bool, now: datetime, stale
                     count=1, unusable=True,
                 ))
             else:
+                # The long scans start first, each on its own connection, and overlap with the rest.
+                for name in names:
+                    if name in PREFETCH:
+                        try:
+                            PREFETCH[name](ctx)
+                        except sqlite3.DatabaseError:
+                            pass  # the check itself runs the failing query again and reports it
                 for name in names:
                     if name in ("file", "integrity"):
                         continue
                     findings.extend(_guarded(name, ctx))
     finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
         if thread is not None:
             thread.join()
     if "integrity" in names:
