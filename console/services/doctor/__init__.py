@@ -1,0 +1,246 @@
+"""`doctor`: named checks over an archon database, each finding with ids, counts, why and what to do.
+
+Doctor never writes. Given a path it opens the file through `readonly.open_read_only` (in place for
+a rollback-journal file, through a private copy for WAL), so nothing beside the original changes.
+
+Every check is set-based SQL (one scan, GROUP BY, NOT EXISTS) that returns only anomalous rows; the
+only Python loop runs over profile revisions, whose fingerprints need SHA-256 (there are few). The
+integrity scan (`quick_check`, or `integrity_check` with `full`) runs on its own connection in a
+thread while the other checks run, so on two cores doctor takes about as long as the bare scan.
+
+Exit codes (`Report.exit_code`): 3 when the console cannot use the database at all -- the same
+conditions under which every other command refuses to open it: not a SQLite file, a truncated file,
+an unreadable schema, not an archon database, or an upgrade ledger this console cannot vouch for
+(written by a newer console, edited, or with changed checksums). Doctor still prints every finding
+it could gather in those cases; only a file that is not SQLite at all gets one sentence. Otherwise 1
+when there is an error (or, with `strict`, a warning), else 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Callable, Sequence
+
+from console.clock import db_time
+from console.db.connect import ARCHON_CORE_TABLES, ArchonDatabase
+from console.db.readonly import open_read_only, reconnect, stat_token
+from console.services.doctor.checks_approvals import check_approvals, prefetch_approvals
+from console.services.doctor.checks_environments import check_environments
+from console.services.doctor.checks_integrity import (
+    check_file,
+    check_foreign_keys,
+    integrity_finding,
+    integrity_messages,
+    prefetch_foreign_keys,
+)
+from console.services.doctor.checks_profiles import check_profiles
+from console.services.doctor.checks_schema import check_ledger, check_schema, reference_objects
+from console.services.doctor.context import DEFAULT_STALE_AFTER, Ctx
+from console.services.doctor.report import SEVERITIES, Finding, Report
+
+# --- the runner ------------------------------------------------------------------------------
+
+CHECKS: dict[str, Callable[[Ctx], list[Finding]]] = {
+    "file": check_file,
+    "integrity": lambda ctx: [],  # run in its own thread, see run_doctor
+    "foreign_keys": check_foreign_keys,
+    "schema": check_schema,
+    "ledger": check_ledger,
+    "approvals": check_approvals,
+    "environments": check_environments,
+    "profiles": check_profiles,
+}
+PREFETCH: dict[str, Callable[[Ctx], None]] = {
+    "foreign_keys": prefetch_foreign_keys,
+    "approvals": prefetch_approvals,
+}
+ARCHON_CHECKS = ("schema", "ledger", "approvals", "environments", "profiles")
+
+
+PREFIX_TO_CHECK = {"database": "file", "migrations": "ledger", "projects": "profiles", "envs": "environments"}
+
+
+def _select(checks: Sequence[str] | None) -> tuple[list[str], set[str], set[str]]:
+    """(checks to run, checks whose findings are all kept, single finding ids kept)."""
+    if not checks:
+        return list(CHECKS), set(CHECKS), set()
+    names: list[str] = []
+    whole: set[str] = set()
+    single: set[str] = set()
+    for item in checks:
+        head = item.split(".", 1)[0]
+        group = PREFIX_TO_CHECK.get(head, head)
+        if group not in CHECKS:
+            raise ValueError(
+                f"Unknown check {item!r}; known: {', '.join(CHECKS)} "
+                "(or a finding id such as approvals.event_sequence)."
+            )
+        if group not in names:
+            names.append(group)
+        if "." in item:
+            single.add(item)
+        else:
+            whole.add(group)
+    return [n for n in CHECKS if n in names], whole, single
+
+
+def run_doctor(
+    target: ArchonDatabase | str | os.PathLike[str],
+    *,
+    checks: Sequence[str] | None = None,
+    full: bool = False,
+    now: datetime,
+    stale_after: timedelta = DEFAULT_STALE_AFTER,
+) -> Report:
+    """Run the named checks (all by default) and return the findings; never writes.
+
+    Raises `DatabaseUnusable` only when the file is not SQLite at all (missing, empty, bad header).
+    """
+    names, whole, single = _select(checks)
+    if isinstance(target, ArchonDatabase):
+        path, opened = Path(target.path), "caller's connection"
+        findings = _run(target.conn, path, names, full=full, now=now, stale_after=stale_after)
+    else:
+        path = Path(target).expanduser()
+        findings, opened = _run_on_path(path, names, full=full, now=now, stale_after=stale_after)
+    findings = [f for f in findings if f.check in whole or f.id in single or f.unusable]
+    return Report(
+        path=str(path), mode="full" if full else "quick", generated_at=db_time(now),
+        checks_run=names, findings=findings, opened=opened,
+    )
+
+
+def _run_on_path(path: Path, names, *, full, now, stale_after) -> tuple[list[Finding], str]:
+    """Read in place when that is safe; if the file changed meanwhile (an immutable read of a WAL
+    file that a starting archon checkpointed into), read again from a private copy."""
+    for force_copy in (False, True):
+        before = stat_token(path)
+        conn, cleanup, opened = open_read_only(path, force_copy=force_copy)
+        try:
+            # Worker threads seeking in the same file through read() contend in the kernel; mapped
+            # pages do not. Only where nobody can truncate the file under the mapping (SIGBUS): our
+            # private copy, or an immutable open of a file no connection has open.
+            mapped = path.stat().st_size if ("immutable" in opened or opened == "private copy") else 0
+            findings = _run(conn, path, names, full=full, now=now, stale_after=stale_after, mmap_size=mapped)
+        finally:
+            conn.close()
+            cleanup()
+        if force_copy or "immutable" not in opened or stat_token(path) == before:
+            return findings, opened
+    raise AssertionError("unreachable")
+
+
+def _run(conn, path: Path, names: list[str], *, full: bool, now: datetime, stale_after: timedelta,
+         mmap_size: int = 0) -> list[Finding]:
+    # Workers only when a second connection can be opened on the same file without side effects.
+    pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="doctor") if getattr(
+        conn, "source_uri", None) else None
+    ctx = Ctx(conn, path=path, now=now, stale_after=stale_after, full=full, names=names, pool=pool)
+    ctx.mmap_size = mmap_size
+    ctx.stable = bool(mmap_size)
+    findings: list[Finding] = []
+    integrity: dict[str, list[str]] = {}
+    thread = None
+    if "integrity" in names:
+        side = reconnect(conn)
+        if side is not None:
+            if mmap_size:
+                side.execute(f"PRAGMA mmap_size = {int(mmap_size)}")
+
+            def scan() -> None:
+                try:
+                    integrity["messages"] = integrity_messages(side, full)
+                finally:
+                    side.close()
+
+            thread = threading.Thread(target=scan, name="doctor-integrity", daemon=True)
+            thread.start()
+        else:  # a caller's read-write handle: stay on its connection
+            integrity["messages"] = integrity_messages(conn, full)
+    try:
+        if "file" in names:
+            findings.extend(_guarded("file", ctx))
+        readable = True
+        try:
+            ctx.tables  # noqa: B018 - reads sqlite_master
+        except sqlite3.DatabaseError as exc:
+            readable = False
+            findings.append(Finding(
+                "database.unreadable", "error", "SQLite cannot read the schema",
+                f"Reading sqlite_master failed: {exc}.",
+                "The first pages of the file are damaged or it is encrypted; nothing in it can be used.",
+                "Get an intact copy, or restore a snapshot or backup.",
+                count=1, unusable=True,
+            ))
+        if readable:
+            missing = [t for t in ARCHON_CORE_TABLES if t not in ctx.tables]
+            if missing:
+                findings.append(Finding(
+                    "database.not_archon", "error", "This is not an archon database",
+                    f"A SQLite database with {len(ctx.tables)} table(s), but no {', '.join(missing)} table.",
+                    "The console only understands archon's schema.",
+                    "Check the path: archon keeps its database at ~/.archon/archon.db unless configured otherwise.",
+                    count=1, unusable=True,
+                ))
+            else:
+                # The long scans start first, each on its own connection, and overlap with the rest.
+                for name in names:
+                    if name in PREFETCH:
+                        try:
+                            PREFETCH[name](ctx)
+                        except sqlite3.DatabaseError:
+                            pass  # the check itself runs the failing query again and reports it
+                for name in names:
+                    if name in ("file", "integrity"):
+                        continue
+                    findings.extend(_guarded(name, ctx))
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+        if thread is not None:
+            thread.join()
+    if "integrity" in names:
+        findings.extend(_tag("integrity", integrity_finding(integrity.get("messages", []), full)))
+    return findings
+
+
+def _guarded(name: str, ctx: Ctx) -> list[Finding]:
+    """Run one check; a damaged page becomes a finding instead of a traceback."""
+    try:
+        return _tag(name, CHECKS[name](ctx))
+    except sqlite3.DatabaseError as exc:
+        return [Finding(
+            f"{name}.failed", "error", f"The {name} check could not finish",
+            f"SQLite said: {exc}.",
+            "Usually damaged pages (see integrity.failed).",
+            "Restore a good copy; run `doctor --full` for the complete damage list.",
+            count=1, check=name,
+        )]
+
+
+def _tag(check: str, findings: list[Finding]) -> list[Finding]:
+    for finding in findings:
+        finding.check = check
+    return findings
+
+
+def report_json_text(report: Report, *, strict: bool = False) -> str:
+    return json.dumps(report.to_json(strict=strict), indent=2, ensure_ascii=False, default=str)
+
+
+__all__ = [
+    "CHECKS",
+    "DEFAULT_STALE_AFTER",
+    "SEVERITIES",
+    "Finding",
+    "Report",
+    "reference_objects",
+    "report_json_text",
+    "run_doctor",
+]

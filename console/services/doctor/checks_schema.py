@@ -1,0 +1,179 @@
+"""Schema and ledger: the detected release, objects that release should have, the upgrade ledger."""
+
+from __future__ import annotations
+
+import sqlite3
+from functools import lru_cache
+
+from console.db.detect import LEDGER_META_TABLE, LEDGER_TABLE
+from console.services.doctor.context import Ctx, ids_text, rows_of
+from console.services.doctor.report import ROW_LIMIT, Finding
+
+# --- schema and ledger -----------------------------------------------------------------------
+
+
+@lru_cache(maxsize=4)
+def reference_objects(release: str) -> frozenset[tuple[str, str]]:
+    """(type, name) of every table, index and trigger a database of `release` should have."""
+    from console.db.migrations.registry import migrations_through
+    from console.db.migrations.runner import apply_all
+
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        conn.execute("PRAGMA foreign_keys = ON")
+        apply_all(conn, migrations_through(release))
+        return frozenset(
+            (r[0], r[1])
+            for r in conn.execute(
+                "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'index', 'trigger') "
+                "AND name NOT LIKE 'sqlite_%'"
+            )
+        )
+    finally:
+        conn.close()
+
+
+def check_schema(ctx: Ctx) -> list[Finding]:
+    shape = ctx.shape
+    findings: list[Finding] = []
+    if shape.newer:
+        findings.append(Finding(
+            "schema.newer", "error", "The schema is newer than this console knows",
+            f"{shape.reason}.",
+            "A newer archon changed the schema; this console's checks and writes may not fit it.",
+            "Use a console release that knows the newer archon release.",
+            count=1,
+        ))
+        return findings
+    if shape.release is None:
+        findings.append(Finding(
+            "schema.unknown_shape", "error", "The schema matches no known archon release",
+            f"{shape.reason}.",
+            "The markers of one release are only partly there: an interrupted upgrade, a hand edit, or an "
+            "archon release this console does not know.",
+            "Compare `schema.sql` of a support bundle with the release the user runs; do not upgrade until "
+            "it is understood.",
+            count=1,
+        ))
+        return findings
+    findings.append(Finding(
+        "schema.release", "info", "Detected archon release",
+        f"archon {shape.release} shape ({shape.reason}); {len(shape.tables)} tables.",
+        "Checks, features and upgrades depend on the release the schema shows.", "",
+    ))
+    present = {
+        (r[0], r[1])
+        for r in ctx.conn.execute(
+            "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'index', 'trigger')"
+        )
+    }
+    missing = sorted(reference_objects(shape.release) - present)
+    if missing:
+        kinds = {k: [n for t, n in missing if t == k] for k in ("table", "index", "trigger")}
+        text = "; ".join(f"{len(v)} {k}(s): {', '.join(v)}" for k, v in kinds.items() if v)
+        findings.append(Finding(
+            "schema.missing_objects", "error", f"Objects archon {shape.release} should have are missing",
+            f"{len(missing)} missing: {text}.",
+            "Missing triggers stop guarding their rules (immutability, transitions); missing indexes make "
+            "archon slow or let duplicates in.",
+            "Let archon start once (it re-creates most of them), or run `archon-console upgrade`, which "
+            "re-applies the release's steps.",
+            rows=[{"table": "sqlite_master", "id": n} for _t, n in missing][:ROW_LIMIT],
+            count=len(missing),
+        ))
+    return findings
+
+
+def check_ledger(ctx: Ctx) -> list[Finding]:
+    from console.db.migrations.registry import CURRENT_RELEASE, MIGRATIONS, RELEASES
+
+    findings: list[Finding] = []
+    try:
+        from console.db.ledger import read_entries
+
+        entries = read_entries(ctx.conn)
+    except Exception as exc:  # read defensively: the ledger module or table may be odd
+        return [Finding(
+            "ledger.unreadable", "error", "The upgrade ledger cannot be read",
+            f"Reading {LEDGER_TABLE}/{LEDGER_META_TABLE} failed: {exc}.",
+            "The console cannot tell which steps it applied.",
+            "Inspect the two tables in a support bundle.",
+            count=1, unusable=True,
+        )]
+    known = {m.id: m for m in MIGRATIONS}
+    names = [e.name for e in entries]
+    if not entries:
+        findings.append(Finding(
+            "ledger.state", "info", "Upgrade ledger",
+            "No ledger: the console has never upgraded this database (archon itself keeps none).",
+            "An unversioned database is adopted by the first `upgrade --force`, after a safety copy.", "",
+        ))
+    else:
+        last = entries[-1]
+        findings.append(Finding(
+            "ledger.state", "info", "Upgrade ledger",
+            f"{len(entries)} step(s) recorded, last {last.name} at {last.applied_at or '?'}"
+            f" (target {last.target_release or '?'}).",
+            "The ledger is the console's record of the steps it applied.", "",
+        ))
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        findings.append(Finding(
+            "ledger.unknown_steps", "error", "The ledger names steps this console does not know",
+            f"{len(unknown)} unknown step(s): {ids_text(unknown, len(unknown))}.",
+            "A newer archon-console upgraded this database; this one cannot vouch for its schema and refuses "
+            "to write to it.",
+            "Use the archon-console release that upgraded it, or a newer one.",
+            rows=rows_of(LEDGER_TABLE, unknown), count=len(unknown), unusable=True,
+        ))
+        return findings
+    expected = [m.id for m in MIGRATIONS[: len(names)]]
+    if names != expected:
+        position = next(i for i, (a, b) in enumerate(zip(names, expected)) if a != b)
+        findings.append(Finding(
+            "ledger.divergent", "error", "The ledger is not the exact ordered history of the registry",
+            f"At position {position + 1} the ledger has {names[position]}, the registry {expected[position]}.",
+            "Steps were skipped, reordered or recorded by another tool; upgrades fail closed.",
+            "Restore a snapshot, or inspect the ledger tables by hand.",
+            rows=rows_of(LEDGER_TABLE, [names[position]]), count=1, unusable=True,
+        ))
+        return findings
+    incomplete = [e.name for e in entries if not e.has_meta or e.applied_at is None]
+    if incomplete:
+        findings.append(Finding(
+            "ledger.incomplete", "error", "Ledger rows lack their side-table rows",
+            f"{len(incomplete)} step(s): {ids_text(incomplete, len(incomplete))}.",
+            "One of the two ledger tables was edited by hand or by another tool.",
+            "Restore a snapshot, or inspect the ledger tables by hand.",
+            rows=rows_of(LEDGER_META_TABLE, incomplete), count=len(incomplete), unusable=True,
+        ))
+    changed = [e.name for e in entries if e.has_meta and e.checksum is not None and e.checksum != known[e.name].checksum]
+    if changed:
+        findings.append(Finding(
+            "ledger.checksum_mismatch", "error", "Steps were applied with a different body",
+            f"{len(changed)} step(s) whose recorded checksum differs from this console's: "
+            f"{ids_text(changed, len(changed))}.",
+            "A released step was edited after it ran here; this console cannot vouch for what it did.",
+            "Use the console release that applied it.",
+            rows=rows_of(LEDGER_META_TABLE, changed), count=len(changed), unusable=True,
+        ))
+    # Pending steps: by ledger when versioned, by detected release otherwise.
+    if entries:
+        pending = [m.id for m in MIGRATIONS[len(entries):]]
+    elif ctx.shape.release in RELEASES:
+        limit = RELEASES.index(ctx.shape.release)
+        pending = [m.id for m in MIGRATIONS if RELEASES.index(m.release) > limit]
+    else:
+        pending = []
+    if pending:
+        findings.append(Finding(
+            "migrations.pending", "info", f"Steps pending to reach archon {CURRENT_RELEASE}",
+            f"{len(pending)} step(s): {pending[0]} ... {pending[-1]}.",
+            "An older shape is fine while the user runs that archon release; an archon older than the "
+            "schema cannot start on it.",
+            "`archon-console upgrade --plan` shows what an upgrade would do.",
+            count=len(pending),
+        ))
+    return findings
+
+
