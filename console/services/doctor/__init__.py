@@ -3,10 +3,13 @@
 Doctor never writes. Given a path it opens the file through `readonly.open_read_only` (in place for
 a rollback-journal file, through a private copy for WAL), so nothing beside the original changes.
 
-Every check is set-based SQL (one scan, GROUP BY, NOT EXISTS) that returns only anomalous rows; the
-only Python loop runs over profile revisions, whose fingerprints need SHA-256 (there are few). The
-integrity scan (`quick_check`, or `integrity_check` with `full`) runs on its own connection in a
-thread while the other checks run, so on two cores doctor takes about as long as the bare scan.
+Every check is set-based SQL that returns only anomalous rows; the only Python loop runs over
+profile revisions, whose fingerprints need SHA-256 (there are few). The integrity scan
+(`quick_check`, or `integrity_check` with `full`), foreign_key_check and the approvals scans run on
+connections of their own in worker threads while the short checks run (see `context.Ctx.start`).
+On a file nobody can write meanwhile (a private copy, an immutable open) the workers read through
+mmap: seeking the same file with read() from several threads contends in the kernel. The total is
+still above the bare quick_check: see bench/bench_doctor.py for the numbers and why.
 
 Exit codes (`Report.exit_code`): 3 when the console cannot use the database at all -- the same
 conditions under which every other command refuses to open it: not a SQLite file, a truncated file,
