@@ -58,6 +58,8 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
 
     p = commands.add_parser("show", parents=parents, help="one request with its action, authority and history")
     p.add_argument("id", metavar="ID")
+    p.add_argument("--as-of", metavar="TIME", help="the request as it was at TIME, rebuilt from its events "
+                   "('YYYY-MM-DD HH:MM' UTC, ISO 8601, or HH:MM for today)")
     p.set_defaults(handler=run_show)
 
     p = commands.add_parser(
@@ -154,6 +156,10 @@ def run_show(ctx) -> int:
     from console.services.approval_queue import show_request
 
     now = ctx.clock()
+    if getattr(ctx.args, "as_of", None):
+        from console.services.history import approval_as_of
+
+        return _show_as_of(ctx, approval_as_of, now)
     with ctx.open(read_only=True) as handle:
         request = show_request(handle, ctx.args.id, actor=ctx.actor, now=now)
     if ctx.json:
@@ -249,3 +255,18 @@ def run_expire(ctx) -> int:
 
         say(f"Expired {len(results)} request{'s' if len(results) != 1 else ''}:")
     return _print_results(ctx, results, empty="Nothing to expire: no pending or approved request is past its expiry.")
+
+
+def _show_as_of(ctx, as_of, now) -> int:
+    """`show ID --as-of TIME` (approvals and envs): the state then, from the event log."""
+    from console.output import emit_json, say
+    from console.services.history import format_as_of, parse_as_of
+
+    at = parse_as_of(ctx.args.as_of, now)
+    with ctx.open(read_only=True) as handle:
+        view = as_of(handle.conn, ctx.args.id, at)
+    if ctx.json:
+        emit_json(view.to_json())
+    else:
+        say(format_as_of(view))
+    return 0

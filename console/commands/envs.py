@@ -116,6 +116,11 @@ _SHOW_FIELDS = (
 
 def cmd_show(ctx) -> int:
     now = ctx.clock()
+    if getattr(ctx.args, "as_of", None):
+        from console.commands.approvals import _show_as_of
+        from console.services.history import environment_as_of
+
+        return _show_as_of(ctx, environment_as_of, now)
     with ctx.open() as handle:
         env = envs.show_environment(handle, ctx.args.id, now=now, stale_after=_stale_after(ctx))
     if ctx.json:
@@ -198,6 +203,8 @@ def register(subparsers, parents) -> None:
 
     p = sub.add_parser("show", parents=[*parents, stale], help="one environment: claim, leases, timeline")
     p.add_argument("id", metavar="ID")
+    p.add_argument("--as-of", metavar="TIME", help="the environment as it was at TIME, rebuilt from its events "
+                   "('YYYY-MM-DD HH:MM' UTC, ISO 8601, or HH:MM for today)")
     p.set_defaults(handler=cmd_show)
 
     p = sub.add_parser("claim", parents=[*parents, stale], help="claim an operation (see the states below)",

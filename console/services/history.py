@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from console.clock import db_time, parse_time
-from console.errors import Refusal
+from console.errors import Refusal, UsageError
 from console.text import one_line
 
 REQUEST_FIELDS = ("id", "project_id", "execution_run_id", "action_kind", "expires_at", "created_at")
@@ -55,6 +55,26 @@ class AsOf:
             "seconds_to_expiry": self.seconds_to_expiry, "claim": self.claim,
             "events": self.events, "later_events": self.later_events, "notes": self.notes,
         }
+
+
+def parse_as_of(text: str, now: datetime) -> datetime:
+    """`--as-of` values: any timestamp archon writes ("2026-11-01 14:02", ISO 8601 with an offset,
+    epoch milliseconds), or a bare time of day "14:02[:SS]" (UTC) meaning its latest occurrence at or
+    before `now` -- support is usually asked about today."""
+    raw = (text or "").strip()
+    parts = raw.split(":")
+    if 2 <= len(parts) <= 3 and all(p.isdigit() and len(p) <= 2 for p in parts):
+        hour, minute, second = (int(p) for p in (parts + ["0"])[:3])
+        if hour > 23 or minute > 59 or second > 59:
+            raise UsageError(f"--as-of {raw!r} is not a time of day.")
+        at = now.astimezone(timezone.utc).replace(
+            hour=hour, minute=minute, second=second, microsecond=0)
+        return at - timedelta(days=1) if at > now else at
+    at = parse_time(raw)
+    if at is None or raw.replace(".", "", 1).isdigit() and len(raw) < 9:
+        raise UsageError(
+            f"--as-of {raw!r} is not a time; use 'YYYY-MM-DD HH:MM[:SS]' (UTC), ISO 8601, or HH:MM for today.")
+    return at
 
 
 def _table_columns(conn: sqlite3.Connection, table: str) -> set[str]:
@@ -216,4 +236,4 @@ def format_as_of(view: AsOf) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["AsOf", "approval_as_of", "environment_as_of", "format_as_of"]
+__all__ = ["AsOf", "approval_as_of", "environment_as_of", "format_as_of", "parse_as_of"]
