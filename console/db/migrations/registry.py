@@ -7,78 +7,51 @@ every ledger that applied it).
 
 from __future__ import annotations
 
-from console.db.migrations.base import SAFETY_CLASSES, Migration
-from console.db.migrations.steps import (
-    s001_baseline_1_8_20,
-    s002_project_active_profile_column,
-    s003_profile_tables,
-    s004_profile_revisions_rebuild_v2,
-    s005_profile_backfill_initial,
-    s006_profile_backfill_schema_v2,
-    s007_profile_guard_triggers,
-    s008_build_sequence_profile_columns,
-    s009_build_sequence_incomplete_sweep,
-    s010_build_sequence_profile_triggers,
-    s011_environment_profile_columns,
-    s012_run_authorities,
-    s013_approval_tables,
-    s014_approval_requests_rebuild_action_limit,
-    s015_build_setup_evidence,
-    s016_environment_identity_triggers,
-    s017_environment_reuse_index,
-    s018_check_attempt_outcome_ambiguous,
-    s019_build_sequence_activation_run_index,
-    s020_profile_revisions_rebuild_v3,
-    s021_profile_backfill_current_schema,
-    s022_profile_workload_eligibility,
-    s023_service_run_details,
-    s024_environment_operation_columns,
-    s025_environment_operation_indexes,
-    s026_environment_operation_triggers,
-    s027_check_environment_columns,
-    s028_check_attempt_outcome_environment_loss,
-    s029_check_placement_triggers,
-)
+import importlib
 
+from console.db.migrations.base import SAFETY_CLASSES, Migration
 MIGRATION_SET = "archon-console"
 
 # Releases whose shape the registry can produce, oldest first.
 RELEASES = ("1.8.20", "1.8.22", "1.10.0")
 CURRENT_RELEASE = RELEASES[-1]
 
+# The step modules in console/db/migrations/steps/, in the order they apply. Append only.
+STEP_MODULES = (
+    "s001_baseline_1_8_20",
+    "s002_project_active_profile_column",
+    "s003_profile_tables",
+    "s004_profile_revisions_rebuild_v2",
+    "s005_profile_backfill_initial",
+    "s006_profile_backfill_schema_v2",
+    "s007_profile_guard_triggers",
+    "s008_build_sequence_profile_columns",
+    "s009_build_sequence_incomplete_sweep",
+    "s010_build_sequence_profile_triggers",
+    "s011_environment_profile_columns",
+    "s012_run_authorities",
+    "s013_approval_tables",
+    "s014_approval_requests_rebuild_action_limit",
+    "s015_build_setup_evidence",
+    "s016_environment_identity_triggers",
+    "s017_environment_reuse_index",
+    "s018_check_attempt_outcome_ambiguous",
+    "s019_build_sequence_activation_run_index",
+    "s020_profile_revisions_rebuild_v3",
+    "s021_profile_backfill_current_schema",
+    "s022_profile_workload_eligibility",
+    "s023_service_run_details",
+    "s024_environment_operation_columns",
+    "s025_environment_operation_indexes",
+    "s026_environment_operation_triggers",
+    "s027_check_environment_columns",
+    "s028_check_attempt_outcome_environment_loss",
+    "s029_check_placement_triggers",
+)
+
 MIGRATIONS: tuple[Migration, ...] = tuple(
-    Migration.from_module(module)
-    for module in (
-        s001_baseline_1_8_20,
-        s002_project_active_profile_column,
-        s003_profile_tables,
-        s004_profile_revisions_rebuild_v2,
-        s005_profile_backfill_initial,
-        s006_profile_backfill_schema_v2,
-        s007_profile_guard_triggers,
-        s008_build_sequence_profile_columns,
-        s009_build_sequence_incomplete_sweep,
-        s010_build_sequence_profile_triggers,
-        s011_environment_profile_columns,
-        s012_run_authorities,
-        s013_approval_tables,
-        s014_approval_requests_rebuild_action_limit,
-        s015_build_setup_evidence,
-        s016_environment_identity_triggers,
-        s017_environment_reuse_index,
-        s018_check_attempt_outcome_ambiguous,
-        s019_build_sequence_activation_run_index,
-        s020_profile_revisions_rebuild_v3,
-        s021_profile_backfill_current_schema,
-        s022_profile_workload_eligibility,
-        s023_service_run_details,
-        s024_environment_operation_columns,
-        s025_environment_operation_indexes,
-        s026_environment_operation_triggers,
-        s027_check_environment_columns,
-        s028_check_attempt_outcome_environment_loss,
-        s029_check_placement_triggers,
-    )
+    Migration.from_module(importlib.import_module(f"console.db.migrations.steps.{name}"))
+    for name in STEP_MODULES
 )
 
 # Kept separate from the step bodies on purpose (akm's STATE_MIGRATION_SAFETY_BY_ID).
