@@ -15,7 +15,8 @@ AT = datetime(2026, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 
 @pytest.mark.parametrize("wal", [False, True])
-def test_snapshot_is_verified_single_file_copy(tmp_path, wal):
+@pytest.mark.parametrize("check_workers", [1, 2])
+def test_snapshot_is_verified_single_file_copy(tmp_path, wal, check_workers):
     path = db_1822(tmp_path / "archon.db", wal=wal)
     if wal:  # a committed row only the WAL holds must be in the copy
         writer = sqlite3.connect(path, isolation_level=None)
@@ -24,7 +25,11 @@ def test_snapshot_is_verified_single_file_copy(tmp_path, wal):
     ticks = []
     try:
         snap = snapshots.take_snapshot(
-            path, snapshots.snapshot_target(path, AT), progress=lambda d, t: ticks.append((d, t)), step_pages=8
+            path,
+            snapshots.snapshot_target(path, AT),
+            progress=lambda d, t: ticks.append((d, t)),
+            step_pages=8,
+            check_workers=check_workers,
         )
     finally:
         if wal:
@@ -55,11 +60,28 @@ def test_failed_snapshot_leaves_no_partial_file(tmp_path, monkeypatch):
     path = db_1822(tmp_path / "archon.db")
     before = sorted(p.name for p in tmp_path.iterdir())
 
-    def broken(copy, expected=None):
+    def broken(copy, expected=None, **_):
         raise snapshots.SnapshotFailed("row counts differ (simulated)")
 
     monkeypatch.setattr(snapshots, "verify_copy", broken)
     with pytest.raises(snapshots.SnapshotFailed):
+        snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT))
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_failed_hash_or_fsync_beside_the_check_leaves_no_partial_file(tmp_path, monkeypatch):
+    path = db_1822(tmp_path / "archon.db")
+    before = sorted(p.name for p in tmp_path.iterdir())
+
+    def unreadable(copy):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(snapshots, "sha256_file", unreadable)
+    with pytest.raises(snapshots.SnapshotFailed, match="Input/output error"):
+        snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT))
+    monkeypatch.undo()
+    monkeypatch.setattr(snapshots, "fsync_path", unreadable)
+    with pytest.raises(snapshots.SnapshotFailed, match="Input/output error"):
         snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT))
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
@@ -92,3 +114,85 @@ def test_verify_copy_catches_corruption_and_count_drift(tmp_path):
     snap.path.write_bytes(bytes(data))
     with pytest.raises((DatabaseUnusable, snapshots.SnapshotFailed)):
         snapshots.verify_copy(snap.path, counts)
+
+
+# The split check (a whole-file quick_check plus integrity_check(T) for every table) must find
+# everything the plain integrity_check finds. Each damage below is found by only one half of it.
+
+
+def _two_tables(path):
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.executescript(
+        """
+        CREATE TABLE a (id INTEGER PRIMARY KEY, x TEXT NOT NULL, y TEXT NOT NULL);
+        CREATE INDEX a_x ON a (x);
+        CREATE TABLE b (id INTEGER PRIMARY KEY, note TEXT);
+        BEGIN;
+        """
+    )
+    conn.executemany("INSERT INTO a (x, y) VALUES (?, ?)", [(f"x{i:05}", f"y{9999 - i:05}") for i in range(3000)])
+    conn.executemany("INSERT INTO b (note) VALUES (?)", [("n" * 300,)] * 3000)
+    conn.execute("COMMIT")
+    conn.close()
+    return path
+
+
+def _index_out_of_step(path):
+    """Every B-tree stays well-formed, but index a_x no longer matches its rows."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA writable_schema = ON")
+    conn.execute("UPDATE sqlite_master SET sql = 'CREATE INDEX a_x ON a (y)' WHERE name = 'a_x'")
+    conn.close()
+
+
+def _page_never_used(path):
+    """One more page in the file that no tree and no freelist owns."""
+    data = bytearray(path.read_bytes())
+    page_size = int.from_bytes(data[16:18], "big")
+    pages = int.from_bytes(data[28:32], "big")
+    data[28:32] = (pages + 1).to_bytes(4, "big")
+    data += bytes(page_size)
+    path.write_bytes(bytes(data))
+
+
+def _page_in_two_trees(path):
+    """The freelist claims b's root page, which b still uses."""
+    conn = sqlite3.connect(path)
+    root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'b'").fetchone()[0]
+    conn.close()
+    data = bytearray(path.read_bytes())
+    data[32:36] = root.to_bytes(4, "big")
+    data[36:40] = (1).to_bytes(4, "big")
+    path.write_bytes(bytes(data))
+
+
+def _pragma(path, sql):
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return [row[0] for row in conn.execute(sql)]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    "damage, only_found_by",
+    [(_index_out_of_step, "table"), (_page_never_used, "file"), (_page_in_two_trees, None)],
+)
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_split_integrity_check_finds_what_integrity_check_finds(tmp_path, damage, only_found_by, workers):
+    path = _two_tables(tmp_path / "copy.sqlite3")
+    counts = snapshots.table_counts(sqlite3.connect(path))
+    assert snapshots.verify_copy(path, counts, workers=workers) == (2, 6000)
+    damage(path)
+    assert _pragma(path, "PRAGMA integrity_check") != ["ok"]  # the damage is real
+    pieces = snapshots.check_pieces(sqlite3.connect(path), counts)
+    assert sorted(pieces) == sorted(  # the whole file once, then every table, sqlite_schema included
+        ["PRAGMA quick_check", 'PRAGMA integrity_check("a")', 'PRAGMA integrity_check("b")',
+         "PRAGMA integrity_check(sqlite_master)"]
+    )
+    if only_found_by == "table":  # the whole-file quick_check does not look inside indexes
+        assert _pragma(path, "PRAGMA quick_check") == ["ok"]
+    if only_found_by == "file":  # a per-table check skips the whole-file page accounting
+        assert all(_pragma(path, piece) == ["ok"] for piece in pieces if piece != "PRAGMA quick_check")
+    with pytest.raises(DatabaseUnusable, match="integrity check"):
+        snapshots.verify_copy(path, counts, workers=workers)
