@@ -1,0 +1,253 @@
+"""`:doctor` -- doctor's findings in the TUI, with a detail pane and Enter to go to the row concerned.
+
+Doctor runs in a thread worker on the session's database *path*, not on the session's connection:
+it opens its own read-only connections (in place, or through a private copy for WAL) and runs its
+long scans in parallel, and the UI thread never waits for it. Every string shown comes from the
+database or a finding built from it, so it goes through `safe_text` (no markup, controls pictured).
+
+Enter on a finding goes to its first row; Tab into the rows list and Enter goes to that row. A row
+of approval_requests opens the approval queue (every status) with the cursor on it; an environment
+opens :envs on it; a project or one of its profile revisions opens `:project ID`. The target
+screens are used as they are: a small subclass only puts the cursor on the key once the list has
+counted its rows (`JumpToKey`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import DataTable, Static
+
+from console.screens.base import ConsoleScreen
+from widgets.lazy_table import LazyTable
+from widgets.safe_text import safe_text
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "cyan"}
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+# table of a finding's rows -> what can show it
+NAVIGABLE = ("approval_requests", "execution_environments", "projects", "execution_profile_revisions")
+
+
+class JumpToKey:
+    """Mixin for a list screen: once its LazyTable has counted, put the cursor on `jump_key`."""
+
+    jump_key: Any = None
+
+    def on_lazy_table_counted(self, message: LazyTable.Counted) -> None:
+        if self.jump_key is None:
+            return
+        key, self.jump_key = self.jump_key, None
+        self._jump_worker(message.control, key)  # type: ignore[attr-defined]
+
+    @work(thread=True, group="jump", exit_on_error=False)
+    def _jump_worker(self, table: LazyTable, key: Any) -> None:
+        source = table.source
+        index = source.index_of(key) if source is not None and hasattr(source, "index_of") else None
+        if index is None:
+            self.app.call_from_thread(  # type: ignore[attr-defined]
+                self.notify, f"{key} is not in this list (any more).", severity="warning", markup=False)
+            return
+        # After the next refresh: the table's new height must be laid out before it can scroll there.
+        self.app.call_from_thread(table.call_after_refresh, setattr, table, "cursor", index)  # type: ignore[attr-defined]
+
+
+def _focused_approvals(request_id: str):
+    from console.screens.approvals import ApprovalsScreen
+    from console.services import approval_queue as queue
+
+    class FocusedApprovals(JumpToKey, ApprovalsScreen):
+        pass
+
+    screen = FocusedApprovals()
+    screen.filters = queue.Filters(statuses=None)  # every status: the row may be decided already
+    screen.jump_key = request_id
+    return screen
+
+
+def _focused_environments(env_id: str):
+    from console.screens.environments import EnvironmentsScreen
+
+    class FocusedEnvironments(JumpToKey, EnvironmentsScreen):
+        pass
+
+    screen = FocusedEnvironments()
+    screen.jump_key = env_id
+    return screen
+
+
+def _project_of_revision(handle, revision_id: str) -> str | None:
+    row = handle.conn.execute(
+        "SELECT project_id FROM execution_profile_revisions WHERE id = ?", (revision_id,)).fetchone()
+    return None if row is None else row[0]
+
+
+class DoctorScreen(ConsoleScreen):
+    COMMAND = "doctor"
+    TITLE = "doctor"
+    HELP_NOTES = (
+        "Doctor's checks on this database, worst first. Enter on a finding goes to its first row; "
+        "Tab to the rows list and Enter goes to that row. r runs the checks again, f runs the slower "
+        "full integrity_check. Doctor never writes."
+    )
+    BINDINGS = [
+        Binding("r", "rerun", "Run again", id="doctor.rerun"),
+        Binding("f", "full", "Full check", id="doctor.full"),
+    ]
+
+    def __init__(self, argument: str | None = None) -> None:
+        super().__init__()
+        self.argument = argument
+        self.report = None
+        self.findings: list = []
+        self.full = False
+
+    # ------------------------------------------------------------ layout
+    def compose_content(self) -> ComposeResult:
+        yield Static(Text("Running doctor...", style="dim"), classes="filters", id="doctor-summary")
+        with Horizontal(classes="main", id="main"):
+            table = DataTable(id="findings", cursor_type="row", zebra_stripes=True)
+            table.add_columns("severity", "id", "title", "found")
+            yield table
+            with VerticalScroll(classes="detail", id="detail"):
+                yield Static(Text("Select a finding.", style="dim"), id="finding-detail")
+                yield Static(Text("Rows", style="bold"), classes="section")
+                rows = DataTable(id="finding-rows", cursor_type="row")
+                rows.add_columns("table", "id")
+                yield rows
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#main").set_class(self.app.size.width < 110, "narrow")
+        self.query_one("#findings", DataTable).focus()
+        self._run_doctor(self.full)
+
+    def on_resize(self, event) -> None:
+        self.query_one("#main").set_class(event.size.width < 110, "narrow")
+
+    # ------------------------------------------------------------ running
+    def action_rerun(self) -> None:
+        self._run_doctor(self.full)
+
+    def action_full(self) -> None:
+        self.full = True
+        self._run_doctor(True)
+
+    def refresh_data(self) -> None:
+        """Another process committed: doctor is a snapshot, the operator re-runs it with r."""
+
+    @work(thread=True, exclusive=True, group="doctor", exit_on_error=False)
+    def _run_doctor(self, full: bool) -> None:
+        from console.services.doctor import run_doctor
+
+        self.app.call_from_thread(self._summary, Text(
+            f"Running doctor ({'full integrity_check' if full else 'quick_check'})...", style="dim"))
+        report = run_doctor(self.session.db_path, full=full, now=self.session.now())
+        self.app.call_from_thread(self._show, report)
+
+    def _summary(self, text: Text) -> None:
+        self.query_one("#doctor-summary", Static).update(text)
+
+    def _show(self, report) -> None:
+        self.report = report
+        self.findings = sorted(report.findings, key=lambda f: SEVERITY_ORDER.get(f.severity, 3))
+        counts = report.counts()
+        summary = Text()
+        for severity in ("error", "warning", "info"):
+            summary.append(f"{counts[severity]} {severity}  ", SEVERITY_STYLE[severity])
+        summary.append(f"· {report.mode} mode at {report.generated_at} UTC · exit code {report.exit_code()}",
+                       "dim")
+        self._summary(summary)
+        table = self.query_one("#findings", DataTable)
+        table.clear()
+        for index, finding in enumerate(self.findings):
+            table.add_row(
+                safe_text(finding.severity, SEVERITY_STYLE.get(finding.severity, ""), one_line=True),
+                safe_text(finding.id, one_line=True),
+                safe_text(finding.title, one_line=True),
+                safe_text(finding.found, one_line=True),
+                key=str(index),
+            )
+        if self.findings:
+            table.move_cursor(row=0)
+            self._detail(self.findings[0])
+
+    # ------------------------------------------------------------ detail
+    def current(self):
+        table = self.query_one("#findings", DataTable)
+        if not self.findings or table.cursor_row is None or table.cursor_row >= len(self.findings):
+            return None
+        return self.findings[table.cursor_row]
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "findings" and self.findings and event.cursor_row < len(self.findings):
+            self._detail(self.findings[event.cursor_row])
+
+    def _detail(self, finding) -> None:
+        text = Text()
+        text.append_text(safe_text(finding.severity.upper(), SEVERITY_STYLE.get(finding.severity, "")))
+        text.append(" ")
+        text.append_text(safe_text(finding.id, "bold"))
+        text.append("\n")
+        text.append_text(safe_text(finding.title, "bold"))
+        for heading, body in (("Found", finding.found), ("Why it matters", finding.why),
+                              ("What to do", finding.what_to_do)):
+            if body:
+                text.append(f"\n\n{heading}\n", "bold")
+                text.append_text(safe_text(body))
+        if finding.count and finding.rows and finding.count > len(finding.rows):
+            text.append(f"\n\n{len(finding.rows)} of {finding.count} rows listed below.", "dim")
+        self.query_one("#finding-detail", Static).update(text)
+        rows = self.query_one("#finding-rows", DataTable)
+        rows.clear()
+        for index, row in enumerate(finding.rows):
+            style = "" if row.get("table") in NAVIGABLE else "dim"
+            rows.add_row(safe_text(row.get("table"), style, one_line=True),
+                         safe_text(row.get("id"), style, one_line=True), key=str(index))
+
+    def copy_target(self) -> tuple[str | None, Any]:
+        finding = self.current()
+        return (None, None) if finding is None else (finding.id, finding.to_json())
+
+    # ------------------------------------------------------------ going to the row
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        finding = self.current()
+        if finding is None:
+            return
+        if event.data_table.id == "findings":
+            if not finding.rows:
+                self.notify("This finding names no row.", markup=False)
+                return
+            self.go_to(finding.rows[0])
+        elif event.data_table.id == "finding-rows" and event.cursor_row < len(finding.rows):
+            self.go_to(finding.rows[event.cursor_row])
+
+    def go_to(self, row: dict[str, str]) -> None:
+        table, key = row.get("table"), row.get("id")
+        if table not in NAVIGABLE or not key:
+            self.notify(f"No screen lists rows of {table}.", severity="warning", markup=False)
+            return
+        self._resolve_worker(table, key)
+
+    @work(thread=True, group="doctor-jump", exit_on_error=False)
+    def _resolve_worker(self, table: str, key: str) -> None:
+        from console.screens.profiles import ProfilesScreen
+
+        if table == "approval_requests":
+            build = lambda: _focused_approvals(key)  # noqa: E731
+        elif table == "execution_environments":
+            build = lambda: _focused_environments(key)  # noqa: E731
+        else:
+            project = key if table == "projects" else self.session.run(_project_of_revision, key)
+            if project is None:
+                self.app.call_from_thread(self.notify, f"{key} is gone.", severity="warning", markup=False)
+                return
+            build = lambda: ProfilesScreen(project)  # noqa: E731
+        self.app.call_from_thread(lambda: self.app.push_screen(build()))
+
+
+__all__ = ["DoctorScreen", "JumpToKey"]
