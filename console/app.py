@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
 
+from console.idle_gc import IdleCollector
 from console.keymap import load_keymap
 from console.screens.base import ConsoleScreen
 from console.screens.registry import parse_command
@@ -58,6 +59,7 @@ class ArchonConsole(App):
         self.start = start
         self.poll_seconds = poll_seconds
         self._data_version: int | None = None
+        self._collector = IdleCollector()
         shape = self.session.handle.shape
         self.release_label = f"archon {shape.release}" if shape.release else "unknown release"
         overrides, self.keymap_warning = load_keymap()
@@ -75,6 +77,18 @@ class ArchonConsole(App):
         else:
             self._choose_start()
         self.set_interval(self.poll_seconds, self._poll)
+        self.set_interval(1.0, self._idle_gc)
+
+    def _idle_gc(self) -> None:
+        if self._collector.started:
+            self._collector.tick()
+        else:
+            self._collector.start()
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.InputEvent):
+            self._collector.note_input()
+        await super().on_event(event)
 
     @work(thread=True, exclusive=True, group="start", exit_on_error=False)
     def _choose_start(self) -> None:
@@ -146,4 +160,5 @@ class ArchonConsole(App):
                 screen.refresh_data()
 
     def on_unmount(self) -> None:
+        self._collector.stop()
         self.session.close()
