@@ -205,10 +205,10 @@ def integrity_messages(path: Path, pieces: list[str], workers: int) -> list[str]
                     sql = pending.pop()
                 try:
                     rows = [str(row[0]) for row in conn.execute(sql)]
-                except sqlite3.OperationalError:
+                except sqlite3.DatabaseError as exc:
                     if stop.is_set():  # interrupted because another piece failed
                         return
-                    raise
+                    rows = [f"{sql} could not finish: {exc}"]  # damage bad enough to stop the check
                 if rows != ["ok"]:
                     with lock:
                         found.extend(rows)
