@@ -36,6 +36,8 @@ SCREENS: tuple[ScreenEntry, ...] = (
                 "One project's execution profile revisions", aliases=("profiles",), argument="NAME"),
     ScreenEntry("upgrade", "console.screens.upgrade", "UpgradeScreen",
                 "Schema upgrade: plan, snapshot and run", aliases=("u",)),
+    ScreenEntry("doctor", "console.screens.doctor", "DoctorScreen",
+                "Doctor: what is wrong with this database (Enter goes to the row)", aliases=("dr", "health")),
 )
 
 
