@@ -221,7 +221,7 @@ def integrity_messages(path: Path, pieces: list[str], workers: int) -> list[str]
                 live.remove(conn)
             conn.close()
 
-    def halt(me: sqlite3.Connection) -> None:
+    def halt(me: sqlite3.Connection | None) -> None:
         """One failure decides the verdict: stop the others instead of letting them finish."""
         stop.set()
         with lock:
@@ -234,7 +234,11 @@ def integrity_messages(path: Path, pieces: list[str], workers: int) -> list[str]
         return found
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="integrity-check") as pool:
         futures = [pool.submit(work) for _ in range(workers)]
-        errors = [f.exception() for f in futures]
+        try:
+            errors = [f.exception() for f in futures]
+        except BaseException:  # Ctrl-C: do not sit out the remaining pieces
+            halt(None)
+            raise
     if found:
         return found
     for error in errors:
