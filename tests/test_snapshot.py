@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import sqlite3
+import subprocess
+import sys
 from datetime import datetime, timezone
 
 import pytest
@@ -84,6 +87,38 @@ def test_failed_hash_or_fsync_beside_the_check_leaves_no_partial_file(tmp_path, 
     with pytest.raises(snapshots.SnapshotFailed, match="Input/output error"):
         snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT))
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_copy_killed_midway_leaves_only_a_temporary_file_the_next_run_removes(tmp_path):
+    path = db_1822(tmp_path / "archon.db")
+    target = snapshots.snapshot_target(path, AT)
+    killed = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from console.db import snapshot as s\n"
+        "def die(done, total):\n"
+        "    if done < total: os.kill(os.getpid(), signal.SIGKILL)\n"
+        "s.take_snapshot(Path(sys.argv[1]), Path(sys.argv[2]), progress=die, step_pages=8)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", killed, str(path), str(target)])
+    assert proc.returncode == -signal.SIGKILL
+    leftovers = [p for p in tmp_path.iterdir() if p.name.startswith(snapshots.TMP_PREFIX)]
+    assert len(leftovers) == 1 and not target.exists()
+    # A temporary file of a process that is still running is somebody's copy in progress.
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        live = tmp_path / f"{snapshots.TMP_PREFIX}.{sleeper.pid}.{target.name}.abcd.tmp"
+        live.write_bytes(b"being written")
+        snap = snapshots.take_snapshot(path, target)
+        assert snap.path == target and dump(snap.path) == dump(path)
+        assert not leftovers[0].exists() and live.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert snapshots.remove_stale_temporaries(tmp_path) == [live]
+    unrelated = tmp_path / ".someone-elses.123.tmp"
+    unrelated.write_bytes(b"not ours")
+    assert snapshots.remove_stale_temporaries(tmp_path) == [] and unrelated.exists()
 
 
 def test_no_space_is_refused_before_writing(tmp_path, monkeypatch):

@@ -9,7 +9,9 @@ It is written to a temporary name in the destination directory, switched to jour
 (a single self-contained file), fsynced, reopened and checked (`integrity_check` is `ok`, every
 table has the source's row count), hashed, and only then given its final name — by a hard link,
 which fails instead of overwriting, so an existing snapshot is never replaced. Any failure removes
-the temporary file: there is never a partial snapshot under a snapshot's name.
+the temporary file: there is never a partial snapshot under a snapshot's name. A process killed
+mid-copy cannot remove it; its temporary file carries the process id, and the next snapshot into
+that directory removes it once that process is gone.
 
 Where the time goes, and why it is spent in parallel (bench/bench_upgrade.py has the numbers)
 ------------------------------------------------------------------------------------------------
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import sqlite3
 import tempfile
@@ -58,6 +61,11 @@ SPACE_MARGIN_BYTES = 16 * 1024 * 1024
 MMAP_BYTES = 1 << 31
 # More checking connections than this gain nothing: the largest table's check bounds the time.
 MAX_CHECK_WORKERS = 4
+
+# Temporary copies are named for the process writing them, so a later run can tell the leftover
+# of a killed one (its process is gone) from a copy being written right now.
+TMP_PREFIX = ".archon-console-snapshot"
+_TMP_NAME = re.compile(rf"^{re.escape(TMP_PREFIX)}\.(\d+)\..*\.tmp(-journal)?$")
 
 Progress = Callable[[int, int], None]  # (pages copied, pages total)
 
@@ -137,6 +145,40 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def remove_stale_temporaries(directory: Path) -> list[Path]:
+    """Delete the temporary copies that killed snapshot runs left in `directory`.
+
+    The copy is written without a journal, and only a finished, verified one is ever renamed,
+    so a kill -9 or a power cut mid-copy leaves nothing but such a file; it holds no state
+    anyone needs. Files of processes still running are left alone.
+    """
+    removed = []
+    try:
+        entries = list(Path(directory).iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        match = _TMP_NAME.match(entry.name)
+        if match is None or int(match.group(1)) == os.getpid() or _process_alive(int(match.group(1))):
+            continue
+        try:
+            entry.unlink()
+            removed.append(entry)
+        except OSError:  # gone already, or not ours to remove: harmless either way
+            pass
+    return removed
 
 
 def _publish(tmp: Path, target: Path) -> Path:
@@ -324,6 +366,7 @@ def take_snapshot(
     source = _open_ro(Path(db_path))
     tmp: Path | None = None
     try:
+        remove_stale_temporaries(directory)  # before the space check: they take space too
         needed = needed_bytes(source)
         free = free_bytes(directory)
         if free < needed + SPACE_MARGIN_BYTES:
@@ -334,7 +377,8 @@ def take_snapshot(
             )
         counts = table_counts(source)
         lap("count source rows")
-        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+        prefix = f"{TMP_PREFIX}.{os.getpid()}.{target.name}."
+        fd, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
         os.close(fd)
         tmp = Path(name)
         dest = sqlite3.connect(str(tmp), isolation_level=None)
@@ -404,6 +448,7 @@ __all__ = [
     "free_bytes",
     "integrity_messages",
     "needed_bytes",
+    "remove_stale_temporaries",
     "sha256_file",
     "snapshot_name",
     "snapshot_target",
