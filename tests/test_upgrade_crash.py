@@ -8,6 +8,7 @@ ledger rows written, not committed), `after:<id>` (committed, before the next st
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -83,7 +84,7 @@ def test_kill_at_boundary_then_rerun_reaches_the_same_database(tmp_path, origina
 
 
 SLOW_STEP = """
-import sys, time
+import os, sys, time
 from console.db.migrations import registry
 import console.db.migrations.steps.s013_approval_tables as s013
 original = s013.up
@@ -92,6 +93,13 @@ def slow(conn):
     original(conn)
 object.__setattr__(next(m for m in registry.MIGRATIONS if m.id.startswith("013")), "up", slow)
 from console.cli import main
+# A start barrier: both upgraders plan only once both are up, however loaded the machine is.
+barrier = os.environ.get("UPGRADE_BARRIER")
+if barrier:
+    open(os.path.join(barrier, f"ready-{os.getpid()}"), "w").close()
+    deadline = time.monotonic() + 60
+    while len(os.listdir(barrier)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -99,10 +107,13 @@ sys.exit(main(sys.argv[1:]))
 def test_two_concurrent_upgraders_apply_each_step_once(tmp_path, original, expected):
     path = tmp_path / "archon.db"
     shutil.copyfile(original, path)
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    env = {**os.environ, "UPGRADE_BARRIER": str(barrier)}
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", SLOW_STEP, "--db", str(path), "--busy-timeout", "30", "--json", "upgrade", "--force"],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         )
         for _ in range(2)
     ]
