@@ -59,7 +59,7 @@ def cmd_demo(ctx) -> int:
     say(f"Wrote {summary.path}: archon {summary.release} shape, seed {summary.seed}, "
         f"clock {summary.now.strftime('%Y-%m-%d %H:%M:%S')} UTC, in {summary.seconds:.1f} s.")
     if summary.release == "1.8.20" and args.requests:
-        say("Archon 1.8.20 has no approval requests or execution profiles; --requests was not used.")
+        say(f"--requests {args.requests:,}: {summary.requests_meaning}")
     rows = [(name, f"{n:,}") for name, n in summary.counts.items() if n]
     print(table(rows, ["TABLE", "ROWS"]))
     return 0
@@ -78,14 +78,22 @@ def register(subparsers, parents) -> None:
         description="Writes PATH as archon would have left it: projects with profile revisions and "
         "audit events, approval requests in every status with their event history, environments in "
         "every lifecycle state with leases and claims. The schema comes from the console's migration "
-        "steps, without the console's ledger. Deterministic for a given --seed and --now.",
+        "steps, without the console's ledger. Deterministic for a given --seed and --now. "
+        "--requests N: from 1.8.22 on, N approval requests (each with its run and 2-3 events); "
+        "archon 1.8.20 has no approval tables, so there N sizes the run history instead (about N "
+        "execution runs: N/2 check attempts in N/8 batches, about half with a diagnostic parser; "
+        "N/16 settled build sequences with N/4 tickets; N/8 environment leases with 2 events each "
+        "over N/400 environments; N/1000 more projects without a profile, each with a build "
+        "sequence in flight), so that an upgrade from 1.8.20 has a large database to carry.",
     )
     p.add_argument("path", metavar="PATH", help="the database file to create")
     p.add_argument("--release", default="current", choices=("1.8.20", "1.8.22", "current"),
                    help="archon release shape to write (default: current)")
     p.add_argument("--requests", type=_count, default=200, metavar="N",
-                   help="approval requests (default 200; 1.8.22 and later)")
-    p.add_argument("--projects", type=_count, default=6, metavar="N", help="projects (default 6)")
+                   help="approval requests from 1.8.22 on; at 1.8.20 the size of the run history "
+                   "instead, about N execution runs (default 200; see above)")
+    p.add_argument("--projects", type=_count, default=6, metavar="N",
+                   help="projects (default 6; at 1.8.20 --requests adds N/1000 more)")
     p.add_argument("--environments", type=_count, default=24, metavar="N",
                    help="execution environments (default 24)")
     p.add_argument("--seed", type=int, default=7, metavar="N", help="random seed (default 7)")

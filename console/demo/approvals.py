@@ -10,13 +10,12 @@ B-tree append is at the right edge.
 from __future__ import annotations
 
 import hashlib
-import threading
 from bisect import bisect
 from itertools import accumulate
-from queue import Full, Queue
 from typing import Iterator
 
 from console.demo import data
+from console.demo.background import in_background
 from console.demo.context import DAY, HOUR, MINUTE, DemoContext, stamp
 
 CHUNK = 20_000
@@ -79,55 +78,17 @@ def write_approvals(ctx: DemoContext, total: int) -> int:
     """Write `total` requests; returns how many were written.
 
     A producer thread builds the next chunk of rows while this thread inserts the previous one
-    (`sqlite3` releases the GIL inside SQLite), which hides most of the Python work on two cores.
-    Only the producer touches the random generator, in a fixed order, so output stays
-    deterministic.
+    (console/demo/background.py).
     """
     if total <= 0 or not ctx.has_profiles:
         return 0
     conn = ctx.conn
-    for runs, requests, events, done in _in_background(_chunks(ctx, total)):
+    for runs, requests, events, done in in_background(_chunks(ctx, total)):
         conn.executemany(RUN_SQL, runs)
         conn.executemany(REQUEST_SQL, requests)
         conn.executemany(EVENT_SQL, events)
         ctx.report("approval requests", done, total)
     return total
-
-
-def _in_background(chunks: Iterator[tuple], depth: int = 2) -> Iterator[tuple]:
-    """Iterate `chunks` on a producer thread, at most `depth` chunks ahead."""
-    queue: Queue = Queue(maxsize=depth)
-    stop = threading.Event()
-    end = object()
-
-    def produce() -> None:
-        try:
-            for chunk in chunks:
-                while not stop.is_set():
-                    try:
-                        queue.put(chunk, timeout=0.1)
-                        break
-                    except Full:
-                        continue
-                if stop.is_set():
-                    return
-            queue.put(end)
-        except BaseException as exc:  # handed to the consumer, raised there
-            queue.put(exc)
-
-    worker = threading.Thread(target=produce, name="demo-approvals", daemon=True)
-    worker.start()
-    try:
-        while True:
-            item = queue.get()
-            if item is end:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        worker.join()
 
 
 def _chunks(ctx: DemoContext, total: int) -> Iterator[tuple[list, list, list, int]]:

@@ -125,3 +125,37 @@ def untrusted_push_action(commit: str, base: str, repo: str) -> str:
         },
         separators=(",", ":"),
     )
+
+
+# --- 1.8.20 run history (console/demo/history.py) ----------------------------------------------
+
+# Extra projects at 1.8.20 scale are named `<area>-<part>-<number>`; none of these words is a
+# slug above, so the ids never collide with the hand-written projects.
+HISTORY_AREAS = ("payments", "identity", "catalog", "notify", "reporting", "ingest", "pricing",
+                 "ledger", "gateway", "scheduler", "telemetry", "storefront")
+HISTORY_PARTS = ("api", "worker", "web", "cli", "sdk", "jobs")
+
+# Diagnostic parser per check definition id (the ones whose output archon knows how to read;
+# about half of all attempts).
+DIAGNOSTIC_PARSERS = {"unit-tests": "pytest", "typecheck": "tsc", "security-scan": "trivy"}
+
+# (output when the check passes, output when it fails), per check definition id.
+CHECK_OUTPUTS = {
+    "lint": ("\n0 problems\n",
+             "src/pool.ts\n  41:7  error  'conn' is assigned a value but never used  no-unused-vars\n"
+             "\n1 problem (1 error, 0 warnings)\n"),
+    "unit-tests": ("........................................ [100%]\n142 passed in 18.31s\n",
+                   "FAILED tests/unit/test_pool.py::test_reuse - AssertionError: 2 != 1\n"
+                   "1 failed, 141 passed in 19.02s\n"),
+    "typecheck": ("", "src/api/v2.ts(88,14): error TS2345: Argument of type 'string' is not "
+                      "assignable to parameter of type 'number'.\n"),
+    "integration": ("Ran 37 integration scenarios: all green\n",
+                    "scenario checkout/refund: expected HTTP 200, got 502 from payments-stub\n"),
+    "migrations-dry-run": ("12 migrations pending, all applied cleanly to the scratch copy\n",
+                           "migration 0042_add_index: relation \"orders\" does not exist\n"),
+    "security-scan": ("Total: 0 (UNKNOWN: 0, LOW: 0, MEDIUM: 0, HIGH: 0, CRITICAL: 0)\n",
+                      "Total: 2 (HIGH: 1, CRITICAL: 1)\nCVE-2026-1234 openssl 3.0.13\n"),
+}
+
+RETIRE_REASONS = ("superseded by a newer environment revision", "idle for 12 hours",
+                  "template outdated")

@@ -23,6 +23,7 @@ from console.db.migrations.runner import apply_all
 from console.demo.approvals import write_approvals
 from console.demo.context import DemoContext, Progress
 from console.demo.environments import write_environments
+from console.demo.history import meaning, write_history
 from console.demo.projects import write_projects
 from console.demo.work import write_work
 from console.errors import Refusal, UsageError
@@ -39,6 +40,8 @@ class DemoSummary:
     now: datetime
     seconds: float
     counts: dict[str, int] = field(default_factory=dict)
+    requests: int = 0  # the N asked for; what it stands for depends on the release:
+    requests_meaning: str = ""  # console.demo.history.meaning(release)
 
     def as_dict(self) -> dict:
         return {
@@ -47,6 +50,8 @@ class DemoSummary:
             "seed": self.seed,
             "now": self.now.isoformat(),
             "seconds": round(self.seconds, 2),
+            "requests": self.requests,
+            "requests_meaning": self.requests_meaning,
             "counts": dict(self.counts),
         }
 
@@ -64,7 +69,11 @@ def generate(
     progress: Progress | None = None,
     wal: bool = True,
 ) -> DemoSummary:
-    """Write a demo archon database of `release` shape at `path` and say what it holds."""
+    """Write a demo archon database of `release` shape at `path` and say what it holds.
+
+    `requests` is N approval requests from 1.8.22 on; at 1.8.20, which has no approval tables,
+    it sizes the run history instead (about N execution runs; console/demo/history.py).
+    """
     started = time.perf_counter()
     target = Path(path)
     resolved = RELEASE_ALIASES.get(release)
@@ -97,7 +106,8 @@ def generate(
     except BaseException:
         _remove(temporary)
         raise
-    return DemoSummary(target, resolved, seed, moment, time.perf_counter() - started, counts)
+    return DemoSummary(target, resolved, seed, moment, time.perf_counter() - started, counts,
+                       requests=requests, requests_meaning=meaning(resolved))
 
 
 def _build(conn, release, requests, projects, environments, seed, moment, progress) -> None:
@@ -114,7 +124,8 @@ def _build(conn, release, requests, projects, environments, seed, moment, progre
     write_work(ctx)
     write_environments(ctx, environments)
     ctx.report("environments", environments, environments)
-    write_approvals(ctx, requests)
+    write_approvals(ctx, requests)  # 1.8.22 and later
+    write_history(ctx, requests)  # 1.8.20 only, after everything else: the small data stays as it was
     conn.execute("COMMIT")
     conn.execute("PRAGMA synchronous = FULL")
 
