@@ -59,3 +59,28 @@ def test_new_projects_get_revision_one_with_the_current_defaults():
     rev = conn.execute("SELECT id, revision, schema_version, json_extract(profile_json, '$.provider_preference') FROM execution_profile_revisions").fetchone()
     assert rev == ("p:execution-profile:1", 1, 3, "docker_sandbox")
     assert conn.execute("SELECT active_execution_profile_revision_id FROM projects").fetchone()[0] == "p:execution-profile:1"
+
+
+def test_a_rebuild_not_needed_keeps_foreign_keys_on_and_stops_if_the_shape_changes_under_the_lock():
+    import dataclasses
+
+    from console.db.migrations.registry import by_id
+    from console.db.migrations.runner import MigrationFailed, apply_migration
+
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.execute("PRAGMA foreign_keys = ON")
+    apply_all(conn, MIGRATIONS)
+    step = by_id("014-approval-requests-rebuild-action-limit")
+    seen = []
+
+    def up(c):
+        seen.append(c.execute("PRAGMA foreign_keys").fetchone()[0])
+
+    apply_migration(conn, dataclasses.replace(step, up=up))
+    assert seen == [1]  # not needed: no rebuild, foreign keys stayed on
+    answers = iter([False, True])  # not needed before BEGIN, needed under the lock
+    racing = dataclasses.replace(step, up=up, needed=lambda c: next(answers))
+    with pytest.raises(MigrationFailed, match="changed shape"):
+        apply_migration(conn, racing)
+    assert seen == [1] and not conn.in_transaction
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1

@@ -30,6 +30,7 @@ class Migration:
     estimate: Callable[[sqlite3.Connection], int]
     checksum: str
     module: str
+    needed: Callable[[sqlite3.Connection], bool] | None = None
 
     @classmethod
     def from_module(cls, module: ModuleType) -> "Migration":
@@ -44,6 +45,7 @@ class Migration:
             estimate=getattr(module, "estimate", lambda conn: 0),
             checksum=hashlib.sha256(source.encode("utf-8")).hexdigest(),
             module=module.__name__,
+            needed=getattr(module, "needed", None),
         )
 
 

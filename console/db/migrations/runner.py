@@ -41,8 +41,14 @@ def apply_migration(
     """Run `migration` in its own transaction (or the caller's when `begin` is False).
 
     Returns False when `locked` said the step is no longer pending (nothing was written).
+
+    A rebuild step whose table already has the new shape (`needed` says no) runs like any other
+    step: foreign keys stay on and the whole-database `foreign_key_check` (most of its cost on a
+    large file) is skipped. The shape is read again under the lock; should it have changed in
+    between, the step stops rather than rebuild with foreign keys on (which would cascade).
     """
-    if migration.rebuild:
+    rebuilding = migration.rebuild and (migration.needed is None or migration.needed(conn))
+    if rebuilding:
         if conn.in_transaction:
             raise MigrationFailed(migration, "a table rebuild must start outside a transaction")
         conn.execute("PRAGMA foreign_keys = OFF")
@@ -61,8 +67,14 @@ def apply_migration(
                     _rollback(conn)
                 return False
         try:
+            if migration.rebuild and not rebuilding and migration.needed(conn):
+                raise MigrationFailed(
+                    migration,
+                    "the table changed shape while the upgrade waited for the lock; nothing was "
+                    "written, run the upgrade again",
+                )
             migration.up(conn)
-            if migration.rebuild:
+            if rebuilding:
                 violations = conn.execute("PRAGMA foreign_key_check").fetchall()
                 if violations:
                     first = tuple(violations[0])
@@ -82,7 +94,7 @@ def apply_migration(
                 raise MigrationFailed(migration, str(exc)) from exc
             raise
     finally:
-        if migration.rebuild:
+        if rebuilding:
             conn.execute("PRAGMA foreign_keys = ON")
     return True
 
