@@ -1,7 +1,7 @@
 """1.8.22 `backfillExecutionProfiles`: give every project without an owned active revision revision 1."""
 
 from console.db import execution_profiles as profiles
-from console.db.migrations.base import count
+from console.db.migrations.base import columns, count, table_exists
 
 ID = "005-profile-backfill-initial"
 RELEASE = "1.8.22"
@@ -43,4 +43,9 @@ def up(conn):
 
 
 def estimate(conn):
+    """Before steps 002/003 run, every project will need its revision 1."""
+    if "active_execution_profile_revision_id" not in columns(conn, "projects") or not table_exists(
+        conn, "execution_profile_revisions"
+    ):
+        return count(conn, "SELECT count(*) FROM projects")
     return count(conn, f"SELECT count(*) FROM ({SELECT})")

@@ -14,6 +14,8 @@ def up(conn):
 
 
 def estimate(conn):
+    """Before the profile tables exist, every live project will get a v2 revision 1 (step 005)
+    and then move to v3 here."""
     if not table_exists(conn, "execution_profile_revisions"):
-        return 0
+        return count(conn, "SELECT count(*) FROM projects WHERE deletion_started_at IS NULL")
     return count(conn, f"SELECT count(*) FROM ({active_rows_sql((1, 2))})")
