@@ -24,6 +24,7 @@ from console.workers import Session, SupportInfo
 from widgets.safe_text import clean
 
 POLL_SECONDS = 0.5
+PREFETCH_WAIT_SECONDS = 0.1
 
 
 def _navigation_commands() -> type:
@@ -62,6 +63,19 @@ class ArchonConsole(App):
         self._collector = IdleCollector()
         shape = self.session.handle.shape
         self.release_label = f"archon {shape.release}" if shape.release else "unknown release"
+        self._prefetched: tuple[str, str | None, Any] | None = None
+        self._start_entry = self._start_screen_entry()
+        if self._start_entry is not None:
+            entry, arg = self._start_entry
+            try:
+                prefetched = entry.screen_class().prefetch(self.session, arg)
+            except Exception:  # the screen reads again on mount, and reports errors there
+                prefetched = None
+            if prefetched is not None:
+                # The UI is not running yet: a short wait here lets the first frame show rows
+                # (the thread gets the whole interpreter); a slow database just misses it.
+                prefetched.wait(PREFETCH_WAIT_SECONDS)
+                self._prefetched = (entry.name, arg, prefetched)
         overrides, self.keymap_warning = load_keymap()
         if overrides:
             self.set_keymap(overrides)
@@ -72,10 +86,11 @@ class ArchonConsole(App):
         self.sub_title = clean(str(self.session.db_path), one_line=True)
         if self.keymap_warning:
             self.notify(self.keymap_warning, severity="warning", markup=False)
-        if self.start:
-            self.navigate(self.start)
-        else:
-            self._choose_start()
+        if not isinstance(self.screen, ConsoleScreen):  # no start screen was given, or not a valid one
+            if self.start:
+                self.navigate(self.start)
+            else:
+                self._choose_start()
         self.set_interval(self.poll_seconds, self._poll)
         self.set_interval(1.0, self._idle_gc)
 
@@ -89,6 +104,28 @@ class ArchonConsole(App):
         if isinstance(event, events.InputEvent):
             self._collector.note_input()
         await super().on_event(event)
+
+    def _start_screen_entry(self) -> tuple[Any, str | None] | None:
+        if self.start:
+            entry, arg, _ = parse_command(self.start)
+            if entry is not None and (arg or not entry.argument):
+                return entry, arg
+        return None
+
+    def get_default_screen(self) -> Any:
+        """The start screen itself, when known, is the bottom of the stack: the first frame shows
+        it (no blank frame, no push). Otherwise a blank screen until `_choose_start` decides."""
+        if self._start_entry is not None:
+            entry, arg = self._start_entry
+            return entry.build(arg)
+        return super().get_default_screen()
+
+    def take_prefetched(self, command: str, argument: str | None) -> Any | None:
+        """What `ConsoleScreen.prefetch` started for the start screen, handed over once."""
+        prefetched, self._prefetched = self._prefetched, None
+        if prefetched is not None and prefetched[:2] == (command, argument):
+            return prefetched[2]
+        return None
 
     @work(thread=True, exclusive=True, group="start", exit_on_error=False)
     def _choose_start(self) -> None:
@@ -121,7 +158,9 @@ class ArchonConsole(App):
         self.push_screen(entry.build(arg))
 
     def action_back(self) -> None:
-        if len(self.screen_stack) > 2:
+        """Pop back to the previous console screen; the first one stays."""
+        stack = self.screen_stack
+        if len(stack) > 1 and isinstance(stack[-2], ConsoleScreen):
             self.pop_screen()
 
     def action_command_line(self) -> None:

@@ -11,9 +11,15 @@ def run_tui(ctx: Any, support: SupportInfo | None = None, *, start: str | None =
     """Open the console on `ctx.db_path`; returns the exit code. `support` shows a SUPPORT badge
     (the console is looking at a snapshot of someone else's database)."""
     from console.app import ArchonConsole
+    from console.services import navigation
     from console.workers import Session
 
     session = Session(ctx)  # opens and validates before the terminal is taken over
+    if start is None:  # decided before the UI runs, so the first frame is the start screen
+        try:
+            start = session.run(navigation.start_screen)
+        except Exception:
+            start = None  # the app decides in a worker, and shows any error there
     app = ArchonConsole(ctx, support, session=session, start=start)
     result = app.run()
     return int(result or 0) if isinstance(result, int) else (app.return_code or 0)

@@ -14,7 +14,9 @@ from the end of the list, whichever reads fewest rows: End on a million rows rea
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Protocol, Sequence
 
@@ -59,6 +61,41 @@ class JumpingSource(PageSource, Protocol):
 
     def retreat(self, cursor: Any | None, count: int) -> Any | None:
         """The cursor `count` rows before `cursor`, where None is the END of the list."""
+
+
+class Preload:
+    """The first page of `source`, fetched in a plain thread before any table exists.
+
+    A screen that will surely open (the one the console starts on) can ask for its first page
+    while Textual is still starting; `set_source(preload)` then shows the rows in the very first
+    frame instead of a placeholder frame and a second layout pass.
+    """
+
+    def __init__(self, source: PageSource, page_size: int = 100) -> None:
+        self.source = source
+        self.page_size = page_size
+        self._future: Future = Future()
+        threading.Thread(target=self._run, name="lazy-table-preload", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._future.set_result(self.source.page(None, self.page_size))
+        except BaseException as exc:  # handed to whoever asks for the page
+            self._future.set_exception(exc)
+
+    def ready(self) -> bool:
+        return self._future.done() and self._future.exception() is None
+
+    def wait(self, timeout: float) -> bool:
+        """Wait at most `timeout` seconds (only before the UI runs); whether the page is here."""
+        try:
+            self._future.exception(timeout)
+        except TimeoutError:
+            return False
+        return self.ready()
+
+    def result(self) -> tuple[list[Any], Any | None]:
+        return self._future.result()
 
 
 # How to reach the start of a page: ("at", cursor) known; ("forward", cursor, rows) from a known
@@ -209,15 +246,19 @@ class LazyTable(ScrollView, can_focus=True):
         self._last_reported: tuple[int, Hashable | None] | None = None
 
     # ----------------------------------------------------------------- public API
-    def set_source(self, source: PageSource | None, *, keep_cursor: bool = False) -> None:
-        """Show another source (a new filter); the cursor goes to the top unless kept."""
+    def set_source(self, source: PageSource | Preload | None, *, keep_cursor: bool = False) -> None:
+        """Show another source (a new filter); the cursor goes to the top unless kept. A
+        `Preload` of this table's page size is shown at once if its first page has arrived."""
+        preload = None
+        if isinstance(source, Preload):
+            preload, source = (source if source.page_size == self.page_size else None), source.source
         self.source = source
         if not keep_cursor:
             self.cursor = 0
             self.scroll_to(y=0, animate=False)
-        self.reload(keep_cursor=keep_cursor)
+        self.reload(keep_cursor=keep_cursor, preload=preload)
 
-    def reload(self, *, keep_cursor: bool = True) -> None:
+    def reload(self, *, keep_cursor: bool = True, preload: Preload | None = None) -> None:
         """Forget every cached page and count again; the highlighted row is found again by key."""
         self._generation += 1
         self._pending.clear()
@@ -229,7 +270,12 @@ class LazyTable(ScrollView, can_focus=True):
             self._resize()
             self.refresh()
             return
-        self._reload_worker(self._generation, self.source, key)
+        if preload is not None and key is None and preload.ready():
+            rows, end = preload.result()
+            self._apply_reload(self._Reloaded(self._generation, self._guess(0, rows), None, (0, rows, None, end), False))
+            self._reload_worker(self._generation, self.source, None, counting_only=True)
+            return
+        self._reload_worker(self._generation, self.source, key, preload=preload if key is None else None)
 
     @property
     def cursor_row(self) -> Any | None:
@@ -277,10 +323,22 @@ class LazyTable(ScrollView, can_focus=True):
         self.refresh()
 
     # ----------------------------------------------------------------- workers
+    def _guess(self, page_no: int, rows: list) -> int:
+        """Rows known to exist, plus a page when this one is full: until the count arrives."""
+        return page_no * self.page_size + len(rows) + (self.page_size if len(rows) == self.page_size else 0)
+
     @work(thread=True, exclusive=True, group="lazy-table-count", exit_on_error=False)
-    def _reload_worker(self, generation: int, source: PageSource, key: Hashable | None) -> None:
+    def _reload_worker(self, generation: int, source: PageSource, key: Hashable | None, *,
+                       preload: Preload | None = None, counting_only: bool = False) -> None:
         # The screen around the kept row first (one round trip before the first paint), then
         # the exact count, which may take longer on a large table.
+        if not counting_only:
+            self._first_page(generation, source, key, preload)
+        total = source.count()
+        self.post_message(self._Reloaded(generation, total, None, None, exact=True))
+
+    def _first_page(self, generation: int, source: PageSource, key: Hashable | None, preload: Preload | None) -> None:
+        """The page holding the kept row (else the cursor's), posted before the count."""
         index = None
         if key is not None and hasattr(source, "index_of"):
             index = source.index_of(key)
@@ -291,15 +349,16 @@ class LazyTable(ScrollView, can_focus=True):
             after_row = source.cursor_of(key)
             if after_row is not None:  # back from the kept row to its page's start: under a page
                 route = ("back", after_row, index % self.page_size + 1)
-        start = self._cursor_for(source, page_no, route)
-        rows, end = source.page(start, self.page_size)
+        if preload is not None and page_no == 0:
+            start, (rows, end) = None, preload.result()
+        else:
+            start = self._cursor_for(source, page_no, route)
+            rows, end = source.page(start, self.page_size)
         if not rows and page_no:
             page_no, start = 0, None
             rows, end = source.page(None, self.page_size)
-        guess = page_no * self.page_size + len(rows) + (self.page_size if len(rows) == self.page_size else 0)
-        self.post_message(self._Reloaded(generation, guess, index, (page_no, rows, start, end), exact=False))
-        total = source.count()
-        self.post_message(self._Reloaded(generation, total, index, None, exact=True))
+        self.post_message(self._Reloaded(generation, self._guess(page_no, rows), index, (page_no, rows, start, end),
+                                         exact=False))
 
     @work(thread=True, group="lazy-table-page", exit_on_error=False)
     def _page_worker(self, generation: int, source: PageSource, page_no: int, route: Route) -> None:
@@ -349,6 +408,9 @@ class LazyTable(ScrollView, can_focus=True):
     # ----------------------------------------------------------------- messages
     def on_lazy_table__reloaded(self, message: _Reloaded) -> None:
         message.stop()
+        self._apply_reload(message)
+
+    def _apply_reload(self, message: _Reloaded) -> None:
         if message.generation != self._generation:
             return
         if message.first_page is not None:
@@ -561,4 +623,4 @@ class LazyTable(ScrollView, can_focus=True):
 
 
 
-__all__ = ["Column", "JumpingSource", "LazyTable", "PageSource"]
+__all__ = ["Column", "JumpingSource", "LazyTable", "PageSource", "Preload"]

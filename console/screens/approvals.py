@@ -23,7 +23,7 @@ from console.services import approvals as decisions
 from console.services.projects import EXPIRING_SOON
 from widgets.humane import countdown, exact, relative
 from widgets.json_view import JsonView
-from widgets.lazy_table import Column, LazyTable
+from widgets.lazy_table import Column, LazyTable, Preload
 from widgets.safe_text import safe_text
 from widgets.timeline import Timeline, TimelineEvent
 from console.screens.sources import ApprovalsSource
@@ -89,10 +89,18 @@ class ApprovalsScreen(ConsoleScreen):
             super().__init__()
             self.modal, self.request = modal, request
 
+    @staticmethod
+    def initial_filters(argument: str | None) -> queue.Filters:
+        return queue.Filters(statuses=("pending",), project=argument)
+
+    @classmethod
+    def prefetch(cls, session, argument: str | None) -> Preload:
+        return Preload(ApprovalsSource(session, cls.initial_filters(argument)))
+
     def __init__(self, argument: str | None = None) -> None:
         super().__init__()
         self.argument = argument
-        self.filters = queue.Filters(statuses=("pending",), project=argument)
+        self.filters = self.initial_filters(argument)
         self.detail: dict[str, Any] | None = None
         self.modal: ActionModal | None = None
         self.filter_mode: str | None = None
@@ -116,7 +124,7 @@ class ApprovalsScreen(ConsoleScreen):
         self._apply_width(self.app.size.width)
         table = self.query_one(LazyTable)
         table.focus()
-        table.set_source(self._source())
+        table.set_source(self.console_app.take_prefetched(self.COMMAND, self.argument) or self._source())
         self.set_interval(1.0, self._tick)
 
     def on_resize(self, event) -> None:

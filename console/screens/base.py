@@ -47,6 +47,12 @@ class ConsoleScreen(Screen):
         Binding("w", "why", "Why greyed?", id="help.why", show=False),
     ]
 
+    @classmethod
+    def prefetch(cls, session: "Session", argument: str | None) -> Any | None:
+        """Start reading what this screen shows first, before it exists (the start screen, while
+        Textual starts up); the screen takes it back with `console_app.take_prefetched`."""
+        return None
+
     @property
     def console_app(self) -> "ArchonConsole":
         return self.app  # type: ignore[return-value]

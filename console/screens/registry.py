@@ -20,8 +20,11 @@ class ScreenEntry:
     aliases: tuple[str, ...] = ()
     argument: str | None = None  # e.g. "NAME" for `:project NAME`
 
+    def screen_class(self) -> Any:
+        return getattr(importlib.import_module(self.module), self.cls)
+
     def build(self, argument: str | None = None) -> Any:
-        screen_cls = getattr(importlib.import_module(self.module), self.cls)
+        screen_cls = self.screen_class()
         return screen_cls(argument) if self.argument else screen_cls()
 
 

@@ -204,6 +204,23 @@ async def test_colon_navigation_and_back(demo_db, make_app):
         await wait_until(pilot, lambda: isinstance(app.screen, ApprovalsScreen))
 
 
+async def test_start_screen_is_the_bottom_of_the_stack(demo_db, make_app):
+    path = demo_db()
+    app = make_app(path, start="approvals")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        assert app._prefetched is None  # the start screen took its first page
+        await pilot.press("escape")
+        await pilot.pause(0.05)
+        assert isinstance(app.screen, ApprovalsScreen)  # nothing below it
+        await pilot.press("colon")
+        await type_text(pilot, "envs")
+        await pilot.press("enter")
+        await ready(pilot, app, EnvironmentsScreen)
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: isinstance(app.screen, ApprovalsScreen))
+
+
 async def test_palette_offers_projects_by_name(demo_db, make_app):
     path = demo_db()
     app = make_app(path)

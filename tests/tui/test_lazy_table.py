@@ -7,7 +7,7 @@ import threading
 
 from textual.app import App, ComposeResult
 
-from widgets.lazy_table import Column, LazyTable
+from widgets.lazy_table import Column, LazyTable, Preload
 
 
 class NumbersSource:
@@ -189,3 +189,33 @@ async def test_end_reads_the_last_page_from_the_end_not_every_row(tmp_path):
         await wait_loaded(pilot, table)
         assert table.cursor_row["n"] == 20000 - 8 * (table.size.height - 1)
         assert source.rows_read <= 3 * table.page_size
+
+
+async def test_a_ready_preload_is_on_screen_without_another_read(tmp_path):
+    source = NumbersSource(make_numbers(tmp_path, 500))
+    preload = Preload(source, page_size=50)
+    assert preload.wait(10)
+    app = TableApp(None)
+    async with app.run_test(size=(60, 20)) as pilot:
+        table = app.query_one(LazyTable)
+        await pilot.pause()
+        table.set_source(preload)
+        assert table.row_at(0)["n"] == 0 and table.row_at(49)["n"] == 49  # before any worker ran
+        await wait_loaded(pilot, table)
+        assert table.total == 501 and table.total_exact
+        assert source.page_calls == 1
+
+
+async def test_a_preload_still_running_is_awaited_by_the_reload(tmp_path):
+    source = NumbersSource(make_numbers(tmp_path, 500))
+    source.lock.acquire()  # the preload's read waits until the table exists
+    preload = Preload(source, page_size=50)
+    app = TableApp(None)
+    async with app.run_test(size=(60, 20)) as pilot:
+        table = app.query_one(LazyTable)
+        table.set_source(preload)
+        assert table.row_at(0) is None
+        source.lock.release()
+        await wait_loaded(pilot, table)
+        assert table.row_at(0)["n"] == 0 and table.total == 501
+        assert source.page_calls == 1
