@@ -59,7 +59,9 @@ class ArchonConsole(App):
         self.session = session or Session(ctx)
         self.start = start
         self.poll_seconds = poll_seconds
-        self._data_version: int | None = None
+        # The baseline is taken before anything is read (and before the UI runs), so a commit
+        # made while the first screen loads is seen by the first poll.
+        self._data_version: int | None = self.session.data_version()
         self._collector = IdleCollector()
         shape = self.session.handle.shape
         self.release_label = f"archon {shape.release}" if shape.release else "unknown release"
