@@ -19,6 +19,7 @@ from console.screens.base import ConsoleScreen
 from console.screens.reason import ReasonModal
 from console.screens.sources import ListSource
 from console.services import approval_queue as queue
+from console.services import navigation
 from console.services import profiles as profiles_service
 from widgets.diff_view import diff_text
 from widgets.humane import exact, relative
@@ -88,15 +89,7 @@ class ProfilesScreen(ConsoleScreen):
 
     @work(thread=True, exclusive=True, group="profiles-load", exit_on_error=False)
     def _load_project(self) -> None:
-        def work_(handle):
-            profiles_service.require_profiles(handle)
-            row = queue.resolve_project(handle.conn, self.argument)
-            project = dict(handle.conn.execute("SELECT * FROM projects WHERE id = ?", (row["id"],)).fetchone())
-            audit = [dict(r) for r in handle.conn.execute(
-                "SELECT * FROM execution_profile_audit_events WHERE project_id = ? ORDER BY created_at, id",
-                (row["id"],))]
-            return project, audit
-        project, audit = self.session.run(work_)
+        project, audit = self.session.run(navigation.project_with_audit, self.argument)
         self.post_message(self.Loaded(project, audit))
 
     def on_profiles_screen_loaded(self, message: Loaded) -> None:

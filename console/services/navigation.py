@@ -1,10 +1,12 @@
-"""What the console needs to find its way before any list is open: where to start, and the
-project names the command palette offers (`:project NAME`)."""
+"""What the console needs to find its way: where to start, the project names the command palette
+offers (`:project NAME`), and the project a `:project NAME` screen opens on."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from console.db.connect import ArchonDatabase
-from console.services.approval_queue import any_pending
+from console.services.approval_queue import any_pending, resolve_project
 
 PALETTE_PROJECTS = 200
 
@@ -20,4 +22,16 @@ def project_names(handle: ArchonDatabase, limit: int = PALETTE_PROJECTS) -> list
     return [(r[0], r[1]) for r in rows]
 
 
-__all__ = ["project_names", "start_screen"]
+def project_with_audit(handle: ArchonDatabase, project: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The project (by id, else unique name) and its profile audit events, oldest first."""
+    from console.services.profiles import require_profiles  # not needed to start the console
+
+    require_profiles(handle)
+    row = resolve_project(handle.conn, project)
+    found = dict(handle.conn.execute("SELECT * FROM projects WHERE id = ?", (row["id"],)).fetchone())
+    audit = [dict(r) for r in handle.conn.execute(
+        "SELECT * FROM execution_profile_audit_events WHERE project_id = ? ORDER BY created_at, id", (row["id"],))]
+    return found, audit
+
+
+__all__ = ["project_names", "project_with_audit", "start_screen"]
