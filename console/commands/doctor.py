@@ -11,9 +11,9 @@ file; a file that is not SQLite at all gets one sentence (and `{"usable": false,
 
 from __future__ import annotations
 
-from datetime import timedelta
 from pathlib import Path
 
+from console.commands.options import stale_after, stale_after_parent
 from console.errors import EXIT_UNUSABLE, DatabaseUnusable, UsageError
 from console.output import emit_json, say
 
@@ -33,7 +33,7 @@ def cmd_doctor(ctx) -> int:
     try:
         report = run_doctor(
             path, checks=args.check or None, full=args.full, now=now,
-            stale_after=timedelta(minutes=args.stale_minutes),
+            stale_after=stale_after(args),
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -58,7 +58,7 @@ def cmd_doctor(ctx) -> int:
 
 def register(subparsers, parents) -> None:
     p = subparsers.add_parser(
-        "doctor", parents=parents, help="check a database and explain what is wrong (never writes)",
+        "doctor", parents=[*parents, stale_after_parent()], help="check a database and explain what is wrong (never writes)",
         description="Runs named checks (integrity, foreign keys, schema and ledger, approvals, "
         "environments, profiles) and prints each finding with an id, a severity, what was found, why it "
         "matters and what to do. Exit 0: no errors; 1: errors (--strict: or warnings); 3: the console "
@@ -71,8 +71,6 @@ def register(subparsers, parents) -> None:
     p.add_argument("--list-checks", action="store_true", help="list the check names and exit")
     p.add_argument("--full", action="store_true", help="PRAGMA integrity_check instead of quick_check")
     p.add_argument("--strict", action="store_true", help="warnings also make the exit code 1")
-    p.add_argument("--stale-minutes", type=float, default=15.0, metavar="N",
-                   help="operation claims older than this are stale (default 15)")
     p.add_argument("--bundle", metavar="OUT.zip", help="also write a support bundle")
     p.add_argument("--redact", action="store_true",
                    help="replace actors, paths and payload values in the bundle by stable placeholders")

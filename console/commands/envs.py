@@ -14,6 +14,7 @@ import humanize
 
 from console.errors import Refusal
 from console.output import emit_json, relative, say, table
+from console.commands.options import stale_after, stale_after_parent
 from console.services import environments as envs
 from console.services.base import ActionResult
 
@@ -32,20 +33,7 @@ CLAIM_EPILOG = (
 
 
 def _stale_after(ctx) -> timedelta:
-    minutes = getattr(ctx.args, "stale_after", None)
-    if minutes is None:
-        return envs.default_stale_after()
-    return timedelta(minutes=minutes)
-
-
-def _minutes(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of minutes: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must not be negative")
-    return value
+    return stale_after(ctx.args)
 
 
 def run_action(ctx, target_id: str, action: Callable[[Any], ActionResult]) -> int:
@@ -188,9 +176,7 @@ def register(subparsers, parents) -> None:
         epilog=CLAIM_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = family.add_subparsers(dest="envs_command", metavar="ACTION", required=True)
-    stale = argparse.ArgumentParser(add_help=False)
-    stale.add_argument("--stale-after", type=_minutes, metavar="MINUTES", default=None,
-                       help="age after which a claim counts as stale (default $ARCHON_CONSOLE_STALE_MINUTES or 15)")
+    stale = stale_after_parent()
 
     p = sub.add_parser("list", parents=[*parents, stale], help="list environments (keyset pages by id)")
     p.add_argument("--state", choices=envs.STATES, help="only this lifecycle state")

@@ -7,15 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-
-def _minutes(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of minutes: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be more than 0")
-    return value
+from console.commands.options import stale_after, stale_after_parent
 
 
 def register(subparsers: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
@@ -26,12 +18,10 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
     )
     commands = family.add_subparsers(dest="projects_command", metavar="ACTION", required=True)
     p = commands.add_parser(
-        "list", parents=parents, help="one line per project",
+        "list", parents=[*parents, stale_after_parent()], help="one line per project",
         description="One line per project. '-' marks what this database's archon release does not have "
         "(profiles and approvals need 1.8.22, operation claims 1.10.0).",
     )
-    p.add_argument("--stale-after", type=_minutes, default=15.0, metavar="MINUTES",
-                   help="a claim older than this counts as stale (default 15)")
     p.set_defaults(handler=run_list)
 
 
@@ -40,13 +30,11 @@ def _dash(value) -> str:
 
 
 def run_list(ctx) -> int:
-    from datetime import timedelta
-
     from console.services.projects import list_projects
 
     now = ctx.clock()
     with ctx.open(read_only=True) as handle:
-        projects = list_projects(handle, now=now, stale_after=timedelta(minutes=ctx.args.stale_after))
+        projects = list_projects(handle, now=now, stale_after=stale_after(ctx.args))
     from console.output import emit_json, say, table
 
     if ctx.json:
