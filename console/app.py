@@ -94,13 +94,8 @@ class ArchonConsole(App):
             else:
                 self._choose_start()
         self.set_interval(self.poll_seconds, self._poll)
-        self.set_interval(1.0, self._idle_gc)
-
-    def _idle_gc(self) -> None:
-        if self._collector.started:
-            self._collector.tick()
-        else:
-            self._collector.start()
+        self._collector.start()
+        self.set_interval(1.0, self._collector.tick)
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.InputEvent):

@@ -5,7 +5,7 @@ and Rich's caches keep ~100,000 of them alive. CPython then runs a full (generat
 every few dozen frames, and each one walks every live object: measured at 20-40 ms, it was the
 whole tail of the page-down latency (p99 138 ms over 1,000 pages; 52 ms without it). Young
 garbage is still collected as usual; only the full collection waits until no key has been
-pressed for `idle_seconds`. Objects alive once the console is up (modules, classes, styles) are
+pressed for `idle_seconds`. Objects alive when the console mounts (modules, classes, styles) are
 frozen out of collections altogether (`gc.freeze`), so the idle collections are short too.
 """
 
@@ -30,12 +30,12 @@ class IdleCollector:
         return self._saved is not None
 
     def start(self) -> None:
-        """Freeze what is alive now and take full collections off the automatic schedule. Called
-        once the first screen is up (its collection must not delay the first paint)."""
+        """Freeze what is alive now and take full collections off the automatic schedule. Cheap
+        (no collection: freezing only moves lists), so it runs at mount; whatever garbage is alive
+        at that moment stays frozen with the rest, a one-off of start-up leftovers."""
         if self._saved is not None:
             return
         self._saved = gc.get_threshold()
-        gc.collect()
         gc.freeze()
         first, second, _ = self._saved
         gc.set_threshold(first, second, NO_AUTOMATIC_FULL_COLLECTION)
