@@ -2,53 +2,17 @@
 
 `environments.list_environments` reads one keyset page ordered by id; a paged view also needs the
 exact count, where a row sits after a reload, and cursors for jumps (End reads backwards from the
-end of the index instead of walking to it). The filters mirror `list_environments` exactly, so a
-position counted here is a position in its pages.
+end of the index instead of walking to it). All of them page `environments.environment_query`,
+the one definition of the list's filters, so a position counted here is a position in its pages.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
 from typing import Any
 
-from console.clock import db_time
 from console.db.connect import ArchonDatabase
-from console.db.queries import Cursor, KeysetQuery, advance, position_of, retreat
-from console.errors import UsageError
-from console.services.base import require_feature
-from console.services.environments import DEFAULT_STALE_AFTER, STATES
-
-
-def environment_query(
-    handle: ArchonDatabase,
-    *,
-    now: datetime,
-    state: str | None = None,
-    project: str | None = None,
-    claimed: bool = False,
-    stale: bool = False,
-    stale_after: timedelta = DEFAULT_STALE_AFTER,
-) -> KeysetQuery:
-    """The ids of the environments `list_environments` would list with the same filters, by id."""
-    if state is not None and state not in STATES:
-        raise UsageError(f"Unknown state {state!r}; one of: {', '.join(STATES)}.")
-    if (claimed or stale) and not handle.shape.supports("claims"):
-        require_feature(handle, "claims", what="Filtering by operation claims")
-    where: list[str] = []
-    params: list[Any] = []
-    if state:
-        where.append("e.lifecycle_state = ?")
-        params.append(state)
-    if project:
-        where.append("e.project_id = ?")
-        params.append(project)
-    if claimed or stale:
-        where.append("e.operation_claim_id IS NOT NULL")
-    if stale:
-        where.append("(julianday(e.operation_claimed_at) IS NULL OR julianday(e.operation_claimed_at) < julianday(?))")
-        params.append(db_time(now - stale_after))
-    return KeysetQuery("execution_environments e", keys=("e.id",), key_names=("id",), columns="e.id",
-                       where=tuple(where), params=tuple(params))
+from console.db.queries import Cursor, advance, position_of, retreat
+from console.services.environments import environment_query
 
 
 def count_environments(handle: ArchonDatabase, **filters: Any) -> int:

@@ -30,7 +30,7 @@ import json
 import os
 import socket
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -179,7 +179,7 @@ class EnvironmentPage:
     next_after: str | None  # pass as `after` for the next page; None on the last page
 
 
-def list_environments(
+def environment_query(
     handle: ArchonDatabase,
     *,
     now: datetime,
@@ -188,10 +188,11 @@ def list_environments(
     claimed: bool = False,
     stale: bool = False,
     stale_after: timedelta = DEFAULT_STALE_AFTER,
-    after: str | None = None,
-    limit: int = 100,
-) -> EnvironmentPage:
-    """One keyset page ordered by id; `after` is the last id of the previous page."""
+) -> KeysetQuery:
+    """The environments matching the filters, ordered by id (ids only; callers widen `columns`).
+
+    The one definition of the filters: the list, its counts and the TUI's jumps all page it.
+    """
     if state is not None and state not in STATES:
         raise UsageError(f"Unknown state {state!r}; one of: {', '.join(STATES)}.")
     if (claimed or stale) and not handle.shape.supports("claims"):
@@ -209,9 +210,27 @@ def list_environments(
     if stale:  # an unreadable claim time counts as stale, as it does for a takeover
         where.append("(julianday(e.operation_claimed_at) IS NULL OR julianday(e.operation_claimed_at) < julianday(?))")
         params.append(db_time(now - stale_after))
-    query = KeysetQuery(
-        source="execution_environments e", keys=("e.id",), key_names=("id",),
-        columns=f"e.*, {_LEASES} AS active_lease_count", where=tuple(where), params=tuple(params),
+    return KeysetQuery("execution_environments e", keys=("e.id",), key_names=("id",), columns="e.id",
+                       where=tuple(where), params=tuple(params))
+
+
+def list_environments(
+    handle: ArchonDatabase,
+    *,
+    now: datetime,
+    state: str | None = None,
+    project: str | None = None,
+    claimed: bool = False,
+    stale: bool = False,
+    stale_after: timedelta = DEFAULT_STALE_AFTER,
+    after: str | None = None,
+    limit: int = 100,
+) -> EnvironmentPage:
+    """One keyset page ordered by id; `after` is the last id of the previous page."""
+    query = replace(
+        environment_query(handle, now=now, state=state, project=project, claimed=claimed, stale=stale,
+                          stale_after=stale_after),
+        columns=f"e.*, {_LEASES} AS active_lease_count",
     )
     if limit and limit > 0:
         page = fetch_page(handle.conn, query, cursor=Cursor((after,)) if after is not None else None, limit=limit)
