@@ -55,6 +55,7 @@ SCENES: tuple[Scene, ...] = (
           navigate=("project", "atlas-api")),
     Scene("upgrade", "upgrade", (), lambda app: getattr(app.screen, "plan", None) is not None, release="1.8.22"),
     Scene("help", "approvals", ("question_mark",), _modal_over("HelpScreen")),
+    Scene("doctor", "doctor", (), lambda app: getattr(app.screen, "report", None) is not None),
 )
 
 
@@ -73,7 +74,7 @@ async def settle(pilot, app, scene: Scene, timeout: float = 10.0) -> None:
                 pass
         raise AssertionError(f"scene {scene.name} never settled")
 
-    first = _table_ready if scene.start != "upgrade" else scene.ready
+    first = _table_ready if scene.start not in ("upgrade", "doctor") else scene.ready
     await wait(first)
     if scene.navigate:
         app.navigate(*scene.navigate)
