@@ -20,7 +20,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Protocol, Sequence
 
-from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events, work

@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual import work
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 from textual.worker import Worker, WorkerState
@@ -132,6 +134,34 @@ class ConsoleScreen(Screen):
         if state != getattr(self, "_binding_state", None):
             self._binding_state = state
             self.refresh_bindings()
+
+    # ------------------------------------------------------------ writes
+    class WriteDone(Message):
+        """A service write finished: its `ActionResult`, or the `Refusal` that stopped it."""
+
+        def __init__(self, result: Any = None, error: Refusal | None = None) -> None:
+            super().__init__()
+            self.result, self.error = result, error
+
+    def write(self, fn, *args: Any, **kwargs: Any) -> None:
+        """Run one service write off the UI thread; its outcome comes back as `WriteDone`."""
+        self._write_worker(fn, args, kwargs)
+
+    @work(thread=True, group="write", exit_on_error=False)
+    def _write_worker(self, fn, args, kwargs) -> None:
+        try:
+            result = self.session.run(fn, *args, **kwargs)
+        except Refusal as exc:
+            self.post_message(self.WriteDone(error=exc))
+            return
+        self.post_message(self.WriteDone(result=result))
+
+    def on_console_screen_write_done(self, message: "ConsoleScreen.WriteDone") -> None:
+        if message.error is not None:
+            self.show_error(message.error)
+        else:
+            self.notify_result(message.result.message)
+        self.after_write()
 
     def after_write(self) -> None:
         self.refresh_data()

@@ -14,7 +14,6 @@ from textual.message import Message
 from textual.widgets import Static
 
 from console.clock import parse_time
-from console.errors import Refusal
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ActionModal, ConfirmModal
 from console.screens.reason import ReasonModal
@@ -65,11 +64,6 @@ class EnvironmentsScreen(ConsoleScreen):
         def __init__(self, env: dict[str, Any]) -> None:
             super().__init__()
             self.env = env
-
-    class Done(Message):
-        def __init__(self, result: Any = None, error: Refusal | None = None) -> None:
-            super().__init__()
-            self.result, self.error = result, error
 
     def __init__(self, argument: str | None = None) -> None:
         super().__init__()
@@ -277,7 +271,7 @@ class EnvironmentsScreen(ConsoleScreen):
                                                    expected=env_id, confirm_label="Retire", watch_key=env_id)
         else:
             modal = ConfirmModal(f"Claim {op}", self._summary(f"Claim {op} on", body), watch_key=env_id)
-        self._open(modal, lambda reason: self._write(envs.claim, env_id, op, self.session.actor,
+        self._open(modal, lambda reason: self.write(envs.claim, env_id, op, self.session.actor,
                                                       now=self.session.now(), stale_after=envs.default_stale_after()))
 
     def action_claim_stop(self) -> None:
@@ -300,7 +294,7 @@ class EnvironmentsScreen(ConsoleScreen):
         after = envs.TARGET_STATE.get(op) or "unchanged; cleanup retried now"
         modal = ConfirmModal(f"Complete {op}", self._summary(f"Complete {op} on",
                              f"The environment moves to {after} and the claim is cleared."), watch_key=e["id"])
-        self._open(modal, lambda reason: self._write(envs.complete, e["id"], self.session.actor, now=self.session.now()))
+        self._open(modal, lambda reason: self.write(envs.complete, e["id"], self.session.actor, now=self.session.now()))
 
     def action_release(self) -> None:
         if not self._guard("release"):
@@ -314,7 +308,7 @@ class EnvironmentsScreen(ConsoleScreen):
         else:
             modal = ReasonModal("Release a stale claim", self._summary(f"Release {e.get('claim_holder')}'s stale claim on", body),
                                 required=True, watch_key=e["id"], danger=True)
-        self._open(modal, lambda reason: self._write(envs.release, e["id"], self.session.actor, now=self.session.now(),
+        self._open(modal, lambda reason: self.write(envs.release, e["id"], self.session.actor, now=self.session.now(),
                                                       takeover=not mine, reason=reason or None,
                                                       stale_after=envs.default_stale_after()))
 
@@ -328,7 +322,7 @@ class EnvironmentsScreen(ConsoleScreen):
                 "Make sure they are no longer working on it.")
         modal = TypedConfirmModal("Take over a stale claim", self._summary("Take over", body), expected=e["id"],
                                   ask_reason=True, reason_required=True, confirm_label="Take over", watch_key=e["id"])
-        self._open(modal, lambda reason: self._write(envs.claim, e["id"], op, self.session.actor, now=self.session.now(),
+        self._open(modal, lambda reason: self.write(envs.claim, e["id"], op, self.session.actor, now=self.session.now(),
                                                       takeover=True, reason=reason,
                                                       stale_after=envs.default_stale_after()))
 
@@ -349,25 +343,6 @@ class EnvironmentsScreen(ConsoleScreen):
         e = e or {}
         return (e.get("lifecycle_state"), e.get("operation_claim_id"), e.get("retirement_requested_at"),
                 e.get("active_lease_count"))
-
-    def _write(self, fn, *args, **kwargs) -> None:
-        self._write_worker(fn, args, kwargs)
-
-    @work(thread=True, group="envs-write", exit_on_error=False)
-    def _write_worker(self, fn, args, kwargs) -> None:
-        try:
-            result = self.session.run(fn, *args, **kwargs)
-        except Refusal as exc:
-            self.post_message(self.Done(error=exc))
-            return
-        self.post_message(self.Done(result=result))
-
-    def on_environments_screen_done(self, message: Done) -> None:
-        if message.error is not None:
-            self.show_error(message.error)
-        else:
-            self.notify_result(message.result.message)
-        self.after_write()
 
     # ------------------------------------------------------------ live
     modal: ActionModal | None = None

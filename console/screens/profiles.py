@@ -14,7 +14,6 @@ from textual.message import Message
 from textual.widgets import Static
 
 from console.clock import parse_time
-from console.errors import Refusal
 from console.screens.base import ConsoleScreen
 from console.screens.reason import ReasonModal
 from console.screens.sources import ListSource
@@ -48,11 +47,6 @@ class ProfilesScreen(ConsoleScreen):
         def __init__(self, project: dict[str, Any], audit: list[dict[str, Any]]) -> None:
             super().__init__()
             self.project, self.audit = project, audit
-
-    class Done(Message):
-        def __init__(self, result: Any = None, error: Refusal | None = None) -> None:
-            super().__init__()
-            self.result, self.error = result, error
 
     def __init__(self, argument: str | None = None) -> None:
         super().__init__()
@@ -213,26 +207,10 @@ class ProfilesScreen(ConsoleScreen):
 
         def done(reason: str | None) -> None:
             if reason:
-                self._activate(row["id"], reason)
+                self.write(profiles_service.activate, row["id"], self.session.actor,
+                           reason=reason, now=self.session.now())
 
         self.app.push_screen(modal, done)
-
-    @work(thread=True, group="profiles-write", exit_on_error=False)
-    def _activate(self, revision_id: str, reason: str) -> None:
-        try:
-            result = self.session.run(profiles_service.activate, revision_id, self.session.actor,
-                                      reason=reason, now=self.session.now())
-        except Refusal as exc:
-            self.post_message(self.Done(error=exc))
-            return
-        self.post_message(self.Done(result=result))
-
-    def on_profiles_screen_done(self, message: Done) -> None:
-        if message.error is not None:
-            self.show_error(message.error)
-        else:
-            self.notify_result(message.result.message)
-        self.refresh_data()
 
     def refresh_data(self) -> None:
         if self.argument:
