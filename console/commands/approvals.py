@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from console.commands.options import minutes
+
 HELP = "approval requests: list, show, approve, deny, revoke, expire"
 
 
@@ -20,16 +22,6 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _minutes(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of minutes: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must not be negative")
     return value
 
 
@@ -50,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
                    "a comma-separated list, or 'all'")
     p.add_argument("--project", metavar="P", help="project id or name")
     p.add_argument("--kind", metavar="K", help="git_push or custom_check")
-    p.add_argument("--expiring-within", type=_minutes, metavar="MINUTES",
+    p.add_argument("--expiring-within", type=minutes, metavar="MINUTES",
                    help="only requests whose expiry is at most MINUTES away (overdue ones included)")
     p.add_argument("--search", metavar="TEXT", help="text to find in the id, project or requested action")
     p.add_argument("--limit", type=_positive_int, default=50, metavar="N", help="at most N rows (default 50)")
