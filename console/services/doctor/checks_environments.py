@@ -71,11 +71,11 @@ def check_environments(ctx: Ctx) -> list[Finding]:
         f"Operation claims older than {minutes} minutes",
         lambda r: f"{r['id']} ({r['operation_kind']} since {r['operation_claimed_at']})",
         "A claim blocks new runs on the environment; an old one usually means its holder died.",
-        "`envs takeover ID --reason ...` then complete or release it.")
+        "`envs release ID --takeover --reason TEXT` (or `envs claim ID --op KIND --takeover --reason TEXT`), then complete it.")
     add("dead_claim", "environments.claims_on_dead", "warning", "Claims on retired or failed environments",
         lambda r: f"{r['id']} ({r['lifecycle_state']}, {r['operation_kind']})",
         "The operation can no longer do anything; the claim is debris.",
-        "Take it over and release it.")
+        "`envs release ID --takeover --reason TEXT`.")
     add("bad_claim", "environments.malformed_claims", "error", "Partial or malformed operation claims",
         lambda r: f"{r['id']}",
         "On upgraded databases nothing guards INSERTs; a partial claim confuses every writer.",
@@ -89,7 +89,7 @@ def check_environments(ctx: Ctx) -> list[Finding]:
         "cleanup_pending with no cleanup claim and no retry scheduled",
         lambda r: f"{r['id']} ({r['cleanup_attempts']} attempts)",
         "Nothing will pick these up; their resources stay allocated.",
-        "Restart archon's cleanup worker, or `envs retry-cleanup ID`.")
+        "Restart archon's cleanup worker, or `envs claim ID --op cleanup_retry` then `envs complete ID`.")
     add("cleanup_attempts", "environments.cleanup_attempts", "warning", "Cleanup failed 3 or more times",
         lambda r: f"{r['id']} ({r['cleanup_attempts']} attempts)",
         "Repeated cleanup failures usually need a human (a locked volume, a missing provider).",
@@ -101,7 +101,7 @@ def check_environments(ctx: Ctx) -> list[Finding]:
     add("idle_overdue", "environments.idle_stop_overdue", "warning", "Running environments past their idle-stop time",
         lambda r: f"{r['id']}",
         "They should have been stopped; they keep consuming resources.",
-        "Check archon's idle sweep, or `envs stop ID`.")
+        "Check archon's idle sweep, or `envs claim ID --op stop` then `envs complete ID`.")
     return findings
 
 

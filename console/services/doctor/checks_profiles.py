@@ -37,7 +37,7 @@ def check_profiles(ctx: Ctx) -> list[Finding]:
             f"{len(missing)} project(s): "
             + ids_text([f"{r['id']} (points at {r['rev']!r})" for r in missing], len(missing)) + ".",
             "Archon cannot resolve how to run builds for these projects.",
-            "Roll back to an existing revision (`profiles rollback`); find out who deleted the revision.",
+            "Roll back to an existing revision (`profiles activate REVISION --reason TEXT`); find out who deleted the revision.",
             rows=rows_of(t, [r["id"] for r in missing]), count=len(missing)))
     if foreign:
         findings.append(Finding(
