@@ -16,6 +16,9 @@ from widgets.safe_text import safe_text
 
 
 class BulkResultsModal(ModalScreen[None]):
+    # Focus by the screen's own rule: an on_mount query raises when the app closes mid-mount.
+    AUTO_FOCUS = "#close"
+
     BINDINGS = [Binding("escape,enter,q", "close", "Close", id="bulk.close")]
 
     def __init__(self, title: str, results: Sequence[Any]) -> None:
@@ -41,9 +44,6 @@ class BulkResultsModal(ModalScreen[None]):
             with VerticalScroll(id="bulk-list"):
                 yield Static(table)
             yield Button("Close", id="close", variant="primary")
-
-    def on_mount(self) -> None:
-        self.query_one(Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

@@ -25,6 +25,10 @@ def describe_error(error: BaseException) -> tuple[str, Text]:
 
 
 class ErrorModal(ModalScreen[None]):
+    # Focus by the screen's own rule, not an on_mount query: a modal closed while it mounts (the app
+    # shutting down) would otherwise raise NoMatches from a handler.
+    AUTO_FOCUS = "#close"
+
     BINDINGS = [
         Binding("escape,enter,q", "close", "Close", id="error.close"),
     ]
@@ -44,9 +48,6 @@ class ErrorModal(ModalScreen[None]):
             yield Static(Text(title, style="bold"), id="dialog-title")
             yield Static(body, id="dialog-summary")
             yield Button("Close", id="close", variant="primary")
-
-    def on_mount(self) -> None:
-        self.query_one(Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
