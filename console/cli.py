@@ -12,12 +12,14 @@ import argparse
 import getpass
 import importlib
 import os
+import sqlite3
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from console.clock import Clock, system_clock
-from console.errors import EXIT_USAGE, ConsoleError
+from console.errors import EXIT_UNUSABLE, EXIT_USAGE, ConsoleError
+from console.commands.options import finite_number
 from console.db.paths import resolve_db_path
 
 COMMAND_MODULES = (
@@ -121,7 +123,7 @@ def global_options(*, suppress: bool) -> argparse.ArgumentParser:
                         help="never write; refuse every change")
     parent.add_argument("--json", action="store_true", default=default(False),
                         help="machine-readable output")
-    parent.add_argument("--busy-timeout", type=float, metavar="SECONDS", default=default(5.0),
+    parent.add_argument("--busy-timeout", type=finite_number("seconds", maximum=3600), metavar="SECONDS", default=default(5.0),
                         help="how long to wait for archon's write lock (default 5)")
     return parent
 
@@ -165,17 +167,53 @@ def make_context(args: argparse.Namespace) -> Context:
     )
 
 
+def _not_utf8(argv: list[str]) -> str | None:
+    """The first argument that is not valid UTF-8 (Python keeps such bytes as lone surrogates)."""
+    for token in argv:
+        try:
+            token.encode("utf-8")
+        except UnicodeEncodeError:
+            return repr(os.fsencode(token))[1:]  # the bytes as typed: '\xff\xfe', not surrogates
+    return None
+
+
+def _unexpected(exc: BaseException) -> int:
+    """Last line of defence: one sentence and exit 3, never a traceback on the operator's terminal.
+
+    `ARCHON_CONSOLE_DEBUG=1` re-raises, for the developer who wants the traceback.
+    """
+    if os.environ.get("ARCHON_CONSOLE_DEBUG"):
+        raise exc
+    from console.text import one_line
+
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f" ({one_line(exc.filename)})" if exc.filename else ""
+        reason = f"the system refused a file operation{where}: {exc.strerror}"
+    elif isinstance(exc, sqlite3.Error):
+        reason = f"SQLite refused: {one_line(exc)}"
+    else:
+        reason = f"unexpected {type(exc).__name__}: {one_line(exc, 200)}"
+    print(f"archon-console: {reason}. Nothing further was done; "
+          "rerun with ARCHON_CONSOLE_DEBUG=1 to see where it happened.", file=sys.stderr)
+    return EXIT_UNUSABLE
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
+    bad = _not_utf8(argv)
+    if bad is not None:
+        print(f"archon-console: the argument {bad} is not valid UTF-8; ids, names and paths must be.",
+              file=sys.stderr)
+        return EXIT_USAGE
     parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
-    ctx = make_context(args)
-    handler = getattr(args, "handler", None)
     try:
+        ctx = make_context(args)
+        handler = getattr(args, "handler", None)
         if handler is None:
             from console.tui import run_tui  # the only path that imports textual
 
@@ -191,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # noqa: BLE001 - see _unexpected
+        return _unexpected(exc)
 
 
 __all__ = ["Context", "EXIT_USAGE", "build_parser", "main"]

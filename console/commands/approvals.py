@@ -10,19 +10,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from console.commands.options import minutes
+from console.commands.options import minutes, whole_number
 
 HELP = "approval requests: list, show, approve, deny, revoke, expire"
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
+_positive_int = whole_number("rows", minimum=1)
 
 
 def register(subparsers: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:

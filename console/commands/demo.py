@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+from console.commands.options import whole_number
 from console.errors import Refusal
 from console.output import emit_json, say, table
 
@@ -65,11 +66,7 @@ def cmd_demo(ctx) -> int:
     return 0
 
 
-def _count(text: str) -> int:
-    value = int(text.replace("_", "").replace(",", ""))
-    if value < 0:
-        raise ValueError(text)
-    return value
+_count = whole_number(maximum=10**8)
 
 
 def register(subparsers, parents) -> None:
@@ -96,7 +93,7 @@ def register(subparsers, parents) -> None:
                    help="projects (default 6; at 1.8.20 --requests adds N/1000 more)")
     p.add_argument("--environments", type=_count, default=24, metavar="N",
                    help="execution environments (default 24)")
-    p.add_argument("--seed", type=int, default=7, metavar="N", help="random seed (default 7)")
+    p.add_argument("--seed", type=whole_number("seed", maximum=2**63 - 1), default=7, metavar="N", help="random seed (default 7)")
     p.add_argument("--now", metavar="ISO", default=None,
                    help="the clock the data is relative to (default: $ARCHON_CONSOLE_NOW, else now)")
     p.add_argument("--overwrite", action="store_true", help="replace PATH if it exists")

@@ -14,7 +14,7 @@ import humanize
 
 from console.errors import Refusal
 from console.output import emit_json, relative, say, table
-from console.commands.options import stale_after, stale_after_parent
+from console.commands.options import stale_after, stale_after_parent, whole_number
 from console.services import environments as envs
 from console.services.base import ActionResult
 
@@ -183,7 +183,7 @@ def register(subparsers, parents) -> None:
     p.add_argument("--project", metavar="P", help="only this project id")
     p.add_argument("--claimed", action="store_true", help="only environments holding an operation claim")
     p.add_argument("--stale", action="store_true", help="only environments whose claim is stale")
-    p.add_argument("--limit", type=int, default=100, metavar="N", help="page size (default 100; 0 = all)")
+    p.add_argument("--limit", type=whole_number("rows"), default=100, metavar="N", help="page size (default 100; 0 = all)")
     p.add_argument("--after", metavar="ID", help="continue after this environment id")
     p.set_defaults(handler=cmd_list)
 

@@ -3,17 +3,49 @@
 from __future__ import annotations
 
 import argparse
+import math
 from datetime import timedelta
+from typing import Callable
 
 
-def minutes(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of minutes: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must not be negative")
-    return value
+def finite_number(what: str, *, minimum: float = 0, maximum: float) -> Callable[[str], float]:
+    """An argparse type for a real number in [minimum, maximum].
+
+    `float()` accepts "nan", "inf" and "1e308"; each of them later broke an int() conversion or a
+    SQLite binding deep inside a command, so the range is checked where the text is read.
+    """
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number of {what}: {text!r}") from None
+        if not math.isfinite(value) or not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(
+                f"{what} must be between {minimum:,.10g} and {maximum:,.10g}, not {text!r}")
+        return value
+
+    return parse
+
+
+def whole_number(what: str = "items", *, minimum: int = 0, maximum: int = 10**9) -> Callable[[str], int]:
+    """An argparse type for an integer in [minimum, maximum] (underscores and commas allowed)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.replace("_", "").replace(",", ""))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"{what} must be between {minimum:,} and {maximum:,}, not {text!r}")
+        return value
+
+    return parse
+
+
+# Ten years: longer than any claim, expiry window or stale limit that means something.
+MAX_MINUTES = 10 * 366 * 24 * 60
+minutes = finite_number("minutes", maximum=MAX_MINUTES)
 
 
 def stale_after_parent() -> argparse.ArgumentParser:

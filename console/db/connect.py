@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # imported lazily: sqlite-utils costs ~40 ms at start-up
     import sqlite_utils
 
 
+from console.db.paths import require_database_file
 from console.errors import DatabaseUnusable
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -34,15 +35,8 @@ def _uri(path: Path, **params: str) -> str:
 
 def check_file(path: Path) -> None:
     """Refuse what is plainly not a SQLite database, reading only its first bytes."""
-    if not path.exists():
-        raise DatabaseUnusable(
-            f"No database at {path}.",
-            "Pass --db PATH or set ARCHON_DB_PATH; the console never creates one.",
-        )
-    if path.is_dir():
-        raise DatabaseUnusable(f"{path} is a directory, not a database file.")
+    size = require_database_file(path).st_size
     try:
-        size = path.stat().st_size
         with path.open("rb") as handle:
             header = handle.read(len(SQLITE_HEADER))
     except OSError as exc:

@@ -1,17 +1,67 @@
-"""Where the database is: `--db`, else `$ARCHON_DB_PATH`, else archon's default."""
+"""Where the database is: `--db`, else `$ARCHON_DB_PATH`, else archon's default; and whether that
+path can be a database file at all, decided from `stat` alone.
+
+The stat comes first because opening is not harmless: `open()` on a FIFO blocks until a writer
+appears (the console hung forever), a device can be endless, and a symlink loop raises ELOOP
+from deep inside a read. None of these is a database, and each deserves one sentence.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
+
+from console.errors import DatabaseUnusable, UsageError
 
 DEFAULT_DB_PATH = Path("~/.archon/archon.db")
 
+_MISSING_HINT = "Pass --db PATH or set ARCHON_DB_PATH; the console never creates one."
+
 
 def resolve_db_path(explicit: str | os.PathLike[str] | None = None) -> Path:
-    if explicit:
+    if explicit is not None:
+        if not str(explicit).strip():
+            # An empty --db (say, an unset shell variable) must not fall back to another database.
+            raise UsageError("--db was given an empty path.", "Name the database file, or leave --db out.")
         return Path(explicit).expanduser()
     env = os.environ.get("ARCHON_DB_PATH")
     if env:
         return Path(env).expanduser()
     return DEFAULT_DB_PATH.expanduser()
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def require_database_file(path: str | os.PathLike[str], *, what: str = "database") -> os.stat_result:
+    """The file's stat when it can be an SQLite file; otherwise `DatabaseUnusable` (exit 3).
+
+    Symlinks are followed (archon's own path may be one); a loop or a dangling link is refused.
+    """
+    path = Path(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.lexists(path):
+            raise DatabaseUnusable(f"{path} is a symbolic link to nothing; no {what} there.") from None
+        raise DatabaseUnusable(f"No {what} at {path}.", _MISSING_HINT if what == "database" else None) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise DatabaseUnusable(f"{path} is a loop of symbolic links, not a {what} file.") from None
+        raise DatabaseUnusable(f"Cannot read {path}: {exc.strerror or exc}.") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise DatabaseUnusable(f"{path} is {_kind(st.st_mode)}, not a {what} file.")
+    return st

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import quote
 
+from console.db.paths import require_database_file
 from console.errors import DatabaseUnusable, Refusal
 from console.support import SupportInfo
 
@@ -342,17 +343,10 @@ def open_read_only(
     leftover journal): the copy lives in a 0700 temp directory that `cleanup` removes.
     """
     path = Path(path).expanduser()
+    size = require_database_file(path).st_size
     try:
         with open(path, "rb") as handle:
             header = handle.read(100)
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise DatabaseUnusable(
-            f"No database at {path}.",
-            "Pass --db PATH or set ARCHON_DB_PATH; the console never creates one.",
-        ) from None
-    except IsADirectoryError:
-        raise DatabaseUnusable(f"{path} is a directory, not a database file.") from None
     except OSError as exc:
         raise DatabaseUnusable(f"Cannot read {path}: {exc.strerror or exc}.") from None
     _check_header(path, header, size)

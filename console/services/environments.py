@@ -27,6 +27,7 @@ Decisions recorded here (DOMAIN.md Q5, Q6, Q8):
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import sqlite3
@@ -106,8 +107,8 @@ def default_stale_after() -> timedelta:
         minutes = float(raw)
     except ValueError:
         raise UsageError(f"{STALE_ENV} must be a number of minutes, not {raw!r}.") from None
-    if minutes < 0:
-        raise UsageError(f"{STALE_ENV} must not be negative.")
+    if not math.isfinite(minutes) or not 0 <= minutes <= 10 * 366 * 24 * 60:
+        raise UsageError(f"{STALE_ENV} must be a number of minutes between 0 and ten years, not {raw!r}.")
     return timedelta(minutes=minutes)
 
 

@@ -33,6 +33,7 @@ from typing import Callable, Sequence
 from console.clock import db_time
 from console.db.connect import ARCHON_CORE_TABLES, ArchonDatabase
 from console.db.readonly import open_read_only, reconnect, stat_token
+from console.db.paths import require_database_file
 from console.services.doctor.checks_approvals import check_approvals, prefetch_approvals
 from console.services.doctor.checks_environments import check_environments
 from console.services.doctor.checks_integrity import (
@@ -111,6 +112,7 @@ def run_doctor(
         findings = _run(target.conn, path, names, full=full, now=now, stale_after=stale_after)
     else:
         path = Path(target).expanduser()
+        require_database_file(path)
         findings, opened = _run_on_path(path, names, full=full, now=now, stale_after=stale_after)
     findings = [f for f in findings if f.check in whole or f.id in single or f.unusable]
     return Report(
