@@ -206,6 +206,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"archon-console: the argument {bad} is not valid UTF-8; ids, names and paths must be.",
               file=sys.stderr)
         return EXIT_USAGE
+    from console.output import SafeStream
+
+    # Every byte the CLI prints passes the one sanitiser, whichever command printed it.
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeStream(sys.stdout), SafeStream(sys.stderr)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _main(argv: list[str]) -> int:
     parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)

@@ -6,20 +6,43 @@ steer the terminal.
 
 from __future__ import annotations
 
-import json
 import sys
 from datetime import datetime
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, TextIO
 
 import humanize
 
 from console.clock import parse_time
-from console.text import one_line
+from console.text import json_text, one_line
+from widgets.safe_text import clean
 
 
 def emit_json(value: Any) -> None:
-    json.dump(value, sys.stdout, indent=2, ensure_ascii=False, default=str)
+    sys.stdout.write(json_text(value))
     sys.stdout.write("\n")
+
+
+class SafeStream:
+    """stdout or stderr with the one sanitiser in front: nothing written through it can steer the
+    terminal, whatever a command forgot. The console's own progress bars use `write_trusted`."""
+
+    def __init__(self, stream: TextIO):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(clean(text))
+        return len(text)
+
+    def write_trusted(self, text: str) -> int:
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def write_trusted(stream: Any, text: str) -> None:
+    """Write the console's own terminal controls (a `\\r` progress bar), past the sanitiser."""
+    getattr(stream, "write_trusted", stream.write)(text)
 
 
 def relative(value: Any, now: datetime) -> str:
@@ -47,4 +70,4 @@ def table(rows: Iterable[Sequence[Any]], headers: Sequence[str], *, max_width: i
 
 
 def say(message: str, *, err: bool = False) -> None:
-    print(one_line(message) if "\n" not in message else message, file=sys.stderr if err else sys.stdout)
+    print(clean(message), file=sys.stderr if err else sys.stdout)

@@ -1,26 +1,33 @@
-"""Strings from the database are data: strip what a terminal would obey, never parse markup."""
+"""Strings from the database are data: every plain-text output goes through `widgets.safe_text.clean`,
+the one sanitiser, so the CLI, the TUI, notifications and bundle reports show the same thing."""
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
-# C0 and C1 controls except tab and newline, plus DEL; ESC sequences go with their ESC.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+from widgets.safe_text import UNSAFE, clean
 
 
 def strip_control(value: object, *, keep_newlines: bool = True) -> str:
-    """Printable text for a terminal: control characters become U+FFFD-free blanks (removed)."""
-    if value is None:
-        return ""
-    text = str(value)
-    text = _CONTROL.sub("", text)
-    if not keep_newlines:
-        text = text.replace("\n", " ").replace("\t", " ")
-    return text
+    """Printable text for a terminal: controls and bidi overrides pictured, never passed through."""
+    return clean(value, one_line=not keep_newlines)
 
 
 def one_line(value: object, width: int | None = None) -> str:
-    text = strip_control(value, keep_newlines=False)
+    text = clean(value, one_line=True)
     if width is not None and len(text) > width:
         return text[: max(0, width - 1)] + "…"
     return text
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def json_text(value: Any, *, indent: int | None = 2, sort_keys: bool = False) -> str:
+    """JSON that is safe on a terminal and still exact: `json` escapes C0 controls itself; C1
+    controls and bidi overrides, which it leaves raw under `ensure_ascii=False`, become `\\uXXXX`."""
+    text = json.dumps(value, indent=indent, ensure_ascii=False, default=str, sort_keys=sort_keys)
+    return UNSAFE.sub(_json_escape, text)

@@ -115,7 +115,7 @@ def test_text_output_is_a_table_without_control_characters(db, capsys):
     assert header[:4] == ["ID", "PROJECT", "STATE", "CLAIM"]
     assert "stop by alice" in out and "a moment ago" in out
     code, out, _ = cli(capsys, "envs", "show", "env-stopped", "--db", db)
-    assert code == 0 and "\x1b" not in out and "[bold]x[2J[/bold]" in out
+    assert code == 0 and "\x1b" not in out and "[bold]x\u241b[2J[/bold]" in out
     assert "Timeline:" in out and "Active execution leases:" in out
 
 

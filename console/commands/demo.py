@@ -10,7 +10,7 @@ import sys
 
 from console.commands.options import whole_number
 from console.errors import Refusal
-from console.output import emit_json, say, table
+from console.output import emit_json, say, table, write_trusted
 
 
 def _progress_printer():
@@ -21,13 +21,13 @@ def _progress_printer():
 
     def show(stage: str, done: int, total: int) -> None:
         percent = 100 * done // total if total else 100
-        sys.stderr.write(f"\r  {stage}: {done:,} / {total:,} ({percent}%)\x1b[K")
+        write_trusted(sys.stderr, f"\r  {stage}: {done:,} / {total:,} ({percent}%)\x1b[K")
         sys.stderr.flush()
         state["shown"] = True
 
     def finish() -> None:
         if state["shown"]:
-            sys.stderr.write("\r\x1b[K")
+            write_trusted(sys.stderr, "\r\x1b[K")
             sys.stderr.flush()
 
     return show, finish

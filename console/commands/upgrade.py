@@ -14,7 +14,7 @@ from typing import TextIO
 import humanize
 
 from console.errors import Refusal
-from console.output import emit_json, say, table
+from console.output import emit_json, say, table, write_trusted
 from console.services import upgrade as service
 from console.text import one_line
 
@@ -46,7 +46,8 @@ class ProgressBar:
         filled = int(self.WIDTH * fraction)
         unit = "pages" if event.kind == "snapshot" else "steps"
         label = one_line(event.message, 50)
-        self.stream.write(
+        write_trusted(
+            self.stream,
             f"\r{event.kind:<9} [{'#' * filled}{'.' * (self.WIDTH - filled)}] "
             f"{fraction * 100:5.1f}% {event.done}/{event.total} {unit} {label}\x1b[K"
         )

@@ -288,7 +288,7 @@ class ApprovalsScreen(ConsoleScreen):
         for action, why in options.items():
             if why:
                 head.append(f"{action:>11} ", style="dim")
-                head.append(f"not possible: {why}\n", style="yellow")
+                head.append_text(safe_text(f"not possible: {why}\n", "yellow"))
         self.query_one("#detail-head", Static).update(head)
         dark = self.app.current_theme.dark
         self.query_one("#detail-action", JsonView).show(r.get("action_json"), dark=dark)

@@ -192,7 +192,7 @@ class EnvironmentsScreen(ConsoleScreen):
         for action, why in self._row_reasons(e).items():
             if action in ("claim_stop", "claim_retire", "takeover", "complete", "release"):
                 head.append(f"{action.replace('claim_', ''):>10} ", style="dim")
-                head.append(f"not possible: {why}\n", style="yellow")
+                head.append_text(safe_text(f"not possible: {why}\n", "yellow"))
         self.query_one("#detail-head", Static).update(head)
         events = []
         for ev in e.get("events") or []:
@@ -246,9 +246,9 @@ class EnvironmentsScreen(ConsoleScreen):
         text = Text(head, style="bold")
         text.append(" ")
         text.append_text(safe_text(e.get("id"), "bold", one_line=True))
-        text.append(f"\nstate {e.get('lifecycle_state')}, {e.get('active_lease_count') or 0} active lease(s)\n\n",
-                    style="dim")
-        text.append(body)
+        text.append_text(safe_text(
+            f"\nstate {e.get('lifecycle_state')}, {e.get('active_lease_count') or 0} active lease(s)\n\n", "dim"))
+        text.append_text(safe_text(body))
         return text
 
     def _guard(self, action: str) -> bool:

@@ -30,6 +30,8 @@ from console.clock import db_time
 from console.db.readonly import open_read_only
 from console.errors import Refusal
 from console.services.doctor import Report
+from console.text import json_text
+from widgets.safe_text import clean
 
 EVIDENCE_PER_FINDING = 20
 EVENTS_PER_ROW = 50
@@ -242,12 +244,12 @@ def write_bundle(
         report_text = report_text.replace(str(report.path), shown_path)
     members: dict[str, str] = {
         "README.txt": README_REDACTED if redact else README_PLAIN,
-        "report.txt": report_text + "\n",
-        "report.json": json.dumps(report_json, indent=2, ensure_ascii=False, default=str),
-        "schema.sql": schema,
+        "report.txt": clean(report_text) + "\n",
+        "report.json": json_text(report_json),
+        "schema.sql": clean(schema),
         "row_counts.json": json.dumps(counts, indent=2),
-        "ledger.json": json.dumps(ledger, indent=2, ensure_ascii=False, default=str),
-        "evidence.json": json.dumps(evidence, indent=2, ensure_ascii=False, default=str),
+        "ledger.json": json_text(ledger),
+        "evidence.json": json_text(evidence),
     }
     if redact:
         members = {name: redactor.scrub(text) for name, text in members.items()}

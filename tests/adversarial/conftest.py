@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from tests.tui.conftest import demo_file
+from tests.tui.conftest import demo_file, make_app  # noqa: F401 (a fixture)
 
 
 @pytest.fixture

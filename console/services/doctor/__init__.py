@@ -21,7 +21,6 @@ when there is an error (or, with `strict`, a warning), else 0.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -34,6 +33,7 @@ from console.clock import db_time
 from console.db.connect import ARCHON_CORE_TABLES, ArchonDatabase
 from console.db.readonly import open_read_only, reconnect, stat_token
 from console.db.paths import require_database_file
+from console.text import json_text
 from console.services.doctor.checks_approvals import check_approvals, prefetch_approvals
 from console.services.doctor.checks_environments import check_environments
 from console.services.doctor.checks_integrity import (
@@ -236,7 +236,7 @@ def _tag(check: str, findings: list[Finding]) -> list[Finding]:
 
 
 def report_json_text(report: Report, *, strict: bool = False) -> str:
-    return json.dumps(report.to_json(strict=strict), indent=2, ensure_ascii=False, default=str)
+    return json_text(report.to_json(strict=strict))
 
 
 __all__ = [
