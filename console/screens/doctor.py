@@ -142,11 +142,14 @@ class DoctorScreen(ConsoleScreen):
 
     @work(thread=True, exclusive=True, group="doctor", exit_on_error=False)
     def _run_doctor(self, full: bool) -> None:
-        from console.services.doctor import run_doctor
+        from console.isolation import call_isolated
 
         self.app.call_from_thread(self._summary, Text(
             f"Running doctor ({'full integrity_check' if full else 'quick_check'})...", style="dim"))
-        report = run_doctor(self.session.db_path, full=full, now=self.session.now())
+        # In a child process: doctor opens the database's files, and closing them here would drop
+        # the locks of this process's own connection (console/isolation.py says why).
+        report = call_isolated("console.services.doctor:run_doctor", self.session.db_path, full=full,
+                               now=self.session.now())
         self.app.call_from_thread(self._show, report)
 
     def _summary(self, text: Text) -> None:

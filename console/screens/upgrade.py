@@ -17,6 +17,7 @@ from textual.message import Message
 from textual.widgets import ProgressBar, RichLog, Static
 
 from console.errors import ConsoleError
+from console.isolation import call_isolated
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmModal
 from console.screens.typed import TypedConfirmModal
@@ -82,7 +83,10 @@ class UpgradeScreen(ConsoleScreen):
 
     @work(thread=True, exclusive=True, group="upgrade-plan", exit_on_error=False)
     def _plan(self) -> None:
-        plan = upgrade_service.plan_upgrade(self.session.db_path, "current", now=self.session.now())
+        # Planning and running open the database's files: in a child process, so this process's
+        # connection keeps its locks (console/isolation.py says why).
+        plan = call_isolated("console.services.upgrade:plan_upgrade", self.session.db_path, "current",
+                             now=self.session.now())
         self.post_message(self.Planned(plan))
 
     def on_upgrade_screen_planned(self, message: Planned) -> None:
@@ -175,7 +179,8 @@ class UpgradeScreen(ConsoleScreen):
     def _run(self, force: bool) -> None:
         self.post_message(self.Progress(upgrade_service.UpgradeProgress("start", 0, 1, "Starting the upgrade…")))
         try:
-            result = upgrade_service.run_upgrade(
+            result = call_isolated(
+                "console.services.upgrade:run_upgrade",
                 self.session.db_path, target="current", force=force, now=self.session.now(),
                 progress=lambda event: self.post_message(self.Progress(event)),
                 busy_timeout_ms=self.session.ctx.busy_timeout_ms,

@@ -1,0 +1,128 @@
+"""Run a service function in a child process, for a process that holds a connection to the database.
+
+POSIX record locks belong to a process and a file, not to a descriptor: closing *any* descriptor of
+the database, its `-wal`, `-shm` or `-journal` drops every lock the process holds on that file,
+including the ones SQLite's own connection relies on. Doctor, upgrade and restore open those files
+directly (headers, lock probes, private copies, snapshots), so in the TUI, which keeps a connection
+open for its whole life, they run here: in a fresh interpreter with no connection of its own to
+lose. The child sends back pickled messages (progress ticks, then the result or the refusal); a
+`ConsoleError` is re-raised in the caller with its sentence and hint, anything else as
+`IsolatedError` with the child's one-line description.
+
+The child is this package's own code, started with this interpreter, so unpickling its messages
+trusts nothing more than the caller already does.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pickle
+import struct
+import subprocess
+import sys
+from typing import Any, BinaryIO, Callable
+
+from console.errors import ConsoleError
+
+_FRAME = struct.Struct(">Q")
+
+
+class IsolatedError(Exception):
+    """The child failed with something other than a refusal."""
+
+
+def _write(stream: BinaryIO, message: tuple) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_FRAME.pack(len(data)) + data)
+    stream.flush()
+
+
+def _read(stream: BinaryIO) -> tuple | None:
+    head = stream.read(_FRAME.size)
+    if len(head) < _FRAME.size:
+        return None
+    (size,) = _FRAME.unpack(head)
+    return pickle.loads(stream.read(size))
+
+
+def call_isolated(
+    function: str,
+    /,
+    *args: Any,
+    progress: Callable[[Any], None] | None = None,
+    progress_kwarg: str = "progress",
+    **kwargs: Any,
+) -> Any:
+    """`module:function(*args, **kwargs)` in a child process; its result, or its refusal re-raised.
+
+    With `progress`, the child passes a callback as `progress_kwarg` whose events reach `progress`
+    here, in the calling thread, as they happen.
+    """
+    child = subprocess.Popen(
+        [sys.executable, "-c", "from console.isolation import child_main; child_main()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        close_fds=True,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        _write(child.stdin, (function, args, kwargs, progress_kwarg if progress else None))
+        child.stdin.close()
+        while True:
+            message = _read(child.stdout)
+            if message is None:
+                break
+            kind = message[0]
+            if kind == "progress" and progress is not None:
+                progress(message[1])
+            elif kind == "result":
+                return message[1]
+            elif kind == "refusal":
+                _, module, name, state = message
+                cls = getattr(importlib.import_module(module), name, ConsoleError)
+                error = cls.__new__(cls)
+                Exception.__init__(error, state.get("reason", ""))
+                error.__dict__.update(state)  # reason, hint, and whatever the refusal carries (a plan)
+                raise error
+            elif kind == "error":
+                raise IsolatedError(message[1])
+        err = child.stderr.read().decode("utf-8", "replace").strip() if child.stderr else ""
+        raise IsolatedError(f"the worker process ended without an answer ({err.splitlines()[-1] if err else 'no output'})")
+    finally:
+        for stream in (child.stdin, child.stdout, child.stderr):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        try:
+            child.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def child_main() -> None:
+    """The child's side: one request on stdin, framed messages on stdout."""
+    out = sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing a service prints may corrupt the frames
+    request = _read(sys.stdin.buffer)
+    if request is None:
+        return
+    target, args, kwargs, progress_kwarg = request
+    module_name, _, function_name = target.partition(":")
+    try:
+        function = getattr(importlib.import_module(module_name), function_name)
+        if progress_kwarg:
+            kwargs[progress_kwarg] = lambda event: _write(out, ("progress", event))
+        result = function(*args, **kwargs)
+    except ConsoleError as exc:
+        try:
+            state = dict(vars(exc))
+            pickle.dumps(state)
+        except Exception:  # noqa: BLE001 - keep the sentence even if an attachment cannot travel
+            state = {"reason": exc.reason, "hint": exc.hint}
+        _write(out, ("refusal", type(exc).__module__, type(exc).__qualname__, state))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent as one line
+        _write(out, ("error", f"{type(exc).__name__}: {exc}"))
+    else:
+        _write(out, ("result", result))
