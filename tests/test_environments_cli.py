@@ -169,7 +169,7 @@ def test_complete_stop_via_cli_hands_off_and_show_says_so(db, capsys, monkeypatc
     assert (handoff["kind"], handoff["since"], handoff["overdue"]) == ("stop", "2026-11-01 09:30:00", False)
     monkeypatch.setenv("ARCHON_CONSOLE_NOW", "2026-11-01T10:30:00Z")
     code, out, _ = cli(capsys, "envs", "show", "env-running", "--db", db)
-    assert "stop requested 1 hour ago" in out and "overdue: archon not running?" in out
+    assert "stop requested an hour ago" in out and "overdue: archon not running?" in out
     code, out, _ = cli(capsys, "envs", "list", "--db", db, "--json")
     assert [r["id"] for r in json.loads(out) if r["pending_handoffs"]] == ["env-running"]
 
