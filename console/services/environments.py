@@ -72,7 +72,7 @@ WHY_ALLOWED: dict[str, str] = {
 # archon performs it). reset has no completion: see the module docstring.
 HANDOFF: dict[str, tuple[str, str] | None] = {
     "stop": ("idle_stop_at", "archon's idle-stop sweep"),
-    "retire": ("retirement_requested_at", "archon's retirement path (retiring -> cleanup_pending -> retired)"),
+    "retire": ("retirement_requested_at", "archon's retirement path"),
     "reset": None,
     "cleanup_retry": ("cleanup_retry_at", "archon's cleanup worker"),
 }
@@ -101,7 +101,7 @@ def completion_effect(op: str) -> str:
         return "none: a reset claim is a hold that its holder releases; archon resets environments itself"
     column, performer = handoff
     if op == "retire":
-        return f"keeps {column} and clears the claim; {performer} retires it"
+        return f"keeps {column} and clears the claim; {performer} (retiring -> cleanup_pending -> retired) performs it"
     return f"sets {column} = now and clears the claim; {performer} performs it"
 
 
