@@ -214,11 +214,8 @@ class EnvironmentsScreen(ConsoleScreen):
     # ------------------------------------------------------------ availability
     def _row_reasons(self, e: dict[str, Any]) -> dict[str, str]:
         """The service's reasons, keyed by this screen's action names."""
-        reasons = envs.unavailable_actions(e, self.session.actor)
-        for action, op in CLAIM_ACTIONS.items():
-            if op in reasons:
-                reasons[action] = reasons.pop(op)
-        return reasons
+        action_of = {op: action for action, op in CLAIM_ACTIONS.items()}
+        return {action_of.get(key, key): why for key, why in envs.unavailable_actions(e, self.session.actor).items()}
 
     def unavailable(self) -> dict[str, str]:
         reasons = super().unavailable()
