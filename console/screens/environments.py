@@ -194,7 +194,7 @@ class EnvironmentsScreen(ConsoleScreen):
             head.append("\n")
         for handoff in e.get("pending_handoffs") or []:
             head.append(f"{'handed off':>10} ", style="dim")
-            head.append(handoff["text"], style="bold yellow" if handoff["overdue"] else "cyan")
+            head.append_text(safe_text(handoff["text"], "bold yellow" if handoff["overdue"] else "cyan", one_line=True))
             head.append(" — overdue: archon not running?\n" if handoff["overdue"] else "\n",
                         style="bold yellow")
         for action, why in self._row_reasons(e).items():
