@@ -163,8 +163,8 @@ def _listed(items: list[str]) -> str:
     return shown + (f" and {more} more" if more > 0 else "")
 
 
-# What to check for each state the console's old `envs complete` wrote (console releases before the
-# hand-off: completing stop, retire and reset set the lifecycle state itself).
+# What to check for each state an older console's `envs complete` wrote (before the hand-off model,
+# completing stop, retire and reset set the lifecycle state itself, with no provider action behind it).
 _OLD_WRITES = {
     "stopped": "the provider may still run the container while archon believes it stopped",
     "retired": "the container and workspace may still exist while archon believes them retired (it will not clean "
