@@ -184,11 +184,35 @@ def damage_cleanup_attempts(conn) -> None:
 
 
 def damage_cleanup_retry_overdue(conn) -> None:
-    add_env(conn, "env-retry-late", "cleanup_pending", cleanup_attempts=1, cleanup_retry_at=at(-10))
+    # past the 15-minute threshold: a retry due a few minutes ago is archon's normal polling delay
+    add_env(conn, "env-retry-late", "cleanup_pending", cleanup_attempts=1, cleanup_retry_at=at(-30))
 
 
 def damage_idle_stop_overdue(conn) -> None:
-    add_env(conn, "env-idle", "running", idle_stop_at=at(-10))
+    add_env(conn, "env-idle", "running", idle_stop_at=at(-30))
+
+
+def damage_retirement_overdue(conn) -> None:
+    add_env(conn, "env-retire-late", "stopped", retirement_requested_at=at(-180))
+
+
+def add_env_event(conn, env_id: str, sequence: int, event_type: str, frm: str | None, to: str | None,
+                  metadata: str | None, minutes: float) -> None:
+    conn.execute(
+        "INSERT INTO execution_environment_events (id, project_id, environment_id, sequence, event_type, from_state, "
+        "to_state, actor_classification, actor_reference, metadata_json, created_at) "
+        "VALUES (?, 'p1', ?, ?, ?, ?, ?, 'human', 'alice', ?, ?)",
+        (f"{env_id}:{sequence}", env_id, sequence, event_type, frm, to, metadata, at(minutes)),
+    )
+
+
+def damage_console_state_changes(conn) -> None:
+    """What `envs complete` on a reset wrote before the hand-off model: failed -> ready."""
+    add_env(conn, "env-made-ready", "ready")
+    add_env_event(conn, "env-made-ready", 1, "operation_claimed", "failed", "failed",
+                  '{"operation_kind": "reset", "source": "archon-console"}', -40)
+    add_env_event(conn, "env-made-ready", 2, "operation_completed", "failed", "ready",
+                  '{"operation_kind": "reset", "claim_id": null, "source": "archon-console"}', -30)
 
 
 def _without_triggers(conn, names: list[str], sql: str, params=()) -> None:
@@ -260,6 +284,8 @@ ANOMALIES = {
     "environments.cleanup_attempts": (damage_cleanup_attempts, 1, "warning"),
     "environments.cleanup_retry_overdue": (damage_cleanup_retry_overdue, 1, "warning"),
     "environments.idle_stop_overdue": (damage_idle_stop_overdue, 1, "warning"),
+    "environments.retirement_overdue": (damage_retirement_overdue, 1, "warning"),
+    "environments.console_state_changes": (damage_console_state_changes, 1, "warning"),
     "projects.active_revision_missing": (damage_active_revision_missing, 1, "error"),
     "projects.active_revision_foreign": (damage_active_revision_foreign, 1, "error"),
     "projects.provider_projection": (damage_provider_projection, 1, "error"),

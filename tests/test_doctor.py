@@ -292,3 +292,53 @@ def test_foreign_keys_alone_still_checks_events(tmp_path):
     db = damage.damaged(tmp_path / "archon.db", "foreign_keys.violations")
     report = run_doctor(db, now=damage.NOW, checks=["foreign_keys"])
     assert problems(report) == [("foreign_keys.violations", 1)]
+
+
+# --- requests handed to archon (issue 8, rule 2) ---------------------------------------------------
+
+
+def test_a_handed_off_stop_is_info_then_warns_past_the_threshold(tmp_path):
+    """The console's own completion: INFO while archon has time, WARN ("archon not running?") after.
+
+    On main the console wrote `stopped` instead, and doctor had nothing to say."""
+    from console.db.connect import open_database
+    from console.services import environments as envs
+
+    db = damage.healthy(tmp_path / "archon.db")
+    with open_database(db) as handle:
+        envs.claim(handle, "env-ready", "stop", "alice", now=damage.NOW)
+        envs.claim(handle, "env-running", "retire", "alice", now=damage.NOW)
+        envs.complete(handle, "env-ready", "alice", now=damage.NOW)
+        envs.complete(handle, "env-running", "alice", now=damage.NOW)
+    soon = run_doctor(db, now=damage.NOW + damage.timedelta(minutes=2))
+    assert problems(soon) == []
+    info = soon.finding("environments.handoffs_pending")
+    assert info.severity == "info" and info.count == 2
+    assert "env-ready (stop requested 2 minutes ago; archon's idle-stop sweep performs it)" in info.found
+    assert "env-running (retirement requested 2 minutes ago; archon's retirement path" in info.found
+    assert "once the run holding its execution lease ends" in info.found  # env-running has a lease
+    later = run_doctor(db, now=damage.NOW + damage.timedelta(minutes=25))
+    assert problems(later) == [("environments.idle_stop_overdue", 1)]
+    finding = later.finding("environments.idle_stop_overdue")
+    assert "env-ready (stop requested 25 minutes ago" in finding.found and "Archon not running?" in finding.why
+    assert later.finding("environments.handoffs_pending").count == 1  # the retirement waits for its run
+    assert run_doctor(db, now=damage.NOW + damage.timedelta(minutes=25),
+                      stale_after=damage.timedelta(hours=1)).finding("environments.idle_stop_overdue") is None
+    assert later.finding("environments.console_state_changes") is None  # a hand-off changes no state
+
+
+def test_old_console_completions_are_listed_with_what_to_check(tmp_path):
+    db = damage.damaged(tmp_path / "archon.db", "environments.console_state_changes")
+    conn = damage.connect(db)
+    damage.add_env(conn, "env-said-stopped", "stopped")
+    damage.add_env_event(conn, "env-said-stopped", 1, "operation_completed", "running", "stopped",
+                         '{"operation_kind": "stop", "source": "archon-console"}', -20)
+    damage.add_env(conn, "env-archon-stopped", "stopped")  # archon's own transition: not the console's
+    damage.add_env_event(conn, "env-archon-stopped", 1, "stopped", "running", "stopped", None, -20)
+    conn.close()
+    finding = run_doctor(db, now=damage.NOW).finding("environments.console_state_changes")
+    assert finding.count == 2 and finding.severity == "warning"
+    assert [r["id"] for r in finding.rows] == ["env-made-ready", "env-said-stopped"]
+    assert "env-made-ready (failed -> ready at 2026-11-01 11:30:00, now ready)" in finding.found
+    assert "the provider may still run the container" in finding.why
+    assert "archon now places runs on it" in finding.why

@@ -89,22 +89,36 @@ def test_claim_is_allowed_exactly_in_the_documented_states(db, op, state):
         assert envs.WHY_ALLOWED[op] in error.reason
 
 
-def test_stop_claim_then_complete(db):
+def test_stop_completion_hands_off_to_the_idle_stop_sweep_and_never_writes_the_state(db):
+    """Regression (issue 8, rule 2): completing stop used to write `stopped` for a container the
+    console never stopped. It now sets idle_stop_at and clears the claim in one UPDATE."""
     run(db, envs.claim, "env-running", "stop", "alice", now=T0)
     later = T0 + timedelta(minutes=3)
     result = run(db, envs.complete, "env-running", "alice", now=later)
-    assert result.ok and result.state == "stopped"
+    assert result.ok and result.state == "running"
+    assert "archon's idle-stop sweep" in result.message
+    assert result.extra["handoff"] == {"kind": "stop", "column": "idle_stop_at", "since": "2026-11-01 09:33:00",
+                                       "performed_by": "archon's idle-stop sweep"}
     row = env_row(db, "env-running")
-    assert row["lifecycle_state"] == "stopped" and row["stopped_at"] == "2026-11-01 09:33:00"
-    assert row["updated_at"] == "2026-11-01 09:33:00"
+    assert row["lifecycle_state"] == "running" and row["stopped_at"] is None
+    assert row["idle_stop_at"] == "2026-11-01 09:33:00"
+    assert row["updated_at"] == "2026-10-01 00:00:00"  # no state change, nothing for the cleanup index
     assert (row["operation_claim_id"], row["operation_kind"], row["operation_claimed_at"]) == (None, None, None)
     evs = events(db, "env-running")
     assert [e["event_type"] for e in evs] == ["operation_claimed", "operation_completed"]
     assert [e["sequence"] for e in evs] == [1, 2]
-    assert (evs[1]["from_state"], evs[1]["to_state"]) == ("running", "stopped")
+    assert (evs[1]["from_state"], evs[1]["to_state"]) == ("running", "running")
+    assert json.loads(evs[1]["metadata_json"])["handoff"] == "idle_stop_at"
+    with handle(db) as h:
+        env = envs.show_environment(h, "env-running", now=later + timedelta(minutes=2))
+    [handoff] = env["pending_handoffs"]
+    assert handoff["kind"] == "stop" and handoff["since"] == "2026-11-01 09:33:00" and not handoff["overdue"]
+    assert handoff["text"] == "stop requested 2 minutes ago; archon's idle-stop sweep performs it"
 
 
-def test_retire_complete_and_refused_while_a_lease_is_active(schema_db):
+def test_retire_completion_keeps_the_request_and_the_state_even_with_a_lease(schema_db):
+    """Regression (issue 8, rule 2): completing retire used to write `retired` (refused only while a
+    lease was active). It now clears the claim and leaves retirement_requested_at to archon."""
     path = schema_db("1.10.0")
     conn = raw(path)
     add_project(conn)
@@ -114,33 +128,44 @@ def test_retire_complete_and_refused_while_a_lease_is_active(schema_db):
     result = run(path, envs.claim, "env-1", "retire", "alice", now=T0)
     assert "Retirement is now requested" in result.message
     assert env_row(path, "env-1")["retirement_requested_at"] == "2026-11-01 09:30:00"
-    refused(path, envs.complete, "env-1", "alice", now=T0, match="active execution lease")
-    assert env_row(path, "env-1")["operation_kind"] == "retire"  # the claim stays
+    result = run(path, envs.complete, "env-1", "alice", now=T0 + timedelta(minutes=20))
+    assert result.state == "running" and "archon's retirement path" in result.message
+    assert "lease is still active" in result.message
+    row = env_row(path, "env-1")
+    assert row["lifecycle_state"] == "running" and row["retired_at"] is None
+    assert row["retirement_requested_at"] == "2026-11-01 09:30:00"
+    assert row["operation_claim_id"] is None
+    last = events(path, "env-1")[-1]
+    assert (last["event_type"], last["from_state"], last["to_state"]) == ("operation_completed", "running", "running")
+    assert json.loads(last["metadata_json"])["handoff"] == "retirement_requested_at"
+    with handle(path) as h:
+        [handoff] = envs.show_environment(h, "env-1", now=T0 + timedelta(hours=3))["pending_handoffs"]
+    assert handoff["kind"] == "retire" and not handoff["overdue"]  # a run still holds the lease
+    assert handoff["text"].startswith("retirement requested 3 hours ago; archon's retirement path")
     conn = raw(path)
     conn.execute("UPDATE execution_environment_run_bindings SET released_at = '2026-11-01 09:40:00'")
     conn.close()
-    result = run(path, envs.complete, "env-1", "alice", now=T0 + timedelta(minutes=20))
-    assert result.state == "retired"
-    row = env_row(path, "env-1")
-    assert row["lifecycle_state"] == "retired" and row["retired_at"] == "2026-11-01 09:50:00"
-    assert row["retirement_requested_at"] == "2026-11-01 09:30:00"
+    with handle(path) as h:
+        [handoff] = envs.show_environment(h, "env-1", now=T0 + timedelta(hours=3))["pending_handoffs"]
+    assert handoff["overdue"]
 
 
-def test_reset_returns_to_ready_and_is_refused_with_an_active_lease(schema_db):
-    path = schema_db("1.10.0")
-    conn = raw(path)
-    add_project(conn)
-    add_env(conn, "env-1", "stopped")
-    add_env(conn, "env-2", "failed")
-    add_lease(conn, "env-1", "run-1")
+@pytest.mark.parametrize("state", ["failed", "unavailable", "stopped", "ready"])
+def test_reset_cannot_be_completed_and_a_failed_environment_never_becomes_ready(db, state):
+    """Regression (issue 8, rule 2): `envs complete` on a reset made a failed environment ready,
+    and archon's lease admission then accepted runs on it."""
+    env = f"env-{state}"
+    run(db, envs.claim, env, "reset", "alice", now=T0)
+    error = refused(db, envs.complete, env, "alice", now=T0, match="a reset claim cannot be completed")
+    assert f"archon-console envs release {env}" in error.reason and "your claim stays" in error.reason
+    row = env_row(db, env)
+    assert row["lifecycle_state"] == state and row["operation_kind"] == "reset"
+    conn = raw(db)
+    with pytest.raises(Exception, match="not admitting leases"):  # the hold still holds
+        add_lease(conn, env, "run-after-reset")
     conn.close()
-    run(path, envs.claim, "env-1", "reset", "alice", now=T0)
-    refused(path, envs.complete, "env-1", "alice", now=T0, match="cannot be reset")
-    run(path, envs.claim, "env-2", "reset", "alice", now=T0)
-    result = run(path, envs.complete, "env-2", "alice", now=T0)
-    assert result.state == "ready"
-    row = env_row(path, "env-2")
-    assert row["lifecycle_state"] == "ready" and row["ready_at"] == "2026-11-01 09:30:00"
+    result = run(db, envs.release, env, "alice", now=T0)
+    assert result.ok and env_row(db, env)["lifecycle_state"] == state
 
 
 def test_cleanup_retry_sets_the_retry_time_and_keeps_the_state(db):
@@ -151,6 +176,45 @@ def test_cleanup_retry_sets_the_retry_time_and_keeps_the_state(db):
     assert row["cleanup_retry_at"] == "2026-11-01 09:30:00"
     assert row["updated_at"] == "2026-10-01 00:00:00"
     assert row["operation_claim_id"] is None
+    assert json.loads(events(db, "env-cleanup_pending")[-1]["metadata_json"])["handoff"] == "cleanup_retry_at"
+
+
+@pytest.mark.parametrize("op", envs.OPERATIONS)
+def test_no_completion_writes_the_lifecycle_state(db, op):
+    """Whatever the operation, the state and every state timestamp stay as archon left them."""
+    env = f"env-{envs.ALLOWED_STATES[op][0]}"
+    run(db, envs.claim, env, op, "alice", now=T0)
+    before = env_row(db, env)
+    try:
+        run(db, envs.complete, env, "alice", now=T0 + timedelta(minutes=1))
+    except Refusal:
+        assert op == "reset"
+    after = env_row(db, env)
+    for column in ("lifecycle_state", "updated_at", "stopped_at", "retired_at", "ready_at", "retirement_started_at",
+                   "cleanup_pending_at", "failed_at"):
+        assert after[column] == before[column], column
+
+
+def test_unavailable_actions_follow_the_service_rules(db):
+    conn = raw(db)
+    set_claim(conn, "env-ready", "archon-worker:42", "stop", "2026-11-01 09:00:00")
+    conn.close()
+    with handle(db) as h:
+        theirs = envs.show_environment(h, "env-ready", now=T0)
+        reasons = envs.unavailable_actions(theirs, "alice")
+        assert "not yours" in reasons["complete"] and "release" not in reasons and "takeover" not in reasons
+        assert "already claimed for stop" in reasons["retire"]
+    run(db, envs.claim, "env-failed", "reset", "alice", now=T0)
+    with handle(db) as h:
+        mine = envs.show_environment(h, "env-failed", now=T0)
+    reasons = envs.unavailable_actions(mine, "alice")
+    assert reasons["complete"].startswith("a reset claim cannot be completed") and "release" not in reasons
+    assert reasons["takeover"] == "you hold this claim"
+    with handle(db) as h:
+        free = envs.show_environment(h, "env-stopped", now=T0)
+    reasons = envs.unavailable_actions(free, "alice")
+    assert reasons["complete"] == "no claim is held" and "it is stopped" in reasons["stop"]
+    assert "retire" not in reasons and "reset" not in reasons
 
 
 def test_claim_held_by_someone_else_is_refused_with_who_and_since(db):
@@ -257,7 +321,8 @@ def test_complete_rechecks_the_state(db):
     conn = raw(db)
     conn.execute("UPDATE execution_environments SET lifecycle_state = 'failed' WHERE id = 'env-ready'")
     conn.close()
-    refused(db, envs.complete, "env-ready", "alice", now=T0, match="env-ready is failed; completing stop needs")
+    error = refused(db, envs.complete, "env-ready", "alice", now=T0, match="env-ready is failed; completing stop needs")
+    assert error.hint == "Release the claim instead: archon-console envs release env-ready"
 
 
 def test_project_being_deleted_is_refused(db):
@@ -294,7 +359,7 @@ def test_long_actor_names_still_recognise_their_cut_claim_id(db):
     assert len(claim_id) == 128 and envs.held_by(claim_id, actor) and not envs.held_by(claim_id, "a")
     run(db, envs.claim, "env-ready", "stop", actor, now=T0)
     assert run(db, envs.claim, "env-ready", "stop", actor, now=T0).noop
-    assert run(db, envs.complete, "env-ready", actor, now=T0).state == "stopped"
+    assert run(db, envs.complete, "env-ready", actor, now=T0).state == "ready"
 
 
 def test_actor_with_at_sign_is_not_confused_with_a_prefix():

@@ -134,3 +134,48 @@ def test_envs_commands_do_not_import_textual(db):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_complete_on_a_reset_claim_is_exit_1_and_writes_nothing(db, capsys):
+    """Regression (issue 8, rule 2): on main this exited 0 and moved the environment to ready."""
+    cli(capsys, "envs", "claim", "env-stopped", "--op", "reset", "--as", "alice", "--db", db)
+    before = dump(db)
+    code, _, err = cli(capsys, "envs", "complete", "env-stopped", "--as", "alice", "--db", db)
+    assert code == 1 and "a reset claim cannot be completed" in err
+    assert "archon-console envs release env-stopped" in err
+    code, out, _ = cli(capsys, "envs", "complete", "env-stopped", "--as", "alice", "--db", db, "--json")
+    result = json.loads(out)
+    assert code == 1 and result["ok"] is False and "release" in result["message"]
+    assert dump(db) == before and env_row(db, "env-stopped")["lifecycle_state"] == "stopped"
+    code, out, _ = cli(capsys, "envs", "release", "env-stopped", "--as", "alice", "--db", db)
+    assert code == 0
+
+
+def test_complete_stop_via_cli_hands_off_and_show_says_so(db, capsys, monkeypatch):
+    """Regression (issue 8, rule 2): `envs complete` on a stop claim printed `running -> stopped`."""
+    cli(capsys, "envs", "claim", "env-running", "--op", "stop", "--as", "alice", "--db", db)
+    code, out, _ = cli(capsys, "envs", "complete", "env-running", "--as", "alice", "--db", db, "--json")
+    result = json.loads(out)
+    assert code == 0 and result["state"] == "running" and result["handoff"]["column"] == "idle_stop_at"
+    row = env_row(db, "env-running")
+    assert row["lifecycle_state"] == "running" and row["idle_stop_at"] == "2026-11-01 09:30:00"
+    monkeypatch.setenv("ARCHON_CONSOLE_NOW", "2026-11-01T09:32:00Z")
+    code, out, _ = cli(capsys, "envs", "show", "env-running", "--db", db)
+    assert code == 0
+    assert "stop requested 2 minutes ago; archon's idle-stop sweep performs it" in out
+    assert "overdue" not in out
+    code, out, _ = cli(capsys, "envs", "show", "env-running", "--db", db, "--json")
+    [handoff] = json.loads(out)["pending_handoffs"]
+    assert (handoff["kind"], handoff["since"], handoff["overdue"]) == ("stop", "2026-11-01 09:30:00", False)
+    monkeypatch.setenv("ARCHON_CONSOLE_NOW", "2026-11-01T10:30:00Z")
+    code, out, _ = cli(capsys, "envs", "show", "env-running", "--db", db)
+    assert "stop requested an hour ago" in out and "overdue: archon not running?" in out
+    code, out, _ = cli(capsys, "envs", "list", "--db", db, "--json")
+    assert [r["id"] for r in json.loads(out) if r["pending_handoffs"]] == ["env-running"]
+
+
+def test_help_describes_the_hand_off(capsys):
+    main(["envs", "complete", "--help"])
+    out = capsys.readouterr().out
+    assert "never changes the lifecycle state" in out and "idle_stop_at = now" in out
+    assert "-> stopped" not in out and "-> ready" not in out

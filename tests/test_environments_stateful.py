@@ -2,7 +2,8 @@
 
 Archon acts too: it admits and ends leases (through its own admission trigger) and moves
 lifecycle states behind the console's back. After every step the database's claim triple,
-lifecycle state, retirement request and event sequences must match the model.
+lifecycle state (which only archon moves: a completion hands off, it never transitions),
+retirement request, hand-off columns and event sequences must match the model.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class EnvModel:
     claim: Claim | None = None
     retire_requested: bool = False
     lease: str | None = None
+    idle_stop_at: object = None  # what completing a stop hands to archon
+    cleanup_retry_at: object = None
     events: int = 0
     last: tuple[str, str] | None = None
 
@@ -150,16 +153,17 @@ class ClaimMachine(RuleBasedStateMachine):
         c = m.claim
         if c is None:
             outcome = "noop" if m.last == ("operation_completed", actor) else "refuse"
-        elif c.holder != actor or m.state not in envs.ALLOWED_STATES[c.op]:
-            outcome = "refuse"
-        elif c.op in ("retire", "reset") and m.lease:
-            outcome = "refuse"
+        elif c.holder != actor or c.op == "reset" or m.state not in envs.ALLOWED_STATES[c.op]:
+            outcome = "refuse"  # a reset claim is only ever released
         else:
-            outcome = "ok"
+            outcome = "ok"  # an active lease does not matter: nothing is stopped or retired here
         result = self._expect(outcome, lambda: envs.complete(self.h, env_id, actor, now=self.now))
         if outcome == "ok":
-            m.state = envs.TARGET_STATE[c.op] or m.state
-            m.claim = None
+            if c.op == "stop":
+                m.idle_stop_at = self.now
+            elif c.op == "cleanup_retry":
+                m.cleanup_retry_at = self.now
+            m.claim = None  # the state is archon's: it does not change
             self._log(m, "operation_completed", actor)
             assert result.state == m.state
 
@@ -207,7 +211,9 @@ class ClaimMachine(RuleBasedStateMachine):
             else:
                 assert envs.claim_holder(triple[0]) == m.claim.holder
                 assert triple[1:] == (m.claim.op, db_time(m.claim.at))
-            assert row["lifecycle_state"] == m.state
+            assert row["lifecycle_state"] == m.state  # only archon_moves_the_state changes it
+            assert row["idle_stop_at"] == (db_time(m.idle_stop_at) if m.idle_stop_at else None)
+            assert row["cleanup_retry_at"] == (db_time(m.cleanup_retry_at) if m.cleanup_retry_at else None)
             assert (row["retirement_requested_at"] is not None) == m.retire_requested
             sequences = [r[0] for r in self.archon.execute(
                 "SELECT sequence FROM execution_environment_events WHERE environment_id = ? ORDER BY sequence",

@@ -19,16 +19,15 @@ from console.services import environments as envs
 from console.services.base import ActionResult
 
 CLAIM_EPILOG = (
-    "Which states allow which operation, and what completing it does:\n  "
+    "Which states allow which operation, and what completing it hands to archon:\n  "
     + envs.operations_help().replace("\n", "\n  ")
-    + "\n\nA claim stops new runs from being placed on the environment at once. The holder then runs "
-    "`envs complete ID` (applies the transition and clears the claim) or `envs release ID` (clears it, no "
-    "transition). A claim older than the stale threshold (--stale-after, $ARCHON_CONSOLE_STALE_MINUTES, "
-    "default 15 minutes) can be taken over, or released by someone else, with --takeover --reason TEXT. "
-    "A retire claim also records a retirement request, which stays after a release. "
-    "Assumptions: reset re-prepares the workspace in place (back to ready); cleanup_retry asks archon's "
-    "cleanup worker for an immediate retry (cleanup_retry_at = now, state stays cleanup_pending). "
-    "retire and reset cannot be completed while an execution lease is active."
+    + "\n\nA claim stops new runs from being placed on the environment at once. The console cannot stop or "
+    "delete a container, so it never changes the lifecycle state: the holder runs `envs complete ID` to hand "
+    "the operation to archon's own scheduling column and clear the claim, or `envs release ID` to clear it "
+    "with nothing handed off. `envs show ID` says what archon has been handed and since when. A reset claim "
+    "cannot be completed, only released. A claim older than the stale threshold (--stale-after, "
+    "$ARCHON_CONSOLE_STALE_MINUTES, default 15 minutes) can be taken over, or released by someone else, with "
+    "--takeover --reason TEXT. A retire claim records a retirement request, which stays after a release."
 )
 
 
@@ -130,6 +129,12 @@ def cmd_show(ctx) -> int:
         lines.append(("claim", "-"))
     lines.append(("admits leases", f"{'yes' if env['admits_leases'] else 'no'} ({env['admission_reason']})"))
     print(table(lines, ["FIELD", "VALUE"], max_width=100))
+    if env["pending_handoffs"]:
+        print()
+        print("Handed to archon, not performed yet:")
+        for handoff in env["pending_handoffs"]:
+            late = " - overdue: archon not running?" if handoff["overdue"] else ""
+            say(f"  {handoff['text']}{late}")
     print()
     print("Active execution leases:")
     if env["active_leases"]:
@@ -172,7 +177,8 @@ def cmd_complete(ctx) -> int:
 def register(subparsers, parents) -> None:
     family = subparsers.add_parser(
         "envs", parents=parents, help="execution environments and their operation claims",
-        description="Browse execution environments; claim, release and complete stop/retire/reset/cleanup_retry.",
+        description="Browse execution environments; claim, release and complete (hand to archon) "
+                    "stop/retire/cleanup_retry; claim and release reset.",
         epilog=CLAIM_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = family.add_subparsers(dest="envs_command", metavar="ACTION", required=True)
@@ -207,7 +213,7 @@ def register(subparsers, parents) -> None:
     p.add_argument("--reason", metavar="TEXT", help="why (required with --takeover)")
     p.set_defaults(handler=cmd_release)
 
-    p = sub.add_parser("complete", parents=parents, help="apply your claimed operation and clear the claim",
+    p = sub.add_parser("complete", parents=parents, help="hand your claimed operation to archon and clear the claim",
                        epilog=CLAIM_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("id", metavar="ID")
     p.set_defaults(handler=cmd_complete)

@@ -54,8 +54,8 @@ def stale_after_parent() -> argparse.ArgumentParser:
     parent.add_argument(
         "--stale-after", "--stale-minutes", dest="stale_after", type=minutes, metavar="MINUTES",
         default=None,
-        help="age after which an operation claim counts as stale "
-        "(default $ARCHON_CONSOLE_STALE_MINUTES, else 15)",
+        help="age after which an operation claim counts as stale, and a request handed to archon as "
+        "overdue (default $ARCHON_CONSOLE_STALE_MINUTES, else 15)",
     )
     return parent
 

@@ -42,9 +42,12 @@ class EnvironmentsScreen(ConsoleScreen):
     WRITE_ACTIONS = frozenset({*CLAIM_ACTIONS, "release", "complete", "takeover"})
     HELP_NOTES = (
         "A claim is an exclusive hold for one operation: while it is held no new run is placed on the\n"
-        "environment. Complete applies the operation (stop -> stopped, retire -> retired, reset -> ready,\n"
-        "cleanup_retry -> retry now) and clears the claim; release clears it without a change.\n"
-        "A claim older than the stale limit (ARCHON_CONSOLE_STALE_MINUTES, default 15) can be taken over.\n\n"
+        "environment. The console cannot stop or delete a container, so it never changes the state:\n"
+        "complete hands the operation to archon (stop: idle_stop_at = now; retire: the retirement\n"
+        "request stays; cleanup_retry: cleanup_retry_at = now) and clears the claim; release clears it\n"
+        "with nothing handed off. A reset claim can only be released. The detail pane shows what archon\n"
+        "has been handed and since when. A claim older than the stale limit\n"
+        "(ARCHON_CONSOLE_STALE_MINUTES, default 15) can be taken over.\n\n"
         + envs.operations_help()
     )
 
@@ -189,6 +192,11 @@ class EnvironmentsScreen(ConsoleScreen):
             head.append(f"{name:>10} ", style="dim")
             head.append_text(safe_text(value, one_line=True))
             head.append("\n")
+        for handoff in e.get("pending_handoffs") or []:
+            head.append(f"{'handed off':>10} ", style="dim")
+            head.append_text(safe_text(handoff["text"], "bold yellow" if handoff["overdue"] else "cyan", one_line=True))
+            head.append(" — overdue: archon not running?\n" if handoff["overdue"] else "\n",
+                        style="bold yellow")
         for action, why in self._row_reasons(e).items():
             if action in ("claim_stop", "claim_retire", "takeover", "complete", "release"):
                 head.append(f"{action.replace('claim_', ''):>10} ", style="dim")
@@ -205,29 +213,9 @@ class EnvironmentsScreen(ConsoleScreen):
 
     # ------------------------------------------------------------ availability
     def _row_reasons(self, e: dict[str, Any]) -> dict[str, str]:
-        actor = self.session.actor
-        state = e.get("lifecycle_state")
-        held = e.get("operation_claim_id")
-        mine = bool(held) and envs.held_by(held, actor)
-        reasons: dict[str, str] = {}
-        for action, op in CLAIM_ACTIONS.items():
-            if held:
-                reasons[action] = f"already claimed for {e.get('operation_kind')} by {e.get('claim_holder')}"
-            elif state not in envs.ALLOWED_STATES[op]:
-                reasons[action] = f"it is {state}: {envs.WHY_ALLOWED[op]}"
-        if not held:
-            reasons["complete"] = reasons["release"] = "no claim is held"
-            reasons["takeover"] = "no claim to take over"
-        else:
-            if not mine:
-                reasons["complete"] = f"the claim is {e.get('claim_holder')}'s, not yours"
-                if not e.get("stale"):
-                    reasons["release"] = "only its holder can release a fresh claim"
-            if mine:
-                reasons["takeover"] = "you hold this claim"
-            elif not e.get("stale"):
-                reasons["takeover"] = "the claim is not stale yet"
-        return reasons
+        """The service's reasons, keyed by this screen's action names."""
+        action_of = {op: action for action, op in CLAIM_ACTIONS.items()}
+        return {action_of.get(key, key): why for key, why in envs.unavailable_actions(e, self.session.actor).items()}
 
     def unavailable(self) -> dict[str, str]:
         reasons = super().unavailable()
@@ -262,9 +250,8 @@ class EnvironmentsScreen(ConsoleScreen):
             return
         op = CLAIM_ACTIONS[action]
         env_id = self.detail["id"]
-        after = envs.TARGET_STATE[op] or "unchanged (cleanup retried now)"
-        body = (f"Claims {op}: no new run can be placed on it until you complete (-> {after}) "
-                "or release the claim.")
+        body = (f"Claims {op}: no new run can be placed on it until you complete or release the claim. "
+                f"Completing: {envs.completion_effect(op)}.")
         if op == "retire":
             body += " Retirement is requested and stays requested even if the claim is released."
             modal: ActionModal = TypedConfirmModal("Retire environment", self._summary("Retire", body),
@@ -291,9 +278,9 @@ class EnvironmentsScreen(ConsoleScreen):
             return
         e = self.detail
         op = e.get("operation_kind")
-        after = envs.TARGET_STATE.get(op) or "unchanged; cleanup retried now"
-        modal = ConfirmModal(f"Complete {op}", self._summary(f"Complete {op} on",
-                             f"The environment moves to {after} and the claim is cleared."), watch_key=e["id"])
+        body = (f"Completing {envs.completion_effect(op)}. The state stays {e.get('lifecycle_state')} until "
+                "archon acts; the console cannot stop or delete a container itself.")
+        modal = ConfirmModal(f"Complete {op}", self._summary(f"Hand {op} to archon for", body), watch_key=e["id"])
         self._open(modal, lambda reason: self.write(envs.complete, e["id"], self.session.actor, now=self.session.now()))
 
     def action_release(self) -> None:

@@ -6,22 +6,21 @@ trigger only checks that the triple is all-or-nothing; it lets one claim overwri
 exactly one row, inside one `BEGIN IMMEDIATE` transaction that re-reads every precondition.
 
 A claim is an administrative hold (DOMAIN.md Q6): it stops new leases at once (lease admission
-refuses claimed environments). The holder then *completes* it, which applies the operation's
-lifecycle transition and clears the claim in one statement, or *releases* it without a transition.
-Completing is the only `lifecycle_state` write the console makes (DOMAIN.md §6, product decisions).
+refuses claimed environments). The console cannot stop or delete a container, so it never writes
+`lifecycle_state` (that would claim a provider-side effect nobody performed). Completing a claim
+*hands the operation off* to archon's own scheduling column and clears the claim, in one UPDATE:
 
-Decisions recorded here (DOMAIN.md Q5, Q6, Q8):
-- `updated_at` is not touched by claims, takeovers and releases (it orders archon's cleanup
-  index, Q8). A completion that changes `lifecycle_state` (stop, retire, reset) sets it to `now`,
-  as a state change would; `cleanup_retry` leaves it alone (the state does not change).
-- reset: assumed to re-prepare the workspace in place, so completing it moves the environment
-  back to `ready` with `ready_at = now`. Refused while an execution lease is active (a run would
-  lose its workspace).
-- cleanup_retry: assumed to be an operator asking for an immediate cleanup retry; completing it
-  sets `cleanup_retry_at = now` and the environment stays `cleanup_pending` until archon's
-  cleanup worker performs the retry.
-- Releasing a retire claim leaves `retirement_requested_at` set: the request is durable and the
-  console never clears it (Q7).
+- stop: `idle_stop_at = now`; archon's idle-stop sweep (the one `idx_execution_environments_idle_stop`
+  serves) stops the environment.
+- retire: the claim already set `retirement_requested_at`, which archon's reuse index and lease
+  admission honour; completing only clears the claim, and archon's retirement path
+  (retiring -> cleanup_pending -> retired) does the rest. The request is never cleared (Q7).
+- cleanup_retry: `cleanup_retry_at = now`; archon's cleanup worker retries.
+- reset: no completion. Marking a failed environment `ready` would let lease admission place runs
+  on a workspace nobody rebuilt; a reset claim is a hold that its holder releases.
+
+`updated_at` is never touched (it orders archon's cleanup index, Q8; no state changes here).
+A handed-off request stays visible (`pending_handoffs`) until archon acts on it.
 """
 
 from __future__ import annotations
@@ -70,13 +69,20 @@ WHY_ALLOWED: dict[str, str] = {
     "reset": "a reset rebuilds the workspace, which must not happen while it runs or is being retired",
     "cleanup_retry": "only an environment waiting for cleanup can have its cleanup retried",
 }
-# The state a completed operation leaves behind (None: the state does not change).
-TARGET_STATE: dict[str, str | None] = {
-    "stop": "stopped",
-    "retire": "retired",
-    "reset": "ready",
-    "cleanup_retry": None,
+# What completing an operation hands to archon: (the column that carries the request, who in
+# archon performs it). reset has no completion: see the module docstring.
+HANDOFF: dict[str, tuple[str, str] | None] = {
+    "stop": ("idle_stop_at", "archon's idle-stop sweep"),
+    "retire": ("retirement_requested_at", "archon's retirement path"),
+    "reset": None,
+    "cleanup_retry": ("cleanup_retry_at", "archon's cleanup worker"),
 }
+HANDOFF_LABEL = {"stop": "stop", "retire": "retirement", "cleanup_retry": "cleanup retry"}
+RESET_NOT_COMPLETABLE = (
+    "a reset claim cannot be completed: the console cannot rebuild a workspace, and marking the "
+    "environment ready would let archon place runs on it. Release the claim ({release}); "
+    "archon resets environments itself"
+)
 ADMITTING_STATES = ("ready", "running", "stopped")
 DEFAULT_STALE_AFTER = timedelta(minutes=15)
 STALE_ENV = "ARCHON_CONSOLE_STALE_MINUTES"
@@ -89,12 +95,23 @@ _EVENT_COLUMNS = (
 )
 
 
+def completion_effect(op: str) -> str:
+    """What completing `op` writes and who acts on it (shared by CLI help, results and the TUI)."""
+    handoff = HANDOFF.get(op)
+    if handoff is None:
+        return "none: a reset claim is a hold that its holder releases; archon resets environments itself"
+    column, performer = handoff
+    if op == "retire":
+        return f"keeps {column} and clears the claim; {performer} (retiring -> cleanup_pending -> retired) performs it"
+    return f"sets {column} = now and clears the claim; {performer} performs it"
+
+
 def operations_help() -> str:
     """One line per operation: the states it needs and why (shared by CLI help and the TUI)."""
     lines = []
     for op in OPERATIONS:
-        after = TARGET_STATE[op] or "unchanged state"
-        lines.append(f"{op}: from {', '.join(ALLOWED_STATES[op])} -> {after} ({WHY_ALLOWED[op]})")
+        lines.append(f"{op}: claimable in {', '.join(ALLOWED_STATES[op])} ({WHY_ALLOWED[op]}); "
+                     f"complete: {completion_effect(op)}")
     return "\n".join(lines)
 
 
@@ -171,7 +188,52 @@ def _derive(row: dict[str, Any], now: datetime, stale_after: timedelta) -> dict[
         reasons.append("an execution lease is active (one at a time)")
     row["admits_leases"] = not reasons
     row["admission_reason"] = "; ".join(reasons) if reasons else "admits a new execution lease"
+    row["pending_handoffs"] = pending_handoffs(row, now, stale_after)
     return row
+
+
+def pending_handoffs(row: dict[str, Any], now: datetime, wait_after: timedelta) -> list[dict[str, Any]]:
+    """The requests archon has been handed and has not performed yet, as archon's columns show them.
+
+    A stop is due when `idle_stop_at` has passed while the environment is still ready or running
+    (whether the console or archon's own idle schedule set it); a retirement is pending while
+    `retirement_requested_at` is set and the environment is not retired; a cleanup retry is due
+    when `cleanup_retry_at` has passed while it is still cleanup_pending. `overdue` means archon
+    should have acted by now (waited longer than `wait_after`, the stale threshold): archon is
+    probably not running. Retirement that archon has started (retiring, cleanup_pending), is held
+    by a claim or waits for a run to end is never overdue.
+    """
+    state = row.get("lifecycle_state")
+    found: list[dict[str, Any]] = []
+
+    def add(op: str, since_text: Any, note: str = "", *, can_be_overdue: bool = True) -> None:
+        since = parse_time(since_text)
+        age = seconds_between(now, since) if since else None
+        column, performer = HANDOFF[op]  # type: ignore[misc]
+        when = f"{_ago(age)} ago" if age is not None else f"at an unreadable time ({since_text})"
+        text = f"{HANDOFF_LABEL[op]} requested {when}; {performer} performs it" + note
+        overdue = can_be_overdue and (age is None or age > wait_after.total_seconds())
+        found.append({"kind": op, "column": column, "since": since_text, "age_seconds": age,
+                      "performed_by": performer, "overdue": overdue, "text": text})
+
+    def due(column: str) -> bool:
+        at = parse_time(row.get(column))
+        return bool(row.get(column)) and (at is None or at <= now)
+
+    if state in ("ready", "running") and due("idle_stop_at"):
+        add("stop", row.get("idle_stop_at"))
+    if row.get("retirement_requested_at") and state != "retired":
+        note, waiting = "", True
+        if state in ("retiring", "cleanup_pending"):
+            note, waiting = f" (under way: {state})", False
+        elif row.get("operation_claim_id"):
+            note, waiting = f" once the {row.get('operation_kind')} claim is completed or released", False
+        elif row.get("active_lease_count"):
+            note, waiting = " once the run holding its execution lease ends", False
+        add("retire", row.get("retirement_requested_at"), note, can_be_overdue=waiting)
+    if state == "cleanup_pending" and due("cleanup_retry_at"):
+        add("cleanup_retry", row.get("cleanup_retry_at"))
+    return found
 
 
 @dataclass
@@ -396,8 +458,8 @@ def _when(value: Any) -> str:
     return at.strftime("%Y-%m-%d %H:%M UTC") if at else str(value)
 
 
-def _ago(seconds: float) -> str:
-    if seconds == float("inf"):
+def _ago(seconds: float | None) -> str:
+    if seconds is None or seconds == float("inf"):
         return "an unknown time"
     return humanize.naturaldelta(timedelta(seconds=max(0, seconds)))
 
@@ -425,12 +487,13 @@ def _stale_hint(env: sqlite3.Row, now: datetime, stale_after: timedelta, verb: s
     return f"use --takeover with a reason once it is stale (older than {threshold}, in {wait})"
 
 
-def _require_allowed(env: sqlite3.Row, op: str, doing: str) -> None:
+def _require_allowed(env: sqlite3.Row, op: str, doing: str, hint: str | None = None) -> None:
     state = env["lifecycle_state"]
     if state not in ALLOWED_STATES[op]:
         raise Refusal(
             f"{env['id']} is {state}; {doing} needs {' or '.join(ALLOWED_STATES[op])} "
-            f"({WHY_ALLOWED[op]}). Nothing was written."
+            f"({WHY_ALLOWED[op]}). Nothing was written.",
+            hint,
         )
 
 
@@ -572,7 +635,10 @@ def release(
 
 
 def complete(handle: ArchonDatabase, env_id: str, actor: str, *, now: datetime) -> ActionResult:
-    """Apply the claimed operation's transition and clear the claim, in one UPDATE; holder only."""
+    """Hand the claimed operation off to archon's scheduling column and clear the claim; holder only.
+
+    One UPDATE, conditional on the claim and the state seen; `lifecycle_state` is never written.
+    """
     actor = _checks(handle, actor)
     with write_transaction(handle.conn, read_only=handle.read_only) as conn:
         env = _load(conn, env_id)
@@ -586,39 +652,80 @@ def complete(handle: ArchonDatabase, env_id: str, actor: str, *, now: datetime) 
         if not held_by(held, actor):
             raise Refusal(_describe_claim(env, now) + "; only its holder can complete it.")
         op = env["operation_kind"]
-        _require_allowed(env, op, f"completing {op}")
-        leases = _active_leases(conn, env_id)
-        if op in ("retire", "reset") and leases:
+        handoff = HANDOFF.get(op)
+        if handoff is None:
             raise Refusal(
-                f"{env_id} still has an active execution lease; it cannot be {'retired' if op == 'retire' else 'reset'} "
-                "until that run ends and archon releases the lease. Nothing was written; your claim stays."
+                f"{env_id}: {RESET_NOT_COMPLETABLE.format(release=f'archon-console envs release {env_id}')}. Nothing was written; your claim stays.",
+                f"archon-console envs release {env_id}",
             )
-        target = TARGET_STATE[op]
+        _require_allowed(env, op, f"completing {op}", hint=f"Release the claim instead: archon-console envs release {env_id}")
+        column, performer = handoff
         stamp = db_time(now)
-        if op == "cleanup_retry":
-            sets, params = "cleanup_retry_at = ?", [stamp]
-        else:
-            column = {"stop": "stopped_at", "retire": "retired_at", "reset": "ready_at"}[op]
-            sets, params = f"lifecycle_state = ?, {column} = ?, updated_at = ?", [target, stamp, stamp]
+        sets, params = ("", []) if op == "retire" else (f"{column} = ?, ", [stamp])
         changed = conn.execute(
-            f"UPDATE execution_environments SET {sets}, operation_claim_id = NULL, operation_kind = NULL, "
+            f"UPDATE execution_environments SET {sets}operation_claim_id = NULL, operation_kind = NULL, "
             "operation_claimed_at = NULL WHERE id = ? AND operation_claim_id = ? AND lifecycle_state = ?",
             (*params, env_id, held, state),
         ).rowcount
         if changed != 1:
             raise Refusal(f"{env_id} changed while it was being completed; nothing was written. Try again.")
-        new_state = target or state
-        logged = _append_event(conn, env, event_type="operation_completed", from_state=state, to_state=new_state,
+        leases = _active_leases(conn, env_id)
+        since = stamp if op != "retire" else env["retirement_requested_at"]
+        logged = _append_event(conn, env, event_type="operation_completed", from_state=state, to_state=state,
                                actor=actor, reason=None,
-                               metadata={"operation_kind": op, "claim_id": None, "previous_claim_id": held},
+                               metadata={"operation_kind": op, "claim_id": None, "previous_claim_id": held,
+                                         "handoff": column},
                                now=now)
     if op == "cleanup_retry":
         message = f"{env_id}: cleanup retry requested now; archon's cleanup worker performs it. The claim is cleared."
+    elif op == "stop":
+        message = (f"{env_id}: stop handed off to archon (idle_stop_at = now); archon's idle-stop sweep stops it. "
+                   f"The claim is cleared; the state stays {state} until archon has stopped it.")
+        if leases:
+            message += " An execution lease is still active: the console does not interrupt its run."
     else:
-        message = f"{env_id}: {op} completed, {state} -> {new_state}; the claim is cleared."
-        if op == "stop" and leases:
-            message += " Note: an execution lease is still active; archon releases it when its run ends."
-    return _finish(_result(True, env_id, new_state, message, operation_kind=op), logged)
+        message = (f"{env_id}: retirement handed off to archon (requested since {_when(since)}); archon's retirement "
+                   f"path (retiring -> cleanup_pending -> retired) performs it. The claim is cleared; the state "
+                   f"stays {state} until archon moves it.")
+        if leases:
+            message += " An execution lease is still active: archon retires it after that run."
+    return _finish(_result(True, env_id, state, message, operation_kind=op,
+                           handoff={"kind": op, "column": column, "since": since, "performed_by": performer}),
+                   logged)
+
+
+def unavailable_actions(env: dict[str, Any], actor: str) -> dict[str, str]:
+    """Why each action would be refused on `env` (a row from `show_environment`) for `actor`.
+
+    Keys: an operation name (claiming it), "complete", "release", "takeover". The same rules as
+    the writes above, read from a possibly stale row: the write still re-checks everything.
+    """
+    state = env.get("lifecycle_state")
+    held = env.get("operation_claim_id")
+    mine = bool(held) and held_by(held, actor)
+    reasons: dict[str, str] = {}
+    for op in OPERATIONS:
+        if held:
+            reasons[op] = f"already claimed for {env.get('operation_kind')} by {env.get('claim_holder')}"
+        elif not held and state not in ALLOWED_STATES[op]:
+            reasons[op] = f"it is {state}: {WHY_ALLOWED[op]}"
+    if not held:
+        reasons["complete"] = reasons["release"] = "no claim is held"
+        reasons["takeover"] = "no claim to take over"
+        return reasons
+    op = env.get("operation_kind")
+    if not mine:
+        reasons["complete"] = f"the claim is {env.get('claim_holder')}'s, not yours"
+        if not env.get("stale"):
+            reasons["release"] = "only its holder can release a fresh claim"
+            reasons["takeover"] = "the claim is not stale yet"
+    else:
+        reasons["takeover"] = "you hold this claim"
+        if HANDOFF.get(op) is None:
+            reasons["complete"] = RESET_NOT_COMPLETABLE.format(release="key l")
+        elif state not in ALLOWED_STATES.get(op, ()):
+            reasons["complete"] = f"it is {state}: {WHY_ALLOWED[op]}; release the claim instead"
+    return reasons
 
 
 __all__ = [
@@ -626,16 +733,19 @@ __all__ = [
     "DEFAULT_STALE_AFTER",
     "EnvironmentPage",
     "OPERATIONS",
+    "HANDOFF",
     "STATES",
-    "TARGET_STATE",
     "WHY_ALLOWED",
     "claim",
     "claim_holder",
     "complete",
+    "completion_effect",
     "default_stale_after",
     "held_by",
     "list_environments",
     "operations_help",
+    "pending_handoffs",
     "release",
     "show_environment",
+    "unavailable_actions",
 ]
