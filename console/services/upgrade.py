@@ -459,7 +459,13 @@ def run_upgrade(
     try:
         while True:
             try:
-                decision = _decide(conn, path, target_release)
+                # One read transaction: the ledger's two tables are read by separate statements, and
+                # another upgrader may commit a step between them.
+                conn.execute("BEGIN")
+                try:
+                    decision = _decide(conn, path, target_release)
+                finally:
+                    conn.execute("ROLLBACK")
             except sqlite3.DatabaseError as exc:
                 raise DatabaseUnusable(f"{path} cannot be read ({exc}). Nothing further was changed.") from None
             if len(decision.applied) < len(plan.applied):
