@@ -465,7 +465,8 @@ def run_upgrade(
                 try:
                     decision = _decide(conn, path, target_release)
                 finally:
-                    conn.execute("ROLLBACK")
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
             except sqlite3.DatabaseError as exc:
                 raise DatabaseUnusable(f"{path} cannot be read ({exc}). Nothing further was changed.") from None
             if len(decision.applied) < len(plan.applied):
