@@ -8,6 +8,8 @@ triggers active wherever the anomaly allows it.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sqlite3
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -257,6 +259,17 @@ def damage_fingerprint_mismatch(conn) -> None:
     )
 
 
+def damage_profile_round_trip(conn) -> None:
+    """A revision whose fingerprint recomputes but whose JSON the console would serialise otherwise."""
+    profile_json = '{"provider_preference": "host"}'
+    canonical = json.dumps(json.loads(profile_json), sort_keys=True, separators=(",", ":"))
+    conn.execute(
+        "INSERT INTO execution_profile_revisions (id, project_id, revision, schema_version, fingerprint, profile_json) "
+        "VALUES ('p1:execution-profile:spaced', 'p1', 98, 1, ?, ?)",
+        (hashlib.sha256(canonical.encode()).hexdigest(), profile_json),
+    )
+
+
 def damage_missing_objects(conn) -> None:
     conn.execute("DROP TRIGGER validate_approval_request_status_transition")
     conn.execute("DROP INDEX idx_approval_requests_action_kind")
@@ -290,6 +303,7 @@ ANOMALIES = {
     "projects.active_revision_foreign": (damage_active_revision_foreign, 1, "error"),
     "projects.provider_projection": (damage_provider_projection, 1, "error"),
     "profiles.fingerprint_mismatch": (damage_fingerprint_mismatch, 1, "error"),
+    "profiles.algorithm_evidence": (damage_profile_round_trip, 1, "warning"),
     "schema.missing_objects": (damage_missing_objects, 2, "error"),
     "foreign_keys.violations": (damage_foreign_key, 1, "error"),
 }

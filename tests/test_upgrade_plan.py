@@ -49,7 +49,11 @@ def test_plan_to_an_older_target_and_of_a_versioned_database(tmp_path):
     assert plan.pending[0].id.startswith("002") and plan.pending[-1].id.startswith("019")
     assert plan.force_reasons == [
         "step 009-build-sequence-incomplete-sweep is historical-destructive "
-        "(Fail active / cancel queued tickets of build sequences without a profile selection)"
+        "(Fail active / cancel queued tickets of build sequences without a profile selection)",
+        # A 1.8.20 database holds no profile evidence: the defaults 005/007 write are unverified.
+        "profile defaults, serialisation and fingerprints are the console's reconstruction and unverified: "
+        "the database holds no profile revision or profile trigger to check them against "
+        "(steps 005-profile-backfill-initial, 007-profile-guard-triggers)",
     ]
 
 

@@ -152,6 +152,12 @@ def db_1820(path: Path, *, wal: bool = False, projects: int = 2) -> Path:
     return path
 
 
+# Archon stores a revision's fingerprint as SHA-256 of its serialised profile (what the upgrade's
+# evidence gate checks, console/db/profile_evidence.py), so the fixture's legacy revision does too.
+LEGACY_PROFILE = '{"provider_preference":"docker_sandbox"}'
+LEGACY_FP = hashlib.sha256(LEGACY_PROFILE.encode()).hexdigest()
+
+
 def db_1822(path: Path, *, wal: bool = False, legacy_profile: bool = True) -> Path:
     """A populated 1.8.22 database; proj-1 runs on a schema-1 profile (so 006 writes `:v2`)."""
     make_schema(path, "1.8.22", wal=wal)
@@ -162,7 +168,7 @@ def db_1822(path: Path, *, wal: bool = False, legacy_profile: bool = True) -> Pa
         conn.execute(
             "INSERT INTO execution_profile_revisions (id, project_id, revision, schema_version, fingerprint, "
             "profile_json, created_at) VALUES ('proj-1:legacy', 'proj-1', 2, 1, ?, ?, ?)",
-            (FP2, '{"provider_preference":"docker_sandbox"}', T0),
+            (LEGACY_FP, LEGACY_PROFILE, T0),
         )
         conn.execute(
             "INSERT INTO execution_profile_audit_events (id, project_id, event_type, profile_revision_id, "

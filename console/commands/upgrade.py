@@ -97,12 +97,37 @@ def render_plan(plan: service.UpgradePlan) -> str:
         lines.append("Projects whose effective policy step 022 changes:")
         lines.extend(f"  {one_line(p)}" for p in plan.policy_changes)
     lines.append("")
+    gate = plan.profile_evidence
+    if gate is not None:
+        lines.extend(render_profile_evidence(gate))
+        lines.append("")
+        if gate.contradicted:
+            return "\n".join(lines)
     if plan.force_required:
         lines.append("--force is required:")
         lines.extend(f"  - {one_line(reason, 200)}" for reason in plan.force_reasons)
     else:
         lines.append("--force is not required.")
     return "\n".join(lines)
+
+
+def render_profile_evidence(gate) -> list[str]:
+    """The plan's lines for rule 1's evidence gate (console/services/profile_gate.py)."""
+    if gate.contradicted:
+        lines = [
+            "REFUSED: " + one_line(gate.refusal or "", 400) + ".",
+            f"Start archon {gate.release} once to let it upgrade this database itself.",
+            "Rows that differ:",
+        ]
+        contradictions = gate.evidence.get("contradictions", [])
+        lines.extend(f"  {one_line(c['row_id'], 120)} ({c['table']}): {one_line(c['what'], 200)}"
+                     for c in contradictions[:50])
+        if len(contradictions) > 50:
+            lines.append(f"  and {len(contradictions) - 50} more")
+        return lines
+    if gate.force_reason:
+        return [service.UNVERIFIED_LINE + "."]
+    return [f"Profile evidence: {one_line(gate.summary, 300)}; steps {', '.join(gate.steps)} write profile data."]
 
 
 def _upgrade(ctx) -> int:
@@ -113,6 +138,8 @@ def _upgrade(ctx) -> int:
             emit_json(plan.to_json())
         else:
             say(render_plan(plan))
+        if plan.profile_evidence is not None and plan.profile_evidence.contradicted:
+            return service.ProfileEvidenceContradicted.exit_code  # the upgrade would be refused (exit 3)
         return 0
     if ctx.read_only:
         raise Refusal(
@@ -130,6 +157,14 @@ def _upgrade(ctx) -> int:
             now=ctx.clock(),
             busy_timeout_ms=ctx.busy_timeout_ms,
         )
+    except service.ProfileEvidenceContradicted as exc:
+        bar.finish()
+        if ctx.json:
+            emit_json({"status": "refused", "message": exc.reason, "hint": exc.hint,
+                       "plan": exc.plan.to_json() if exc.plan is not None else None})
+        elif exc.plan is not None:
+            say(render_plan(exc.plan))
+        raise
     except service.ForceRequired as exc:
         bar.finish()
         if ctx.json:
@@ -198,7 +233,8 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
     upgrade.add_argument(
         "--force",
         action="store_true",
-        help="allow adopting a database without ledger and historical-destructive steps",
+        help="accept the risks the plan lists (adopting a database without ledger, historical-destructive "
+        "steps, unverified profile defaults); never a contradiction of the profile evidence",
     )
     upgrade.add_argument(
         "--to",

@@ -115,6 +115,24 @@ class UpgradeScreen(ConsoleScreen):
         if plan.up_to_date:
             text.append("\nUp to date: nothing to apply.", style="bold green")
             return text
+        gate = plan.profile_evidence
+        if gate is not None and gate.contradicted:
+            text.append("\nRefused: ", style="bold red")
+            text.append_text(safe_text(f"{gate.refusal}. Start archon {gate.release} once to let it upgrade "
+                                       "this database itself."))
+            text.append("\n")
+            for item in gate.evidence.get("contradictions", [])[:20]:
+                text.append("  differs: ", style="red")
+                text.append_text(safe_text(f"{item['row_id']}: {item['what']}", one_line=True))
+                text.append("\n")
+        elif gate is not None and gate.force_reason:
+            text.append("\nUnverified: ", style="bold yellow")
+            text.append_text(safe_text(upgrade_service.UNVERIFIED_LINE + "."))
+            text.append("\n")
+        elif gate is not None:
+            text.append("\nprofile evidence: ", style="dim")
+            text.append_text(safe_text(gate.summary))
+            text.append("\n")
         if plan.force_required:
             text.append("\nNeeds --force: ", style="bold red")
             text.append_text(safe_text("; ".join(plan.force_reasons)))
@@ -150,6 +168,10 @@ class UpgradeScreen(ConsoleScreen):
             return {"run_upgrade": "the database is up to date"}
         if not self.plan.enough_space:
             return {"run_upgrade": "not enough free space for the snapshot"}
+        gate = self.plan.profile_evidence
+        if gate is not None and gate.contradicted:
+            return {"run_upgrade": f"the database contradicts the console's profile algorithms; start archon "
+                                   f"{gate.release} once to let it upgrade this database itself"}
         return {}
 
     def action_run_upgrade(self) -> None:

@@ -60,6 +60,8 @@ from console.db.migrations.base import Migration
 from console.db.migrations.registry import CURRENT_RELEASE, MIGRATIONS, RELEASES, migrations_through
 from console.db.migrations.runner import MigrationFailed, apply_migration
 from console.errors import DatabaseUnusable, Refusal, UsageError
+from console.services import profile_gate
+from console.services.profile_gate import UNVERIFIED_LINE, ProfileEvidenceContradicted, ProfileGate
 
 CRASH_ENV = "ARCHON_CONSOLE_TEST_CRASH_AT"
 TARGETS = RELEASES + ("current",)
@@ -106,6 +108,7 @@ class UpgradePlan:
     force_required: bool
     force_reasons: list[str] = field(default_factory=list)
     policy_changes: list[str] = field(default_factory=list)
+    profile_evidence: ProfileGate | None = None  # rule 1's gate, when a pending step writes profiles
 
     @property
     def up_to_date(self) -> bool:
@@ -367,6 +370,7 @@ def _plan(path: Path, target: str, snapshot_dir, now, allow_recovery: bool) -> U
             for m in decision.pending
         ]
         policy = _policy_changes(conn, decision.pending)
+        gate = profile_gate.check(conn, decision.pending)
         needed = snapshots.needed_bytes(conn)
     except sqlite3.DatabaseError as exc:
         if _hot_journal(path, exc):
@@ -394,9 +398,10 @@ def _plan(path: Path, target: str, snapshot_dir, now, allow_recovery: bool) -> U
         snapshot_path=str(target_path),
         snapshot_bytes=needed,
         free_bytes=free,
-        force_required=bool(decision.force_reasons),
-        force_reasons=list(decision.force_reasons),
+        force_required=bool(decision.force_reasons) or bool(gate and gate.force_reason),
+        force_reasons=list(decision.force_reasons) + ([gate.force_reason] if gate and gate.force_reason else []),
         policy_changes=policy,
+        profile_evidence=gate,
     )
 
 
@@ -433,6 +438,8 @@ def run_upgrade(
     plan = plan_upgrade(path, target, snapshot_dir=snap_dir, now=at, _allow_recovery=True)
     if plan.up_to_date:
         return UpgradeResult("up-to-date", plan, [], [])
+    if plan.profile_evidence is not None and plan.profile_evidence.contradicted:
+        raise ProfileEvidenceContradicted(plan.profile_evidence, plan)  # before --force is weighed
     if plan.force_required and not force:
         raise ForceRequired(plan)
     if not plan.enough_space:
@@ -452,7 +459,14 @@ def run_upgrade(
     try:
         while True:
             try:
-                decision = _decide(conn, path, target_release)
+                # One read transaction: the ledger's two tables are read by separate statements, and
+                # another upgrader may commit a step between them.
+                conn.execute("BEGIN")
+                try:
+                    decision = _decide(conn, path, target_release)
+                finally:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
             except sqlite3.DatabaseError as exc:
                 raise DatabaseUnusable(f"{path} cannot be read ({exc}). Nothing further was changed.") from None
             if len(decision.applied) < len(plan.applied):
@@ -475,7 +489,10 @@ def run_upgrade(
                         )
                     return False  # another upgrader moved on: re-plan
                 if state["snapshot"] is None:
-                    if under.force_reasons and not force:
+                    gate = profile_gate.check(lconn, under.pending)  # the evidence, again under the lock
+                    if gate is not None and gate.contradicted:
+                        raise ProfileEvidenceContradicted(gate, plan)
+                    if (under.force_reasons or (gate is not None and gate.force_reason)) and not force:
                         raise ForceRequired(plan)
                     target_path = snapshots.snapshot_target(path.resolve(), at, snap_dir)
                     state["snapshot"] = snapshots.take_snapshot(
@@ -784,9 +801,11 @@ def restore_snapshot(
 
 __all__ = [
     "ForceRequired",
+    "ProfileEvidenceContradicted",
     "PendingStep",
     "RestoreResult",
     "TARGETS",
+    "UNVERIFIED_LINE",
     "UpgradePlan",
     "UpgradeProgress",
     "UpgradeResult",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from console.db import profile_evidence
 from console.db.execution_profiles import fingerprint_json
 from console.services.doctor.context import Ctx, columns, ids_text, rows_of
 from console.services.doctor.report import Finding
@@ -9,12 +10,42 @@ from console.services.doctor.report import Finding
 # --- projects and profiles -------------------------------------------------------------------
 
 
+def check_algorithm_evidence(ctx: Ctx) -> Finding:
+    """The upgrade's evidence gate (console/services/profile_gate.py), as one finding."""
+    evidence = profile_evidence.verify(ctx.conn)
+    title = "The console's execution-profile algorithms against this database's evidence"
+    if evidence.status == profile_evidence.CONTRADICTED:
+        rows = evidence.contradicted_rows
+        return Finding(
+            "profiles.algorithm_evidence", "warning", title,
+            evidence.summary() + ".",
+            "Serialisation, normalisation, fingerprint and default profiles are archon's code, which the console "
+            "reconstructs; here archon's own rows disagree with that reconstruction, so the console refuses any "
+            "upgrade step that would write profile data (exit 3, --force does not override).",
+            "Let archon upgrade this database itself (start the target archon release once); the console's "
+            "reads, approvals and claims are unaffected.",
+            rows=[{"table": c.table, "id": c.row_id} for c in evidence.contradictions][:100],
+            count=len(rows),
+        )
+    if evidence.status == profile_evidence.VERIFIED:
+        return Finding(
+            "profiles.algorithm_evidence", "info", title, evidence.summary() + ".",
+            "The console's profile algorithms reproduce every revision (and trigger default) archon stored.", "",
+            count=evidence.revisions,
+        )
+    return Finding(
+        "profiles.algorithm_evidence", "info", title, evidence.summary() + ".",
+        "Nothing here can confirm the console's reconstruction of archon's profile algorithms; an upgrade that "
+        "writes profile data lists that as a risk and needs --force.", "",
+    )
+
+
 def check_profiles(ctx: Ctx) -> list[Finding]:
+    findings: list[Finding] = [check_algorithm_evidence(ctx)]
     if not ctx.has("projects", "execution_profile_revisions"):
-        return []
+        return findings
     if "active_execution_profile_revision_id" not in columns(ctx.conn, "projects"):
-        return []
-    findings: list[Finding] = []
+        return findings
     rows = ctx.conn.execute(
         """
         SELECT p.id, p.active_execution_profile_revision_id AS rev, p.build_execution_provider AS provider,

@@ -1,0 +1,242 @@
+"""Does this database prove the console's profile algorithms right, wrong, or neither?
+
+Serialisation, normalisation, fingerprint and the default profiles are archon's code
+(`lib/executionProfiles.js`), which the seeds only call; console/db/execution_profiles.py is a
+reconstruction. Before the console writes profile data it checks that reconstruction against what
+archon itself left in the database:
+
+* every revision: `fingerprint` recomputes from `profile_json`, and `profile_json` is exactly what
+  the console would serialise after parsing it (archon stores `serializeExecutionProfile(profile)`
+  beside `fingerprintExecutionProfile(profile)` of the same object, seed 001); at a schema version
+  the console normalises to (2, 3) the stored profile is also a fixed point of its normaliser
+  (archon only stores normalised profiles). Schema 1 is never produced by the console, so its
+  normaliser is not put to the test;
+* revision 1 as archon's default writes it (`<project>:execution-profile:1` with its
+  `<id>:created` event): the console's default profile for that provider and schema version;
+* the schema backfills (`<revision>:v2-backfill`, `<revision>:schema-backfill` events): normalising
+  the previous revision to the new schema gives the new revision's fingerprint;
+* an existing `create_project_execution_profile` trigger: the default JSON and fingerprints it
+  embeds are the console's defaults for the schema version it embeds.
+
+Reads only; the cost is one pass over the revisions (a few per project).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from dataclasses import asdict, dataclass, field
+
+from console.db import execution_profiles as profiles
+
+REVISIONS = "execution_profile_revisions"
+EVENTS = "execution_profile_audit_events"
+TRIGGER = "create_project_execution_profile"
+SHOWN = 10  # contradictions spelled out in a summary
+
+VERIFIED, CONTRADICTED, NONE = "verified", "contradicted", "no-evidence"
+
+_TRIGGER_VERSION = re.compile(r"NEW\.id\s*,\s*1\s*,\s*(\d+)\s*,")
+_TRIGGER_CASE = re.compile(r"THEN\s*'((?:[^']|'')*)'\s*ELSE\s*'((?:[^']|'')*)'\s*END", re.S)
+
+
+@dataclass(frozen=True)
+class Contradiction:
+    """One row whose stored value differs from what the console's algorithms give."""
+
+    table: str
+    row_id: str
+    what: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.row_id}: {self.what}"
+
+
+@dataclass
+class ProfileEvidence:
+    revisions: int = 0  # revisions checked
+    schema_versions: list[int] = field(default_factory=list)
+    trigger_schema_version: int | None = None  # of a trigger whose defaults were checked
+    contradictions: list[Contradiction] = field(default_factory=list)
+
+    @property
+    def contradicted_rows(self) -> list[str]:
+        seen: list[str] = []
+        for c in self.contradictions:
+            if c.row_id not in seen:
+                seen.append(c.row_id)
+        return seen
+
+    @property
+    def status(self) -> str:
+        if self.contradictions:
+            return CONTRADICTED
+        if self.revisions or self.trigger_schema_version is not None:
+            return VERIFIED
+        return NONE
+
+    def summary(self) -> str:
+        if self.status == CONTRADICTED:
+            rows = self.contradicted_rows
+            shown = "; ".join(
+                next(c.text for c in self.contradictions if c.row_id == row) for row in rows[:SHOWN]
+            )
+            more = f"; and {len(rows) - SHOWN} more" if len(rows) > SHOWN else ""
+            return f"contradicted by {len(rows)} row(s): {shown}{more}"
+        if self.status == VERIFIED:
+            parts = [f"verified on {self.revisions} revision(s)"]
+            if self.schema_versions:
+                parts.append("schema " + ", ".join(map(str, self.schema_versions)))
+            if self.trigger_schema_version is not None:
+                parts.append(f"and the {TRIGGER} trigger's schema-{self.trigger_schema_version} defaults")
+            return " ".join([parts[0]] + ([f"({'; '.join(parts[1:])})"] if parts[1:] else []))
+        return "no evidence: the database holds no profile revisions and no profile trigger"
+
+    def to_json(self) -> dict:
+        return {
+            "status": self.status,
+            "summary": self.summary(),
+            "revisions": self.revisions,
+            "schema_versions": list(self.schema_versions),
+            "trigger_schema_version": self.trigger_schema_version,
+            "contradictions": [asdict(c) for c in self.contradictions],
+        }
+
+
+def _exists(conn: sqlite3.Connection, kind: str, name: str) -> bool:
+    return conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = ? AND name = ?", (kind, name)
+    ).fetchone() is not None
+
+
+def _first_difference(stored: str, ours: str) -> str:
+    at = next((i for i, (a, b) in enumerate(zip(stored, ours)) if a != b), min(len(stored), len(ours)))
+    start = max(0, at - 12)
+    return (f"differs at character {at}: stored {stored[start:at + 12]!r}, "
+            f"the console writes {ours[start:at + 12]!r}")
+
+
+def _check_revision(rev_id: str, version, stored_fp: str, profile_json) -> list[str]:
+    """What differs for one revision (empty when the console's algorithms reproduce it)."""
+    try:
+        parsed = json.loads(profile_json)
+    except (TypeError, ValueError):
+        return ["profile_json is not JSON"]
+    if not isinstance(parsed, dict):
+        return ["profile_json is not a JSON object"]
+    problems = []
+    ours = profiles.serialize(parsed)
+    if ours != profile_json:
+        problems.append("serialisation does not round-trip byte for byte; " + _first_difference(profile_json, ours))
+    fp = profiles.fingerprint(parsed)
+    if fp != stored_fp:
+        problems.append(f"fingerprint {str(stored_fp)[:12]}… does not recompute (the console gets {fp[:12]}…)")
+    if version in profiles.SCHEMA_VERSION_BY_RELEASE.values():
+        normalized = profiles.normalize(parsed, version)
+        if not normalized.ok:
+            problems.append(f"the console cannot normalise it at schema {version} ({normalized.error})")
+        elif profiles.serialize(normalized.profile) != ours:
+            problems.append(f"normalising at schema {version} changes it; "
+                            + _first_difference(ours, profiles.serialize(normalized.profile)))
+    return problems
+
+
+def _check_default(rev_id: str, version, profile_json) -> str | None:
+    try:
+        provider = json.loads(profile_json).get("provider_preference")
+    except (TypeError, ValueError, AttributeError):
+        return None  # reported by _check_revision
+    expected = profiles.serialize(profiles.create(provider, version))
+    if expected != profile_json:
+        return f"archon's default revision 1 (schema {version}, {provider}) " + _first_difference(profile_json, expected)
+    return None
+
+
+def _check_backfills(conn: sqlite3.Connection) -> list[Contradiction]:
+    """Archon's schema backfills normalised the previous revision into the activated one."""
+    if not _exists(conn, "table", EVENTS):
+        return []
+    found = []
+    rows = conn.execute(
+        f"""SELECT e.id, new.schema_version, new.fingerprint, old.profile_json
+            FROM {EVENTS} e
+            JOIN {REVISIONS} new ON new.id = e.profile_revision_id AND new.project_id = e.project_id
+            JOIN {REVISIONS} old ON old.id = e.previous_profile_revision_id AND old.project_id = e.project_id
+            WHERE e.event_type = 'revision_activated'
+              AND (e.id LIKE '%:v2-backfill' OR e.id LIKE '%:schema-backfill')
+            ORDER BY e.id"""
+    ).fetchall()
+    for event_id, version, fp, old_json in rows:
+        try:
+            normalized = profiles.normalize(json.loads(old_json), version)
+        except (TypeError, ValueError):
+            continue  # the previous revision's own check reports it
+        if not normalized.ok:
+            found.append(Contradiction(EVENTS, event_id, f"the console cannot normalise the previous "
+                                                         f"revision to schema {version} ({normalized.error})"))
+        elif profiles.fingerprint(normalized.profile) != fp:
+            found.append(Contradiction(EVENTS, event_id, f"normalising the previous revision to schema "
+                                                         f"{version} does not give the backfilled revision"))
+    return found
+
+
+def _unquote(literal: str) -> str:
+    return literal.replace("''", "'")
+
+
+def _check_trigger(sql: str) -> tuple[int | None, list[str]]:
+    version_match = _TRIGGER_VERSION.search(sql)
+    cases = _TRIGGER_CASE.findall(sql)
+    if version_match is None or len(cases) != 2:
+        return None, ["its text does not have archon's shape (schema version and two CASE defaults)"]
+    version = int(version_match.group(1))
+    (docker_fp, host_fp), (docker_json, host_json) = cases
+    problems = []
+    for provider, fp, embedded in (("docker_sandbox", docker_fp, docker_json), ("host", host_fp, host_json)):
+        default = profiles.create(provider, version)
+        ours = profiles.serialize(default)
+        if _unquote(embedded) != ours:
+            problems.append(f"embedded {provider} default (schema {version}) " + _first_difference(_unquote(embedded), ours))
+        if _unquote(fp) != profiles.fingerprint(default):
+            problems.append(f"embedded {provider} fingerprint differs from the console's default's")
+    return version, problems
+
+
+def verify(conn: sqlite3.Connection) -> ProfileEvidence:
+    """Check the console's profile algorithms against every piece of evidence the database holds."""
+    evidence = ProfileEvidence()
+    versions: set[int] = set()
+    if _exists(conn, "table", REVISIONS):
+        has_events = _exists(conn, "table", EVENTS)
+        created = (
+            {r[0] for r in conn.execute(
+                f"SELECT profile_revision_id FROM {EVENTS} WHERE event_type = 'revision_created' "
+                "AND id = profile_revision_id || ':created'")}
+            if has_events else set()
+        )
+        for rev_id, project_id, version, fp, profile_json in conn.execute(
+            f"SELECT id, project_id, schema_version, fingerprint, profile_json FROM {REVISIONS} ORDER BY id"
+        ):
+            evidence.revisions += 1
+            if isinstance(version, int):
+                versions.add(version)
+            for what in _check_revision(rev_id, version, fp, profile_json):
+                evidence.contradictions.append(Contradiction(REVISIONS, str(rev_id), what))
+            if (rev_id == f"{project_id}:execution-profile:1" and rev_id in created
+                    and version in profiles.SCHEMA_VERSION_BY_RELEASE.values()):
+                what = _check_default(rev_id, version, profile_json)
+                if what:
+                    evidence.contradictions.append(Contradiction(REVISIONS, str(rev_id), what))
+        evidence.contradictions.extend(_check_backfills(conn))
+    evidence.schema_versions = sorted(versions)
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", (TRIGGER,)).fetchone()
+    if row is not None and row[0]:
+        version, problems = _check_trigger(row[0])
+        evidence.trigger_schema_version = version
+        evidence.contradictions.extend(Contradiction("sqlite_master", TRIGGER, p) for p in problems)
+    return evidence
+
+
+__all__ = ["CONTRADICTED", "NONE", "VERIFIED", "Contradiction", "ProfileEvidence", "verify"]

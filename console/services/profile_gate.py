@@ -1,0 +1,110 @@
+"""The upgrade's evidence gate for profile writes (issue rule 1, console/db/profile_evidence.py).
+
+Only steps that would write profile data are gated: the backfills (005, 006, 021, 022) when they
+have rows to move, and the steps that install `create_project_execution_profile` with the
+console's default profiles embedded (007 when the trigger is missing, 020 when it rebuilds). A
+contradiction refuses the whole upgrade before anything is written, `--force` or not; no evidence
+at all is a risk the plan states and `--force` accepts.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from console.db import profile_evidence
+from console.db.migrations.base import Migration, object_exists
+from console.db.migrations.steps import (
+    s005_profile_backfill_initial as s005,
+    s006_profile_backfill_schema_v2 as s006,
+    s007_profile_guard_triggers as s007,
+    s020_profile_revisions_rebuild_v3 as s020,
+    s021_profile_backfill_current_schema as s021,
+    s022_profile_workload_eligibility as s022,
+)
+from console.errors import DatabaseUnusable
+
+BACKFILL_STEPS = frozenset({s005.ID, s006.ID, s021.ID, s022.ID})
+TRIGGER_STEPS = frozenset({s007.ID, s020.ID})
+
+UNVERIFIED_LINE = (
+    "Profile defaults, serialisation and fingerprints are the console's reconstruction and unverified: "
+    "the database holds no profile revision or profile trigger to check them against"
+)
+
+
+@dataclass
+class ProfileGate:
+    """What the plan shows about the evidence, and what it means for the run."""
+
+    status: str  # profile_evidence.VERIFIED / CONTRADICTED / NONE
+    summary: str
+    steps: list[str]  # pending steps that would write profile data
+    release: str  # the first release among them
+    evidence: dict[str, Any] = field(default_factory=dict)
+    refusal: str | None = None
+    force_reason: str | None = None
+
+    @property
+    def contradicted(self) -> bool:
+        return self.status == profile_evidence.CONTRADICTED
+
+
+def _would_write(conn: sqlite3.Connection, migration: Migration) -> bool:
+    if migration.id in BACKFILL_STEPS:
+        try:
+            return int(migration.estimate(conn)) != 0
+        except Exception:
+            return True  # cannot tell: assume it writes
+    if migration.id == s007.ID:
+        return not object_exists(conn, "trigger", profile_evidence.TRIGGER)
+    if migration.id == s020.ID:
+        try:
+            return not object_exists(conn, "table", profile_evidence.REVISIONS) or bool(s020.needed(conn))
+        except sqlite3.Error:
+            return True
+    return False
+
+
+def check(conn: sqlite3.Connection, pending: Sequence[Migration]) -> ProfileGate | None:
+    """The gate for these pending steps on this database; None when none of them writes profiles."""
+    writers = [m for m in pending if (m.id in BACKFILL_STEPS or m.id in TRIGGER_STEPS) and _would_write(conn, m)]
+    if not writers:
+        return None
+    evidence = profile_evidence.verify(conn)
+    release = writers[0].release
+    gate = ProfileGate(
+        status=evidence.status,
+        summary=evidence.summary(),
+        steps=[m.id for m in writers],
+        release=release,
+        evidence=evidence.to_json(),
+    )
+    if evidence.status == profile_evidence.CONTRADICTED:
+        rows = evidence.contradicted_rows
+        named = ", ".join(rows[:profile_evidence.SHOWN]) + (
+            f" and {len(rows) - profile_evidence.SHOWN} more" if len(rows) > profile_evidence.SHOWN else "")
+        gate.refusal = (
+            f"The database contradicts the console's execution-profile algorithms, which steps "
+            f"{', '.join(gate.steps)} would use to write profile data: {len(rows)} row(s) differ ({named}). "
+            f"Nothing was written; --force does not override this"
+        )
+    elif evidence.status == profile_evidence.NONE:
+        gate.force_reason = UNVERIFIED_LINE[0].lower() + UNVERIFIED_LINE[1:] + f" (steps {', '.join(gate.steps)})"
+    return gate
+
+
+class ProfileEvidenceContradicted(DatabaseUnusable):
+    """The upgrade is refused before any write; carries the plan so it can be shown (exit 3)."""
+
+    def __init__(self, gate: ProfileGate, plan: Any = None):
+        super().__init__(
+            gate.refusal or "The database contradicts the console's execution-profile algorithms.",
+            f"Start archon {gate.release} once to let it upgrade this database itself.",
+        )
+        self.gate = gate
+        self.plan = plan
+
+
+__all__ = ["ProfileEvidenceContradicted", "ProfileGate", "UNVERIFIED_LINE", "check"]
