@@ -17,6 +17,7 @@ import pytest
 
 from console.db import execution_profiles as profiles
 from console.db.connect import open_database
+from console.errors import Refusal
 from console.services import approvals, environments as envs, profiles as profile_service
 from tests import upgrade_helpers as uh
 from tests.reference import builder, compare
@@ -59,7 +60,11 @@ def populate_1100(conn) -> None:
         "check_template_policy": {"agent": None, "mode": "project_commands"},
         "eligible_workloads": ["build", "check", "review"], "provider_preference": "host"}, 3)
     _revision(conn, "proj-2:docker-current", profiles.create("docker_sandbox", 3), 3)
-    for i, (status, expires) in enumerate((("pending", LIVE), ("pending", LIVE), ("pending", STALE), ("approved", LIVE))):
+    requests = (("pending", LIVE, '{"requested_by":"alice"}'), ("pending", LIVE, '{"requested_by":"alice"}'),
+                ("pending", STALE, '{"requested_by":"alice"}'), ("approved", LIVE, '{"requested_by":"alice"}'),
+                ("pending", LIVE, '{"requested_by": "alice",}'), ("pending", LIVE, '{"requested_by":"alice\u200b"}'),
+                ("pending", LIVE, '["alice"]'))
+    for i, (status, expires, authority) in enumerate(requests):
         run = f"proj-1-apr-run-{i}"
         conn.execute("INSERT INTO execution_runs (id, project_id, kind, status, created_at) "
                      "VALUES (?, 'proj-1', 'build', 'running', ?)", (run, uh.T0))
@@ -67,7 +72,7 @@ def populate_1100(conn) -> None:
             "INSERT INTO approval_requests (id, project_id, execution_run_id, action_kind, action_schema_version, "
             "action_json, action_fingerprint, authority_schema_version, authority_json, status, expires_at, "
             "decision_at, created_at, updated_at) VALUES (?, 'proj-1', ?, 'git_push', 1, '{}', ?, 1, ?, ?, ?, ?, ?, ?)",
-            (f"apr-{i}", run, uh.FP, '{"requested_by":"alice"}', status, expires,
+            (f"apr-{i}", run, uh.FP, authority, status, expires,
              uh.T0 if status == "approved" else None, uh.T0, uh.T0),
         )
     _env(conn, "env-stop", "ready")
@@ -241,3 +246,18 @@ def test_archon_start_is_idempotent_on_both_variants(db):
 
 def test_now_is_real_clock():
     assert abs((_now() - datetime.now(timezone.utc)).total_seconds()) < timedelta(seconds=5).total_seconds()
+
+
+RULE10 = "issue 8 rule 10: four-eyes must fail closed when the requester cannot be determined with certainty"
+
+
+@pytest.mark.parametrize("request_id, authority", [
+    pytest.param("apr-0", "well-formed"),
+    pytest.param("apr-4", "malformed JSON", marks=pytest.mark.xfail(strict=True, reason=RULE10)),
+    pytest.param("apr-5", "name with a zero-width space", marks=pytest.mark.xfail(strict=True, reason=RULE10)),
+    pytest.param("apr-6", "a list", marks=pytest.mark.xfail(strict=True, reason=RULE10)),
+])
+def test_requester_cannot_approve_own_request(db, request_id, authority):
+    with open_database(db) as handle:
+        with pytest.raises(Refusal):
+            approvals.approve(handle, request_id, actor="alice", reason="mine", now=_now())

@@ -102,11 +102,14 @@ def _without_rule6(found: list[str]) -> list[str]:
     return [d for d in found if "preserve_execution_environment_binding_evidence" not in d]
 
 
-def test_reference_upgrade_differs_only_by_rule6_objects(tmp_path):
-    """Guards the xfails above: from archon's own 1.8.20 the only difference is rule 6's trigger."""
-    ours, theirs = run(tmp_path, "ref-1.8.20", "1.10.0")
+@pytest.mark.parametrize("name, target", [
+    ("ref-1.8.20", "1.8.22"), ("ref-1.8.20", "1.10.0"), ("ref-1.8.22-fresh", "1.10.0"), ("ref-1.8.22-upgraded", "1.10.0"),
+])
+def test_reference_upgrade_differs_only_by_rule6_objects(tmp_path, name, target):
+    """Guards the rule 6 xfails above: from archon's own databases rule 6's trigger is the only difference."""
+    ours, theirs = run(tmp_path, name, target)
     found = differences(ours, theirs)
-    assert found and not _without_rule6(found), compare.report("ref-1.8.20 -> 1.10.0", found)
+    assert found and not _without_rule6(found), compare.report(f"{name} -> {target}", found)
 
 
 @pytest.mark.xfail(strict=True, reason=RULE5 + " (check_attempt_details keeps archon's unseen line)")

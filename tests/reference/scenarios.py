@@ -77,6 +77,10 @@ def ref_1821_shape(path: Path, *, old_trigger_text: bool = True) -> Path:
         if old_trigger_text:
             text = text.replace("RAISE(ABORT, '", "RAISE(ABORT, '1.8.21: ")
         conn.execute(text)
+    revision_trigger = builder.seen("1.8.22", "create trigger preserve_execution_profile_revision")
+    if old_trigger_text:
+        revision_trigger = revision_trigger.replace("RAISE(ABORT, '", "RAISE(ABORT, '1.8.21: ")
+    conn.execute(revision_trigger)
     conn.execute("BEGIN")
     for p in ("proj-1", "proj-2"):
         conn.execute(
