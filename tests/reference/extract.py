@@ -1,7 +1,8 @@
 """Copy archon's SQL out of the seed diffs into tests/reference/data/, with its source lines.
 
-Run by hand when the seeds change: `python tests/reference/extract.py SEED_DIR`. The test suite
-never runs this script and never reads the seeds; it reads only the JSON it writes.
+Run by hand when the seeds change: `.venv/bin/python tests/reference/extract.py SEED_DIR` (from the
+repository root; it also copies the borrowed 1.8.20 objects, see README.md here). The test suite never
+runs this script and never reads the seeds; it reads only the JSON it writes.
 
 A seed is a unified diff of archon's `db.js`. Each side of it (old = the earlier release, new =
 the later one) is rebuilt hunk by hunk from its context and changed lines; every string literal
@@ -204,8 +205,6 @@ def main(seed_dir: str) -> None:
         print(f"{path.name}: {len(entries)} entries")
 
 
-if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "../shared/seeds")
 
 
 # --- what the seeds do not show, borrowed from the console's baseline -------------------------
@@ -264,4 +263,7 @@ def write_borrowed() -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: extract.py SEED_DIR")
+    main(sys.argv[1])
     write_borrowed()
