@@ -212,3 +212,40 @@ def test_borrowed_tables_agree_with_every_line_the_seeds_show():
             body = line.strip()
             if body.startswith(("CHECK", "FOREIGN KEY")) or (body and body.split()[0].islower() and " TEXT" in body):
                 assert body in borrowed_text or body.rstrip(",") in borrowed_text, (entry["lines"], body)
+
+
+# Hunks that belong to no base table, and the statement that consumes each (checked by expect=1).
+NOT_TABLE_HUNKS = {
+    ("001_", 874): "check_attempt_details_replacement (verified by replacement_text)",
+    ("001_", 879): "check_attempt_details_replacement CHECKs and copy (verified by replacement_text)",
+    ("001_", 895): "the copy's column list (CHECK_ATTEMPT_COPY)",
+    ("000_", 14): "execution_profile_revisions (profile_sql)",
+    ("000_", 32): "execution_profile_revisions_v2 (profile_sql)",
+    ("000_", 50): "legacyRows (backfill_current_schema)",
+    ("000_", 352): "check_attempt_details_replacement (replacement_text)",
+    ("000_", 361): "JavaScript: ensureColumn placement_json after the rebuild",
+    ("000_", 378): "the check-detail triggers (two new ones taken whole)",
+    ("000_", 381): "preserve_check_batch_environment_binding, taken whole",
+    ("000_", 393): "the check-detail triggers (two new ones taken whole)",
+    ("000_", 396): "preserve_check_attempt_placement, taken whole",
+}
+
+
+def test_every_changed_hunk_applies_to_exactly_one_table_or_has_a_named_consumer():
+    """A seed hunk that silently applied nowhere would leave the reference at an older text."""
+    for old_r, new_r, prefix, base in (("1.8.20", "1.8.22", "001_", "1.8.20"), ("1.8.23", "1.10.0", "000_", "1.8.22")):
+        for old, new in builder.hunk_pairs(old_r, new_r, prefix):
+            if old["sql"] == new["sql"]:
+                continue
+            hits = []
+            for table in builder.BASE_TABLES:
+                try:
+                    builder.patch(builder.table_text(base, table), old["sql"], new["sql"])
+                    hits.append(table)
+                except builder.ReferenceError_:
+                    pass
+            key = (prefix, new["lines"][0])
+            assert len(hits) == 1 or (not hits and key in NOT_TABLE_HUNKS), (key, hits)
+    for release in ("1.8.22", "1.10.0"):  # the consumers raise when their hunk does not apply
+        builder.replacement_text(release)
+        builder.profile_sql(release, "create table execution_profile_revisions_v2")

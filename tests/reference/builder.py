@@ -89,6 +89,12 @@ def _to_statement_end(text: str) -> str:
 def patch(base: str, old: str, new: str) -> str:
     """Apply one hunk (its old side -> new side) to a statement; the old side must occur exactly once."""
     old, new = _to_statement_end(old), _to_statement_end(new)
+    old_lines, new_lines = old.split("\n"), new.split("\n")
+    # Trailing context the borrowed text cannot match (a line the seeds show with a comma because
+    # more unseen lines follow) may be dropped, keeping at least three lines of the hunk.
+    while base.count("\n".join(old_lines)) != 1 and len(old_lines) > 3 and old_lines[-1] == new_lines[-1]:
+        old_lines, new_lines = old_lines[:-1], new_lines[:-1]
+    old, new = "\n".join(old_lines), "\n".join(new_lines)
     if base.count(old) != 1:
         raise ReferenceError_(f"hunk does not apply:\n{old}\n--- to ---\n{base[:200]}")
     return base.replace(old, new)
@@ -106,16 +112,23 @@ def hunk_pairs(old_release: str, new_release: str, seed_prefix: str) -> list[tup
     return pairs
 
 
-def patched(base: str, old_release: str, new_release: str, seed_prefix: str, *, table: str) -> str:
-    """`base` with every hunk of the seed that touches it applied (hunks that do not apply are skipped)."""
-    out = base
+def patched(base: str, old_release: str, new_release: str, seed_prefix: str, *, table: str,
+            expect: int | None = None) -> str:
+    """`base` with every hunk of the seed that applies to it (the hunks of other statements do not).
+
+    tests/test_reference_upgrade.py checks that every changed hunk applies to exactly one statement.
+    """
+    out, applied = base, 0
     for old, new in hunk_pairs(old_release, new_release, seed_prefix):
         if old["sql"] == new["sql"]:
             continue
         try:
             out = patch(out, old["sql"], new["sql"])
+            applied += 1
         except ReferenceError_:
             continue
+    if expect is not None and applied != expect:
+        raise ReferenceError_(f"{table}: {applied} hunk(s) of seed {seed_prefix} applied, expected {expect}")
     return out
 
 
@@ -154,20 +167,23 @@ def insert_unseen_line(text: str, line: str) -> str:
 def replacement_text(release: str, unseen_line: str | None = None) -> str:
     """check_attempt_details_replacement as archon's rebuild creates it.
 
-    The seeds show its first lines and its CHECKs; the lines between are taken to be those of the
-    CREATE TABLE IF NOT EXISTS text of 1.8.22 (the seeds show both changed identically). 1.10.0
-    changes only its outcome list (no hunk adds placement_json to it; archon adds that column again
-    with ensureColumn after the rebuild).
+    The seeds show its first lines and its CHECKs (indented by 8 inside the rebuild's JavaScript);
+    the lines between are taken to be those of the CREATE TABLE IF NOT EXISTS text of 1.8.22 (the
+    seeds show both changed identically). 1.10.0 changes only its outcome list (no hunk adds
+    placement_json to it; archon adds that column again with ensureColumn after the rebuild).
     """
-    text = table_text("1.8.22", "check_attempt_details", unseen_line).replace(
-        "CREATE TABLE IF NOT EXISTS check_attempt_details (", "CREATE TABLE check_attempt_details_replacement (", 1)
-    head = next(e for e in fragments("1.8.22", "001_") if "check_attempt_details_replacement" in e["sql"])
-    for line in head["sql"].split("\n")[1:]:
-        if line.strip() and line.strip() not in text:
-            raise ReferenceError_(f"replacement line not in the assumed body: {line!r}")
+    body = table_text("1.8.22", "check_attempt_details", unseen_line).split("\n")[1:]
+    text = "\n".join(["      CREATE TABLE check_attempt_details_replacement ("]
+                     + ["    " + line for line in body]).lstrip()
+    for fragment in fragments("1.8.22", "001_"):
+        if fragment["lines"] in ([874, 877], [879, 893]):
+            seen_part = _to_statement_end(fragment["sql"]).strip()
+            if seen_part.split("\n")[0].strip().startswith("CHECK"):
+                seen_part = "\n".join(seen_part.split("\n")[:7])  # its CHECKs, before the INSERT
+            if seen_part not in text:
+                raise ReferenceError_(f"replacement text disagrees with seed 001 lines {fragment['lines']}")
     if release == "1.10.0":
-        text = text.replace("'shutdown_loss', 'ambiguous_process_loss')",
-                            "'shutdown_loss', 'ambiguous_process_loss', 'environment_loss')", 1)
+        text = patched(text, "1.8.23", "1.10.0", "000_", table="check_attempt_details_replacement", expect=1)
     return text
 
 
@@ -182,10 +198,9 @@ CHECK_ATTEMPT_COPY = (
 def profile_sql(release: str, name: str) -> str:
     """Profile objects: 1.8.22's text, with seed 000's hunks for 1.10.0."""
     text = seen("1.8.22", name)
-    if release == "1.10.0":
-        text = text.replace("schema_version IN (1, 2)", "schema_version IN (1, 2, 3)")
-        if "schema_version IN (1, 2, 3)" not in "\n".join(e["sql"] for e in fragments("1.10.0", "000_")):
-            raise ReferenceError_("seed 000 no longer shows schema_version IN (1, 2, 3)")
+    if release == "1.10.0" and name in ("create table execution_profile_revisions",
+                                        "create table execution_profile_revisions_v2"):
+        text = patched(text, "1.8.23", "1.10.0", "000_", table=name, expect=1)
     return text
 
 
@@ -330,8 +345,11 @@ def backfill_current_schema(conn: sqlite3.Connection, release: str) -> None:
     f = "backfillExecutionProfilesToSchemaV2"
     version = SCHEMA_VERSION[release]
     legacy = prepared("1.8.22", "legacyRows", f)
-    if release == "1.10.0":
-        legacy = legacy.replace("revisions.schema_version = 1 AND", "revisions.schema_version IN (1, 2) AND")
+    if release == "1.10.0":  # seed 000 lines 50-54 change only this line of the query
+        wanted = "WHERE revisions.schema_version IN (1, 2) AND projects.deletion_started_at IS NULL"
+        if not any(wanted in e["sql"] for e in fragments("1.10.0", "000_")):
+            raise ReferenceError_("seed 000 no longer shows the 1.10.0 legacyRows filter")
+        legacy = legacy.replace("WHERE revisions.schema_version = 1 AND projects.deletion_started_at IS NULL", wanted)
     rows = _rows(conn, legacy)
     conn.execute("BEGIN")
     try:

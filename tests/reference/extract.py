@@ -232,6 +232,21 @@ BORROWED = {
 STAND_IN_NAMES = {"preserve_execution_environment_binding_evidence": "archon_binding_evidence_name_unseen"}
 
 
+# Where the borrowed text contradicts a line the seeds show, the seed wins: (old, new, why).
+ADJUSTMENTS = {
+    "check_batch_details": (
+        "    causal_source_run_id               TEXT,\n    completed_at                       DATETIME,\n",
+        "    causal_source_run_id               TEXT,\n",
+        "seed 000 lines 309-316 (db.js 1.8.23 lines 3364-3369) show causal_source_run_id followed directly by "
+        "the FOREIGN KEYs; completed_at (which the trigger preserve_completed_check_batch_details reads) is "
+        "moved above automation_boundary_purpose, where the seeds show nothing",
+    ),
+}
+ADJUSTMENTS_BEFORE = {"check_batch_details": (
+    "    automation_boundary_purpose        TEXT,\n",
+    "    completed_at                       DATETIME,\n    automation_boundary_purpose        TEXT,\n")}
+
+
 def borrow(repo: Path) -> list[dict]:
     namespace: dict = {}
     source = (repo / BASELINE).read_text(encoding="utf-8")
@@ -244,12 +259,21 @@ def borrow(repo: Path) -> list[dict]:
         if not m or m.group(2) not in BORROWED:
             continue
         name = m.group(2)
+        adjusted = None
+        if name in ADJUSTMENTS:
+            old, new, adjusted = ADJUSTMENTS[name]
+            if old not in sql:
+                raise SystemExit(f"adjustment of {name} no longer applies")
+            sql = sql.replace(old, new, 1)
+            before, after = ADJUSTMENTS_BEFORE[name]
+            sql = sql.replace(before, after, 1)
         if name in STAND_IN_NAMES:
             sql = sql.replace(name, STAND_IN_NAMES[name], 1)
             name = STAND_IN_NAMES[name]
         entries.append({
             "release": "1.8.20", "name": f"create {m.group(1).lower()} {name}", "complete": True,
             "borrowed": "not from archon's text", "source": BASELINE, "lines": [first, last], "sql": sql,
+            **({"adjusted": adjusted} if adjusted else {}),
         })
     return entries
 
