@@ -92,6 +92,7 @@ def run(tmp_path, name: str, target: str, **options):
 CASES = [
     pytest.param("ref-1.8.20", "1.8.22", {}, marks=pytest.mark.xfail(strict=True, reason=RULE6)),
     pytest.param("ref-1.8.20", "1.10.0", {}, marks=pytest.mark.xfail(strict=True, reason=RULE6)),
+    pytest.param("ref-1.8.22-upgraded", "1.8.22", {}, marks=pytest.mark.xfail(strict=True, reason=RULE6)),
     pytest.param("ref-1.8.22-fresh", "1.10.0", {}, marks=pytest.mark.xfail(strict=True, reason=RULE6)),
     pytest.param("ref-1.8.22-upgraded", "1.10.0", {}, marks=pytest.mark.xfail(strict=True, reason=RULE6)),
     pytest.param("ref-1.10.0-fresh", "1.10.0", {}, marks=pytest.mark.xfail(strict=True, reason=RULE6)),
@@ -120,7 +121,7 @@ def _without_rule6(found: list[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("name, target", [
-    ("ref-1.8.20", "1.8.22"), ("ref-1.8.20", "1.10.0"), ("ref-1.8.22-fresh", "1.10.0"), ("ref-1.8.22-upgraded", "1.10.0"),
+    ("ref-1.8.20", "1.8.22"), ("ref-1.8.20", "1.10.0"), ("ref-1.8.22-upgraded", "1.8.22"), ("ref-1.8.22-fresh", "1.10.0"), ("ref-1.8.22-upgraded", "1.10.0"),
     ("ref-1.10.0-fresh", "1.10.0"), ("ref-1.10.0-upgraded", "1.10.0"),
 ])
 def test_reference_upgrade_differs_only_by_rule6_objects(tmp_path, name, target):

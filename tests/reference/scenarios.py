@@ -25,6 +25,10 @@ def populate(conn: sqlite3.Connection, release: str) -> None:
     sequences, an environment with a lease, check batches with attempts and parsers."""
     if release == "1.8.20":
         uh.populate_1820_rows(conn)
+        # A project being deleted: the initial backfill gives it a revision, the later ones skip it.
+        conn.execute(
+            "INSERT INTO projects (id, name, repo_path, build_execution_provider, deletion_started_at, created_at) "
+            "VALUES ('proj-gone', 'Gone', '/srv/gone', 'docker_sandbox', ?, ?)", (T0, T0))
 
 
 def add_legacy_profile(conn: sqlite3.Connection) -> None:
