@@ -28,9 +28,8 @@ RELEASES = ("1.8.20", "1.8.22", "1.10.0")
 # EXECUTION_PROFILE_SCHEMA_VERSION: the 1.8.22 backfill writes `:execution-profile:v2` into a table
 # whose CHECK allows (1, 2); 1.10.0 widens it to (1, 2, 3) and writes `v${...}` ids.
 SCHEMA_VERSION = {"1.8.22": 2, "1.10.0": 3}
-# Seed sides: 1.10.0 is archon 1.8.23's db.js changed by seed 000; the seeds do not show 1.8.23 ->
-# itself, and every region seen on both sides of 1.8.22/1.8.23 matches, so 1.8.23 text = 1.8.22's.
-SEED_SIDE = {"1.8.20": "1.8.20", "1.8.22": "1.8.22", "1.10.0": "1.10.0"}
+# 1.10.0 is archon 1.8.23's db.js changed by seed 000; no seed shows 1.8.22 -> 1.8.23, and every
+# region both seeds show agrees, so where seed 000 shows nothing the 1.8.22 text is used.
 
 
 class ReferenceError_(Exception):
@@ -650,5 +649,3 @@ def upgraded(path: Path, release: str, *, populate=None, **options: Any) -> Path
 def variant(path: Path, release: str, kind: str, **options: Any) -> Path:
     return fresh(path, release, **options) if kind == "fresh" else upgraded(path, release, **options)
 
-
-_SEEN_MARK = re.compile(r"\s+")
