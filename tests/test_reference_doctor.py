@@ -24,7 +24,6 @@ def errors(path) -> list[str]:
     return [f"{f.id}: {f.found}" for f in report.findings if f.severity == "error"]
 
 
-@pytest.mark.xfail(strict=True, reason=RULE9)
 def test_archon_upgraded_1_10_0_missing_revisions_index_is_not_an_error(tmp_path):
     path = builder.upgraded(tmp_path / "archon.db", "1.10.0")
     found = [e for e in errors(path) if INDEX in e]

@@ -11,6 +11,8 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+from console.db.execution_profiles import fingerprint_json
+
 from console.services.upgrade import run_upgrade
 from tests import upgrade_helpers as uh
 from tests.reference import builder
@@ -37,7 +39,7 @@ def add_legacy_profile(conn: sqlite3.Connection) -> None:
     conn.execute(
         "INSERT INTO execution_profile_revisions (id, project_id, revision, schema_version, fingerprint, "
         "profile_json, created_at) VALUES ('proj-1:legacy', 'proj-1', 2, 1, ?, ?, ?)",
-        (uh.FP2, '{"provider_preference":"docker_sandbox"}', T0),
+        (fingerprint_json('{"provider_preference":"docker_sandbox"}'), '{"provider_preference":"docker_sandbox"}', T0),
     )
     conn.execute(
         "UPDATE projects SET active_execution_profile_revision_id = 'proj-1:legacy', "
@@ -90,7 +92,8 @@ def ref_1821_shape(path: Path, *, old_trigger_text: bool = True) -> Path:
         conn.execute(
             "INSERT INTO execution_profile_revisions (id, project_id, revision, schema_version, fingerprint, "
             "profile_json, created_at) VALUES (?, ?, 1, 1, ?, ?, ?)",
-            (f"{p}:execution-profile:1", p, uh.FP, '{"provider_preference":"host"}', T0),
+            (f"{p}:execution-profile:1", p, fingerprint_json('{"provider_preference":"host"}'),
+             '{"provider_preference":"host"}', T0),
         )
         conn.execute("UPDATE projects SET active_execution_profile_revision_id = ? WHERE id = ?",
                      (f"{p}:execution-profile:1", p))
