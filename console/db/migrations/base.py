@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import re
 import sqlite3
 from dataclasses import dataclass
 from types import ModuleType
@@ -116,16 +117,24 @@ def rebuild_table(
     table: str,
     replacement: str,
     create_replacement_sql: str,
-    copy_columns: list[str],
+    copy_columns: list[str] | None,
     trigger_like: str,
     trigger_overrides: dict[str, str] | None = None,
+    release_triggers: dict[str, str] | None = None,
+    index_overrides: dict[str, str] | None = None,
 ) -> None:
     """SQLite's table-rebuild procedure, as archon's 1.8.22 recipe does it.
 
     Runs inside the caller's transaction; the runner has turned `foreign_keys` off before BEGIN
     and checks `foreign_key_check` before COMMIT. Triggers that mention the table are dropped
     first (a RENAME re-parses every trigger and fails on one naming a missing table) and put back
-    afterwards from their stored text, or from `trigger_overrides`; the table's own indexes too.
+    afterwards. A trigger archon re-creates unconditionally after the same rebuild comes back with
+    the release's text (`release_triggers`, by name; only if it was there), so the result is what
+    archon's own run leaves even when the old database held an older text; `trigger_overrides`
+    (and `index_overrides`) are put in place whether or not they were there. Any other trigger,
+    and the table's other indexes, come back from their stored text.
+    `copy_columns` None copies every column the old table has (a replacement built from the
+    table's own stored text has them all).
     """
     triggers = conn.execute(
         "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND sql LIKE ?",
@@ -139,18 +148,51 @@ def rebuild_table(
         conn.execute(f'DROP TRIGGER IF EXISTS "{name.replace(chr(34), chr(34) * 2)}"')
     conn.execute(f'DROP TABLE IF EXISTS "{replacement}"')
     execute_script(conn, create_replacement_sql)
-    present = set(columns(conn, table))
-    copied = [c for c in copy_columns if c in present]
-    column_list = ", ".join(copied)
+    present = columns(conn, table)
+    copied = present if copy_columns is None else [c for c in copy_columns if c in set(present)]
+    column_list = ", ".join(f'"{c}"' for c in copied)
     conn.execute(
         f'INSERT INTO "{replacement}" ({column_list}) SELECT {column_list} FROM "{table}"'
     )
     conn.execute(f'DROP TABLE "{table}"')
     conn.execute(f'ALTER TABLE "{replacement}" RENAME TO "{table}"')
-    for _name, sql in indexes:
+    index_text = dict(index_overrides or {})
+    for name, sql in indexes:
+        conn.execute(index_text.pop(name, sql))
+    for sql in index_text.values():
         conn.execute(sql)
     overrides = dict(trigger_overrides or {})
+    release = release_triggers or {}
     for name, sql in triggers:
-        conn.execute(overrides.pop(name, sql))
+        conn.execute(overrides.pop(name, None) or release.get(name, sql))
     for sql in overrides.values():
         conn.execute(sql)
+
+
+def statements_by_name(script: str) -> dict[str, str]:
+    """The CREATE TRIGGER/INDEX statements of a script, by object name, as SQLite would store them.
+
+    SQLite keeps a statement's text from its name to its end, behind a "CREATE TRIGGER " (or
+    INDEX/TABLE) of its own, so without IF NOT EXISTS and without the final semicolon; a release's
+    text compared or installed by name is cut the same way.
+    """
+    found: dict[str, str] = {}
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statement = buffer.strip().rstrip(";").rstrip()
+            buffer = ""
+            match = _CREATE_NAME.match(statement)
+            if match:
+                unique = "UNIQUE " if match.group("unique") else ""
+                kind = match.group("kind").upper()
+                found[match.group("name")] = f"CREATE {unique}{kind} " + statement[match.start("from"):]
+    return found
+
+
+_CREATE_NAME = re.compile(
+    r"CREATE\s+(?P<unique>UNIQUE\s+)?(?P<kind>TRIGGER|INDEX|TABLE)\s+(?:IF\s+NOT\s+EXISTS\s+)?"
+    r"(?P<from>\"?(?P<name>\w+))",
+    re.IGNORECASE,
+)
