@@ -67,7 +67,24 @@ def check_schema(ctx: Ctx) -> list[Finding]:
             "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'index', 'trigger')"
         )
     }
-    missing = sorted(reference_objects(shape.release) - present)
+    from console.db.migrations.steps.s001_baseline_1_8_20 import reconstructed_objects
+
+    missing_all = reference_objects(shape.release) - present
+    reconstructed = sorted(missing_all & reconstructed_objects())
+    missing = sorted(missing_all - reconstructed_objects())
+    if reconstructed:
+        findings.append(Finding(
+            "schema.reconstructed_missing", "warning",
+            "Objects of the console's 1.8.20 reconstruction are not in this database",
+            f"{len(reconstructed)} absent: " + ", ".join(f"{t} {n}" for t, n in reconstructed) + ".",
+            "Archon's own text for these is not known to the console, only its reconstruction; archon may "
+            "hold the same rule under another name, or lack it. An upgrade never creates them on a database "
+            "it adopts, so they stay absent.",
+            "Compare `schema.sql` of a support bundle with archon's own schema; if archon lacks the rule, "
+            "let archon start once (it creates what its release has).",
+            rows=[{"table": "sqlite_master", "id": n} for _t, n in reconstructed][:ROW_LIMIT],
+            count=len(reconstructed),
+        ))
     if missing:
         kinds = {k: [n for t, n in missing if t == k] for k in ("table", "index", "trigger")}
         text = "; ".join(f"{len(v)} {k}(s): {', '.join(v)}" for k, v in kinds.items() if v)
