@@ -1,7 +1,11 @@
 """What every migration step is made of, and the SQL helpers steps share.
 
 A step is a module with ID, RELEASE, SAFETY, DESCRIPTION, REBUILD, `up(conn)` and
-`estimate(conn)`; its checksum is the SHA-256 of its source, so an edited released step is noticed.
+`estimate(conn)`. Its checksum covers everything that defines what it executes: the source of the
+step module and of every module of this package it imports, transitively (shared DDL such as
+steps/approval_ddl.py, backfills.py, profile_triggers.py, and this file's helpers), so editing a
+shared module changes the checksum of every released step that uses it and is noticed
+(`step_checksum`; the 0.1.0 per-module checksums are in legacy_checksums.py).
 Steps are idempotent against every archon shape from 1.8.20 on, using archon's own tests
 (IF NOT EXISTS, column presence, marker substrings), so adopting a database archon already moved
 forward replays them harmlessly.
@@ -9,7 +13,10 @@ forward replays them harmlessly.
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib
+import importlib.util
 import inspect
 import re
 import sqlite3
@@ -35,7 +42,6 @@ class Migration:
 
     @classmethod
     def from_module(cls, module: ModuleType) -> "Migration":
-        source = inspect.getsource(module)
         return cls(
             id=module.ID,
             release=module.RELEASE,
@@ -44,10 +50,57 @@ class Migration:
             rebuild=getattr(module, "REBUILD", False),
             up=module.up,
             estimate=getattr(module, "estimate", lambda conn: 0),
-            checksum=hashlib.sha256(source.encode("utf-8")).hexdigest(),
+            checksum=step_checksum(module),
             module=module.__name__,
             needed=getattr(module, "needed", None),
         )
+
+
+PACKAGE = "console.db.migrations"
+
+
+def _imported_package_modules(module: ModuleType) -> set[str]:
+    """Modules of this package that `module` imports anywhere in its source (also inside functions)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(inspect.getsource(module))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith(PACKAGE))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith(PACKAGE):
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                found.add(submodule if _is_module(submodule) else node.module)
+    return found
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def step_sources(module: ModuleType) -> list[str]:
+    """The step module's name, then every package module it reaches by imports, sorted."""
+    seen: set[str] = set()
+    todo = [module.__name__]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        todo.extend(_imported_package_modules(importlib.import_module(name)))
+    return [module.__name__] + sorted(seen - {module.__name__})
+
+
+def step_checksum(module: ModuleType) -> str:
+    """SHA-256 over the name and source of every module in `step_sources`, in that order."""
+    digest = hashlib.sha256()
+    for name in step_sources(module):
+        source = inspect.getsource(importlib.import_module(name))
+        for part in (name, source):
+            digest.update(part.encode("utf-8"))
+            digest.update(b"\0")
+    return digest.hexdigest()
 
 
 # --- introspection -------------------------------------------------------------------------

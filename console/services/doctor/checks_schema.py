@@ -164,7 +164,12 @@ def check_ledger(ctx: Ctx) -> list[Finding]:
             "Restore a snapshot, or inspect the ledger tables by hand.",
             rows=rows_of(LEDGER_META_TABLE, incomplete), count=len(incomplete), unusable=True,
         ))
-    changed = [e.name for e in entries if e.has_meta and e.checksum is not None and e.checksum != known[e.name].checksum]
+    from console.db.ledger import checksum_accepted
+
+    changed = [
+        e.name for e in entries
+        if e.has_meta and e.checksum is not None and not checksum_accepted(e, known[e.name])
+    ]
     if changed:
         findings.append(Finding(
             "ledger.checksum_mismatch", "error", "Steps were applied with a different body",
