@@ -57,6 +57,7 @@ from console.db.connect import (
 )
 from console.db.detect import Shape, detect_shape
 from console.db.migrations.base import Migration
+from console.db.migrations.preflight import find_blockers, refusal_text
 from console.db.migrations.registry import CURRENT_RELEASE, MIGRATIONS, RELEASES, migrations_through
 from console.db.migrations.runner import MigrationFailed, apply_migration
 from console.errors import DatabaseUnusable, Refusal, UsageError
@@ -255,6 +256,13 @@ def _decide(conn: sqlite3.Connection, path: Path, target: str) -> _Decision:
     return _Decision(shape, applied, target, pending, tuple(reasons))
 
 
+def _preflight(conn: sqlite3.Connection, pending: tuple[Migration, ...]) -> None:
+    """Refuse (exit 3, nothing written) when a pending step would fail part-way (preflight.py)."""
+    blockers = find_blockers(conn, pending)
+    if blockers:
+        raise DatabaseUnusable(*refusal_text(blockers))
+
+
 def _estimate(conn: sqlite3.Connection, migration: Migration) -> int | None:
     try:
         return int(migration.estimate(conn))
@@ -362,6 +370,7 @@ def _plan(path: Path, target: str, snapshot_dir, now, allow_recovery: bool) -> U
         raise DatabaseUnusable(f"Cannot open {path}: {exc}.") from None
     try:
         decision = _decide(conn, path, target)
+        _preflight(conn, decision.pending)
         steps = [
             PendingStep(m.id, m.release, m.safety, m.description, m.rebuild, _estimate(conn, m))
             for m in decision.pending
@@ -475,6 +484,7 @@ def run_upgrade(
                         )
                     return False  # another upgrader moved on: re-plan
                 if state["snapshot"] is None:
+                    _preflight(lconn, under.pending)  # again under the lock, before the snapshot
                     if under.force_reasons and not force:
                         raise ForceRequired(plan)
                     target_path = snapshots.snapshot_target(path.resolve(), at, snap_dir)
