@@ -83,6 +83,20 @@ def _duplicate_activation_runs(path):
     conn.close()
 
 
+def _active_profile_no_backfill_can_read(path):
+    conn = connect(path)
+    conn.execute(
+        "INSERT INTO execution_profile_revisions (id, project_id, revision, schema_version, fingerprint, "
+        "profile_json, created_at) VALUES ('proj-2:odd', 'proj-2', 2, 1, ?, ?, ?)",
+        ("c" * 64, '{"provider_preference":"docker_sandbox","eligible_workloads":"everything"}', T0),
+    )
+    conn.execute(
+        "UPDATE projects SET active_execution_profile_revision_id = 'proj-2:odd', "
+        "build_execution_provider = 'docker_sandbox' WHERE id = 'proj-2'"
+    )
+    conn.close()
+
+
 def _view_naming_a_missing_table(path):
     conn = connect(path)
     conn.execute("CREATE VIEW attempt_report AS SELECT * FROM check_attempt_archive")
@@ -96,6 +110,8 @@ CASES = {
     "rebuild-rejects-rows": (db_1822, _approval_row_archons_text_rejects, "apr-odd", "status IN"),
     "unique-index": (db_1822, _duplicate_activation_runs, "idx_build_sequence_tickets_activation_run",
                      "proj-1-run-build"),
+    "profile-backfill": (db_1822, _active_profile_no_backfill_can_read, "proj-2:odd",
+                         "006-profile-backfill-schema-v2"),
     "schema": (db_1820, _view_naming_a_missing_table, "018-check-attempt-outcome-ambiguous",
                "check_attempt_archive"),
 }

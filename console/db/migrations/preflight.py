@@ -14,6 +14,8 @@ therefore refuses up front (exit 3, nothing written, not even the snapshot) when
   its CHECK, NOT NULL or UNIQUE constraints reject; the rebuilds built from the table's own text
   (018, 028) only widen the outcome list, so rows SQLite accepted before are accepted again;
 * a UNIQUE index a pending step creates would reject rows already there;
+* a project's active profile revision cannot be normalised by a pending profile backfill (006,
+  021, 022 stop on it with archon's own "Stored execution profile revision ... is invalid");
 * a pending step fails on the database's schema itself (for example a trigger or view naming a
   missing table makes every ALTER TABLE ... RENAME fail): found by replaying the schema, without
   rows, into a private in-memory database and running the pending steps there.
@@ -319,6 +321,56 @@ def _new_unique_indexes(conn, scratch) -> list[Blocker]:
     return blockers
 
 
+# --- profile backfills that would stop ------------------------------------------------------
+
+# step id -> the schema versions it reads and the version it normalises them to.
+PROFILE_BACKFILLS = {
+    "006-profile-backfill-schema-v2": ((1,), 2),
+    "021-profile-backfill-current-schema": ((1, 2), 3),
+}
+WORKLOAD_BACKFILL = "022-profile-workload-eligibility"
+
+
+def _unmigratable_profiles(conn: sqlite3.Connection, pending: Sequence[Migration]) -> list[Blocker]:
+    from console.db.migrations import backfills
+
+    ids = {m.id for m in pending}
+    if "execution_profile_revisions" not in _tables(conn) or "projects" not in _tables(conn):
+        return []
+    bad: dict[str, str] = {}
+    for step_id, (versions, target) in PROFILE_BACKFILLS.items():
+        if step_id not in ids:
+            continue
+        try:
+            rows = conn.execute(backfills.active_rows_sql(versions)).fetchall()
+        except sqlite3.OperationalError:
+            continue  # the columns come with earlier pending steps: nothing to migrate yet
+        for _project, revision_id, profile_json in rows:
+            try:
+                backfills._normalized(profile_json, revision_id, target)
+            except backfills.BackfillError:
+                bad.setdefault(revision_id, step_id)
+    if WORKLOAD_BACKFILL in ids:
+        try:
+            backfills.workload_repairs(conn, 3)
+        except backfills.BackfillError as exc:
+            bad.setdefault(str(exc).split("revision ", 1)[-1].split(" is invalid")[0], WORKLOAD_BACKFILL)
+        except sqlite3.OperationalError:
+            pass
+    if not bad:
+        return []
+    listed = "; ".join(f"{_t(rid)} (step {step})" for rid, step in list(bad.items())[:SAMPLE])
+    return [Blocker(
+        "profiles.unmigratable",
+        tuple(bad),
+        f"{len(bad)} active execution profile revision(s) cannot be normalised by the profile backfill that "
+        f"would read them: {listed}; the step stops there with archon's own message (\"Stored execution "
+        "profile revision ... is invalid\")",
+        "Activate a valid revision for those projects first (archon's own start stops on them the same way); "
+        "the console does not edit stored profiles.",
+    )]
+
+
 # --- all of it -------------------------------------------------------------------------------
 
 
@@ -333,10 +385,10 @@ def find_blockers(conn: sqlite3.Connection, pending: Sequence[Migration]) -> lis
     """Every reason a pending step would fail on this database; empty when the upgrade can run."""
     if not pending:
         return []
-    blockers = _dangling_parents(conn)
+    blockers = _dangling_parents(conn) + _unmigratable_profiles(conn, pending)
     rebuilding = [m for m in pending if m.rebuild and _needed_now(conn, m)]
     if rebuilding:
-        missing = {b.objects[1].lower() for b in blockers}
+        missing = {b.objects[1].lower() for b in blockers if b.code == "foreign_key.missing_parent"}
         blockers += _foreign_key_violations(conn, missing)
     failed, scratch = _dry_run(conn, pending)
     try:
