@@ -47,7 +47,7 @@ PINNED = {
     "017-environment-reuse-index": "115c091b2ae474e14988c5906b358aa3507cc9c461922259f3f777e1774def11",
     "018-check-attempt-outcome-ambiguous": "9a9ec70cb7d88ca3598b62f0864c78f54e12ad982cdf6042b9e8f03bc7e82f21",
     "019-build-sequence-activation-run-index": "4ff0aea4b93414b9610fd4db3d1cdfa06bb3c8db1ce8092951ca7798a91455ab",
-    "020-profile-revisions-rebuild-v3": "eda83bc9dc056d392d9a2e2b659cb26944769416e271e7f9ef00d4cea45bdbf6",
+    "020-profile-revisions-rebuild-v3": "2efdae5ff45b172eecf0d9d00c7641e53c93fe63ccfbd6e9d812ab43e7018336",
     "021-profile-backfill-current-schema": "c73dc50054c9c581e21fd78c83d2c8e477e5e29b9f143b74ad4718873e9ddfcf",
     "022-profile-workload-eligibility": "d3538ab01c80402e60e78f24f07d89913c6a733d8c93cb027ade2f34fd907f14",
     "023-service-run-details": "614d759fc437ba0632f05dab3bb8b8834675d5348a4e912337a7c36bf91e08f4",

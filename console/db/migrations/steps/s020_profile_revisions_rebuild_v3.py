@@ -3,7 +3,8 @@
 Dropping the triggers that mention the table also drops `create_project_execution_profile`,
 which comes back with the 1.10.0 (schema 3) default profiles baked in; the other triggers archon
 re-creates at start come back in the release's text (`profile_triggers.release_revision_triggers`),
-any remaining ones from their stored text. The table text is archon's in full (its diffs show it).
+any remaining ones from their stored text. The table text is archon's: 1.8.22's in full (its diff
+shows it) with the one line 1.10.0's diff changes.
 """
 
 from console.db.migrations.base import count, rebuild_table, table_sql
