@@ -25,6 +25,7 @@ import console
 from console.clock import db_time
 from console.db.detect import LEDGER_META_TABLE, LEDGER_TABLE, MIGRATION_SET
 from console.db.migrations.base import Migration
+from console.db.migrations.legacy_checksums import CHECKSUMS_0_1_0, LEGACY_TOOL_VERSION
 from console.db.migrations.registry import MIGRATIONS
 from console.errors import DatabaseUnusable
 
@@ -154,13 +155,25 @@ def verify(
                 f"The database's upgrade ledger records step {entry.name} at position "
                 f"{entry.position}, not {index + 1}. Nothing was changed.",
             )
-        if entry.checksum != migration.checksum:
+        if not checksum_accepted(entry, migration):
             raise DatabaseUnusable(
                 f"Step {entry.name} was applied with a different body than this console's "
                 "(its checksum changed). Nothing was changed.",
                 "A released step must never be edited; use the console release that applied it.",
             )
     return tuple(names)
+
+
+def checksum_accepted(entry: LedgerEntry, migration: Migration) -> bool:
+    """The row's checksum is this console's for the step, or the one archon-console 0.1.0 recorded
+    for it (a row that version wrote; console/db/migrations/legacy_checksums.py says what it means)."""
+    if entry.checksum == migration.checksum:
+        return True
+    return (
+        entry.tool_version == LEGACY_TOOL_VERSION
+        and entry.checksum is not None
+        and entry.checksum == CHECKSUMS_0_1_0.get(entry.name)
+    )
 
 
 def read_verified(conn: sqlite3.Connection) -> tuple[str, ...]:
@@ -223,6 +236,7 @@ def recorded_snapshots(conn: sqlite3.Connection) -> dict[str, str]:
 
 __all__ = [
     "LedgerEntry",
+    "checksum_accepted",
     "ensure_tables",
     "read_entries",
     "read_verified",

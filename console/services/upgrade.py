@@ -57,6 +57,7 @@ from console.db.connect import (
 )
 from console.db.detect import Shape, detect_shape
 from console.db.migrations.base import Migration
+from console.db.migrations.preflight import find_blockers, refusal_text
 from console.db.migrations.registry import CURRENT_RELEASE, MIGRATIONS, RELEASES, migrations_through
 from console.db.migrations.runner import MigrationFailed, apply_migration
 from console.errors import DatabaseUnusable, Refusal, UsageError
@@ -258,6 +259,13 @@ def _decide(conn: sqlite3.Connection, path: Path, target: str) -> _Decision:
     return _Decision(shape, applied, target, pending, tuple(reasons))
 
 
+def _preflight(conn: sqlite3.Connection, pending: tuple[Migration, ...]) -> None:
+    """Refuse (exit 3, nothing written) when a pending step would fail part-way (preflight.py)."""
+    blockers = find_blockers(conn, pending)
+    if blockers:
+        raise DatabaseUnusable(*refusal_text(blockers))
+
+
 def _estimate(conn: sqlite3.Connection, migration: Migration) -> int | None:
     try:
         return int(migration.estimate(conn))
@@ -365,6 +373,7 @@ def _plan(path: Path, target: str, snapshot_dir, now, allow_recovery: bool) -> U
         raise DatabaseUnusable(f"Cannot open {path}: {exc}.") from None
     try:
         decision = _decide(conn, path, target)
+        _preflight(conn, decision.pending)
         steps = [
             PendingStep(m.id, m.release, m.safety, m.description, m.rebuild, _estimate(conn, m))
             for m in decision.pending
@@ -489,6 +498,7 @@ def run_upgrade(
                         )
                     return False  # another upgrader moved on: re-plan
                 if state["snapshot"] is None:
+                    _preflight(lconn, under.pending)  # again under the lock, before the snapshot
                     gate = profile_gate.check(lconn, under.pending)  # the evidence, again under the lock
                     if gate is not None and gate.contradicted:
                         raise ProfileEvidenceContradicted(gate, plan)

@@ -1,7 +1,11 @@
 """What every migration step is made of, and the SQL helpers steps share.
 
 A step is a module with ID, RELEASE, SAFETY, DESCRIPTION, REBUILD, `up(conn)` and
-`estimate(conn)`; its checksum is the SHA-256 of its source, so an edited released step is noticed.
+`estimate(conn)`. Its checksum covers everything that defines what it executes: the source of the
+step module and of every module of this package it imports, transitively (shared DDL such as
+steps/approval_ddl.py, backfills.py, profile_triggers.py, and this file's helpers), so editing a
+shared module changes the checksum of every released step that uses it and is noticed
+(`step_checksum`; the 0.1.0 per-module checksums are in legacy_checksums.py).
 Steps are idempotent against every archon shape from 1.8.20 on, using archon's own tests
 (IF NOT EXISTS, column presence, marker substrings), so adopting a database archon already moved
 forward replays them harmlessly.
@@ -9,8 +13,12 @@ forward replays them harmlessly.
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib
+import importlib.util
 import inspect
+import re
 import sqlite3
 from dataclasses import dataclass
 from types import ModuleType
@@ -34,7 +42,6 @@ class Migration:
 
     @classmethod
     def from_module(cls, module: ModuleType) -> "Migration":
-        source = inspect.getsource(module)
         return cls(
             id=module.ID,
             release=module.RELEASE,
@@ -43,10 +50,57 @@ class Migration:
             rebuild=getattr(module, "REBUILD", False),
             up=module.up,
             estimate=getattr(module, "estimate", lambda conn: 0),
-            checksum=hashlib.sha256(source.encode("utf-8")).hexdigest(),
+            checksum=step_checksum(module),
             module=module.__name__,
             needed=getattr(module, "needed", None),
         )
+
+
+PACKAGE = "console.db.migrations"
+
+
+def _imported_package_modules(module: ModuleType) -> set[str]:
+    """Modules of this package that `module` imports anywhere in its source (also inside functions)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(inspect.getsource(module))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith(PACKAGE))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith(PACKAGE):
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                found.add(submodule if _is_module(submodule) else node.module)
+    return found
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def step_sources(module: ModuleType) -> list[str]:
+    """The step module's name, then every package module it reaches by imports, sorted."""
+    seen: set[str] = set()
+    todo = [module.__name__]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        todo.extend(_imported_package_modules(importlib.import_module(name)))
+    return [module.__name__] + sorted(seen - {module.__name__})
+
+
+def step_checksum(module: ModuleType) -> str:
+    """SHA-256 over the name and source of every module in `step_sources`, in that order."""
+    digest = hashlib.sha256()
+    for name in step_sources(module):
+        source = inspect.getsource(importlib.import_module(name))
+        for part in (name, source):
+            digest.update(part.encode("utf-8"))
+            digest.update(b"\0")
+    return digest.hexdigest()
 
 
 # --- introspection -------------------------------------------------------------------------
@@ -116,16 +170,24 @@ def rebuild_table(
     table: str,
     replacement: str,
     create_replacement_sql: str,
-    copy_columns: list[str],
+    copy_columns: list[str] | None,
     trigger_like: str,
     trigger_overrides: dict[str, str] | None = None,
+    release_triggers: dict[str, str] | None = None,
+    index_overrides: dict[str, str] | None = None,
 ) -> None:
     """SQLite's table-rebuild procedure, as archon's 1.8.22 recipe does it.
 
     Runs inside the caller's transaction; the runner has turned `foreign_keys` off before BEGIN
     and checks `foreign_key_check` before COMMIT. Triggers that mention the table are dropped
     first (a RENAME re-parses every trigger and fails on one naming a missing table) and put back
-    afterwards from their stored text, or from `trigger_overrides`; the table's own indexes too.
+    afterwards. A trigger archon re-creates unconditionally after the same rebuild comes back with
+    the release's text (`release_triggers`, by name; only if it was there), so the result is what
+    archon's own run leaves even when the old database held an older text; `trigger_overrides`
+    (and `index_overrides`) are put in place whether or not they were there. Any other trigger,
+    and the table's other indexes, come back from their stored text.
+    `copy_columns` None copies every column the old table has (a replacement built from the
+    table's own stored text has them all).
     """
     triggers = conn.execute(
         "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND sql LIKE ?",
@@ -139,18 +201,51 @@ def rebuild_table(
         conn.execute(f'DROP TRIGGER IF EXISTS "{name.replace(chr(34), chr(34) * 2)}"')
     conn.execute(f'DROP TABLE IF EXISTS "{replacement}"')
     execute_script(conn, create_replacement_sql)
-    present = set(columns(conn, table))
-    copied = [c for c in copy_columns if c in present]
-    column_list = ", ".join(copied)
+    present = columns(conn, table)
+    copied = present if copy_columns is None else [c for c in copy_columns if c in set(present)]
+    column_list = ", ".join(f'"{c}"' for c in copied)
     conn.execute(
         f'INSERT INTO "{replacement}" ({column_list}) SELECT {column_list} FROM "{table}"'
     )
     conn.execute(f'DROP TABLE "{table}"')
     conn.execute(f'ALTER TABLE "{replacement}" RENAME TO "{table}"')
-    for _name, sql in indexes:
+    index_text = dict(index_overrides or {})
+    for name, sql in indexes:
+        conn.execute(index_text.pop(name, sql))
+    for sql in index_text.values():
         conn.execute(sql)
     overrides = dict(trigger_overrides or {})
+    release = release_triggers or {}
     for name, sql in triggers:
-        conn.execute(overrides.pop(name, sql))
+        conn.execute(overrides.pop(name, None) or release.get(name, sql))
     for sql in overrides.values():
         conn.execute(sql)
+
+
+def statements_by_name(script: str) -> dict[str, str]:
+    """The CREATE TRIGGER/INDEX statements of a script, by object name, as SQLite would store them.
+
+    SQLite keeps a statement's text from its name to its end, behind a "CREATE TRIGGER " (or
+    INDEX/TABLE) of its own, so without IF NOT EXISTS and without the final semicolon; a release's
+    text compared or installed by name is cut the same way.
+    """
+    found: dict[str, str] = {}
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statement = buffer.strip().rstrip(";").rstrip()
+            buffer = ""
+            match = _CREATE_NAME.match(statement)
+            if match:
+                unique = "UNIQUE " if match.group("unique") else ""
+                kind = match.group("kind").upper()
+                found[match.group("name")] = f"CREATE {unique}{kind} " + statement[match.start("from"):]
+    return found
+
+
+_CREATE_NAME = re.compile(
+    r"CREATE\s+(?P<unique>UNIQUE\s+)?(?P<kind>TRIGGER|INDEX|TABLE)\s+(?:IF\s+NOT\s+EXISTS\s+)?"
+    r"(?P<from>\"?(?P<name>\w+))",
+    re.IGNORECASE,
+)

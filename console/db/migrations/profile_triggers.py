@@ -95,3 +95,21 @@ GUARDS = """
     SELECT RAISE(ABORT, 'Execution profile audit events are immutable');
   END;
 """
+
+
+def release_revision_triggers(schema_version: int) -> dict[str, str]:
+    """The triggers mentioning execution_profile_revisions that archon creates at every start, by
+    name, in the release's text (`schema_version` picks the defaults baked into
+    create_project_execution_profile).
+
+    Archon's revisions rebuild drops every trigger whose text names the table, and its start-up
+    code then re-creates these (IF NOT EXISTS, after the drop, so always): a rebuild step puts
+    them back in this text, not in whatever older text the database held.
+    """
+    from console.db.migrations.base import statements_by_name
+    from console.db.migrations.steps import s010_build_sequence_profile_triggers as build_sequence
+
+    found = statements_by_name(
+        create_project_profile_trigger(schema_version) + "\n" + GUARDS + build_sequence.DDL
+    )
+    return {name: sql for name, sql in found.items() if "execution_profile_revisions" in sql}

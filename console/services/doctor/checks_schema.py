@@ -85,7 +85,24 @@ def check_schema(ctx: Ctx) -> list[Finding]:
             "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'index', 'trigger')"
         )
     }
-    missing = sorted(reference_objects(shape.release) - present)
+    from console.db.migrations.steps.s001_baseline_1_8_20 import reconstructed_objects
+
+    missing_all = reference_objects(shape.release) - present
+    reconstructed = sorted(missing_all & reconstructed_objects())
+    missing = sorted(missing_all - reconstructed_objects())
+    if reconstructed:
+        findings.append(Finding(
+            "schema.reconstructed_missing", "warning",
+            "Objects of the console's 1.8.20 reconstruction are not in this database",
+            f"{len(reconstructed)} absent: " + ", ".join(f"{t} {n}" for t, n in reconstructed) + ".",
+            "Archon's own text for these is not known to the console, only its reconstruction; archon may "
+            "hold the same rule under another name, or lack it. An upgrade never creates them on a database "
+            "it adopts, so they stay absent.",
+            "Compare `schema.sql` of a support bundle with archon's own schema; if archon lacks the rule, "
+            "let archon start once (it creates what its release has).",
+            rows=[{"table": "sqlite_master", "id": n} for _t, n in reconstructed][:ROW_LIMIT],
+            count=len(reconstructed),
+        ))
     if ARCHON_REBUILD_LOSES in missing and not _console_reached(ctx, shape.release):
         missing.remove(ARCHON_REBUILD_LOSES)
         findings.append(Finding(
@@ -177,7 +194,12 @@ def check_ledger(ctx: Ctx) -> list[Finding]:
             "Restore a snapshot, or inspect the ledger tables by hand.",
             rows=rows_of(LEDGER_META_TABLE, incomplete), count=len(incomplete), unusable=True,
         ))
-    changed = [e.name for e in entries if e.has_meta and e.checksum is not None and e.checksum != known[e.name].checksum]
+    from console.db.ledger import checksum_accepted
+
+    changed = [
+        e.name for e in entries
+        if e.has_meta and e.checksum is not None and not checksum_accepted(e, known[e.name])
+    ]
     if changed:
         findings.append(Finding(
             "ledger.checksum_mismatch", "error", "Steps were applied with a different body",

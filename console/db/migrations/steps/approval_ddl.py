@@ -131,3 +131,42 @@ EVENT_INDEXES = """
   CREATE INDEX IF NOT EXISTS idx_approval_request_events_sequence
     ON approval_request_events(project_id, approval_request_id, sequence ASC);
 """
+
+
+# What `migrateApprovalRequestActionLimit` runs right after its rebuild, verbatim (plain CREATE,
+# its own indentation): archon installs these whatever the old table carried, so a database whose
+# older text differed ends with this text.
+REBUILD_TRIGGERS_AND_INDEXES = """
+    CREATE TRIGGER preserve_approval_request_identity
+    BEFORE UPDATE OF id, project_id, execution_run_id, action_kind, action_schema_version,
+      action_json, action_fingerprint, authority_schema_version, authority_json, expires_at, created_at
+      ON approval_requests
+    BEGIN
+      SELECT RAISE(ABORT, 'Approval request identity and evidence are immutable');
+    END;
+
+    CREATE TRIGGER preserve_approval_request_decision_evidence
+    BEFORE UPDATE OF decision_at, consumed_at ON approval_requests
+    WHEN (OLD.decision_at IS NOT NULL AND NEW.decision_at IS NOT OLD.decision_at)
+      OR (OLD.consumed_at IS NOT NULL AND NEW.consumed_at IS NOT OLD.consumed_at)
+    BEGIN
+      SELECT RAISE(ABORT, 'Approval request decision evidence is immutable');
+    END;
+
+    CREATE TRIGGER validate_approval_request_status_transition
+    BEFORE UPDATE OF status ON approval_requests
+    WHEN NOT (
+      (OLD.status = 'pending' AND NEW.status IN ('approved', 'denied', 'cancelled', 'expired', 'invalidated'))
+      OR (OLD.status = 'approved' AND NEW.status IN ('consumed', 'expired', 'invalidated'))
+    )
+    BEGIN
+      SELECT RAISE(ABORT, 'Invalid approval request status transition');
+    END;
+
+    CREATE INDEX idx_approval_requests_project_created
+      ON approval_requests(project_id, created_at DESC, id DESC);
+    CREATE INDEX idx_approval_requests_project_status_expiry
+      ON approval_requests(project_id, status, expires_at, id);
+    CREATE INDEX idx_approval_requests_action_kind
+      ON approval_requests(project_id, action_kind, created_at DESC, id DESC);
+"""

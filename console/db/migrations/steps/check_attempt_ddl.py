@@ -1,4 +1,7 @@
-"""Archon's check_attempt_details replacement table, per release (outcome list and placement)."""
+"""Archon's check_attempt_details rebuild: the outcome list per release, and the replacement built from
+the database's own stored table text."""
+
+import re
 
 OUTCOMES_1822 = """'passed', 'command_failure', 'spawn_failure',
           'infrastructure_failure', 'evidence_persistence_failure', 'timeout',
@@ -6,6 +9,8 @@ OUTCOMES_1822 = """'passed', 'command_failure', 'spawn_failure',
 
 OUTCOMES_1100 = OUTCOMES_1822 + ", 'environment_loss'"
 
+# The columns archon's own rebuild copies by name: a table lacking one cannot be rebuilt by archon
+# either (its INSERT ... SELECT names them), which the upgrade's preflight refuses up front.
 COLUMNS = [
     "execution_run_id", "batch_run_id", "definition_id", "command_snapshot_json", "definition_fingerprint",
     "initial_workspace_identity_json", "final_workspace_identity_json", "outcome", "rerun_of_attempt_run_id",
@@ -14,35 +19,35 @@ COLUMNS = [
 ]
 
 
-def replacement(outcomes: str, *, placement: bool) -> str:
-    placement_column = "\n        placement_json                  TEXT," if placement else ""
-    return f"""
-      CREATE TABLE check_attempt_details_replacement (
-        execution_run_id                TEXT PRIMARY KEY,
-        batch_run_id                    TEXT NOT NULL,
-        definition_id                  TEXT NOT NULL,
-        command_snapshot_json          TEXT NOT NULL,
-        definition_fingerprint         TEXT NOT NULL,
-        initial_workspace_identity_json TEXT,
-        final_workspace_identity_json  TEXT,
-        outcome                        TEXT,
-        rerun_of_attempt_run_id        TEXT,
-        exit_code                      INTEGER,
-        exit_signal                    TEXT,
-        exit_error                     TEXT,
-        output_revision                 INTEGER NOT NULL DEFAULT 0,
-        retained_start_offset           INTEGER NOT NULL DEFAULT 0,
-        retained_end_offset             INTEGER NOT NULL DEFAULT 0,
-        total_persisted_bytes           INTEGER NOT NULL DEFAULT 0,
-        retained_output                 TEXT NOT NULL DEFAULT '',
-        output_retention_state          TEXT NOT NULL DEFAULT 'retained',{placement_column}
-        FOREIGN KEY (execution_run_id) REFERENCES execution_runs(id) ON DELETE CASCADE,
-        FOREIGN KEY (batch_run_id) REFERENCES execution_runs(id) ON DELETE RESTRICT,
-        FOREIGN KEY (rerun_of_attempt_run_id) REFERENCES execution_runs(id) ON DELETE RESTRICT,
-        CHECK (length(definition_fingerprint) = 64 AND definition_fingerprint NOT GLOB '*[^0-9a-f]*'),
-        CHECK (outcome IS NULL OR outcome IN ({outcomes})),
-        CHECK (output_revision >= 0 AND retained_start_offset >= 0 AND retained_end_offset >= retained_start_offset
-          AND total_persisted_bytes >= retained_end_offset),
-        CHECK (output_retention_state IN ('retained', 'expired'))
-      );
-"""
+# --- the replacement built from the database's own text ------------------------------------
+#
+# Archon's replacement table carries one line between its last FOREIGN KEY and its first CHECK
+# that the console has never seen (archon's own diffs cut through it), and an adopted database
+# may carry columns or constraints the console does not know. So the replacement is the table's
+# stored `CREATE TABLE` text with exactly two substitutions, the table name and the outcome list;
+# everything else, seen or not, survives byte for byte, and every stored column is copied.
+
+_CREATE_HEAD = re.compile(
+    r'^\s*CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(?:"[^"]+"|`[^`]+`|\[[^\]]+\]|[\w]+)\s*\(',
+    re.IGNORECASE,
+)
+_OUTCOME_LIST = re.compile(r"(\boutcome\s+IN\s*\()([^()]*)(\))", re.IGNORECASE)
+REPLACEMENT_NAME = "check_attempt_details_replacement"
+
+
+class UnexpectedTableText(ValueError):
+    """The stored text is not the shape whose outcome list the console knows how to widen."""
+
+
+def replacement_from_stored(stored_sql: str, outcomes: str) -> str:
+    head = _CREATE_HEAD.match(stored_sql)
+    if head is None:
+        raise UnexpectedTableText("its stored text does not start with CREATE TABLE check_attempt_details (")
+    lists = list(_OUTCOME_LIST.finditer(stored_sql))
+    if len(lists) != 1:
+        raise UnexpectedTableText(
+            f"its stored text has {len(lists)} `outcome IN (...)` lists, not exactly one"
+        )
+    match = lists[0]
+    body = stored_sql[head.end():match.start(2)] + outcomes + stored_sql[match.end(2):]
+    return f"CREATE TABLE {REPLACEMENT_NAME} (" + body

@@ -1,11 +1,22 @@
 """Archon 1.8.20 as the baseline: every table, index and trigger the 1.8.20 `db.js` left.
 
-Created with IF NOT EXISTS, so on a database archon already made this changes nothing. Where the
-seeds show 1.8.20's text it is copied; columns the seeds never show are our assumption
-(DOMAIN.md §1, §6) and kept minimal.
+Every object is classified by whether archon's own text shows its body in full (SHOWN) or the
+console reconstructed it (RECONSTRUCTED: all 1.8.20 tables and triggers, whose diffs show only
+fragments, and one index shown truncated). Adopting an existing database creates only the shown
+ones that are missing (IF NOT EXISTS): a reconstructed trigger would put the console's own rule
+beside archon's, perhaps under another name (archon's rule for binding evidence is not called
+`preserve_execution_environment_binding_evidence`). The reconstruction is created only when the
+console builds a 1.8.20 database from nothing (demo, tests, doctor's reference); on an adopted
+database a missing reconstructed object is a doctor finding. Every later step creates only objects
+whose text archon's diffs show (create_project_execution_profile's baked-in defaults aside, which
+the profile evidence gate verifies).
+
+A ledger from archon-console 0.1.0 records that this step ran in its old form, which created the
+reconstruction with IF NOT EXISTS on adoption too: such objects may be present; they are not
+removed (the step is not re-run), and doctor names them as the console's reconstruction.
 """
 
-from console.db.migrations.base import execute_script
+from console.db.migrations.base import execute_script, object_exists, statements_by_name, table_exists
 
 ID = "001-archon-1.8.20-baseline"
 RELEASE = "1.8.20"
@@ -14,7 +25,10 @@ DESCRIPTION = "Archon 1.8.20 tables, indexes and triggers (no-op where they exis
 
 ENVIRONMENT_STATES = "'queued', 'preparing', 'ready', 'running', 'stopped', 'retiring', 'cleanup_pending', 'retired', 'failed', 'unavailable'"
 
-DDL = f"""
+# Tables and triggers whose body archon's diffs never show in full (and one index shown only
+# truncated): the console's reconstruction. Created only when the console builds a 1.8.20
+# database from nothing (demo, tests, doctor's reference), never on a database it adopts.
+RECONSTRUCTED = f"""
   CREATE TABLE IF NOT EXISTS projects (
     id           TEXT PRIMARY KEY,
     name         TEXT NOT NULL,
@@ -357,13 +371,18 @@ DDL = f"""
     SELECT RAISE(ABORT, 'Completed check attempt details are immutable');
   END;
 
+  CREATE INDEX IF NOT EXISTS idx_project_links_linked_project_id ON project_links(linked_project_id);
+"""
+
+# Indexes whose full text archon's diffs show (1.8.20 context lines, or 1.8.23 ones for the two
+# binding indexes): created IF NOT EXISTS on any database, when their table is there.
+SHOWN = """
   CREATE INDEX IF NOT EXISTS idx_execution_environments_reuse ON execution_environments(project_id, provider_kind, target_key, target_workspace_path, environment_revision, workspace_mode, environment_validation_fingerprint, lifecycle_state);
   CREATE UNIQUE INDEX IF NOT EXISTS idx_execution_environments_external_id ON execution_environments(provider_kind, external_id) WHERE external_id IS NOT NULL;
   CREATE INDEX IF NOT EXISTS idx_execution_environments_cleanup ON execution_environments(lifecycle_state, cleanup_claim_id, updated_at, cleanup_attempts);
   CREATE INDEX IF NOT EXISTS idx_execution_environment_events_sequence ON execution_environment_events(project_id, environment_id, sequence);
   CREATE INDEX IF NOT EXISTS idx_execution_environment_bindings_run ON execution_environment_run_bindings(project_id, execution_run_id, bound_at);
   CREATE UNIQUE INDEX IF NOT EXISTS idx_execution_environment_active_execution_lease ON execution_environment_run_bindings(environment_id) WHERE relationship = 'execution' AND released_at IS NULL;
-  CREATE INDEX IF NOT EXISTS idx_project_links_linked_project_id ON project_links(linked_project_id);
   CREATE INDEX IF NOT EXISTS idx_build_sequences_project_status ON build_sequences(project_id, status);
   CREATE INDEX IF NOT EXISTS idx_build_sequences_bundle_status ON build_sequences(worktree_bundle_id, status);
   CREATE INDEX IF NOT EXISTS idx_build_sequence_tickets_sequence_position ON build_sequence_tickets(build_sequence_id, position);
@@ -373,8 +392,27 @@ DDL = f"""
 """
 
 
+def building_from_nothing(conn) -> bool:
+    """No archon table yet: the console itself is creating the database (demo, tests, reference)."""
+    return not table_exists(conn, "projects")
+
+
 def up(conn):
-    execute_script(conn, DDL)
+    if building_from_nothing(conn):
+        execute_script(conn, RECONSTRUCTED)
+    for name, sql in statements_by_name(SHOWN).items():
+        table = sql.split(" ON ", 1)[1].split("(", 1)[0].strip()
+        if table_exists(conn, table) and not object_exists(conn, "index", name):
+            conn.execute(sql)
+
+
+def reconstructed_objects() -> frozenset[tuple[str, str]]:
+    """(type, name) of every object only the console's reconstruction holds (doctor reports them
+    missing as what they are, not as something an upgrade would create)."""
+    return frozenset(
+        (sql.replace("CREATE UNIQUE ", "CREATE ", 1).split()[1].lower(), name)
+        for name, sql in statements_by_name(RECONSTRUCTED).items()
+    )
 
 
 def estimate(conn):

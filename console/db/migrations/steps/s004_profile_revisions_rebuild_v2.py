@@ -1,10 +1,13 @@
 """1.8.22: widen execution_profile_revisions to schema versions (1, 2) when an older shape exists.
 
 Archon tests for the marker `schema_version IN (1, 2)`; a 1.10.0 table carries
-`schema_version IN (1, 2, 3)`, which is already wider, so it is left alone here.
+`schema_version IN (1, 2, 3)`, which is already wider, so it is left alone here. The table text is archon's in full (its diffs show it).
+Triggers naming the table that archon re-creates at start come back in 1.8.22's text
+(`profile_triggers.release_revision_triggers`), others from their stored text.
 """
 
 from console.db.migrations.base import count, rebuild_table, table_sql
+from console.db.migrations.profile_triggers import release_revision_triggers
 
 ID = "004-profile-revisions-rebuild-v2"
 RELEASE = "1.8.22"
@@ -50,6 +53,7 @@ def up(conn):
         create_replacement_sql=REPLACEMENT,
         copy_columns=COLUMNS,
         trigger_like="execution_profile_revisions",
+        release_triggers=release_revision_triggers(2),
     )
 
 

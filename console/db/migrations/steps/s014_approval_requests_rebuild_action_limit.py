@@ -2,10 +2,12 @@
 
 Events reference requests with ON DELETE CASCADE; the runner turns foreign keys off before
 BEGIN so dropping the old table deletes no event, and checks foreign_key_check before COMMIT
-(archon itself does not check here; we do).
+(archon itself does not check here; we do). The table text is archon's in full (its diffs show
+it), and the three request triggers and three indexes come back with the text archon's rebuild
+installs, not whatever text the old database held.
 """
 
-from console.db.migrations.base import count, rebuild_table, table_sql
+from console.db.migrations.base import count, rebuild_table, statements_by_name, table_sql
 from console.db.migrations.steps import approval_ddl as ddl
 
 ID = "014-approval-requests-rebuild-action-limit"
@@ -30,7 +32,12 @@ def up(conn):
         create_replacement_sql="      " + ddl.requests_table("approval_requests_v2", if_not_exists=False),
         copy_columns=ddl.REQUEST_COLUMN_NAMES,
         trigger_like="approval_requests",
+        trigger_overrides={n: sql for n, sql in _RELEASE_TEXT.items() if sql.startswith("CREATE TRIGGER")},
+        index_overrides={n: sql for n, sql in _RELEASE_TEXT.items() if sql.startswith("CREATE INDEX")},
     )
+
+
+_RELEASE_TEXT = statements_by_name(ddl.REBUILD_TRIGGERS_AND_INDEXES)
 
 
 def estimate(conn):

@@ -1,4 +1,9 @@
-"""1.8.22: check attempts may end in `ambiguous_process_loss` (table rebuild, new recipe)."""
+"""1.8.22: check attempts may end in `ambiguous_process_loss` (table rebuild, new recipe).
+
+The replacement is the table's own stored text with only the outcome list substituted
+(`check_attempt_ddl.replacement_from_stored`): archon's table has a line its diffs never show, and
+a table archon made keeps it. Triggers mentioning the table come back from their stored text.
+"""
 
 from console.db.migrations.base import count, rebuild_table, table_sql
 from console.db.migrations.steps import check_attempt_ddl as ddl
@@ -23,9 +28,11 @@ def up(conn):
     rebuild_table(
         conn,
         table="check_attempt_details",
-        replacement="check_attempt_details_replacement",
-        create_replacement_sql=ddl.replacement(ddl.OUTCOMES_1822, placement=False),
-        copy_columns=ddl.COLUMNS,
+        replacement=ddl.REPLACEMENT_NAME,
+        create_replacement_sql=ddl.replacement_from_stored(
+            table_sql(conn, "check_attempt_details"), ddl.OUTCOMES_1822
+        ),
+        copy_columns=None,
         trigger_like="check_attempt_details",
     )
 

@@ -1,12 +1,14 @@
 """1.10.0: widen execution_profile_revisions to schema versions (1, 2, 3).
 
 Dropping the triggers that mention the table also drops `create_project_execution_profile`,
-which comes back with the 1.10.0 (schema 3) default profiles baked in; the others come back from
-their stored text.
+which comes back with the 1.10.0 (schema 3) default profiles baked in; the other triggers archon
+re-creates at start come back in the release's text (`profile_triggers.release_revision_triggers`),
+any remaining ones from their stored text. The table text is archon's: 1.8.22's in full (its diff
+shows it) with the one line 1.10.0's diff changes.
 """
 
 from console.db.migrations.base import count, rebuild_table, table_sql
-from console.db.migrations.profile_triggers import create_project_profile_trigger
+from console.db.migrations.profile_triggers import create_project_profile_trigger, release_revision_triggers
 
 ID = "020-profile-revisions-rebuild-v3"
 RELEASE = "1.10.0"
@@ -55,6 +57,7 @@ def up(conn):
         trigger_overrides={
             "create_project_execution_profile": create_project_profile_trigger(3, if_not_exists=False)
         },
+        release_triggers=release_revision_triggers(3),
     )
 
 

@@ -1,7 +1,10 @@
 """1.10.0: check attempts may end in `environment_loss` (rebuild; placement_json kept).
 
-Archon's own copy omits placement_json and re-adds the column afterwards, losing nothing only
-because the column is new; this replacement carries the column and copies it.
+The replacement is the table's own stored text with only the outcome list widened
+(`check_attempt_ddl.replacement_from_stored`), so the line archon's diffs never show and any column
+the console does not know survive. Archon's own copy omits placement_json and re-adds the column
+afterwards, losing nothing only because the column is new; here, when the table already has it,
+it is one of the stored columns and is copied.
 """
 
 from console.db.migrations.base import count, ensure_column, rebuild_table, table_sql
@@ -26,9 +29,11 @@ def up(conn):
         rebuild_table(
             conn,
             table="check_attempt_details",
-            replacement="check_attempt_details_replacement",
-            create_replacement_sql=ddl.replacement(ddl.OUTCOMES_1100, placement=True),
-            copy_columns=ddl.COLUMNS,
+            replacement=ddl.REPLACEMENT_NAME,
+            create_replacement_sql=ddl.replacement_from_stored(
+                table_sql(conn, "check_attempt_details"), ddl.OUTCOMES_1100
+            ),
+            copy_columns=None,
             trigger_like="check_attempt_details",
         )
     ensure_column(conn, "check_attempt_details", "placement_json", "TEXT")

@@ -1,0 +1,423 @@
+"""Everything that would make a pending step fail, found before step 001 writes anything.
+
+Each step commits on its own, so a step that fails halfway through an upgrade leaves the steps
+before it applied (the destructive sweep 009 among them) and a schema no release has. The upgrade
+therefore refuses up front (exit 3, nothing written, not even the snapshot) when:
+
+* a FOREIGN KEY names a table that does not exist (SQLite rewrites foreign keys when a table is
+  renamed, so an older archon's rename of check_attempt_details left
+  check_attempt_diagnostic_parsers pointing at check_attempt_details_legacy); every rebuild's
+  foreign-key check fails on such a table;
+* `PRAGMA foreign_key_check` reports rows while a pending step rebuilds a table (each rebuild
+  checks the whole database's foreign keys before it commits);
+* a rebuild whose replacement table is archon's fixed text (steps 004, 014, 020) would copy rows
+  its CHECK, NOT NULL or UNIQUE constraints reject; the rebuilds built from the table's own text
+  (018, 028) only widen the outcome list, so rows SQLite accepted before are accepted again;
+* a UNIQUE index a pending step creates would reject rows already there;
+* a project's active profile revision cannot be normalised by a pending profile backfill (006,
+  021, 022 stop on it with archon's own "Stored execution profile revision ... is invalid");
+* a pending step fails on the database's schema itself (for example a trigger or view naming a
+  missing table makes every ALTER TABLE ... RENAME fail): found by replaying the schema, without
+  rows, into a private in-memory database and running the pending steps there.
+
+Reads only; the caller decides what a finding means (`refusal`).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass
+from typing import Sequence
+
+from console.db.migrations.base import Migration
+from console.db.migrations.runner import MigrationFailed, apply_migration
+from console.text import one_line
+
+SAMPLE = 5
+
+# Rebuilds whose replacement is archon's fixed table text: existing rows are checked against it.
+FIXED_TEXT_REBUILDS = frozenset({
+    "004-profile-revisions-rebuild-v2",
+    "014-approval-requests-rebuild-action-limit",
+    "020-profile-revisions-rebuild-v3",
+})
+# Rebuilds whose replacement is the table's own stored text with the outcome list widened.
+OWN_TEXT_REBUILDS = frozenset({
+    "018-check-attempt-outcome-ambiguous",
+    "028-check-attempt-outcome-environment-loss",
+})
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """One reason a pending step would fail: what, which objects, and what the operator can do."""
+
+    code: str
+    objects: tuple[str, ...]
+    problem: str
+    what_to_do: str
+
+
+def _t(value: object) -> str:
+    """Database text inside a refusal: one line, no control characters, bounded."""
+    return one_line(value, 80)
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _tables(conn: sqlite3.Connection) -> list[str]:
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+        )
+    ]
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in conn.execute(f"PRAGMA table_info({_q(table)})")]
+
+
+# --- foreign keys ----------------------------------------------------------------------------
+
+
+def _dangling_parents(conn: sqlite3.Connection) -> list[Blocker]:
+    tables = _tables(conn)
+    existing = {t.lower() for t in tables}
+    blockers = []
+    for raw_table in tables:
+        parents = sorted({r[2] for r in conn.execute(f"PRAGMA foreign_key_list({_q(raw_table)})")})
+        for raw_parent in parents:
+            if raw_parent.lower() in existing:
+                continue
+            table, parent = _t(raw_table), _t(raw_parent)
+            guess = re.sub(r"_(legacy|old|v\d+|replacement)$", "", parent)
+            fix = (
+                f"re-create {table} with its FOREIGN KEY naming {guess} instead (keeping its rows)"
+                if guess != parent and guess.lower() in existing
+                else f"re-create {table} with its FOREIGN KEY naming the table that holds those rows"
+            )
+            blockers.append(Blocker(
+                "foreign_key.missing_parent",
+                (raw_table, raw_parent),
+                f"table {table} has a FOREIGN KEY naming {parent}, a table that does not exist (SQLite "
+                "rewrites foreign keys when a table is renamed, and an older release renamed it away); "
+                "every table rebuild checks foreign keys before it commits and would stop there, "
+                "after the earlier steps had committed",
+                f"Repair it by hand first: {fix}, or restore a backup; archon's own rebuild fails on it "
+                "the same way. The console does not edit foreign keys.",
+            ))
+    return blockers
+
+
+def _foreign_key_violations(conn: sqlite3.Connection, skip_parents: set[str]) -> list[Blocker]:
+    rows = [
+        tuple(r) for r in conn.execute("PRAGMA foreign_key_check")
+        if (r[2] or "").lower() not in skip_parents
+    ]
+    if not rows:
+        return []
+    tables = sorted({r[0] for r in rows})
+    sample = "; ".join(_describe_violation(conn, *r) for r in rows[:SAMPLE])
+    return [Blocker(
+        "foreign_key.violations",
+        tuple(tables),
+        f"{len(rows)} row(s) break a FOREIGN KEY ({sample}); a pending table rebuild checks every "
+        "foreign key before it commits and would stop there, after the earlier steps had committed",
+        "Fix or delete those rows first (`archon-console doctor` lists them as foreign_keys.violations); "
+        "the console does not change them.",
+    )]
+
+
+def _describe_violation(conn, table: str, rowid, parent: str, fkid: int) -> str:
+    """"child rowid N (col = value) -> parent": the key itself, so the row can be found."""
+    cols = [r[3] for r in conn.execute(f"PRAGMA foreign_key_list({_q(table)})") if r[0] == fkid]
+    try:
+        values = conn.execute(
+            f"SELECT {', '.join(_q(c) for c in cols)} FROM {_q(table)} WHERE rowid = ?", (rowid,)
+        ).fetchone()
+    except sqlite3.OperationalError:
+        values = None
+    key = ", ".join(f"{_t(c)} = {_t(v)}" for c, v in zip(cols, values)) if values else "?"
+    return f"{_t(table)} rowid {rowid} ({key}) -> {_t(parent)}"
+
+
+# --- the schema, replayed without rows -------------------------------------------------------
+
+
+def _replay_schema(conn: sqlite3.Connection) -> sqlite3.Connection:
+    scratch = sqlite3.connect(":memory:", isolation_level=None)
+    order = {"table": 0, "index": 1, "view": 2, "trigger": 3}
+    entries = sorted(
+        (
+            (order.get(r[0], 4), i, r[1])
+            for i, r in enumerate(conn.execute(
+                "SELECT type, sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' "
+                "ORDER BY rowid"
+            ))
+        ),
+    )
+    for _rank, _i, sql in entries:
+        try:
+            scratch.execute(sql)
+        except sqlite3.Error:
+            continue  # a virtual table's shadow tables and the like: not ours to judge
+    scratch.execute("PRAGMA foreign_keys = ON")
+    return scratch
+
+
+def _dry_run(conn: sqlite3.Connection, pending: Sequence[Migration]) -> tuple[list[Blocker], sqlite3.Connection]:
+    scratch = _replay_schema(conn)
+    for migration in pending:
+        try:
+            apply_migration(scratch, migration)
+        except MigrationFailed as exc:
+            return [Blocker(
+                "step.fails_on_schema",
+                (migration.id,),
+                f"step {migration.id} fails on this database's schema ({one_line(exc.message, 240)})",
+                "Find the object the error names (a trigger or view naming a missing table or column stops "
+                "every table rebuild) and repair or drop it by hand, or restore a backup; nothing of the "
+                "upgrade was written.",
+            )], scratch
+    return [], scratch
+
+
+# --- rows the new constraints would reject ---------------------------------------------------
+
+
+def check_expressions(sql: str) -> list[str]:
+    """The CHECK expressions of a CREATE TABLE text, skipping string literals and identifiers."""
+    found, i, n = [], 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        if ch in "'\"`":
+            end = sql.find(ch, i + 1)
+            while end != -1 and end + 1 < n and sql[end + 1] == ch:
+                end = sql.find(ch, end + 2)
+            i = n if end == -1 else end + 1
+            continue
+        if sql[i:i + 5].upper() == "CHECK" and (i == 0 or not (sql[i - 1].isalnum() or sql[i - 1] == "_")):
+            j = i + 5
+            while j < n and sql[j].isspace():
+                j += 1
+            if j < n and sql[j] == "(":
+                depth, k = 0, j
+                while k < n:
+                    c = sql[k]
+                    if c in "'\"":
+                        k = sql.find(c, k + 1)
+                        if k == -1:
+                            return found
+                    elif c == "(":
+                        depth += 1
+                    elif c == ")":
+                        depth -= 1
+                        if depth == 0:
+                            found.append(sql[j + 1:k])
+                            break
+                    k += 1
+                i = k + 1
+                continue
+        i += 1
+    return found
+
+
+def _identity(conn: sqlite3.Connection, table: str) -> str:
+    pk = [r[1] for r in conn.execute(f"PRAGMA table_info({_q(table)})") if r[5]]
+    return _q(pk[0]) if len(pk) == 1 else "rowid"
+
+
+def _rejected_rows(conn, scratch, table: str) -> list[Blocker]:
+    """Rows of `table` the rebuilt table in `scratch` (same name, new text) would not accept."""
+    present = set(_columns(conn, table))
+    ident = _identity(conn, table)
+    blockers = []
+    new_sql = scratch.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+    ).fetchone()[0]
+    problems: list[str] = []
+    for expr in check_expressions(new_sql):
+        try:
+            ids = [r[0] for r in conn.execute(
+                f"SELECT {ident} FROM {_q(table)} WHERE NOT ({expr}) LIMIT {SAMPLE}"
+            )]
+        except sqlite3.OperationalError:
+            continue  # names a column the old table lacks: the copy gives it its default
+        if ids:
+            problems.append(f"CHECK ({_t(' '.join(expr.split()))}) rejects {', '.join(map(_t, ids))}")
+    for _cid, name, _type, notnull, default, _pk in scratch.execute(f"PRAGMA table_info({_q(table)})"):
+        if not notnull:
+            continue
+        if name not in present:
+            if default is None:
+                problems.append(f"column {name} is NOT NULL without a default and the table lacks it")
+            continue
+        ids = [r[0] for r in conn.execute(
+            f"SELECT {ident} FROM {_q(table)} WHERE {_q(name)} IS NULL LIMIT {SAMPLE}"
+        )]
+        if ids:
+            problems.append(f"NOT NULL {name} rejects {', '.join(map(_t, ids))}")
+    for _seq, index, unique, origin, _partial in scratch.execute(f"PRAGMA index_list({_q(table)})"):
+        if unique and origin in ("u", "pk"):
+            cols = [r[2] for r in scratch.execute(f"PRAGMA index_info({_q(index)})")]
+            dupes = _duplicates(conn, table, cols, None)
+            if dupes:
+                problems.append(f"UNIQUE ({', '.join(cols)}) rejects duplicates of {dupes}")
+    if problems:
+        blockers.append(Blocker(
+            "rebuild.rejected_rows",
+            (table,),
+            f"rebuilding {table} with archon's table text would reject rows: " + "; ".join(problems),
+            f"Correct or remove those rows of {table} first (archon's own rebuild rejects them too); "
+            "the console does not change them.",
+        ))
+    return blockers
+
+
+def _duplicates(conn, table: str, cols: list[str | None], where: str | None) -> str | None:
+    if not cols or any(c is None for c in cols) or not set(cols) <= set(_columns(conn, table)):
+        return None
+    names = ", ".join(_q(c) for c in cols)
+    condition = " AND ".join(f"{_q(c)} IS NOT NULL" for c in cols)
+    if where:
+        condition += f" AND ({where})"
+    try:
+        rows = conn.execute(
+            f"SELECT {names}, count(*) FROM {_q(table)} WHERE {condition} "
+            f"GROUP BY {names} HAVING count(*) > 1 LIMIT {SAMPLE}"
+        ).fetchall()
+    except sqlite3.OperationalError:
+        return None
+    if not rows:
+        return None
+    return "; ".join(f"({', '.join(map(_t, r[:-1]))}) x{r[-1]}" for r in rows)
+
+
+def _new_unique_indexes(conn, scratch) -> list[Blocker]:
+    existing = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    tables = set(_tables(conn))
+    blockers = []
+    for name, table, sql in scratch.execute(
+        "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+    ).fetchall():
+        if name in existing or table not in tables or not re.match(r"\s*CREATE\s+UNIQUE", sql, re.I):
+            continue
+        cols = [r[2] for r in scratch.execute(f"PRAGMA index_info({_q(name)})")]
+        where = re.search(r"\)\s*WHERE\s+(.*)$", sql, re.I | re.S)
+        dupes = _duplicates(conn, table, cols, where.group(1) if where else None)
+        if dupes:
+            blockers.append(Blocker(
+                "unique_index.duplicates",
+                (name, table),
+                f"the UNIQUE index {name} a pending step creates on {_t(table)} would reject rows already "
+                f"there: {dupes}",
+                f"Resolve the duplicate rows of {_t(table)} first (archon's own start fails on them too); the "
+                "console does not change them.",
+            ))
+    return blockers
+
+
+# --- profile backfills that would stop ------------------------------------------------------
+
+# step id -> the schema versions it reads and the version it normalises them to.
+PROFILE_BACKFILLS = {
+    "006-profile-backfill-schema-v2": ((1,), 2),
+    "021-profile-backfill-current-schema": ((1, 2), 3),
+}
+WORKLOAD_BACKFILL = "022-profile-workload-eligibility"
+
+
+def _unmigratable_profiles(conn: sqlite3.Connection, pending: Sequence[Migration]) -> list[Blocker]:
+    from console.db.migrations import backfills
+
+    ids = {m.id for m in pending}
+    if "execution_profile_revisions" not in _tables(conn) or "projects" not in _tables(conn):
+        return []
+    bad: dict[str, str] = {}
+    for step_id, (versions, target) in PROFILE_BACKFILLS.items():
+        if step_id not in ids:
+            continue
+        try:
+            rows = conn.execute(backfills.active_rows_sql(versions)).fetchall()
+        except sqlite3.OperationalError:
+            continue  # the columns come with earlier pending steps: nothing to migrate yet
+        for _project, revision_id, profile_json in rows:
+            try:
+                backfills._normalized(profile_json, revision_id, target)
+            except backfills.BackfillError:
+                bad.setdefault(revision_id, step_id)
+    if WORKLOAD_BACKFILL in ids:
+        try:
+            backfills.workload_repairs(conn, 3)
+        except backfills.BackfillError as exc:
+            bad.setdefault(str(exc).split("revision ", 1)[-1].split(" is invalid")[0], WORKLOAD_BACKFILL)
+        except sqlite3.OperationalError:
+            pass
+    if not bad:
+        return []
+    listed = "; ".join(f"{_t(rid)} (step {step})" for rid, step in list(bad.items())[:SAMPLE])
+    return [Blocker(
+        "profiles.unmigratable",
+        tuple(bad),
+        f"{len(bad)} active execution profile revision(s) cannot be normalised by the profile backfill that "
+        f"would read them: {listed}; the step stops there with archon's own message (\"Stored execution "
+        "profile revision ... is invalid\")",
+        "Activate a valid revision for those projects first (archon's own start stops on them the same way); "
+        "the console does not edit stored profiles.",
+    )]
+
+
+# --- all of it -------------------------------------------------------------------------------
+
+
+def _needed_now(conn: sqlite3.Connection, migration: Migration) -> bool:
+    try:
+        return migration.needed is None or bool(migration.needed(conn))
+    except sqlite3.Error:
+        return True
+
+
+def find_blockers(conn: sqlite3.Connection, pending: Sequence[Migration]) -> list[Blocker]:
+    """Every reason a pending step would fail on this database; empty when the upgrade can run."""
+    if not pending:
+        return []
+    blockers = _dangling_parents(conn) + _unmigratable_profiles(conn, pending)
+    rebuilding = [m for m in pending if m.rebuild and _needed_now(conn, m)]
+    if rebuilding:
+        missing = {b.objects[1].lower() for b in blockers if b.code == "foreign_key.missing_parent"}
+        blockers += _foreign_key_violations(conn, missing)
+    failed, scratch = _dry_run(conn, pending)
+    try:
+        blockers += failed
+        if not failed:
+            for migration in rebuilding:
+                if migration.id in FIXED_TEXT_REBUILDS:
+                    table = _rebuilt_table(migration)
+                    if table in _tables(conn):
+                        blockers += _rejected_rows(conn, scratch, table)
+            blockers += _new_unique_indexes(conn, scratch)
+    finally:
+        scratch.close()
+    return blockers
+
+
+def _rebuilt_table(migration: Migration) -> str:
+    return {
+        "004-profile-revisions-rebuild-v2": "execution_profile_revisions",
+        "014-approval-requests-rebuild-action-limit": "approval_requests",
+        "020-profile-revisions-rebuild-v3": "execution_profile_revisions",
+    }[migration.id]
+
+
+def refusal_text(blockers: Sequence[Blocker]) -> tuple[str, str]:
+    """The refusal's sentence and its advice, naming every blocker."""
+    reason = (
+        "The upgrade would fail part-way, after earlier steps had committed, so it stops before the first "
+        "write: " + " | ".join(f"{b.problem}." for b in blockers) + " Nothing was written."
+    )
+    advice = " ".join(dict.fromkeys(b.what_to_do for b in blockers))
+    return reason, advice
