@@ -9,10 +9,6 @@ import pytest
 from console.services.doctor import run_doctor
 from tests.reference import builder
 
-RULE9 = ("issue 8 rule 9: archon creates idx_execution_profile_revisions_project before its 1.10.0 rebuild drops it; "
-         "doctor calls the missing index an error")
-RULE6 = ("issue 8 rule 6: doctor expects preserve_execution_environment_binding_evidence, a name the console invented "
-         "(archon's trigger has another name), and reports it missing as an error on archon's own databases")
 
 
 BINDING = "preserve_execution_environment_binding_evidence"
@@ -32,7 +28,6 @@ def test_archon_upgraded_1_10_0_missing_revisions_index_is_not_an_error(tmp_path
 
 @pytest.mark.parametrize("release", builder.RELEASES)
 @pytest.mark.parametrize("kind", ["fresh", "upgraded"])
-@pytest.mark.xfail(strict=True, reason=RULE6)
 def test_no_invented_trigger_expected_on_archons_own_database(tmp_path, release, kind):
     path = builder.variant(tmp_path / "archon.db", release, kind)
     found = [e for e in errors(path) if BINDING in e]

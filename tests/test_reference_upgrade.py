@@ -16,9 +16,6 @@ import pytest
 from tests import upgrade_helpers as uh
 from tests.reference import builder, compare, scenarios
 
-RULE5 = "issue 8 rule 5: rebuilds must keep the database's own table text and re-install the release's trigger text"
-RULE6 = ("issue 8 rule 6: step 001 installs preserve_execution_environment_binding_evidence (console's body) "
-         "beside archon's own binding-evidence trigger")
 READOPT = ("not covered by issue 8's rules: adopting a 1.8.22-shaped database replays 1.8.22's schema-v2 backfill "
            "(step 006), which archon 1.10.0 does not run; the console writes a :v2 revision and :v2-backfill event "
            "archon never writes, and numbers the following revisions one higher")
@@ -90,13 +87,13 @@ def run(tmp_path, name: str, target: str, **options):
 
 
 CASES = [
-    pytest.param("ref-1.8.20", "1.8.22", {}, marks=pytest.mark.xfail(strict=True, reason=RULE6)),
-    pytest.param("ref-1.8.20", "1.10.0", {}, marks=pytest.mark.xfail(strict=True, reason=RULE6)),
-    pytest.param("ref-1.8.22-upgraded", "1.8.22", {}, marks=pytest.mark.xfail(strict=True, reason=RULE6)),
-    pytest.param("ref-1.8.22-fresh", "1.10.0", {}, marks=pytest.mark.xfail(strict=True, reason=RULE6)),
-    pytest.param("ref-1.8.22-upgraded", "1.10.0", {}, marks=pytest.mark.xfail(strict=True, reason=RULE6)),
-    pytest.param("ref-1.10.0-fresh", "1.10.0", {}, marks=pytest.mark.xfail(strict=True, reason=RULE6)),
-    pytest.param("ref-1.10.0-upgraded", "1.10.0", {}, marks=pytest.mark.xfail(strict=True, reason=RULE6)),
+    ("ref-1.8.20", "1.8.22", {}),
+    ("ref-1.8.20", "1.10.0", {}),
+    ("ref-1.8.22-upgraded", "1.8.22", {}),
+    ("ref-1.8.22-fresh", "1.10.0", {}),
+    ("ref-1.8.22-upgraded", "1.10.0", {}),
+    ("ref-1.10.0-fresh", "1.10.0", {}),
+    ("ref-1.10.0-upgraded", "1.10.0", {}),
     pytest.param("console-1.8.20", "1.10.0", {}),
     pytest.param("console-1.8.22", "1.10.0", {"chain": False}, marks=pytest.mark.xfail(strict=True, reason=READOPT)),
 ]
@@ -116,44 +113,22 @@ def test_console_made_1822_matches_archon_when_1822_started_first(tmp_path):
     assert_same(ours, theirs, "console-1.8.22 -> 1.8.22 start -> 1.10.0")
 
 
-def _without_rule6(found: list[str]) -> list[str]:
-    return [d for d in found if "preserve_execution_environment_binding_evidence" not in d]
-
-
-@pytest.mark.parametrize("name, target", [
-    ("ref-1.8.20", "1.8.22"), ("ref-1.8.20", "1.10.0"), ("ref-1.8.22-upgraded", "1.8.22"), ("ref-1.8.22-fresh", "1.10.0"), ("ref-1.8.22-upgraded", "1.10.0"),
-    ("ref-1.10.0-fresh", "1.10.0"), ("ref-1.10.0-upgraded", "1.10.0"),
-])
-def test_reference_upgrade_differs_only_by_rule6_objects(tmp_path, name, target):
-    """Guards the rule 6 xfails above: from archon's own databases rule 6's trigger is the only difference."""
-    ours, theirs = run(tmp_path, name, target)
-    found = differences(ours, theirs)
-    assert found and not _without_rule6(found), compare.report(f"{name} -> {target}", found)
-
-
-@pytest.mark.xfail(strict=True, reason=RULE5 + " (check_attempt_details keeps archon's unseen line)")
 def test_check_attempt_rebuild_keeps_the_line_the_seeds_do_not_show(tmp_path):
     ours, theirs = run(tmp_path, "ref-1.8.20-unseen-line", "1.10.0",
                        unseen_check_attempt_line=scenarios.UNSEEN_CHECK_ATTEMPT_LINE)
-    assert_same_ignoring_rule6(ours, theirs, "1.8.20 with the unseen check_attempt_details line")
+    assert_same(ours, theirs, "1.8.20 with the unseen check_attempt_details line")
 
 
-def assert_same_ignoring_rule6(ours, theirs, title):
-    found = _without_rule6(differences(ours, theirs))
-    assert not found, compare.report(title, found)
-
-
-@pytest.mark.xfail(strict=True, reason=RULE5 + " (approval and revision triggers after the 1.8.21 rebuilds)")
 def test_rebuilds_reinstall_the_release_trigger_text(tmp_path):
     ours, theirs = run(tmp_path, "ref-1.8.21-shape", "1.10.0")
-    assert_same_ignoring_rule6(ours, theirs, "1.8.21-shaped database with older trigger text")
+    assert_same(ours, theirs, "1.8.21-shaped database with older trigger text")
 
 
 def test_rebuilds_from_1821_shape_agree_when_trigger_text_is_archons(tmp_path):
     path = scenarios.ref_1821_shape(tmp_path / "start.db", old_trigger_text=False)
     ours = scenarios.console_upgrade(path, tmp_path / "console.db", "1.10.0")
     theirs = scenarios.archon_upgrade(path, tmp_path / "archon.db", "1.8.20", "1.10.0")
-    assert_same_ignoring_rule6(ours, theirs, "1.8.21-shaped database")
+    assert_same(ours, theirs, "1.8.21-shaped database")
 
 
 # --- the reference itself -----------------------------------------------------------------------
