@@ -1,0 +1,67 @@
+"""Issue 8 in the console: four-eyes confirmation, the rollback refusal, and the real write clock."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from console.screens.approvals import ApprovalsScreen
+from console.screens.reason import ReasonModal
+from console.screens.typed import TypedConfirmModal
+from tests.tui.test_flows import db, ready, select, table, type_text, wait_until
+
+
+def set_authority(path, request_id: str, text: str) -> None:
+    """Archon's identity trigger forbids this UPDATE; lift it for the fixture only."""
+    conn = sqlite3.connect(path)
+    try:
+        name = "preserve_approval_request_identity"
+        sql = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", (name,)).fetchone()[0]
+        conn.execute(f"DROP TRIGGER {name}")
+        conn.execute("UPDATE approval_requests SET authority_json = ? WHERE id = ?", (text, request_id))
+        conn.execute(sql)
+        conn.commit()
+    finally:
+        conn.close()
+
+
+async def test_unknown_requester_asks_for_a_typed_confirmation_naming_the_problem(demo_db, make_app):
+    path = demo_db()
+    set_authority(path, "apr-00000192", '{"requested_by": "bob",}')
+    set_authority(path, "apr-00000195", '{"requested_by": "alice",}')
+    app = make_app(path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        await select(pilot, app, "apr-00000192")
+        assert "approve" not in app.screen.unavailable()
+        await select(pilot, app, "apr-00000195")  # malformed, but it names alice: no approving at all
+        assert "names you" in app.screen.unavailable()["approve"]
+        await pilot.press("a")
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, (ReasonModal, TypedConfirmModal))
+        while table(app).cursor_key != "apr-00000192":
+            await pilot.press("up")
+        await wait_until(pilot, lambda: (app.screen.detail or {}).get("id") == "apr-00000192", what="detail")
+        await pilot.press("a")
+        await wait_until(pilot, lambda: isinstance(app.screen, TypedConfirmModal), what="typed confirmation")
+        modal = app.screen
+        assert "its authority_json is not valid JSON" in modal.summary.plain
+        await type_text(pilot, "yes")
+        await pilot.press("enter", "enter")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, TypedConfirmModal)
+        assert db(path, "SELECT status FROM approval_requests WHERE id='apr-00000192'")[0][0] == "pending"
+        modal.query_one("#typed").value = ""
+        modal.query_one("#typed").focus()
+        await pilot.pause(0.05)
+        await type_text(pilot, "not the requester")
+        await pilot.press("enter")
+        await type_text(pilot, "checked with bob")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: db(path, "SELECT status FROM approval_requests WHERE id='apr-00000192'")[0][0]
+                         == "approved", what="approved")
+    [(actor, reason, metadata)] = db(path, "SELECT actor_reference, reason, metadata_json FROM approval_request_events "
+                                           "WHERE approval_request_id='apr-00000192' ORDER BY sequence DESC LIMIT 1")
+    assert (actor, reason) == ("alice", "checked with bob")
+    assert "not valid JSON" in json.loads(metadata)["requester_unknown_confirmed"]
+    assert db(path, "SELECT status FROM approval_requests WHERE id='apr-00000195'")[0][0] == "pending"
