@@ -65,3 +65,39 @@ async def test_unknown_requester_asks_for_a_typed_confirmation_naming_the_proble
     assert (actor, reason) == ("alice", "checked with bob")
     assert "not valid JSON" in json.loads(metadata)["requester_unknown_confirmed"]
     assert db(path, "SELECT status FROM approval_requests WHERE id='apr-00000195'")[0][0] == "pending"
+
+
+async def test_rollback_dialog_refuses_a_revision_archon_would_replace_before_any_reason(demo_db, make_app):
+    from console.db import execution_profiles as ep
+    from console.screens.profiles import ProfilesScreen
+
+    path = demo_db()
+    profile = {"provider_preference": "host", "eligible_workloads": ["build", "check"],
+               "check_template_policy": {"mode": "agent_template", "agent": "opencode"}}
+    conn = sqlite3.connect(path)
+    number = conn.execute("SELECT MAX(revision) + 1 FROM execution_profile_revisions "
+                          "WHERE project_id = 'prj-atlas-api'").fetchone()[0]
+    rev_id = "prj-atlas-api:execution-profile:no-chat"
+    conn.execute("INSERT INTO execution_profile_revisions (id, project_id, revision, schema_version, fingerprint, "
+                 "profile_json) VALUES (?, 'prj-atlas-api', ?, 3, ?, ?)",
+                 (rev_id, number, ep.fingerprint(profile), ep.serialize(profile)))
+    conn.commit()
+    conn.close()
+    active_before = db(path, "SELECT active_execution_profile_revision_id FROM projects WHERE id='prj-atlas-api'")
+    app = make_app(path, start="projects")
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.navigate("project", "atlas-api")
+        await ready(pilot, app, ProfilesScreen)
+        t = table(app)
+        await wait_until(pilot, lambda: t.cursor_row is not None)
+        while t.cursor_key != rev_id:
+            await pilot.press("down")
+        why = app.screen.unavailable()["activate"]
+        assert why.startswith("archon 1.10.0 would replace it at its next start with a new revision it would create")
+        assert "lacks chat_build" in why
+        assert app.screen.check_action("activate", ()) is not True
+        await pilot.press("A")
+        await pilot.pause(0.3)
+        assert not isinstance(app.screen, ReasonModal)
+        assert "cannot be activated: archon 1.10.0" in str(app.screen.query_one("#detail-head").render())
+    assert db(path, "SELECT active_execution_profile_revision_id FROM projects WHERE id='prj-atlas-api'") == active_before
