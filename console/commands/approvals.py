@@ -212,16 +212,19 @@ def run_show(ctx) -> int:
 def _print_results(ctx, results, *, empty: str | None = None) -> int:
     from console.output import emit_json, say
 
+    note = ctx.write_note
     if ctx.json:
-        emit_json([r.to_json() for r in results])
-    elif not results and empty:
-        say(empty)
+        emit_json([{**r.to_json(), **({"clock_note": note} if note else {})} for r in results])
     else:
+        if not results and empty:
+            say(empty)
         for r in results:
             if r.ok:
                 say(r.message)
             else:
                 say(f"refused: {r.message}", err=True)
+        if note:
+            say(note, err=True)
     return 0 if all(r.ok for r in results) else 1
 
 
@@ -234,7 +237,7 @@ def run_decide(ctx) -> int:
     with ctx.open() as handle:
         try:
             results = decide_many(
-                handle, args.ids, args.decision, actor=ctx.actor, reason=args.reason, now=ctx.clock(),
+                handle, args.ids, args.decision, actor=ctx.actor, reason=args.reason, now=ctx.write_now(),
                 requester_unknown_ok=bool(getattr(args, "requester_unknown_ok", False)),
             )
         except Refusal as exc:
@@ -249,7 +252,7 @@ def run_expire(ctx) -> int:
     from console.services.approvals import expire_overdue
 
     with ctx.open() as handle:
-        results = expire_overdue(handle, actor=ctx.actor, now=ctx.clock())
+        results = expire_overdue(handle, actor=ctx.actor, now=ctx.write_now())
     if not ctx.json and results:
         from console.output import say
 

@@ -424,7 +424,7 @@ class ApprovalsScreen(ConsoleScreen):
     @work(thread=True, group="approvals-write", exit_on_error=False)
     def _run_decision(self, verb: str, ids: list[str], reason: str | None, bulk: bool,
                       requester_unknown_ok: bool = False) -> None:
-        now = self.session.now()
+        now = self.session.write_now()
         if bulk:  # never confirmed in bulk: such requests are refused one by one
             results = self.session.run(decisions.decide_many, ids, verb, actor=self.session.actor,
                                        reason=reason, now=now)
@@ -450,7 +450,7 @@ class ApprovalsScreen(ConsoleScreen):
             else:
                 from console.errors import Refusal
 
-                self.show_error(Refusal(result.message))
+                self.show_error(Refusal(result.message), context=self.session.write_note() or "")
         self.after_write()
 
     # ------------------------------------------------------------ live

@@ -294,7 +294,7 @@ class EnvironmentsScreen(ConsoleScreen):
         after = envs.TARGET_STATE.get(op) or "unchanged; cleanup retried now"
         modal = ConfirmModal(f"Complete {op}", self._summary(f"Complete {op} on",
                              f"The environment moves to {after} and the claim is cleared."), watch_key=e["id"])
-        self._open(modal, lambda reason: self.write(envs.complete, e["id"], self.session.actor, now=self.session.now()))
+        self._open(modal, lambda reason: self.write(envs.complete, e["id"], self.session.actor, now=self.session.write_now()))
 
     def action_release(self) -> None:
         if not self._guard("release"):
@@ -308,7 +308,7 @@ class EnvironmentsScreen(ConsoleScreen):
         else:
             modal = ReasonModal("Release a stale claim", self._summary(f"Release {e.get('claim_holder')}'s stale claim on", body),
                                 required=True, watch_key=e["id"], danger=True)
-        self._open(modal, lambda reason: self.write(envs.release, e["id"], self.session.actor, now=self.session.now(),
+        self._open(modal, lambda reason: self.write(envs.release, e["id"], self.session.actor, now=self.session.write_now(),
                                                       takeover=not mine, reason=reason or None,
                                                       stale_after=envs.default_stale_after()))
 
@@ -322,7 +322,7 @@ class EnvironmentsScreen(ConsoleScreen):
                 "Make sure they are no longer working on it.")
         modal = TypedConfirmModal("Take over a stale claim", self._summary("Take over", body), expected=e["id"],
                                   ask_reason=True, reason_required=True, confirm_label="Take over", watch_key=e["id"])
-        self._open(modal, lambda reason: self.write(envs.claim, e["id"], op, self.session.actor, now=self.session.now(),
+        self._open(modal, lambda reason: self.write(envs.claim, e["id"], op, self.session.actor, now=self.session.write_now(),
                                                       takeover=True, reason=reason,
                                                       stale_after=envs.default_stale_after()))
 

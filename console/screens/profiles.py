@@ -213,7 +213,7 @@ class ProfilesScreen(ConsoleScreen):
         def done(reason: str | None) -> None:
             if reason:
                 self.write(profiles_service.activate, row["id"], self.session.actor,
-                           reason=reason, now=self.session.now())
+                           reason=reason, now=self.session.write_now())
 
         self.app.push_screen(modal, done)
 

@@ -176,7 +176,7 @@ class UpgradeScreen(ConsoleScreen):
         self.post_message(self.Progress(upgrade_service.UpgradeProgress("start", 0, 1, "Starting the upgrade…")))
         try:
             result = upgrade_service.run_upgrade(
-                self.session.db_path, target="current", force=force, now=self.session.now(),
+                self.session.db_path, target="current", force=force, now=self.session.write_now(),
                 progress=lambda event: self.post_message(self.Progress(event)),
                 busy_timeout_ms=self.session.ctx.busy_timeout_ms,
             )

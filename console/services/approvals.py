@@ -20,7 +20,7 @@ import sqlite3
 from datetime import datetime
 from typing import Any, Callable, Sequence, TypeVar
 
-from console.clock import db_time, parse_time, system_clock
+from console.clock import db_time, parse_time, write_clock
 from console.db.connect import ArchonDatabase
 from console.db.tx import BUSY_HINT, write_transaction
 from console.errors import Refusal
@@ -301,7 +301,7 @@ def decide(
         reason, required=decision != "approve", what=f"{'revoking an approval' if decision == 'revoke' else 'a denial'}"
     )
     require_feature(handle, "approvals", what="Deciding approval requests")
-    now = now or system_clock()
+    now = now or write_clock()
     db_key = str(handle.path)
 
     def attempt() -> tuple[ActionResult | None, DecisionRefused | None]:
@@ -443,7 +443,7 @@ def decide_many(
     if handle.read_only:
         with write_transaction(handle.conn, read_only=True):
             pass  # raises the read-only refusal
-    now = now or system_clock()
+    now = now or write_clock()
     results = []
     for request_id in dict.fromkeys(request_ids):
         try:
@@ -498,7 +498,7 @@ def expire_overdue(
     if handle.read_only:
         with write_transaction(handle.conn, read_only=True):
             pass
-    now = now or system_clock()
+    now = now or write_clock()
     db_key = str(handle.path)
     metadata = _json_metadata(initiated_by=actor) if actor else None
     candidates = overdue_ids(handle, now)

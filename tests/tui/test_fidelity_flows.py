@@ -101,3 +101,37 @@ async def test_rollback_dialog_refuses_a_revision_archon_would_replace_before_an
         assert not isinstance(app.screen, ReasonModal)
         assert "cannot be activated: archon 1.10.0" in str(app.screen.query_one("#detail-head").render())
     assert db(path, "SELECT active_execution_profile_revision_id FROM projects WHERE id='prj-atlas-api'") == active_before
+
+
+async def test_frozen_clock_drives_the_screen_but_not_the_write(demo_db, monkeypatch):
+    """The demo database is dated 2025-06-01 (NOW); frozen there, the queue shows apr-00000192 as
+    pending, but by the real clock it expired long ago, so approving it is refused and it is
+    marked expired at the real time, and the dialog says the real clock was used."""
+    import argparse
+    from datetime import datetime, timezone
+
+    from console.app import ArchonConsole
+    from console.cli import Context
+    from console.clock import parse_time, system_clock
+    from console.screens.error import ErrorModal
+    from tests.tui.conftest import NOW_TEXT
+
+    monkeypatch.setenv("ARCHON_CONSOLE_NOW", NOW_TEXT)
+    monkeypatch.setenv("ARCHON_CONSOLE_KEYMAP", "/nonexistent/keymap.toml")
+    path = demo_db()
+    ctx = Context(db_path=path, actor="alice", read_only=False, json=False, busy_timeout_ms=2000,
+                  clock=system_clock, args=argparse.Namespace())  # the real console's clocks
+    app = ArchonConsole(ctx, start=None, poll_seconds=0.2)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        await select(pilot, app, "apr-00000192")
+        assert app.screen.unavailable().get("approve") is None  # as shown at the frozen instant
+        await pilot.press("a")
+        await wait_until(pilot, lambda: isinstance(app.screen, ReasonModal))
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, ErrorModal), what="refusal")
+        assert "this write used the real clock" in app.screen.context
+    status, decision_at, updated_at = db(path, "SELECT status, decision_at, updated_at FROM approval_requests "
+                                               "WHERE id='apr-00000192'")[0]
+    assert status == "expired" and decision_at is None
+    assert abs((parse_time(updated_at) - datetime.now(timezone.utc)).total_seconds()) < 60
