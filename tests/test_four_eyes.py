@@ -28,7 +28,7 @@ BYPASSES = {
     "bidi override": json.dumps({"requested_by": "\u202ealice"}),
     "fullwidth letters": json.dumps({"requested_by": "\uff41\uff4c\uff49\uff43\uff45"}),
     "soft hyphen": json.dumps({"requested_by": "al\u00adice"}),
-    "duplicate key": '{"requested_by": "bob", "requested_by": "alice"}',
+    "duplicate key": '{"requested_by": "alice", "requested_by": "bob"}',  # Python keeps the last
     "two fields": json.dumps({"requested_by": "bob", "requester": "alice"}),
     "look-alike field": json.dumps({"requested_by\u200b": "alice"}),
     "nested": json.dumps({"requested_by": {"name": "alice"}}),
@@ -41,6 +41,11 @@ UNKNOWN = {  # the requester cannot be determined and alice is not named: approv
     "requester not a string": json.dumps({"requested_by": 42}),
     "empty requester": json.dumps({"requested_by": "\u200b "}),
 }
+
+
+def confirmed(flag: bool) -> dict:
+    """The confirmation only when given, so the unconfirmed cases run unchanged on older code."""
+    return {"requester_unknown_ok": True} if flag else {}
 
 
 def make_db(directory: Path, authorities: dict[str, str]) -> Path:
@@ -78,7 +83,7 @@ def test_alice_cannot_approve_her_own_request(db, rid, name, flag):
     before = dump(db)
     with open_database(db) as h:
         with pytest.raises(Refusal) as info:
-            approvals.approve(h, rid, actor="alice", now=NOW, requester_unknown_ok=flag)
+            approvals.approve(h, rid, actor="alice", now=NOW, **confirmed(flag))
         assert info.value.reason.endswith("Nothing was written."), name
         options = approvals.show_request(h, rid, actor="alice", now=NOW)["options"]
     assert dump(db) == before
@@ -171,7 +176,7 @@ def alice_authorities(draw):
     extra = draw(EXTRA)
     body = {**extra, key: alice}
     text = json.dumps(body, ensure_ascii=draw(st.booleans()))
-    shape = draw(st.sampled_from(["plain", "trailing comma", "list", "duplicate", "other field", "nested",
+    shape = draw(st.sampled_from(["plain", "trailing comma", "list", "duplicate", "duplicate after", "other field", "nested",
                                   "unquoted", "truncated"]))
     if shape == "trailing comma":
         text = text[:-1] + ",}"
@@ -179,6 +184,8 @@ def alice_authorities(draw):
         text = "[" + text + "]"
     elif shape == "duplicate":
         text = '{"%s": "bob", ' % key + text[1:]
+    elif shape == "duplicate after":  # Python's json keeps the last value
+        text = text[:-1] + ', "%s": "bob"}' % key
     elif shape == "other field":
         other = "requester" if key == "requested_by" else "requested_by"
         text = json.dumps({other: "bob", **body})
@@ -210,7 +217,7 @@ def test_generated_authorities_never_let_alice_approve_her_own_request(shared, t
     rid = f"mine-{next(counter)}"
     add_request(handle.conn, rid, "p1", expires_at=NOW + timedelta(hours=1), authority=text)
     try:
-        approvals.approve(handle, rid, actor="alice", now=NOW, requester_unknown_ok=flag)
+        approvals.approve(handle, rid, actor="alice", now=NOW, **confirmed(flag))
     except Refusal:
         pass
     status = handle.conn.execute("SELECT status FROM approval_requests WHERE id = ?", (rid,)).fetchone()[0]

@@ -144,7 +144,8 @@ def identify(authority_json: Any) -> Requester:
         value = json.loads(authority_json, object_pairs_hook=keep_pairs)
     except (ValueError, RecursionError):
         return Requester(None, "its authority_json is not valid JSON", _mentions_of_text(authority_json))
-    mentions = frozenset(n for n in (canonical_name(s) for s in _strings(value)) if n)
+    every = _strings(value) + [s for pairs in pairs_seen for pair in pairs for s in _strings(list(pair))]
+    mentions = frozenset(n for n in (canonical_name(s) for s in every) if n)  # repeated keys included
     if not isinstance(value, dict):
         return Requester(None, f"its authority_json is {_kind(value)}, not an object", mentions)
     top = pairs_seen[-1]  # the outermost object is completed last
