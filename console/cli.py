@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from console.clock import Clock, system_clock
+from console.clock import Clock, frozen_write_note, system_clock, write_clock
 from console.errors import EXIT_UNUSABLE, EXIT_USAGE, ConsoleError
 from console.commands.options import finite_number
 from console.db.paths import resolve_db_path
@@ -87,8 +87,16 @@ class Context:
     read_only: bool
     json: bool
     busy_timeout_ms: int
-    clock: Clock
+    clock: Clock  # reading and rendering (may be frozen by $ARCHON_CONSOLE_NOW)
     args: argparse.Namespace
+    write_clock: Clock = write_clock  # every write (console/clock.py `write_clock`: the real clock)
+    write_note: str | None = None  # set by write_now() while $ARCHON_CONSOLE_NOW is set
+
+    def write_now(self):
+        """`now` for a write; remembers whether the frozen clock had to be ignored to say so."""
+        at = self.write_clock()
+        self.write_note = frozen_write_note(at)
+        return at
 
     def open(self, *, read_only: bool | None = None):
         from console.db.connect import open_database
@@ -235,6 +243,8 @@ def _main(argv: list[str]) -> int:
         print(f"archon-console: {exc.reason}", file=sys.stderr)
         if exc.hint:
             print(exc.hint, file=sys.stderr)
+        if ctx.write_note:
+            print(ctx.write_note, file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("archon-console: interrupted; nothing further was written.", file=sys.stderr)

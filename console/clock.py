@@ -1,4 +1,5 @@
-"""Time as archon stores it, and a clock that tests and screenshots can freeze.
+"""Time as archon stores it, a clock that screenshots can freeze for display, and the real
+clock every write uses.
 
 Archon writes `CURRENT_TIMESTAMP` text (`YYYY-MM-DD HH:MM:SS`, UTC) and some values in ISO 8601;
 both must compare as instants, never as raw text.
@@ -15,14 +16,40 @@ Clock = Callable[[], datetime]
 _FROZEN_ENV = "ARCHON_CONSOLE_NOW"
 
 
-def system_clock() -> datetime:
-    """Now in UTC; `$ARCHON_CONSOLE_NOW` freezes it (screenshots, demos)."""
+def frozen_now() -> datetime | None:
+    """The instant `$ARCHON_CONSOLE_NOW` freezes the *displayed* clock at, if it is set and readable."""
     frozen = os.environ.get(_FROZEN_ENV)
-    if frozen:
-        parsed = parse_time(frozen)
-        if parsed is not None:
-            return parsed
+    return parse_time(frozen) if frozen else None
+
+
+def real_clock() -> datetime:
     return datetime.now(timezone.utc).replace(microsecond=0)
+
+
+def system_clock() -> datetime:
+    """Now for reading and rendering; `$ARCHON_CONSOLE_NOW` freezes it (screenshots, demos)."""
+    return frozen_now() or real_clock()
+
+
+def write_clock() -> datetime:
+    """Now for every write: always the real clock.
+
+    The one rule for writes (issue 8, rule 4): `$ARCHON_CONSOLE_NOW` may freeze what is shown, but
+    a decision, an expiry, a claim or an activation stamped with a made-up time would be judged
+    by archon against the real one (a request approved after it expired, live requests expired
+    early). Commands and screens take `now` for a write from `Context.write_now()` /
+    `Session.write_now()`, which call this.
+    """
+    return real_clock()
+
+
+def frozen_write_note(used: datetime) -> str | None:
+    """What a write says while `$ARCHON_CONSOLE_NOW` is set: the real clock was used, not the frozen one."""
+    frozen = frozen_now()
+    if frozen is None:
+        return None
+    return (f"Note: $ARCHON_CONSOLE_NOW ({db_time(frozen)} UTC) freezes only what is shown; this write used "
+            f"the real clock ({db_time(used)} UTC).")
 
 
 def fixed_clock(at: datetime) -> Clock:
@@ -68,9 +95,13 @@ __all__ = [
     "Clock",
     "db_time",
     "fixed_clock",
+    "frozen_now",
+    "frozen_write_note",
     "parse_time",
+    "real_clock",
     "seconds_between",
     "system_clock",
     "timedelta",
     "timezone",
+    "write_clock",
 ]

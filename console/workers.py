@@ -47,7 +47,16 @@ class Session:
         return Path(self.ctx.db_path)
 
     def now(self) -> datetime:
+        """For reading and rendering."""
         return self.ctx.clock()
+
+    def write_now(self) -> datetime:
+        """For a write: the real clock (console/clock.py `write_clock`)."""
+        return self.ctx.write_now()
+
+    def write_note(self) -> str | None:
+        """Set after a write while `$ARCHON_CONSOLE_NOW` is set: the real clock was used."""
+        return getattr(self.ctx, "write_note", None)
 
     def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """`fn(handle, *args, **kwargs)` with the connection to itself."""

@@ -30,3 +30,16 @@ def schema_db(tmp_path):
         return make_schema(tmp_path / name, release, wal=wal)
 
     return factory
+
+
+def pin_real_clock(monkeypatch, at) -> None:
+    """Make the *real* clock read `at` (a datetime or archon timestamp text) for a test.
+
+    `$ARCHON_CONSOLE_NOW` only freezes what is shown; writes use the real clock (console/clock.py
+    `write_clock`). Tests whose fixtures are dated at a fixed instant pin the real clock instead.
+    """
+    from console import clock
+
+    when = clock.parse_time(at)
+    monkeypatch.delenv("ARCHON_CONSOLE_NOW", raising=False)
+    monkeypatch.setattr(clock, "real_clock", lambda: when)

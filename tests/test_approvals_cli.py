@@ -7,12 +7,13 @@ import json
 import pytest
 
 from console.cli import main
+from tests.conftest import pin_real_clock
 from tests.test_approvals_helpers import add_request, connect, dump, events, seeded, status_of
 
 
 @pytest.fixture
 def db(schema_db, monkeypatch, tmp_path):
-    monkeypatch.setenv("ARCHON_CONSOLE_NOW", "2026-11-01 09:30:00")
+    pin_real_clock(monkeypatch, "2026-11-01 09:30:00")
     monkeypatch.delenv("ARCHON_CONSOLE_ACTOR", raising=False)
     return seeded(schema_db, tmp_path=tmp_path)
 

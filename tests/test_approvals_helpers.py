@@ -47,7 +47,7 @@ def add_request(
     expires_at: datetime | str | None = None,
     kind: str = "git_push",
     action: dict | None = None,
-    authority: dict | None = None,
+    authority: dict | str | None = None,
     created_at: datetime | None = None,
     event_type: str = "requested",
 ) -> None:
@@ -64,7 +64,8 @@ def add_request(
         "VALUES (?, ?, ?, ?, 1, ?, ?, 1, ?, ?, ?, ?)",
         (
             request_id, project_id, run_id, kind, action_text,
-            hashlib.sha256(action_text.encode()).hexdigest(), json.dumps(authority),
+            hashlib.sha256(action_text.encode()).hexdigest(),
+            authority if isinstance(authority, str) else json.dumps(authority),
             ts(expires) if isinstance(expires, datetime) else expires, created, created,
         ),
     )

@@ -79,12 +79,13 @@ class ApprovalMachine(RuleBasedStateMachine):
         self.events[rid] += 1
 
     @rule(rid=st.sampled_from(sorted(REQUESTS)), actor=st.sampled_from(ACTORS),
-          decision=st.sampled_from(sorted(DECISIONS)))
-    def decide(self, rid, actor, decision):
+          decision=st.sampled_from(sorted(DECISIONS)), confirm=st.booleans())
+    def decide(self, rid, actor, decision, confirm):
         from_status, to_status = DECISIONS[decision]
         status = self.status[rid]
         try:
-            result = approvals.decide(self.handle, rid, decision, actor=actor, reason="because", now=self.now)
+            result = approvals.decide(self.handle, rid, decision, actor=actor, reason="because", now=self.now,
+                                      requester_unknown_ok=confirm)
         except DecisionRefused as exc:
             result, refused = None, exc
         else:
@@ -99,6 +100,8 @@ class ApprovalMachine(RuleBasedStateMachine):
         elif self.overdue(rid):
             assert refused is not None and refused.state == "expired"
             self.expire_in_model(rid)
+        elif decision == "approve" and REQUESTS[rid][1] is None and not confirm:
+            assert refused is not None and refused.state == status and "--requester-unknown-ok" in refused.hint
         else:
             assert result is not None and result.ok and not result.noop and result.state == to_status
             self.status[rid] = to_status

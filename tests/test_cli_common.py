@@ -9,12 +9,13 @@ import sys
 import pytest
 
 from console.cli import main
+from tests.conftest import pin_real_clock
 from tests.test_approvals_helpers import events, seeded, status_of
 
 
 @pytest.fixture
 def db(schema_db, monkeypatch, tmp_path):
-    monkeypatch.setenv("ARCHON_CONSOLE_NOW", "2026-11-01 09:30:00")
+    pin_real_clock(monkeypatch, "2026-11-01 09:30:00")
     return seeded(schema_db, tmp_path=tmp_path)
 
 
@@ -69,12 +70,25 @@ def test_unknown_command_is_a_usage_error(capsys):
     assert main(["--no-such-option", "projects", "list"]) == 2
 
 
+def live_request(path) -> str:
+    """A request pending by the real clock: a subprocess writes with the real clock (console/clock.py)."""
+    from datetime import datetime, timezone
+
+    from tests.test_approvals_helpers import add_request, connect
+
+    conn = connect(path)
+    add_request(conn, "apr-live", "p1", expires_at=datetime(2099, 1, 1, tzinfo=timezone.utc))
+    conn.close()
+    return "apr-live"
+
+
 def test_cli_commands_do_not_import_textual(db):
+    live = live_request(db)
     script = (
         "import sys\n"
         "from console.cli import main\n"
         f"codes = [main(['approvals', 'list', '--db', {str(db)!r}]), main(['projects', 'list', '--db', {str(db)!r}]),\n"
-        f"         main(['approvals', 'approve', 'apr-1', '--as', 'dave', '--db', {str(db)!r}])]\n"
+        f"         main(['approvals', 'approve', {live!r}, '--as', 'dave', '--db', {str(db)!r}])]\n"
         "assert codes == [0, 0, 0], codes\n"
         "loaded = sorted(m for m in sys.modules if m == 'textual' or m.startswith(('textual.', 'rich')))\n"
         "assert not loaded, loaded\n"
@@ -84,13 +98,15 @@ def test_cli_commands_do_not_import_textual(db):
 
 
 def test_exit_codes_from_a_real_process(db):
+    live = live_request(db)
+
     def code(*argv):
         return subprocess.run([sys.executable, "-m", "console", *argv, "--db", str(db)],
                               capture_output=True, text=True, timeout=60).returncode
 
-    assert code("approvals", "approve", "apr-1", "--as", "dave") == 0
-    assert code("approvals", "approve", "apr-1", "--as", "dave") == 0      # no-op repeat
-    assert code("approvals", "deny", "apr-1", "--as", "erin", "--reason", "x") == 1
-    assert code("approvals", "deny", "apr-1") == 2
+    assert code("approvals", "approve", live, "--as", "dave") == 0
+    assert code("approvals", "approve", live, "--as", "dave") == 0      # no-op repeat
+    assert code("approvals", "deny", live, "--as", "erin", "--reason", "x") == 1
+    assert code("approvals", "deny", live) == 2
     assert subprocess.run([sys.executable, "-m", "console", "approvals", "list", "--db", str(db) + ".missing"],
                           capture_output=True, timeout=60).returncode == 3

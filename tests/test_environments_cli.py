@@ -9,12 +9,13 @@ import sys
 import pytest
 
 from console.cli import main
+from tests.conftest import pin_real_clock
 from tests.test_environments_support import add_env, add_lease, add_project, dump, env_row, raw
 
 
 @pytest.fixture
 def db(schema_db, monkeypatch):
-    monkeypatch.setenv("ARCHON_CONSOLE_NOW", "2026-11-01T09:30:00Z")
+    pin_real_clock(monkeypatch, "2026-11-01T09:30:00Z")
     monkeypatch.delenv("ARCHON_CONSOLE_STALE_MINUTES", raising=False)
     path = schema_db("1.10.0")
     conn = raw(path)
@@ -68,7 +69,7 @@ def test_refusal_is_exit_1_with_one_json_object_and_nothing_written(db, capsys):
 
 def test_takeover_via_cli_with_stale_after_option(db, capsys, monkeypatch):
     cli(capsys, "envs", "claim", "env-ready", "--op", "stop", "--as", "alice", "--db", db)
-    monkeypatch.setenv("ARCHON_CONSOLE_NOW", "2026-11-01T09:35:00Z")
+    pin_real_clock(monkeypatch, "2026-11-01T09:35:00Z")
     code, _, err = cli(capsys, "envs", "claim", "env-ready", "--op", "stop", "--as", "bob", "--db", db,
                        "--takeover", "--reason", "stuck")
     assert code == 1 and "fresh claim" in err
@@ -78,7 +79,7 @@ def test_takeover_via_cli_with_stale_after_option(db, capsys, monkeypatch):
     code, out, _ = cli(capsys, "--db", db, "envs", "list", "--stale", "--stale-after", "4", "--json")
     assert [r["id"] for r in json.loads(out)] == []
     monkeypatch.setenv("ARCHON_CONSOLE_STALE_MINUTES", "0")
-    monkeypatch.setenv("ARCHON_CONSOLE_NOW", "2026-11-01T09:36:00Z")
+    pin_real_clock(monkeypatch, "2026-11-01T09:36:00Z")
     code, out, _ = cli(capsys, "--db", db, "envs", "list", "--stale", "--json")
     assert [r["id"] for r in json.loads(out)] == ["env-ready"]
 

@@ -7,13 +7,14 @@ import json
 import pytest
 
 from console.cli import main
+from tests.conftest import pin_real_clock
 from tests.test_environments_support import add_project, dump, raw
 from tests.test_profiles import DOCKER, add_revision
 
 
 @pytest.fixture
 def db(schema_db, monkeypatch):
-    monkeypatch.setenv("ARCHON_CONSOLE_NOW", "2026-11-01T09:30:00Z")
+    pin_real_clock(monkeypatch, "2026-11-01T09:30:00Z")
     path = schema_db("1.10.0")
     conn = raw(path)
     add_project(conn, "p1")

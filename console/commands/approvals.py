@@ -49,11 +49,16 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
 
     p = commands.add_parser(
         "approve", parents=parents, help="approve pending requests (each in its own transaction)",
-        description="Approve each pending request. The requester may not approve their own request; "
-        "a request past its expiry is marked expired instead. Repeating your own approval is a no-op.",
+        description="Approve each pending request. The requester may not approve their own request (names "
+        "compared after Unicode NFKC with invisible characters removed, ignoring case); when the request's "
+        "authority does not say with certainty who asked for it, approving needs --requester-unknown-ok. "
+        "A request past its expiry is marked expired instead. Repeating your own approval is a no-op.",
     )
     p.add_argument("ids", nargs="+", metavar="ID")
     p.add_argument("--reason", metavar="TEXT", help="optional note (at most 2000 bytes)")
+    p.add_argument("--requester-unknown-ok", action="store_true",
+                   help="approve even when the request's authority does not say with certainty who asked "
+                   "for it (you confirm you are not the requester; recorded with the decision)")
     p.set_defaults(handler=run_decide, decision="approve")
 
     p = commands.add_parser(
@@ -182,6 +187,8 @@ def run_show(ctx) -> int:
     blocked = [f"not {a}: {why}" for a, why in options.items() if why and not why.startswith("it is ")]
     lines.append(f"{'you can'.ljust(width)}  {', '.join(can) if can else 'nothing'}")
     lines.extend(f"{''.ljust(width)}  {one_line(item)}" for item in blocked)
+    for action, problem in (request.get("confirm") or {}).items():
+        lines.append(f"{''.ljust(width)}  {one_line(action)} needs --requester-unknown-ok: {one_line(problem)}")
     say("\n".join(lines))
     say("\naction:\n" + _pretty(request["action"], request["action_json"]))
     say("\nauthority:\n" + _pretty(request["authority"], request["authority_json"]))
@@ -198,16 +205,19 @@ def run_show(ctx) -> int:
 def _print_results(ctx, results, *, empty: str | None = None) -> int:
     from console.output import emit_json, say
 
+    note = ctx.write_note
     if ctx.json:
-        emit_json([r.to_json() for r in results])
-    elif not results and empty:
-        say(empty)
+        emit_json([{**r.to_json(), **({"clock_note": note} if note else {})} for r in results])
     else:
+        if not results and empty:
+            say(empty)
         for r in results:
             if r.ok:
                 say(r.message)
             else:
                 say(f"refused: {r.message}", err=True)
+        if note:
+            say(note, err=True)
     return 0 if all(r.ok for r in results) else 1
 
 
@@ -220,7 +230,8 @@ def run_decide(ctx) -> int:
     with ctx.open() as handle:
         try:
             results = decide_many(
-                handle, args.ids, args.decision, actor=ctx.actor, reason=args.reason, now=ctx.clock()
+                handle, args.ids, args.decision, actor=ctx.actor, reason=args.reason, now=ctx.write_now(),
+                requester_unknown_ok=bool(getattr(args, "requester_unknown_ok", False)),
             )
         except Refusal as exc:
             if not ctx.json:
@@ -234,7 +245,7 @@ def run_expire(ctx) -> int:
     from console.services.approvals import expire_overdue
 
     with ctx.open() as handle:
-        results = expire_overdue(handle, actor=ctx.actor, now=ctx.clock())
+        results = expire_overdue(handle, actor=ctx.actor, now=ctx.write_now())
     if not ctx.json and results:
         from console.output import say
 

@@ -43,12 +43,15 @@ def run_action(ctx, target_id: str, action: Callable[[Any], ActionResult]) -> in
     except Refusal as exc:
         if not ctx.json:
             raise
-        emit_json({"ok": False, "id": target_id, "state": None, "message": exc.reason, "hint": exc.hint})
+        emit_json({"ok": False, "id": target_id, "state": None, "message": exc.reason, "hint": exc.hint,
+                   **({"clock_note": ctx.write_note} if ctx.write_note else {})})
         return exc.exit_code
     if ctx.json:
-        emit_json(result.to_json())
+        emit_json({**result.to_json(), **({"clock_note": ctx.write_note} if ctx.write_note else {})})
     else:
         say(result.message)
+        if ctx.write_note:
+            say(ctx.write_note, err=True)
     return 0 if result.ok else 1
 
 
@@ -159,19 +162,19 @@ def cmd_show(ctx) -> int:
 def cmd_claim(ctx) -> int:
     a = ctx.args
     return run_action(ctx, a.id, lambda h: envs.claim(
-        h, a.id, a.op, ctx.actor, now=ctx.clock(), takeover=a.takeover, reason=a.reason,
+        h, a.id, a.op, ctx.actor, now=ctx.write_now(), takeover=a.takeover, reason=a.reason,
         stale_after=_stale_after(ctx)))
 
 
 def cmd_release(ctx) -> int:
     a = ctx.args
     return run_action(ctx, a.id, lambda h: envs.release(
-        h, a.id, ctx.actor, now=ctx.clock(), takeover=a.takeover, reason=a.reason, stale_after=_stale_after(ctx)))
+        h, a.id, ctx.actor, now=ctx.write_now(), takeover=a.takeover, reason=a.reason, stale_after=_stale_after(ctx)))
 
 
 def cmd_complete(ctx) -> int:
     a = ctx.args
-    return run_action(ctx, a.id, lambda h: envs.complete(h, a.id, ctx.actor, now=ctx.clock()))
+    return run_action(ctx, a.id, lambda h: envs.complete(h, a.id, ctx.actor, now=ctx.write_now()))
 
 
 def register(subparsers, parents) -> None:

@@ -78,7 +78,7 @@ def cmd_diff(ctx) -> int:
 def cmd_activate(ctx) -> int:
     a = ctx.args
     return run_action(ctx, a.revision, lambda h: profiles.activate(
-        h, a.revision, ctx.actor, reason=a.reason, now=ctx.clock()))
+        h, a.revision, ctx.actor, reason=a.reason, now=ctx.write_now()))
 
 
 def register(subparsers, parents) -> None:

@@ -154,7 +154,7 @@ def _upgrade(ctx) -> int:
             force=args.force,
             snapshot_dir=args.snapshot_dir,
             progress=bar,
-            now=ctx.clock(),
+            now=ctx.write_now(),
             busy_timeout_ms=ctx.busy_timeout_ms,
         )
     except service.ProfileEvidenceContradicted as exc:
@@ -209,7 +209,7 @@ def _restore(ctx) -> int:
         args.snapshot,
         yes=args.yes,
         confirm=typed_confirmation if interactive else None,
-        now=ctx.clock(),
+        now=ctx.write_now(),
         busy_timeout_ms=ctx.busy_timeout_ms,
     )
     if ctx.json:

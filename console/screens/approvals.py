@@ -41,6 +41,7 @@ STATUS_STYLE = {
     "cancelled": "dim", "invalidated": "dim", "consumed": "cyan",
 }
 VERB = {"approve": "Approve", "deny": "Deny", "revoke": "Revoke"}
+UNKNOWN_REQUESTER_CONFIRMATION = "not the requester"
 
 
 def _summary(row: dict[str, Any]) -> Text:
@@ -288,7 +289,12 @@ class ApprovalsScreen(ConsoleScreen):
         for action, why in options.items():
             if why:
                 head.append(f"{action:>11} ", style="dim")
-                head.append_text(safe_text(f"not possible: {why}\n", "yellow"))
+                head.append_text(safe_text(f"not possible: {why}", "yellow", one_line=True))
+                head.append("\n")
+        for action, problem in (r.get("confirm") or {}).items():
+            head.append(f"{action:>11} ", style="dim")
+            head.append_text(safe_text(f"needs a typed confirmation: {problem}", "yellow", one_line=True))
+            head.append("\n")
         self.query_one("#detail-head", Static).update(head)
         dark = self.app.current_theme.dark
         self.query_one("#detail-action", JsonView).show(r.get("action_json"), dark=dark)
@@ -390,28 +396,42 @@ class ApprovalsScreen(ConsoleScreen):
                     self._run_decision(verb, ids, reason or None, bulk=True)
         else:
             r = self.detail or {}
-            modal = ReasonModal(f"{VERB[verb]} request", self._what_happens(verb, r), required=required,
-                                confirm_label=VERB[verb], danger=verb != "approve", watch_key=r.get("id"))
+            problem = (r.get("confirm") or {}).get(verb)
+            if problem:  # four-eyes cannot be checked: the approver confirms by typing (four_eyes.py)
+                from console.screens.typed import TypedConfirmModal
+
+                summary = self._what_happens(verb, r)
+                summary.append("\n\n")
+                summary.append_text(safe_text(f"Four-eyes cannot be checked: {problem}.", "bold yellow"))
+                summary.append("\nApprove only if you are not the person who requested it; your confirmation "
+                               "is recorded with the decision.")
+                modal = TypedConfirmModal(f"{VERB[verb]} request", summary, expected=UNKNOWN_REQUESTER_CONFIRMATION,
+                                          ask_reason=True, confirm_label=VERB[verb], watch_key=r.get("id"))
+            else:
+                modal = ReasonModal(f"{VERB[verb]} request", self._what_happens(verb, r), required=required,
+                                    confirm_label=VERB[verb], danger=verb != "approve", watch_key=r.get("id"))
             modal.verb = verb  # type: ignore[attr-defined]
             modal.seen = (r.get("status"), r.get("decision_at"))  # type: ignore[attr-defined]
 
             def done(reason: str | None) -> None:
                 self.modal = None
                 if reason is not None:
-                    self._run_decision(verb, [r["id"]], reason or None, bulk=False)
+                    self._run_decision(verb, [r["id"]], reason or None, bulk=False,
+                                       requester_unknown_ok=bool(problem))
         self.modal = modal
         self.app.push_screen(modal, done)
 
     @work(thread=True, group="approvals-write", exit_on_error=False)
-    def _run_decision(self, verb: str, ids: list[str], reason: str | None, bulk: bool) -> None:
-        now = self.session.now()
-        if bulk:
+    def _run_decision(self, verb: str, ids: list[str], reason: str | None, bulk: bool,
+                      requester_unknown_ok: bool = False) -> None:
+        now = self.session.write_now()
+        if bulk:  # never confirmed in bulk: such requests are refused one by one
             results = self.session.run(decisions.decide_many, ids, verb, actor=self.session.actor,
                                        reason=reason, now=now)
         else:
             try:
                 results = [self.session.run(decisions.decide, ids[0], verb, actor=self.session.actor,
-                                            reason=reason, now=now)]
+                                            reason=reason, now=now, requester_unknown_ok=requester_unknown_ok)]
             except decisions.Refusal as exc:
                 results = [decisions.refusal_result(ids[0], exc)]
         self.post_message(self.Decided(results, bulk, verb))
@@ -430,7 +450,7 @@ class ApprovalsScreen(ConsoleScreen):
             else:
                 from console.errors import Refusal
 
-                self.show_error(Refusal(result.message))
+                self.show_error(Refusal(result.message), context=self.session.write_note() or "")
         self.after_write()
 
     # ------------------------------------------------------------ live

@@ -158,7 +158,7 @@ class ConsoleScreen(Screen):
 
     def on_console_screen_write_done(self, message: "ConsoleScreen.WriteDone") -> None:
         if message.error is not None:
-            self.show_error(message.error)
+            self.show_error(message.error, context=self.session.write_note() or "")
         else:
             self.notify_result(message.result.message)
         self.after_write()
@@ -202,7 +202,10 @@ class ConsoleScreen(Screen):
         self.app.push_screen(ErrorModal(error, context=context))
 
     def notify_result(self, message: str, *, ok: bool = True) -> None:
-        self.notify(clean(message), severity="information" if ok else "error", markup=False)
+        """A write's outcome; says so when `$ARCHON_CONSOLE_NOW` was ignored for it (console/clock.py)."""
+        note = self.session.write_note()
+        self.notify(clean(f"{message} {note}" if note else message), severity="information" if ok else "error",
+                    markup=False)
 
 
 def label(text: str, style: str = "bold") -> Text:

@@ -259,7 +259,7 @@ class EnvironmentsScreen(ConsoleScreen):
         else:
             modal = ConfirmModal(f"Claim {op}", self._summary(f"Claim {op} on", body), watch_key=env_id)
         self._open(modal, lambda reason: self.write(envs.claim, env_id, op, self.session.actor,
-                                                      now=self.session.now(), stale_after=envs.default_stale_after()))
+                                                      now=self.session.write_now(), stale_after=envs.default_stale_after()))
 
     def action_claim_stop(self) -> None:
         self._claim("claim_stop")
@@ -281,7 +281,7 @@ class EnvironmentsScreen(ConsoleScreen):
         body = (f"Completing {envs.completion_effect(op)}. The state stays {e.get('lifecycle_state')} until "
                 "archon acts; the console cannot stop or delete a container itself.")
         modal = ConfirmModal(f"Complete {op}", self._summary(f"Hand {op} to archon for", body), watch_key=e["id"])
-        self._open(modal, lambda reason: self.write(envs.complete, e["id"], self.session.actor, now=self.session.now()))
+        self._open(modal, lambda reason: self.write(envs.complete, e["id"], self.session.actor, now=self.session.write_now()))
 
     def action_release(self) -> None:
         if not self._guard("release"):
@@ -295,7 +295,7 @@ class EnvironmentsScreen(ConsoleScreen):
         else:
             modal = ReasonModal("Release a stale claim", self._summary(f"Release {e.get('claim_holder')}'s stale claim on", body),
                                 required=True, watch_key=e["id"], danger=True)
-        self._open(modal, lambda reason: self.write(envs.release, e["id"], self.session.actor, now=self.session.now(),
+        self._open(modal, lambda reason: self.write(envs.release, e["id"], self.session.actor, now=self.session.write_now(),
                                                       takeover=not mine, reason=reason or None,
                                                       stale_after=envs.default_stale_after()))
 
@@ -309,7 +309,7 @@ class EnvironmentsScreen(ConsoleScreen):
                 "Make sure they are no longer working on it.")
         modal = TypedConfirmModal("Take over a stale claim", self._summary("Take over", body), expected=e["id"],
                                   ask_reason=True, reason_required=True, confirm_label="Take over", watch_key=e["id"])
-        self._open(modal, lambda reason: self.write(envs.claim, e["id"], op, self.session.actor, now=self.session.now(),
+        self._open(modal, lambda reason: self.write(envs.claim, e["id"], op, self.session.actor, now=self.session.write_now(),
                                                       takeover=True, reason=reason,
                                                       stale_after=envs.default_stale_after()))
 

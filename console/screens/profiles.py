@@ -140,6 +140,9 @@ class ProfilesScreen(ConsoleScreen):
             head.append("\n")
         if not r.get("fingerprint_matches"):
             head.append("fingerprint does not match the profile JSON (shown, not fixed)\n", style="yellow")
+        if r.get("activation_refused"):
+            head.append_text(safe_text(f"cannot be activated: {r['activation_refused']}", "yellow"))
+            head.append("\n")
         self.query_one("#detail-head", Static).update(head)
         self.query_one("#detail-json", JsonView).show(r.get("profile_json"), dark=self.app.current_theme.dark)
 
@@ -182,6 +185,8 @@ class ProfilesScreen(ConsoleScreen):
             return {"activate": "this revision is already active"}
         if self.project and self.project.get("deletion_started_at"):
             return {"activate": "the project is being deleted"}
+        if row.get("activation_refused"):  # said before any reason is typed (profile_startup.py)
+            return {"activate": row["activation_refused"]}
         return {}
 
     def action_activate(self) -> None:
@@ -208,7 +213,7 @@ class ProfilesScreen(ConsoleScreen):
         def done(reason: str | None) -> None:
             if reason:
                 self.write(profiles_service.activate, row["id"], self.session.actor,
-                           reason=reason, now=self.session.now())
+                           reason=reason, now=self.session.write_now())
 
         self.app.push_screen(modal, done)
 

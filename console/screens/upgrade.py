@@ -203,7 +203,7 @@ class UpgradeScreen(ConsoleScreen):
         try:
             result = call_isolated(
                 "console.services.upgrade:run_upgrade",
-                self.session.db_path, target="current", force=force, now=self.session.now(),
+                self.session.db_path, target="current", force=force, now=self.session.write_now(),
                 progress=lambda event: self.post_message(self.Progress(event)),
                 busy_timeout_ms=self.session.ctx.busy_timeout_ms,
             )

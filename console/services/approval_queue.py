@@ -29,6 +29,7 @@ from console.db.queries import (
     retreat,
 )
 from console.errors import Refusal, UsageError
+from console.services import four_eyes
 from console.services.base import require_feature
 from console.text import one_line
 
@@ -295,17 +296,29 @@ def load_request(conn: sqlite3.Connection, request_id: str) -> dict[str, Any]:
     return dict(zip([d[0] for d in cur.description], row))
 
 
-def decision_options(request: dict[str, Any], actor: str, now: datetime, *, project_deleting: bool = False) -> dict[str, str | None]:
+class DecisionOptions(dict):
+    """action -> None (can proceed) or why it cannot; `confirm` maps an action that can proceed only
+    after an explicit second confirmation to the problem that confirmation must name."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.confirm: dict[str, str] = {}
+
+
+def decision_options(request: dict[str, Any], actor: str, now: datetime, *, project_deleting: bool = False) -> DecisionOptions:
     """For approve/deny/revoke: None when the action can proceed, else the reason it cannot.
 
     The services re-check all of this inside their transaction; this is for offering actions
-    (the TUI's `check_action`) and explaining in advance.
+    (the TUI's `check_action`) and explaining in advance. Approving when the requester cannot be
+    determined with certainty is possible only with a confirmation (`options.confirm["approve"]`);
+    deny keeps the plain rule (a requester named exactly may not deny either).
     """
     status = request.get("status")
     expires = parse_time(request.get("expires_at"))
     overdue = expires is not None and expires <= now
     requester = requester_of(parse_json_field(request.get("authority_json")))
-    options: dict[str, str | None] = {}
+    verdict = four_eyes.check_approver(request.get("authority_json"), actor)
+    options = DecisionOptions()
     for action, needs in (("approve", "pending"), ("deny", "pending"), ("revoke", "approved")):
         why: str | None = None
         if project_deleting:
@@ -314,9 +327,13 @@ def decision_options(request: dict[str, Any], actor: str, now: datetime, *, proj
             why = f"it is {status}, not {needs}"
         elif overdue:
             why = "overdue (past its expiry); it can only expire"
-        elif action != "revoke" and same_person(requester, actor):
+        elif action == "approve" and verdict.self_approval:
+            why = verdict.self_approval
+        elif action == "deny" and same_person(requester, actor):
             why = "you requested it (four-eyes rule)"
         options[action] = why
+    if options["approve"] is None and verdict.unknown:
+        options.confirm["approve"] = f"its requester cannot be determined with certainty: {verdict.unknown}"
     return options
 
 
@@ -335,15 +352,19 @@ def show_request(handle: ArchonDatabase, request_id: str, *, actor: str | None =
     row["action"] = action
     row["authority"] = authority
     row["requester"] = requester_of(authority)
+    row["requester_problem"] = four_eyes.identify(row.get("authority_json")).problem
     row["action_summary"] = action_summary(row.get("action_kind"), action, row.get("action_json"))
     row["project_deleting"] = bool(project and project["deletion_started_at"])
     row["events"] = events_of(conn, row["project_id"], row["id"])
     if actor is not None:
-        row["options"] = decision_options(row, actor, now, project_deleting=row["project_deleting"])
+        options = decision_options(row, actor, now, project_deleting=row["project_deleting"])
+        row["options"] = dict(options)
+        row["confirm"] = dict(options.confirm)
     return row
 
 
 __all__ = [
+    "DecisionOptions",
     "Filters",
     "KINDS",
     "OPEN_STATUSES",

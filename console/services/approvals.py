@@ -20,7 +20,7 @@ import sqlite3
 from datetime import datetime
 from typing import Any, Callable, Sequence, TypeVar
 
-from console.clock import db_time, parse_time, system_clock
+from console.clock import db_time, parse_time, write_clock
 from console.db.connect import ArchonDatabase
 from console.db.tx import BUSY_HINT, write_transaction
 from console.errors import Refusal
@@ -43,6 +43,7 @@ from console.services.approval_queue import (  # noqa: F401  (re-exported API)
     same_person,
     show_request,
 )
+from console.services import four_eyes
 from console.services.base import (
     ActionResult,
     new_event_id,
@@ -281,8 +282,13 @@ def decide(
     actor: str,
     reason: str | None = None,
     now: datetime | None = None,
+    requester_unknown_ok: bool = False,
 ) -> ActionResult:
     """Approve, deny or revoke one request in its own transaction.
+
+    `requester_unknown_ok` is the approver's explicit confirmation that they are not the requester
+    when `authority_json` does not say who that is with certainty (four_eyes.py); without it such
+    an approval is refused.
 
     Returns an ActionResult (ok, or a no-op repeat); raises `DecisionRefused`/`Refusal` when a rule
     says no. After an expiry-at-decision the expiry is committed before the refusal is raised.
@@ -295,7 +301,7 @@ def decide(
         reason, required=decision != "approve", what=f"{'revoking an approval' if decision == 'revoke' else 'a denial'}"
     )
     require_feature(handle, "approvals", what="Deciding approval requests")
-    now = now or system_clock()
+    now = now or write_clock()
     db_key = str(handle.path)
 
     def attempt() -> tuple[ActionResult | None, DecisionRefused | None]:
@@ -334,7 +340,18 @@ def decide(
                     article = "an" if from_status[0] in "aeiou" else "a"
                     message = message.rstrip(".") + f"; only {article} {from_status} request can be {PAST_TENSE[decision]}."
                 raise DecisionRefused(request["id"], status, message, hint)
-            if decision != "revoke":
+            unknown_requester: str | None = None
+            if decision == "approve":
+                verdict = four_eyes.check_approver(request.get("authority_json"), actor)
+                if verdict.self_approval:
+                    said = (f"was requested by {one_line(verdict.requester)}; the requester may not approve it "
+                            "(four-eyes rule)" if verdict.requester is not None
+                            else f"cannot be approved by you: {verdict.self_approval}")
+                    raise DecisionRefused(
+                        request["id"], status, f"{rid} {said}. Nothing was written.", "Ask another approver.",
+                    )
+                unknown_requester = verdict.unknown
+            elif decision == "deny":  # deny keeps the plain rule: an exactly named requester may not deny
                 requester = requester_of(parse_json_field(request.get("authority_json")))
                 if same_person(requester, actor):
                     raise DecisionRefused(
@@ -355,12 +372,24 @@ def decide(
                     f"{PAST_TENSE[decision]}; it has now been marked expired.",
                     "A new request is needed if the action should still happen.",
                 )
+            if unknown_requester and not requester_unknown_ok:
+                raise DecisionRefused(
+                    request["id"], status,
+                    f"{rid}'s requester cannot be determined with certainty ({unknown_requester}), so the "
+                    "four-eyes rule cannot be checked. Nothing was written.",
+                    "If you are sure you did not request it, confirm that explicitly: pass "
+                    "--requester-unknown-ok (in the console, approve it on its own and type the confirmation).",
+                )
             _transition(
                 conn, db_key, request, to_status,
                 actor_classification="human", actor_reference=actor, reason=reason, now=now,
+                metadata_json=_json_metadata(requester_unknown_confirmed=unknown_requester)
+                if unknown_requester else None,
             )
             done = {
-                "approve": f"{rid} approved.",
+                "approve": f"{rid} approved." + (
+                    f" Its requester could not be determined ({unknown_requester}); you confirmed you are "
+                    "not the requester, and that is recorded with the decision." if unknown_requester else ""),
                 "deny": f"{rid} denied.",
                 "revoke": f"{rid}'s approval was revoked (now invalidated).",
             }[decision]
@@ -373,8 +402,10 @@ def decide(
     return result
 
 
-def approve(handle: ArchonDatabase, request_id: str, *, actor: str, reason: str | None = None, now: datetime | None = None) -> ActionResult:
-    return decide(handle, request_id, "approve", actor=actor, reason=reason, now=now)
+def approve(handle: ArchonDatabase, request_id: str, *, actor: str, reason: str | None = None,
+            now: datetime | None = None, requester_unknown_ok: bool = False) -> ActionResult:
+    return decide(handle, request_id, "approve", actor=actor, reason=reason, now=now,
+                  requester_unknown_ok=requester_unknown_ok)
 
 
 def deny(handle: ArchonDatabase, request_id: str, *, actor: str, reason: str | None, now: datetime | None = None) -> ActionResult:
@@ -399,6 +430,7 @@ def decide_many(
     actor: str,
     reason: str | None = None,
     now: datetime | None = None,
+    requester_unknown_ok: bool = False,
 ) -> list[ActionResult]:
     """Each id in its own transaction; one result per id, in the order given (repeats once).
 
@@ -411,11 +443,12 @@ def decide_many(
     if handle.read_only:
         with write_transaction(handle.conn, read_only=True):
             pass  # raises the read-only refusal
-    now = now or system_clock()
+    now = now or write_clock()
     results = []
     for request_id in dict.fromkeys(request_ids):
         try:
-            results.append(decide(handle, request_id, decision, actor=actor, reason=reason, now=now))
+            results.append(decide(handle, request_id, decision, actor=actor, reason=reason, now=now,
+                                  requester_unknown_ok=requester_unknown_ok))
         except Refusal as exc:
             results.append(refusal_result(request_id, exc))
     return results
@@ -465,7 +498,7 @@ def expire_overdue(
     if handle.read_only:
         with write_transaction(handle.conn, read_only=True):
             pass
-    now = now or system_clock()
+    now = now or write_clock()
     db_key = str(handle.path)
     metadata = _json_metadata(initiated_by=actor) if actor else None
     candidates = overdue_ids(handle, now)

@@ -27,6 +27,7 @@ from console.db import execution_profiles
 from console.db.connect import ArchonDatabase
 from console.db.tx import write_transaction
 from console.errors import Refusal
+from console.services import profile_startup
 from console.services.base import ActionResult, validate_actor, validate_reason
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -114,6 +115,9 @@ def list_revisions(handle: ArchonDatabase, project_id: str) -> list[dict[str, An
         row["activated_at"] = [
             e["created_at"] for e in audit if e["event_type"] == "revision_activated" and e["profile_revision_id"] == row["id"]
         ]
+        undone = None if row["active"] else profile_startup.replacement(conn, handle.shape.release, row, project)
+        row["archon_replaces_with"] = undone.revision_id if undone else None
+        row["activation_refused"] = f"{undone.sentence()}" if undone else None
         row["created_event_at"] = next(
             (e["created_at"] for e in audit if e["event_type"] == "revision_created" and e["profile_revision_id"] == row["id"]),
             None,
@@ -168,8 +172,9 @@ def activate(
 ) -> ActionResult:
     """Make `revision_id` its project's active revision (a rollback), with its audit event.
 
-    One transaction: re-read the revision and project, refuse a project being deleted or a
-    revision without a valid provider, then one UPDATE of the pointer and the provider projection
+    One transaction: re-read the revision and project, refuse a project being deleted, a
+    revision without a valid provider, or one archon's next start would replace (issue 8 rule 3,
+    profile_startup.py: archon's backfills would silently undo the rollback), then one UPDATE of the pointer and the provider projection
     (compare-and-set on the old pointer) and one `revision_activated` event naming the previous
     revision. Activating the revision that is already active is a no-op.
     """
@@ -197,6 +202,13 @@ def activate(
             raise Refusal(
                 f"{revision_id} has provider_preference {provider!r}, which archon cannot project onto the "
                 f"project's build provider ({' or '.join(PROVIDERS)}); it cannot be activated. Nothing was written."
+            )
+        undone = profile_startup.replacement(conn, handle.shape.release, revision, project)
+        if undone is not None:
+            raise Refusal(
+                f"{revision_id} cannot be activated: {undone.sentence()}. Nothing was written.",
+                None if undone.exists and not undone.failure else
+                "Make the profile you want in archon itself (its settings), then activate that revision.",
             )
         changed = conn.execute(
             "UPDATE projects SET active_execution_profile_revision_id = ?, build_execution_provider = ? "

@@ -41,7 +41,8 @@ def make_ctx(path: Path, *, actor: str = "alice", read_only: bool = False):
     from console.cli import Context
 
     return Context(db_path=path, actor=actor, read_only=read_only, json=False, busy_timeout_ms=2000,
-                   clock=fixed_clock(NOW), args=argparse.Namespace())
+                   clock=fixed_clock(NOW), args=argparse.Namespace(),
+                   write_clock=fixed_clock(NOW))  # the demo database is dated at NOW; no env is involved
 
 
 @pytest.fixture

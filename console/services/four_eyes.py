@@ -1,0 +1,194 @@
+"""Who asked for an approval request, and whether the approver is that person (four-eyes, fail closed).
+
+Archon stores the requester inside `authority_json`, whose contents the console only infers
+(DOMAIN.md Q11: a string under `requested_by` or `requester`). A self-approval must be refused
+however that text is dressed up, so the rule fails closed:
+
+- Names are compared after Unicode NFKC, with invisible characters (format characters such as
+  zero-width spaces, soft hyphens and bidi controls; control characters; fillers and variation
+  selectors) removed, runs of whitespace collapsed, and case folded. Archon stores names as it
+  was given them; "Alice" and "alice" are one person to an operator, so the comparison ignores
+  case (folding can only refuse more, never less).
+- When the requester cannot be determined with certainty (no authority, not JSON, not an object,
+  no requester field, a requester that is not a string or is empty, two requester fields or
+  duplicated keys naming different people, a field name dressed with invisible characters),
+  approving needs an explicit second confirmation that names the problem; and if the unreadable
+  authority mentions the approver anywhere, approving is refused outright.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any
+
+REQUESTER_KEYS = ("requested_by", "requester")
+
+# Default-ignorable code points outside the format (Cf) and control (Cc) categories.
+_INVISIBLE_EXTRA = frozenset(
+    [0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, 0x3164, 0xFFA0]
+    + list(range(0xFE00, 0xFE10))
+    + list(range(0xE0100, 0xE01F0))
+)
+_INVISIBLE_CATEGORIES = frozenset({"Cf", "Cc", "Cs", "Co", "Cn"})
+_STRING_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_TOKEN_SPLIT = re.compile(r"[\s{}\[\],:;=\"'`()<>]+")
+
+
+def _invisible(ch: str) -> bool:
+    return ord(ch) in _INVISIBLE_EXTRA or unicodedata.category(ch) in _INVISIBLE_CATEGORIES
+
+
+def canonical_name(text: str) -> str:
+    """The form two names are compared in: NFKC, invisibles removed, whitespace collapsed, casefolded."""
+    text = unicodedata.normalize("NFKC", text)
+    text = "".join(ch for ch in text if not _invisible(ch))
+    text = " ".join(text.split())
+    return unicodedata.normalize("NFKC", text.casefold())
+
+
+def same_name(a: str | None, b: str | None) -> bool:
+    if not isinstance(a, str) or not isinstance(b, str):
+        return False
+    a, b = canonical_name(a), canonical_name(b)
+    return bool(a) and a == b
+
+
+@dataclass(frozen=True)
+class Requester:
+    """`name` as stored when it is certain; otherwise `problem` says why it is not, and
+    `mentions` holds every name-like string the authority contains (canonical forms)."""
+
+    name: str | None
+    problem: str | None = None
+    mentions: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def certain(self) -> bool:
+        return self.problem is None
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (_strings(k) + _strings(v))]
+    if isinstance(value, (list, tuple)):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
+_SIMPLE_ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def _unescape(text: str) -> str:
+    """JSON escapes decoded wherever they stand, even in a string that never closes."""
+    def one(match: re.Match[str]) -> str:
+        code = match.group(1)
+        if code.startswith("u") and len(code) == 5:
+            return chr(int(code[1:], 16))
+        return _SIMPLE_ESCAPES.get(code, code)
+
+    return _ESCAPE.sub(one, text)
+
+
+def _mentions_of_text(text: str) -> frozenset[str]:
+    """Every string literal (decoded) and every bare token in text that is not valid JSON."""
+    found: set[str] = set()
+    for literal in _STRING_LITERAL.findall(text):
+        try:
+            decoded = json.loads(literal)
+        except ValueError:
+            decoded = literal[1:-1]
+        found.add(canonical_name(decoded))
+    canonical = canonical_name(_unescape(text))
+    found.update(token for token in _TOKEN_SPLIT.split(canonical) if token)
+    return frozenset(n for n in found if n)
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "a JSON array"
+    if value is None:
+        return "JSON null"
+    if isinstance(value, bool):
+        return "a JSON boolean"
+    if isinstance(value, (int, float)):
+        return "a JSON number"
+    if isinstance(value, str):
+        return "a JSON string"
+    return "not a JSON object"
+
+
+def identify(authority_json: Any) -> Requester:
+    """The requester `authority_json` names, or why it cannot be said with certainty."""
+    if authority_json is None:
+        return Requester(None, "the request has no authority_json")
+    if isinstance(authority_json, (bytes, bytearray)):
+        try:
+            authority_json = bytes(authority_json).decode("utf-8")
+        except UnicodeDecodeError:
+            return Requester(None, "its authority_json is not UTF-8 text")
+    if not isinstance(authority_json, str):
+        return Requester(None, "its authority_json is not text", frozenset({canonical_name(str(authority_json))}))
+    pairs_seen: list[list[tuple[str, Any]]] = []
+
+    def keep_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        pairs_seen.append(pairs)
+        return dict(pairs)
+
+    try:
+        value = json.loads(authority_json, object_pairs_hook=keep_pairs)
+    except (ValueError, RecursionError):
+        return Requester(None, "its authority_json is not valid JSON", _mentions_of_text(authority_json))
+    every = _strings(value) + [s for pairs in pairs_seen for pair in pairs for s in _strings(list(pair))]
+    mentions = frozenset(n for n in (canonical_name(s) for s in every) if n)  # repeated keys included
+    if not isinstance(value, dict):
+        return Requester(None, f"its authority_json is {_kind(value)}, not an object", mentions)
+    top = pairs_seen[-1]  # the outermost object is completed last
+    candidates = [(k, v) for k, v in top if canonical_name(k) in REQUESTER_KEYS]
+    if not candidates:
+        return Requester(None, "its authority_json names no requester (no requested_by or requester field)", mentions)
+    for key, raw in candidates:
+        if key not in REQUESTER_KEYS:
+            return Requester(None, f"its requester field {key!r} is spelled with invisible or look-alike characters",
+                             mentions)
+        if not isinstance(raw, str):
+            return Requester(None, f"its {key} is {_kind(raw)}, not a name", mentions)
+    names = {canonical_name(v) for _, v in candidates}
+    if len(candidates) > len({k for k, _ in candidates}) and len(names) > 1:
+        return Requester(None, "its authority_json repeats a requester field with different names", mentions)
+    if len(names) > 1:
+        return Requester(None, "its requested_by and requester fields name different people", mentions)
+    if names == {""}:
+        return Requester(None, "its requester name is empty (or only invisible characters)", mentions)
+    return Requester(candidates[0][1], None, mentions)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """`self_approval`: refuse outright. `unknown`: the problem an explicit confirmation must accept."""
+
+    self_approval: str | None = None
+    unknown: str | None = None
+    requester: str | None = None  # as stored, when certain
+
+
+def check_approver(authority_json: Any, actor: str) -> Verdict:
+    requester = identify(authority_json)
+    if requester.certain:
+        if same_name(requester.name, actor):
+            return Verdict(self_approval="you requested it (four-eyes rule)", requester=requester.name)
+        return Verdict(requester=requester.name)
+    if canonical_name(actor) in requester.mentions:
+        return Verdict(self_approval=(
+            f"its requester cannot be determined with certainty ({requester.problem}) and its authority "
+            "names you (four-eyes rule)"
+        ))
+    return Verdict(unknown=requester.problem)
+
+
+__all__ = ["REQUESTER_KEYS", "Requester", "Verdict", "canonical_name", "check_approver", "identify", "same_name"]
