@@ -23,7 +23,6 @@ from tests import upgrade_helpers as uh
 from tests.reference import builder, compare
 
 RULE2 = "issue 8 rule 2: envs complete writes lifecycle_state ({}) instead of handing off to archon"
-RULE3 = "issue 8 rule 3: profiles activate accepts a revision archon 1.10.0 replaces at its next start"
 STALE = "2024-03-01 10:00:00"
 LIVE = "2099-01-01 00:00:00"
 
@@ -161,10 +160,8 @@ WRITES = {
     "activate schema-2 revision": _activate("proj-2:old-schema-2"),
     "activate revision lacking chat_build": _activate("proj-2:without-chat-build"),
 }
-XFAIL = {
-    "activate schema-2 revision": RULE3,
-    "activate revision lacking chat_build": RULE3,
-}
+# Rule 3: the console refuses what archon's next start would undo, so these write nothing.
+REFUSED = {"activate schema-2 revision", "activate revision lacking chat_build"}
 
 
 def _snapshot(path: Path) -> dict:
@@ -188,11 +185,16 @@ def _changes(before: dict, after: dict) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=XFAIL[n])) if n in XFAIL else n for n in WRITES
-])
+@pytest.mark.parametrize("name", list(WRITES))
 def test_archon_next_start_keeps_what_the_console_wrote(db, name):
     before_write = _snapshot(db)
+    if name in REFUSED:
+        from console.errors import Refusal
+
+        with pytest.raises(Refusal, match="would replace it at its next start|would fail"):
+            write(db, WRITES[name])
+        assert _snapshot(db) == before_write, f"{name} was refused but wrote"
+        return
     write(db, WRITES[name])
     written = _snapshot(db)
     assert written != before_write, f"{name} wrote nothing"
@@ -248,14 +250,11 @@ def test_now_is_real_clock():
     assert abs((_now() - datetime.now(timezone.utc)).total_seconds()) < timedelta(seconds=5).total_seconds()
 
 
-RULE10 = "issue 8 rule 10: four-eyes must fail closed when the requester cannot be determined with certainty"
-
-
 @pytest.mark.parametrize("request_id, authority", [
     pytest.param("apr-0", "well-formed"),
-    pytest.param("apr-4", "malformed JSON", marks=pytest.mark.xfail(strict=True, reason=RULE10)),
-    pytest.param("apr-5", "name with a zero-width space", marks=pytest.mark.xfail(strict=True, reason=RULE10)),
-    pytest.param("apr-6", "a list", marks=pytest.mark.xfail(strict=True, reason=RULE10)),
+    pytest.param("apr-4", "malformed JSON"),
+    pytest.param("apr-5", "name with a zero-width space"),
+    pytest.param("apr-6", "a list"),
 ])
 def test_requester_cannot_approve_own_request(db, request_id, authority):
     with open_database(db) as handle:
