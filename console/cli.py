@@ -231,6 +231,7 @@ def _main(argv: list[str]) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
+    ctx: Context | None = None
     try:
         ctx = make_context(args)
         handler = getattr(args, "handler", None)
@@ -243,7 +244,7 @@ def _main(argv: list[str]) -> int:
         print(f"archon-console: {exc.reason}", file=sys.stderr)
         if exc.hint:
             print(exc.hint, file=sys.stderr)
-        if ctx.write_note:
+        if ctx is not None and ctx.write_note:
             print(ctx.write_note, file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
