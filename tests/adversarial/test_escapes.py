@@ -13,12 +13,13 @@ import json
 import shutil
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from console.cli import main
 from console.output import SafeStream
 from tests.adversarial.hostile import HOSTILE, poison
+from tests.adversarial.tui import open_screen
 from widgets.safe_text import clean, is_clean
 
 READ_COMMANDS = [
@@ -138,12 +139,7 @@ async def test_no_screen_shows_a_control_character(poisoned, tmp_path, make_app,
         await pilot.press("w")  # why greyed: reasons quote who decided
         await _assert_screen_clean(pilot, app, "approvals why", seen)
         for command in ("envs", "projects", "project prj-atlas-api", "doctor", "upgrade"):
-            await pilot.press("escape")
-            await pilot.press(":")
-            await pilot.pause(0.1)
-            for ch in command:
-                await pilot.press("space" if ch == " " else ch)
-            await pilot.press("enter")
+            await open_screen(pilot, command)
             await _assert_screen_clean(pilot, app, command, seen)
             for key in ("down", "down", "down"):
                 await pilot.press(key)

@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 
 from console.clock import db_time, system_clock
+from tests.adversarial.tui import open_screen
+from tests.tui.test_flows import wait_until
 
 pytestmark = pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs Linux /proc/locks")
 
@@ -73,29 +75,6 @@ def make_live_app(path: Path, monkeypatch, tmp_path: Path):
     return ArchonConsole(ctx, start="approvals", poll_seconds=0.2)
 
 
-async def wait_for(pilot, predicate, what: str, timeout: float = 20.0):
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        await pilot.pause(0.05)
-        try:
-            if predicate():
-                return
-        except Exception:  # noqa: BLE001 - not there yet
-            pass
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-async def open_screen(pilot, command: str):
-    await pilot.press("escape")
-    await pilot.press(":")
-    await pilot.pause(0.1)
-    for ch in command:
-        await pilot.press("space" if ch == " " else ch)
-    await pilot.press("enter")
-
-
 async def test_every_screen_keeps_the_connections_locks(tmp_path, monkeypatch):
     from console.screens.doctor import DoctorScreen
     from console.screens.upgrade import UpgradeScreen
@@ -108,12 +87,12 @@ async def test_every_screen_keeps_the_connections_locks(tmp_path, monkeypatch):
         before = locks_held(pid, *files(path))
         assert before, "a WAL connection holds its WAL-index lock while open"
         await open_screen(pilot, "doctor")
-        await wait_for(pilot, lambda: isinstance(app.screen, DoctorScreen) and app.screen.report is not None,
-                       "the doctor report")
+        await wait_until(pilot, lambda: isinstance(app.screen, DoctorScreen) and app.screen.report is not None,
+                       what="the doctor report", timeout=20)
         assert set(before) <= set(locks_held(pid, *files(path))), "doctor dropped the connection's locks"
         await open_screen(pilot, "upgrade")
-        await wait_for(pilot, lambda: isinstance(app.screen, UpgradeScreen) and app.screen.plan is not None,
-                       "the upgrade plan")
+        await wait_until(pilot, lambda: isinstance(app.screen, UpgradeScreen) and app.screen.plan is not None,
+                       what="the upgrade plan", timeout=20)
         assert set(before) <= set(locks_held(pid, *files(path))), "upgrade planning dropped the connection's locks"
         for command in ("envs", "projects", "approvals", "help"):
             await open_screen(pilot, command)
@@ -148,8 +127,8 @@ async def test_an_approval_after_doctor_reaches_the_file_when_archon_restarts(tm
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(0.5)
         await open_screen(pilot, "doctor")
-        await wait_for(pilot, lambda: isinstance(app.screen, DoctorScreen) and app.screen.report is not None,
-                       "the doctor report")
+        await wait_until(pilot, lambda: isinstance(app.screen, DoctorScreen) and app.screen.report is not None,
+                       what="the doctor report", timeout=20)
         for _ in range(2):  # archon stops, starts, stops
             subprocess.run([sys.executable, "-c", ARCHON, str(path)], check=True, timeout=30)
         assert Path(f"{path}-wal").exists(), "archon deleted the WAL under the console's live connection"
