@@ -43,7 +43,7 @@ EXTRA_VOCABULARY = frozenset({
     "execution-profile", "sha256", "settings",
     # run kinds and workloads; the agents archon runs (product names, not people)
     "build", "service", "check", "check_batch", "environment_validation", "chat_build", "review",
-    "opencode", "claude-code", "codex", "gemini", "aider", "agent_template", "project_commands",
+    "opencode", "claude-code", "codex", "gemini", "aider", "agent_template", "project_commands", "post_build",
 })
 
 # JSON object keys archon (or the console) writes; any other key is replaced like a value.
@@ -162,21 +162,27 @@ class Redactor:
             self._by_value[value] = f"{category}-{self._next[category]}"
         return self._by_value[value]
 
-    def originals(self) -> list[str]:
-        """What was replaced (for tests of this process only; never written to a bundle)."""
-        return list(self._by_value)
+    def mapping(self) -> dict[str, str]:
+        """Original -> placeholder, for tests in this process; never written to a bundle."""
+        return dict(self._by_value)
 
     def column(self, table: str, column: str, value: Any) -> Any:
         """The value a redacted bundle shows for one cell."""
         if not self.enabled or value is None or isinstance(value, (int, float)):
             return value
         if isinstance(value, bytes):
-            self.fields[f"{table}.{column}"] += 1
+            self.fields[self._field(table, column)] += 1
             return self.placeholder(value.hex(), "blob")
         out = self._text(column, str(value), column == "id" or column.endswith("_id") or column in ID_COLUMNS)
         if out != value:
-            self.fields[f"{table}.{column}"] += 1
+            self.fields[self._field(table, column)] += 1
         return out
+
+    def _field(self, table: str, column: str) -> str:
+        """`table.column` for the manifest; a table that is not archon's is named by placeholders."""
+        if archon_object(table):
+            return f"{table}.{column}"
+        return f"{self.name(table, 'table')}.{self.placeholder(column, 'column')}"
 
     def name(self, name: str, category: str) -> str:
         """A schema object's name: archon's own are kept, any other is replaced."""
