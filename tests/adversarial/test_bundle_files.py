@@ -15,7 +15,6 @@ import zipfile
 import pytest
 
 from console.cli import main
-from console.services.bundle import _write_zip
 from console.errors import UsageError
 
 ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
@@ -163,6 +162,8 @@ def test_unwritable_directory_is_one_sentence(tmp_path, demo_copy, capsys, reque
 
 def test_output_appearing_while_writing_is_not_replaced(tmp_path):
     """Between the check and the final link another process plants a symlink: the link fails, no clobber."""
+    from console.services.bundle import _write_zip
+
     out = tmp_path / "b.zip"
     victim = tmp_path / "victim"
     victim.write_bytes(b"precious")
