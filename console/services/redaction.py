@@ -72,8 +72,12 @@ ID_COLUMNS = frozenset({"id", "actor_reference", "target_key", "actor", "request
                         "external_id", "claim_id", "previous_claim_id", "run_id", "profile_revision"})
 
 _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?(?:Z|[+-]\d{2}:?\d{2})?")
-_NUMBER = re.compile(r"[-+]?v?\d+(?:\.\d+)*")
-_HEX = re.compile(r"(?=[0-9a-f]*\d)[0-9a-f]{8,}")  # digests and random ids (at least one digit)
+# Short numbers and versions only: a long digit string can be a phone or account number, and four
+# dotted groups an IPv4 address.
+_NUMBER = re.compile(r"[-+]?\d{1,9}(?:\.\d+)?|v?\d{1,4}\.\d{1,4}\.\d{1,6}")
+# Digests and random ids: hex with at least one digit and one letter (a long run of digits alone
+# could be a phone or account number).
+_HEX = re.compile(r"(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
 _DIGEST = re.compile(r"sha(?:1|256|512):[0-9a-f]{8,}")
 _TAIL = re.compile(r"(?=[0-9a-f]*\d)[0-9a-f]+")  # one group of a generated id's number
@@ -137,14 +141,20 @@ def _generated_id(part: str, words: frozenset[str]) -> bool:
         re.fullmatch(r"[0-9a-f]+", p) for p in rest)
 
 
-def kept(text: str) -> bool:
-    """Whether a database string is on the allow-list (shown as it is in a redacted bundle)."""
+@lru_cache(maxsize=65536)
+def kept(text: str, *, ids: bool = False) -> bool:
+    """Whether a database string is on the allow-list (shown as it is in a redacted bundle).
+
+    Generated-id shapes count only where `ids` says the column holds ids: `alice-2` in an actor
+    column is a person, `apr-00000042` in an id column is a row."""
     if text == "":
         return True
     words = vocabulary()
     if text in words:
         return True
-    return any(p.fullmatch(text) for p in (_TIMESTAMP, _NUMBER, _HEX, _UUID, _DIGEST)) or _generated_id(text, words)
+    if any(p.fullmatch(text) for p in (_TIMESTAMP, _NUMBER, _HEX, _UUID, _DIGEST)):
+        return True
+    return ids and _generated_id(text, words)
 
 
 class Redactor:
@@ -191,7 +201,7 @@ class Redactor:
         return self.placeholder(name, category)
 
     def _text(self, column: str, text: str, is_id: bool) -> str:
-        if kept(text):
+        if kept(text, ids=is_id and CATEGORY.get(column) not in ("actor", "claim")):
             return text
         if text[:1] in "{[":
             try:
@@ -204,7 +214,7 @@ class Redactor:
                                   separators=(", ", ": ") if spaced else (",", ":"))
         category = CATEGORY.get(column, "id" if is_id else "value")
         if is_id and ":" in text:
-            return ":".join(self._text(column, part, False) if part else part for part in text.split(":"))
+            return ":".join(self._text(column, part, True) if part else part for part in text.split(":"))
         return self.placeholder(text, category)
 
     def _json(self, value: Any, key: str) -> Any:
