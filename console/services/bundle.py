@@ -10,7 +10,8 @@ the console's own sentences around redacted values, and ids, evidence and ledger
 other because they all come from the same copy. A finding the copy cannot reproduce exactly (same
 id, severity and count) keeps its title, why and what-to-do, and says its details are withheld.
 The file and integrity findings come from the original run: they hold sizes, page numbers and
-SQLite's own words about schema objects, no row values. The schema is archon's DDL: archon's own
+SQLite's own words about schema objects, no row values (integrity's are withheld when the schema has
+objects that are not archon's, whose names SQLite would quote). The schema is archon's DDL: archon's own
 objects are shown as they are (their names and CHECK lists are archon's vocabulary); any other
 object's definition is withheld and its name replaced.
 
@@ -154,8 +155,11 @@ def _evidence(conn, report: Report) -> list[dict[str, Any]]:
 
 
 def redacted_report(report: Report, copy: sqlite3.Connection, redactor: Redactor, *, now: datetime,
-                    stale_after: timedelta = DEFAULT_STALE_AFTER) -> Report:
-    """The report doctor gives on the redacted copy, finding for finding the original's."""
+                    stale_after: timedelta = DEFAULT_STALE_AFTER, foreign_objects: bool = False) -> Report:
+    """The report doctor gives on the redacted copy, finding for finding the original's.
+
+    `foreign_objects`: the schema has objects that are not archon's, whose names SQLite's integrity
+    messages could quote; those messages are then withheld too."""
     from console.db.connect import ArchonDatabase
 
     names = [c for c in report.checks_run if c not in FILE_CHECKS]
@@ -167,7 +171,7 @@ def redacted_report(report: Report, copy: sqlite3.Connection, redactor: Redactor
     findings = []
     for finding in report.findings:
         match = again.get(finding.id)
-        if finding.check in FILE_CHECKS:
+        if finding.check == "file" or (finding.check in FILE_CHECKS and not foreign_objects):
             findings.append(finding)
         elif match and (match.severity, match.count, len(match.rows)) == (
                 finding.severity, finding.count, len(finding.rows)):
@@ -216,7 +220,9 @@ def bundle_members(report: Report, source: str | Path, redactor: Redactor, *, no
         counts = _row_counts(conn, redactor)
         if redactor.enabled:
             copy = redacted_copy(conn, redactor)
-            shown = redacted_report(report, copy, redactor, now=now, stale_after=stale_after)
+            foreign = any(not archon_object(name) for (name,) in conn.execute("SELECT name FROM sqlite_master"))
+            shown = redacted_report(report, copy, redactor, now=now, stale_after=stale_after,
+                                    foreign_objects=foreign)
         else:
             shown = report
         data = copy if copy is not None else conn

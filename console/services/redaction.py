@@ -274,13 +274,7 @@ def redacted_copy(conn: sqlite3.Connection, redactor: Redactor) -> sqlite3.Conne
         except sqlite3.DatabaseError:
             continue  # a virtual table whose module this SQLite lacks
         try:
-            cur = conn.execute(f'SELECT * FROM "{name}"')
-            columns = [d[0] for d in cur.description]
-            marks = ", ".join("?" * len(columns))
-            quoted = ", ".join(f'"{c}"' for c in columns)
-            for row in cur:
-                copy.execute(f'INSERT INTO "{name}" ({quoted}) VALUES ({marks})',
-                             [redactor.column(name, c, v) for c, v in zip(columns, row)])
+            _copy_rows(conn, copy, name, redactor)
         except sqlite3.DatabaseError:
             continue
     for kind, name, _tbl, sql in objects:
@@ -295,5 +289,20 @@ def redacted_copy(conn: sqlite3.Connection, redactor: Redactor) -> sqlite3.Conne
     copy.row_factory = sqlite3.Row
     return copy
 
+
+def _copy_rows(conn: sqlite3.Connection, copy: sqlite3.Connection, table: str, redactor: Redactor) -> None:
+    """Rows keep their rowids (doctor's foreign-key findings name them); WITHOUT ROWID tables have none."""
+    try:
+        cur = conn.execute(f'SELECT rowid AS "{ROWID}", * FROM "{table}"')
+    except sqlite3.OperationalError:
+        cur = conn.execute(f'SELECT * FROM "{table}"')
+    columns = [d[0] for d in cur.description]
+    targets = ", ".join("rowid" if c == ROWID else f'"{c}"' for c in columns)
+    insert = f'INSERT INTO "{table}" ({targets}) VALUES ({", ".join("?" * len(columns))})'
+    for row in cur:
+        copy.execute(insert, [v if c == ROWID else redactor.column(table, c, v) for c, v in zip(columns, row)])
+
+
+ROWID = "__archon_console_rowid"
 
 __all__ = ["Redactor", "archon_object", "kept", "redacted_copy", "vocabulary"]

@@ -166,3 +166,17 @@ def test_other_objects_and_keys_are_replaced_and_archons_kept(tmp_path):
     assert b"'pending'" in files["schema.sql"]
     counts = json.loads(files["row_counts.json"])
     assert counts["approval_requests"] >= 2 and any(k.startswith("table-") and v == 1 for k, v in counts.items())
+
+
+@pytest.mark.parametrize("finding_id", sorted(damage.ANOMALIES))
+def test_every_kind_of_damage_is_reported_alike_when_redacted(tmp_path, finding_id):
+    """Each anomaly doctor knows gives the same finding on the redacted copy, with the same words."""
+    db = damage.damaged(tmp_path / "archon.db", finding_id)
+    report = run_doctor(db, now=damage.NOW)
+    plain = bundle_members(report, db, Redactor(False), now=damage.NOW)
+    redactor = Redactor(True)
+    redacted = bundle_members(report, db, redactor, now=damage.NOW)
+    back = {placeholder: original for original, placeholder in redactor.mapping().items()}
+    restored = PLACEHOLDER.sub(lambda m: back[m.group(0)], redacted["report.txt"])
+    assert restored == plain["report.txt"]
+    assert finding_id in redacted["report.txt"] and "withheld" not in redacted["report.txt"]
