@@ -7,6 +7,9 @@ Exit codes: 0 no errors; 1 errors (with `--strict`, warnings too); 3 the console
 database (not SQLite, truncated, schema unreadable, not archon, or an upgrade ledger from a newer
 or different console) -- the report is still printed in those cases whenever SQLite could read the
 file; a file that is not SQLite at all gets one sentence (and `{"usable": false, ...}` with --json).
+`--bundle`: an output path that exists or lies in the database's directory is refused before doctor
+runs (exit 2); a bundle that cannot be written (full disk, unwritable directory) leaves nothing
+behind and ends in one sentence (exit 3).
 """
 
 from __future__ import annotations
@@ -23,17 +26,23 @@ def cmd_doctor(ctx) -> int:
 
     args = ctx.args
     path = Path(args.path).expanduser() if args.path else ctx.db_path
-    if args.redact and not args.bundle:
+    if args.redact and args.bundle is None:
         raise UsageError("--redact only applies to --bundle OUT.zip.")
     if args.list_checks:
         for name in CHECKS:
             print(name)
         return 0
+    bundle = None
+    if args.bundle is not None:
+        from console.services.bundle import check_output
+
+        bundle = check_output(args.bundle, path)  # before the report, not after it
     now = ctx.clock()
+    stale = stale_after(args)
     try:
         report = run_doctor(
             path, checks=args.check or None, full=args.full, now=now,
-            stale_after=stale_after(args),
+            stale_after=stale,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -47,10 +56,10 @@ def cmd_doctor(ctx) -> int:
         emit_json(report.to_json(strict=args.strict))
     else:
         print(report.to_text(strict=args.strict))
-    if args.bundle:
+    if bundle is not None:
         from console.services.bundle import write_bundle
 
-        result = write_bundle(report, args.bundle, source=path, redact=args.redact, now=now)
+        result = write_bundle(report, bundle, source=path, redact=args.redact, now=now, stale_after=stale)
         note = "redacted" if result.redacted else "NOT redacted: it contains names, paths and payloads"
         say(f"Support bundle written to {result.path} ({note}).", err=ctx.json)
     return report.exit_code(strict=args.strict)

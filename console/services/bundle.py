@@ -4,120 +4,55 @@ Members: README.txt (says plainly whether the bundle is redacted), MANIFEST.json
 report.json, schema.sql, row_counts.json, ledger.json and evidence.json (the rows the findings
 point at, with the events of those requests and environments).
 
-`redact=True` replaces every value that can identify a person, a machine or a payload by a
-placeholder (`actor-1`, `path-2`, `value-3`, ...). The same original always maps to the same
-placeholder within one bundle, so "the same person approved both" stays visible; different
-bundles number independently. What is kept: ids, statuses, kinds, timestamps, counts, sequence
-numbers and fingerprints (needed to follow the report). The manifest counts what was replaced per
-field, never the originals. As a last guard every replaced original is searched for in every text
-member and replaced there too (the report names a claim or a path at most by accident).
+A redacted bundle (`redact=True`) is built from a redacted in-memory copy of the database (see
+`console/services/redaction.py`): doctor runs again on that copy, so report.txt and report.json are
+the console's own sentences around redacted values, and ids, evidence and ledger agree with each
+other because they all come from the same copy. A finding the copy cannot reproduce exactly (same
+id, severity and count) keeps its title, why and what-to-do, and says its details are withheld.
+The file and integrity findings come from the original run: they hold sizes, page numbers and
+SQLite's own words about schema objects, no row values (integrity's are withheld when the schema has
+objects that are not archon's, whose names SQLite would quote). The schema is archon's DDL: archon's own
+objects are shown as they are (their names and CHECK lists are archon's vocabulary); any other
+object's definition is withheld and its name replaced.
+
+The file is written under a random name made with `mkstemp` in the target directory (O_EXCL: a
+planted symlink or a leftover is never followed or reused), then linked to the requested name,
+which fails rather than replace anything there. Any failure removes that file and says so in one
+sentence (exit 3); nothing is left to block the next attempt.
 """
 
 from __future__ import annotations
 
+import errno
 import json
-import re
+import os
 import sqlite3
+import tempfile
 import zipfile
-from collections import Counter
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import console
 from console.clock import db_time
 from console.db.readonly import open_read_only
-from console.errors import Refusal
-from console.services.doctor import Report
+from console.errors import EXIT_UNUSABLE, ConsoleError, UsageError
+from console.services.doctor import DEFAULT_STALE_AFTER, Finding, Report, run_doctor
+from console.services.redaction import Redactor, archon_object, redacted_copy
 from console.text import json_text
 from widgets.safe_text import clean
 
 EVIDENCE_PER_FINDING = 20
 EVENTS_PER_ROW = 50
-
-# Columns whose values are structure, not content: kept as they are.
-SAFE_COLUMNS = {
-    "id", "status", "from_status", "to_status", "from_state", "to_state", "sequence", "event_type", "action_kind",
-    "actor_classification", "relationship", "lifecycle_state", "provider_kind", "operation_kind",
-    "target_kind", "workspace_mode", "build_execution_provider", "purpose", "outcome", "revision",
-    "environment_revision", "cleanup_attempts", "schema_version", "position", "safety", "checksum",
-    "target_release", "tool_version", "migration_set", "kind", "active_target_kind",
-    "output_retention_state", "exit_code", "spec_aware_code_review_enabled",
-    "execution_profile_selection_reason", "provider_version",
-}
-SAFE_SUFFIXES = ("_id", "_at", "_status", "_version", "fingerprint", "_sha256", "_count", "_attempts")
-# ...except these, which carry names (claim ids are `console:<actor>@<host>:...`).
-SENSITIVE_COLUMNS = {
-    "actor_reference", "operation_claim_id", "cleanup_claim_id", "deletion_claim_id", "external_id",
-    "reason", "repo_path", "target_workspace_path", "name", "snapshot_path", "failure_message",
-}
-CATEGORY = {
-    "actor_reference": "actor", "operation_claim_id": "claim", "cleanup_claim_id": "claim",
-    "deletion_claim_id": "claim", "repo_path": "path", "target_workspace_path": "path",
-    "snapshot_path": "path", "reason": "text", "failure_message": "text", "name": "name",
-}
+# Checks whose findings come from the original run in a redacted bundle (they describe the file).
+FILE_CHECKS = ("file", "integrity")
 
 
-class Redactor:
-    """Stable placeholders for one bundle; remembers only counts for the manifest."""
+class BundleNotWritten(ConsoleError):
+    """The bundle file could not be written (full disk, unwritable directory): exit 3."""
 
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self._by_value: dict[str, str] = {}
-        self._next: Counter[str] = Counter()
-        self.fields: Counter[str] = Counter()
-
-    def placeholder(self, value: str, category: str) -> str:
-        if value not in self._by_value:
-            self._next[category] += 1
-            self._by_value[value] = f"{category}-{self._next[category]}"
-        return self._by_value[value]
-
-    def column(self, table: str, column: str, value: Any) -> Any:
-        if not self.enabled or value is None:
-            return value
-        if column not in SENSITIVE_COLUMNS and (
-            column in SAFE_COLUMNS or column.endswith(SAFE_SUFFIXES)
-        ):
-            return value
-        self.fields[f"{table}.{column}"] += 1
-        if column.endswith("_json") and isinstance(value, str):
-            try:
-                parsed = json.loads(value)
-            except ValueError:
-                return self.placeholder(value, "value")
-            return json.dumps(self._json(parsed), ensure_ascii=False, sort_keys=True)
-        if isinstance(value, bytes):
-            return self.placeholder(value.hex(), "blob")
-        return self.placeholder(str(value), CATEGORY.get(column, "value"))
-
-    def _json(self, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: self._json(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self._json(v) for v in value]
-        if value is None or isinstance(value, bool):
-            return value
-        return self.placeholder(str(value), "value")
-
-    def scrub(self, text: str) -> str:
-        """Replace any remaining original (4+ characters) inside free text, longest first."""
-        if not self.enabled or not self._by_value:
-            return text
-        originals = sorted((v for v in self._by_value if len(v) >= 4), key=len, reverse=True)
-        if not originals:
-            return text
-        # Whole tokens only, so a value like "host" does not eat into "hostname".
-        pattern = re.compile(r"(?<![\w])(?:" + "|".join(re.escape(v) for v in originals) + r")(?![\w])")
-        return pattern.sub(lambda m: self._by_value[m.group(0)], text)
-
-    def manifest(self) -> dict[str, Any]:
-        return {
-            "redacted": self.enabled,
-            "fields": dict(sorted(self.fields.items())),
-            "placeholders": dict(sorted(self._next.items())),
-        }
+    exit_code = EXIT_UNUSABLE
 
 
 @dataclass
@@ -128,48 +63,75 @@ class BundleResult:
     manifest: dict[str, Any] = field(default_factory=dict)
 
 
+def check_output(out: str | os.PathLike[str], source: str | os.PathLike[str]) -> Path:
+    """Refuse an unusable output path before doctor runs (so a refusal never follows a whole report)."""
+    if not str(out):
+        raise UsageError("--bundle needs a file name (OUT.zip).")
+    path = Path(os.path.abspath(Path(out).expanduser()))
+    if os.path.lexists(path):
+        raise UsageError(f"{path} already exists; a bundle never overwrites a file, so choose a new name.")
+    try:
+        beside = path.parent.resolve() == Path(source).expanduser().resolve().parent
+    except (OSError, RuntimeError):
+        beside = False
+    if beside:
+        raise UsageError("Write the bundle outside the database's directory (nothing is written beside it).")
+    existing = path.parent
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise BundleNotWritten(f"Cannot write the bundle: {existing} is not a directory.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise BundleNotWritten(f"Cannot write the bundle into {existing} (not writable); choose a directory you can "
+                               "write to.")
+    return path
+
+
 def _tables(conn) -> list[str]:
     return [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
 
 
-def _schema_sql(conn) -> str:
+def _schema_sql(conn, redactor: Redactor) -> str:
     parts = []
     for kind, name, sql in conn.execute(
         "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL "
         "ORDER BY CASE type WHEN 'table' THEN 0 WHEN 'index' THEN 1 WHEN 'trigger' THEN 2 ELSE 3 END, name"
     ):
-        parts.append(f"-- {kind} {name}\n{sql};\n")
+        if redactor.enabled and not archon_object(name):
+            parts.append(f"-- {kind} {redactor.name(name, kind)}: not one of archon's objects; "
+                         "its definition is withheld in a redacted bundle\n")
+        else:
+            parts.append(f"-- {kind} {name}\n{sql};\n")
     return "\n".join(parts)
 
 
-def _row_counts(conn) -> dict[str, Any]:
+def _row_counts(conn, redactor: Redactor) -> dict[str, Any]:
     counts: dict[str, Any] = {}
     for table in _tables(conn):
         try:
-            counts[table] = conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+            count: Any = conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
         except sqlite3.DatabaseError as exc:
-            counts[table] = f"unreadable: {exc}"
+            count = f"unreadable: {exc}"
+        counts[redactor.name(table, "table")] = count
     return counts
 
 
-def _dump(conn, table: str, where: str, params, redactor: Redactor, limit: int) -> list[dict[str, Any]]:
+def _dump(conn, table: str, where: str, params, limit: int) -> list[dict[str, Any]]:
     try:
         cur = conn.execute(f'SELECT * FROM "{table}" WHERE {where} LIMIT {int(limit)}', params)
     except sqlite3.DatabaseError:
         return []
     names = [d[0] for d in cur.description]
-    return [{n: redactor.column(table, n, v) for n, v in zip(names, row)} for row in cur.fetchall()]
+    return [dict(zip(names, row)) for row in cur.fetchall()]
 
 
-def _ledger(conn, redactor: Redactor) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _ledger(conn) -> dict[str, Any]:
     tables = set(_tables(conn))
-    for table in ("_sqlite_migrations", "_archon_console_ledger"):
-        out[table] = _dump(conn, table, "1", (), redactor, 10_000) if table in tables else None
-    return out
+    return {table: _dump(conn, table, "1", (), 10_000) if table in tables else None
+            for table in ("_sqlite_migrations", "_archon_console_ledger")}
 
 
-def _evidence(conn, report: Report, redactor: Redactor) -> list[dict[str, Any]]:
+def _evidence(conn, report: Report) -> list[dict[str, Any]]:
     tables = set(_tables(conn))
     evidence = []
     for finding in report.findings:
@@ -179,27 +141,64 @@ def _evidence(conn, report: Report, redactor: Redactor) -> list[dict[str, Any]]:
             if table not in tables:
                 continue
             item: dict[str, Any] = {"table": table, "id": key,
-                                    "row": (_dump(conn, table, "id = ?", (key,), redactor, 1) or [None])[0]}
+                                    "row": (_dump(conn, table, "id = ?", (key,), 1) or [None])[0]}
             if table == "approval_requests" and "approval_request_events" in tables:
                 item["events"] = _dump(conn, "approval_request_events", "approval_request_id = ? ORDER BY sequence",
-                                       (key,), redactor, EVENTS_PER_ROW)
+                                       (key,), EVENTS_PER_ROW)
             if table == "execution_environments" and "execution_environment_events" in tables:
                 item["events"] = _dump(conn, "execution_environment_events", "environment_id = ? ORDER BY sequence",
-                                       (key,), redactor, EVENTS_PER_ROW)
+                                       (key,), EVENTS_PER_ROW)
             rows.append(item)
         if rows:
             evidence.append({"finding": finding.id, "rows": rows})
     return evidence
 
 
+def redacted_report(report: Report, copy: sqlite3.Connection, redactor: Redactor, *, now: datetime,
+                    stale_after: timedelta = DEFAULT_STALE_AFTER, foreign_objects: bool = False) -> Report:
+    """The report doctor gives on the redacted copy, finding for finding the original's.
+
+    `foreign_objects`: the schema has objects that are not archon's, whose names SQLite's integrity
+    messages could quote; those messages are then withheld too."""
+    from console.db.connect import ArchonDatabase
+
+    names = [c for c in report.checks_run if c not in FILE_CHECKS]
+    again: dict[str, Finding] = {}
+    if names:
+        target = ArchonDatabase(path=Path("database"), conn=copy, read_only=True)
+        rerun = run_doctor(target, checks=names, full=report.mode == "full", now=now, stale_after=stale_after)
+        again = {f.id: f for f in rerun.findings}
+    findings = []
+    for finding in report.findings:
+        match = again.get(finding.id)
+        if finding.check == "file" or (finding.check in FILE_CHECKS and not foreign_objects):
+            findings.append(finding)
+        elif match and (match.severity, match.count, len(match.rows)) == (
+                finding.severity, finding.count, len(finding.rows)):
+            findings.append(replace(match, check=finding.check))
+        else:
+            findings.append(replace(
+                finding,
+                found=f"{finding.count} item(s); the details are withheld in this redacted bundle "
+                "(they could not be rebuilt from the redacted data).",
+                rows=[{"table": redactor.name(r["table"], "table"),
+                       "id": redactor.column(r["table"], "id", r["id"])} for r in finding.rows],
+            ))
+    return replace(report, path=redactor.placeholder(str(report.path), "path"), findings=findings)
+
+
 README_REDACTED = """archon-console support bundle (REDACTED)
 
-Actor references, claim ids, repository and workspace paths, project names, reasons, failure
-messages and every value inside JSON payloads (action, authority, placement, profile, metadata)
-have been replaced by placeholders such as actor-1, path-2, value-3. The same original always has
-the same placeholder within this bundle. Kept as they are: ids, statuses, kinds, timestamps,
-counts, sequence numbers, fingerprints and the schema. MANIFEST.json lists which fields were
-replaced and how often; it never contains the originals.
+Every value and every JSON key taken from the database has been replaced by a placeholder such as
+actor-1, path-2, id-3, key-4, value-5, unless it is one of archon's own words (statuses, lifecycle
+states, operation and action kinds, event types, safety classes, migration names), a number, a
+version, a timestamp, or a generated id or hash (apr-00000042, env-0001, a hex digest). Ids that
+embed a name are replaced part by part, the same way everywhere in this bundle (prj-x:execution-
+profile:2 becomes id-1:execution-profile:2 wherever it appears). The same original always has the
+same placeholder within this bundle; the mapping is not in it. report.txt and report.json are the
+doctor report produced on the redacted data, so their wording is the console's own. schema.sql
+shows archon's own tables, indexes and triggers; any other object's definition is withheld.
+MANIFEST.json lists which fields were replaced and how often; it never contains the originals.
 """
 
 README_PLAIN = """archon-console support bundle -- NOT REDACTED
@@ -211,48 +210,38 @@ database's path. Share it only with people allowed to see that data, or make a n
 """
 
 
-def write_bundle(
-    report: Report,
-    out: str | Path,
-    *,
-    source: str | Path | None = None,
-    redact: bool = False,
-    now: datetime,
-) -> BundleResult:
-    """Write the zip at `out` (never overwrites). `source` defaults to the report's database."""
-    out = Path(out).expanduser()
-    if out.exists():
-        raise Refusal(f"{out} already exists; a bundle never overwrites a file.")
-    source = Path(source or report.path)
-    if out.resolve().parent == source.resolve().parent:
-        raise Refusal("Write the bundle outside the database's directory (nothing is written beside it).")
-    redactor = Redactor(redact)
-    conn, cleanup, _how = open_read_only(source)
+def bundle_members(report: Report, source: str | Path, redactor: Redactor, *, now: datetime,
+                   stale_after: timedelta = DEFAULT_STALE_AFTER) -> dict[str, str]:
+    """Every member's text (MANIFEST.json last); all text passes through the one sanitiser."""
+    conn, cleanup, _how = open_read_only(Path(source))
+    copy = None
     try:
-        schema = _schema_sql(conn)
-        counts = _row_counts(conn)
-        ledger = _ledger(conn, redactor)
-        evidence = _evidence(conn, report, redactor)
+        schema = _schema_sql(conn, redactor)
+        counts = _row_counts(conn, redactor)
+        if redactor.enabled:
+            copy = redacted_copy(conn, redactor)
+            foreign = any(not archon_object(name) for (name,) in conn.execute("SELECT name FROM sqlite_master"))
+            shown = redacted_report(report, copy, redactor, now=now, stale_after=stale_after,
+                                    foreign_objects=foreign)
+        else:
+            shown = report
+        data = copy if copy is not None else conn
+        ledger = _ledger(data)
+        evidence = _evidence(data, shown)
     finally:
+        if copy is not None:
+            copy.close()
         conn.close()
         cleanup()
-    report_json = report.to_json()
-    report_text = report.to_text()
-    if redact:
-        shown_path = redactor.placeholder(str(report.path), "path")
-        report_json["path"] = shown_path
-        report_text = report_text.replace(str(report.path), shown_path)
     members: dict[str, str] = {
-        "README.txt": README_REDACTED if redact else README_PLAIN,
-        "report.txt": clean(report_text) + "\n",
-        "report.json": json_text(report_json),
+        "README.txt": README_REDACTED if redactor.enabled else README_PLAIN,
+        "report.txt": clean(shown.to_text()) + "\n",
+        "report.json": json_text(shown.to_json()),
         "schema.sql": clean(schema),
-        "row_counts.json": json.dumps(counts, indent=2),
+        "row_counts.json": json_text(counts),
         "ledger.json": json_text(ledger),
         "evidence.json": json_text(evidence),
     }
-    if redact:
-        members = {name: redactor.scrub(text) for name, text in members.items()}
     manifest = {
         "tool": "archon-console",
         "version": getattr(console, "__version__", "?"),
@@ -261,14 +250,72 @@ def write_bundle(
         "members": sorted([*members, "MANIFEST.json"]),
         "report_counts": report.counts(),
     }
-    members["MANIFEST.json"] = json.dumps(manifest, indent=2)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_name(out.name + ".partial")
-    with zipfile.ZipFile(partial, "x", compression=zipfile.ZIP_DEFLATED) as archive:
-        for name in ["README.txt", "MANIFEST.json", *[m for m in members if m not in ("README.txt", "MANIFEST.json")]]:
-            archive.writestr(name, members[name])
-    partial.rename(out)
-    return BundleResult(out, redact, list(members), manifest)
+    members["MANIFEST.json"] = json_text(manifest)
+    return members
 
 
-__all__ = ["BundleResult", "Redactor", "write_bundle"]
+def write_bundle(
+    report: Report,
+    out: str | Path,
+    *,
+    source: str | Path | None = None,
+    redact: bool = False,
+    now: datetime,
+    stale_after: timedelta = DEFAULT_STALE_AFTER,
+) -> BundleResult:
+    """Write the zip at `out` (never overwrites). `source` defaults to the report's database."""
+    source = Path(source or report.path)
+    out = check_output(out, source)
+    redactor = Redactor(redact)
+    members = bundle_members(report, source, redactor, now=now, stale_after=stale_after)
+    order = ["README.txt", "MANIFEST.json", *[m for m in members if m not in ("README.txt", "MANIFEST.json")]]
+    _write_zip(out, [(name, members[name]) for name in order])
+    return BundleResult(out, redact, list(members), json.loads(members["MANIFEST.json"]))
+
+
+def _write_zip(out: Path, members: list[tuple[str, str]]) -> None:
+    """Exclusively create a private file beside `out`, fill it, then link it to `out` (no clobber)."""
+    temp: str | None = None
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
+        with os.fdopen(fd, "wb") as handle:
+            with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+                for name, text in members:
+                    archive.writestr(name, text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        _publish(temp, out)
+        temp = None
+    except FileExistsError:
+        raise UsageError(f"{out} already exists; a bundle never overwrites a file, so choose a new name.") from None
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            reason = "the disk is full"
+        raise BundleNotWritten(f"The bundle could not be written to {out} ({reason}); nothing was left behind, "
+                               "so free some space or choose another directory and run the command again.") from None
+    finally:
+        if temp is not None:
+            try:
+                os.unlink(temp)
+            except OSError:
+                pass
+
+
+def _publish(temp: str, out: Path) -> None:
+    """A hard link fails if anything (a file, a symlink) has appeared at `out`; rename would replace it."""
+    try:
+        os.link(temp, out, follow_symlinks=False)
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+            raise
+        if os.path.lexists(out):  # a file system without hard links: check, then rename
+            raise FileExistsError(errno.EEXIST, "exists", str(out)) from None
+        os.rename(temp, out)
+        return
+    os.unlink(temp)
+
+
+__all__ = ["BundleNotWritten", "BundleResult", "Redactor", "bundle_members", "check_output", "redacted_report",
+           "write_bundle"]
