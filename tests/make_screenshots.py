@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import tempfile
 from pathlib import Path
 from unittest import mock
 
 from tests.tui.conftest import NOW_TEXT, make_ctx
-from tests.tui.scenes import SCENES, settle
+from tests.tui.scenes import ISOLATION_PATCHES, SCENES, call_in_process, settle
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"
 SIZES = ((80, 24), (120, 40))
@@ -39,8 +40,11 @@ def main() -> int:
     os.environ["ARCHON_CONSOLE_KEYMAP"] = "/nonexistent/keymap.toml"
     from console.demo import generate
 
-    with tempfile.TemporaryDirectory() as tmp, \
-            mock.patch("console.db.snapshot.free_bytes", lambda path: 42 * 1024**3):
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
+        stack.enter_context(mock.patch("console.db.snapshot.free_bytes", lambda path: 42 * 1024**3))
+        for target in ISOLATION_PATCHES:
+            stack.enter_context(mock.patch(target, call_in_process))
         masters = {}
         for scene in SCENES:
             for size in SIZES:

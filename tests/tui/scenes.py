@@ -91,3 +91,20 @@ async def settle(pilot, app, scene: Scene, timeout: float = 10.0) -> None:
     for widget in app.screen.query("Input"):
         widget.cursor_blink = False
     await pilot.pause(0.05)
+
+
+def call_in_process(function: str, /, *args, progress=None, progress_kwarg: str = "progress", **kwargs):
+    """`console.isolation.call_isolated` without the child process, for pictures only.
+
+    Screenshots patch the free disk space so they do not depend on the machine; a child process
+    would not see the patch. Nothing here holds the locks the child process protects.
+    """
+    import importlib
+
+    module, _, name = function.partition(":")
+    if progress is not None:
+        kwargs[progress_kwarg] = progress
+    return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+
+ISOLATION_PATCHES = ("console.isolation.call_isolated", "console.screens.upgrade.call_isolated")
