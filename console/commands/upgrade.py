@@ -179,7 +179,9 @@ def _upgrade(ctx) -> int:
         return 0
     say(result.message)
     if result.snapshot_path:
-        say(f"Snapshot: {result.snapshot_path}")
+        say(f"Snapshot: {result.snapshot_path}"
+            + (" (kept from the interrupted run: SHA-256 verified, no second copy written)"
+               if result.snapshot_reused else ""))
         say(f"SHA-256:  {result.snapshot_sha256}")
         say("To undo: archon-console restore " + result.snapshot_path)
     return 0

@@ -58,6 +58,7 @@ from console.db.connect import (
 )
 from console.db.detect import Shape, detect_shape
 from console.db.snapshot_manifest import manifest_path, manifests_with_hash, read_manifest
+from console.db.snapshot_reuse import reusable_snapshot
 from console.db.migrations.base import Migration
 from console.db.migrations.preflight import find_blockers, refusal_text
 from console.db.migrations.registry import CURRENT_RELEASE, MIGRATIONS, RELEASES, migrations_through
@@ -138,6 +139,7 @@ class UpgradeResult:
     snapshot_path: str | None = None
     snapshot_sha256: str | None = None
     release_after: str | None = None
+    snapshot_reused: bool = False  # the interrupted run's snapshot was kept (console/db/snapshot_reuse.py)
 
     @property
     def message(self) -> str:
@@ -156,6 +158,7 @@ class UpgradeResult:
             "skipped": self.skipped,
             "snapshot_path": self.snapshot_path,
             "snapshot_sha256": self.snapshot_sha256,
+            "snapshot_reused": self.snapshot_reused,
             "release_after": self.release_after,
             "plan": self.plan.to_json(),
         }
@@ -463,7 +466,7 @@ def run_upgrade(
     emit = progress or (lambda event: None)
     target_release = plan.target
     conn = connect_raw(path, busy_timeout_ms=busy_timeout_ms)
-    state: dict[str, Any] = {"snapshot": None}
+    state: dict[str, Any] = {"snapshot": None, "reused": False}
     applied_now: list[str] = []
     skipped: list[str] = []
     total = len(plan.pending)
@@ -507,13 +510,17 @@ def run_upgrade(
                     if (under.force_reasons or (gate is not None and gate.force_reason)) and not force:
                         raise ForceRequired(plan)
                     target_path = snapshots.snapshot_target(path.resolve(), at, snap_dir)
-                    state["snapshot"] = snapshots.take_snapshot(
-                        path.resolve(),
-                        target_path,
-                        progress=lambda done, pages: emit(
-                            UpgradeProgress("snapshot", done, pages, "copying pages to the snapshot")
-                        ),
-                    )
+                    reused = reusable_snapshot(lconn, target_release, target_path.parent, path.resolve().name)
+                    if reused is not None:  # an interrupted run's snapshot, still intact and current
+                        state["snapshot"], state["reused"] = reused, True
+                    else:
+                        state["snapshot"] = snapshots.take_snapshot(
+                            path.resolve(),
+                            target_path,
+                            progress=lambda done, pages: emit(
+                                UpgradeProgress("snapshot", done, pages, "copying pages to the snapshot")
+                            ),
+                        )
                     _crash_point("after-snapshot")
                 return True
 
@@ -563,6 +570,7 @@ def run_upgrade(
         snapshot_path=str(snap.path) if snap else None,
         snapshot_sha256=snap.sha256 if snap else None,
         release_after=release_after,
+        snapshot_reused=state["reused"],
     )
 
 
@@ -622,12 +630,11 @@ def _verify_snapshot(snapshot: Path) -> str:
         finally:
             conn.close()
     except (snapshots.SnapshotFailed, DatabaseUnusable) as exc:
-        # verify_copy speaks of the upgrade ("nothing was migrated"); here nothing was restored
-        reason = exc.reason.rstrip(".").removesuffix(". Nothing was restored")
-        raise DatabaseUnusable(
-            f"{snapshot} is not a usable snapshot: {reason}. Nothing was restored.",
-            "Use another snapshot; this one is damaged or is not one of the console's.",
-        ) from None
+        # verify_copy speaks of an upgrade's copy ("nothing was migrated"); here nothing was restored
+        reason = exc.reason.replace(f"The copy at {snapshot} ", f"{snapshot} ")
+        if "Nothing was restored" not in reason:
+            reason += " It is not a usable snapshot; nothing was restored."
+        raise DatabaseUnusable(reason, "Use another snapshot.") from None
     except sqlite3.DatabaseError as exc:
         raise DatabaseUnusable(
             f"{snapshot} cannot be read as a SQLite database ({exc}). Nothing was restored."
