@@ -55,8 +55,9 @@ def settle(path: Path, busy_timeout_ms: int) -> None:
     """Through SQLite's own protocol: take the EXCLUSIVE lock, fold a WAL into the main file, let go.
 
     `locking_mode = EXCLUSIVE` makes even a WAL connection take the main file's EXCLUSIVE lock, which
-    it gets only when no other connection holds its SHARED one. The WAL is folded in by switching the
-    file to journal mode DELETE under that lock, so the file is one self-contained file afterwards.
+    it gets only when no other connection holds its SHARED one. The WAL is checkpointed into the file
+    under that lock (its journal mode stays as it is), and closing the connection, the last one,
+    removes the emptied `-wal`: the file is self-contained afterwards.
     A file SQLite cannot read (damaged) raises nothing here: `held_exclusively` still checks it.
     """
     uri = f"file:{quote(str(path.resolve()))}?mode=rw"
@@ -69,7 +70,8 @@ def settle(path: Path, busy_timeout_ms: int) -> None:
         conn.execute("BEGIN EXCLUSIVE")
         conn.execute("ROLLBACK")  # the lock stays: locking_mode is EXCLUSIVE
         if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal":
-            conn.execute("PRAGMA journal_mode = DELETE")
+            if conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:
+                raise InUse()
     except sqlite3.OperationalError as exc:
         if _busy(exc):
             raise InUse() from None

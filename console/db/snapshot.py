@@ -8,9 +8,9 @@ that second connection sees exactly the state the first migration starts from.
 It is written to a temporary name in the destination directory, switched to journal mode DELETE
 (a single self-contained file), fsynced, reopened and checked (`integrity_check` is `ok`, every
 table has the source's row count), hashed, and only then given its final name — by a hard link,
-which fails instead of overwriting, so an existing snapshot is never replaced, and its SHA-256 is
-written beside it as `<snapshot>.sha256` (console/db/snapshot_manifest.py), which a move keeps. Any failure removes
-the temporary file: there is never a partial snapshot under a snapshot's name. A process killed
+which fails instead of overwriting, so an existing snapshot is never replaced — with its SHA-256 in
+a manifest beside it (console/db/snapshot_manifest.py), which a move keeps. Any failure removes the
+temporary file: there is never a partial snapshot under a snapshot's name. A process killed
 mid-copy cannot remove it; its temporary file carries the process id, and the next snapshot into
 that directory removes it once that process is gone.
 
