@@ -750,7 +750,9 @@ def _copy_exclusive(locked_fd: int, target: Path, status: os.stat_result) -> Non
     try:
         offset = 0
         while chunk := os.pread(locked_fd, 4 * 1024 * 1024, offset):
-            os.write(out, chunk)
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(out, view):]
             offset += len(chunk)
         os.fchmod(out, stat.S_IMODE(status.st_mode))
         try:
