@@ -71,12 +71,14 @@ def test_typed_confirmation(tmp_path):
     assert dump(path) == before
 
 
-def test_refused_while_another_process_has_the_database_open(tmp_path):
+def test_refused_while_another_process_reads_the_database(tmp_path):
+    """More cases, by lock and not by path, in tests/adversarial/test_restore_while_open.py."""
     path, _, result = _upgraded(tmp_path)
     holder = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""
             import sqlite3, sys, time
-            conn = sqlite3.connect({str(path)!r})
+            conn = sqlite3.connect({str(path)!r}, isolation_level=None)
+            conn.execute("BEGIN")
             conn.execute("SELECT count(*) FROM projects").fetchone()
             print("ready", flush=True)
             sys.stdin.read()
@@ -86,19 +88,15 @@ def test_refused_while_another_process_has_the_database_open(tmp_path):
     try:
         assert holder.stdout.readline().strip() == "ready"
         before = fingerprint_dir(tmp_path)
-        with pytest.raises(Refusal, match="open in another process"):
-            restore_snapshot(path, result.snapshot_path, yes=True, now=LATER)
+        with pytest.raises(Refusal, match="in use"):
+            restore_snapshot(path, result.snapshot_path, yes=True, now=LATER, busy_timeout_ms=100)
         assert fingerprint_dir(tmp_path) == before
     finally:
         holder.stdin.close()
         holder.wait(timeout=10)
 
 
-def test_refused_while_the_writer_lock_is_held(tmp_path, monkeypatch):
-    """Without /proc (other systems) the writer lock is the fallback check."""
-    from console.services import upgrade as service
-
-    monkeypatch.setattr(service, "_processes_holding", lambda path: [])
+def test_refused_while_the_writer_lock_is_held(tmp_path):
     path, _, result = _upgraded(tmp_path)
     other = sqlite3.connect(path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")

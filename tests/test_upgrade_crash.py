@@ -70,7 +70,7 @@ def test_kill_at_boundary_then_rerun_reaches_the_same_database(tmp_path, origina
     done = ledger_names(path)
     if kind == "after-snapshot":
         assert done == []
-        assert len(list(tmp_path.glob("archon.db.pre-upgrade-*"))) == 1
+        assert len(list(tmp_path.glob("archon.db.pre-upgrade-*.sqlite3"))) == 1
     elif kind == "mid":
         assert done == ALL_IDS[: ALL_IDS.index(step)]  # the interrupted step left nothing
     else:

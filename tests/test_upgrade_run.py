@@ -203,7 +203,10 @@ def test_snapshot_dir(tmp_path):
     where.mkdir()
     result = run_upgrade(path, force=True, snapshot_dir=where, now=NOW)
     assert result.snapshot_path == str(where / "archon.db.pre-upgrade-20260501T120000Z.sqlite3")
-    assert [p.name for p in where.iterdir()] == ["archon.db.pre-upgrade-20260501T120000Z.sqlite3"]
+    assert sorted(p.name for p in where.iterdir()) == [
+        "archon.db.pre-upgrade-20260501T120000Z.sqlite3",
+        "archon.db.pre-upgrade-20260501T120000Z.sqlite3.sha256",  # its manifest (snapshot_manifest.py)
+    ]
     assert not list(tmp_path.glob("archon.db.pre-upgrade-*"))
 
 

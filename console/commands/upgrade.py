@@ -179,7 +179,9 @@ def _upgrade(ctx) -> int:
         return 0
     say(result.message)
     if result.snapshot_path:
-        say(f"Snapshot: {result.snapshot_path}")
+        say(f"Snapshot: {result.snapshot_path}"
+            + (" (kept from the interrupted run: SHA-256 verified, no second copy written)"
+               if result.snapshot_reused else ""))
         say(f"SHA-256:  {result.snapshot_sha256}")
         say("To undo: archon-console restore " + result.snapshot_path)
     return 0
@@ -208,6 +210,7 @@ def _restore(ctx) -> int:
         ctx.db_path,
         args.snapshot,
         yes=args.yes,
+        unverified=args.unverified,
         confirm=typed_confirmation if interactive else None,
         now=ctx.write_now(),
         busy_timeout_ms=ctx.busy_timeout_ms,
@@ -250,9 +253,18 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
         "restore",
         parents=parents,
         help="put a snapshot back in place of the database",
-        description="Verify SNAPSHOT, then replace the database with it atomically; the replaced file is kept "
-        "as <file>.replaced-<UTC time>. Refused while archon is running.",
+        description="Verify SNAPSHOT (its integrity, and its SHA-256 against the manifest written beside it "
+        "or the database's upgrade ledger), then replace the database with it atomically; the replaced file "
+        "is kept as <file>.replaced-<UTC time> and the restored one gets its owner, group and mode. Refused "
+        "while any process holds a lock on the database. Exit codes: 0 restored, 1 refused (in use, not "
+        "confirmed, no record of the snapshot), 3 the snapshot is damaged or does not match its record.",
     )
     restore.add_argument("snapshot", metavar="SNAPSHOT", help="a snapshot written by `upgrade`")
     restore.add_argument("--yes", action="store_true", help="do not ask for the typed confirmation")
+    restore.add_argument(
+        "--unverified",
+        action="store_true",
+        help="restore a snapshot whose SHA-256 matches no record (no manifest, no ledger row); "
+        "it must still be a whole archon database",
+    )
     restore.set_defaults(handler=_restore)

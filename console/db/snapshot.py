@@ -8,8 +8,9 @@ that second connection sees exactly the state the first migration starts from.
 It is written to a temporary name in the destination directory, switched to journal mode DELETE
 (a single self-contained file), fsynced, reopened and checked (`integrity_check` is `ok`, every
 table has the source's row count), hashed, and only then given its final name — by a hard link,
-which fails instead of overwriting, so an existing snapshot is never replaced. Any failure removes
-the temporary file: there is never a partial snapshot under a snapshot's name. A process killed
+which fails instead of overwriting, so an existing snapshot is never replaced — with its SHA-256 in
+a manifest beside it (console/db/snapshot_manifest.py), which a move keeps. Any failure removes the
+temporary file: there is never a partial snapshot under a snapshot's name. A process killed
 mid-copy cannot remove it; its temporary file carries the process id, and the next snapshot into
 that directory removes it once that process is gone.
 
@@ -54,6 +55,7 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import quote
 
+from console.db.snapshot_manifest import write_manifest
 from console.errors import DatabaseUnusable, Refusal
 
 # Pages per backup step: large enough that stepping costs nothing measurable, small enough
@@ -185,20 +187,35 @@ def remove_stale_temporaries(directory: Path) -> list[Path]:
     return removed
 
 
-def _publish(tmp: Path, target: Path) -> Path:
-    """Give `tmp` a final name next to `target` without ever overwriting a file."""
+def _publish(tmp: Path, target: Path, sha256: str) -> Path:
+    """Give `tmp` a final name next to `target`, with its manifest, without ever overwriting a file.
+
+    The manifest (console/db/snapshot_manifest.py) is created first, exclusively: a snapshot never
+    has a name without its manifest beside it, and a name whose manifest is taken is skipped.
+    """
     candidate, n = target, 1
+
+    def next_name() -> Path:
+        nonlocal n
+        n += 1
+        return target.with_name(f"{target.stem}-{n}{target.suffix}")
+
     while True:
+        try:
+            manifest = write_manifest(candidate, sha256)
+        except FileExistsError:
+            candidate = next_name()
+            continue
         try:
             os.link(tmp, candidate)
         except FileExistsError:
-            n += 1
-            candidate = target.with_name(f"{target.stem}-{n}{target.suffix}")
+            manifest.unlink()
+            candidate = next_name()
             continue
         except OSError:  # no hard links here: check-then-rename
             if candidate.exists():
-                n += 1
-                candidate = target.with_name(f"{target.stem}-{n}{target.suffix}")
+                manifest.unlink()
+                candidate = next_name()
                 continue
             os.rename(tmp, candidate)
             return candidate
@@ -424,7 +441,7 @@ def take_snapshot(
             timings["  of which: fsync done at"] = synced
             timings["  of which: sha256 done at"] = hashed
         size = tmp.stat().st_size
-        final = _publish(tmp, target)
+        final = _publish(tmp, target, digest)
         tmp = None
         fsync_dir(directory)
         lap("publish")

@@ -38,6 +38,7 @@ import os
 import shutil
 import signal
 import sqlite3
+import stat
 import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -45,7 +46,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from console.clock import system_clock
-from console.db import ledger, snapshot as snapshots
+from console.db import exclusive_lock, ledger, snapshot as snapshots
 from console.db.connect import (
     ARCHON_CORE_TABLES,
     DEFAULT_BUSY_TIMEOUT_MS,
@@ -56,6 +57,8 @@ from console.db.connect import (
     untouched_read_uri,
 )
 from console.db.detect import Shape, detect_shape
+from console.db.snapshot_manifest import manifest_path, manifests_with_hash, read_manifest
+from console.db.snapshot_reuse import reusable_snapshot
 from console.db.migrations.base import Migration
 from console.db.migrations.preflight import find_blockers, refusal_text
 from console.db.migrations.registry import CURRENT_RELEASE, MIGRATIONS, RELEASES, migrations_through
@@ -136,6 +139,7 @@ class UpgradeResult:
     snapshot_path: str | None = None
     snapshot_sha256: str | None = None
     release_after: str | None = None
+    snapshot_reused: bool = False  # the interrupted run's snapshot was kept (console/db/snapshot_reuse.py)
 
     @property
     def message(self) -> str:
@@ -154,6 +158,7 @@ class UpgradeResult:
             "skipped": self.skipped,
             "snapshot_path": self.snapshot_path,
             "snapshot_sha256": self.snapshot_sha256,
+            "snapshot_reused": self.snapshot_reused,
             "release_after": self.release_after,
             "plan": self.plan.to_json(),
         }
@@ -461,7 +466,7 @@ def run_upgrade(
     emit = progress or (lambda event: None)
     target_release = plan.target
     conn = connect_raw(path, busy_timeout_ms=busy_timeout_ms)
-    state: dict[str, Any] = {"snapshot": None}
+    state: dict[str, Any] = {"snapshot": None, "reused": False}
     applied_now: list[str] = []
     skipped: list[str] = []
     total = len(plan.pending)
@@ -505,13 +510,17 @@ def run_upgrade(
                     if (under.force_reasons or (gate is not None and gate.force_reason)) and not force:
                         raise ForceRequired(plan)
                     target_path = snapshots.snapshot_target(path.resolve(), at, snap_dir)
-                    state["snapshot"] = snapshots.take_snapshot(
-                        path.resolve(),
-                        target_path,
-                        progress=lambda done, pages: emit(
-                            UpgradeProgress("snapshot", done, pages, "copying pages to the snapshot")
-                        ),
-                    )
+                    reused = reusable_snapshot(lconn, target_release, target_path.parent, path.resolve().name)
+                    if reused is not None:  # an interrupted run's snapshot, still intact and current
+                        state["snapshot"], state["reused"] = reused, True
+                    else:
+                        state["snapshot"] = snapshots.take_snapshot(
+                            path.resolve(),
+                            target_path,
+                            progress=lambda done, pages: emit(
+                                UpgradeProgress("snapshot", done, pages, "copying pages to the snapshot")
+                            ),
+                        )
                     _crash_point("after-snapshot")
                 return True
 
@@ -561,6 +570,7 @@ def run_upgrade(
         snapshot_path=str(snap.path) if snap else None,
         snapshot_sha256=snap.sha256 if snap else None,
         release_after=release_after,
+        snapshot_reused=state["reused"],
     )
 
 
@@ -588,129 +598,208 @@ class RestoreResult:
     sha256: str
     replaced_path: str | None
     removed: list[str]
+    verified_by: str | None = None  # the record the SHA-256 matched; None: restored --unverified
 
     @property
     def message(self) -> str:
         aside = f" The replaced file was kept as {self.replaced_path}." if self.replaced_path else ""
-        return f"Restored {self.path} from {self.snapshot}.{aside}"
+        if self.verified_by is None:
+            how = " UNVERIFIED: its SHA-256 matches no record (--unverified)."
+        else:
+            how = f" Its SHA-256 matches {self.verified_by}."
+        return f"Restored {self.path} from {self.snapshot}.{how}{aside}"
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "message": self.message}
-
-
-def _processes_holding(path: Path) -> list[int]:
-    """Other processes with the file open (Linux /proc, same user; best effort)."""
-    try:
-        target = path.resolve()
-    except OSError:
-        return []
-    holders = []
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            for fd in (entry / "fd").iterdir():
-                try:
-                    if Path(os.readlink(fd)) == target:
-                        holders.append(int(entry.name))
-                        break
-                except OSError:
-                    continue
-        except OSError:
-            continue
-    return holders
+        return {**asdict(self), "verified": self.verified_by is not None, "message": self.message}
 
 
 def _verify_snapshot(snapshot: Path) -> str:
-    check_file(snapshot)
-    check_size(snapshot)
-    if is_wal_file(snapshot):
-        raise DatabaseUnusable(
-            f"{snapshot} is in WAL mode; the console's snapshots are single files in DELETE mode.",
-        )
+    """The snapshot's SHA-256, once it proved to be a whole, self-contained archon database."""
     try:
+        check_file(snapshot)
+        check_size(snapshot)
+        if is_wal_file(snapshot):
+            raise DatabaseUnusable(
+                f"{snapshot} is in WAL mode; the console's snapshots are single files in DELETE mode. "
+                "Nothing was restored.",
+            )
         snapshots.verify_copy(snapshot)
         conn = sqlite3.connect(untouched_read_uri(snapshot), uri=True, isolation_level=None)
         try:
             _require_archon(conn, snapshot)
         finally:
             conn.close()
-    except snapshots.SnapshotFailed as exc:
-        raise DatabaseUnusable(f"{snapshot} is not a usable snapshot: {exc.reason}") from None
+    except (snapshots.SnapshotFailed, DatabaseUnusable) as exc:
+        # verify_copy speaks of an upgrade's copy ("nothing was migrated"); here nothing was restored
+        reason = exc.reason.replace(f"The copy at {snapshot} ", f"{snapshot} ")
+        if "Nothing was restored" not in reason:
+            reason += " It is not a usable snapshot; nothing was restored."
+        raise DatabaseUnusable(reason, "Use another snapshot.") from None
     except sqlite3.DatabaseError as exc:
-        raise DatabaseUnusable(f"{snapshot} cannot be read as a SQLite database ({exc}).") from None
+        raise DatabaseUnusable(
+            f"{snapshot} cannot be read as a SQLite database ({exc}). Nothing was restored."
+        ) from None
     return snapshots.sha256_file(snapshot)
 
 
-def _recorded_sha(db_path: Path, snapshot: Path) -> str | None:
-    """The SHA-256 the database's ledger recorded for this snapshot, if any."""
+def _ledger_records(db_path: Path) -> dict[str, str]:
+    """Snapshot path -> SHA-256 for every snapshot the database's ledger remembers (none if unreadable)."""
     if not db_path.exists():
-        return None
+        return {}
     try:
         conn = sqlite3.connect(untouched_read_uri(db_path), uri=True, isolation_level=None)
-    except sqlite3.Error:
-        return None
+    except (sqlite3.Error, OSError):
+        return {}
     try:
-        recorded = ledger.recorded_snapshots(conn)
+        return ledger.recorded_snapshots(conn)
     except sqlite3.Error:
-        return None
+        return {}
     finally:
         conn.close()
-    wanted = snapshot.resolve()
-    for stored, sha in recorded.items():
-        try:
-            if Path(stored).resolve() == wanted:
-                return sha
-        except OSError:
-            continue
-    return None
+
+
+def _same_file(a: str, b: Path) -> bool:
+    try:
+        return Path(a).resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def _identify(db_path: Path, snapshot: Path, digest: str, unverified: bool) -> str | None:
+    """Which record vouches for the snapshot's content (console/db/snapshot_manifest.py), by hash.
+
+    Its own manifest decides when there is one; else the ledger (any row with this hash, wherever
+    the snapshot was then), else any manifest of this hash beside it or beside the database. None
+    (no record) is accepted only with `unverified`.
+    """
+    own = manifest_path(snapshot)
+    recorded = read_manifest(own)
+    if recorded is not None:
+        if recorded != digest:
+            raise DatabaseUnusable(
+                f"{snapshot} does not match the SHA-256 recorded in its manifest {own} when it was taken; "
+                "the snapshot (or the manifest) was changed. Nothing was restored.",
+                "Use another snapshot.",
+            )
+        return f"its manifest {own}"
+    records = _ledger_records(db_path)
+    for stored, sha in records.items():
+        if sha != digest and _same_file(stored, snapshot):
+            raise DatabaseUnusable(
+                f"{snapshot} does not match the SHA-256 recorded when it was taken; it was changed. "
+                "Nothing was restored.",
+                "Use another snapshot.",
+            )
+    if digest in records.values():
+        return f"the record in {db_path.name}'s upgrade ledger"
+    others = manifests_with_hash([snapshot.parent, db_path.parent], digest)
+    if others:
+        return f"the manifest {others[0]}"
+    if unverified:
+        return None
+    raise Refusal(
+        f"The SHA-256 of {snapshot} ({digest}) matches no record: no manifest beside it "
+        f"({own.name}), none in its directory or the database's, and no row of the database's "
+        "upgrade ledger. It cannot be verified as a snapshot the console took. Nothing was restored.",
+        "If you know where this file comes from, run the restore again with --unverified.",
+    )
 
 
 def _aside_name(db_path: Path, at: datetime) -> Path:
     return db_path.with_name(f"{db_path.name}.replaced-{at.strftime('%Y%m%dT%H%M%SZ')}")
 
 
-def _quiesce(db_path: Path, busy_timeout_ms: int) -> None:
-    """Refuse unless nobody is using the database; fold its WAL into the main file."""
-    holders = _processes_holding(db_path)
-    if holders:
-        raise Refusal(
-            f"{db_path} is open in another process (pid {', '.join(map(str, holders[:5]))}); "
-            "nothing was restored.",
-            "Stop archon (and any other console) first.",
-        )
-    try:
-        conn = sqlite3.connect(str(db_path), isolation_level=None, timeout=busy_timeout_ms / 1000)
-    except sqlite3.Error as exc:
-        raise Refusal(f"Cannot open {db_path} to check it is idle: {exc}.") from None
-    try:
-        if is_wal_file(db_path):
-            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-            if busy:
-                raise _busy_restore(db_path)
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("ROLLBACK")
-    except sqlite3.OperationalError as exc:
-        if _busy(exc):
-            raise _busy_restore(db_path) from None
-        raise Refusal(f"Cannot check that {db_path} is idle: {exc}.") from None
-    except sqlite3.DatabaseError:
-        pass  # a damaged database is exactly what a restore replaces
-    finally:
-        conn.close()
-    wal = Path(f"{db_path}-wal")
-    if wal.exists() and wal.stat().st_size > 0:
-        raise _busy_restore(db_path)
-
-
-def _busy_restore(db_path: Path) -> Refusal:
+def _in_use(db_path: Path) -> Refusal:
     return Refusal(
-        f"{db_path} is in use (archon is running or another process holds its write lock); nothing was restored.",
-        "Stop archon first.",
+        f"{db_path} is in use: another process holds a SQLite lock on it (archon, another console, or "
+        "any program, run by any user, through any path to the file). Nothing was restored.",
+        "Stop archon and everything else that uses the file, then run the restore again.",
     )
+
+
+def _cannot_check(db_path: Path, why: object) -> Refusal:
+    return Refusal(
+        f"Cannot take the lock that proves nobody else uses {db_path} ({why}); nothing was restored.",
+        "Run the restore as the database's owner (or root), with archon stopped.",
+    )
+
+
+def _keep_aside(db_path: Path, at: datetime, locked_fd: int, status: os.stat_result) -> Path:
+    """Keep the file about to be replaced under a new name: a hard link, or else a copy."""
+    base = _aside_name(db_path, at)
+    aside, n = base, 1
+    while True:
+        try:
+            os.link(db_path, aside, follow_symlinks=False)
+            return aside
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EMLINK):
+                raise
+            if not os.path.lexists(aside):
+                _copy_exclusive(locked_fd, aside, status)
+                return aside
+        n += 1
+        aside = base.with_name(f"{base.name}-{n}")
+
+
+def _copy_exclusive(locked_fd: int, target: Path, status: os.stat_result) -> None:
+    """Copy through the locked descriptor: opening and closing another one would drop its locks."""
+    out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        offset = 0
+        while chunk := os.pread(locked_fd, 4 * 1024 * 1024, offset):
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(out, view):]
+            offset += len(chunk)
+        os.fchmod(out, stat.S_IMODE(status.st_mode))
+        try:
+            os.fchown(out, status.st_uid, status.st_gid)
+        except PermissionError:
+            pass  # a copy the operator owns; the original's owner is kept on the restored file
+        os.fsync(out)
+    except BaseException:
+        os.close(out)
+        target.unlink()
+        raise
+    os.close(out)
+
+
+def _write_restored_copy(snapshot: Path, directory: Path, db_name: str, digest: str) -> Path:
+    fd, name = tempfile.mkstemp(prefix=f".{db_name}.restore.", suffix=".tmp", dir=directory)
+    tmp = Path(name)
+    try:
+        with open(snapshot, "rb") as src, os.fdopen(fd, "wb") as dst:
+            shutil.copyfileobj(src, dst, 4 * 1024 * 1024)
+            dst.flush()
+            os.fsync(dst.fileno())
+        if snapshots.sha256_file(tmp) != digest:
+            raise Refusal("The copy of the snapshot did not match it; nothing was restored.")
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def _take_owner_and_mode(tmp: Path, db_path: Path, status: os.stat_result) -> None:
+    """The restored file gets the replaced file's owner, group and mode, or the restore stops.
+
+    A root restore would otherwise leave a root-owned file that archon, running as its own user,
+    cannot open.
+    """
+    mine = os.stat(tmp, follow_symlinks=False)
+    if (mine.st_uid, mine.st_gid) != (status.st_uid, status.st_gid):
+        try:
+            os.chown(tmp, status.st_uid, status.st_gid, follow_symlinks=False)
+        except PermissionError:
+            raise Refusal(
+                f"The restored file cannot be given the owner and group of {db_path} "
+                f"(uid {status.st_uid}, gid {status.st_gid}); only they or root can. Nothing was restored.",
+                "Run the restore as the database's owner or as root.",
+            ) from None
+    os.chmod(tmp, stat.S_IMODE(status.st_mode), follow_symlinks=False)  # after chown, which clears set-id bits
 
 
 def restore_snapshot(
@@ -718,6 +807,7 @@ def restore_snapshot(
     snapshot: str | os.PathLike[str],
     *,
     yes: bool = False,
+    unverified: bool = False,
     confirm: Callable[[str], bool] | None = None,
     now: datetime | None = None,
     busy_timeout_ms: int = 2000,
@@ -725,21 +815,26 @@ def restore_snapshot(
     """Put a verified snapshot back in place of `db_path`, keeping the replaced file aside.
 
     `confirm(name)` must return True (the CLI asks the operator to type the file's name) unless
-    `yes` is set. Stale `-wal`/`-shm` files are removed before the atomic rename, never after: a
-    leftover WAL would otherwise be replayed into the restored file.
+    `yes` is set. Nobody else may hold a lock on the database (console/db/exclusive_lock.py): it is
+    checked through SQLite first (which also folds a WAL into the file), then held with raw locks
+    across the swap, so no connection can start a transaction on the old file meanwhile. Stale
+    `-wal`/`-shm`/`-journal` files are removed before the atomic rename, never after: a leftover
+    WAL would otherwise be replayed into the restored file. Must not run in a process that holds a
+    connection to `db_path` (the TUI runs it through console/isolation.py).
     """
     db_path = Path(db_path).expanduser()
     snapshot = Path(snapshot).expanduser()
     at = now or system_clock()
-    if snapshot.resolve() == db_path.resolve():
+    if db_path.is_symlink():
+        raise Refusal(
+            f"{db_path} is a symbolic link; a restore would replace the link, not the database. "
+            "Nothing was restored.",
+            "Pass the database file's own path with --db.",
+        )
+    if os.path.lexists(db_path) and snapshot.resolve() == db_path.resolve():
         raise UsageError("The snapshot and the database are the same file.")
     digest = _verify_snapshot(snapshot)
-    recorded = _recorded_sha(db_path, snapshot)
-    if recorded is not None and recorded != digest:
-        raise DatabaseUnusable(
-            f"{snapshot} does not match the SHA-256 recorded when it was taken; it was changed. "
-            "Nothing was restored."
-        )
+    verified_by = _identify(db_path, snapshot, digest, unverified)
     if not yes:
         if confirm is None:
             raise Refusal(
@@ -749,63 +844,57 @@ def restore_snapshot(
             )
         if not confirm(db_path.name):
             raise Refusal("Not confirmed; nothing was restored.")
-    exists = db_path.exists()
+    exists = os.path.lexists(db_path)
     if exists:
-        _quiesce(db_path, busy_timeout_ms)
+        try:
+            exclusive_lock.settle(db_path, busy_timeout_ms)
+        except exclusive_lock.InUse:
+            raise _in_use(db_path) from None
+        except exclusive_lock.CannotCheck as exc:
+            raise _cannot_check(db_path, exc) from None
     directory = db_path.parent
-    fd, name = tempfile.mkstemp(prefix=f".{db_path.name}.restore.", suffix=".tmp", dir=directory)
-    os.close(fd)
-    tmp = Path(name)
+    try:
+        tmp: Path | None = _write_restored_copy(snapshot, directory, db_path.name, digest)
+    except OSError as exc:
+        raise Refusal(f"The restore failed: {exc}. The database was not replaced.") from None
     removed: list[str] = []
     aside: Path | None = None
     try:
-        shutil.copyfile(snapshot, tmp)
-        if exists:
-            shutil.copymode(db_path, tmp)  # mkstemp made it 0600; keep the database's own mode
-        snapshots.fsync_path(tmp)
-        if snapshots.sha256_file(tmp) != digest:
-            raise Refusal("The copy of the snapshot did not match it; nothing was restored.")
-        for suffix in ("-wal", "-shm", "-journal"):
-            stale = Path(f"{db_path}{suffix}")
-            if stale.exists():
-                stale.unlink()
-                removed.append(str(stale))
-        if exists:
-            aside = _aside_name(db_path, at)
-            n = 1
-            while True:
-                try:
-                    os.link(db_path, aside)
-                    break
-                except FileExistsError:
-                    n += 1
-                    aside = _aside_name(db_path, at).with_name(f"{_aside_name(db_path, at).name}-{n}")
-                except OSError as exc:
-                    if exc.errno in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EMLINK):
-                        if aside.exists():
-                            n += 1
-                            aside = _aside_name(db_path, at).with_name(f"{_aside_name(db_path, at).name}-{n}")
-                            continue
-                        shutil.copy2(db_path, aside)
-                        break
-                    raise
-        os.replace(tmp, db_path)
-        tmp = None
+        if not exists:
+            os.link(tmp, db_path)  # fails rather than replace a file that appeared meanwhile
+            os.unlink(tmp)
+            tmp = None
+        else:
+            with exclusive_lock.held_exclusively(db_path) as (locked_fd, status):
+                _take_owner_and_mode(tmp, db_path, status)
+                wal = Path(f"{db_path}-wal")
+                if wal.exists() and wal.stat().st_size > 0:
+                    raise _in_use(db_path)  # written since it was folded in
+                for suffix in ("-wal", "-shm", "-journal"):
+                    stale = Path(f"{db_path}{suffix}")
+                    if os.path.lexists(stale):
+                        stale.unlink()
+                        removed.append(str(stale))
+                aside = _keep_aside(db_path, at, locked_fd, status)
+                os.replace(tmp, db_path)
+                tmp = None
         snapshots.fsync_dir(directory)
+    except exclusive_lock.InUse:
+        raise _in_use(db_path) from None
+    except exclusive_lock.CannotCheck as exc:
+        raise _cannot_check(db_path, exc) from None
     except OSError as exc:
         raise Refusal(f"The restore failed: {exc}. The database was not replaced.") from None
     finally:
         if tmp is not None:
-            try:
-                tmp.unlink()
-            except FileNotFoundError:
-                pass
+            tmp.unlink(missing_ok=True)
     return RestoreResult(
         path=str(db_path),
         snapshot=str(snapshot),
         sha256=digest,
         replaced_path=str(aside) if aside else None,
         removed=removed,
+        verified_by=verified_by,
     )
 
 
