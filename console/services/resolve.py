@@ -117,4 +117,28 @@ def resolve_revision(handle, revision: str, *, project: str | None = None) -> st
     )
 
 
-__all__ = ["project_id", "resolve_project", "resolve_revision"]
+# Shell completion's queries: each walks a primary key (or the unique name index) from `prefix`,
+# so a million requests cost what two hundred do.
+_COMPLETION_QUERIES = {
+    "project": ("SELECT id FROM projects WHERE id >= ? ORDER BY id LIMIT ?",
+                "SELECT name FROM projects WHERE name >= ? ORDER BY name LIMIT ?"),
+    "approval": ("SELECT id FROM approval_requests WHERE id >= ? ORDER BY id LIMIT ?",),
+    "environment": ("SELECT id FROM execution_environments WHERE id >= ? ORDER BY id LIMIT ?",),
+    "revision": ("SELECT id FROM execution_profile_revisions WHERE id >= ? ORDER BY id LIMIT ?",),
+}
+
+
+def completion_candidates(handle, kind: str, prefix: str, *, limit: int = 200) -> list[str]:
+    """Up to `limit` values of `kind` starting with `prefix`, for the shell's TAB; [] when the
+    database's release has no such table."""
+    found: list[str] = []
+    for sql in _COMPLETION_QUERIES[kind]:
+        try:
+            rows = handle.conn.execute(sql, (prefix, limit)).fetchall()
+        except sqlite3.OperationalError:  # an older release without this table
+            continue
+        found += [r[0] for r in rows if isinstance(r[0], str) and r[0].startswith(prefix)]
+    return found
+
+
+__all__ = ["completion_candidates", "project_id", "resolve_project", "resolve_revision"]
