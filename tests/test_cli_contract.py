@@ -239,3 +239,10 @@ def test_restore_of_a_missing_snapshot_blames_the_snapshot_not_db(demo, tmp_path
     assert "no snapshot file at" in err and "missing.sqlite3" in err
     assert "Pass --db" not in err and "ARCHON_DB_PATH" not in err
     assert demo.read_bytes() == before
+
+
+@pytest.mark.parametrize("argv", [["doctor", "--list-checks"], ["completion", "bash"], ["help", "envs", "claim"],
+                                  ["--version"]])
+def test_informational_commands_answer_json_too(demo, capsys, argv):
+    code, out, _ = run(capsys, "--db", demo, "--json", *argv)
+    assert code == 0 and json.loads(out)

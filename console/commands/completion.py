@@ -13,6 +13,11 @@ import argparse
 def cmd_completion(ctx) -> int:
     from console.completion import SCRIPTS
 
+    if ctx.json:
+        from console.output import emit_json
+
+        emit_json({"shell": ctx.args.shell, "script": SCRIPTS[ctx.args.shell]})
+        return 0
     print(SCRIPTS[ctx.args.shell], end="")
     return 0
 

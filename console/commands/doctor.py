@@ -26,6 +26,9 @@ def cmd_doctor(ctx) -> int:
     if args.redact and not args.bundle:
         raise UsageError("--redact only applies to --bundle OUT.zip.")
     if args.list_checks:
+        if ctx.json:
+            emit_json(list(CHECKS))
+            return 0
         for name in CHECKS:
             print(name)
         return 0
