@@ -280,8 +280,12 @@ def _unexpected(exc: BaseException, *, json: bool = False) -> int:
         reason = f"SQLite refused: {one_line(exc)}"
     else:
         reason = f"unexpected {type(exc).__name__}: {one_line(exc, 200)}"
-    return _report(f"{reason}. Nothing further was done",
-                   "Rerun with ARCHON_CONSOLE_DEBUG=1 to see where it happened.", EXIT_UNUSABLE, json=json)
+    if json:
+        return _report(f"{reason}. Nothing further was done.",
+                       "Rerun with ARCHON_CONSOLE_DEBUG=1 to see where it happened.", EXIT_UNUSABLE, json=True)
+    print(f"archon-console: {reason}. Nothing further was done; "
+          "rerun with ARCHON_CONSOLE_DEBUG=1 to see where it happened.", file=sys.stderr)
+    return EXIT_UNUSABLE
 
 
 def main(argv: list[str] | None = None) -> int:
