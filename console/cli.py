@@ -311,13 +311,31 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout, sys.stderr = saved
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str], as_json: bool) -> argparse.Namespace:
+    """parse_args; under --json, `--help`'s text is answered as `{"ok": true, "help": TEXT}`."""
+    if not as_json:
+        return parser.parse_args(argv)
+    import contextlib
+    import io
+
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            return parser.parse_args(argv)
+    except SystemExit:
+        from console.output import emit_json
+
+        emit_json({"ok": True, "help": printed.getvalue()})
+        raise
+
+
 def _main(argv: list[str]) -> int:
     as_json = wants_json(argv)
     ctx: Context | None = None
     try:
         parser = build_parser(argv)
         try:
-            args = parser.parse_args(argv)
+            args = _parse(parser, argv, as_json)
         except SystemExit as exc:  # --help printed its text
             return int(exc.code or 0)
         except UsageProblem as exc:

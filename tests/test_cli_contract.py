@@ -245,7 +245,7 @@ def test_restore_of_a_missing_snapshot_blames_the_snapshot_not_db(demo, tmp_path
 
 
 @pytest.mark.parametrize("argv", [["doctor", "--list-checks"], ["completion", "bash"], ["help", "envs", "claim"],
-                                  ["--version"]])
+                                  ["--version"], ["envs", "claim", "--help"], ["-h"]])
 def test_informational_commands_answer_json_too(demo, capsys, argv):
     code, out, _ = run(capsys, "--db", demo, "--json", *argv)
     assert code == 0 and json.loads(out)
