@@ -73,10 +73,21 @@ def test_the_bash_script_completes_through_the_real_command(demo):
 
 
 @pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
-def test_the_zsh_script_loads(demo):
+def test_the_zsh_script_completes_through_the_real_command(demo):
     script = subprocess.run([f"{BIN}/archon-console", "completion", "zsh"], capture_output=True, text=True,
                             check=True).stdout
-    subprocess.run(["zsh", "-f", "-c", script], check=True, capture_output=True)
+    # compadd and _files stubbed: what the function hands to zsh is printed instead
+    probe = script + (
+        '\ncompadd() { shift; print -l -- "$@"; }; _files() { print FILES; }\n'
+        "words=(archon-console envs cl); CURRENT=3; _archon_console_complete\n"
+        "words=(archon-console profiles show prj-atlas-api:); CURRENT=4; _archon_console_complete\n"
+        'words=(archon-console --db ""); CURRENT=3; _archon_console_complete\n'
+    )
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "ARCHON_DB_PATH": str(demo)}
+    done = subprocess.run(["zsh", "-f", "-c", probe], capture_output=True, text=True, env=env,
+                          stdin=subprocess.DEVNULL, check=True)
+    lines = done.stdout.splitlines()
+    assert lines[0] == "claim" and "prj-atlas-api:execution-profile:3" in lines and lines[-1] == "FILES"
 
 
 def test_the_scripts_are_printed_for_eval(capsys):
