@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_DB ?= demo/archon-demo.db
 
-.PHONY: demo test bench screenshots install clean
+.PHONY: demo test bench screenshots reference install clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -27,6 +27,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+reference: $(STAMP)
+	$(BIN)/python -m console.reference README.md
 
 screenshots: $(STAMP)
 	$(BIN)/python -m tests.make_screenshots

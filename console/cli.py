@@ -4,6 +4,7 @@ Global options are accepted before or after the subcommand. Each command family 
 `console/commands/<family>.py` with a `register(subparsers, parents)` function; the handler gets
 a `Context` and returns an exit code. Commands other than the TUI never import textual.
 Exit codes: 0 done, 1 refused by a rule, 2 usage error, 3 the database cannot be used.
+With `--json` anywhere in argv, every outcome is JSON on stdout, errors too (`_emit_error`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from console.clock import Clock, frozen_write_note, system_clock, write_clock
-from console.errors import EXIT_UNUSABLE, EXIT_USAGE, ConsoleError
+from console.errors import EXIT_REFUSED, EXIT_UNUSABLE, EXIT_USAGE, ConsoleError
 from console.commands.options import finite_number
 from console.db.paths import resolve_db_path
 
@@ -31,6 +32,8 @@ COMMAND_MODULES = (
     "console.commands.envs",
     "console.commands.doctor",
     "console.commands.inspect",
+    "console.commands.reference",
+    "console.commands.completion",
 )
 
 # Which module registers each subcommand, so a command imports only its own family
@@ -45,6 +48,8 @@ COMMAND_OWNERS = {
     "envs": "console.commands.envs",
     "doctor": "console.commands.doctor",
     "inspect": "console.commands.inspect",
+    "help": "console.commands.reference",
+    "completion": "console.commands.completion",
 }
 _OPTIONS_WITH_VALUE = {"--db", "--as", "--busy-timeout"}
 
@@ -136,13 +141,33 @@ def global_options(*, suppress: bool) -> argparse.ArgumentParser:
     return parent
 
 
+class UsageProblem(Exception):
+    """argparse's complaint about the command line, raised instead of printed, so `--json` can
+    answer it as JSON; `usage` is the usage line of the parser that complained."""
+
+    def __init__(self, message: str, usage: str):
+        super().__init__(message)
+        self.message = message
+        self.usage = usage
+
+
+class ConsoleArgumentParser(argparse.ArgumentParser):
+    """Every parser of the CLI (subparsers inherit the class): usage errors are raised, not printed."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageProblem(message, self.format_usage())
+
+
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ConsoleArgumentParser(
         prog="archon-console",
         description="Administration console for archon's SQLite database. "
         "With no command, opens the terminal console.",
         parents=[global_options(suppress=False)],
     )
+    parser.add_argument("--version", action="store_true",
+                        help="print the console's version (with --json: also the archon releases and "
+                        "the ledger format it knows) and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     parents = [global_options(suppress=True)]
     named = _named_command(argv) if argv is not None else None
@@ -185,7 +210,61 @@ def _not_utf8(argv: list[str]) -> str | None:
     return None
 
 
-def _unexpected(exc: BaseException) -> int:
+def wants_json(argv: list[str]) -> bool:
+    """`--json` anywhere before a `--`: decided from argv, so it holds before parsing succeeds."""
+    for token in argv:
+        if token == "--":
+            return False
+        if token == "--json":
+            return True
+    return False
+
+
+def _emit_error(reason: str, hint: str | None, code: int, **extra) -> None:
+    """The one shape of a failure under --json: a single object on stdout, nothing else there."""
+    from console.output import emit_json
+
+    value = {"ok": False, "error": reason, "hint": hint, "exit": code}
+    if code == EXIT_REFUSED:
+        value["wrote"] = []
+    emit_json({**value, **extra})
+
+
+def _report(reason: str, hint: str | None, code: int, *, json: bool, note: str | None = None) -> int:
+    """Say a failure once: JSON on stdout with --json, else the sentence (and hint) on stderr."""
+    if json:
+        _emit_error(reason, hint, code, **({"clock_note": note} if note else {}))
+        return code
+    print(f"archon-console: {reason}", file=sys.stderr)
+    if hint:
+        print(hint, file=sys.stderr)
+    if note:
+        print(note, file=sys.stderr)
+    return code
+
+
+def _version(as_json: bool) -> int:
+    """`--version`: the package version; the registry is imported only for --json."""
+    from console import __version__
+
+    if not as_json:
+        print(f"archon-console {__version__}")
+        return 0
+    from console.db.detect import LEDGER_META_TABLE, LEDGER_TABLE, MIGRATION_SET
+    from console.db.migrations.registry import CURRENT_RELEASE, MIGRATIONS, RELEASES
+    from console.output import emit_json
+
+    emit_json({
+        "version": __version__,
+        "releases": list(RELEASES),
+        "current_release": CURRENT_RELEASE,
+        "ledger": {"tables": [LEDGER_TABLE, LEDGER_META_TABLE], "migration_set": MIGRATION_SET,
+                   "steps": len(MIGRATIONS), "last_step": MIGRATIONS[-1].id},
+    })
+    return 0
+
+
+def _unexpected(exc: BaseException, *, json: bool = False) -> int:
     """Last line of defence: one sentence and exit 3, never a traceback on the operator's terminal.
 
     `ARCHON_CONSOLE_DEBUG=1` re-raises, for the developer who wants the traceback.
@@ -201,6 +280,9 @@ def _unexpected(exc: BaseException) -> int:
         reason = f"SQLite refused: {one_line(exc)}"
     else:
         reason = f"unexpected {type(exc).__name__}: {one_line(exc, 200)}"
+    if json:
+        return _report(f"{reason}. Nothing further was done.",
+                       "Rerun with ARCHON_CONSOLE_DEBUG=1 to see where it happened.", EXIT_UNUSABLE, json=True)
     print(f"archon-console: {reason}. Nothing further was done; "
           "rerun with ARCHON_CONSOLE_DEBUG=1 to see where it happened.", file=sys.stderr)
     return EXIT_UNUSABLE
@@ -209,11 +291,15 @@ def _unexpected(exc: BaseException) -> int:
 def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
+    if argv[:1] == ["__complete"]:  # the shell's completion function, never a person
+        from console.completion import complete_main
+
+        return complete_main(argv[1:])
+    as_json = wants_json(argv)
     bad = _not_utf8(argv)
     if bad is not None:
-        print(f"archon-console: the argument {bad} is not valid UTF-8; ids, names and paths must be.",
-              file=sys.stderr)
-        return EXIT_USAGE
+        return _report(f"the argument {bad} is not valid UTF-8; ids, names and paths must be.", None,
+                       EXIT_USAGE, json=as_json)
     from console.output import SafeStream
 
     # Every byte the CLI prints passes the one sanitiser, whichever command printed it.
@@ -225,14 +311,43 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout, sys.stderr = saved
 
 
-def _main(argv: list[str]) -> int:
-    parser = build_parser(argv)
+def _parse(parser: argparse.ArgumentParser, argv: list[str], as_json: bool) -> argparse.Namespace:
+    """parse_args; under --json, `--help`'s text is answered as `{"ok": true, "help": TEXT}`."""
+    if not as_json:
+        return parser.parse_args(argv)
+    import contextlib
+    import io
+
+    printed = io.StringIO()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
-        return int(exc.code or 0)
+        with contextlib.redirect_stdout(printed):
+            return parser.parse_args(argv)
+    except SystemExit:
+        from console.output import emit_json
+
+        emit_json({"ok": True, "help": printed.getvalue()})
+        raise
+
+
+def _main(argv: list[str]) -> int:
+    as_json = wants_json(argv)
     ctx: Context | None = None
     try:
+        parser = build_parser(argv)
+        try:
+            args = _parse(parser, argv, as_json)
+        except SystemExit as exc:  # --help printed its text
+            return int(exc.code or 0)
+        except UsageProblem as exc:
+            if as_json:
+                _emit_error(exc.message, "See `archon-console help` for the commands and their options.",
+                            EXIT_USAGE, usage=" ".join(exc.usage.split()))
+            else:
+                sys.stderr.write(exc.usage)
+                print(f"archon-console: error: {exc.message}", file=sys.stderr)
+            return EXIT_USAGE
+        if args.version:
+            return _version(bool(args.json))
         ctx = make_context(args)
         handler = getattr(args, "handler", None)
         if handler is None:
@@ -241,19 +356,14 @@ def _main(argv: list[str]) -> int:
             return run_tui(ctx)
         return int(handler(ctx) or 0)
     except ConsoleError as exc:
-        print(f"archon-console: {exc.reason}", file=sys.stderr)
-        if exc.hint:
-            print(exc.hint, file=sys.stderr)
-        if ctx is not None and ctx.write_note:
-            print(ctx.write_note, file=sys.stderr)
-        return exc.exit_code
+        return _report(exc.reason, exc.hint, exc.exit_code, json=as_json,
+                       note=ctx.write_note if ctx is not None else None)
     except KeyboardInterrupt:
-        print("archon-console: interrupted; nothing further was written.", file=sys.stderr)
-        return 130
+        return _report("interrupted; nothing further was written.", None, 130, json=as_json)
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - see _unexpected
-        return _unexpected(exc)
+        return _unexpected(exc, json=as_json)
 
 
 __all__ = ["Context", "EXIT_USAGE", "build_parser", "main"]

@@ -42,3 +42,13 @@ class UsageError(ConsoleError):
     """The command line itself is wrong (exit code 2)."""
 
     exit_code = EXIT_USAGE
+
+
+class MissingArgument(Refusal):
+    """A value the command needs was not given (a required --reason left out or blank).
+
+    A usage error on the command line (exit code 2), whichever command it is; still a `Refusal`,
+    so the console's dialogs show it like any other.
+    """
+
+    exit_code = EXIT_USAGE

@@ -222,7 +222,7 @@ def _print_results(ctx, results, *, empty: str | None = None) -> int:
 
 
 def run_decide(ctx) -> int:
-    from console.errors import Refusal
+    from console.errors import EXIT_REFUSED, Refusal
     from console.services.approvals import decide_many
     from console.services.base import ActionResult
 
@@ -234,8 +234,8 @@ def run_decide(ctx) -> int:
                 requester_unknown_ok=bool(getattr(args, "requester_unknown_ok", False)),
             )
         except Refusal as exc:
-            if not ctx.json:
-                raise
+            if not ctx.json or exc.exit_code != EXIT_REFUSED:
+                raise  # a usage error (no --reason) is one error object, not one result per id
             message = exc.reason if not exc.hint else f"{exc.reason} {exc.hint}"
             results = [ActionResult(False, i, None, message) for i in dict.fromkeys(args.ids)]
     return _print_results(ctx, results)

@@ -29,6 +29,9 @@ def cmd_doctor(ctx) -> int:
     if args.redact and args.bundle is None:
         raise UsageError("--redact only applies to --bundle OUT.zip.")
     if args.list_checks:
+        if ctx.json:
+            emit_json(list(CHECKS))
+            return 0
         for name in CHECKS:
             print(name)
         return 0
@@ -48,8 +51,9 @@ def cmd_doctor(ctx) -> int:
         raise UsageError(str(exc)) from None
     except DatabaseUnusable as exc:
         if ctx.json:
-            emit_json({"path": str(path), "usable": False, "exit_code": EXIT_UNUSABLE,
-                       "reason": exc.reason, "hint": exc.hint, "findings": []})
+            emit_json({"ok": False, "error": exc.reason, "hint": exc.hint, "exit": EXIT_UNUSABLE,
+                       "path": str(path), "usable": False, "exit_code": EXIT_UNUSABLE,
+                       "reason": exc.reason, "findings": []})
             return EXIT_UNUSABLE
         raise
     if ctx.json:

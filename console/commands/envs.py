@@ -43,7 +43,9 @@ def run_action(ctx, target_id: str, action: Callable[[Any], ActionResult]) -> in
     except Refusal as exc:
         if not ctx.json:
             raise
-        emit_json({"ok": False, "id": target_id, "state": None, "message": exc.reason, "hint": exc.hint,
+        emit_json({"ok": False, "error": exc.reason, "hint": exc.hint, "exit": exc.exit_code,
+                   **({"wrote": []} if exc.exit_code == 1 else {}),
+                   "id": target_id, "state": None, "message": exc.reason,
                    **({"clock_note": ctx.write_note} if ctx.write_note else {})})
         return exc.exit_code
     if ctx.json:
@@ -71,9 +73,11 @@ def _age(row: dict[str, Any]) -> str:
 def cmd_list(ctx) -> int:
     args = ctx.args
     now = ctx.clock()
+    from console.services.resolve import project_id
+
     with ctx.open() as handle:
         page = envs.list_environments(
-            handle, now=now, state=args.state, project=args.project, claimed=args.claimed, stale=args.stale,
+            handle, now=now, state=args.state, project=project_id(handle.conn, args.project), claimed=args.claimed, stale=args.stale,
             stale_after=_stale_after(ctx), after=args.after, limit=args.limit,
         )
     if ctx.json:
@@ -189,7 +193,7 @@ def register(subparsers, parents) -> None:
 
     p = sub.add_parser("list", parents=[*parents, stale], help="list environments (keyset pages by id)")
     p.add_argument("--state", choices=envs.STATES, help="only this lifecycle state")
-    p.add_argument("--project", metavar="P", help="only this project id")
+    p.add_argument("--project", metavar="P", help="only this project (id or unique name)")
     p.add_argument("--claimed", action="store_true", help="only environments holding an operation claim")
     p.add_argument("--stale", action="store_true", help="only environments whose claim is stale")
     p.add_argument("--limit", type=whole_number("rows"), default=100, metavar="N", help="page size (default 100; 0 = all)")

@@ -7,13 +7,21 @@ import json
 from console.commands.envs import run_action
 from console.output import emit_json, relative, say, table
 from console.services import profiles
+from console.services.resolve import resolve_revision
 from console.text import strip_control
+
+REVISION_SYNTAX = (
+    "A project is its id or its unique name. A revision is its full id "
+    "(prj-atlas-api:execution-profile:3), or PROJECT:N / PROJECT:rN, or N / rN after a PROJECT "
+    "argument (`profiles activate atlas-api r3`). The full id is tried first; an ambiguous name is "
+    "refused with the candidates listed."
+)
 
 
 def cmd_list(ctx) -> int:
     now = ctx.clock()
     with ctx.open() as handle:
-        rows = profiles.list_revisions(handle, ctx.args.project)
+        rows = profiles.list_revisions(handle, ctx.args.project)  # id or unique name
     if ctx.json:
         emit_json(rows)
         return 0
@@ -35,7 +43,7 @@ def cmd_list(ctx) -> int:
 def cmd_show(ctx) -> int:
     now = ctx.clock()
     with ctx.open() as handle:
-        row = profiles.show_revision(handle, ctx.args.revision)
+        row = profiles.show_revision(handle, resolve_revision(handle, ctx.args.revision, project=ctx.args.project))
     if ctx.json:
         data = dict(row)
         try:
@@ -64,8 +72,10 @@ def cmd_show(ctx) -> int:
 
 
 def cmd_diff(ctx) -> int:
+    a = ctx.args
     with ctx.open() as handle:
-        result = profiles.diff_revisions(handle, ctx.args.rev_a, ctx.args.rev_b)
+        result = profiles.diff_revisions(handle, resolve_revision(handle, a.rev_a, project=a.project),
+                                         resolve_revision(handle, a.rev_b, project=a.project))
     if ctx.json:
         emit_json({"a": result.a, "b": result.b, "same": result.same, "diff": result.text})
     elif result.same:
@@ -78,7 +88,7 @@ def cmd_diff(ctx) -> int:
 def cmd_activate(ctx) -> int:
     a = ctx.args
     return run_action(ctx, a.revision, lambda h: profiles.activate(
-        h, a.revision, ctx.actor, reason=a.reason, now=ctx.write_now()))
+        h, resolve_revision(h, a.revision, project=a.project), ctx.actor, reason=a.reason, now=ctx.write_now()))
 
 
 def register(subparsers, parents) -> None:
@@ -90,17 +100,23 @@ def register(subparsers, parents) -> None:
     )
     sub = family.add_subparsers(dest="profiles_command", metavar="ACTION", required=True)
     p = sub.add_parser("list", parents=parents, help="a project's revisions, newest first")
-    p.add_argument("project", metavar="PROJECT")
+    p.add_argument("project", metavar="PROJECT", help="project id or unique name")
     p.set_defaults(handler=cmd_list)
-    p = sub.add_parser("show", parents=parents, help="one revision as pretty JSON, fingerprint checked")
-    p.add_argument("revision", metavar="REVISION")
+    p = sub.add_parser("show", parents=parents, help="one revision as pretty JSON, fingerprint checked",
+                       description=REVISION_SYNTAX)
+    p.add_argument("project", nargs="?", metavar="PROJECT", help="the project rN / N refer to")
+    p.add_argument("revision", metavar="REVISION", help="id, PROJECT:N, or N / rN after PROJECT")
     p.set_defaults(handler=cmd_show)
-    p = sub.add_parser("diff", parents=parents, help="unified diff of two revisions' profiles")
-    p.add_argument("rev_a", metavar="REV_A")
-    p.add_argument("rev_b", metavar="REV_B")
+    p = sub.add_parser("diff", parents=parents, help="unified diff of two revisions' profiles",
+                       description=REVISION_SYNTAX)
+    p.add_argument("project", nargs="?", metavar="PROJECT", help="the project rN / N refer to")
+    p.add_argument("rev_a", metavar="REV_A", help="id, PROJECT:N, or N / rN after PROJECT")
+    p.add_argument("rev_b", metavar="REV_B", help="id, PROJECT:N, or N / rN after PROJECT")
     p.set_defaults(handler=cmd_diff)
-    p = sub.add_parser("activate", parents=parents, help="make a revision active again (rollback)")
-    p.add_argument("revision", metavar="REVISION")
+    p = sub.add_parser("activate", parents=parents, help="make a revision active again (rollback)",
+                       description=REVISION_SYNTAX)
+    p.add_argument("project", nargs="?", metavar="PROJECT", help="the project rN / N refer to")
+    p.add_argument("revision", metavar="REVISION", help="id, PROJECT:N, or N / rN after PROJECT")
     p.add_argument("--reason", required=True, metavar="TEXT", help="why (recorded in the audit event)")
     p.set_defaults(handler=cmd_activate)
 

@@ -159,18 +159,21 @@ def _upgrade(ctx) -> int:
         )
     except service.ProfileEvidenceContradicted as exc:
         bar.finish()
-        if ctx.json:
-            emit_json({"status": "refused", "message": exc.reason, "hint": exc.hint,
+        if ctx.json:  # one object on stdout, the plan inside it (README: --json on every path)
+            emit_json({"ok": False, "error": exc.reason, "hint": exc.hint, "exit": exc.exit_code,
+                       "status": "refused", "message": exc.reason,
                        "plan": exc.plan.to_json() if exc.plan is not None else None})
-        elif exc.plan is not None:
+            return exc.exit_code
+        if exc.plan is not None:
             say(render_plan(exc.plan))
         raise
     except service.ForceRequired as exc:
         bar.finish()
         if ctx.json:
-            emit_json({"status": "force-required", "message": exc.reason, "plan": exc.plan.to_json()})
-        else:
-            say(render_plan(exc.plan))
+            emit_json({"ok": False, "error": exc.reason, "hint": exc.hint, "exit": exc.exit_code, "wrote": [],
+                       "status": "force-required", "message": exc.reason, "plan": exc.plan.to_json()})
+            return exc.exit_code
+        say(render_plan(exc.plan))
         raise
     finally:
         bar.finish()
@@ -201,10 +204,28 @@ def typed_confirmation(name: str) -> bool:
     return answer.strip() == name
 
 
+def _require_snapshot_file(ctx) -> None:
+    """A missing SNAPSHOT is the argument's fault, not --db's: the shared "No database at" sentence
+    would send the operator to fix the wrong path."""
+    from pathlib import Path
+
+    from console.errors import UsageError
+
+    snapshot = Path(ctx.args.snapshot).expanduser()
+    if not snapshot.exists() and not snapshot.is_symlink():
+        raise UsageError(
+            f"There is no snapshot file at {snapshot}; nothing was restored. SNAPSHOT is the file "
+            f"`upgrade` wrote; the database it would replace is --db ({ctx.db_path}).",
+            "`upgrade` prints the snapshot's path after it runs (\"To undo: archon-console restore ...\"); "
+            "snapshots are written beside the database unless --snapshot-dir was given.",
+        )
+
+
 def _restore(ctx) -> int:
     args = ctx.args
     if ctx.read_only:
         raise Refusal("The console is in read-only mode; nothing was restored.")
+    _require_snapshot_file(ctx)
     interactive = sys.stdin is not None and sys.stdin.isatty()
     result = service.restore_snapshot(
         ctx.db_path,

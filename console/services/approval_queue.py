@@ -31,6 +31,7 @@ from console.db.queries import (
 from console.errors import Refusal, UsageError
 from console.services import four_eyes
 from console.services.base import require_feature
+from console.services.resolve import resolve_project  # noqa: F401 - also re-exported
 from console.text import one_line
 
 STATUSES = ("pending", "approved", "denied", "cancelled", "expired", "invalidated", "consumed")
@@ -83,23 +84,6 @@ def parse_statuses(text: str | None) -> tuple[str, ...] | None:
 
 def _projects(conn: sqlite3.Connection) -> list[sqlite3.Row]:
     return conn.execute("SELECT id, name, deletion_started_at FROM projects ORDER BY id").fetchall()
-
-
-def resolve_project(conn: sqlite3.Connection, project: str) -> sqlite3.Row:
-    """A project by id, else by unique name."""
-    row = conn.execute(
-        "SELECT id, name, deletion_started_at FROM projects WHERE id = ?", (project,)
-    ).fetchone()
-    if row is not None:
-        return row
-    rows = conn.execute(
-        "SELECT id, name, deletion_started_at FROM projects WHERE name = ? LIMIT 2", (project,)
-    ).fetchall()
-    if len(rows) == 1:
-        return rows[0]
-    if len(rows) > 1:
-        raise Refusal(f"More than one project is named {one_line(project)!r}.", "Pass the project id instead.")
-    raise Refusal(f"No project {one_line(project)!r} in this database.", "See `archon-console projects list`.")
 
 
 def _partitions(handle: ArchonDatabase, filters: Filters, now: datetime) -> tuple[list[KeysetQuery], dict[str, str]]:

@@ -70,10 +70,12 @@ T = TypeVar("T")
 class DecisionRefused(Refusal):
     """A refusal about one request, carrying its status afterwards (for per-id results)."""
 
-    def __init__(self, request_id: str, state: str | None, reason: str, hint: str | None = None):
+    def __init__(self, request_id: str, state: str | None, reason: str, hint: str | None = None,
+                 *, wrote: tuple[str, ...] = ()):
         super().__init__(reason, hint)
         self.request_id = request_id
         self.state = state
+        self.wrote = wrote  # what was committed before saying no (an overdue request's expiry)
 
 
 # --- small helpers -----------------------------------------------------------------------------
@@ -371,6 +373,7 @@ def decide(
                     f"{rid} expired {_ago(request.get('expires_at'), now)} and can no longer be "
                     f"{PAST_TENSE[decision]}; it has now been marked expired.",
                     "A new request is needed if the action should still happen.",
+                    wrote=("expired",),
                 )
             if unknown_requester and not requester_unknown_ok:
                 raise DecisionRefused(
@@ -419,7 +422,7 @@ def revoke(handle: ArchonDatabase, request_id: str, *, actor: str, reason: str |
 def refusal_result(request_id: str, exc: Refusal) -> ActionResult:
     state = exc.state if isinstance(exc, DecisionRefused) else None
     message = exc.reason if not exc.hint else f"{exc.reason} {exc.hint}"
-    return ActionResult(False, request_id, state, message)
+    return ActionResult(False, request_id, state, message, wrote=getattr(exc, "wrote", ()))
 
 
 def decide_many(

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from console.db.connect import ArchonDatabase
-from console.errors import Refusal
+from console.errors import MissingArgument, Refusal
 
 ACTOR_MAX_BYTES = 200
 REASON_MAX_BYTES = 2000
@@ -20,7 +20,11 @@ FEATURE_RELEASE = {"profiles": "1.8.22", "approvals": "1.8.22", "claims": "1.10.
 
 @dataclass
 class ActionResult:
-    """One id's outcome. `noop` marks a repeat of something that already took effect."""
+    """One id's outcome. `noop` marks a repeat of something that already took effect.
+
+    `wrote` names what a refused action wrote all the same (approving an overdue request marks it
+    expired): the one exception to "exit 1: nothing was written", stated in every refused result.
+    """
 
     ok: bool
     id: str
@@ -28,11 +32,15 @@ class ActionResult:
     message: str
     noop: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    wrote: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         extra = data.pop("extra")
+        wrote = data.pop("wrote")
         data.update(extra)
+        if not self.ok:
+            data["wrote"] = list(wrote)
         return data
 
 
@@ -50,7 +58,7 @@ def validate_reason(reason: str | None, *, required: bool, what: str = "this act
     if reason is not None:
         reason = reason.strip()
     if required and not reason:
-        raise Refusal(f"A reason is required for {what}.", "Pass --reason TEXT.")
+        raise MissingArgument(f"A reason is required for {what}; nothing was written.", "Pass --reason TEXT.")
     if reason:
         size = len(reason.encode("utf-8"))
         if size > REASON_MAX_BYTES:

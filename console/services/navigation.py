@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from console.db.connect import ArchonDatabase
-from console.services.approval_queue import any_pending, resolve_project
+from console.services.approval_queue import any_pending
+from console.services.resolve import resolve_project
 
 PALETTE_PROJECTS = 200
 

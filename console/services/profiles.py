@@ -102,8 +102,11 @@ def _audit(conn, project_id: str) -> list[dict[str, Any]]:
 
 def list_revisions(handle: ArchonDatabase, project_id: str) -> list[dict[str, Any]]:
     """A project's revisions, newest first, with the active flag, audit times and a fingerprint check."""
+    from console.services.resolve import resolve_project
+
     require_profiles(handle)
     conn = handle.conn
+    project_id = resolve_project(conn, project_id)["id"]  # an id or a unique name
     project = _project(conn, project_id)
     audit = _audit(conn, project_id)
     rows = []
