@@ -11,7 +11,6 @@ path (console/cli.py imports it only for `__complete`), so start-up stays as fas
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shlex
 import sys
