@@ -1,0 +1,70 @@
+"""What a first-time user met (issue 10, defects 1-11), each driven through Pilot at 120x40 and 80x24."""
+
+from __future__ import annotations
+
+import pytest
+
+from console.screens.approvals import ApprovalsScreen
+from console.screens.environments import EnvironmentsScreen
+from tests.tui.test_flows import db, ready, select, table, type_text, wait_until
+from widgets.lazy_table import LazyTable
+
+SIZES = [(120, 40), (80, 24)]
+size_ids = pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+
+
+def assert_cursor_row_on_screen(app) -> None:
+    """The highlighted row is drawn, whole, inside the table: the screen's widget at that row's
+    first cell is the table itself (not its scrollbar, not the detail pane, not off-screen)."""
+    t: LazyTable = table(app)
+    y = t.content_region.y + 1 + (t.cursor - int(t.scroll_offset.y))
+    assert t.content_region.y < y < t.content_region.bottom, (t.cursor, t.scroll_offset.y, t.size)
+    widget, _ = app.screen.get_widget_at(t.content_region.x + 1, y)
+    assert widget is t, f"row {t.cursor} is under {type(widget).__name__}"
+
+
+# ---------------------------------------------------------------- 1. the selected row is on screen
+@size_ids
+async def test_selected_row_visible_after_end_pagedown_filter_and_refresh(demo_db, make_app, size):
+    path = demo_db()
+    app = make_app(path)
+    async with app.run_test(size=size) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        await pilot.press("s", "s", "s")  # every status: 200 rows, more than any screen holds
+        await wait_until(pilot, lambda: app.screen.filters.statuses is None and table(app).total == 200
+                         and table(app).visible_loaded)
+        await pilot.press("end")
+        await wait_until(pilot, lambda: table(app).cursor == table(app).total - 1 and table(app).visible_loaded)
+        await pilot.pause(0.05)
+        assert_cursor_row_on_screen(app)
+        await pilot.press("home", "pagedown")
+        await pilot.pause(0.05)
+        assert_cursor_row_on_screen(app)
+        await pilot.press("pagedown", "pagedown")
+        await pilot.pause(0.05)
+        assert_cursor_row_on_screen(app)
+        await pilot.press("s")  # denied: another list, then to its end
+        await wait_until(pilot, lambda: app.screen.filters.statuses == ("denied",) and table(app).visible_loaded)
+        await pilot.press("end")
+        await wait_until(pilot, lambda: table(app).cursor == table(app).total - 1 and table(app).visible_loaded)
+        await pilot.pause(0.05)
+        assert_cursor_row_on_screen(app)
+        # live refresh (what the poll does when another process commits)
+        key = table(app).cursor_key
+        app.screen.refresh_data()
+        await wait_until(pilot, lambda: table(app).cursor_key == key and table(app).visible_loaded)
+        await pilot.pause(0.05)
+        assert_cursor_row_on_screen(app)
+
+
+@size_ids
+async def test_selected_environment_visible_after_end(demo_db, make_app, size):
+    path = demo_db()
+    app = make_app(path, start="envs")
+    async with app.run_test(size=size) as pilot:
+        await ready(pilot, app, EnvironmentsScreen)
+        await pilot.press("end")
+        await wait_until(pilot, lambda: table(app).cursor == table(app).total - 1 and table(app).visible_loaded)
+        await wait_until(pilot, lambda: (app.screen.detail or {}).get("id") == table(app).cursor_key)
+        await pilot.pause(0.05)
+        assert_cursor_row_on_screen(app)
