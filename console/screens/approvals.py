@@ -210,7 +210,7 @@ class ApprovalsScreen(ConsoleScreen):
         else:
             from textual.widgets import Input
 
-            box = Input(id="filter-input", classes="filters")
+            box = Input(id="filter-input")
             self.mount(box, after="#filters")
         box.placeholder = placeholder
         box.value = value

@@ -68,3 +68,30 @@ async def test_selected_environment_visible_after_end(demo_db, make_app, size):
         await wait_until(pilot, lambda: (app.screen.detail or {}).get("id") == table(app).cursor_key)
         await pilot.pause(0.05)
         assert_cursor_row_on_screen(app)
+
+
+def screen_lines(app) -> list[str]:
+    """The text the terminal shows, line by line (the top screen, with what is under a modal)."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+# ---------------------------------------------------------------- 2. typed text is drawn
+@size_ids
+async def test_search_and_project_inputs_show_what_is_typed(demo_db, make_app, size):
+    path = demo_db()
+    app = make_app(path)
+    async with app.run_test(size=size) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        for key, text in (("slash", "billing"), ("p", "atlas")):
+            await pilot.press(key)
+            await type_text(pilot, text)
+            await pilot.pause(0.05)
+            box = app.screen.query_one("#filter-input")
+            assert box.has_focus and box.value == text
+            assert box.content_region.height >= 1
+            assert any(text in line for line in screen_lines(app)), f"{text!r} is not drawn"
+            await pilot.press("escape")
+        await pilot.press("colon")
+        await type_text(pilot, "envs")
+        await pilot.pause(0.05)
+        assert any("envs" in line for line in screen_lines(app))
