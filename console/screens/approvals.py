@@ -24,7 +24,7 @@ from console.services.projects import EXPIRING_SOON
 from widgets.humane import countdown, exact, relative
 from widgets.json_view import JsonView
 from widgets.lazy_table import Column, LazyTable, Preload
-from widgets.safe_text import safe_text
+from widgets.safe_text import clean, safe_text
 from widgets.timeline import Timeline, TimelineEvent
 from console.screens.sources import ApprovalsSource
 
@@ -192,6 +192,18 @@ class ApprovalsScreen(ConsoleScreen):
         table.clear_selection()
         table.set_source(self._source())
         self.query_one("#filters", Static).update(self._filter_text())
+        # The pane shows the new list's highlighted row once it is read, never the old one's.
+        self._clear_detail("loading…")
+
+    def _clear_detail(self, why: str) -> None:
+        if self._detail_timer is not None:
+            self._detail_timer.stop()
+        self.detail = None
+        self.query_one("#detail-head", Static).update(Text(why, style="dim"))
+        self.query_one("#detail-action", JsonView).clear()
+        self.query_one("#detail-authority", JsonView).clear()
+        self.query_one("#detail-events", Timeline).show([])
+        self.refresh_bindings_if_changed()
 
     # ------------------------------------------------------------ filters
     def action_cycle_status(self) -> None:
@@ -233,8 +245,37 @@ class ApprovalsScreen(ConsoleScreen):
         if self.filter_mode == "search":
             self._set_filters(replace(self.filters, search=value))
         elif self.filter_mode == "project":
-            self._set_filters(replace(self.filters, project=value))
+            if value is None:
+                self._set_filters(replace(self.filters, project=None))
+            else:
+                self._check_project(value)
         self.filter_mode = None
+
+    class ProjectChecked(Message):
+        def __init__(self, typed: str, project_id: str | None, problem: str | None) -> None:
+            super().__init__()
+            self.typed, self.project_id, self.problem = typed, project_id, problem
+
+    @work(thread=True, exclusive=True, group="approvals-project", exit_on_error=False)
+    def _check_project(self, typed: str) -> None:
+        """A project filter is applied only once the project is known: an unknown one would make
+        every read of the list refuse, and the list would stay as it was under a header that lies."""
+        from console.errors import Refusal
+
+        try:
+            row = self.session.run(lambda handle: queue.resolve_project(handle.conn, typed))
+        except Refusal as exc:
+            message = exc.reason if "More than one" in exc.reason else f"no project matches {typed!r}"
+            self.post_message(self.ProjectChecked(typed, None, message))
+            return
+        self.post_message(self.ProjectChecked(typed, row["id"], None))
+
+    def on_approvals_screen_project_checked(self, message: ProjectChecked) -> None:
+        if message.problem is not None:
+            self.notify(clean(f"{message.problem}; the filter is unchanged.", one_line=True), severity="warning",
+                        markup=False)
+            return
+        self._set_filters(replace(self.filters, project=message.typed))
 
     def on_key(self, event) -> None:
         boxes = self.query("#filter-input")
@@ -251,18 +292,23 @@ class ApprovalsScreen(ConsoleScreen):
     @on(LazyTable.CursorMoved)
     def _cursor_moved(self, message: LazyTable.CursorMoved) -> None:
         if message.row is None:
+            if message.table.total == 0:
+                self._clear_detail("No request matches these filters.")
             return
         self._later_detail(message.row["id"])
+
+    def on_approvals_screen_detail(self, message: Detail) -> None:
+        row = self.query_one(LazyTable).cursor_row
+        if row is None or row.get("id") != message.request_id:
+            return  # read for a row the list no longer highlights (a filter changed meanwhile)
+        self.detail = message.request
+        self._show_detail(message.request)
+        self.refresh_bindings_if_changed()
 
     @work(thread=True, exclusive=True, group="approvals-detail", exit_on_error=False)
     def _load_detail(self, request_id: str) -> None:
         request = self.session.run(queue.show_request, request_id, actor=self.session.actor, now=self.session.now())
         self.post_message(self.Detail(request_id, request))
-
-    def on_approvals_screen_detail(self, message: Detail) -> None:
-        self.detail = message.request
-        self._show_detail(message.request)
-        self.refresh_bindings_if_changed()
 
     def _show_detail(self, r: dict[str, Any]) -> None:
         now = self.session.now()

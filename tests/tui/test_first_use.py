@@ -95,3 +95,65 @@ async def test_search_and_project_inputs_show_what_is_typed(demo_db, make_app, s
         await type_text(pilot, "envs")
         await pilot.pause(0.05)
         assert any("envs" in line for line in screen_lines(app))
+
+
+def notes(app) -> list[str]:
+    return [str(n.message) for n in app._notifications]
+
+
+# ---------------------------------------------------------------- 3. an unknown project in `p`
+@size_ids
+async def test_unknown_project_is_refused_and_the_screen_keeps_working(demo_db, make_app, size):
+    path = demo_db()
+    app = make_app(path)
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        total = table(app).total
+        await pilot.press("p")
+        await type_text(pilot, "nosuchproject")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: any("no project matches 'nosuchproject'" in n for n in notes(app)),
+                         what="the refusal")
+        assert app.screen.filters.project is None
+        assert "nosuchproject" not in str(app.screen.query_one("#filters").render())
+        assert table(app).total == total
+        await pilot.press("s")  # approved
+        await wait_until(pilot, lambda: table(app).visible_loaded and table(app).cursor_row["status"] == "approved")
+        assert table(app).total == db(path, "SELECT count(*) FROM approval_requests WHERE status='approved'")[0][0]
+        await pilot.press("k")  # git_push
+        await wait_until(pilot, lambda: table(app).visible_loaded and table(app).cursor_row["action_kind"] == "git_push")
+        await pilot.press("down")
+        await wait_until(pilot, lambda: (app.screen.detail or {}).get("id") == table(app).cursor_key,
+                         what="the detail pane follows the cursor")
+        # a known project by name is applied
+        await pilot.press("p")
+        await type_text(pilot, "atlas-api")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.screen.filters.project == "atlas-api" and table(app).visible_loaded)
+        assert {table(app).row_at(i)["project_id"] for i in range(table(app).total)} == {"prj-atlas-api"}
+
+
+# ---------------------------------------------------------------- 4. the detail pane follows the list
+@size_ids
+async def test_detail_pane_never_shows_a_request_the_filter_removed(demo_db, make_app, size):
+    path = demo_db()
+    app = make_app(path)
+    async with app.run_test(size=size) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        await select(pilot, app, table(app).row_at(3)["id"])
+        shown = app.screen.detail["id"]
+        await pilot.press("slash")
+        await type_text(pilot, "nothing-has-this-text")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: table(app).total == 0)
+        await pilot.pause(0.3)
+        assert app.screen.detail is None
+        assert shown not in str(app.screen.query_one("#detail-head").render())
+        assert "No request matches" in str(app.screen.query_one("#detail-head").render())
+        assert app.screen.check_action("approve", ()) is None  # nothing to act on
+        await pilot.press("slash")
+        await type_text(pilot, "billing")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: table(app).total and table(app).visible_loaded)
+        await wait_until(pilot, lambda: (app.screen.detail or {}).get("id") == table(app).cursor_key)
+        assert "billing" in (app.screen.detail["project_id"] + app.screen.detail["action_json"]).lower()
