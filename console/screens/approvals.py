@@ -410,7 +410,7 @@ class ApprovalsScreen(ConsoleScreen):
             "approve": "The request becomes approved: archon's executor may carry out this action once, "
                        "before it expires.",
             "deny": "The request becomes denied: the action will not run. This is final.",
-            "revoke": "The approval is withdrawn (the request becomes expired) so the action cannot run. "
+            "revoke": "The approval is withdrawn (the request becomes invalidated) so the action cannot run. "
                       "This is final.",
         }[verb])
         return text

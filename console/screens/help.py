@@ -17,8 +17,8 @@ GLOSSARY: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("approved", "a human allowed the action; it may be carried out once"),
         ("denied", "a human refused the action (final)"),
         ("cancelled", "withdrawn before a decision (final)"),
-        ("expired", "no decision in time, or an approval revoked (final)"),
-        ("invalidated", "no longer matches its run or authority (final)"),
+        ("expired", "no decision in time, or approved but not carried out in time (final)"),
+        ("invalidated", "an approval revoked, or no longer matching its run or authority (final)"),
         ("consumed", "the approved action was carried out (final)"),
     )),
     ("Environment lifecycle", (

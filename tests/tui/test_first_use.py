@@ -157,3 +157,28 @@ async def test_detail_pane_never_shows_a_request_the_filter_removed(demo_db, mak
         await wait_until(pilot, lambda: table(app).total and table(app).visible_loaded)
         await wait_until(pilot, lambda: (app.screen.detail or {}).get("id") == table(app).cursor_key)
         assert "billing" in (app.screen.detail["project_id"] + app.screen.detail["action_json"]).lower()
+
+
+# ---------------------------------------------------------------- 5. revoke says `invalidated`
+@size_ids
+async def test_revoke_dialog_and_glossary_say_invalidated(demo_db, make_app, size):
+    from console.screens.help import GLOSSARY
+    from console.screens.reason import ReasonModal
+
+    path = demo_db()
+    app = make_app(path)
+    async with app.run_test(size=size) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        await pilot.press("s")  # approved
+        await wait_until(pilot, lambda: app.screen.filters.statuses == ("approved",) and table(app).visible_loaded)
+        await select(pilot, app, "apr-00000193")
+        await pilot.press("r")
+        await wait_until(pilot, lambda: isinstance(app.screen, ReasonModal))
+        said = app.screen.summary.plain
+        assert "becomes invalidated" in said and "expired" not in said.split("\n\n", 1)[1]
+        await type_text(pilot, "wrong remote")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: db(path, "SELECT status FROM approval_requests WHERE id='apr-00000193'")[0][0]
+                         == "invalidated", what="invalidated in the database")
+    words = dict(row for _, rows in GLOSSARY for row in rows)
+    assert "revoked" in words["invalidated"] and "revoked" not in words["expired"]
