@@ -35,6 +35,17 @@ def countdown(when: datetime | None, now: datetime) -> str:
     return f"{minutes}m{secs:02d}s"
 
 
+def age(seconds: float | None) -> str:
+    """How old, in one unit and at most four characters: 45s, 28m, 3h, 29d."""
+    if seconds is None:
+        return "?"
+    seconds = max(0, int(seconds))
+    for unit, size_ in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size_:
+            return f"{seconds // size_}{unit}"
+    return f"{seconds}s"
+
+
 def exact(when: datetime | None) -> str:
     return "—" if when is None else when.strftime("%Y-%m-%d %H:%M:%S UTC")
 

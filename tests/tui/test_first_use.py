@@ -182,3 +182,19 @@ async def test_revoke_dialog_and_glossary_say_invalidated(demo_db, make_app, siz
                          == "invalidated", what="invalidated in the database")
     words = dict(row for _, rows in GLOSSARY for row in rows)
     assert "revoked" in words["invalidated"] and "revoked" not in words["expired"]
+
+
+# ---------------------------------------------------------------- 6. who holds a claim, how old, STALE
+@size_ids
+async def test_claim_column_shows_holder_age_and_stale_on_screen(demo_db, make_app, size):
+    path = demo_db()
+    app = make_app(path, start="envs")
+    async with app.run_test(size=size) as pilot:
+        await ready(pilot, app, EnvironmentsScreen)
+        await pilot.pause(0.05)
+        lines = {line.split()[0]: line for line in screen_lines(app) if line.strip().startswith("env-")}
+        assert "reset · …-worker:13 · 3h STALE" in lines["env-0005"]  # claimed at 09:00, now 12:00
+        assert "stop · archon-worker:42 · 2m" in lines["env-0004"] and "STALE" not in lines["env-0004"]
+        if "env-0012" in lines:  # below the fold at 80x24
+            assert "stop · alice · 14m" in lines["env-0012"]
+    assert db(path, "SELECT operation_claim_id FROM execution_environments WHERE id='env-0005'") == [("archon-worker:13",)]
