@@ -198,3 +198,38 @@ async def test_claim_column_shows_holder_age_and_stale_on_screen(demo_db, make_a
         if "env-0012" in lines:  # below the fold at 80x24
             assert "stop · alice · 14m" in lines["env-0012"]
     assert db(path, "SELECT operation_claim_id FROM execution_environments WHERE id='env-0005'") == [("archon-worker:13",)]
+
+
+# ---------------------------------------------------------------- 7, 8, 11. the upgrade screen at rest
+@size_ids
+async def test_upgrade_screen_idle_shows_the_plan_and_steps_not_a_bar(demo_db, make_app, monkeypatch, size):
+    from textual.widgets import ProgressBar, RichLog
+
+    from console.screens.typed import TypedConfirmModal
+    from console.screens.upgrade import UpgradeScreen, snapshot_label
+
+    monkeypatch.setattr("console.db.snapshot.free_bytes", lambda path: 42 * 1024**3)
+    path = demo_db(release="1.8.22", requests=20)
+    app = make_app(path, start="upgrade")
+    async with app.run_test(size=size) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, UpgradeScreen) and app.screen.plan is not None)
+        await pilot.pause(0.05)
+        screen = app.screen
+        assert not screen.query_one(ProgressBar).display and not screen.query_one(RichLog).display
+        shown = "\n".join(screen_lines(app))
+        assert "001-archon-1.8.20-baseline" in shown  # the step table is on screen
+        assert "(archon 1.8.22 shape)" not in shown  # said once, not twice
+        label = snapshot_label(screen.plan)
+        assert label == f"{screen.plan.snapshot_path.rsplit('/', 1)[1]} (next to the database)"
+        assert label in " ".join(shown.split())  # (it may wrap at 80 columns)
+        await pilot.press("U")
+        await wait_until(pilot, lambda: isinstance(app.screen, TypedConfirmModal))
+        assert label in app.screen.summary.plain.replace("\n", " ")  # the same words in the dialog
+        await type_text(pilot, "archon.db")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: screen.running or screen.query_one(RichLog).display, what="the run")
+        assert screen.query_one(RichLog).display
+        await wait_until(pilot, lambda: app.screen is screen and not screen.running and screen.plan is not None
+                         and screen.plan.up_to_date, timeout=30, what="upgrade finished")
+        assert not screen.query_one(ProgressBar).display
+    assert db(path, "SELECT count(*) FROM _sqlite_migrations")[0][0] == 29
