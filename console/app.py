@@ -154,6 +154,15 @@ class ArchonConsole(App):
             return
         self.push_screen(entry.build(arg))
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "back":  # hidden where there is nothing to go back to (the first screen)
+            return self._can_go_back()
+        return True
+
+    def _can_go_back(self) -> bool:
+        stack = self.screen_stack
+        return len(stack) > 1 and isinstance(stack[-2], ConsoleScreen)
+
     def action_back(self) -> None:
         """Pop back to the previous console screen; the first one stays."""
         stack = self.screen_stack

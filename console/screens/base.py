@@ -19,13 +19,14 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 from textual.worker import Worker, WorkerState
 
 from console.errors import Refusal
 from console.screens.error import ErrorModal
 from widgets import clipboard
 from widgets.badge import Badge
+from widgets.key_footer import KeyFooter
 from widgets.lazy_table import LazyTable
 from widgets.safe_text import clean, safe_text
 
@@ -68,7 +69,7 @@ class ConsoleScreen(Screen):
         with Horizontal(id="badges"):
             yield from self.badges()
         yield from self.compose_content()
-        yield Footer()
+        yield KeyFooter()
 
     def badges(self) -> ComposeResult:
         app = self.console_app

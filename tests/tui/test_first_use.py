@@ -233,3 +233,35 @@ async def test_upgrade_screen_idle_shows_the_plan_and_steps_not_a_bar(demo_db, m
                          and screen.plan.up_to_date, timeout=30, what="upgrade finished")
         assert not screen.query_one(ProgressBar).display
     assert db(path, "SELECT count(*) FROM _sqlite_migrations")[0][0] == 29
+
+
+# ---------------------------------------------------------------- 7, 11. the footer keeps what matters
+@size_ids
+async def test_footer_always_shows_help_and_quit_and_back_only_where_it_acts(demo_db, make_app, size):
+    from console.screens.doctor import DoctorScreen
+    from console.screens.overview import OverviewScreen
+    from console.screens.profiles import ProfilesScreen
+
+    path = demo_db()
+    app = make_app(path)
+    async with app.run_test(size=size) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        await wait_until(pilot, lambda: screen_lines(app)[-1].strip(), what="the footer")
+        footer = screen_lines(app)[-1]
+        for key in ("? Help", "/ Search", "q Quit", "a Approve"):
+            assert key in footer, (key, footer)
+        assert "esc Back" not in footer  # the first screen: nothing to go back to
+        await pilot.press("question_mark")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "HelpScreen")
+        await pilot.pause(0.1)
+        quit_rows = [line for line in screen_lines(app)[:-1] if "Quit" in line]
+        assert quit_rows and all("q, ^q" in line for line in quit_rows), screen_lines(app)  # the footer's q first
+        await pilot.press("escape")
+        for command, screen_cls in (("envs", EnvironmentsScreen), ("projects", OverviewScreen),
+                                    ("project atlas-api", ProfilesScreen), ("doctor", DoctorScreen)):
+            app.navigate(*command.split(" ", 1))
+            await wait_until(pilot, lambda: isinstance(app.screen, screen_cls) and "Back" in screen_lines(app)[-1],
+                             what=f"the footer of {command}")
+            footer = screen_lines(app)[-1]
+            for key in ("? Help", "q Quit", "esc Back"):
+                assert key in footer, (command, key, footer)
