@@ -154,6 +154,16 @@ class ArchonConsole(App):
             return
         self.push_screen(entry.build(arg))
 
+    async def run_action(self, action: Any, default_namespace: Any = None, namespaces: Any = None) -> bool:
+        """A key whose action cannot act now (greyed in the Footer) says why instead of nothing."""
+        if await super().run_action(action, default_namespace, namespaces):
+            return True
+        if isinstance(action, str) and isinstance(default_namespace, ConsoleScreen):
+            target, name, params = self._parse_action(action, default_namespace, namespaces)
+            if target is default_namespace and target.check_action(name, params) is None:
+                return target.explain_unavailable(name)
+        return False
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "back":  # hidden where there is nothing to go back to (the first screen)
             return self._can_go_back()

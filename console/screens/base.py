@@ -10,6 +10,7 @@ every greyed action (`w` shows it, the help screen lists it).
 from __future__ import annotations
 
 import json
+import time
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from console.workers import Session
 
 READ_ONLY_REASON = "read-only mode (--read-only): nothing can be written"
+SUPPORT_REASON = "support snapshot: read-only"
+EXPLAIN_AGAIN_AFTER = 4.0  # seconds before the same reason is shown again for a repeated key
 
 
 class ConsoleScreen(Screen):
@@ -93,7 +96,8 @@ class ConsoleScreen(Screen):
     def unavailable(self) -> dict[str, str]:
         """action -> why it cannot act now. Screens extend this with row-specific reasons."""
         if self.session.read_only:
-            return {a: READ_ONLY_REASON for a in self.WRITE_ACTIONS}
+            why = SUPPORT_REASON if self.console_app.support is not None else READ_ONLY_REASON
+            return {a: why for a in self.WRITE_ACTIONS}
         return {}
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -101,14 +105,30 @@ class ConsoleScreen(Screen):
             return None  # greyed in the Footer; `w` says why
         return True
 
+    def _reason_lines(self, reasons: dict[str, str]) -> str:
+        names = {ab.binding.action: ab.binding.description for ab in self.active_bindings.values()}
+        return "\n".join(f"{names.get(a, a)}: {r}" for a, r in sorted(reasons.items()))
+
     def action_why(self) -> None:
         reasons = self.unavailable()
         if not reasons:
             self.notify("Every action on this screen can act now.", title="Why greyed?")
             return
-        names = {ab.binding.action: ab.binding.description for ab in self.active_bindings.values()}
-        text = "\n".join(f"{names.get(a, a)}: {r}" for a, r in sorted(reasons.items()))
-        self.notify(clean(text), title="Why greyed?", timeout=8, markup=False)
+        self.notify(clean(self._reason_lines(reasons)), title="Why greyed?", timeout=8, markup=False)
+
+    _explained: tuple[str, float] | None = None
+
+    def explain_unavailable(self, action: str) -> bool:
+        """A greyed key was pressed: say why, in `w`'s words (once while the same toast shows)."""
+        why = self.unavailable().get(action)
+        if not why:
+            return False
+        text = clean(self._reason_lines({action: why}))
+        now = time.monotonic()
+        if self._explained is None or self._explained[0] != text or now - self._explained[1] > EXPLAIN_AGAIN_AFTER:
+            self._explained = (text, now)
+            self.notify(text, title="Why greyed?", severity="warning", timeout=EXPLAIN_AGAIN_AFTER, markup=False)
+        return True
 
     # ------------------------------------------------------------ data
     def refresh_data(self) -> None:

@@ -265,3 +265,45 @@ async def test_footer_always_shows_help_and_quit_and_back_only_where_it_acts(dem
             footer = screen_lines(app)[-1]
             for key in ("? Help", "q Quit", "esc Back"):
                 assert key in footer, (command, key, footer)
+
+
+# ---------------------------------------------------------------- 9. a greyed key says why
+@size_ids
+async def test_a_key_that_cannot_act_says_why(demo_db, make_app, size):
+    path = demo_db()
+    app = make_app(path)
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        overdue = table(app).row_at(0)
+        assert overdue["overdue"] and overdue["status"] == "pending"
+        await wait_until(pilot, lambda: (app.screen.detail or {}).get("id") == overdue["id"])
+        why = app.screen.unavailable()["approve"]
+        await pilot.press("a")
+        await wait_until(pilot, lambda: f"Approve: {why}" in notes(app), what="the reason")
+        assert isinstance(app.screen, ApprovalsScreen)  # no dialog
+        app.navigate("envs")
+        await ready(pilot, app, EnvironmentsScreen)
+        await select(pilot, app, "env-0004")  # claimed two minutes ago: not stale
+        await pilot.press("t")
+        await wait_until(pilot, lambda: any(n.startswith("Take over: ") and "not stale" in n for n in notes(app)))
+    assert db(path, "SELECT status FROM approval_requests WHERE id=?", overdue["id"]) == [("pending",)]
+    assert db(path, "SELECT operation_claim_id FROM execution_environments WHERE id='env-0004'") == [("archon-worker:42",)]
+
+
+@size_ids
+async def test_in_inspect_the_reason_is_the_support_snapshot(demo_db, make_app, size):
+    from console.app import ArchonConsole
+    from console.workers import SupportInfo
+    from tests.tui.conftest import make_ctx
+
+    make_app  # sets the test's keymap and clipboard environment
+    path = demo_db()
+    approved = db(path, "SELECT count(*) FROM approval_requests WHERE status='approved'")
+    app = ArchonConsole(make_ctx(path, read_only=True), SupportInfo("/srv/archon/archon.db", "2025-06-01 11:59:00 UTC"),
+                        start="approvals", poll_seconds=3600)
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        await pilot.press("a")
+        await wait_until(pilot, lambda: "Approve: support snapshot: read-only" in notes(app), what="the reason")
+        assert not any("--read-only" in n for n in notes(app))
+    assert db(path, "SELECT count(*) FROM approval_requests WHERE status='approved'") == approved
