@@ -16,9 +16,9 @@ from textual.binding import Binding
 from textual.message import Message
 
 from console.idle_gc import IdleCollector
-from console.keymap import load_keymap
+from console.keymap import load_keymap, unknown_ids
 from console.screens.base import ConsoleScreen
-from console.screens.registry import parse_command
+from console.screens.registry import command_words, parse_command
 from console.services import navigation
 from console.workers import Session, SupportInfo
 from widgets.safe_text import clean
@@ -33,6 +33,31 @@ def _navigation_commands() -> type:
     from console.palette import NavigationCommands
 
     return NavigationCommands
+
+
+MODAL_MODULES = ("bulk_results", "command_line", "confirm", "error", "help", "reason", "typed")
+
+
+def known_binding_ids() -> set[str]:
+    """Every binding id a keymap may name: the app's, every screen's and dialog's, the table's.
+    Imports every screen, so it runs only when a keymap file has entries."""
+    import importlib
+
+    from console.screens.registry import SCREENS
+    from widgets.lazy_table import LazyTable
+
+    classes: list[type] = [ArchonConsole, ConsoleScreen, LazyTable]
+    classes += [entry.screen_class() for entry in SCREENS]
+    for name in MODAL_MODULES:
+        module = importlib.import_module(f"console.screens.{name}")
+        classes += [v for v in vars(module).values() if isinstance(v, type) and hasattr(v, "BINDINGS")]
+    ids = set()
+    for cls in classes:
+        for klass in cls.__mro__:
+            for binding in vars(klass).get("BINDINGS", ()):
+                if isinstance(binding, Binding) and binding.id:
+                    ids.add(binding.id)
+    return ids
 
 
 class ArchonConsole(App):
@@ -80,6 +105,9 @@ class ArchonConsole(App):
                 self._prefetched = (entry.name, arg, prefetched)
         overrides, self.keymap_warning = load_keymap()
         if overrides:
+            unknown = unknown_ids(overrides, known_binding_ids())
+            if unknown:
+                self.keymap_warning = f"{self.keymap_warning} {unknown}" if self.keymap_warning else unknown
             self.set_keymap(overrides)
 
     # ------------------------------------------------------------ start
@@ -143,8 +171,9 @@ class ArchonConsole(App):
             self.action_help()
             return
         if entry is None:
-            self.notify(f"No screen called {clean(word, one_line=True)!r}. Try :approvals, :envs, :projects, "
-                        ":project NAME, :upgrade.", severity="warning", markup=False)
+            tries = ", ".join(f":{w}" for w in command_words().split(" | "))
+            self.notify(f"No screen called {clean(word, one_line=True)!r}. Try {tries}.", severity="warning",
+                        markup=False)
             return
         if entry.argument and not arg:
             self.notify(f":{entry.name} needs {entry.argument}.", severity="warning", markup=False)

@@ -21,7 +21,7 @@ from console.screens.base import ConsoleScreen
 from console.services import approval_queue as queue
 from console.services import approvals as decisions
 from console.services.projects import EXPIRING_SOON
-from widgets.humane import countdown, exact, relative
+from widgets.humane import countdown, exact, plural, relative
 from widgets.json_view import JsonView
 from widgets.lazy_table import Column, LazyTable, Preload
 from widgets.safe_text import clean, safe_text
@@ -50,6 +50,16 @@ def _summary(row: dict[str, Any]) -> Text:
         action = queue.parse_json_field(row.get("action_json"))
         row["_summary"] = queue.action_summary(row.get("action_kind"), action, row.get("action_json"))
     return safe_text(row["_summary"], one_line=True)
+
+
+SHORT_ID = 12
+
+
+def _short_id(row: dict[str, Any]) -> Text:
+    """The id first, where every width shows it: whole when it fits, else its distinguishing
+    tail (`y` copies, and `/` finds, the whole id)."""
+    ident = clean(row.get("id"), one_line=True)
+    return Text(ident if len(ident) <= SHORT_ID else "…" + ident[-(SHORT_ID - 1):], no_wrap=True, end="")
 
 
 class ApprovalsScreen(ConsoleScreen):
@@ -142,12 +152,12 @@ class ApprovalsScreen(ConsoleScreen):
 
     def _columns(self) -> list[Column]:
         return [
+            Column("id", "id", SHORT_ID, render=_short_id),
             Column("expires_at", "expires", 9, render=self._render_expiry),
             Column("status", "status", 9, render=lambda r: safe_text(r.get("status"), STATUS_STYLE.get(r.get("status"), ""), one_line=True)),
             Column("project_name", "project", 14, render=lambda r: safe_text(r.get("project_name") or r.get("project_id"), one_line=True)),
             Column("action_kind", "kind", 12),
             Column("summary", "action", 24, render=_summary),
-            Column("id", "id", 12),
         ]
 
     def _render_expiry(self, row: dict[str, Any]) -> Text:
@@ -180,8 +190,8 @@ class ApprovalsScreen(ConsoleScreen):
         table = self.query(LazyTable)
         if table and table.first().total is not None:
             t = table.first()
-            count = f"{t.total:,}" if t.total_exact else f"{t.total:,}+"
-            text.append(f"   {count} requests", style="dim")
+            count = plural(t.total, "request") if t.total_exact else f"{t.total:,}+ requests"
+            text.append(f"   {count}", style="dim")
             if t.selected:
                 text.append(f", {len(t.selected)} marked", style="bold")
         return text

@@ -20,7 +20,7 @@ from console.screens.reason import ReasonModal
 from console.screens.sources import EnvironmentsSource
 from console.screens.typed import TypedConfirmModal
 from console.services import environments as envs
-from widgets.humane import age, exact, relative
+from widgets.humane import age, exact, plural, relative
 from widgets.lazy_table import Column, LazyTable
 from widgets.safe_text import clean, safe_text
 from widgets.timeline import Timeline, TimelineEvent
@@ -126,7 +126,7 @@ class EnvironmentsScreen(ConsoleScreen):
         text.append_text(safe_text(self.argument or "all", "bold", one_line=True))
         table = self.query(LazyTable)
         if table and table.first().total is not None:
-            text.append(f"   {table.first().total:,} environments", style="dim")
+            text.append(f"   {plural(table.first().total, 'environment')}", style="dim")
         return text
 
     def _reload(self) -> None:
@@ -378,10 +378,14 @@ def _claim_cell(row: dict[str, Any]) -> Text:
     holder = clean(row.get("claim_holder"), one_line=True)
     how_old = age(row.get("claim_age_seconds"))
     stale = " STALE" if row.get("stale") else ""
-    room = CLAIM_WIDTH - len(op) - 2 * len(SEP) - len(how_old) - len(stale)
+    sep = SEP
+    room = CLAIM_WIDTH - len(op) - 2 * len(sep) - len(how_old) - len(stale)
+    if len(holder) > room and room < 10:  # tight (cleanup_retry): plain spaces leave the holder more
+        sep = " "
+        room += 2 * (len(SEP) - len(sep))
     if len(holder) > room:
         holder = "…" + holder[-(room - 1):] if room > 1 else "…"
-    text = Text(f"{op}{SEP}{holder}{SEP}{how_old}", no_wrap=True, end="")
+    text = Text(f"{op}{sep}{holder}{sep}{how_old}", no_wrap=True, end="")
     if stale:
         text.append(stale, style="bold yellow")
     return text

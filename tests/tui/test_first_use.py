@@ -307,3 +307,77 @@ async def test_in_inspect_the_reason_is_the_support_snapshot(demo_db, make_app, 
         await wait_until(pilot, lambda: "Approve: support snapshot: read-only" in notes(app), what="the reason")
         assert not any("--read-only" in n for n in notes(app))
     assert db(path, "SELECT count(*) FROM approval_requests WHERE status='approved'") == approved
+
+
+# ---------------------------------------------------------------- 11. the smaller ones
+@size_ids
+async def test_smaller_ones_on_screen(demo_db, make_app, size):
+    from console.screens.command_line import CommandLine
+    from console.screens.doctor import DoctorScreen
+    from console.screens.overview import OverviewScreen
+
+    path = demo_db()
+    app = make_app(path)
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        # a short id column: the request ids are on screen, inside the table, at 120x40 and 80x24
+        t = table(app)
+        first = t.row_at(0)["id"]
+        line = screen_lines(app)[t.content_region.y + 1]
+        assert first in line[t.content_region.x:t.content_region.right]
+        # `:` names every screen, and so does the hint for a word that is none
+        await pilot.press("colon")
+        await wait_until(pilot, lambda: isinstance(app.screen, CommandLine))
+        assert "doctor" in app.screen.query_one("#command-input").placeholder
+        await type_text(pilot, "nosuch")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: any("No screen called 'nosuch'" in n for n in notes(app)))
+        assert any(":doctor" in n for n in notes(app) if "No screen called" in n)
+        # one environment, not "1 environments"
+        app.navigate("envs")
+        await ready(pilot, app, EnvironmentsScreen)
+        await pilot.press("f")  # state: queued (one in the demo)
+        await wait_until(pilot, lambda: app.screen.state == "queued" and table(app).total == 1)
+        await wait_until(pilot, lambda: "1 environment" in str(app.screen.query_one("#filters").render()))
+        assert "1 environments" not in str(app.screen.query_one("#filters").render())
+        # projects being deleted are marked in words; pending reads one way
+        app.navigate("projects")
+        await ready(pilot, app, OverviewScreen)
+        await pilot.pause(0.05)
+        lines = screen_lines(app)
+        assert any("legacy-mo" in line and "[being deleted]" in line for line in lines)
+        assert any("16 (4 <1h, 1 overdue)" in line for line in lines), lines  # was "16 (4 <1h) 1 overdue"
+        # doctor: plural counts, the release said once, whole ids
+        app.navigate("doctor")
+        await wait_until(pilot, lambda: isinstance(app.screen, DoctorScreen) and app.screen.report is not None,
+                         timeout=15)
+        await pilot.pause(0.1)
+        summary = str(app.screen.query_one("#doctor-summary").render())
+        assert "0 errors" in summary and "0 error " not in summary
+        release = app.screen.report.finding("schema.release")
+        assert release.found.startswith("archon 1.10.0 shape;"), release.found
+        shown = "\n".join(screen_lines(app))
+        for finding in app.screen.findings[:5]:
+            assert finding.id in shown, finding.id  # not cut short
+
+
+def test_pending_column_reads_one_way():
+    from console.screens.overview import _pending
+
+    row = {"pending_approvals": 12, "pending_expiring_within_hour": 1, "pending_overdue": 2}
+    assert _pending(row).plain == "12 (1 <1h, 2 overdue)"
+    assert _pending({"pending_approvals": 7, "pending_overdue": 7}).plain == "7 (7 overdue)"
+    assert _pending({"pending_approvals": 3, "pending_expiring_within_hour": 1}).plain == "3 (1 <1h)"
+
+
+async def test_unknown_keymap_ids_are_named(demo_db, make_app, tmp_path, monkeypatch):
+    keymap = tmp_path / "keymap.toml"
+    keymap.write_text('[keys]\n"approvals.aprove" = "A"\n"approvals.deny" = "D"\n"nav.bakc" = "b"\n')
+    path = demo_db()
+    monkeypatch.setenv("ARCHON_CONSOLE_KEYMAP", str(keymap))
+    app = make_app(path)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        warning = next(n for n in notes(app) if "approvals.aprove" in n)
+        assert "nav.bakc" in warning and "approvals.deny" not in warning
+        assert app.screen.active_bindings.get("D") is not None  # the known id was applied
