@@ -79,6 +79,12 @@ class ArchonConsole(App):
     def __init__(self, ctx: Any, support: SupportInfo | None = None, *, session: Session | None = None,
                  start: str | None = None, poll_seconds: float = POLL_SECONDS) -> None:
         super().__init__()
+        if self.no_color:  # NO_COLOR: the terminal's own colours, not Textual's greys (widgets/plain_filter.py)
+            from textual.filter import Monochrome, NoColor
+
+            from widgets.plain_filter import PlainFilter
+
+            self._filters = [f for f in self._filters if not isinstance(f, (Monochrome, NoColor))] + [PlainFilter()]
         self.ctx = ctx
         self.support = support
         self.session = session or Session(ctx)

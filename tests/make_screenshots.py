@@ -23,7 +23,8 @@ SIZES = ((80, 24), (120, 40))
 async def shoot(scene, size, db: Path, out: Path) -> Path:
     from console.app import ArchonConsole
 
-    app = ArchonConsole(make_ctx(db, read_only=scene.read_only), start=scene.start, poll_seconds=3600)
+    with mock.patch.dict(os.environ, dict(scene.env)):  # NO_COLOR is read when the app is made
+        app = ArchonConsole(make_ctx(db, read_only=scene.read_only), start=scene.start, poll_seconds=3600)
     async with app.run_test(size=size) as pilot:
         await settle(pilot, app, scene)
         name = f"{scene.name}-{size[0]}x{size[1]}.svg"

@@ -36,9 +36,11 @@ def rank(binding: Binding, enabled: bool) -> int:
 class KeyFooter(Footer):
     """A Footer that drops its least important keys, not its last ones, when the line is short."""
 
-    def key_width(self, binding: Binding) -> int:
+    def key_width(self, binding: Binding, enabled: bool = True) -> int:
         """Cells one key takes: its key, its description, and the padding or margin around them."""
-        return cell_len(self.app.get_key_display(binding)) + cell_len(binding.description) + (2 if self.compact else 3)
+        marks = 2 if not enabled and self.app.no_color else 0  # "(Approve)"
+        return (cell_len(self.app.get_key_display(binding)) + cell_len(binding.description) + marks
+                + (2 if self.compact else 3))
 
     def fitting(self, width: int) -> tuple[list[tuple[Binding, bool, str]], bool]:
         """The bindings to show, in their order, and whether the palette key fits too."""
@@ -54,7 +56,7 @@ class KeyFooter(Footer):
         keep: set[int] = set()
         used = 0
         for i in order:
-            cost = self.key_width(shown[i][0])
+            cost = self.key_width(shown[i][0], shown[i][1])
             if used + cost <= budget:
                 keep.add(i)
                 used += cost
@@ -67,7 +69,10 @@ class KeyFooter(Footer):
         self.compact = width < COMPACT_BELOW
         bindings, palette = self.fitting(width)
         for binding, enabled, tooltip in bindings:
-            yield FooterKey(binding.key, self.app.get_key_display(binding), binding.description, binding.action,
+            description = binding.description
+            if not enabled and self.app.no_color:  # greyed means dim, which NO_COLOR drops: say it
+                description = f"({description})"
+            yield FooterKey(binding.key, self.app.get_key_display(binding), description, binding.action,
                             disabled=not enabled, tooltip=tooltip).data_bind(compact=Footer.compact)
         if palette:
             try:

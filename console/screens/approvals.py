@@ -67,7 +67,7 @@ class ApprovalsScreen(ConsoleScreen):
     TITLE = "Approvals"
     WRITE_ACTIONS = frozenset({"approve", "deny", "revoke"})
     HELP_NOTES = (
-        "Rows are ordered by time to expiry, soonest first; yellow rows expire within the hour.\n"
+        "Rows are ordered by time to expiry, soonest first; yellow rows marked ! expire within the hour.\n"
         "space marks rows; a / d with marked rows decides all of them, each in its own transaction.\n"
         "Deny and revoke need a reason; approve takes an optional one. You cannot decide your own request."
     )
@@ -165,7 +165,11 @@ class ApprovalsScreen(ConsoleScreen):
         if row.get("status") not in queue.OPEN_STATUSES:
             return Text("—", style="dim")
         label = countdown(when, self.session.now())
-        return Text(label, style="bold red" if label == "expired" else "")
+        if label == "expired":
+            return Text(label, style="bold red")
+        if when is not None and when - self.session.now() <= EXPIRING_SOON:
+            return Text(f"! {label}", style="bold yellow")  # the row is yellow too; `!` says it in monochrome
+        return Text(label)
 
     def _row_class(self, row: dict[str, Any]) -> str | None:
         status = row.get("status")

@@ -23,6 +23,7 @@ class Scene:
     read_only: bool = False
     navigate: tuple[str, str] | None = None
     final: tuple[str, ...] = ()  # pressed once the detail pane has loaded (dialogs)
+    env: tuple[tuple[str, str], ...] = ()  # set before the app is made (NO_COLOR is read then)
     extra: dict = field(default_factory=dict)
 
 
@@ -48,6 +49,8 @@ SCENES: tuple[Scene, ...] = (
     Scene("approvals", "approvals", ("down", "down"), _detail_ready),
     Scene("approvals-approve-dialog", "approvals", ("down", "down"), _modal_over("ReasonModal"), final=("a",)),
     Scene("approvals-read-only", "approvals", ("down", "down"), _detail_ready, read_only=True),
+    Scene("approvals-no-color", "approvals", ("down", "down", "down", "down", "down", "down", "down", "down"),
+          _detail_ready, env=(("NO_COLOR", "1"),)),
     Scene("environments", "envs", ("down", "down", "down", "down"), _detail_ready),
     Scene("environments-takeover", "envs", ("down", "down", "down", "down"), _modal_over("TypedConfirmModal"), final=("t",)),
     Scene("projects", "projects", (), _table_ready),

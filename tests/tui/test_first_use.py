@@ -381,3 +381,50 @@ async def test_unknown_keymap_ids_are_named(demo_db, make_app, tmp_path, monkeyp
         warning = next(n for n in notes(app) if "approvals.aprove" in n)
         assert "nav.bakc" in warning and "approvals.deny" not in warning
         assert app.screen.active_bindings.get("D") is not None  # the known id was applied
+
+
+# ---------------------------------------------------------------- 10. NO_COLOR
+def styled_segments(app):
+    for y, strip in enumerate(app.screen._compositor.render_strips()):
+        for segment in strip:
+            if segment.style is not None and segment.text.strip():
+                yield y, segment
+
+
+def assert_monochrome(app) -> None:
+    for y, segment in styled_segments(app):
+        style = segment.style
+        assert style.color is None or style.color.is_default, (y, segment)
+        assert style.bgcolor is None or style.bgcolor.is_default, (y, segment)
+        assert not style.bold and not style.dim, (y, segment)
+
+
+@size_ids
+async def test_no_color_is_monochrome_and_says_in_words_what_colour_said(demo_db, make_app, monkeypatch, size):
+    monkeypatch.setenv("NO_COLOR", "1")
+    path = demo_db()
+    app = make_app(path, read_only=True)
+    async with app.run_test(size=size) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        await select(pilot, app, "apr-00000192")  # expires in 5 minutes
+        await wait_until(pilot, lambda: "(Approve)" in screen_lines(app)[-1], what="the greyed footer")
+        assert_monochrome(app)
+        t = table(app)
+        lines = screen_lines(app)
+        cursor_y = t.content_region.y + 1 + t.cursor - int(t.scroll_offset.y)
+        assert "! 5m00s" in lines[cursor_y]  # within the hour: a symbol, not only yellow
+        assert any(y == cursor_y and s.style.reverse for y, s in styled_segments(app))  # the cursor
+        assert "expired" in lines[t.content_region.y + 1]  # overdue: a word
+        app.navigate("envs")
+        await ready(pilot, app, EnvironmentsScreen)
+        await pilot.pause(0.05)
+        assert_monochrome(app)
+        assert any("STALE" in line for line in screen_lines(app))
+
+
+async def test_colour_is_still_colour_without_no_color(demo_db, make_app, monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    app = make_app(demo_db())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        assert any(s.style.color is not None and not s.style.color.is_default for _, s in styled_segments(app))

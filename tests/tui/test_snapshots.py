@@ -16,6 +16,8 @@ SIZES = [(80, 24), (120, 40)]
 @pytest.mark.parametrize("scene", SCENES, ids=lambda s: s.name)
 def test_screen(scene, size, snap_compare, demo_db, make_app, monkeypatch):
     monkeypatch.setattr("console.db.snapshot.free_bytes", lambda path: 42 * 1024**3)
+    for name, value in scene.env:
+        monkeypatch.setenv(name, value)
     path = demo_db(release=scene.release, requests=200 if scene.release == "current" else 20)
     app = make_app(path, read_only=scene.read_only, start=scene.start, poll_seconds=3600)
 
