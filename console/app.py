@@ -205,8 +205,9 @@ class ArchonConsole(App):
         return True
 
     def _can_go_back(self) -> bool:
-        stack = self.screen_stack
-        return len(stack) > 1 and isinstance(stack[-2], ConsoleScreen)
+        """Whether a console screen lies under the topmost one (a dialog over it does not count)."""
+        screens = [s for s in self.screen_stack if isinstance(s, ConsoleScreen)]
+        return len(screens) > 1
 
     def action_back(self) -> None:
         """Pop back to the previous console screen; the first one stays."""
