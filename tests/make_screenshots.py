@@ -14,7 +14,8 @@ from pathlib import Path
 from unittest import mock
 
 from tests.tui.conftest import NOW_TEXT, make_ctx
-from tests.tui.scenes import SCENES, settle
+from console import isolation
+from tests.tui.scenes import SCENES, fixed_free_space, settle
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"
 SIZES = ((80, 24), (120, 40))
@@ -41,7 +42,8 @@ def main() -> int:
     from console.demo import generate
 
     with tempfile.TemporaryDirectory() as tmp, \
-            mock.patch("console.db.snapshot.free_bytes", lambda path: 42 * 1024**3):
+            mock.patch("console.db.snapshot.free_bytes", lambda path: 42 * 1024**3), \
+            mock.patch("console.screens.upgrade.call_isolated", fixed_free_space(isolation.call_isolated)):
         masters = {}
         for scene in SCENES:
             for size in SIZES:

@@ -6,6 +6,7 @@ keys, and waits until every worker has delivered (table pages, detail panes) bef
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -60,6 +61,20 @@ SCENES: tuple[Scene, ...] = (
     Scene("help", "approvals", ("question_mark",), _modal_over("HelpScreen")),
     Scene("doctor", "doctor", (), lambda app: getattr(app.screen, "report", None) is not None),
 )
+
+
+FREE_BYTES = 42 * 1024**3
+
+
+def fixed_free_space(call_isolated: Callable) -> Callable:
+    """`call_isolated` whose plans report FREE_BYTES free: the plan is made in a child process,
+    where patching `free_bytes` does not reach, and the real free space changes the picture."""
+    def call(function: str, *args, **kwargs):
+        result = call_isolated(function, *args, **kwargs)
+        if hasattr(result, "free_bytes"):
+            result = dataclasses.replace(result, free_bytes=FREE_BYTES)
+        return result
+    return call
 
 
 async def settle(pilot, app, scene: Scene, timeout: float = 10.0) -> None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.tui.scenes import SCENES, settle
+from console import isolation
+from tests.tui.scenes import FREE_BYTES, SCENES, fixed_free_space, settle
 
 SIZES = [(80, 24), (120, 40)]
 
@@ -15,7 +16,8 @@ SIZES = [(80, 24), (120, 40)]
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("scene", SCENES, ids=lambda s: s.name)
 def test_screen(scene, size, snap_compare, demo_db, make_app, monkeypatch):
-    monkeypatch.setattr("console.db.snapshot.free_bytes", lambda path: 42 * 1024**3)
+    monkeypatch.setattr("console.db.snapshot.free_bytes", lambda path: FREE_BYTES)
+    monkeypatch.setattr("console.screens.upgrade.call_isolated", fixed_free_space(isolation.call_isolated))
     for name, value in scene.env:
         monkeypatch.setenv(name, value)
     path = demo_db(release=scene.release, requests=200 if scene.release == "current" else 20)
