@@ -151,10 +151,14 @@ class ApprovalsScreen(ConsoleScreen):
         return ApprovalsSource(self.session, self.filters)
 
     def _columns(self) -> list[Column]:
+        """The status column only when the filter shows more than one status (the filter line
+        names a single one): at 120 columns its width goes to the action instead."""
+        single = self.filters.statuses is not None and len(self.filters.statuses) == 1
         return [
             Column("id", "id", SHORT_ID, render=_short_id),
             Column("expires_at", "expires", 9, render=self._render_expiry),
-            Column("status", "status", 9, render=lambda r: safe_text(r.get("status"), STATUS_STYLE.get(r.get("status"), ""), one_line=True)),
+            *([] if single else [Column("status", "status", 9, render=lambda r: safe_text(
+                r.get("status"), STATUS_STYLE.get(r.get("status"), ""), one_line=True))]),
             Column("project_name", "project", 14, render=lambda r: safe_text(r.get("project_name") or r.get("project_id"), one_line=True)),
             Column("action_kind", "kind", 12),
             Column("summary", "action", 24, render=_summary),
@@ -204,6 +208,7 @@ class ApprovalsScreen(ConsoleScreen):
         self.filters = filters
         table = self.query_one(LazyTable)
         table.clear_selection()
+        table.columns = self._columns()
         table.set_source(self._source())
         self.query_one("#filters", Static).update(self._filter_text())
         # The pane shows the new list's highlighted row once it is read, never the old one's.
