@@ -4,7 +4,8 @@ A screen composes `compose_content()` between the header/badge bar and the Foote
 runs in thread workers started by the screen; a worker that raises ends in `ErrorModal`, never a
 crash (`exit_on_error=False` plus `on_worker_state_changed`). Write actions are listed in
 `WRITE_ACTIONS`; `check_action` greys them out in read-only mode, and `unavailable()` says why for
-every greyed action (`w` shows it, the help screen lists it).
+every greyed action (`w` shows it, the help screen lists it, and pressing the greyed key itself
+shows it: `ArchonConsole.run_action` calls `explain_unavailable`).
 """
 
 from __future__ import annotations
