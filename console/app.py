@@ -16,9 +16,9 @@ from textual.binding import Binding
 from textual.message import Message
 
 from console.idle_gc import IdleCollector
-from console.keymap import load_keymap
+from console.keymap import load_keymap, unknown_ids
 from console.screens.base import ConsoleScreen
-from console.screens.registry import parse_command
+from console.screens.registry import command_words, parse_command
 from console.services import navigation
 from console.workers import Session, SupportInfo
 from widgets.safe_text import clean
@@ -33,6 +33,31 @@ def _navigation_commands() -> type:
     from console.palette import NavigationCommands
 
     return NavigationCommands
+
+
+MODAL_MODULES = ("bulk_results", "command_line", "confirm", "error", "help", "reason", "typed")
+
+
+def known_binding_ids() -> set[str]:
+    """Every binding id a keymap may name: the app's, every screen's and dialog's, the table's.
+    Imports every screen, so it runs only when a keymap file has entries."""
+    import importlib
+
+    from console.screens.registry import SCREENS
+    from widgets.lazy_table import LazyTable
+
+    classes: list[type] = [ArchonConsole, ConsoleScreen, LazyTable]
+    classes += [entry.screen_class() for entry in SCREENS]
+    for name in MODAL_MODULES:
+        module = importlib.import_module(f"console.screens.{name}")
+        classes += [v for v in vars(module).values() if isinstance(v, type) and hasattr(v, "BINDINGS")]
+    ids = set()
+    for cls in classes:
+        for klass in cls.__mro__:
+            for binding in vars(klass).get("BINDINGS", ()):
+                if isinstance(binding, Binding) and binding.id:
+                    ids.add(binding.id)
+    return ids
 
 
 class ArchonConsole(App):
@@ -54,6 +79,12 @@ class ArchonConsole(App):
     def __init__(self, ctx: Any, support: SupportInfo | None = None, *, session: Session | None = None,
                  start: str | None = None, poll_seconds: float = POLL_SECONDS) -> None:
         super().__init__()
+        if self.no_color:  # NO_COLOR: the terminal's own colours, not Textual's greys (widgets/plain_filter.py)
+            from textual.filter import Monochrome, NoColor
+
+            from widgets.plain_filter import PlainFilter
+
+            self._filters = [f for f in self._filters if not isinstance(f, (Monochrome, NoColor))] + [PlainFilter()]
         self.ctx = ctx
         self.support = support
         self.session = session or Session(ctx)
@@ -80,6 +111,9 @@ class ArchonConsole(App):
                 self._prefetched = (entry.name, arg, prefetched)
         overrides, self.keymap_warning = load_keymap()
         if overrides:
+            unknown = unknown_ids(overrides, known_binding_ids())
+            if unknown:
+                self.keymap_warning = f"{self.keymap_warning} {unknown}" if self.keymap_warning else unknown
             self.set_keymap(overrides)
 
     # ------------------------------------------------------------ start
@@ -143,8 +177,9 @@ class ArchonConsole(App):
             self.action_help()
             return
         if entry is None:
-            self.notify(f"No screen called {clean(word, one_line=True)!r}. Try :approvals, :envs, :projects, "
-                        ":project NAME, :upgrade.", severity="warning", markup=False)
+            tries = ", ".join(f":{w}" for w in command_words().split(" | "))
+            self.notify(f"No screen called {clean(word, one_line=True)!r}. Try {tries}.", severity="warning",
+                        markup=False)
             return
         if entry.argument and not arg:
             self.notify(f":{entry.name} needs {entry.argument}.", severity="warning", markup=False)
@@ -153,6 +188,26 @@ class ArchonConsole(App):
         if isinstance(top, ConsoleScreen) and top.COMMAND == entry.name and getattr(top, "argument", None) == arg:
             return
         self.push_screen(entry.build(arg))
+
+    async def run_action(self, action: Any, default_namespace: Any = None, namespaces: Any = None) -> bool:
+        """A key whose action cannot act now (greyed in the Footer) says why instead of nothing."""
+        if await super().run_action(action, default_namespace, namespaces):
+            return True
+        if isinstance(action, str) and isinstance(default_namespace, ConsoleScreen):
+            target, name, params = self._parse_action(action, default_namespace, namespaces)
+            if target is default_namespace and target.check_action(name, params) is None:
+                return target.explain_unavailable(name)
+        return False
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "back":  # hidden where there is nothing to go back to (the first screen)
+            return self._can_go_back()
+        return True
+
+    def _can_go_back(self) -> bool:
+        """Whether a console screen lies under the topmost one (a dialog over it does not count)."""
+        screens = [s for s in self.screen_stack if isinstance(s, ConsoleScreen)]
+        return len(screens) > 1
 
     def action_back(self) -> None:
         """Pop back to the previous console screen; the first one stays."""

@@ -46,4 +46,13 @@ def load_keymap(path: Path | None = None) -> tuple[dict[str, str], str | None]:
     return good, warning
 
 
-__all__ = ["keymap_path", "load_keymap"]
+def unknown_ids(overrides: dict[str, str], known: set[str]) -> str | None:
+    """A sentence naming the ids the console has no binding for (a typo rebinds nothing), or None."""
+    unknown = sorted(set(overrides) - known)
+    if not unknown:
+        return None
+    return (f"The keymap names binding ids the console does not have, so they change nothing: "
+            f"{', '.join(unknown)}. Ids are like approvals.approve or app.help; ? lists each screen's keys.")
+
+
+__all__ = ["keymap_path", "load_keymap", "unknown_ids"]

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import tempfile
 from pathlib import Path
 from unittest import mock
 
 from tests.tui.conftest import NOW_TEXT, make_ctx
-from tests.tui.scenes import ISOLATION_PATCHES, SCENES, call_in_process, settle
+from console import isolation
+from tests.tui.scenes import SCENES, fixed_free_space, settle
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"
 SIZES = ((80, 24), (120, 40))
@@ -24,7 +24,8 @@ SIZES = ((80, 24), (120, 40))
 async def shoot(scene, size, db: Path, out: Path) -> Path:
     from console.app import ArchonConsole
 
-    app = ArchonConsole(make_ctx(db, read_only=scene.read_only), start=scene.start, poll_seconds=3600)
+    with mock.patch.dict(os.environ, dict(scene.env)):  # NO_COLOR is read when the app is made
+        app = ArchonConsole(make_ctx(db, read_only=scene.read_only), start=scene.start, poll_seconds=3600)
     async with app.run_test(size=size) as pilot:
         await settle(pilot, app, scene)
         name = f"{scene.name}-{size[0]}x{size[1]}.svg"
@@ -40,11 +41,9 @@ def main() -> int:
     os.environ["ARCHON_CONSOLE_KEYMAP"] = "/nonexistent/keymap.toml"
     from console.demo import generate
 
-    with contextlib.ExitStack() as stack:
-        tmp = stack.enter_context(tempfile.TemporaryDirectory())
-        stack.enter_context(mock.patch("console.db.snapshot.free_bytes", lambda path: 42 * 1024**3))
-        for target in ISOLATION_PATCHES:
-            stack.enter_context(mock.patch(target, call_in_process))
+    with tempfile.TemporaryDirectory() as tmp, \
+            mock.patch("console.db.snapshot.free_bytes", lambda path: 42 * 1024**3), \
+            mock.patch("console.screens.upgrade.call_isolated", fixed_free_space(isolation.call_isolated)):
         masters = {}
         for scene in SCENES:
             for size in SIZES:

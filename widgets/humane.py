@@ -35,6 +35,22 @@ def countdown(when: datetime | None, now: datetime) -> str:
     return f"{minutes}m{secs:02d}s"
 
 
+def plural(count: int, word: str, plural_word: str | None = None) -> str:
+    """'1 environment', '2 environments', '0 errors' (with thousands separators)."""
+    return f"{count:,} {word if count == 1 else (plural_word or word + 's')}"
+
+
+def age(seconds: float | None) -> str:
+    """How old, in one unit and at most four characters: 45s, 28m, 3h, 29d."""
+    if seconds is None:
+        return "?"
+    seconds = max(0, int(seconds))
+    for unit, size_ in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size_:
+            return f"{seconds // size_}{unit}"
+    return f"{seconds}s"
+
+
 def exact(when: datetime | None) -> str:
     return "—" if when is None else when.strftime("%Y-%m-%d %H:%M:%S UTC")
 

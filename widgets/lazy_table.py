@@ -298,7 +298,7 @@ class LazyTable(ScrollView, can_focus=True):
         if self.total is None or not self.total_exact:
             return False
         first = int(self.scroll_offset.y)
-        last = min(self.total, first + max(0, self.size.height - 1))
+        last = min(self.total, first + self._body_height())
         pages = {i // self.page_size for i in range(first, last)}
         return all(p in self._pages for p in pages)
 
@@ -427,6 +427,7 @@ class LazyTable(ScrollView, can_focus=True):
         self._last_reported = None
         self._report_cursor()
         self.refresh()
+        self.call_after_refresh(self._scroll_to_cursor)  # the new size may add or drop a scrollbar
         if message.exact:
             self.post_message(self.Counted(self, self.total))
 
@@ -494,7 +495,9 @@ class LazyTable(ScrollView, can_focus=True):
         return max(0, min(value, self.total - 1))
 
     def _body_height(self) -> int:
-        return max(1, self.size.height - 1)
+        """Rows fully on screen: the height less the header and the horizontal scrollbar, which
+        is drawn over the last rows (a row under it is not visible)."""
+        return max(1, self.size.height - 1 - self.scrollbar_size_horizontal)
 
     def _scroll_to_cursor(self) -> None:
         top = int(self.scroll_offset.y)
@@ -547,6 +550,9 @@ class LazyTable(ScrollView, can_focus=True):
     def on_resize(self, event: events.Resize) -> None:
         self._resize()
         self._scroll_to_cursor()
+        # The horizontal scrollbar appears or goes with the layout that follows a resize: look
+        # again once it is settled.
+        self.call_after_refresh(self._scroll_to_cursor)
 
     def _widths(self, width: int) -> list[int]:
         widths = [c.width for c in self.columns]

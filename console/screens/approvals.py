@@ -21,10 +21,10 @@ from console.screens.base import ConsoleScreen
 from console.services import approval_queue as queue
 from console.services import approvals as decisions
 from console.services.projects import EXPIRING_SOON
-from widgets.humane import countdown, exact, relative
+from widgets.humane import countdown, exact, plural, relative
 from widgets.json_view import JsonView
 from widgets.lazy_table import Column, LazyTable, Preload
-from widgets.safe_text import safe_text
+from widgets.safe_text import clean, safe_text
 from widgets.timeline import Timeline, TimelineEvent
 from console.screens.sources import ApprovalsSource
 
@@ -52,12 +52,22 @@ def _summary(row: dict[str, Any]) -> Text:
     return safe_text(row["_summary"], one_line=True)
 
 
+SHORT_ID = 12
+
+
+def _short_id(row: dict[str, Any]) -> Text:
+    """The id first, where every width shows it: whole when it fits, else its distinguishing
+    tail (`y` copies, and `/` finds, the whole id)."""
+    ident = clean(row.get("id"), one_line=True)
+    return Text(ident if len(ident) <= SHORT_ID else "…" + ident[-(SHORT_ID - 1):], no_wrap=True, end="")
+
+
 class ApprovalsScreen(ConsoleScreen):
     COMMAND = "approvals"
     TITLE = "Approvals"
     WRITE_ACTIONS = frozenset({"approve", "deny", "revoke"})
     HELP_NOTES = (
-        "Rows are ordered by time to expiry, soonest first; yellow rows expire within the hour.\n"
+        "Rows are ordered by time to expiry, soonest first; yellow rows marked ! expire within the hour.\n"
         "space marks rows; a / d with marked rows decides all of them, each in its own transaction.\n"
         "Deny and revoke need a reason; approve takes an optional one. You cannot decide your own request."
     )
@@ -141,13 +151,17 @@ class ApprovalsScreen(ConsoleScreen):
         return ApprovalsSource(self.session, self.filters)
 
     def _columns(self) -> list[Column]:
+        """The status column only when the filter shows more than one status (the filter line
+        names a single one): at 120 columns its width goes to the action instead."""
+        single = self.filters.statuses is not None and len(self.filters.statuses) == 1
         return [
+            Column("id", "id", SHORT_ID, render=_short_id),
             Column("expires_at", "expires", 9, render=self._render_expiry),
-            Column("status", "status", 9, render=lambda r: safe_text(r.get("status"), STATUS_STYLE.get(r.get("status"), ""), one_line=True)),
+            *([] if single else [Column("status", "status", 9, render=lambda r: safe_text(
+                r.get("status"), STATUS_STYLE.get(r.get("status"), ""), one_line=True))]),
             Column("project_name", "project", 14, render=lambda r: safe_text(r.get("project_name") or r.get("project_id"), one_line=True)),
             Column("action_kind", "kind", 12),
             Column("summary", "action", 24, render=_summary),
-            Column("id", "id", 12),
         ]
 
     def _render_expiry(self, row: dict[str, Any]) -> Text:
@@ -155,7 +169,11 @@ class ApprovalsScreen(ConsoleScreen):
         if row.get("status") not in queue.OPEN_STATUSES:
             return Text("—", style="dim")
         label = countdown(when, self.session.now())
-        return Text(label, style="bold red" if label == "expired" else "")
+        if label == "expired":
+            return Text(label, style="bold red")
+        if when is not None and when - self.session.now() <= EXPIRING_SOON:
+            return Text(f"! {label}", style="bold yellow")  # the row is yellow too; `!` says it in monochrome
+        return Text(label)
 
     def _row_class(self, row: dict[str, Any]) -> str | None:
         status = row.get("status")
@@ -180,8 +198,8 @@ class ApprovalsScreen(ConsoleScreen):
         table = self.query(LazyTable)
         if table and table.first().total is not None:
             t = table.first()
-            count = f"{t.total:,}" if t.total_exact else f"{t.total:,}+"
-            text.append(f"   {count} requests", style="dim")
+            count = plural(t.total, "request") if t.total_exact else f"{t.total:,}+ requests"
+            text.append(f"   {count}", style="dim")
             if t.selected:
                 text.append(f", {len(t.selected)} marked", style="bold")
         return text
@@ -190,8 +208,21 @@ class ApprovalsScreen(ConsoleScreen):
         self.filters = filters
         table = self.query_one(LazyTable)
         table.clear_selection()
+        table.columns = self._columns()
         table.set_source(self._source())
         self.query_one("#filters", Static).update(self._filter_text())
+        # The pane shows the new list's highlighted row once it is read, never the old one's.
+        self._clear_detail("loading…")
+
+    def _clear_detail(self, why: str) -> None:
+        if self._detail_timer is not None:
+            self._detail_timer.stop()
+        self.detail = None
+        self.query_one("#detail-head", Static).update(Text(why, style="dim"))
+        self.query_one("#detail-action", JsonView).clear()
+        self.query_one("#detail-authority", JsonView).clear()
+        self.query_one("#detail-events", Timeline).show([])
+        self.refresh_bindings_if_changed()
 
     # ------------------------------------------------------------ filters
     def action_cycle_status(self) -> None:
@@ -210,7 +241,7 @@ class ApprovalsScreen(ConsoleScreen):
         else:
             from textual.widgets import Input
 
-            box = Input(id="filter-input", classes="filters")
+            box = Input(id="filter-input")
             self.mount(box, after="#filters")
         box.placeholder = placeholder
         box.value = value
@@ -233,8 +264,37 @@ class ApprovalsScreen(ConsoleScreen):
         if self.filter_mode == "search":
             self._set_filters(replace(self.filters, search=value))
         elif self.filter_mode == "project":
-            self._set_filters(replace(self.filters, project=value))
+            if value is None:
+                self._set_filters(replace(self.filters, project=None))
+            else:
+                self._check_project(value)
         self.filter_mode = None
+
+    class ProjectChecked(Message):
+        def __init__(self, typed: str, project_id: str | None, problem: str | None) -> None:
+            super().__init__()
+            self.typed, self.project_id, self.problem = typed, project_id, problem
+
+    @work(thread=True, exclusive=True, group="approvals-project", exit_on_error=False)
+    def _check_project(self, typed: str) -> None:
+        """A project filter is applied only once the project is known: an unknown one would make
+        every read of the list refuse, and the list would stay as it was under a header that lies."""
+        from console.errors import Refusal
+
+        try:
+            row = self.session.run(lambda handle: queue.resolve_project(handle.conn, typed))
+        except Refusal as exc:
+            message = exc.reason if "More than one" in exc.reason else f"no project matches {typed!r}"
+            self.post_message(self.ProjectChecked(typed, None, message))
+            return
+        self.post_message(self.ProjectChecked(typed, row["id"], None))
+
+    def on_approvals_screen_project_checked(self, message: ProjectChecked) -> None:
+        if message.problem is not None:
+            self.notify(clean(f"{message.problem}; the filter is unchanged.", one_line=True), severity="warning",
+                        markup=False)
+            return
+        self._set_filters(replace(self.filters, project=message.typed))
 
     def on_key(self, event) -> None:
         boxes = self.query("#filter-input")
@@ -251,18 +311,23 @@ class ApprovalsScreen(ConsoleScreen):
     @on(LazyTable.CursorMoved)
     def _cursor_moved(self, message: LazyTable.CursorMoved) -> None:
         if message.row is None:
+            if message.table.total == 0:
+                self._clear_detail("No request matches these filters.")
             return
         self._later_detail(message.row["id"])
+
+    def on_approvals_screen_detail(self, message: Detail) -> None:
+        row = self.query_one(LazyTable).cursor_row
+        if row is None or row.get("id") != message.request_id:
+            return  # read for a row the list no longer highlights (a filter changed meanwhile)
+        self.detail = message.request
+        self._show_detail(message.request)
+        self.refresh_bindings_if_changed()
 
     @work(thread=True, exclusive=True, group="approvals-detail", exit_on_error=False)
     def _load_detail(self, request_id: str) -> None:
         request = self.session.run(queue.show_request, request_id, actor=self.session.actor, now=self.session.now())
         self.post_message(self.Detail(request_id, request))
-
-    def on_approvals_screen_detail(self, message: Detail) -> None:
-        self.detail = message.request
-        self._show_detail(message.request)
-        self.refresh_bindings_if_changed()
 
     def _show_detail(self, r: dict[str, Any]) -> None:
         now = self.session.now()
@@ -364,7 +429,7 @@ class ApprovalsScreen(ConsoleScreen):
             "approve": "The request becomes approved: archon's executor may carry out this action once, "
                        "before it expires.",
             "deny": "The request becomes denied: the action will not run. This is final.",
-            "revoke": "The approval is withdrawn (the request becomes expired) so the action cannot run. "
+            "revoke": "The approval is withdrawn (the request becomes invalidated) so the action cannot run. "
                       "This is final.",
         }[verb])
         return text

@@ -4,12 +4,14 @@ A screen composes `compose_content()` between the header/badge bar and the Foote
 runs in thread workers started by the screen; a worker that raises ends in `ErrorModal`, never a
 crash (`exit_on_error=False` plus `on_worker_state_changed`). Write actions are listed in
 `WRITE_ACTIONS`; `check_action` greys them out in read-only mode, and `unavailable()` says why for
-every greyed action (`w` shows it, the help screen lists it).
+every greyed action (`w` shows it, the help screen lists it, and pressing the greyed key itself
+shows it: `ArchonConsole.run_action` calls `explain_unavailable`).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -19,13 +21,14 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 from textual.worker import Worker, WorkerState
 
 from console.errors import Refusal
 from console.screens.error import ErrorModal
 from widgets import clipboard
 from widgets.badge import Badge
+from widgets.key_footer import KeyFooter
 from widgets.lazy_table import LazyTable
 from widgets.safe_text import clean, safe_text
 
@@ -34,6 +37,8 @@ if TYPE_CHECKING:
     from console.workers import Session
 
 READ_ONLY_REASON = "read-only mode (--read-only): nothing can be written"
+SUPPORT_REASON = "support snapshot: read-only"
+EXPLAIN_AGAIN_AFTER = 4.0  # seconds before the same reason is shown again for a repeated key
 
 
 class ConsoleScreen(Screen):
@@ -68,7 +73,7 @@ class ConsoleScreen(Screen):
         with Horizontal(id="badges"):
             yield from self.badges()
         yield from self.compose_content()
-        yield Footer()
+        yield KeyFooter()
 
     def badges(self) -> ComposeResult:
         app = self.console_app
@@ -92,7 +97,8 @@ class ConsoleScreen(Screen):
     def unavailable(self) -> dict[str, str]:
         """action -> why it cannot act now. Screens extend this with row-specific reasons."""
         if self.session.read_only:
-            return {a: READ_ONLY_REASON for a in self.WRITE_ACTIONS}
+            why = SUPPORT_REASON if self.console_app.support is not None else READ_ONLY_REASON
+            return {a: why for a in self.WRITE_ACTIONS}
         return {}
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -100,14 +106,30 @@ class ConsoleScreen(Screen):
             return None  # greyed in the Footer; `w` says why
         return True
 
+    def _reason_lines(self, reasons: dict[str, str]) -> str:
+        names = {ab.binding.action: ab.binding.description for ab in self.active_bindings.values()}
+        return "\n".join(f"{names.get(a, a)}: {r}" for a, r in sorted(reasons.items()))
+
     def action_why(self) -> None:
         reasons = self.unavailable()
         if not reasons:
             self.notify("Every action on this screen can act now.", title="Why greyed?")
             return
-        names = {ab.binding.action: ab.binding.description for ab in self.active_bindings.values()}
-        text = "\n".join(f"{names.get(a, a)}: {r}" for a, r in sorted(reasons.items()))
-        self.notify(clean(text), title="Why greyed?", timeout=8, markup=False)
+        self.notify(clean(self._reason_lines(reasons)), title="Why greyed?", timeout=8, markup=False)
+
+    _explained: tuple[str, float] | None = None
+
+    def explain_unavailable(self, action: str) -> bool:
+        """A greyed key was pressed: say why, in `w`'s words (once while the same toast shows)."""
+        why = self.unavailable().get(action)
+        if not why:
+            return False
+        text = clean(self._reason_lines({action: why}))
+        now = time.monotonic()
+        if self._explained is None or self._explained[0] != text or now - self._explained[1] > EXPLAIN_AGAIN_AFTER:
+            self._explained = (text, now)
+            self.notify(text, title="Why greyed?", severity="warning", timeout=EXPLAIN_AGAIN_AFTER, markup=False)
+        return True
 
     # ------------------------------------------------------------ data
     def refresh_data(self) -> None:

@@ -8,7 +8,7 @@ from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
 from textual.widgets import Input
 
-from console.screens.registry import SCREENS
+from console.screens.registry import SCREENS, command_words
 
 
 def _suggestions() -> list[str]:
@@ -23,7 +23,7 @@ class CommandLine(ModalScreen[str | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="command.cancel")]
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="approvals | envs | projects | project NAME | upgrade | help | quit",
+        yield Input(placeholder=f"{command_words()} | help | quit",
                     suggester=SuggestFromList(_suggestions(), case_sensitive=False), id="command-input")
 
     def on_mount(self) -> None:

@@ -24,6 +24,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Static
 
 from console.screens.base import ConsoleScreen
+from widgets.humane import plural
 from widgets.lazy_table import LazyTable
 from widgets.safe_text import safe_text
 
@@ -161,7 +162,8 @@ class DoctorScreen(ConsoleScreen):
         counts = report.counts()
         summary = Text()
         for severity in ("error", "warning", "info"):
-            summary.append(f"{counts[severity]} {severity}  ", SEVERITY_STYLE[severity])
+            summary.append(f"{plural(counts[severity], severity, 'info' if severity == 'info' else None)}  ",
+                           SEVERITY_STYLE[severity])
         summary.append(f"· {report.mode} mode at {report.generated_at} UTC · exit code {report.exit_code()}",
                        "dim")
         self._summary(summary)

@@ -20,9 +20,9 @@ from console.screens.reason import ReasonModal
 from console.screens.sources import EnvironmentsSource
 from console.screens.typed import TypedConfirmModal
 from console.services import environments as envs
-from widgets.humane import exact, relative
+from widgets.humane import age, exact, plural, relative
 from widgets.lazy_table import Column, LazyTable
-from widgets.safe_text import safe_text
+from widgets.safe_text import clean, safe_text
 from widgets.timeline import Timeline, TimelineEvent
 
 STATE_STYLE = {
@@ -103,9 +103,9 @@ class EnvironmentsScreen(ConsoleScreen):
             Column("id", "environment", 18),
             Column("lifecycle_state", "state", 15,
                    render=lambda r: safe_text(r.get("lifecycle_state"), STATE_STYLE.get(r.get("lifecycle_state"), ""), one_line=True)),
+            Column("claim", "claim", CLAIM_WIDTH, render=_claim_cell),
             Column("project_id", "project", 14),
             Column("active_lease_count", "lease", 5, render=lambda r: Text("yes" if r.get("active_lease_count") else "—")),
-            Column("claim", "claim", 24, render=_claim_cell),
             Column("idle_stop_at", "idle stop", 14,
                    render=lambda r: Text(relative(parse_time(r.get("idle_stop_at")), now()) if r.get("idle_stop_at") else "—")),
         ]
@@ -126,7 +126,7 @@ class EnvironmentsScreen(ConsoleScreen):
         text.append_text(safe_text(self.argument or "all", "bold", one_line=True))
         table = self.query(LazyTable)
         if table and table.first().total is not None:
-            text.append(f"   {table.first().total:,} environments", style="dim")
+            text.append(f"   {plural(table.first().total, 'environment')}", style="dim")
         return text
 
     def _reload(self) -> None:
@@ -365,10 +365,27 @@ class EnvironmentsScreen(ConsoleScreen):
         return row["id"], payload
 
 
+CLAIM_WIDTH = 30
+SEP = " · "
+
+
 def _claim_cell(row: dict[str, Any]) -> Text:
+    """`stop · archon-worker:42 · 29d STALE` in CLAIM_WIDTH cells: the holder gives way (its head
+    goes first, the distinguishing tail stays), never the operation, the age or STALE."""
     if not row.get("operation_claim_id"):
         return Text("—", style="dim")
-    text = safe_text(f"{row.get('operation_kind')} {row.get('claim_holder')}", one_line=True)
-    if row.get("stale"):
-        text.append(" STALE", style="bold yellow")
+    op = clean(row.get("operation_kind"), one_line=True)
+    holder = clean(row.get("claim_holder"), one_line=True)
+    how_old = age(row.get("claim_age_seconds"))
+    stale = " STALE" if row.get("stale") else ""
+    sep = SEP
+    room = CLAIM_WIDTH - len(op) - 2 * len(sep) - len(how_old) - len(stale)
+    if len(holder) > room and room < 10:  # tight (cleanup_retry): plain spaces leave the holder more
+        sep = " "
+        room += 2 * (len(SEP) - len(sep))
+    if len(holder) > room:
+        holder = "…" + holder[-(room - 1):] if room > 1 else "…"
+    text = Text(f"{op}{sep}{holder}{sep}{how_old}", no_wrap=True, end="")
+    if stale:
+        text.append(stale, style="bold yellow")
     return text

@@ -17,8 +17,8 @@ GLOSSARY: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("approved", "a human allowed the action; it may be carried out once"),
         ("denied", "a human refused the action (final)"),
         ("cancelled", "withdrawn before a decision (final)"),
-        ("expired", "no decision in time, or an approval revoked (final)"),
-        ("invalidated", "no longer matches its run or authority (final)"),
+        ("expired", "no decision in time, or approved but not carried out in time (final)"),
+        ("invalidated", "an approval revoked, or no longer matching its run or authority (final)"),
         ("consumed", "the approved action was carried out (final)"),
     )),
     ("Environment lifecycle", (
@@ -45,17 +45,23 @@ def bindings_table(screen: Screen, reasons: dict[str, str]) -> Table:
     table.add_column("key", style="bold", no_wrap=True)
     table.add_column("does", ratio=2)
     table.add_column("now", ratio=3)
-    seen = set()
+    # One row per action: the key the Footer shows first (q, not the ^q Textual also binds).
+    rows: dict[tuple[str, str], list] = {}
     for key, active in screen.active_bindings.items():
         binding = active.binding
-        if binding.system or (binding.action, binding.description) in seen or not binding.description:
+        if binding.system or not binding.description:
             continue
-        seen.add((binding.action, binding.description))
-        display = binding.key_display or screen.app.get_key_display(binding)
-        action = binding.action.split(".")[-1]
+        rows.setdefault((binding.action.split(".")[-1], binding.description), []).append(active)
+    for actives in rows.values():
+        actives.sort(key=lambda a: not a.binding.show)
+    # The Footer's keys first (at 80x24 the rest is below the fold), then the hidden ones.
+    for (action, description), actives in sorted(rows.items(), key=lambda item: not item[1][0].binding.show):
+        active = actives[0]
+        display = ", ".join(dict.fromkeys(a.binding.key_display or screen.app.get_key_display(a.binding)
+                                          for a in actives))
         why = reasons.get(action)
         now = Text(why, style="yellow") if why else (Text("ready") if active.enabled else Text("not now", style="dim"))
-        table.add_row(Text(display), Text(binding.description), now)
+        table.add_row(Text(display), Text(description), now)
     return table
 
 

@@ -15,7 +15,7 @@ from console.screens.base import ConsoleScreen
 from console.screens.sources import ListSource
 from console.services import projects as projects_service
 from widgets.lazy_table import Column, LazyTable
-from widgets.safe_text import safe_text
+from widgets.safe_text import clean, safe_text
 
 
 def _envs(row: dict[str, Any]) -> Text:
@@ -26,16 +26,39 @@ def _envs(row: dict[str, Any]) -> Text:
 
 
 def _pending(row: dict[str, Any]) -> Text:
+    """`12 (1 <1h, 2 overdue)`: the count, then what needs attention soon, in one bracket."""
     n = row.get("pending_approvals")
     if n is None:
         return Text("n/a", style="dim")
     text = Text(str(n), style="bold" if n else "dim")
-    soon = row.get("pending_expiring_within_hour") or 0
-    if soon:
-        text.append(f" ({soon} <1h)", style="yellow")
+    notes = []
+    if row.get("pending_expiring_within_hour"):
+        notes.append((f"{row['pending_expiring_within_hour']} <1h", "yellow"))
     if row.get("pending_overdue"):
-        text.append(f" {row['pending_overdue']} overdue", style="red")
+        notes.append((f"{row['pending_overdue']} overdue", "red"))
+    if notes:
+        text.append(" (")
+        for i, (note, style) in enumerate(notes):
+            text.append(", " if i else "")
+            text.append(note, style=style)
+        text.append(")")
     return text
+
+
+NAME_WIDTH = 26
+DELETING = " [being deleted]"
+
+
+def _name(row: dict[str, Any]) -> Text:
+    """The project's name, marked `[being deleted]` as the CLI marks it (in words, not by a muted
+    colour alone); the name gives way to the mark."""
+    name = clean(row.get("name"), one_line=True)
+    if not row.get("deleting"):
+        return Text(name, no_wrap=True, end="")
+    room = NAME_WIDTH - len(DELETING)
+    if len(name) > room:
+        name = name[: room - 1] + "…"
+    return Text(name, no_wrap=True, end="").append(DELETING, style="bold")
 
 
 def _claims(row: dict[str, Any]) -> Text:
@@ -66,11 +89,11 @@ class OverviewScreen(ConsoleScreen):
     def compose_content(self) -> ComposeResult:
         yield Static(Text("every project; Enter opens its profiles", style="dim"), classes="filters", id="filters")
         yield LazyTable([
-            Column("name", "project", 18),
-            Column("build_execution_provider", "provider", 14),
+            Column("name", "project", NAME_WIDTH, render=_name),
+            Column("build_execution_provider", "provider", 12),
             Column("active_revision", "profile", 7, render=lambda r: Text(f"r{r['active_revision']}" if r.get("active_revision") else "—")),
             Column("pending_approvals", "pending approvals", 22, render=_pending),
-            Column("environments", "environments", 30, render=_envs),
+            Column("environments", "environments", 27, render=_envs),
             Column("claims_held", "claims", 12, render=_claims),
         ], row_class=lambda r: "muted" if r.get("deleting") else None, id="projects",
             empty_message="No projects in this database.")

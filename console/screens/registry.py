@@ -44,6 +44,12 @@ SCREENS: tuple[ScreenEntry, ...] = (
 )
 
 
+def command_words() -> str:
+    """Every screen as typed after `:` (`approvals | envs | ... | project NAME | doctor`), for the
+    command line's placeholder and the "No screen called" hint: new screens appear in both."""
+    return " | ".join(f"{e.name} {e.argument}" if e.argument else e.name for e in SCREENS)
+
+
 def lookup(name: str) -> ScreenEntry | None:
     name = name.strip().lstrip(":").lower()
     for entry in SCREENS:

@@ -32,6 +32,15 @@ SAFETY_STYLE = {
 }
 
 
+def snapshot_label(plan: Any) -> str:
+    """Where the snapshot goes, said the same way on the screen and in the dialog: its name when
+    it is next to the database, else its full path."""
+    snapshot = Path(plan.snapshot_path)
+    if snapshot.parent == Path(plan.path).parent:
+        return f"{snapshot.name} (next to the database)"
+    return str(snapshot)
+
+
 class UpgradeScreen(ConsoleScreen):
     COMMAND = "upgrade"
     TITLE = "Upgrade"
@@ -73,8 +82,9 @@ class UpgradeScreen(ConsoleScreen):
         yield RichLog(id="upgrade-log", markup=False, highlight=False, max_lines=500)
 
     def on_mount(self) -> None:
-        self.query_one("#upgrade-body").styles.height = "2fr"
-        self.query_one(RichLog).styles.height = "1fr"
+        # The bar and the log appear when an upgrade starts: idle, the plan has the whole screen.
+        self.query_one(ProgressBar).display = False
+        self.query_one(RichLog).display = False
         self._plan()
 
     def action_replan(self) -> None:
@@ -96,15 +106,15 @@ class UpgradeScreen(ConsoleScreen):
 
     def _render_plan(self, plan: Any) -> Any:
         text = Text(end="")
-        db_dir = Path(plan.path).parent
-        snapshot = Path(plan.snapshot_path)
-        shown_snapshot = f"./{snapshot.name} (next to the database)" if snapshot.parent == db_dir else str(snapshot)
+        detected = plan.detected_release or "no known release"
+        if plan.shape_reason != f"archon {plan.detected_release} shape":  # not the release again
+            detected += f" ({plan.shape_reason})"
         rows = [
             ("database", Path(plan.path).name),
-            ("detected", f"{plan.detected_release or 'no known release'} ({plan.shape_reason})"),
+            ("detected", detected),
             ("target", plan.target),
             ("ledger", f"{plan.ledger_state}, {len(plan.applied)} step(s) recorded"),
-            ("snapshot", shown_snapshot),
+            ("snapshot", snapshot_label(plan)),
             ("space", f"needs {size(plan.snapshot_bytes)}, {size(plan.free_bytes)} free"
                       + ("" if plan.enough_space else "  NOT ENOUGH")),
         ]
@@ -181,7 +191,7 @@ class UpgradeScreen(ConsoleScreen):
         plan = self.plan
         summary = Text(f"Apply {len(plan.pending)} step(s) to reach {plan.target}.\n", style="bold")
         summary.append("A verified snapshot is written first to ", style="dim")
-        summary.append_text(safe_text(plan.snapshot_path, one_line=True))
+        summary.append_text(safe_text(snapshot_label(plan), one_line=True))
         summary.append(".\nStop archon first: older archon versions may not run on the upgraded file.")
         if plan.force_required:
             summary.append("\n\nNeeds --force: ", style="bold red")
@@ -214,7 +224,10 @@ class UpgradeScreen(ConsoleScreen):
         self.post_message(self.Finished(result=result))
 
     def on_upgrade_screen_progress(self, message: Progress) -> None:
-        self.running = True
+        if not self.running:
+            self.running = True
+            self.query_one(ProgressBar).display = True
+            self.query_one(RichLog).display = True
         self.refresh_bindings()
         event = message.event
         bar = self.query_one(ProgressBar)
@@ -224,6 +237,7 @@ class UpgradeScreen(ConsoleScreen):
 
     def on_upgrade_screen_finished(self, message: Finished) -> None:
         self.running = False
+        self.query_one(ProgressBar).display = False  # the log stays: it is the run's record
         log = self.query_one(RichLog)
         if message.error is not None:
             log.write(safe_text(f"refused: {message.error.reason}", "bold red"))

@@ -6,6 +6,7 @@ keys, and waits until every worker has delivered (table pages, detail panes) bef
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -23,6 +24,7 @@ class Scene:
     read_only: bool = False
     navigate: tuple[str, str] | None = None
     final: tuple[str, ...] = ()  # pressed once the detail pane has loaded (dialogs)
+    env: tuple[tuple[str, str], ...] = ()  # set before the app is made (NO_COLOR is read then)
     extra: dict = field(default_factory=dict)
 
 
@@ -48,6 +50,8 @@ SCENES: tuple[Scene, ...] = (
     Scene("approvals", "approvals", ("down", "down"), _detail_ready),
     Scene("approvals-approve-dialog", "approvals", ("down", "down"), _modal_over("ReasonModal"), final=("a",)),
     Scene("approvals-read-only", "approvals", ("down", "down"), _detail_ready, read_only=True),
+    Scene("approvals-no-color", "approvals", ("down", "down", "down", "down", "down", "down", "down", "down"),
+          _detail_ready, env=(("NO_COLOR", "1"),)),
     Scene("environments", "envs", ("down", "down", "down", "down"), _detail_ready),
     Scene("environments-takeover", "envs", ("down", "down", "down", "down"), _modal_over("TypedConfirmModal"), final=("t",)),
     Scene("projects", "projects", (), _table_ready),
@@ -57,6 +61,20 @@ SCENES: tuple[Scene, ...] = (
     Scene("help", "approvals", ("question_mark",), _modal_over("HelpScreen")),
     Scene("doctor", "doctor", (), lambda app: getattr(app.screen, "report", None) is not None),
 )
+
+
+FREE_BYTES = 42 * 1024**3
+
+
+def fixed_free_space(call_isolated: Callable) -> Callable:
+    """`call_isolated` whose plans report FREE_BYTES free: the plan is made in a child process,
+    where patching `free_bytes` does not reach, and the real free space changes the picture."""
+    def call(function: str, *args, **kwargs):
+        result = call_isolated(function, *args, **kwargs)
+        if hasattr(result, "free_bytes"):
+            result = dataclasses.replace(result, free_bytes=FREE_BYTES)
+        return result
+    return call
 
 
 async def settle(pilot, app, scene: Scene, timeout: float = 10.0) -> None:
@@ -92,19 +110,3 @@ async def settle(pilot, app, scene: Scene, timeout: float = 10.0) -> None:
         widget.cursor_blink = False
     await pilot.pause(0.05)
 
-
-def call_in_process(function: str, /, *args, progress=None, progress_kwarg: str = "progress", **kwargs):
-    """`console.isolation.call_isolated` without the child process, for pictures only.
-
-    Screenshots patch the free disk space so they do not depend on the machine; a child process
-    would not see the patch. Nothing here holds the locks the child process protects.
-    """
-    import importlib
-
-    module, _, name = function.partition(":")
-    if progress is not None:
-        kwargs[progress_kwarg] = progress
-    return getattr(importlib.import_module(module), name)(*args, **kwargs)
-
-
-ISOLATION_PATCHES = ("console.isolation.call_isolated", "console.screens.upgrade.call_isolated")

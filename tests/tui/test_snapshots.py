@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.tui.scenes import ISOLATION_PATCHES, SCENES, call_in_process, settle
+from console import isolation
+from tests.tui.scenes import FREE_BYTES, SCENES, fixed_free_space, settle
 
 SIZES = [(80, 24), (120, 40)]
 
@@ -15,9 +16,10 @@ SIZES = [(80, 24), (120, 40)]
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("scene", SCENES, ids=lambda s: s.name)
 def test_screen(scene, size, snap_compare, demo_db, make_app, monkeypatch):
-    monkeypatch.setattr("console.db.snapshot.free_bytes", lambda path: 42 * 1024**3)
-    for target in ISOLATION_PATCHES:
-        monkeypatch.setattr(target, call_in_process)
+    monkeypatch.setattr("console.db.snapshot.free_bytes", lambda path: FREE_BYTES)
+    monkeypatch.setattr("console.screens.upgrade.call_isolated", fixed_free_space(isolation.call_isolated))
+    for name, value in scene.env:
+        monkeypatch.setenv(name, value)
     path = demo_db(release=scene.release, requests=200 if scene.release == "current" else 20)
     app = make_app(path, read_only=scene.read_only, start=scene.start, poll_seconds=3600)
 

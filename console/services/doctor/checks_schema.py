@@ -76,7 +76,7 @@ def check_schema(ctx: Ctx) -> list[Finding]:
         return findings
     findings.append(Finding(
         "schema.release", "info", "Detected archon release",
-        f"archon {shape.release} shape ({shape.reason}); {len(shape.tables)} tables.",
+        f"archon {shape.release} shape{_unless_plain(shape)}; {len(shape.tables)} tables.",
         "Checks, features and upgrades depend on the release the schema shows.", "",
     ))
     present = {
@@ -229,3 +229,6 @@ def check_ledger(ctx: Ctx) -> list[Finding]:
     return findings
 
 
+def _unless_plain(shape) -> str:
+    """The detector's reason in brackets, unless it only repeats "archon X shape"."""
+    return "" if shape.reason == f"archon {shape.release} shape" else f" ({shape.reason})"
