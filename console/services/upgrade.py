@@ -33,12 +33,10 @@ step with its ledger rows or nothing of it; a rerun continues from the ledger.
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 import signal
 import sqlite3
-import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -56,6 +54,7 @@ from console.db.connect import (
     untouched_read_uri,
 )
 from console.db.detect import Shape, detect_shape
+from console.db.files import create_exclusive, keep_aside, temp_prefix
 from console.db.migrations.base import Migration
 from console.db.migrations.preflight import find_blockers, refusal_text
 from console.db.migrations.registry import CURRENT_RELEASE, MIGRATIONS, RELEASES, migrations_through
@@ -753,9 +752,7 @@ def restore_snapshot(
     if exists:
         _quiesce(db_path, busy_timeout_ms)
     directory = db_path.parent
-    fd, name = tempfile.mkstemp(prefix=f".{db_path.name}.restore.", suffix=".tmp", dir=directory)
-    os.close(fd)
-    tmp = Path(name)
+    tmp = create_exclusive(directory, temp_prefix("restore") + db_path.name + ".", ".tmp")
     removed: list[str] = []
     aside: Path | None = None
     try:
@@ -770,25 +767,8 @@ def restore_snapshot(
             if stale.exists():
                 stale.unlink()
                 removed.append(str(stale))
-        if exists:
-            aside = _aside_name(db_path, at)
-            n = 1
-            while True:
-                try:
-                    os.link(db_path, aside)
-                    break
-                except FileExistsError:
-                    n += 1
-                    aside = _aside_name(db_path, at).with_name(f"{_aside_name(db_path, at).name}-{n}")
-                except OSError as exc:
-                    if exc.errno in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EMLINK):
-                        if aside.exists():
-                            n += 1
-                            aside = _aside_name(db_path, at).with_name(f"{_aside_name(db_path, at).name}-{n}")
-                            continue
-                        shutil.copy2(db_path, aside)
-                        break
-                    raise
+        if exists:  # a hard link (or an exclusive copy) under a new name: never through a planted link
+            aside = keep_aside(db_path, _aside_name(db_path, at))
         os.replace(tmp, db_path)
         tmp = None
         snapshots.fsync_dir(directory)
