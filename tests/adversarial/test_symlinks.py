@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -42,9 +43,14 @@ def shared(tmp_path) -> Path:
 
 @pytest.fixture
 def victim(tmp_path):
-    """A file the attacker wants overwritten, and how to tell it was not."""
+    """A SQLite file the attacker wants overwritten (SQLite would happily back up into it), and how
+    to tell it was not."""
     path = tmp_path / "victim.db"
-    path.write_bytes(b"precious bytes " * 1000)
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE precious(x)")
+    conn.execute("INSERT INTO precious VALUES ('the operator''s own data')")
+    conn.commit()
+    conn.close()
     state = (hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns)
 
     def unchanged() -> bool:
