@@ -21,6 +21,7 @@ from console.clock import Clock, frozen_write_note, system_clock, write_clock
 from console.errors import EXIT_UNUSABLE, EXIT_USAGE, ConsoleError
 from console.commands.options import finite_number
 from console.db.paths import resolve_db_path
+from console.signals import Stopped, stop_signals_unwind
 
 COMMAND_MODULES = (
     "console.commands.demo",
@@ -220,9 +221,23 @@ def main(argv: list[str] | None = None) -> int:
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = SafeStream(sys.stdout), SafeStream(sys.stderr)
     try:
-        return _main(argv)
+        with stop_signals_unwind():  # SIGTERM/SIGHUP unwind like Ctrl-C: private copies are removed
+            _remove_leftovers()
+            return _main(argv)
+    except Stopped as exc:  # arrived outside _main's own handler (parsing, or its last lines)
+        return exc.exit_code
     finally:
         sys.stdout, sys.stderr = saved
+
+
+def _remove_leftovers() -> None:
+    """Private copies of the user's data that killed runs (kill -9) left in the temp directory."""
+    try:
+        from console.db.files import remove_stale
+
+        remove_stale()
+    except Exception:  # noqa: BLE001 - housekeeping never stops a command
+        pass
 
 
 def _main(argv: list[str]) -> int:
@@ -246,6 +261,10 @@ def _main(argv: list[str]) -> int:
             print(exc.hint, file=sys.stderr)
         if ctx is not None and ctx.write_note:
             print(ctx.write_note, file=sys.stderr)
+        return exc.exit_code
+    except Stopped as exc:
+        print(f"archon-console: stopped by {exc.name}; nothing further was written and temporary copies "
+              "were removed.", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("archon-console: interrupted; nothing further was written.", file=sys.stderr)
