@@ -19,7 +19,7 @@ from random import Random
 
 from console.clock import parse_time, system_clock
 from console.db.migrations.registry import CURRENT_RELEASE, migrations_through
-from console.db.migrations.runner import apply_all
+from console.db.migrations.runner import MigrationFailed, apply_all
 from console.demo.approvals import write_approvals
 from console.demo.context import DemoContext, Progress
 from console.demo.environments import write_environments
@@ -111,8 +111,8 @@ def generate(
     except FileExistsError:
         raise Refusal(f"{target} appeared while the demo was being written; it was left alone.",
                       "Pass --overwrite to replace it.") from None
-    except (OSError, sqlite3.OperationalError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
+    except (OSError, sqlite3.OperationalError, MigrationFailed) as exc:
+        reason = getattr(exc, "strerror", None) or getattr(exc, "message", None) or str(exc)
         raise DatabaseUnusable(
             f"The demo database could not be written in {target.parent} ({reason}); "
             "the partial file was removed and nothing else changed.",
