@@ -136,3 +136,54 @@ def test_keep_snapshot_into_an_unusable_directory(tmp_path, demo_copy, disk, mon
     code, err = run(capsys, "inspect", db, "--keep-snapshot", target)
     assert code == 2, err
     assert err.count("\n") <= 2
+
+
+def _as_unprivileged_user() -> list[str]:
+    """A command prefix that runs this package's CLI as `nobody`, or skip saying why."""
+    import shutil
+    import site
+
+    if os.geteuid() != 0:
+        pytest.skip("running a command as another user needs root")
+    runuser = shutil.which("runuser")
+    if runuser is None:
+        pytest.skip("runuser is not installed")
+    paths = os.pathsep.join([str(ROOT), *site.getsitepackages()])
+    for python in (sys.executable, f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"):
+        prefix = [runuser, "-u", "nobody", "--", "env", f"PYTHONPATH={paths}", python]
+        probe = subprocess.run([*prefix, "-c", "import console.cli"], capture_output=True, timeout=30)
+        if probe.returncode == 0:
+            return prefix
+    pytest.skip("no Python interpreter that the user nobody can run imports this package")
+
+
+def test_writing_a_wal_database_in_a_0555_directory_as_its_owner():
+    """The reported case: a non-root owner, a 0555 directory, no -wal/-shm (archon stopped)."""
+    import shutil
+    import tempfile
+
+    prefix = _as_unprivileged_user()
+    base = Path(tempfile.mkdtemp(prefix="readonly-dir-test-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        directory = base / "db"
+        directory.mkdir()
+        db = directory / "archon.db"
+        assert main(["demo", str(db), "--requests", "20"]) == 0
+        shutil.chown(directory, "nobody")
+        shutil.chown(db, "nobody")
+        directory.chmod(0o555)
+        approve = subprocess.run(
+            [*prefix, "-m", "console", "--db", str(db), "approvals", "approve", "apr-00000008",
+             "--requester-unknown-ok"], capture_output=True, text=True, timeout=30, cwd="/",
+        )
+        assert approve.returncode == 3, approve.stderr
+        assert "Traceback" not in approve.stderr and "cannot be written" in approve.stderr
+        listed = subprocess.run([*prefix, "-m", "console", "--db", str(db), "approvals", "list"],
+                                capture_output=True, text=True, timeout=30, cwd="/")
+        assert listed.returncode == 0, listed.stderr
+        assert sorted(os.listdir(directory)) == ["archon.db"]
+    finally:
+        if (base / "db").exists():
+            (base / "db").chmod(0o755)
+        shutil.rmtree(base, ignore_errors=True)
