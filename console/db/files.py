@@ -27,9 +27,11 @@ import tempfile
 from pathlib import Path
 
 PREFIX = "archon-console-"
-# Names of everything temporary we create carry "archon-console-<kind>" and then the pid:
-# `archon-console-ro-<pid>-XXXX` (directories), `.archon-console-snapshot.<pid>.NAME.XXXX.tmp` (files).
-_OURS = re.compile(rf"^\.?{re.escape(PREFIX)}([a-z]+)[.-](\d+)[.-]")
+# Every temporary name we create is "archon-console-<kind>.<pid>." and a random part: directories
+# `archon-console-ro.<pid>.XXXX` in $TMPDIR, hidden files `.archon-console-snapshot.<pid>.NAME.XXXX.tmp`
+# beside their final name. Only these kinds are ever removed as leftovers, never a user's file.
+KINDS = ("ro", "copy", "inspect", "scratch", "keep", "snapshot", "demo", "restore", "aside", "bundle")
+_OURS = re.compile(rf"^\.?{re.escape(PREFIX)}({'|'.join(KINDS)})\.(\d+)\.")
 
 
 def create_exclusive(directory: str | os.PathLike[str], prefix: str, suffix: str = "") -> Path:
@@ -41,6 +43,7 @@ def create_exclusive(directory: str | os.PathLike[str], prefix: str, suffix: str
 
 def temp_prefix(kind: str, hidden: bool = True) -> str:
     """The start of a temporary name: kind and process id, so `remove_stale` can tell whose it is."""
+    assert kind in KINDS, kind
     return f"{'.' if hidden else ''}{PREFIX}{kind}.{os.getpid()}."
 
 

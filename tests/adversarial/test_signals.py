@@ -68,8 +68,13 @@ def test_the_copy_of_a_killed_run_is_removed_at_the_next_start(tmp_path):
     try:
         live_copy = tmpdir / f"archon-console-ro.{alive.pid}.abcdefgh"
         live_copy.mkdir()
-        other = tmpdir / "someone-elses-file"
+        other = tmpdir / f"archon-console-notes.{proc.pid}.txt"  # a user's file, not one of ours
         other.write_text("x")
+        precious = tmp_path / "precious"
+        precious.mkdir()
+        (precious / "data").write_text("keep me")
+        planted = tmpdir / f"archon-console-ro.{proc.pid}.planted"  # a link named like a dead run's copy
+        planted.symlink_to(precious)
         (tmp_path / "other").mkdir()
         healthy = damage.healthy(tmp_path / "other" / "archon.db")
         done = subprocess.run(
@@ -79,6 +84,7 @@ def test_the_copy_of_a_killed_run_is_removed_at_the_next_start(tmp_path):
         assert done.returncode == 0, done.stderr
         assert not copy.exists()
         assert live_copy.exists() and other.exists()
+        assert planted.is_symlink() and (precious / "data").read_text() == "keep me"
     finally:
         alive.kill()
         alive.wait()
