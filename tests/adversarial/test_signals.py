@@ -88,3 +88,54 @@ def test_the_copy_of_a_killed_run_is_removed_at_the_next_start(tmp_path):
     finally:
         alive.kill()
         alive.wait()
+
+
+def test_the_console_closed_by_its_terminal_removes_its_private_copy(tmp_path):
+    """The TUI in --read-only on a live WAL database, its terminal hung up: SIGHUP, like Ctrl-C."""
+    import select
+    import sqlite3
+
+    from console.demo import generate
+
+    db = tmp_path / "archon.db"
+    generate(db, requests=20, environments=2, projects=1)
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    live = sqlite3.connect(db)  # archon running: -wal and -shm exist, so the console reads a private copy
+    live.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    primary, secondary = os.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "console", "--read-only", "--db", str(db)],
+            stdin=secondary, stdout=secondary, stderr=secondary, cwd=ROOT, start_new_session=True,
+            env={**os.environ, "TMPDIR": str(tmpdir), "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24"},
+        )
+        os.close(secondary)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and proc.poll() is None:
+            if select.select([primary], [], [], 0.1)[0]:
+                try:
+                    os.read(primary, 65536)  # keep the terminal drained
+                except OSError:
+                    break
+            if any(tmpdir.iterdir()):
+                break
+        assert any(tmpdir.iterdir()), "the console never opened its private copy"
+        time.sleep(0.5)  # let it settle into the app
+        proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and proc.poll() is None:
+            if select.select([primary], [], [], 0.1)[0]:
+                try:
+                    os.read(primary, 65536)
+                except OSError:
+                    pass
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+            pytest.fail("the console did not stop on SIGHUP")
+    finally:
+        live.close()
+        os.close(primary)
+    assert proc.returncode == 128 + signal.SIGHUP
+    assert list(tmpdir.iterdir()) == []
