@@ -34,6 +34,10 @@ KINDS = ("ro", "copy", "inspect", "scratch", "keep", "snapshot", "demo", "restor
 _OURS = re.compile(rf"^\.?{re.escape(PREFIX)}({'|'.join(KINDS)})\.(\d+)\.")
 
 
+# link() failing with these means "no hard links here", not "the name is taken".
+_NO_LINKS = (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS)
+
+
 def create_exclusive(directory: str | os.PathLike[str], prefix: str, suffix: str = "") -> Path:
     """A new, empty 0600 regular file in `directory` under a name nobody could have planted."""
     fd, name = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=directory)
@@ -69,7 +73,7 @@ def publish(tmp: str | os.PathLike[str], final: str | os.PathLike[str], *, no_cl
     except FileExistsError:
         raise
     except OSError as exc:
-        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS):
+        if exc.errno not in _NO_LINKS:
             raise
         # A file system without hard links: check, then rename (a race is possible only here).
         if os.path.lexists(final):
@@ -97,28 +101,33 @@ def publish_unique(tmp: str | os.PathLike[str], target: str | os.PathLike[str], 
     raise FileExistsError(errno.EEXIST, f"{limit} names are taken", str(target))
 
 
-def keep_aside(source: Path, target: Path) -> Path:
-    """Keep `source` under `target` (or a numbered name beside it) without copying when possible.
+def keep_aside(source: Path, target: Path, *, limit: int = 1000) -> Path:
+    """Keep `source` under `target` (or `target-2`, `target-3`...) without copying when possible.
 
     A hard link never follows a symlink planted at the name; where links are impossible the bytes
     are copied into an exclusively created file that is then published the same way.
     """
-    for n in range(1, 1001):
-        candidate = target.with_name(target.name if n == 1 else f"{target.name}-{n}")
+    names = [target] + [target.with_name(f"{target.name}-{n}") for n in range(2, limit + 1)]
+    for candidate in names:
         try:
             os.link(source, candidate)  # never follows or replaces what is at `candidate`
             return candidate
         except FileExistsError:
             continue
         except OSError as exc:
-            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS):
+            if exc.errno not in _NO_LINKS:
                 raise
             break
     tmp = create_exclusive(target.parent, temp_prefix("aside"), ".tmp")
     try:
         shutil.copyfile(source, tmp)
         shutil.copystat(source, tmp)
-        return publish_unique(tmp, target)
+        for candidate in names:
+            try:
+                return publish(tmp, candidate)
+            except FileExistsError:
+                continue
+        raise FileExistsError(errno.EEXIST, f"{limit} names are taken", str(target))
     finally:
         tmp.unlink(missing_ok=True)
 

@@ -143,7 +143,8 @@ def test_restore_aside_without_hard_links_does_not_follow_a_dangling_link(shared
     monkeypatch.setattr(os, "link", no_links)
     restored = restore_snapshot(db, result.snapshot_path, yes=True, now=LATER)
     assert not elsewhere.exists()
-    assert restored.replaced_path and not Path(restored.replaced_path).is_symlink()
+    assert restored.replaced_path == f"{shared / _aside_name(db, LATER).name}-2"
+    assert not Path(restored.replaced_path).is_symlink()
 
 
 def test_demo_refuses_a_planted_target_and_ignores_planted_temporaries(shared, victim, tmp_path):
