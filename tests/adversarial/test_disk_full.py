@@ -187,3 +187,19 @@ def test_writing_a_wal_database_in_a_0555_directory_as_its_owner():
         if (base / "db").exists():
             (base / "db").chmod(0o755)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_inspect_with_a_full_tmpdir(demo_copy, disk, monkeypatch, capsys):
+    """`inspect` without --keep-snapshot snapshots into a private directory in TMPDIR."""
+    import tempfile
+
+    db = demo_copy("current")
+    monkeypatch.setattr(tempfile, "tempdir", str(disk.path))
+    monkeypatch.setattr(console.tui, "run_tui", lambda ctx, support=None, **_: 0)
+    code, err = run(capsys, "inspect", db)
+    assert disk.entries() == []
+    assert code == 3, err
+    assert "No space left on device" in err
+    disk.grow()
+    assert run(capsys, "inspect", db)[0] == 0
+    assert disk.entries() == []  # removed on exit
