@@ -22,6 +22,7 @@ from console.clock import Clock, frozen_write_note, system_clock, write_clock
 from console.errors import EXIT_REFUSED, EXIT_UNUSABLE, EXIT_USAGE, ConsoleError
 from console.commands.options import finite_number
 from console.db.paths import resolve_db_path
+from console.signals import Stopped, stop_signals_unwind
 
 COMMAND_MODULES = (
     "console.commands.demo",
@@ -306,9 +307,23 @@ def main(argv: list[str] | None = None) -> int:
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = SafeStream(sys.stdout), SafeStream(sys.stderr)
     try:
-        return _main(argv)
+        with stop_signals_unwind():  # SIGTERM/SIGHUP unwind like Ctrl-C: private copies are removed
+            _remove_leftovers()
+            return _main(argv)
+    except Stopped as exc:  # arrived outside _main's own handler (parsing, or its last lines)
+        return exc.exit_code
     finally:
         sys.stdout, sys.stderr = saved
+
+
+def _remove_leftovers() -> None:
+    """Private copies of the user's data that killed runs (kill -9) left in the temp directory."""
+    try:
+        from console.db.files import remove_stale
+
+        remove_stale()
+    except Exception:  # noqa: BLE001 - housekeeping never stops a command
+        pass
 
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str], as_json: bool) -> argparse.Namespace:
@@ -358,6 +373,9 @@ def _main(argv: list[str]) -> int:
     except ConsoleError as exc:
         return _report(exc.reason, exc.hint, exc.exit_code, json=as_json,
                        note=ctx.write_note if ctx is not None else None)
+    except Stopped as exc:
+        return _report(f"stopped by {exc.name}; nothing further was written and temporary copies were removed.",
+                       None, exc.exit_code, json=as_json)
     except KeyboardInterrupt:
         return _report("interrupted; nothing further was written.", None, 130, json=as_json)
     except BrokenPipeError:

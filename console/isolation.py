@@ -23,6 +23,7 @@ import sys
 from typing import Any, BinaryIO, Callable
 
 from console.errors import ConsoleError
+from console.signals import stop_signals_unwind
 
 _FRAME = struct.Struct(">Q")
 
@@ -114,7 +115,8 @@ def child_main() -> None:
         function = getattr(importlib.import_module(module_name), function_name)
         if progress_kwarg:
             kwargs[progress_kwarg] = lambda event: _write(out, ("progress", event))
-        result = function(*args, **kwargs)
+        with stop_signals_unwind():  # a hang-up reaches this child too: clean up like the parent
+            result = function(*args, **kwargs)
     except ConsoleError as exc:
         try:
             state = dict(vars(exc))

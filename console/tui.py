@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+
+from console.signals import graceful
 
 from console.workers import SupportInfo
 
@@ -21,7 +24,21 @@ def run_tui(ctx: Any, support: SupportInfo | None = None, *, start: str | None =
         except Exception:
             start = None  # the app decides in a worker, and shows any error there
     app = ArchonConsole(ctx, support, session=session, start=start)
-    result = app.run()
+
+    def stop(signum: int) -> bool:
+        """SIGTERM/SIGHUP: let the app shut down as on quit (console/signals.py says why)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        loop.call_soon_threadsafe(lambda: app.exit(128 + signum))
+        return True
+
+    try:
+        with graceful(stop):
+            result = app.run()
+    finally:
+        session.close()  # on_unmount does this too; here it also holds when the app never got that far
     return int(result or 0) if isinstance(result, int) else (app.return_code or 0)
 
 

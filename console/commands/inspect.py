@@ -18,8 +18,9 @@ from datetime import datetime
 from pathlib import Path
 
 from console.clock import system_clock
+from console.db.files import private_dir
 from console.db.readonly import snapshot_copy
-from console.errors import UsageError
+from console.errors import DatabaseUnusable, UsageError
 from console.support import SupportInfo
 
 
@@ -50,7 +51,11 @@ def prepare_inspection(path: str | Path, keep_dir: str | Path | None = None, *, 
         if keep.resolve() == original.parent:
             raise UsageError("--keep-snapshot must not be the database's own directory (nothing is written there).")
         return Inspection(original, snapshot_copy(original, keep, name=name), taken_at, None)
-    workdir = Path(tempfile.mkdtemp(prefix="archon-console-inspect-"))  # mode 0700
+    try:
+        workdir = private_dir("inspect")  # mode 0700, named for this process (console/db/files.py)
+    except OSError as exc:
+        raise DatabaseUnusable(f"Cannot create a private directory in {tempfile.gettempdir()}: "
+                               f"{exc.strerror or exc}.", "Point TMPDIR at a directory you can write to.") from None
     try:
         snapshot = snapshot_copy(original, workdir, name=name)
     except BaseException:

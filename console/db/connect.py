@@ -8,6 +8,7 @@ refused with exit code 3 and left byte-for-byte as it was. Read-write connection
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -213,11 +214,28 @@ def open_database(
                 ) from None
     finally:
         probe.close()
+    _require_wal_files_writable(path)
     try:
         conn = connect_raw(path, read_only=read_only, busy_timeout_ms=busy_timeout_ms)
     except sqlite3.Error as exc:
         raise DatabaseUnusable(f"Cannot open {path}: {exc}.") from None
     return ArchonDatabase(path=path, conn=conn, read_only=read_only, busy_timeout_ms=busy_timeout_ms)
+
+
+def _require_wal_files_writable(path: Path) -> None:
+    """A WAL database is written through its -wal and -shm: SQLite must create them (a writable
+    directory) or find them writable. Otherwise its first statement fails with "unable to open
+    database file" or "attempt to write a readonly database"; say why before anything is tried."""
+    if not is_wal_file(path) or os.access(path.parent, os.W_OK | os.X_OK):
+        return
+    sidecars = [Path(f"{path}-wal"), Path(f"{path}-shm")]
+    if all(p.exists() and os.access(p, os.R_OK | os.W_OK) for p in sidecars):
+        return
+    raise DatabaseUnusable(
+        f"{path} is in WAL mode and its directory {path.parent} cannot be written, so SQLite cannot "
+        f"create or write {path.name}-wal and {path.name}-shm to change it; nothing was written.",
+        "Make the directory writable for this user, or read it with --read-only.",
+    )
 
 
 def _open_read_only(path: Path, *, busy_timeout_ms: int, require_archon: bool) -> ArchonDatabase:

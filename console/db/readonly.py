@@ -47,7 +47,8 @@ from typing import Callable
 from urllib.parse import quote
 
 from console.db.paths import require_database_file
-from console.errors import DatabaseUnusable, Refusal
+from console.db.files import create_exclusive, private_dir, publish, remove_stale, temp_prefix
+from console.errors import DatabaseUnusable, Refusal, UsageError
 from console.support import SupportInfo
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -181,7 +182,7 @@ def private_copy(
     """
     path = Path(path).expanduser()
     if workdir is None:
-        workdir = Path(tempfile.mkdtemp(prefix="archon-console-copy-"))
+        workdir = private_dir("copy")
     workdir = Path(workdir)
     workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
     if path.is_dir():
@@ -285,52 +286,100 @@ def snapshot_copy(
     """A consistent single-file copy of `path` made with the backup API, in `dest_dir`.
 
     The snapshot is in rollback-journal mode (no -wal needed beside it) and contains every commit
-    that was in the original's -wal when the copy was taken.
+    that was in the original's -wal when the copy was taken. `dest_dir` may be shared with other
+    users: everything in it is created exclusively under random names and the result is published
+    without following or replacing anything (console/db/files.py). A failed write (a full disk)
+    removes what it wrote and says so in one sentence (exit 3); the next attempt starts clean.
     """
     path = Path(path).expanduser()
     dest_dir = Path(dest_dir)
-    dest_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     final = dest_dir / (name or f"{path.stem}.snapshot.sqlite")
-    if final.exists():
-        raise Refusal(f"{final} already exists; a snapshot never overwrites a file.")
-    scratch = Path(tempfile.mkdtemp(prefix="archon-console-scratch-", dir=dest_dir))
+    _prepare_output_dir(dest_dir)
+    if os.path.lexists(final):
+        raise UsageError(f"{final} already exists; a snapshot never overwrites a file (or follows a link).",
+                         "Choose another directory, or move that file away.")
+    remove_stale(dest_dir)  # what killed runs left here: it takes space and holds user data
+    scratch: Path | None = None
+    partial: Path | None = None
     try:
+        scratch = private_dir("scratch", dest_dir)
         copy = private_copy(path, scratch, timeout_s=timeout_s)
-        partial = final.with_name(final.name + ".partial")
-        try:
-            src = _open_copy(copy)
-        except sqlite3.Error as exc:
-            raise DatabaseUnusable(f"{path} cannot be opened as a SQLite database ({exc}).") from None
-        try:
-            try:
-                src.execute("PRAGMA journal_mode = DELETE")  # fold the WAL into the copy
-            except sqlite3.DatabaseError:
-                pass  # corrupt files still get copied page by page below
-            dst = sqlite3.connect(str(partial), isolation_level=None)
-            try:
-                src.backup(dst)
-                try:
-                    dst.execute("PRAGMA journal_mode = DELETE")
-                except sqlite3.DatabaseError:
-                    pass
-            finally:
-                dst.close()
-        except sqlite3.DatabaseError as exc:
-            # The backup API stops on pages it cannot read; fall back to the replayed copy itself
-            # so that `doctor` can still describe the damage.
-            src.close()
-            src = None
-            partial.unlink(missing_ok=True)
-            shutil.copyfile(copy.path, partial)
-            copy.notes.append(f"backup API failed ({exc}); kept a byte copy instead")
-        finally:
-            if src is not None:
-                src.close()
-        os.replace(partial, final)
-        os.chmod(final, 0o600)
+        partial = create_exclusive(dest_dir, temp_prefix("keep") + final.name + ".", ".partial")
+        _backup_into(copy, partial, path)
+        os.chmod(partial, 0o600)
+        publish(partial, final)
+        partial = None
+    except FileExistsError:
+        raise UsageError(f"{final} appeared while the snapshot was being written; it was left alone.",
+                         "Choose another directory.") from None
+    except (OSError, sqlite3.OperationalError) as exc:
+        raise _write_failed(dest_dir, exc, "snapshot") from None
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        if partial is not None:
+            partial.unlink(missing_ok=True)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     return final
+
+
+def _prepare_output_dir(dest_dir: Path) -> None:
+    """The output directory exists (made 0700 if missing), is a directory, and takes new files."""
+    if os.path.lexists(dest_dir) and not dest_dir.is_dir():
+        raise UsageError(f"{dest_dir} exists and is not a directory; the snapshot needs a directory.")
+    try:
+        dest_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"Cannot create the directory {dest_dir}: {exc.strerror or exc}.") from None
+    if not os.access(dest_dir, os.W_OK | os.X_OK):
+        raise UsageError(f"Cannot write in {dest_dir}: permission denied.", "Choose a directory you can write to.")
+
+
+def _write_failed(where: Path, exc: BaseException, what: str) -> DatabaseUnusable:
+    reason = getattr(exc, "strerror", None) or str(exc)
+    return DatabaseUnusable(
+        f"The {what} could not be written in {where} ({reason}); what was written is removed and nothing else changed.",
+        "Free some space there (or choose another directory) and run the command again.",
+    )
+
+
+def _backup_into(copy: CopyResult, partial: Path, path: Path) -> None:
+    """Copy the replayed private copy into the existing empty file `partial` with the backup API."""
+    try:
+        src = _open_copy(copy)
+    except sqlite3.Error as exc:
+        raise DatabaseUnusable(f"{path} cannot be opened as a SQLite database ({exc}).") from None
+    try:
+        try:
+            src.execute("PRAGMA journal_mode = DELETE")  # fold the WAL into the copy
+        except sqlite3.OperationalError:
+            raise
+        except sqlite3.DatabaseError:
+            pass  # corrupt files still get copied page by page below
+        dst = sqlite3.connect(str(partial), isolation_level=None)
+        try:
+            src.backup(dst)
+            try:
+                dst.execute("PRAGMA journal_mode = DELETE")
+            except sqlite3.OperationalError:
+                raise
+            except sqlite3.DatabaseError:
+                pass
+        finally:
+            dst.close()
+    except sqlite3.OperationalError:
+        raise  # a full disk, an I/O error: the caller removes the partial file
+    except sqlite3.DatabaseError as exc:
+        # The backup API stops on pages it cannot read; fall back to the replayed copy itself
+        # so that `doctor` can still describe the damage.
+        src.close()
+        src = None
+        with open(copy.path, "rb") as source, open(partial, "r+b") as out:
+            out.truncate()
+            shutil.copyfileobj(source, out)
+        copy.notes.append(f"backup API failed ({exc}); kept a byte copy instead")
+    finally:
+        if src is not None:
+            src.close()
 
 
 def open_read_only(
@@ -364,12 +413,18 @@ def open_read_only(
         opened = _open_quiet_wal(path, busy_timeout_ms)
         if opened is not None:
             return opened
-    workdir = Path(tempfile.mkdtemp(prefix="archon-console-ro-"))
+    try:
+        workdir = private_dir("ro")
+    except OSError as exc:
+        raise _no_private_copy(path, exc) from None
     try:
         copy = private_copy(path, workdir, timeout_s=max(1.0, busy_timeout_ms / 1000))
         # Read-write on *our* copy, so a leftover journal can be rolled back; query_only after.
         conn = _open_copy(copy, busy_timeout_ms=busy_timeout_ms)
         _configure_read_only(conn, busy_timeout_ms)
+    except (OSError, sqlite3.OperationalError) as exc:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise _no_private_copy(path, exc) from None
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
@@ -378,6 +433,16 @@ def open_read_only(
         shutil.rmtree(workdir, ignore_errors=True)
 
     return conn, cleanup, "private copy"
+
+
+def _no_private_copy(path: Path, exc: BaseException) -> DatabaseUnusable:
+    """A WAL database is read through a private copy in the temp directory; it could not be made."""
+    reason = getattr(exc, "strerror", None) or str(exc)
+    return DatabaseUnusable(
+        f"Cannot read {path} without a private copy, and the copy in {tempfile.gettempdir()} failed ({reason}); "
+        "nothing was changed and the partial copy was removed.",
+        "Free space there, or point TMPDIR at a directory with room for a copy of the database.",
+    )
 
 
 def _open_quiet_wal(path: Path, busy_timeout_ms: int):

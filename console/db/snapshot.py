@@ -42,10 +42,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shutil
 import sqlite3
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -55,8 +53,9 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import quote
 
+from console.db.files import create_exclusive, remove_stale
 from console.db.snapshot_manifest import write_manifest
-from console.errors import DatabaseUnusable, Refusal
+from console.errors import EXIT_UNUSABLE, DatabaseUnusable, Refusal
 
 # Pages per backup step: large enough that stepping costs nothing measurable, small enough
 # that a progress bar moves on a 1 GB file.
@@ -71,7 +70,6 @@ MAX_CHECK_WORKERS = 4
 # Temporary copies are named for the process writing them, so a later run can tell the leftover
 # of a killed one (its process is gone) from a copy being written right now.
 TMP_PREFIX = ".archon-console-snapshot"
-_TMP_NAME = re.compile(rf"^{re.escape(TMP_PREFIX)}\.(\d+)\..*\.tmp(-journal)?$")
 
 Progress = Callable[[int, int], None]  # (pages copied, pages total)
 
@@ -87,6 +85,12 @@ class Snapshot:
 
 class SnapshotFailed(Refusal):
     """The snapshot could not be made; no migration ran and no partial file is left."""
+
+
+class SnapshotWriteFailed(SnapshotFailed):
+    """Writing the snapshot failed (a full disk, an I/O error): the target cannot be used (exit 3)."""
+
+    exit_code = EXIT_UNUSABLE
 
 
 def snapshot_name(db_path: Path, at: datetime) -> str:
@@ -153,38 +157,14 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
-
-
 def remove_stale_temporaries(directory: Path) -> list[Path]:
     """Delete the temporary copies that killed snapshot runs left in `directory`.
 
     The copy is written without a journal, and only a finished, verified one is ever renamed,
     so a kill -9 or a power cut mid-copy leaves nothing but such a file; it holds no state
-    anyone needs. Files of processes still running are left alone.
+    anyone needs. Files of processes still running are left alone (console/db/files.py).
     """
-    removed = []
-    try:
-        entries = list(Path(directory).iterdir())
-    except OSError:
-        return removed
-    for entry in entries:
-        match = _TMP_NAME.match(entry.name)
-        if match is None or int(match.group(1)) == os.getpid() or _process_alive(int(match.group(1))):
-            continue
-        try:
-            entry.unlink()
-            removed.append(entry)
-        except OSError:  # gone already, or not ours to remove: harmless either way
-            pass
-    return removed
+    return remove_stale(directory)
 
 
 def _publish(tmp: Path, target: Path, sha256: str) -> Path:
@@ -398,10 +378,7 @@ def take_snapshot(
             )
         counts = table_counts(source)
         lap("count source rows")
-        prefix = f"{TMP_PREFIX}.{os.getpid()}.{target.name}."
-        fd, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
-        os.close(fd)
-        tmp = Path(name)
+        tmp = create_exclusive(directory, f"{TMP_PREFIX}.{os.getpid()}.{target.name}.", ".tmp")
         dest = sqlite3.connect(str(tmp), isolation_level=None)
         try:
             # The temporary file is deleted on any failure, so it needs no journal and no syncs
@@ -449,8 +426,10 @@ def take_snapshot(
     except (SnapshotFailed, DatabaseUnusable):
         raise
     except (OSError, sqlite3.Error) as exc:
-        raise SnapshotFailed(
-            f"The snapshot could not be written to {directory}: {exc}. Nothing was migrated.",
+        raise SnapshotWriteFailed(
+            f"The snapshot could not be written to {directory}: {getattr(exc, 'strerror', None) or exc}; "
+            "its partial file was removed and nothing was migrated.",
+            "Free some space or pass --snapshot-dir DIR on a larger disk, then run the upgrade again.",
         ) from None
     finally:
         source.close()
@@ -465,6 +444,7 @@ def take_snapshot(
 __all__ = [
     "Snapshot",
     "SnapshotFailed",
+    "SnapshotWriteFailed",
     "check_pieces",
     "free_bytes",
     "integrity_messages",

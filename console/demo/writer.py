@@ -19,14 +19,15 @@ from random import Random
 
 from console.clock import parse_time, system_clock
 from console.db.migrations.registry import CURRENT_RELEASE, migrations_through
-from console.db.migrations.runner import apply_all
+from console.db.migrations.runner import MigrationFailed, apply_all
 from console.demo.approvals import write_approvals
 from console.demo.context import DemoContext, Progress
 from console.demo.environments import write_environments
 from console.demo.history import meaning, write_history
 from console.demo.projects import write_projects
 from console.demo.work import write_work
-from console.errors import Refusal, UsageError
+from console.db.files import create_exclusive, publish, remove_stale, temp_prefix
+from console.errors import DatabaseUnusable, Refusal, UsageError
 
 RELEASE_ALIASES = {"current": CURRENT_RELEASE, "1.8.20": "1.8.20", "1.8.22": "1.8.22",
                    "1.10.0": "1.10.0"}
@@ -84,14 +85,16 @@ def generate(
     if requests < 0 or projects < 1 or environments < 0:
         raise UsageError("Counts must be positive (at least one project).")
     moment = _resolve_now(now)
-    if target.exists() and not overwrite:
+    if os.path.lexists(target) and not overwrite:
         raise Refusal(f"{target} already exists; nothing was written.",
                       "Pass --overwrite to replace it.")
     if not target.parent.is_dir():
         raise Refusal(f"The directory {target.parent} does not exist.")
-    temporary = target.with_name(f".{target.name}.demo-{os.getpid()}.tmp")
-    _remove(temporary)
+    remove_stale(target.parent)  # what a killed run left: it takes space
+    temporary: Path | None = None
     try:
+        # Created exclusively under a random name: never a file someone planted (console/db/files.py).
+        temporary = create_exclusive(target.parent, temp_prefix("demo") + target.name + ".", ".tmp")
         conn = sqlite3.connect(temporary, isolation_level=None)
         try:
             _build(conn, resolved, requests, projects, environments, seed, moment, progress)
@@ -99,13 +102,27 @@ def generate(
             counts = _counts(conn)
         finally:
             conn.close()
+        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp made it 0600; a demo file is made as any other
         if overwrite:
             for suffix in ("-wal", "-shm", "-journal"):
                 _remove(Path(str(target) + suffix))
-        os.replace(temporary, target)
-    except BaseException:
-        _remove(temporary)
-        raise
+        publish(temporary, target, no_clobber=not overwrite)  # os.replace never writes through a link
+        temporary = None
+    except FileExistsError:
+        raise Refusal(f"{target} appeared while the demo was being written; it was left alone.",
+                      "Pass --overwrite to replace it.") from None
+    except (OSError, sqlite3.OperationalError, MigrationFailed) as exc:
+        reason = getattr(exc, "strerror", None) or getattr(exc, "message", None) or str(exc)
+        raise DatabaseUnusable(
+            f"The demo database could not be written in {target.parent} ({reason}); "
+            "the partial file was removed and nothing else changed.",
+            "Free some space there (or choose another path) and run it again.",
+        ) from None
+    finally:
+        if temporary is not None:
+            for leftover in (temporary, Path(f"{temporary}-journal"), Path(f"{temporary}-wal"),
+                             Path(f"{temporary}-shm")):
+                _remove(leftover)
     return DemoSummary(target, resolved, seed, moment, time.perf_counter() - started, counts,
                        requests=requests, requests_meaning=meaning(resolved))
 
@@ -144,6 +161,12 @@ def _resolve_now(now: datetime | str | None) -> datetime:
     if parsed is None:
         raise UsageError(f"Cannot read {now!r} as a time (use ISO 8601, e.g. 2026-05-01T12:00:00Z).")
     return parsed.replace(microsecond=0)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _remove(path: Path) -> None:

@@ -1,0 +1,84 @@
+"""SIGTERM and SIGHUP end a command the way Ctrl-C does, so its cleanup runs.
+
+By default either signal kills the process on the spot: a read-only command on a WAL database
+then leaves its private copy of the user's data in the temp directory, and an upgrade its partial
+snapshot. Raised as `Stopped` (a KeyboardInterrupt), they unwind through the same `finally`
+blocks as Ctrl-C. A signal the parent set to be ignored (`nohup`) stays ignored; a second signal
+while the first one's cleanup runs is ignored so the cleanup can finish.
+
+An exception raised at an arbitrary point inside Textual's event loop skips the app's own shutdown
+(its input and writer threads then keep the process alive, and `on_unmount` never closes the
+session). So while the TUI runs it registers `graceful`: the first signal asks the app to exit
+instead, and only a second one raises.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+HANDLED = (signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP arrived; exit status 128 + the signal's number, as the shell reports it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+# Callbacks that end the running program cleanly on their own (the TUI's app.exit); the newest wins.
+_graceful: list[Callable[[int], bool]] = []
+
+
+@contextmanager
+def graceful(stop: Callable[[int], bool]) -> Iterator[None]:
+    """While the block runs, a first SIGTERM/SIGHUP calls `stop(signum)` instead of raising,
+    unless it returns False (it could not ask)."""
+    _graceful.append(stop)
+    try:
+        yield
+    finally:
+        _graceful.remove(stop)
+
+
+@contextmanager
+def stop_signals_unwind() -> Iterator[None]:
+    """Within the block, SIGTERM/SIGHUP raise `Stopped` in the main thread; restored after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread (tests call main() in others)
+        return
+    stopping = {"raised": False, "asked": False}
+
+    def handler(signum, _frame) -> None:
+        if stopping["raised"]:
+            return
+        if not stopping["asked"] and _graceful and _graceful[-1](signum):
+            stopping["asked"] = True
+            return
+        stopping["raised"] = True
+        raise Stopped(signum)
+
+    previous = {}
+    for signum in HANDLED:
+        current = signal.getsignal(signum)
+        if current is signal.SIG_IGN:
+            continue
+        previous[signum] = current
+        signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, current in previous.items():
+            signal.signal(signum, current)
+
+
+__all__ = ["Stopped", "graceful", "stop_signals_unwind"]

@@ -1,0 +1,141 @@
+"""SIGTERM and SIGHUP during a read-only command leave no copy of the user's data behind, and
+the copy a SIGKILLed run could not remove is removed at the next start (issue 9, finding 9).
+
+The command is a real process caught in the middle of its private copy: the database is in WAL
+mode and its `-wal` is a FIFO, so the copy has written the main file into its private directory
+and then waits on the `-wal` for as long as the test likes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import damage
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _stuck_mid_copy(tmp_path: Path) -> tuple[subprocess.Popen, Path, Path]:
+    db = damage.healthy(tmp_path / "archon.db", wal=True)
+    os.mkfifo(f"{db}-wal")
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "console", "--db", str(db), "approvals", "list"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+        env={**os.environ, "TMPDIR": str(tmpdir)},
+    )
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        copies = [p for p in tmpdir.iterdir() if (p / "archon.db").exists()]
+        if copies and (copies[0] / "archon.db").stat().st_size == db.stat().st_size:
+            return proc, tmpdir, copies[0]
+        if proc.poll() is not None:
+            break
+        time.sleep(0.02)
+    proc.kill()
+    out, err = proc.communicate()
+    pytest.fail(f"the command never reached its private copy: {proc.returncode} {err!r}")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_stopped_read_only_command_removes_its_private_copy(tmp_path, signum):
+    proc, tmpdir, copy = _stuck_mid_copy(tmp_path)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=15)
+    err = err.decode()
+    assert proc.returncode == 128 + signum, err
+    assert "Traceback" not in err
+    assert f"stopped by {signal.Signals(signum).name}" in err
+    assert list(tmpdir.iterdir()) == []
+    assert copy.name.startswith(f"archon-console-ro.{proc.pid}.")  # named for its process
+
+
+def test_the_copy_of_a_killed_run_is_removed_at_the_next_start(tmp_path):
+    proc, tmpdir, copy = _stuck_mid_copy(tmp_path)
+    proc.kill()  # SIGKILL: nothing can clean up
+    proc.communicate(timeout=15)
+    assert copy.exists()
+    # A copy of a run still going is left alone, as is anything not named as ours.
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        live_copy = tmpdir / f"archon-console-ro.{alive.pid}.abcdefgh"
+        live_copy.mkdir()
+        other = tmpdir / f"archon-console-notes.{proc.pid}.txt"  # a user's file, not one of ours
+        other.write_text("x")
+        precious = tmp_path / "precious"
+        precious.mkdir()
+        (precious / "data").write_text("keep me")
+        planted = tmpdir / f"archon-console-ro.{proc.pid}.planted"  # a link named like a dead run's copy
+        planted.symlink_to(precious)
+        (tmp_path / "other").mkdir()
+        healthy = damage.healthy(tmp_path / "other" / "archon.db")
+        done = subprocess.run(
+            [sys.executable, "-m", "console", "--db", str(healthy), "approvals", "list"],
+            capture_output=True, cwd=ROOT, env={**os.environ, "TMPDIR": str(tmpdir)}, timeout=30,
+        )
+        assert done.returncode == 0, done.stderr
+        assert not copy.exists()
+        assert live_copy.exists() and other.exists()
+        assert planted.is_symlink() and (precious / "data").read_text() == "keep me"
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+def test_the_console_closed_by_its_terminal_removes_its_private_copy(tmp_path):
+    """The TUI in --read-only on a live WAL database, its terminal hung up: SIGHUP, like Ctrl-C."""
+    import select
+    import sqlite3
+
+    from console.demo import generate
+
+    db = tmp_path / "archon.db"
+    generate(db, requests=20, environments=2, projects=1)
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    live = sqlite3.connect(db)  # archon running: -wal and -shm exist, so the console reads a private copy
+    live.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    primary, secondary = os.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "console", "--read-only", "--db", str(db)],
+            stdin=secondary, stdout=secondary, stderr=secondary, cwd=ROOT, start_new_session=True,
+            env={**os.environ, "TMPDIR": str(tmpdir), "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24"},
+        )
+        os.close(secondary)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and proc.poll() is None:
+            if select.select([primary], [], [], 0.1)[0]:
+                try:
+                    os.read(primary, 65536)  # keep the terminal drained
+                except OSError:
+                    break
+            if any(tmpdir.iterdir()):
+                break
+        assert any(tmpdir.iterdir()), "the console never opened its private copy"
+        time.sleep(0.5)  # let it settle into the app
+        proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and proc.poll() is None:
+            if select.select([primary], [], [], 0.1)[0]:
+                try:
+                    os.read(primary, 65536)
+                except OSError:
+                    pass
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+            pytest.fail("the console did not stop on SIGHUP")
+    finally:
+        live.close()
+        os.close(primary)
+    assert proc.returncode == 128 + signal.SIGHUP
+    assert list(tmpdir.iterdir()) == []
