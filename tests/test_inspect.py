@@ -3,7 +3,6 @@ every `--read-only` command does too."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import stat
 
