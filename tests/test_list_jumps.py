@@ -13,7 +13,8 @@ from console.services import approval_queue as queue
 from console.services import environment_pages as pages
 from console.services import environments as envs
 from tests.conftest import make_schema
-from tests.test_approvals_helpers import NOW, seeded
+from tests.test_approvals_helpers import NOW, add_request, archon_move, connect, seeded
+from tests.test_approvals_helpers import add_project as add_approval_project
 from tests.test_environments_support import T0, add_env, add_project, raw, set_claim
 
 
@@ -64,6 +65,30 @@ def test_any_pending(approvals_db, schema_db):
         assert queue.any_pending(h)
     with open_database(schema_db(name="empty.db")) as h:
         assert not queue.any_pending(h)
+
+
+def test_any_pending_walks_past_projects_without_pending_requests(approvals_db):
+    """The per-project seek (ANY_PENDING_SQL) answers as the plain `status = 'pending'` query
+    does, whichever project holds the pending requests, and when none does."""
+    conn = connect(approvals_db)
+    add_approval_project(conn, "p0", "Alpha")  # sorts first; only a decided request
+    add_request(conn, "apr-0", "p0", expires_at=NOW)
+    archon_move(conn, "apr-0", "denied")
+    add_approval_project(conn, "p3", "Zeta")  # sorts last; nothing at all
+
+    def plain():
+        return conn.execute("SELECT 1 FROM approval_requests WHERE status = 'pending' LIMIT 1").fetchone() is not None
+
+    with open_database(approvals_db) as h:
+        assert queue.any_pending(h) is plain() is True
+        for request_id in ("apr-1", "apr-2", "apr-3", "apr-7"):  # p1 has none pending left, p2 has
+            archon_move(conn, request_id, "cancelled")
+            assert queue.any_pending(h) is plain() is True
+        archon_move(conn, "apr-4", "cancelled")
+        assert queue.any_pending(h) is plain() is False
+        add_request(conn, "apr-9", "p3", expires_at=NOW)  # only the last project's
+        assert queue.any_pending(h) is plain() is True
+    conn.close()
 
 
 @pytest.fixture(scope="module")

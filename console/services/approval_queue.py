@@ -184,7 +184,34 @@ def any_pending(handle: ArchonDatabase) -> bool:
     """Whether anything waits for a decision (the console then opens on the queue)."""
     if not handle.shape.has_approvals:
         return False
-    return handle.conn.execute("SELECT 1 FROM approval_requests WHERE status = 'pending' LIMIT 1").fetchone() is not None
+    return handle.conn.execute(ANY_PENDING_SQL).fetchone()[0] == 1
+
+
+# `status = 'pending' LIMIT 1` alone walks idx_approval_requests_project_status_expiry from its
+# first entry through every older status of the first project ('pending' sorts after most), which
+# is the whole history of a busy project. Here each step is a seek: the next project_id present in
+# that index (`min(project_id) WHERE project_id > ?`), then a probe of its (project_id, 'pending')
+# range; the walk stops at the first project with a pending request. project_id is NOT NULL with
+# TEXT affinity (numbers are stored as text, blobs sort after text), so `>= ''` admits every stored
+# value and every request lies under a value the walk visits: the answer is the plain query's.
+# ORDER BY (project_id, status) rather than min() keeps every step in that one index, so a cold
+# start reads one index's pages.
+ANY_PENDING_SQL = """
+WITH RECURSIVE walk(project_id) AS (
+  SELECT (SELECT a.project_id FROM approval_requests AS a WHERE a.project_id >= ''
+           ORDER BY a.project_id, a.status LIMIT 1)
+  UNION ALL
+  SELECT (SELECT a.project_id FROM approval_requests AS a WHERE a.project_id > walk.project_id
+           ORDER BY a.project_id, a.status LIMIT 1)
+    FROM walk
+   WHERE walk.project_id IS NOT NULL
+     AND NOT EXISTS (SELECT 1 FROM approval_requests AS r
+                      WHERE r.project_id = walk.project_id AND r.status = 'pending')
+)
+SELECT EXISTS (SELECT 1 FROM walk
+                WHERE EXISTS (SELECT 1 FROM approval_requests AS r
+                               WHERE r.project_id = walk.project_id AND r.status = 'pending'))
+"""
 
 
 def cursor_of(handle: ArchonDatabase, request_id: str) -> Cursor | None:
