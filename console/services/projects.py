@@ -61,9 +61,11 @@ def list_projects(
 
     revisions: dict[str, sqlite3.Row] = {}
     if shape.has_profiles and "active_execution_profile_revision_id" in project_columns:
+        # CROSS JOIN keeps projects outside: the planner would otherwise walk every revision
+        # ever made (a table that only grows) to find each project's active one by seek.
         for row in conn.execute(
             "SELECT p.id AS project_id, r.revision, r.schema_version FROM projects AS p "
-            "JOIN execution_profile_revisions AS r "
+            "CROSS JOIN execution_profile_revisions AS r "
             "  ON r.project_id = p.id AND r.id = p.active_execution_profile_revision_id"
         ):
             revisions[row["project_id"]] = row
