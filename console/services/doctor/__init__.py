@@ -131,7 +131,7 @@ def _run_on_path(path: Path, names, *, full, now, stale_after) -> tuple[list[Fin
             # Worker threads seeking in the same file through read() contend in the kernel; mapped
             # pages do not. Only where nobody can truncate the file under the mapping (SIGBUS): our
             # private copy, or an immutable open of a file no connection has open.
-            mapped = path.stat().st_size if ("immutable" in opened or opened == "private copy") else 0
+            mapped = path.stat().st_size if ("immutable" in opened or opened.startswith("private copy")) else 0
             findings = _run(conn, path, names, full=full, now=now, stale_after=stale_after, mmap_size=mapped)
         finally:
             conn.close()
