@@ -120,3 +120,27 @@ def test_read_only_commands_leave_no_trace(tmp_path, capsys, monkeypatch, module
         if holder:
             holder.__exit__(None, None, None)
     assert build_parser()  # the parser still builds with every module present
+
+
+def test_read_only_commands_see_commits_only_in_the_live_wal(tmp_path, capsys, monkeypatch):
+    """Read in place (issue 11 item 1), a live database's latest commits, still only in its -wal,
+    are what `approvals list --read-only` and `upgrade --plan` read, and nothing is copied."""
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    (tmp_path / "db").mkdir()
+    db = damage.healthy(tmp_path / "db" / "archon.db", wal=True)
+    with Holder(db, "hold", rows=5):
+        conn = damage.connect(db)  # another commit, only in the -wal while the holder keeps it open
+        damage.add_request(conn, "req-only-in-the-wal")
+        conn.close()
+        before = without_shm(fingerprint_dir(db.parent))
+        assert before["archon.db-wal"][0] > 0
+        tmp_mtime = tmp.stat().st_mtime_ns
+        assert main(["--db", str(db), "--read-only", "approvals", "list", "--limit", "50"]) == 0
+        assert "req-only-in-the-wal" in capsys.readouterr().out
+        assert main(["--db", str(db), "upgrade", "--plan"]) == 0
+        capsys.readouterr()
+        assert without_shm(fingerprint_dir(db.parent)) == before
+        assert list(tmp.iterdir()) == [] and tmp.stat().st_mtime_ns == tmp_mtime
