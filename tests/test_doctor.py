@@ -11,7 +11,7 @@ from console.cli import main
 from console.db.readonly import ro_uri
 from console.services.doctor import CHECKS, run_doctor
 from tests import damage
-from tests.untouched import Holder, fingerprint_dir
+from tests.untouched import Holder, fingerprint_dir, without_shm
 
 
 @pytest.fixture(autouse=True)
@@ -198,11 +198,11 @@ def test_doctor_on_a_live_wal_database_sees_the_wal(tmp_path, capsys):
         conn = damage.connect(db)  # a second process's commit, also only in the -wal
         damage.damage_status_mismatch(conn)
         conn.close()
-        before = fingerprint_dir(tmp_path)
+        before = without_shm(fingerprint_dir(tmp_path))
         report = run_doctor(db, now=damage.NOW)
-        assert fingerprint_dir(tmp_path) == before
+        assert without_shm(fingerprint_dir(tmp_path)) == before  # read in place (issue 11 item 1)
     assert problems(report) == [("approvals.status_mismatch", 1)]
-    assert report.opened == "private copy"
+    assert report.opened == "in place (WAL, mode=ro)"
 
 
 def test_every_check_has_a_name():

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import sqlite3
 import stat
+import tempfile
 
 import pytest
 
 from console.cli import build_parser, main
 from console.commands.inspect import prepare_inspection
 from tests import damage
-from tests.untouched import Holder, fingerprint_dir
+from tests.untouched import Holder, fingerprint_dir, without_shm
 
 
 @pytest.fixture(autouse=True)
@@ -91,18 +92,55 @@ READ_ONLY_COMMANDS = [
 
 @pytest.mark.parametrize("wal", ["rollback", "wal", "live-wal"])
 @pytest.mark.parametrize("module,argv", READ_ONLY_COMMANDS, ids=[" ".join(a) for _m, a in READ_ONLY_COMMANDS])
-def test_read_only_commands_leave_no_trace(tmp_path, capsys, module, argv, wal):
-    db = damage.healthy(tmp_path / "archon.db", wal=wal != "rollback")
+def test_read_only_commands_leave_no_trace(tmp_path, capsys, monkeypatch, module, argv, wal):
+    """On a live WAL database (issue 11 item 1) the command reads in place: nothing is created
+    beside it or in TMPDIR, the main file and -wal keep every byte and mtime; the -shm only takes
+    the read mark every SQLite reader writes (`without_shm`). Elsewhere every byte stays."""
+    (tmp_path / "db").mkdir()
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))  # resolved TMPDIR (resolving it writes a probe file)
+    db = damage.healthy(tmp_path / "db" / "archon.db", wal=wal != "rollback")
+    same = without_shm if wal == "live-wal" else (lambda fingerprint: fingerprint)
     holder = Holder(db, "hold", rows=5) if wal == "live-wal" else None
     if holder:
         holder.__enter__()
     try:
-        before = fingerprint_dir(tmp_path)
+        before = fingerprint_dir(db.parent)
+        tmp_mtime = tmp.stat().st_mtime_ns
         code = main(["--db", str(db), "--read-only", *argv])
         output = capsys.readouterr()
         assert code == 0, output.err
-        assert fingerprint_dir(tmp_path) == before
+        assert same(fingerprint_dir(db.parent)) == same(before)
+        # No private copy, not even one removed again: creating or removing an entry in a
+        # directory changes its mtime.
+        assert list(tmp.iterdir()) == [] and tmp.stat().st_mtime_ns == tmp_mtime
     finally:
         if holder:
             holder.__exit__(None, None, None)
     assert build_parser()  # the parser still builds with every module present
+
+
+def test_read_only_commands_see_commits_only_in_the_live_wal(tmp_path, capsys, monkeypatch):
+    """Read in place (issue 11 item 1), a live database's latest commits, still only in its -wal,
+    are what `approvals list --read-only` and `upgrade --plan` read, and nothing is copied."""
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    (tmp_path / "db").mkdir()
+    db = damage.healthy(tmp_path / "db" / "archon.db", wal=True)
+    with Holder(db, "hold", rows=5):
+        conn = damage.connect(db)  # another commit, only in the -wal while the holder keeps it open
+        damage.add_request(conn, "req-only-in-the-wal")
+        conn.close()
+        before = without_shm(fingerprint_dir(db.parent))
+        assert before["archon.db-wal"][0] > 0
+        tmp_mtime = tmp.stat().st_mtime_ns
+        assert main(["--db", str(db), "--read-only", "approvals", "list", "--limit", "50"]) == 0
+        assert "req-only-in-the-wal" in capsys.readouterr().out
+        assert main(["--db", str(db), "upgrade", "--plan"]) == 0
+        capsys.readouterr()
+        assert without_shm(fingerprint_dir(db.parent)) == before
+        assert list(tmp.iterdir()) == [] and tmp.stat().st_mtime_ns == tmp_mtime

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ from console.db.connect import open_database
 from console.db.readonly import open_read_only, private_copy, ro_uri, snapshot_copy
 from console.errors import DatabaseUnusable
 from tests import damage
-from tests.untouched import Holder, fingerprint_dir
+from tests.untouched import Holder, fingerprint_dir, without_shm
 
 
 def count(path: Path, table: str = "support_probe") -> int:
@@ -73,17 +75,52 @@ def test_open_read_only_in_place_creates_nothing(tmp_path, wal):
     assert fingerprint_dir(tmp_path) == before
 
 
-def test_open_read_only_uses_a_private_copy_while_wal_is_live(tmp_path):
-    db = damage.healthy(tmp_path / "archon.db", wal=True)
+def test_open_read_only_reads_a_live_wal_in_place(tmp_path, monkeypatch):
+    """Issue 11 item 1: a live WAL database is read where it is, not copied: the main file and -wal
+    keep every byte and mtime, nothing is created beside it or in the temp directory."""
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    (tmp_path / "db").mkdir()
+    db = damage.healthy(tmp_path / "db" / "archon.db", wal=True)
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))  # resolved TMPDIR (resolving it writes a probe file)
     with Holder(db, "hold", rows=25):
-        before = fingerprint_dir(tmp_path)
+        before = without_shm(fingerprint_dir(db.parent))
+        tmp_mtime = tmp.stat().st_mtime_ns
         handle = open_database(db, read_only=True)
         assert handle.conn.execute("SELECT count(*) FROM support_probe").fetchone()[0] == 25
-        copy_dir = Path(handle.conn.execute("PRAGMA database_list").fetchone()[2]).parent
-        assert copy_dir != tmp_path and stat.S_IMODE(copy_dir.stat().st_mode) == 0o700
+        assert Path(handle.conn.execute("PRAGMA database_list").fetchone()[2]) == db.resolve()
+        assert handle.opened == "in place (WAL, mode=ro)"
+        with pytest.raises(sqlite3.OperationalError):
+            handle.conn.execute("DELETE FROM support_probe")
+        assert list(tmp.iterdir()) == []
         handle.close()
-        assert not copy_dir.exists()  # closing removes the private copy
-        assert fingerprint_dir(tmp_path) == before
+        assert without_shm(fingerprint_dir(db.parent)) == before
+    assert list(tmp.iterdir()) == [] and tmp.stat().st_mtime_ns == tmp_mtime  # not even created and removed
+
+
+def test_open_read_only_copies_what_sqlite_cannot_read_in_place(tmp_path):
+    """A -wal without its -shm: `mode=ro` would create the -shm, so the private copy is used (and
+    says why), and every byte next to the original stays as it was."""
+    (tmp_path / "live").mkdir()
+    db = damage.healthy(tmp_path / "live" / "archon.db", wal=True)
+    orphan = tmp_path / "orphan"
+    orphan.mkdir()
+    with Holder(db, "hold", rows=25):
+        for suffix in ("", "-wal"):  # the holder is idle: a byte copy of both is a commit point
+            shutil.copyfile(f"{db}{suffix}", orphan / f"archon.db{suffix}")
+    before = fingerprint_dir(orphan)
+    conn, cleanup, how = open_read_only(orphan / "archon.db")
+    try:
+        assert how.startswith("private copy (no -shm")
+        assert conn.execute("SELECT count(*) FROM support_probe").fetchone()[0] == 25
+        copy_dir = Path(conn.execute("PRAGMA database_list").fetchone()[2]).parent
+        assert copy_dir != orphan and stat.S_IMODE(copy_dir.stat().st_mode) == 0o700
+    finally:
+        conn.close()
+        cleanup()
+    assert not copy_dir.exists()  # closing removes the private copy
+    assert fingerprint_dir(orphan) == before
 
 
 def test_private_copy_refuses_what_is_not_sqlite(tmp_path):

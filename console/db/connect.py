@@ -123,6 +123,8 @@ class ArchonDatabase:
     _shape: Any = field(default=None, repr=False)
     # Read-only handles may sit on a private copy (see readonly.py); closing removes it.
     cleanup: Callable[[], None] | None = field(default=None, repr=False)
+    # How a read-only handle reads the file ("in place ...", "private copy (why)"; readonly.py).
+    opened: str = ""
 
     @property
     def db(self) -> "sqlite_utils.Database":
@@ -239,10 +241,10 @@ def _require_wal_files_writable(path: Path) -> None:
 
 
 def _open_read_only(path: Path, *, busy_timeout_ms: int, require_archon: bool) -> ArchonDatabase:
-    """Never hands a WAL original to SQLite: `mode=ro` there creates -wal/-shm (readonly.py)."""
+    """Hands a WAL original to SQLite only where `mode=ro` creates nothing (readonly.py)."""
     from console.db.readonly import open_read_only
 
-    conn, cleanup, _how = open_read_only(path, busy_timeout_ms=busy_timeout_ms)
+    conn, cleanup, how = open_read_only(path, busy_timeout_ms=busy_timeout_ms)
     try:
         if require_archon:
             _probe(conn, path)
@@ -256,5 +258,5 @@ def _open_read_only(path: Path, *, busy_timeout_ms: int, require_archon: bool) -
         cleanup()
         raise
     return ArchonDatabase(
-        path=path, conn=conn, read_only=True, busy_timeout_ms=busy_timeout_ms, cleanup=cleanup
+        path=path, conn=conn, read_only=True, busy_timeout_ms=busy_timeout_ms, cleanup=cleanup, opened=how
     )

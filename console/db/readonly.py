@@ -7,7 +7,12 @@ a reader writes its read marks into the shared `-shm`. `immutable=1` leaves no t
 the `-wal`, so uncheckpointed commits are silently missing. Neither keeps the promise "no byte,
 mtime or directory entry next to the original changes".
 
-What we do instead never hands the original to SQLite when it is in WAL mode:
+Two kinds of reader therefore live here. Read-only commands (`open_read_only`) read in place
+whenever SQLite can do it without creating anything: a WAL file whose `-wal` and `-shm` both exist
+and are readable is opened `mode=ro`, like any archon reader (the main file and `-wal` are never
+written; the `-shm` changes only by the read mark every reader writes). Support mode (`inspect`,
+`snapshot_copy`) promises more, every byte including the `-shm` unchanged, and so does the
+fallback for a WAL file SQLite cannot read in place; those never hand a WAL original to SQLite:
 
 1. open the main file `O_RDONLY` and take the same POSIX read lock a SQLite reader takes (PENDING
    byte, then the 510-byte SHARED range). In rollback-journal mode that keeps writers from
@@ -24,8 +29,10 @@ What we do instead never hands the original to SQLite when it is in WAL mode:
 
 `snapshot_copy` then runs the SQLite backup API from that private copy into a single
 rollback-journal file. `open_read_only` skips the backup: a rollback-journal file with no journal
-beside it is opened in place with `mode=ro` (such readers create nothing), anything else through a
-private copy that is removed when the connection is closed.
+beside it, or a WAL file with its readable `-wal` and `-shm`, is opened in place with `mode=ro`
+(such readers create nothing), a WAL file nobody has open (no `-wal`, no `-shm`) with
+`immutable=1`, anything else through a private copy that is removed when the connection is closed
+(its `how` says why).
 
 The lock trick relies on POSIX advisory locks, which are per process: never open the *original*
 with SQLite in the same process while copying (closing our descriptor would drop its locks).
@@ -387,9 +394,11 @@ def open_read_only(
 ) -> tuple[sqlite3.Connection, Callable[[], None], str]:
     """A `query_only` connection that never touches anything next to `path`.
 
-    Returns (connection, cleanup, how): `how` is "in place" (rollback-journal file, no journal
-    beside it, opened with mode=ro: such readers create nothing) or "private copy" (WAL mode, or a
-    leftover journal): the copy lives in a 0700 temp directory that `cleanup` removes.
+    Returns (connection, cleanup, how): `how` starts with "in place" (a rollback-journal file with
+    no journal beside it, or a WAL file whose -wal and -shm exist and are readable, opened with
+    mode=ro: such readers create nothing; or a WAL file nobody has open, opened immutable) or with
+    "private copy (why)" (a leftover journal, a -shm or -wal SQLite cannot use in place, or
+    `force_copy`): the copy lives in a 0700 temp directory that `cleanup` removes.
     """
     path = Path(path).expanduser()
     size = require_database_file(path).st_size
@@ -409,10 +418,19 @@ def open_read_only(
             raise DatabaseUnusable(f"Cannot open {path}: {exc}.") from None
         _configure_read_only(conn, busy_timeout_ms)
         return conn, (lambda: None), "in place"
+    reason = "forced" if force_copy else ("a leftover -journal" if not wal else None)
     if not force_copy and wal and not side["-wal"].exists() and not side["-shm"].exists():
         opened = _open_quiet_wal(path, busy_timeout_ms)
         if opened is not None:
             return opened
+    if not force_copy and wal:
+        reason = _in_place_blocker(side)
+        if reason is None:
+            opened = _open_live_wal(path, busy_timeout_ms)
+            if isinstance(opened, str):
+                reason = opened
+            else:
+                return opened
     try:
         workdir = private_dir("ro")
     except OSError as exc:
@@ -432,7 +450,47 @@ def open_read_only(
     def cleanup() -> None:
         shutil.rmtree(workdir, ignore_errors=True)
 
-    return conn, cleanup, "private copy"
+    return conn, cleanup, f"private copy ({reason})" if reason else "private copy"
+
+
+def _in_place_blocker(side: dict[str, Path]) -> str | None:
+    """Why SQLite cannot read a WAL file in place without creating anything, or None.
+
+    Only `os.access`: opening and closing these files here would drop the POSIX locks of any
+    SQLite connection this process holds on them (tests/adversarial/test_locks.py).
+    """
+    wal, shm = side["-wal"], side["-shm"]
+    if not os.path.exists(wal):
+        return "no -wal beside a -shm: a reader would create one"
+    if not os.path.exists(shm):
+        return "no -shm beside the -wal: a reader would create one"
+    if not os.access(wal, os.R_OK):
+        return "the -wal is not readable"
+    if not os.access(shm, os.R_OK):
+        return "the -shm is not readable"
+    return None
+
+
+def _open_live_wal(path: Path, busy_timeout_ms: int):
+    """Read a WAL database in place, as any archon reader does: `mode=ro` with its -wal and -shm
+    present creates nothing and never writes the main file or the -wal (a read-only connection
+    neither checkpoints nor, on close, deletes the -wal); it may write its read mark into the
+    -shm, as every reader does. Returns the reason in words when SQLite cannot read it so.
+
+    Once a read has run the connection holds SQLite's shared lock for its lifetime, so the last
+    archon connection cannot checkpoint and delete the -wal under it; the only window is between
+    the existence check above and that first read (microseconds).
+    """
+    conn = None
+    try:
+        conn = _connect(ro_uri(path), uri=True)
+        _configure_read_only(conn, busy_timeout_ms)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as exc:
+        if conn is not None:
+            conn.close()
+        return f"SQLite could not read it in place: {exc}"
+    return conn, (lambda: None), "in place (WAL, mode=ro)"
 
 
 def _no_private_copy(path: Path, exc: BaseException) -> DatabaseUnusable:

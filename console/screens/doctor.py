@@ -1,7 +1,8 @@
 """`:doctor` -- doctor's findings in the TUI, with a detail pane and Enter to go to the row concerned.
 
 Doctor runs in a thread worker on the session's database *path*, not on the session's connection:
-it opens its own read-only connections (in place, or through a private copy for WAL) and runs its
+it opens its own read-only connections (in place, or through a private copy where
+SQLite cannot read in place) and runs its
 long scans in parallel, and the UI thread never waits for it. Every string shown comes from the
 database or a finding built from it, so it goes through `safe_text` (no markup, controls pictured).
 

@@ -1,9 +1,9 @@
 """The guarded schema upgrade and its undo: plan, snapshot, migrate, restore (DOMAIN.md §4).
 
 `plan_upgrade` only reads, through a connection that cannot write and creates no file beside the
-database: in place when that is trace-free (rollback-journal file, no journal beside it), else
-through a private copy (`console.db.readonly.open_read_only`; a `mode=ro` reader would create or
-update `-wal`/`-shm` next to a WAL database). `run_upgrade` re-makes every decision of the plan
+database: in place whenever SQLite can read it so (a rollback-journal file with no journal beside it, a
+WAL file with its `-wal` and `-shm`, or one nobody has open), else through a private copy
+(`console.db.readonly.open_read_only`; a `mode=ro` reader would create a missing `-wal`/`-shm`). `run_upgrade` re-makes every decision of the plan
 under archon's writer lock before it acts, so what was planned and what happens cannot drift.
 
 Why the lock is held the way it is
@@ -369,8 +369,8 @@ def _plan(path: Path, target: str, snapshot_dir, now, allow_recovery: bool) -> U
         if allow_recovery:  # the upgrade itself: it is about to write anyway
             conn = _read_only_connection(path, allow_recovery=True)
         else:
-            # `--plan`: never hand a WAL (or journalled) original to SQLite; read it in place only
-            # when that creates nothing, else through a private copy (console/db/readonly.py).
+            # `--plan`: read in place only where that creates nothing and writes neither the
+            # main file nor the -wal, else through a private copy (console/db/readonly.py).
             from console.db.readonly import open_read_only
 
             conn, cleanup, _how = open_read_only(path)

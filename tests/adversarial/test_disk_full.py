@@ -83,23 +83,38 @@ def test_demo_on_a_full_disk(disk, capsys):
 
 
 def test_a_read_only_command_with_a_full_tmpdir(tmp_path, demo_copy, disk):
-    """A live WAL database is read through a private copy in TMPDIR; a full TMPDIR is one sentence."""
+    """A live WAL database is read in place: a full TMPDIR does not matter (issue 11 item 1). A WAL
+    file SQLite cannot read in place (a -wal without its -shm) is read through a private copy in
+    TMPDIR; a full TMPDIR is then one sentence."""
+    import shutil
+
     db = demo_copy("current")
+    orphan = tmp_path / "orphan"
+    orphan.mkdir()
+    env = {**os.environ, "TMPDIR": str(disk.path)}
     live = sqlite3.connect(db)  # archon running: the database is in WAL mode with a -wal beside it
     try:
         live.execute("PRAGMA journal_mode = WAL")
         live.execute("SELECT count(*) FROM sqlite_master").fetchone()
         assert Path(f"{db}-wal").exists()
-        proc = subprocess.run(
+        in_place = subprocess.run(
             [sys.executable, "-m", "console", "--db", str(db), "approvals", "list"],
-            capture_output=True, text=True, cwd=ROOT, timeout=30, env={**os.environ, "TMPDIR": str(disk.path)},
+            capture_output=True, text=True, cwd=ROOT, timeout=30, env=env,
         )
+        for suffix in ("", "-wal"):
+            shutil.copyfile(f"{db}{suffix}", orphan / f"archon.db{suffix}")
     finally:
         live.close()
+    assert in_place.returncode == 0, in_place.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "console", "--db", str(orphan / "archon.db"), "approvals", "list"],
+        capture_output=True, text=True, cwd=ROOT, timeout=30, env=env,
+    )
     assert proc.returncode == 3, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "No space left on device" in proc.stderr and "TMPDIR" in proc.stderr
     assert disk.entries() == []
+    assert sorted(os.listdir(orphan)) == ["archon.db", "archon.db-wal"]
 
 
 def test_writing_a_wal_database_in_a_read_only_directory(tmp_path, disk, capsys):

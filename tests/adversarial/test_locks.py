@@ -65,22 +65,38 @@ def files(path: Path) -> tuple[Path, Path]:
     return path, Path(f"{path}-shm")
 
 
-def make_live_app(path: Path, monkeypatch, tmp_path: Path):
+def make_live_app(path: Path, monkeypatch, tmp_path: Path, read_only: bool = False):
     from console.app import ArchonConsole
     from console.cli import Context
 
     monkeypatch.setenv("ARCHON_CONSOLE_KEYMAP", str(tmp_path / "no-keymap.toml"))
-    ctx = Context(db_path=path, actor="alice", read_only=False, json=False, busy_timeout_ms=2000,
+    ctx = Context(db_path=path, actor="alice", read_only=read_only, json=False, busy_timeout_ms=2000,
                   clock=system_clock, args=argparse.Namespace())
     return ArchonConsole(ctx, start="approvals", poll_seconds=0.2)
 
 
-async def test_every_screen_keeps_the_connections_locks(tmp_path, monkeypatch):
+@pytest.mark.parametrize("read_only", [False, True], ids=["read-write", "read-only-in-place"])
+async def test_every_screen_keeps_the_connections_locks(tmp_path, monkeypatch, read_only):
+    """Read-only too: a live WAL database is read in place (issue 11 item 1), so the read-only
+    session's connection holds the same locks on the original as a read-write one."""
+    from tests.untouched import Holder
+
+    path = wal_demo(tmp_path)
+    holder = Holder(path, "hold", rows=3) if read_only else None  # archon running: -wal and -shm exist
+    if holder:
+        holder.__enter__()
+    try:
+        await _every_screen(path, monkeypatch, tmp_path, read_only)
+    finally:
+        if holder:
+            holder.__exit__(None, None, None)
+
+
+async def _every_screen(path: Path, monkeypatch, tmp_path: Path, read_only: bool) -> None:
     from console.screens.doctor import DoctorScreen
     from console.screens.upgrade import UpgradeScreen
 
-    path = wal_demo(tmp_path)
-    app = make_live_app(path, monkeypatch, tmp_path)
+    app = make_live_app(path, monkeypatch, tmp_path, read_only=read_only)
     pid = os.getpid()
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(0.5)

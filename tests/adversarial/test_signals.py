@@ -91,18 +91,26 @@ def test_the_copy_of_a_killed_run_is_removed_at_the_next_start(tmp_path):
 
 
 def test_the_console_closed_by_its_terminal_removes_its_private_copy(tmp_path):
-    """The TUI in --read-only on a live WAL database, its terminal hung up: SIGHUP, like Ctrl-C."""
+    """The TUI in --read-only on a WAL database it reads through a private copy, its terminal hung
+    up: SIGHUP, like Ctrl-C."""
     import select
     import sqlite3
 
     from console.demo import generate
 
-    db = tmp_path / "archon.db"
-    generate(db, requests=20, environments=2, projects=1)
+    import shutil
+
+    source = tmp_path / "source.db"
+    generate(source, requests=20, environments=2, projects=1)
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
-    live = sqlite3.connect(db)  # archon running: -wal and -shm exist, so the console reads a private copy
+    live = sqlite3.connect(source)  # archon running: -wal and -shm exist
     live.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    # A live database is read in place; a -wal without its -shm (a reader would create one) is
+    # read through a private copy, which is what this test needs.
+    db = tmp_path / "archon.db"
+    for suffix in ("", "-wal"):
+        shutil.copyfile(f"{source}{suffix}", f"{db}{suffix}")
     primary, secondary = os.openpty()
     try:
         proc = subprocess.Popen(

@@ -1,7 +1,8 @@
 """`doctor`: named checks over an archon database, each finding with ids, counts, why and what to do.
 
-Doctor never writes. Given a path it opens the file through `readonly.open_read_only` (in place for
-a rollback-journal file, through a private copy for WAL), so nothing beside the original changes.
+Doctor never writes. Given a path it opens the file through `readonly.open_read_only` (in place
+wherever SQLite can read it without creating anything, a live WAL file included; through a private
+copy otherwise), so the main file and -wal never change and nothing is created beside them.
 
 Every check is set-based SQL that returns only anomalous rows; the only Python loop runs over
 profile revisions, whose fingerprints need SHA-256 (there are few). The integrity scan
@@ -131,7 +132,7 @@ def _run_on_path(path: Path, names, *, full, now, stale_after) -> tuple[list[Fin
             # Worker threads seeking in the same file through read() contend in the kernel; mapped
             # pages do not. Only where nobody can truncate the file under the mapping (SIGBUS): our
             # private copy, or an immutable open of a file no connection has open.
-            mapped = path.stat().st_size if ("immutable" in opened or opened == "private copy") else 0
+            mapped = path.stat().st_size if ("immutable" in opened or opened.startswith("private copy")) else 0
             findings = _run(conn, path, names, full=full, now=now, stale_after=stale_after, mmap_size=mapped)
         finally:
             conn.close()
