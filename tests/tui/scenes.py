@@ -108,5 +108,9 @@ async def settle(pilot, app, scene: Scene, timeout: float = 10.0) -> None:
     await wait(scene.ready)
     for widget in app.screen.query("Input"):
         widget.cursor_blink = False
+    # The footer greys keys from the loaded row; its refresh is scheduled after the detail arrives,
+    # so ask for it now and let it run, or the picture depends on which came first.
+    app.screen.refresh_bindings()
+    await pilot.pause(0.1)
     await pilot.pause(0.05)
 
