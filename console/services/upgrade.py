@@ -39,7 +39,6 @@ import shutil
 import signal
 import sqlite3
 import stat
-import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -57,6 +56,7 @@ from console.db.connect import (
     untouched_read_uri,
 )
 from console.db.detect import Shape, detect_shape
+from console.db.files import create_exclusive, temp_prefix
 from console.db.snapshot_manifest import manifest_path, manifests_with_hash, read_manifest
 from console.db.snapshot_reuse import reusable_snapshot
 from console.db.migrations.base import Migration
@@ -768,9 +768,11 @@ def _copy_exclusive(locked_fd: int, target: Path, status: os.stat_result) -> Non
 
 
 def _write_restored_copy(snapshot: Path, directory: Path, db_name: str, digest: str) -> Path:
-    fd, name = tempfile.mkstemp(prefix=f".{db_name}.restore.", suffix=".tmp", dir=directory)
-    tmp = Path(name)
+    # The shared exclusive-create (console/db/files.py): its name carries our pid, so a copy a killed
+    # restore left behind is recognised as ours by `remove_stale`.
+    tmp = create_exclusive(directory, temp_prefix("restore") + db_name + ".", ".tmp")
     try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)  # never through a swapped-in link
         with open(snapshot, "rb") as src, os.fdopen(fd, "wb") as dst:
             shutil.copyfileobj(src, dst, 4 * 1024 * 1024)
             dst.flush()
