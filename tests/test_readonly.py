@@ -247,3 +247,25 @@ def test_as_a_user_without_write_permission(tmp_path_factory):
 
         os.chmod(base / "box", 0o755) if (base / "box").exists() else None
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_journal_that_vanishes_while_we_look_is_no_journal(tmp_path, monkeypatch):
+    """A writer deletes its -journal at commit: seen by exists(), gone by stat() (a CI failure).
+    Simulated by an exists() that still says yes once the file is gone."""
+    from pathlib import Path as _Path
+
+    from console.db.readonly import open_read_only
+
+    db = tmp_path / "live.db"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    real_exists = _Path.exists
+    monkeypatch.setattr(_Path, "exists", lambda self, *a, **k: self.name.endswith("-journal") or real_exists(self, *a, **k))
+    ro, cleanup, _how = open_read_only(db)
+    try:
+        assert ro.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+    finally:
+        ro.close()
+        cleanup()

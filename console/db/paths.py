@@ -65,3 +65,15 @@ def require_database_file(path: str | os.PathLike[str], *, what: str = "database
     if not stat.S_ISREG(st.st_mode):
         raise DatabaseUnusable(f"{path} is {_kind(st.st_mode)}, not a {what} file.")
     return st
+
+
+def nonempty_file(path: str | os.PathLike[str]) -> bool:
+    """Whether a side file (`-journal`, `-wal`) exists with content, in one `stat`.
+
+    `exists()` then `stat()` races the writer that deletes its journal at commit: the file can
+    vanish between the two calls, which raised FileNotFoundError from a read-only open.
+    """
+    try:
+        return os.stat(path).st_size > 0
+    except FileNotFoundError:
+        return False

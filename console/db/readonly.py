@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import quote
 
-from console.db.paths import require_database_file
+from console.db.paths import nonempty_file, require_database_file
 from console.db.files import create_exclusive, private_dir, publish, remove_stale, temp_prefix
 from console.errors import DatabaseUnusable, Refusal, UsageError
 from console.support import SupportInfo
@@ -237,7 +237,7 @@ def private_copy(
                 result.copied["-wal"] = copied
         else:
             journal = side["-journal"]
-            if journal.exists() and journal.stat().st_size > 0:
+            if nonempty_file(journal):
                 # A journal beside a file we hold SHARED on is either hot (a crashed writer: the
                 # copy must roll it back) or an active writer's pre-images, equal to the main
                 # file while we hold the lock: rolling it back in the copy is harmless either way.
@@ -411,7 +411,7 @@ def open_read_only(
     side = sidecars(path)
     journal = side["-journal"]
     wal = is_wal_header(header)
-    if not force_copy and not wal and not (journal.exists() and journal.stat().st_size > 0):
+    if not force_copy and not wal and not nonempty_file(journal):
         try:
             conn = _connect(ro_uri(path), uri=True)
         except sqlite3.Error as exc:

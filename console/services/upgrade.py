@@ -57,6 +57,7 @@ from console.db.connect import (
 )
 from console.db.detect import Shape, detect_shape
 from console.db.files import create_exclusive, temp_prefix
+from console.db.paths import nonempty_file
 from console.db.snapshot_manifest import manifest_path, manifests_with_hash, read_manifest
 from console.db.snapshot_reuse import reusable_snapshot
 from console.db.migrations.base import Migration
@@ -870,7 +871,7 @@ def restore_snapshot(
             with exclusive_lock.held_exclusively(db_path) as (locked_fd, status):
                 _take_owner_and_mode(tmp, db_path, status)
                 wal = Path(f"{db_path}-wal")
-                if wal.exists() and wal.stat().st_size > 0:
+                if nonempty_file(wal):
                     raise _in_use(db_path)  # written since it was folded in
                 for suffix in ("-wal", "-shm", "-journal"):
                     stale = Path(f"{db_path}{suffix}")
