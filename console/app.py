@@ -65,6 +65,8 @@ class ArchonConsole(App):
     TITLE = "archon-console"
     COMMANDS = App.COMMANDS | {_navigation_commands}
     ENABLE_COMMAND_PALETTE = True
+    # Below 110 columns every screen carries `-narrow` and app.tcss stacks the table over the detail.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
 
     BINDINGS = [
         Binding("colon", "command_line", "Command", key_display=":", id="app.command_line"),

@@ -132,17 +132,10 @@ class ApprovalsScreen(ConsoleScreen):
                 yield Timeline(id="detail-events")
 
     def on_mount(self) -> None:
-        self._apply_width(self.app.size.width)
         table = self.query_one(LazyTable)
         table.focus()
         table.set_source(self.console_app.take_prefetched(self.COMMAND, self.argument) or self._source())
         self.set_interval(1.0, self._tick)
-
-    def on_resize(self, event) -> None:
-        self._apply_width(event.size.width)
-
-    def _apply_width(self, width: int) -> None:
-        self.query_one("#main").set_class(width < 110, "narrow")
 
     def _tick(self) -> None:
         self.query_one(LazyTable).refresh()  # live countdown

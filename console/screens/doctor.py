@@ -124,12 +124,8 @@ class DoctorScreen(ConsoleScreen):
 
     def on_mount(self) -> None:
         super().on_mount()
-        self.query_one("#main").set_class(self.app.size.width < 110, "narrow")
         self.query_one("#findings", DataTable).focus()
         self._run_doctor(self.full)
-
-    def on_resize(self, event) -> None:
-        self.query_one("#main").set_class(event.size.width < 110, "narrow")
 
     # ------------------------------------------------------------ running
     def action_rerun(self) -> None:

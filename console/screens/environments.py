@@ -86,13 +86,9 @@ class EnvironmentsScreen(ConsoleScreen):
                 yield Timeline(id="detail-events")
 
     def on_mount(self) -> None:
-        self.query_one("#main").set_class(self.app.size.width < 110, "narrow")
         table = self.query_one(LazyTable)
         table.focus()
         table.set_source(self._source())
-
-    def on_resize(self, event) -> None:
-        self.query_one("#main").set_class(event.size.width < 110, "narrow")
 
     def _source(self) -> EnvironmentsSource:
         return EnvironmentsSource(self.session, state=self.state, project=self.argument, claimed=self.claimed)

@@ -74,12 +74,8 @@ class ProfilesScreen(ConsoleScreen):
                 yield Timeline(id="detail-audit")
 
     def on_mount(self) -> None:
-        self.query_one("#main").set_class(self.app.size.width < 110, "narrow")
         self.query_one(LazyTable).focus()
         self._load_project()
-
-    def on_resize(self, event) -> None:
-        self.query_one("#main").set_class(event.size.width < 110, "narrow")
 
     @work(thread=True, exclusive=True, group="profiles-load", exit_on_error=False)
     def _load_project(self) -> None:
