@@ -1,0 +1,62 @@
+"""The narrow layout follows the terminal's width through Textual's HORIZONTAL_BREAKPOINTS: below
+110 columns the table stacks over the detail, on every list screen, and a resize switches it on
+the visible screen and on the screens beneath it."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from console.screens.approvals import ApprovalsScreen
+from console.screens.environments import EnvironmentsScreen
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def _until(pilot, predicate, what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await pilot.pause(0.02)
+
+
+def _layout(screen) -> str | None:
+    """The layout of the screen's table-and-detail row, None until the screen has composed it."""
+    found = screen.query("#main")
+    return found.first().styles.layout.name if found else None
+
+
+async def test_resizing_switches_the_layout_of_every_screen(demo_db, make_app):
+    app = make_app(demo_db())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _until(pilot, lambda: isinstance(app.screen, ApprovalsScreen), "the approvals screen")
+        approvals = app.screen
+        await _until(pilot, lambda: _layout(approvals) == "horizontal", "the wide layout")
+
+        await pilot.resize_terminal(80, 24)
+        await _until(pilot, lambda: _layout(approvals) == "vertical", "the narrow layout")
+
+        await pilot.press("colon", *"envs", "enter")
+        await _until(pilot, lambda: isinstance(app.screen, EnvironmentsScreen), "the environments screen")
+        envs = app.screen
+        await _until(pilot, lambda: _layout(envs) is not None, "the environments table")
+        assert _layout(envs) == "vertical"  # a screen opened while narrow starts narrow
+
+        await pilot.resize_terminal(130, 36)
+        await _until(pilot, lambda: _layout(envs) == "horizontal", "the wide layout")
+        await pilot.press("escape")
+        await _until(pilot, lambda: app.screen is approvals, "back on approvals")
+        await _until(pilot, lambda: _layout(approvals) == "horizontal", "the screen beneath to follow")
+
+
+def test_no_screen_measures_the_width_itself():
+    """Breakpoints live in the app (HORIZONTAL_BREAKPOINTS) and sizes in app.tcss, not in screens."""
+    pattern = re.compile(r"set_class\([^)]*width|styles\.(height|width)\s*=")
+    offenders = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in sorted((ROOT / "console" / "screens").glob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert offenders == []
