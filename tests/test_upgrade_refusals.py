@@ -92,7 +92,7 @@ def test_unknown_unversioned_shape(tmp_path, capsys):
 
 
 def test_intermediate_1_8_21_shape_is_adopted_and_upgraded(tmp_path, capsys):
-    """DOMAIN §3.2: 1.8.22 everywhere except an approval table of an older action limit (the
+    """docs/decisions.md, Q16: 1.8.22 everywhere except an approval table of an older action limit (the
     shape a pre-release left) is a valid starting point; 1.8.22's rebuild step widens it."""
     path = make_schema(tmp_path / "archon.db", "1.8.22")
     from tests.upgrade_helpers import add_old_approval_tables

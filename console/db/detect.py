@@ -158,7 +158,7 @@ def detect_shape(conn: sqlite3.Connection) -> Shape:
         if present:
             missing = ", ".join(k for k, v in checks.items() if not v)
             if name == "1.8.22" and _intermediate_1_8_21(conn, markers):
-                # DOMAIN.md §3.2: a pre-release between 1.8.20 and 1.8.22 created the profile or
+                # docs/decisions.md, Q16: a pre-release between 1.8.20 and 1.8.22 created the profile or
                 # approval tables in an older shape. 1.8.22's own steps upgrade them, so it is a
                 # valid starting point; replaying from 1.8.20 is what archon 1.8.22 would do.
                 return Shape(

@@ -1,7 +1,7 @@
 """Archon's execution-profile algorithms, as this console reconstructs them.
 
 The seeds call `createExecutionProfile`, `normalizeExecutionProfile`, `serializeExecutionProfile`
-and `fingerprintExecutionProfile` but do not show them (DOMAIN.md Q13). We assume the obvious
+and `fingerprintExecutionProfile` but do not show them (docs/decisions.md, Q13). We assume the obvious
 forms: canonical JSON (sorted keys, no spaces) and SHA-256 hex of it. Everything that writes or
 checks a profile goes through here, so a real archon definition replaces one module.
 """
@@ -17,7 +17,7 @@ PROVIDERS = ("host", "docker_sandbox")
 WORKLOADS = ("build", "chat_build", "check", "review", "service")
 CHECK_TEMPLATE_MODES = ("project_commands", "agent_template", "disabled")
 
-# EXECUTION_PROFILE_SCHEMA_VERSION per release (DOMAIN.md Q14).
+# EXECUTION_PROFILE_SCHEMA_VERSION per release (docs/decisions.md, Q14).
 SCHEMA_VERSION_BY_RELEASE = {"1.8.22": 2, "1.10.0": 3}
 
 
@@ -98,7 +98,7 @@ def normalize(raw: Any, schema_version: int) -> Normalized:
 
 
 def has_configured_check_policy(row: dict[str, Any]) -> bool:
-    """Q15: true when any of the project's four check-definition id lists is non-empty."""
+    """docs/decisions.md, Q15: true when any of the project's four check-definition id lists is non-empty."""
     for column in (
         "required_check_definition_ids",
         "pre_review_check_definition_ids",

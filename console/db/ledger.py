@@ -9,7 +9,7 @@ Two tables, written in the same transaction as the step they describe:
   class, checksum of the step's body, the release the run was aiming at, the snapshot taken before
   the run (path and SHA-256) and the console version.
 
-The ledger must be an exact ordered prefix of the registry (akm's rule, DOMAIN.md §4.3). Anything
+The ledger must be an exact ordered prefix of the registry (akm's rule, docs/decisions.md, D10). Anything
 else fails closed with `DatabaseUnusable`, each divergence with its own sentence, and nothing is
 written: a newer console made it, someone edited it, or a released step was changed.
 """

@@ -2,7 +2,7 @@
 
 A snapshot is written through SQLite's online-backup API from a *second* connection (backing up
 from the connection that holds `BEGIN IMMEDIATE` hangs, and `VACUUM INTO` cannot run inside a
-transaction; DOMAIN.md §4.8). While the upgrader holds the writer lock and has written nothing,
+transaction; docs/decisions.md, D8). While the upgrader holds the writer lock and has written nothing,
 that second connection sees exactly the state the first migration starts from.
 
 It is written to a temporary name in the destination directory, switched to journal mode DELETE

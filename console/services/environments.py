@@ -2,10 +2,10 @@
 
 A claim is the triple (`operation_claim_id`, `operation_kind`, `operation_claimed_at`). Archon's
 trigger only checks that the triple is all-or-nothing; it lets one claim overwrite another
-(DOMAIN.md §5.2), so exclusivity lives here: every write is a compare-and-set that must change
+(docs/archon-schema.md, operation claims), so exclusivity lives here: every write is a compare-and-set that must change
 exactly one row, inside one `BEGIN IMMEDIATE` transaction that re-reads every precondition.
 
-A claim is an administrative hold (DOMAIN.md Q6): it stops new leases at once (lease admission
+A claim is an administrative hold (docs/decisions.md, Q6): it stops new leases at once (lease admission
 refuses claimed environments). The console cannot stop or delete a container, so it never writes
 `lifecycle_state` (that would claim a provider-side effect nobody performed). Completing a claim
 *hands the operation off* to archon's own scheduling column and clears the claim, in one UPDATE:
@@ -169,7 +169,7 @@ _LEASES = (
 
 
 def _derive(row: dict[str, Any], now: datetime, stale_after: timedelta) -> dict[str, Any]:
-    """Add claim age, staleness and lease admission (DOMAIN.md §2.3) to a row."""
+    """Add claim age, staleness and lease admission (docs/archon-schema.md) to a row."""
     claimed_at = parse_time(row.get("operation_claimed_at"))
     age = seconds_between(now, claimed_at) if claimed_at and row.get("operation_claim_id") else None
     row["claim_holder"] = claim_holder(row.get("operation_claim_id"))
@@ -353,7 +353,7 @@ def show_environment(
 def _event_columns(conn: sqlite3.Connection) -> set[str] | None:
     """The event columns we can fill, or None when a required column's meaning is unknown.
 
-    Archon's DDL for this table is unseen (DOMAIN.md Q3): if a real database demands a column we
+    Archon's DDL for this table is unseen (docs/decisions.md, Q3): if a real database demands a column we
     do not know, we skip the event rather than invent a value.
     """
     info = _columns(conn, "execution_environment_events")

@@ -1,7 +1,7 @@
 """Who asked for an approval request, and whether the approver is that person (four-eyes, fail closed).
 
 Archon stores the requester inside `authority_json`, whose contents the console only infers
-(DOMAIN.md Q11: a string under `requested_by` or `requester`). A self-approval must be refused
+(docs/decisions.md, Q11: a string under `requested_by` or `requester`). A self-approval must be refused
 however that text is dressed up, so the rule fails closed:
 
 - Names are compared after Unicode NFKC, with invisible characters (format characters such as

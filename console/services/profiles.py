@@ -4,10 +4,10 @@ Revisions and their audit events are permanent (archon's triggers refuse any UPD
 never writes them except to append a `revision_activated` event. Activation changes the project's
 `active_execution_profile_revision_id` and `build_execution_provider` in one UPDATE, because
 archon's projection trigger demands that the provider always equals the active profile's
-`provider_preference` (DOMAIN.md §2.4).
+`provider_preference` (docs/archon-schema.md, execution profile activation).
 
 Fingerprints are recomputed with `console.db.execution_profiles`, which reconstructs archon's
-unseen canonical serialisation (DOMAIN.md Q13). A mismatch is shown, never "fixed", and does not
+unseen canonical serialisation (docs/decisions.md, Q13). A mismatch is shown, never "fixed", and does not
 block a rollback: if our reconstruction is what is wrong, refusing would lock operators out of
 every revision archon made.
 """
@@ -46,7 +46,7 @@ def require_profiles(handle: ArchonDatabase) -> None:
 
 
 def pretty(profile_json: str | None) -> str:
-    """Indented, key-sorted JSON; unparsable text is returned as stored (shown raw, DOMAIN.md §0)."""
+    """Indented, key-sorted JSON; unparsable text is returned as stored (shown raw, docs/archon-schema.md)."""
     try:
         value = json.loads(profile_json) if profile_json is not None else None
     except (TypeError, ValueError):

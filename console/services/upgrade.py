@@ -1,4 +1,4 @@
-"""The guarded schema upgrade and its undo: plan, snapshot, migrate, restore (DOMAIN.md §4).
+"""The guarded schema upgrade and its undo: plan, snapshot, migrate, restore (docs/decisions.md, D8-D12).
 
 `plan_upgrade` only reads, through a connection that cannot write and creates no file beside the
 database: in place whenever SQLite can read it so (a rollback-journal file with no journal beside it, a
@@ -8,7 +8,7 @@ under archon's writer lock before it acts, so what was planned and what happens 
 
 Why the lock is held the way it is
 ----------------------------------
-akm holds one writer lock across "decide, snapshot, first migration" (§4.6). Two SQLite facts
+akm holds one writer lock across "decide, snapshot, first migration" (docs/decisions.md, D8). Two SQLite facts
 shape how the console does the same:
 
 * a table rebuild needs `PRAGMA foreign_keys = OFF`, which is a no-op inside a transaction, so it
@@ -215,7 +215,7 @@ def _complete_release(applied: tuple[str, ...]) -> str | None:
 
 
 def _decide(conn: sqlite3.Connection, path: Path, target: str) -> _Decision:
-    """Every fail-closed check of DOMAIN.md §4.5/§4.8, in order; raises `DatabaseUnusable`."""
+    """Every fail-closed check (docs/decisions.md, D10), in order; raises `DatabaseUnusable`."""
     _require_archon(conn, path)
     applied = ledger.read_verified(conn)
     shape = detect_shape(conn)
@@ -284,7 +284,7 @@ def _estimate(conn: sqlite3.Connection, migration: Migration) -> int | None:
 
 
 def _policy_changes(conn: sqlite3.Connection, pending: tuple[Migration, ...]) -> list[str]:
-    """Projects whose effective policy step 022 changes (DOMAIN.md §3.5 1100-03), if it can tell now."""
+    """Projects whose effective policy step 022 changes (docs/archon-schema.md, execution profile activation), if it can tell now."""
     if not any(m.id.startswith("022-") for m in pending):
         return []
     from console.db.migrations.backfills import workload_repairs

@@ -64,7 +64,7 @@ def ref_1822(path: Path, kind: str) -> Path:
 
 
 def ref_1821_shape(path: Path, *, old_trigger_text: bool = True) -> Path:
-    """1.8.20 plus the tables a 1.8.21 archon made in their older shapes (DOMAIN.md §3.2): a
+    """1.8.20 plus the tables a 1.8.21 archon made in their older shapes (docs/decisions.md, Q16): a
     schema-1-only execution_profile_revisions, approval_requests with a 16384-byte action limit, and
     (with `old_trigger_text`) approval triggers whose text differs from 1.8.22's."""
     ref_1820(path)
