@@ -74,6 +74,13 @@ class EnvironmentsScreen(ConsoleScreen):
             super().__init__()
             self.env = env
 
+    class ClaimsSupport(Message):
+        """Whether this database's release has operation claims (archon 1.10.0), asked off the UI thread."""
+
+        def __init__(self, supported: bool) -> None:
+            super().__init__()
+            self.supported = supported
+
     class Rechecked(Message):
         """The environment an open dialog acts on, read again after the database changed."""
 
@@ -90,6 +97,7 @@ class EnvironmentsScreen(ConsoleScreen):
         self.detail: EnvironmentView | None = None
         self.modal: ActionModal | None = None
         self._seen: tuple | None = None  # the open dialog's environment as it was when it opened
+        self.claims_supported: bool | None = None  # None until the service has answered
 
     def compose_content(self) -> ComposeResult:
         yield Static(self._filter_text(), classes="filters", id="filters")
@@ -106,6 +114,7 @@ class EnvironmentsScreen(ConsoleScreen):
         table = self.query_one(LazyTable)
         table.focus()
         table.set_source(self._source())
+        self._load_claims_support()
 
     def on_resize(self, event) -> None:
         self.query_one("#main").set_class(event.size.width < 110, "narrow")
@@ -229,6 +238,15 @@ class EnvironmentsScreen(ConsoleScreen):
         self.query_one("#detail-events", Timeline).show(events)
 
     # ------------------------------------------------------------ availability
+    @work(thread=True, exclusive=True, group="envs-support", exit_on_error=False)
+    def _load_claims_support(self) -> None:
+        self.post_message(self.ClaimsSupport(self.session.run(envs.claims_supported)))
+
+    @on(ClaimsSupport)
+    def _claims_support_known(self, message: ClaimsSupport) -> None:
+        self.claims_supported = message.supported
+        self.refresh_bindings_if_changed()
+
     def _row_reasons(self, e: EnvironmentView) -> dict[str, str]:
         """Why the service would refuse each action (`envs.claim_options`), keyed by this screen's
         action names: the screen greys exactly what the write would refuse, and nothing else."""
@@ -239,22 +257,21 @@ class EnvironmentsScreen(ConsoleScreen):
         reasons = super().unavailable()
         if reasons:
             return reasons
-        if not self.session.run(envs.claims_supported):
+        if self.claims_supported is False:
             return {a: "operation claims need archon 1.10.0 (see :upgrade)" for a in self.WRITE_ACTIONS}
         row = self.query_one(LazyTable).cursor_row
-        if self.detail is None or row is None or row.id != self.detail.id:
+        if self.claims_supported is None or self.detail is None or row is None or row.id != self.detail.id:
             return {a: "no environment selected" for a in self.WRITE_ACTIONS}
         return self._row_reasons(self.detail)
 
     # ------------------------------------------------------------ actions
     def _summary(self, head: str, body: str) -> Text:
         e = self.detail
+        env_id, state, leases = (e.id, e.lifecycle_state, e.active_lease_count) if e else (None, None, 0)
         text = Text(head, style="bold")
         text.append(" ")
-        text.append_text(safe_text(e.id if e else None, "bold", one_line=True))
-        text.append_text(safe_text(
-            f"\nstate {e.lifecycle_state if e else None}, {(e.active_lease_count if e else 0) or 0} active lease(s)\n\n",
-            "dim"))
+        text.append_text(safe_text(env_id, "bold", one_line=True))
+        text.append_text(safe_text(f"\nstate {state}, {leases or 0} active lease(s)\n\n", "dim"))
         text.append_text(safe_text(body))
         return text
 
@@ -350,9 +367,9 @@ class EnvironmentsScreen(ConsoleScreen):
         return (e.lifecycle_state, e.operation_claim_id, e.retirement_requested_at, e.active_lease_count)
 
     # ------------------------------------------------------------ live
-
     def refresh_data(self) -> None:
         super().refresh_data()
+        self._load_claims_support()  # an upgrade from another screen changes the answer
         if self.modal is not None and self.modal.is_attached:
             self._recheck(self.modal)
         else:

@@ -80,3 +80,14 @@ async def test_a_claim_taken_while_the_dialog_is_open_blocks_it(demo_db, make_ap
         await pilot.pause(0.1)
         assert isinstance(app.screen, ActionModal)
     assert db(path, "SELECT operation_claim_id FROM execution_environments WHERE id = 'env-0011'") == [("archon-worker:5",)]
+
+
+async def test_a_release_without_claims_greys_every_claim_key_and_says_why(demo_db, make_app):
+    path = demo_db(release="1.8.22")
+    app = make_app(path, start="envs")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, EnvironmentsScreen)
+        await wait_until(pilot, lambda: app.screen.claims_supported is False, what="the service's answer")
+        for action in EnvironmentsScreen.WRITE_ACTIONS:
+            assert app.screen.check_action(action, ()) is None, action
+            assert app.screen.unavailable()[action] == "operation claims need archon 1.10.0 (see :upgrade)"
