@@ -2,7 +2,7 @@
 events, the requests handed to archon, which claim actions it offers, and a claim write's outcome.
 
 Archon's tables gain columns from release to release, and `envs list --json` / `envs show --json`
-print every column as stored (DOMAIN.md §2.3: the console never hides what archon wrote). So each
+print every column as stored, whichever release wrote them. So each
 model keeps the row it was read from (`columns`, in table order) next to the typed fields the
 screens and commands read, and `to_json()` is the one place the JSON shape is defined: archon's
 columns first, then what the console derived, in the order the CLI has always printed them.
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 
-def _text(row: Mapping[str, Any], name: str) -> Any:
+def _value(row: Mapping[str, Any], name: str) -> Any:
     return row[name] if name in row else None
 
 
@@ -58,7 +58,7 @@ class EnvironmentLease:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> "EnvironmentLease":
-        return cls(execution_run_id=_text(row, "execution_run_id"), bound_at=_text(row, "bound_at"), columns=dict(row))
+        return cls(execution_run_id=_value(row, "execution_run_id"), bound_at=_value(row, "bound_at"), columns=dict(row))
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.columns)
@@ -80,7 +80,7 @@ class EnvironmentEvent:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> "EnvironmentEvent":
-        return cls(**{name: _text(row, name) for name in _EVENT_FIELDS}, columns=dict(row))
+        return cls(**{name: _value(row, name) for name in _EVENT_FIELDS}, columns=dict(row))
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.columns)
