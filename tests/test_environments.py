@@ -74,7 +74,7 @@ def test_claim_is_allowed_exactly_in_the_documented_states(db, op, state):
         assert result.ok and not result.noop
         row = env_row(db, env)
         assert row["operation_kind"] == op
-        assert row["operation_claim_id"] == result.extra["claim_id"]
+        assert row["operation_claim_id"] == result.claim_id
         assert row["operation_claim_id"].startswith("console:alice@")
         assert row["operation_claimed_at"] == "2026-11-01 09:30:00"
         assert row["updated_at"] == "2026-10-01 00:00:00"  # Q8: claims leave updated_at alone
@@ -97,8 +97,8 @@ def test_stop_completion_hands_off_to_the_idle_stop_sweep_and_never_writes_the_s
     result = run(db, envs.complete, "env-running", "alice", now=later)
     assert result.ok and result.state == "running"
     assert "archon's idle-stop sweep" in result.message
-    assert result.extra["handoff"] == {"kind": "stop", "column": "idle_stop_at", "since": "2026-11-01 09:33:00",
-                                       "performed_by": "archon's idle-stop sweep"}
+    assert result.handoff.to_json() == {"kind": "stop", "column": "idle_stop_at", "since": "2026-11-01 09:33:00",
+                                        "performed_by": "archon's idle-stop sweep"}
     row = env_row(db, "env-running")
     assert row["lifecycle_state"] == "running" and row["stopped_at"] is None
     assert row["idle_stop_at"] == "2026-11-01 09:33:00"
@@ -111,9 +111,9 @@ def test_stop_completion_hands_off_to_the_idle_stop_sweep_and_never_writes_the_s
     assert json.loads(evs[1]["metadata_json"])["handoff"] == "idle_stop_at"
     with handle(db) as h:
         env = envs.show_environment(h, "env-running", now=later + timedelta(minutes=2))
-    [handoff] = env["pending_handoffs"]
-    assert handoff["kind"] == "stop" and handoff["since"] == "2026-11-01 09:33:00" and not handoff["overdue"]
-    assert handoff["text"] == "stop requested 2 minutes ago; archon's idle-stop sweep performs it"
+    [handoff] = env.pending_handoffs
+    assert handoff.kind == "stop" and handoff.since == "2026-11-01 09:33:00" and not handoff.overdue
+    assert handoff.text == "stop requested 2 minutes ago; archon's idle-stop sweep performs it"
 
 
 def test_retire_completion_keeps_the_request_and_the_state_even_with_a_lease(schema_db):
@@ -139,15 +139,15 @@ def test_retire_completion_keeps_the_request_and_the_state_even_with_a_lease(sch
     assert (last["event_type"], last["from_state"], last["to_state"]) == ("operation_completed", "running", "running")
     assert json.loads(last["metadata_json"])["handoff"] == "retirement_requested_at"
     with handle(path) as h:
-        [handoff] = envs.show_environment(h, "env-1", now=T0 + timedelta(hours=3))["pending_handoffs"]
-    assert handoff["kind"] == "retire" and not handoff["overdue"]  # a run still holds the lease
-    assert handoff["text"].startswith("retirement requested 3 hours ago; archon's retirement path")
+        [handoff] = envs.show_environment(h, "env-1", now=T0 + timedelta(hours=3)).pending_handoffs
+    assert handoff.kind == "retire" and not handoff.overdue  # a run still holds the lease
+    assert handoff.text.startswith("retirement requested 3 hours ago; archon's retirement path")
     conn = raw(path)
     conn.execute("UPDATE execution_environment_run_bindings SET released_at = '2026-11-01 09:40:00'")
     conn.close()
     with handle(path) as h:
-        [handoff] = envs.show_environment(h, "env-1", now=T0 + timedelta(hours=3))["pending_handoffs"]
-    assert handoff["overdue"]
+        [handoff] = envs.show_environment(h, "env-1", now=T0 + timedelta(hours=3)).pending_handoffs
+    assert handoff.overdue
 
 
 @pytest.mark.parametrize("state", ["failed", "unavailable", "stopped", "ready"])
@@ -195,24 +195,24 @@ def test_no_completion_writes_the_lifecycle_state(db, op):
         assert after[column] == before[column], column
 
 
-def test_unavailable_actions_follow_the_service_rules(db):
+def test_claim_options_follow_the_service_rules(db):
     conn = raw(db)
     set_claim(conn, "env-ready", "archon-worker:42", "stop", "2026-11-01 09:00:00")
     conn.close()
     with handle(db) as h:
         theirs = envs.show_environment(h, "env-ready", now=T0)
-        reasons = envs.unavailable_actions(theirs, "alice")
+        reasons = envs.claim_options(theirs, "alice").unavailable()
         assert "not yours" in reasons["complete"] and "release" not in reasons and "takeover" not in reasons
         assert "already claimed for stop" in reasons["retire"]
     run(db, envs.claim, "env-failed", "reset", "alice", now=T0)
     with handle(db) as h:
         mine = envs.show_environment(h, "env-failed", now=T0)
-    reasons = envs.unavailable_actions(mine, "alice")
+    reasons = envs.claim_options(mine, "alice").unavailable()
     assert reasons["complete"].startswith("a reset claim cannot be completed") and "release" not in reasons
     assert reasons["takeover"] == "you hold this claim"
     with handle(db) as h:
         free = envs.show_environment(h, "env-stopped", now=T0)
-    reasons = envs.unavailable_actions(free, "alice")
+    reasons = envs.claim_options(free, "alice").unavailable()
     assert reasons["complete"] == "no claim is held" and "it is stopped" in reasons["stop"]
     assert "retire" not in reasons and "reset" not in reasons
 
@@ -271,7 +271,7 @@ def test_idempotent_repeats(db):
     before = dump(db)
     again = run(db, envs.claim, "env-ready", "stop", "alice", now=T0 + timedelta(minutes=1))
     assert again.ok and again.noop and "already claimed for stop by you" in again.message
-    assert again.extra["claim_id"] == first.extra["claim_id"]
+    assert again.claim_id == first.claim_id
     assert dump(db) == before
     refused(db, envs.claim, "env-ready", "retire", "alice", now=T0, match="already hold a stop claim")
     run(db, envs.release, "env-ready", "alice", now=T0)
@@ -377,7 +377,7 @@ def test_pre_1_10_database_says_upgrade_required(schema_db):
     refused(path, envs.claim, "env-1", "stop", "alice", now=T0, match="upgrade required")
     with handle(path) as h:
         page = envs.list_environments(h, now=T0)
-        assert [r["id"] for r in page.rows] == ["env-1"]
+        assert [r.id for r in page.rows] == ["env-1"]
         with pytest.raises(Refusal, match="upgrade required"):
             envs.list_environments(h, now=T0, claimed=True)
 
@@ -395,7 +395,7 @@ def test_unknown_events_table_skips_the_event_and_says_so(schema_db):
     add_env(conn, "env-1", "ready")
     conn.close()
     result = run(path, envs.claim, "env-1", "stop", "alice", now=T0)
-    assert result.ok and result.extra["event_written"] is False
+    assert result.ok and result.event_written is False
     assert "No environment event was written" in result.message
     assert env_row(path, "env-1")["operation_kind"] == "stop"
 
@@ -408,21 +408,21 @@ def test_list_filters_derived_fields_and_keyset_pages(db):
     conn.close()
     with handle(db) as h:
         claimed = envs.list_environments(h, now=T0, claimed=True)
-        assert [r["id"] for r in claimed.rows] == ["env-ready", "env-stopped"]
+        assert [r.id for r in claimed.rows] == ["env-ready", "env-stopped"]
         stale = envs.list_environments(h, now=T0, stale=True)
-        assert [r["id"] for r in stale.rows] == ["env-ready"]
+        assert [r.id for r in stale.rows] == ["env-ready"]
         row = stale.rows[0]
-        assert row["claim_age_seconds"] == 1800 and row["stale"] is True
-        assert row["claim_holder"] == "archon-worker:42" and row["admits_leases"] is False
-        assert "claimed for stop" in row["admission_reason"]
+        assert row.claim_age_seconds == 1800 and row.stale is True
+        assert row.claim_holder == "archon-worker:42" and row.admits_leases is False
+        assert "claimed for stop" in row.admission_reason
         running = envs.list_environments(h, now=T0, state="running").rows[0]
-        assert running["active_lease_count"] == 1 and not running["admits_leases"]
-        assert envs.list_environments(h, now=T0, state="stopped").rows[0]["claim_holder"] == "alice"
-        assert envs.list_environments(h, now=T0, project="gone").rows[0]["id"] == "env-doomed"
+        assert running.active_lease_count == 1 and not running.admits_leases
+        assert envs.list_environments(h, now=T0, state="stopped").rows[0].claim_holder == "alice"
+        assert envs.list_environments(h, now=T0, project="gone").rows[0].id == "env-doomed"
         seen, after = [], None
         while True:
             page = envs.list_environments(h, now=T0, limit=3, after=after)
-            seen += [r["id"] for r in page.rows]
+            seen += [r.id for r in page.rows]
             if page.next_after is None:
                 break
             after = page.next_after
@@ -439,10 +439,10 @@ def test_show_has_leases_claim_times_and_timeline(db):
     run(db, envs.claim, "env-running", "stop", "alice", now=T0)
     with handle(db) as h:
         env = envs.show_environment(h, "env-running", now=T0 + timedelta(minutes=20))
-    assert [l["execution_run_id"] for l in env["active_leases"]] == ["run-1"]
-    assert env["claim_holder"] == "alice" and env["stale"] and env["claim_age_seconds"] == 1200
-    assert env["idle_stop_at"] == "2026-11-01 10:00:00" and "cleanup_retry_at" in env
-    assert [e["event_type"] for e in env["events"]] == ["operation_claimed"]
+    assert [l.execution_run_id for l in env.active_leases] == ["run-1"]
+    assert env.claim_holder == "alice" and env.stale and env.claim_age_seconds == 1200
+    assert env.idle_stop_at == "2026-11-01 10:00:00" and "cleanup_retry_at" in env.columns
+    assert [e.event_type for e in env.events] == ["operation_claimed"]
     with handle(db) as h, pytest.raises(Refusal, match="no environment"):
         envs.show_environment(h, "missing", now=T0)
 
@@ -469,6 +469,6 @@ def test_an_unreadable_claim_time_counts_as_stale_everywhere(db):
     conn.close()
     with handle(db) as h:
         [row] = envs.list_environments(h, now=T0, stale=True).rows
-    assert row["id"] == "env-ready" and row["stale"] and row["claim_age_seconds"] is None
+    assert row.id == "env-ready" and row.stale and row.claim_age_seconds is None
     result = run(db, envs.claim, "env-ready", "stop", "bob", now=T0, takeover=True, reason="garbled claim")
     assert result.ok and "taken over" in result.message

@@ -109,12 +109,12 @@ def test_environment_counts_positions_and_cursors_match_the_walk(envs_template, 
     path = Path(shutil.copy(envs_template, tmp_path / "archon.db"))
     kwargs = {"now": NOW, **filters}
     with open_database(path) as h:
-        everything = [r["id"] for r in envs.list_environments(h, limit=0, **kwargs).rows]
+        everything = [r.id for r in envs.list_environments(h, limit=0, **kwargs).rows]
         n = len(everything)
         assert pages.count_environments(h, **kwargs) == n
 
         def ids_from(after):
-            return [r["id"] for r in envs.list_environments(h, after=after, limit=0, **kwargs).rows]
+            return [r.id for r in envs.list_environments(h, after=after, limit=0, **kwargs).rows]
 
         for i, env_id in enumerate(everything):
             assert pages.environment_position(h, env_id, **kwargs) == i

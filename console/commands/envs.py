@@ -17,6 +17,7 @@ from console.output import emit_json, relative, say, table
 from console.commands.options import stale_after, stale_after_parent, whole_number
 from console.services import environments as envs
 from console.services.base import ActionResult
+from console.services.environments import ClaimResult, EnvironmentView
 
 CLAIM_EPILOG = (
     "Which states allow which operation, and what completing it hands to archon:\n  "
@@ -35,7 +36,7 @@ def _stale_after(ctx) -> timedelta:
     return stale_after(ctx.args)
 
 
-def run_action(ctx, target_id: str, action: Callable[[Any], ActionResult]) -> int:
+def run_action(ctx, target_id: str, action: Callable[[Any], ActionResult | ClaimResult]) -> int:
     """Open, run one service action, print its result; a refusal prints as JSON too under --json."""
     try:
         with ctx.open() as handle:
@@ -57,17 +58,17 @@ def run_action(ctx, target_id: str, action: Callable[[Any], ActionResult]) -> in
     return 0 if result.ok else 1
 
 
-def _claim_cell(row: dict[str, Any]) -> str:
-    if not row.get("operation_claim_id"):
+def _claim_cell(row: EnvironmentView) -> str:
+    if not row.operation_claim_id:
         return "-"
-    stale = " (stale)" if row.get("stale") else ""
-    return f"{row.get('operation_kind')} by {row.get('claim_holder')}{stale}"
+    stale = " (stale)" if row.stale else ""
+    return f"{row.operation_kind} by {row.claim_holder}{stale}"
 
 
-def _age(row: dict[str, Any]) -> str:
-    if row.get("claim_age_seconds") is None:
+def _age(row: EnvironmentView) -> str:
+    if row.claim_age_seconds is None:
         return "-"
-    return f"{humanize.naturaldelta(timedelta(seconds=max(0, row['claim_age_seconds'])))} ago"
+    return f"{humanize.naturaldelta(timedelta(seconds=max(0, row.claim_age_seconds)))} ago"
 
 
 def cmd_list(ctx) -> int:
@@ -81,14 +82,14 @@ def cmd_list(ctx) -> int:
             stale_after=_stale_after(ctx), after=args.after, limit=args.limit,
         )
     if ctx.json:
-        emit_json(page.rows)
+        emit_json([r.to_json() for r in page.rows])
         return 0
     rows = [
         (
-            r["id"], r["project_id"], r["lifecycle_state"], _claim_cell(r),
+            r.id, r.project_id, r.lifecycle_state, _claim_cell(r),
             _age(r),
-            r["active_lease_count"], "yes" if r["admits_leases"] else "no",
-            relative(r.get("idle_stop_at"), now), relative(r.get("cleanup_retry_at"), now),
+            r.active_lease_count, "yes" if r.admits_leases else "no",
+            relative(r.idle_stop_at, now), relative(r.cleanup_retry_at, now),
         )
         for r in page.rows
     ]
@@ -118,45 +119,45 @@ def cmd_show(ctx) -> int:
     with ctx.open() as handle:
         env = envs.show_environment(handle, ctx.args.id, now=now, stale_after=_stale_after(ctx))
     if ctx.json:
-        emit_json(env)
+        emit_json(env.to_json())
         return 0
     lines = []
-    for field in _SHOW_FIELDS:
-        if field in env:
-            value = env[field]
+    for field in _SHOW_FIELDS:  # archon's columns as stored, those this release has
+        if field in env.columns:
+            value = env.columns[field]
             if field.endswith("_at") and value:
                 value = f"{value} ({relative(value, now)})"
             lines.append((field, "-" if value is None else value))
-    if env.get("operation_claim_id"):
+    if env.operation_claim_id:
         age = _age(env)
-        lines.append(("claim", f"{env['operation_kind']} by {env['claim_holder']} since "
-                               f"{env['operation_claimed_at']} ({age}){' - stale' if env['stale'] else ''}"))
-        lines.append(("claim_id", env["operation_claim_id"]))
+        lines.append(("claim", f"{env.operation_kind} by {env.claim_holder} since "
+                               f"{env.operation_claimed_at} ({age}){' - stale' if env.stale else ''}"))
+        lines.append(("claim_id", env.operation_claim_id))
     else:
         lines.append(("claim", "-"))
-    lines.append(("admits leases", f"{'yes' if env['admits_leases'] else 'no'} ({env['admission_reason']})"))
+    lines.append(("admits leases", f"{'yes' if env.admits_leases else 'no'} ({env.admission_reason})"))
     print(table(lines, ["FIELD", "VALUE"], max_width=100))
-    if env["pending_handoffs"]:
+    if env.pending_handoffs:
         print()
         print("Handed to archon, not performed yet:")
-        for handoff in env["pending_handoffs"]:
-            late = " - overdue: archon not running?" if handoff["overdue"] else ""
-            say(f"  {handoff['text']}{late}")
+        for handoff in env.pending_handoffs:
+            late = " - overdue: archon not running?" if handoff.overdue else ""
+            say(f"  {handoff.text}{late}")
     print()
     print("Active execution leases:")
-    if env["active_leases"]:
-        print(table([(l.get("execution_run_id"), l.get("bound_at"), relative(l.get("bound_at"), now))
-                     for l in env["active_leases"]], ["RUN", "BOUND AT", "AGE"]))
+    if env.active_leases:
+        print(table([(lease.execution_run_id, lease.bound_at, relative(lease.bound_at, now))
+                     for lease in env.active_leases], ["RUN", "BOUND AT", "AGE"]))
     else:
         print("  none")
     print()
     print("Timeline:")
-    if env["events"]:
+    if env.events:
         print(table([
-            (e.get("sequence"), e.get("created_at"), e.get("event_type"),
-             f"{e.get('from_state') or '-'} -> {e.get('to_state') or '-'}",
-             e.get("actor_reference") or e.get("actor_classification") or "-", e.get("reason") or "")
-            for e in env["events"]
+            (e.sequence, e.created_at, e.event_type,
+             f"{e.from_state or '-'} -> {e.to_state or '-'}",
+             e.actor_reference or e.actor_classification or "-", e.reason or "")
+            for e in env.events
         ], ["#", "AT", "EVENT", "STATE", "ACTOR", "REASON"], max_width=60))
     else:
         print("  no events")

@@ -20,6 +20,7 @@ from console.screens.reason import ReasonModal
 from console.screens.sources import EnvironmentsSource
 from console.screens.typed import TypedConfirmModal
 from console.services import environments as envs
+from console.services.environments import ClaimOptions, EnvironmentView
 from widgets.humane import age, exact, plural, relative
 from widgets.lazy_table import Column, LazyTable
 from widgets.safe_text import clean, safe_text
@@ -34,6 +35,9 @@ STATE_CYCLE = (None, *envs.STATES)
 # action name -> operation it claims
 CLAIM_ACTIONS = {"claim_stop": "stop", "claim_retire": "retire", "claim_reset": "reset",
                  "claim_cleanup": "cleanup_retry"}
+# `envs.claim_options` keys -> this screen's action names
+ACTION_OF = {**{op: action for action, op in CLAIM_ACTIONS.items()},
+             "complete": "complete", "release": "release", "takeover": "takeover"}
 
 
 class EnvironmentsScreen(ConsoleScreen):
@@ -64,8 +68,25 @@ class EnvironmentsScreen(ConsoleScreen):
     ]
 
     class Detail(Message):
-        def __init__(self, env: dict[str, Any]) -> None:
+        """The selected environment as `envs.show_environment` read it."""
+
+        def __init__(self, env: EnvironmentView) -> None:
             super().__init__()
+            self.env = env
+
+    class ClaimsSupport(Message):
+        """Whether this database's release has operation claims (archon 1.10.0), asked off the UI thread."""
+
+        def __init__(self, supported: bool) -> None:
+            super().__init__()
+            self.supported = supported
+
+    class Rechecked(Message):
+        """The environment an open dialog acts on, read again after the database changed."""
+
+        def __init__(self, modal: ActionModal, env: EnvironmentView) -> None:
+            super().__init__()
+            self.modal = modal
             self.env = env
 
     def __init__(self, argument: str | None = None) -> None:
@@ -73,7 +94,10 @@ class EnvironmentsScreen(ConsoleScreen):
         self.argument = argument
         self.state: str | None = None
         self.claimed = False
-        self.detail: dict[str, Any] | None = None
+        self.detail: EnvironmentView | None = None
+        self.modal: ActionModal | None = None
+        self._seen: tuple | None = None  # the open dialog's environment as it was when it opened
+        self.claims_supported: bool | None = None  # None until the service has answered
 
     def compose_content(self) -> ComposeResult:
         yield Static(self._filter_text(), classes="filters", id="filters")
@@ -89,6 +113,7 @@ class EnvironmentsScreen(ConsoleScreen):
         table = self.query_one(LazyTable)
         table.focus()
         table.set_source(self._source())
+        self._load_claims_support()
 
     def _source(self) -> EnvironmentsSource:
         return EnvironmentsSource(self.session, state=self.state, project=self.argument, claimed=self.claimed)
@@ -98,18 +123,18 @@ class EnvironmentsScreen(ConsoleScreen):
         return [
             Column("id", "environment", 18),
             Column("lifecycle_state", "state", 15,
-                   render=lambda r: safe_text(r.get("lifecycle_state"), STATE_STYLE.get(r.get("lifecycle_state"), ""), one_line=True)),
+                   render=lambda r: safe_text(r.lifecycle_state, STATE_STYLE.get(r.lifecycle_state, ""), one_line=True)),
             Column("claim", "claim", CLAIM_WIDTH, render=_claim_cell),
             Column("project_id", "project", 14),
-            Column("active_lease_count", "lease", 5, render=lambda r: Text("yes" if r.get("active_lease_count") else "—")),
+            Column("active_lease_count", "lease", 5, render=lambda r: Text("yes" if r.active_lease_count else "—")),
             Column("idle_stop_at", "idle stop", 14,
-                   render=lambda r: Text(relative(parse_time(r.get("idle_stop_at")), now()) if r.get("idle_stop_at") else "—")),
+                   render=lambda r: Text(relative(parse_time(r.idle_stop_at), now()) if r.idle_stop_at else "—")),
         ]
 
-    def _row_class(self, row: dict[str, Any]) -> str | None:
-        if row.get("stale"):
+    def _row_class(self, row: EnvironmentView) -> str | None:
+        if row.stale:
             return "warning"
-        if row.get("lifecycle_state") in ("retired",):
+        if row.lifecycle_state in ("retired",):
             return "muted"
         return None
 
@@ -144,7 +169,7 @@ class EnvironmentsScreen(ConsoleScreen):
     @on(LazyTable.CursorMoved)
     def _cursor_moved(self, message: LazyTable.CursorMoved) -> None:
         if message.row is not None:
-            self._later_detail(message.row["id"])
+            self._later_detail(message.row.id)
 
     @work(thread=True, exclusive=True, group="envs-detail", exit_on_error=False)
     def _load_detail(self, env_id: str) -> None:
@@ -152,46 +177,47 @@ class EnvironmentsScreen(ConsoleScreen):
                                stale_after=envs.default_stale_after())
         self.post_message(self.Detail(env))
 
-    def on_environments_screen_detail(self, message: Detail) -> None:
+    @on(Detail)
+    def _detail_loaded(self, message: Detail) -> None:
         self.detail = message.env
         self._show(message.env)
         self.refresh_bindings_if_changed()
 
-    def _show(self, e: dict[str, Any]) -> None:
+    def _show(self, e: EnvironmentView) -> None:
         now = self.session.now()
-        head = safe_text(e.get("id"), "bold", one_line=True)
+        head = safe_text(e.id, "bold", one_line=True)
         head.append("\n")
 
-        def when(col: str) -> str:
-            t = parse_time(e.get(col))
+        def when(value: Any) -> str:
+            t = parse_time(value)
             return f"{relative(t, now)} ({exact(t)})" if t else "—"
 
         claim = "none"
-        if e.get("operation_claim_id"):
-            claim = (f"{e.get('operation_kind')} by {e.get('claim_holder')}, {when('operation_claimed_at')}"
-                     + (" — STALE" if e.get("stale") else ""))
+        if e.operation_claim_id:
+            claim = (f"{e.operation_kind} by {e.claim_holder}, {when(e.operation_claimed_at)}"
+                     + (" — STALE" if e.stale else ""))
         rows = [
-            ("state", e.get("lifecycle_state")),
-            ("project", e.get("project_id")),
-            ("provider", f"{e.get('provider_kind')} {e.get('provider_version') or ''}"),
-            ("leases", f"{e.get('active_lease_count') or 0} active; {e.get('admission_reason')}"),
+            ("state", e.lifecycle_state),
+            ("project", e.project_id),
+            ("provider", f"{e.provider_kind} {e.provider_version or ''}"),
+            ("leases", f"{e.active_lease_count or 0} active; {e.admission_reason}"),
             ("claim", claim),
-            ("retirement", when("retirement_requested_at") if e.get("retirement_requested_at") else "not requested"),
-            ("idle stop", when("idle_stop_at")),
-            ("cleanup", f"retry {when('cleanup_retry_at')}, {e.get('cleanup_attempts') or 0} attempts"),
-            ("last used", when("last_used_at")),
-            ("created", when("created_at")),
+            ("retirement", when(e.retirement_requested_at) if e.retirement_requested_at else "not requested"),
+            ("idle stop", when(e.idle_stop_at)),
+            ("cleanup", f"retry {when(e.cleanup_retry_at)}, {e.cleanup_attempts or 0} attempts"),
+            ("last used", when(e.last_used_at)),
+            ("created", when(e.created_at)),
         ]
-        if e.get("failure_message"):
-            rows.append(("failure", e.get("failure_message")))
+        if e.failure_message:
+            rows.append(("failure", e.failure_message))
         for name, value in rows:
             head.append(f"{name:>10} ", style="dim")
             head.append_text(safe_text(value, one_line=True))
             head.append("\n")
-        for handoff in e.get("pending_handoffs") or []:
+        for handoff in e.pending_handoffs:
             head.append(f"{'handed off':>10} ", style="dim")
-            head.append_text(safe_text(handoff["text"], "bold yellow" if handoff["overdue"] else "cyan", one_line=True))
-            head.append(" — overdue: archon not running?\n" if handoff["overdue"] else "\n",
+            head.append_text(safe_text(handoff.text, "bold yellow" if handoff.overdue else "cyan", one_line=True))
+            head.append(" — overdue: archon not running?\n" if handoff.overdue else "\n",
                         style="bold yellow")
         for action, why in self._row_reasons(e).items():
             if action in ("claim_stop", "claim_retire", "takeover", "complete", "release"):
@@ -199,39 +225,49 @@ class EnvironmentsScreen(ConsoleScreen):
                 head.append_text(safe_text(f"not possible: {why}\n", "yellow"))
         self.query_one("#detail-head", Static).update(head)
         events = []
-        for ev in e.get("events") or []:
-            title = str(ev.get("event_type") or "event")
-            if ev.get("from_state") or ev.get("to_state"):
-                title += f": {ev.get('from_state') or '∅'} → {ev.get('to_state') or '∅'}"
-            detail = " · ".join(str(x) for x in (ev.get("actor_reference"), ev.get("reason")) if x)
-            events.append(TimelineEvent(parse_time(ev.get("created_at")), title, detail))
+        for ev in e.events or ():
+            title = str(ev.event_type or "event")
+            if ev.from_state or ev.to_state:
+                title += f": {ev.from_state or '∅'} → {ev.to_state or '∅'}"
+            detail = " · ".join(str(x) for x in (ev.actor_reference, ev.reason) if x)
+            events.append(TimelineEvent(parse_time(ev.created_at), title, detail))
         self.query_one("#detail-events", Timeline).show(events)
 
     # ------------------------------------------------------------ availability
-    def _row_reasons(self, e: dict[str, Any]) -> dict[str, str]:
-        """The service's reasons, keyed by this screen's action names."""
-        action_of = {op: action for action, op in CLAIM_ACTIONS.items()}
-        return {action_of.get(key, key): why for key, why in envs.unavailable_actions(e, self.session.actor).items()}
+    @work(thread=True, exclusive=True, group="envs-support", exit_on_error=False)
+    def _load_claims_support(self) -> None:
+        self.post_message(self.ClaimsSupport(self.session.run(envs.claims_supported)))
+
+    @on(ClaimsSupport)
+    def _claims_support_known(self, message: ClaimsSupport) -> None:
+        self.claims_supported = message.supported
+        self.refresh_bindings_if_changed()
+
+    def _row_reasons(self, e: EnvironmentView) -> dict[str, str]:
+        """Why the service would refuse each action (`envs.claim_options`), keyed by this screen's
+        action names: the screen greys exactly what the write would refuse, and nothing else."""
+        options: ClaimOptions = envs.claim_options(e, self.session.actor)
+        return {ACTION_OF[key]: why for key, why in options.unavailable().items()}
 
     def unavailable(self) -> dict[str, str]:
         reasons = super().unavailable()
         if reasons:
             return reasons
-        if not self.session.handle.shape.has_claims:
+        if self.claims_supported is False:
             return {a: "operation claims need archon 1.10.0 (see :upgrade)" for a in self.WRITE_ACTIONS}
         row = self.query_one(LazyTable).cursor_row
-        if self.detail is None or row is None or row.get("id") != self.detail.get("id"):
+        if self.claims_supported is None or self.detail is None or row is None or row.id != self.detail.id:
             return {a: "no environment selected" for a in self.WRITE_ACTIONS}
         return self._row_reasons(self.detail)
 
     # ------------------------------------------------------------ actions
     def _summary(self, head: str, body: str) -> Text:
-        e = self.detail or {}
+        e = self.detail
+        env_id, state, leases = (e.id, e.lifecycle_state, e.active_lease_count) if e else (None, None, 0)
         text = Text(head, style="bold")
         text.append(" ")
-        text.append_text(safe_text(e.get("id"), "bold", one_line=True))
-        text.append_text(safe_text(
-            f"\nstate {e.get('lifecycle_state')}, {e.get('active_lease_count') or 0} active lease(s)\n\n", "dim"))
+        text.append_text(safe_text(env_id, "bold", one_line=True))
+        text.append_text(safe_text(f"\nstate {state}, {leases or 0} active lease(s)\n\n", "dim"))
         text.append_text(safe_text(body))
         return text
 
@@ -245,7 +281,7 @@ class EnvironmentsScreen(ConsoleScreen):
         if not self._guard(action):
             return
         op = CLAIM_ACTIONS[action]
-        env_id = self.detail["id"]
+        env_id = self.detail.id
         body = (f"Claims {op}: no new run can be placed on it until you complete or release the claim. "
                 f"Completing: {envs.completion_effect(op)}.")
         if op == "retire":
@@ -273,25 +309,25 @@ class EnvironmentsScreen(ConsoleScreen):
         if not self._guard("complete"):
             return
         e = self.detail
-        op = e.get("operation_kind")
-        body = (f"Completing {envs.completion_effect(op)}. The state stays {e.get('lifecycle_state')} until "
+        op = e.operation_kind
+        body = (f"Completing {envs.completion_effect(op)}. The state stays {e.lifecycle_state} until "
                 "archon acts; the console cannot stop or delete a container itself.")
-        modal = ConfirmModal(f"Complete {op}", self._summary(f"Hand {op} to archon for", body), watch_key=e["id"])
-        self._open(modal, lambda reason: self.write(envs.complete, e["id"], self.session.actor, now=self.session.write_now()))
+        modal = ConfirmModal(f"Complete {op}", self._summary(f"Hand {op} to archon for", body), watch_key=e.id)
+        self._open(modal, lambda reason: self.write(envs.complete, e.id, self.session.actor, now=self.session.write_now()))
 
     def action_release(self) -> None:
         if not self._guard("release"):
             return
         e = self.detail
-        mine = envs.held_by(e.get("operation_claim_id"), self.session.actor)
-        body = f"The {e.get('operation_kind')} claim is dropped; the state stays {e.get('lifecycle_state')}."
+        mine = envs.held_by(e.operation_claim_id, self.session.actor)
+        body = f"The {e.operation_kind} claim is dropped; the state stays {e.lifecycle_state}."
         if mine:
             modal: ActionModal = ConfirmModal("Release claim", self._summary("Release your claim on", body),
-                                              watch_key=e["id"])
+                                              watch_key=e.id)
         else:
-            modal = ReasonModal("Release a stale claim", self._summary(f"Release {e.get('claim_holder')}'s stale claim on", body),
-                                required=True, watch_key=e["id"], danger=True)
-        self._open(modal, lambda reason: self.write(envs.release, e["id"], self.session.actor, now=self.session.write_now(),
+            modal = ReasonModal("Release a stale claim", self._summary(f"Release {e.claim_holder}'s stale claim on", body),
+                                required=True, watch_key=e.id, danger=True)
+        self._open(modal, lambda reason: self.write(envs.release, e.id, self.session.actor, now=self.session.write_now(),
                                                       takeover=not mine, reason=reason or None,
                                                       stale_after=envs.default_stale_after()))
 
@@ -299,22 +335,21 @@ class EnvironmentsScreen(ConsoleScreen):
         if not self._guard("takeover"):
             return
         e = self.detail
-        op = e.get("operation_kind")
-        age = relative(parse_time(e.get("operation_claimed_at")), self.session.now())
-        body = (f"{e.get('claim_holder')}'s {op} claim (taken {age}) is replaced by yours for {op}. "
+        op = e.operation_kind
+        age = relative(parse_time(e.operation_claimed_at), self.session.now())
+        body = (f"{e.claim_holder}'s {op} claim (taken {age}) is replaced by yours for {op}. "
                 "Make sure they are no longer working on it.")
-        modal = TypedConfirmModal("Take over a stale claim", self._summary("Take over", body), expected=e["id"],
-                                  ask_reason=True, reason_required=True, confirm_label="Take over", watch_key=e["id"])
-        self._open(modal, lambda reason: self.write(envs.claim, e["id"], op, self.session.actor, now=self.session.write_now(),
+        modal = TypedConfirmModal("Take over a stale claim", self._summary("Take over", body), expected=e.id,
+                                  ask_reason=True, reason_required=True, confirm_label="Take over", watch_key=e.id)
+        self._open(modal, lambda reason: self.write(envs.claim, e.id, op, self.session.actor, now=self.session.write_now(),
                                                       takeover=True, reason=reason,
                                                       stale_after=envs.default_stale_after()))
 
     def _open(self, modal: ActionModal, then) -> None:
-        modal.seen = self._fingerprint(self.detail)  # type: ignore[attr-defined]
-        self.modal = modal
+        self.modal, self._seen = modal, self._fingerprint(self.detail)
 
         def done(value: Any) -> None:
-            self.modal = None
+            self.modal, self._seen = None, None
             if value is None or value is False:
                 return
             then(value if isinstance(value, str) else None)
@@ -322,58 +357,59 @@ class EnvironmentsScreen(ConsoleScreen):
         self.app.push_screen(modal, done)
 
     @staticmethod
-    def _fingerprint(e: dict[str, Any] | None) -> tuple:
-        e = e or {}
-        return (e.get("lifecycle_state"), e.get("operation_claim_id"), e.get("retirement_requested_at"),
-                e.get("active_lease_count"))
+    def _fingerprint(e: EnvironmentView | None) -> tuple:
+        if e is None:
+            return (None, None, None, None)
+        return (e.lifecycle_state, e.operation_claim_id, e.retirement_requested_at, e.active_lease_count)
 
     # ------------------------------------------------------------ live
-    modal: ActionModal | None = None
-
     def refresh_data(self) -> None:
         super().refresh_data()
+        self._load_claims_support()  # an upgrade from another screen changes the answer
         if self.modal is not None and self.modal.is_attached:
             self._recheck(self.modal)
         else:
             row = self.query_one(LazyTable).cursor_row
             if row is not None:
-                self._load_detail(row["id"])
+                self._load_detail(row.id)
 
     @work(thread=True, group="envs-recheck", exit_on_error=False)
     def _recheck(self, modal: ActionModal) -> None:
         env = self.session.run(envs.show_environment, modal.watch_key, now=self.session.now(),
                                stale_after=envs.default_stale_after())
         self.post_message(self.Detail(env))
-        self.call_from_thread(self._rechecked, modal, env)
+        self.post_message(self.Rechecked(modal, env))
 
-    def _rechecked(self, modal: ActionModal, env: dict[str, Any]) -> None:
-        if not modal.is_attached or self._fingerprint(env) == getattr(modal, "seen", None):
+    @on(Rechecked)
+    def _rechecked(self, message: Rechecked) -> None:
+        modal, env = message.modal, message.env
+        if not modal.is_attached or modal is not self.modal or self._fingerprint(env) == self._seen:
             return
-        text = self._summary("Now:", f"state {env.get('lifecycle_state')}, claim "
-                             f"{env.get('operation_kind') or 'none'} by {env.get('claim_holder') or 'nobody'}.")
+        text = self._summary("Now:", f"state {env.lifecycle_state}, claim "
+                             f"{env.operation_kind or 'none'} by {env.claim_holder or 'nobody'}.")
         modal.changed_underneath(text, "The environment changed; cancel and look again.")
 
     def copy_target(self) -> tuple[str | None, Any]:
         row = self.query_one(LazyTable).cursor_row
         if row is None:
             return None, None
-        payload = dict(self.detail) if self.detail and self.detail.get("id") == row["id"] else dict(row)
-        return row["id"], payload
+        payload = self.detail.to_json() if self.detail and self.detail.id == row.id else row.to_json()
+        return row.id, payload
 
 
 CLAIM_WIDTH = 30
 SEP = " · "
 
 
-def _claim_cell(row: dict[str, Any]) -> Text:
+def _claim_cell(row: EnvironmentView) -> Text:
     """`stop · archon-worker:42 · 29d STALE` in CLAIM_WIDTH cells: the holder gives way (its head
     goes first, the distinguishing tail stays), never the operation, the age or STALE."""
-    if not row.get("operation_claim_id"):
+    if not row.operation_claim_id:
         return Text("—", style="dim")
-    op = clean(row.get("operation_kind"), one_line=True)
-    holder = clean(row.get("claim_holder"), one_line=True)
-    how_old = age(row.get("claim_age_seconds"))
-    stale = " STALE" if row.get("stale") else ""
+    op = clean(row.operation_kind, one_line=True)
+    holder = clean(row.claim_holder, one_line=True)
+    how_old = age(row.claim_age_seconds)
+    stale = " STALE" if row.stale else ""
     sep = SEP
     room = CLAIM_WIDTH - len(op) - 2 * len(sep) - len(how_old) - len(stale)
     if len(holder) > room and room < 10:  # tight (cleanup_retry): plain spaces leave the holder more

@@ -59,12 +59,12 @@ class EnvironmentsSource:
     def count(self) -> int:
         return self.session.run(env_pages.count_environments, **self._filters())
 
-    def page(self, after: Any | None, limit: int) -> tuple[list[dict], Any | None]:
+    def page(self, after: Any | None, limit: int) -> tuple[list[envs.EnvironmentView], Any | None]:
         page = self.session.run(envs.list_environments, after=after, limit=limit, **self._filters())
-        return page.rows, (page.rows[-1]["id"] if page.rows else after)
+        return page.rows, (page.rows[-1].id if page.rows else after)
 
-    def key(self, row: dict) -> Any:
-        return row["id"]
+    def key(self, row: envs.EnvironmentView) -> Any:
+        return row.id
 
     def index_of(self, key: Any) -> int | None:
         return self.session.run(env_pages.environment_position, key, **self._filters())

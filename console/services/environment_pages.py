@@ -1,8 +1,8 @@
 """Counting and jumping in the environment list, for callers that page it (the TUI's table).
 
-`environments.list_environments` reads one keyset page ordered by id; a paged view also needs the
+`environment_queries.list_environments` reads one keyset page ordered by id; a paged view also needs the
 exact count, where a row sits after a reload, and cursors for jumps (End reads backwards from the
-end of the index instead of walking to it). All of them page `environments.environment_query`,
+end of the index instead of walking to it). All of them page `environment_queries.environment_query`,
 the one definition of the list's filters, so a position counted here is a position in its pages.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from console.db.connect import ArchonDatabase
 from console.db.queries import Cursor, advance, position_of, retreat
-from console.services.environments import environment_query
+from console.services.environment_queries import environment_query
 
 
 def count_environments(handle: ArchonDatabase, **filters: Any) -> int:

@@ -39,7 +39,12 @@ def _detail_ready(app) -> bool:
     screen = app.screen
     row = screen.query_one(LazyTable).cursor_row
     detail = getattr(screen, "detail", None)
-    return row is not None and detail is not None and detail.get("id") == row.get("id")
+    return row is not None and detail is not None and _id(detail) == _id(row)
+
+
+def _id(row) -> object:
+    """A row's or a detail's id, whether the screen holds a dict or a typed read model."""
+    return row.get("id") if isinstance(row, dict) else row.id
 
 
 def _modal_over(name: str) -> Callable[[object], bool]:

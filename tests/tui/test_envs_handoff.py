@@ -10,7 +10,7 @@ from textual.widgets import Static
 
 from console.screens.confirm import ConfirmModal
 from console.screens.environments import EnvironmentsScreen
-from tests.tui.test_flows import db, ready, select, wait_until
+from tests.tui.test_flows import db, field, ready, select, wait_until
 
 
 def detail_text(app) -> str:
@@ -23,13 +23,13 @@ async def test_complete_is_greyed_on_a_reset_claim_and_a_failed_env_stays_failed
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot, app, EnvironmentsScreen)
         await select(pilot, app, "env-0009")
-        assert app.screen.detail["lifecycle_state"] == "failed"
+        assert app.screen.detail.lifecycle_state == "failed"
         await pilot.press("e")
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmModal))
         await pilot.press("y")
         await wait_until(pilot, lambda: db(path, "SELECT operation_kind FROM execution_environments WHERE id='env-0009'")[0][0] == "reset")
         await wait_until(pilot, lambda: isinstance(app.screen, EnvironmentsScreen)
-                         and (app.screen.detail or {}).get("operation_kind") == "reset", what="detail with the claim")
+                         and field(app.screen.detail, "operation_kind") == "reset", what="detail with the claim")
         assert app.screen.check_action("complete", ()) is None  # greyed
         assert app.screen.unavailable()["complete"].startswith("a reset claim cannot be completed")
         assert app.screen.check_action("release", ()) is True

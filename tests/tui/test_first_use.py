@@ -6,7 +6,7 @@ import pytest
 
 from console.screens.approvals import ApprovalsScreen
 from console.screens.environments import EnvironmentsScreen
-from tests.tui.test_flows import db, ready, select, table, type_text, wait_until
+from tests.tui.test_flows import db, field, ready, select, table, type_text, wait_until
 from widgets.lazy_table import LazyTable
 
 SIZES = [(120, 40), (80, 24)]
@@ -65,7 +65,7 @@ async def test_selected_environment_visible_after_end(demo_db, make_app, size):
         await ready(pilot, app, EnvironmentsScreen)
         await pilot.press("end")
         await wait_until(pilot, lambda: table(app).cursor == table(app).total - 1 and table(app).visible_loaded)
-        await wait_until(pilot, lambda: (app.screen.detail or {}).get("id") == table(app).cursor_key)
+        await wait_until(pilot, lambda: field(app.screen.detail, "id") == table(app).cursor_key)
         await pilot.pause(0.05)
         assert_cursor_row_on_screen(app)
 

@@ -38,6 +38,13 @@ def table(app) -> LazyTable:
     return app.screen.query_one(LazyTable)
 
 
+def field(row, key: str):
+    """A field of a row or a detail, whether the screen holds a dict or a typed read model."""
+    if row is None:
+        return None
+    return row.get(key) if isinstance(row, dict) else getattr(row, key, None)
+
+
 async def ready(pilot, app, screen_cls):
     await wait_until(pilot, lambda: isinstance(app.screen, screen_cls) and table(app).visible_loaded,
                      what=f"{screen_cls.__name__} loaded")
@@ -51,7 +58,7 @@ async def select(pilot, app, key: str, detail_key: str = "id"):
             break
         await pilot.press("down")
     assert t.cursor_key == key
-    await wait_until(pilot, lambda: (app.screen.detail or {}).get(detail_key) == key, what=f"detail of {key}")
+    await wait_until(pilot, lambda: field(app.screen.detail, detail_key) == key, what=f"detail of {key}")
 
 
 def db(path, sql, *params):

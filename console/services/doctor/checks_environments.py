@@ -12,6 +12,7 @@ from console.clock import db_time
 from console.services.doctor.context import Ctx, columns, rows_of
 from console.services.doctor.report import SHOWN_IDS, Finding
 from console.text import one_line
+from console.models.environments import PendingHandoff
 from console.services.environments import pending_handoffs
 
 ADMITTING_STATES = ("ready", "running", "stopped")
@@ -74,13 +75,13 @@ def check_environments(ctx: Ctx) -> list[Finding]:
         {"now": ctx.now_text, "stale": stale_before},
     ).fetchall()
     buckets = {k: [r for r in rows if r[f"flag_{k}"]] for k in conds}
-    waiting: list[tuple[str, dict]] = []
+    waiting: list[tuple[str, PendingHandoff]] = []
     for row in rows:
         if not any(row[f"flag_{k}"] for k in ("handoff_stop", "handoff_retire", "handoff_cleanup") if k in conds):
             continue
         for handoff in pending_handoffs(dict(row), ctx.now, ctx.stale_after):
-            if handoff["overdue"]:
-                buckets.setdefault(f"overdue_{handoff['kind']}", []).append({**dict(row), "handoff": handoff})
+            if handoff.overdue:
+                buckets.setdefault(f"overdue_{handoff.kind}", []).append({**dict(row), "handoff": handoff})
             else:
                 waiting.append((row["id"], handoff))
     findings: list[Finding] = []
@@ -122,7 +123,7 @@ def check_environments(ctx: Ctx) -> list[Finding]:
         lambda r: f"{r['id']} ({r['cleanup_attempts']} attempts)",
         "Repeated cleanup failures usually need a human (a locked volume, a missing provider).",
         "Read the environment's events and failure message; fix the provider-side problem.")
-    handed = lambda r: f"{r['id']} ({r['handoff']['text']})"  # noqa: E731
+    handed = lambda r: f"{r['id']} ({r['handoff'].text})"  # noqa: E731
     add("overdue_stop", "environments.idle_stop_overdue", "warning",
         f"Stops due more than {minutes} minutes ago and not performed",
         handed,
@@ -147,7 +148,7 @@ def check_environments(ctx: Ctx) -> list[Finding]:
     if waiting:
         findings.append(Finding(
             "environments.handoffs_pending", "info", "Requests handed to archon, not performed yet",
-            f"{len(waiting)} request(s): " + _listed([f"{i} ({h['text']})" for i, h in waiting]) + ".",
+            f"{len(waiting)} request(s): " + _listed([f"{i} ({h.text})" for i, h in waiting]) + ".",
             "The console never changes an environment's lifecycle state; it hands stops, retirements and "
             "cleanup retries to archon's own scheduling columns, and archon performs them.",
             f"Nothing yet: doctor warns when one waits longer than {minutes} minutes (--stale-minutes).",

@@ -1,0 +1,220 @@
+"""What the environments service returns: an environment as the console shows it, its leases, its
+events, the requests handed to archon, which claim actions it offers, and a claim write's outcome.
+
+Archon's tables gain columns from release to release, and `envs list --json` / `envs show --json`
+print every column as stored, whichever release wrote them. So each
+model keeps the row it was read from (`columns`, in table order) next to the typed fields the
+screens and commands read, and `to_json()` is the one place the JSON shape is defined: archon's
+columns first, then what the console derived, in the order the CLI has always printed them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+def _value(row: Mapping[str, Any], name: str) -> Any:
+    return row[name] if name in row else None
+
+
+@dataclass(frozen=True)
+class PendingHandoff:
+    """A request archon has been handed (through one of its scheduling columns) and not performed yet."""
+
+    kind: str  # the operation: stop, retire or cleanup_retry
+    column: str  # archon's column that carries the request
+    since: Any  # that column's value, as stored
+    age_seconds: float | None  # None when `since` is unreadable
+    performed_by: str  # who in archon acts on it
+    overdue: bool  # waited longer than the stale threshold: archon is probably not running
+    text: str  # the sentence doctor, `envs show` and the TUI print
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "column": self.column, "since": self.since, "age_seconds": self.age_seconds,
+                "performed_by": self.performed_by, "overdue": self.overdue, "text": self.text}
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """What completing a claim handed to archon."""
+
+    kind: str
+    column: str
+    since: Any
+    performed_by: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "column": self.column, "since": self.since, "performed_by": self.performed_by}
+
+
+@dataclass(frozen=True)
+class EnvironmentLease:
+    """An active execution lease (a run bound to the environment, not released)."""
+
+    execution_run_id: Any
+    bound_at: Any
+    columns: Mapping[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> "EnvironmentLease":
+        return cls(execution_run_id=_value(row, "execution_run_id"), bound_at=_value(row, "bound_at"), columns=dict(row))
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.columns)
+
+
+@dataclass(frozen=True)
+class EnvironmentEvent:
+    """One row of the environment's timeline (archon's events and the console's claim events)."""
+
+    sequence: Any
+    event_type: Any
+    from_state: Any
+    to_state: Any
+    actor_classification: Any
+    actor_reference: Any
+    reason: Any
+    created_at: Any
+    columns: Mapping[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> "EnvironmentEvent":
+        return cls(**{name: _value(row, name) for name in _EVENT_FIELDS}, columns=dict(row))
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.columns)
+
+
+_EVENT_FIELDS = ("sequence", "event_type", "from_state", "to_state", "actor_classification", "actor_reference",
+                 "reason", "created_at")
+
+
+@dataclass(frozen=True)
+class EnvironmentView:
+    """An execution environment with what the console derives from it.
+
+    A list row carries no `active_leases` and no `events` (None); `show_environment` fills both,
+    and `project_deleting`, which the claim rules need (a project being deleted is read-only in
+    the console) and which is not printed: it is the project's column, not the environment's.
+    """
+
+    # archon's columns the console reads (None where this release has no such column)
+    id: str
+    project_id: Any
+    lifecycle_state: Any
+    provider_kind: Any
+    provider_version: Any
+    operation_claim_id: Any
+    operation_kind: Any
+    operation_claimed_at: Any
+    retirement_requested_at: Any
+    idle_stop_at: Any
+    cleanup_retry_at: Any
+    cleanup_attempts: Any
+    failure_message: Any
+    last_used_at: Any
+    created_at: Any
+    # derived
+    active_lease_count: int
+    claim_holder: str | None  # who the claim id names
+    claim_age_seconds: float | None
+    stale: bool  # a claim older than the stale threshold (or with an unreadable time)
+    admits_leases: bool  # whether archon's lease admission would place a new run on it
+    admission_reason: str
+    pending_handoffs: tuple[PendingHandoff, ...]
+    # every column of the row as stored, in table order (the JSON's first keys)
+    columns: Mapping[str, Any] = field(repr=False)
+    active_leases: tuple[EnvironmentLease, ...] | None = None
+    events: tuple[EnvironmentEvent, ...] | None = None
+    project_deleting: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        data = {
+            **self.columns,
+            "active_lease_count": self.active_lease_count,
+            "claim_holder": self.claim_holder,
+            "claim_age_seconds": self.claim_age_seconds,
+            "stale": self.stale,
+            "admits_leases": self.admits_leases,
+            "admission_reason": self.admission_reason,
+            "pending_handoffs": [h.to_json() for h in self.pending_handoffs],
+        }
+        if self.active_leases is not None:
+            data["active_leases"] = [lease.to_json() for lease in self.active_leases]
+        if self.events is not None:
+            data["events"] = [event.to_json() for event in self.events]
+        return data
+
+
+ARCHON_FIELDS = ("id", "project_id", "lifecycle_state", "provider_kind", "provider_version", "operation_claim_id",
+                 "operation_kind", "operation_claimed_at", "retirement_requested_at", "idle_stop_at",
+                 "cleanup_retry_at", "cleanup_attempts", "failure_message", "last_used_at", "created_at")
+
+
+@dataclass(frozen=True)
+class EnvironmentPage:
+    rows: list[EnvironmentView]
+    next_after: str | None  # pass as `after` for the next page; None on the last page
+
+
+@dataclass(frozen=True)
+class ClaimOptions:
+    """For each claim action (an operation name to claim it, "complete", "release", "takeover"):
+    None when the service would carry it out for this actor on the environment as read, else the
+    plain-words reason it would refuse. The write re-checks everything in its transaction."""
+
+    reasons: Mapping[str, str | None]
+
+    def why(self, action: str) -> str | None:
+        return self.reasons[action]
+
+    def enabled(self, action: str) -> bool:
+        return self.reasons[action] is None
+
+    def unavailable(self) -> dict[str, str]:
+        """Only the actions that would be refused, with why."""
+        return {action: why for action, why in self.reasons.items() if why is not None}
+
+
+@dataclass
+class ClaimResult:
+    """What a claim, release or complete did: the outcome every write reports (`ok`, `id`, `state`,
+    `message`, `noop`, as `console.services.base.ActionResult`) and what the claim write changed.
+
+    `to_json()` prints the claim fields only when set, as the CLI has always printed them.
+    """
+
+    ok: bool
+    id: str
+    state: str | None
+    message: str
+    noop: bool = False
+    operation_kind: str | None = None
+    claim_id: str | None = None
+    handoff: Handoff | None = None
+    event_written: bool | None = None  # False: this database's event table has columns we do not know
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"ok": self.ok, "id": self.id, "state": self.state, "message": self.message,
+                                "noop": self.noop}
+        if not self.ok:
+            data["wrote"] = []
+        for name in ("operation_kind", "claim_id", "handoff", "event_written"):
+            value = getattr(self, name)
+            if value is not None:
+                data[name] = value.to_json() if isinstance(value, Handoff) else value
+        return data
+
+
+__all__ = [
+    "ARCHON_FIELDS",
+    "ClaimOptions",
+    "ClaimResult",
+    "EnvironmentEvent",
+    "EnvironmentLease",
+    "EnvironmentPage",
+    "EnvironmentView",
+    "Handoff",
+    "PendingHandoff",
+]

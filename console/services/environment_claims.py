@@ -1,0 +1,385 @@
+"""The claim writes: claim (and take over), release, complete.
+
+A claim is the triple (`operation_claim_id`, `operation_kind`, `operation_claimed_at`). Archon's
+trigger only checks that the triple is all-or-nothing; it lets one claim overwrite another
+(docs/archon-schema.md, operation claims), so exclusivity lives here: every write is a compare-and-set that must change
+exactly one row, inside one `BEGIN IMMEDIATE` transaction that re-reads every precondition. What
+each write hands to archon, and why the console never writes `lifecycle_state`, is told in
+console/services/environments.py; the rules themselves are in `environment_rules`, whose
+`claim_options` answers in advance what these functions decide here.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime, timedelta
+from typing import Any
+
+from console.clock import db_time
+from console.db.connect import ArchonDatabase
+from console.db.tx import write_transaction
+from console.errors import Refusal, UsageError
+from console.models.environments import ClaimResult, Handoff
+from console.services.base import (
+    claim_id_for,
+    new_event_id,
+    require_feature,
+    validate_actor,
+    validate_reason,
+)
+from console.services.environment_queries import claim_age, table_columns
+from console.services.environment_rules import (
+    ALLOWED_STATES,
+    DEFAULT_STALE_AFTER,
+    HANDOFF,
+    OPERATIONS,
+    RESET_NOT_COMPLETABLE,
+    WHY_ALLOWED,
+    ago,
+    claim_holder,
+    exact_time,
+    held_by,
+)
+
+# Events the console writes; anything else in the table is archon's.
+EVENT_TYPES = ("operation_claimed", "operation_taken_over", "operation_released", "operation_completed")
+_EVENT_COLUMNS = (
+    "id", "project_id", "environment_id", "sequence", "event_type", "from_state", "to_state",
+    "actor_classification", "actor_reference", "reason", "metadata_json", "created_at",
+)
+
+
+def _event_columns(conn: sqlite3.Connection) -> set[str] | None:
+    """The event columns we can fill, or None when a required column's meaning is unknown.
+
+    Archon's DDL for this table is unseen (docs/decisions.md, Q3): if a real database demands a column we
+    do not know, we skip the event rather than invent a value.
+    """
+    info = table_columns(conn, "execution_environment_events")
+    if not info:
+        return None
+    names = {c["name"] for c in info}
+    if not {"environment_id", "sequence", "event_type"} <= names:
+        return None
+    writable = set()
+    for column in info:
+        name = column["name"]
+        rowid_alias = column["pk"] and (column["type"] or "").upper() == "INTEGER"
+        required = column["notnull"] and column["dflt_value"] is None and not rowid_alias
+        if name in _EVENT_COLUMNS and not rowid_alias:
+            writable.add(name)
+        elif required:
+            return None
+    return writable
+
+
+def _append_event(
+    conn: sqlite3.Connection,
+    env: sqlite3.Row,
+    *,
+    event_type: str,
+    from_state: str | None,
+    to_state: str | None,
+    actor: str,
+    reason: str | None,
+    metadata: dict[str, Any],
+    now: datetime,
+) -> bool:
+    columns = _event_columns(conn)
+    if columns is None:
+        return False
+    sequence = conn.execute(
+        "SELECT COALESCE(MAX(sequence), 0) + 1 FROM execution_environment_events WHERE environment_id = ?",
+        (env["id"],),
+    ).fetchone()[0]
+    values = {
+        "id": new_event_id(),
+        "project_id": env["project_id"],
+        "environment_id": env["id"],
+        "sequence": sequence,
+        "event_type": event_type,
+        "from_state": from_state,
+        "to_state": to_state,
+        "actor_classification": "human",
+        "actor_reference": actor,
+        "reason": reason,
+        "metadata_json": json.dumps({**metadata, "source": "archon-console"}, sort_keys=True),
+        "created_at": db_time(now),
+    }
+    names = [n for n in _EVENT_COLUMNS if n in columns]
+    conn.execute(
+        f"INSERT INTO execution_environment_events ({', '.join(names)}) "
+        f"VALUES ({', '.join('?' for _ in names)})",
+        [values[n] for n in names],
+    )
+    return True
+
+
+def _last_operation_event(conn: sqlite3.Connection, env_id: str) -> dict[str, Any] | None:
+    names = {c["name"] for c in table_columns(conn, "execution_environment_events")}
+    if not {"environment_id", "sequence", "event_type", "actor_reference"} <= names:
+        return None
+    row = conn.execute(
+        "SELECT * FROM execution_environment_events WHERE environment_id = ? AND event_type IN "
+        f"({', '.join('?' for _ in EVENT_TYPES)}) ORDER BY sequence DESC LIMIT 1",
+        (env_id, *EVENT_TYPES),
+    ).fetchone()
+    return dict(row) if row else None
+
+
+def _load(conn: sqlite3.Connection, env_id: str) -> sqlite3.Row:
+    env = conn.execute(
+        "SELECT e.*, p.deletion_started_at AS project_deletion_started_at "
+        "FROM execution_environments e LEFT JOIN projects p ON p.id = e.project_id WHERE e.id = ?",
+        (env_id,),
+    ).fetchone()
+    if env is None:
+        raise Refusal(f"There is no environment {env_id}.", "List them with `envs list`.")
+    if env["project_deletion_started_at"]:
+        raise Refusal(
+            f"{env_id} belongs to project {env['project_id']}, which is being deleted "
+            f"(since {exact_time(env['project_deletion_started_at'])}); nothing was written.",
+            "Projects being deleted are read-only in the console.",
+        )
+    return env
+
+
+def _active_leases(conn: sqlite3.Connection, env_id: str) -> int:
+    return conn.execute(
+        "SELECT count(*) FROM execution_environment_run_bindings WHERE environment_id = ? "
+        "AND relationship = 'execution' AND released_at IS NULL",
+        (env_id,),
+    ).fetchone()[0]
+
+
+def _claim_age(env: sqlite3.Row, now: datetime) -> float:
+    return claim_age(env["operation_claimed_at"], now)
+
+
+def _describe_claim(env: sqlite3.Row, now: datetime) -> str:
+    age = _claim_age(env, now)
+    age_text = f"{ago(age)} ago" if age != float("inf") else "an unreadable time"
+    return (
+        f"{env['id']} is claimed for {env['operation_kind']} by {claim_holder(env['operation_claim_id'])} "
+        f"since {exact_time(env['operation_claimed_at'])} ({age_text})"
+    )
+
+
+def _stale_hint(env: sqlite3.Row, now: datetime, stale_after: timedelta, verb: str) -> str:
+    age = _claim_age(env, now)
+    threshold = ago(stale_after.total_seconds())
+    if age > stale_after.total_seconds():
+        return f"it is stale (older than {threshold}); use --takeover with a reason to {verb}"
+    wait = ago(stale_after.total_seconds() - age)
+    return f"use --takeover with a reason once it is stale (older than {threshold}, in {wait})"
+
+
+def _require_allowed(env: sqlite3.Row, op: str, doing: str, hint: str | None = None) -> None:
+    state = env["lifecycle_state"]
+    if state not in ALLOWED_STATES[op]:
+        raise Refusal(
+            f"{env['id']} is {state}; {doing} needs {' or '.join(ALLOWED_STATES[op])} "
+            f"({WHY_ALLOWED[op]}). Nothing was written.",
+            hint,
+        )
+
+
+def _result(env_id: str, state: str | None, message: str, **fields: Any) -> ClaimResult:
+    return ClaimResult(ok=True, id=env_id, state=state, message=message, **fields)
+
+
+def _checks(handle: ArchonDatabase, actor: str) -> str:
+    require_feature(handle, "claims", what="An operation claim")
+    return validate_actor(actor)
+
+
+def claim(
+    handle: ArchonDatabase,
+    env_id: str,
+    op: str,
+    actor: str,
+    *,
+    now: datetime,
+    takeover: bool = False,
+    reason: str | None = None,
+    stale_after: timedelta = DEFAULT_STALE_AFTER,
+) -> ClaimResult:
+    """Claim `op` on an environment for `actor`; with `takeover`, replace a stale claim.
+
+    The UPDATE is conditional on the claim seen (NULL, or the stale one being taken over) and on
+    the lifecycle state; exactly one row must change. A retire claim also records the durable
+    retirement request. Repeating a claim you already hold is a no-op.
+    """
+    if op not in OPERATIONS:
+        raise UsageError(f"Unknown operation {op!r}; one of: {', '.join(OPERATIONS)}.")
+    actor = _checks(handle, actor)
+    reason = validate_reason(reason, required=takeover, what="taking over a claim")
+    with write_transaction(handle.conn, read_only=handle.read_only) as conn:
+        env = _load(conn, env_id)
+        held = env["operation_claim_id"]
+        state = env["lifecycle_state"]
+        if held and held_by(held, actor):
+            if env["operation_kind"] == op:
+                return _result(env_id, state, f"{env_id} is already claimed for {op} by you; nothing changed.",
+                               noop=True, operation_kind=op, claim_id=held)
+            raise Refusal(
+                f"You already hold a {env['operation_kind']} claim on {env_id}; "
+                f"complete or release it before claiming {op}. Nothing was written."
+            )
+        if held and not takeover:
+            raise Refusal(_describe_claim(env, now) + "; " + _stale_hint(env, now, stale_after, "take it over") + ".")
+        if held and _claim_age(env, now) <= stale_after.total_seconds():
+            raise Refusal(
+                _describe_claim(env, now) + "; a fresh claim cannot be taken over: "
+                + _stale_hint(env, now, stale_after, "take it over") + "."
+            )
+        _require_allowed(env, op, f"a {op} claim")
+        new_id = claim_id_for(actor)
+        sets = "operation_claim_id = ?, operation_kind = ?, operation_claimed_at = ?"
+        params: list[Any] = [new_id, op, db_time(now)]
+        if op == "retire":
+            sets += ", retirement_requested_at = COALESCE(retirement_requested_at, ?)"
+            params.append(db_time(now))
+        guard = "operation_claim_id = ?" if held else "operation_claim_id IS NULL"
+        params += [env_id, *([held] if held else []), *ALLOWED_STATES[op]]
+        changed = conn.execute(
+            f"UPDATE execution_environments SET {sets} WHERE id = ? AND {guard} "
+            f"AND lifecycle_state IN ({', '.join('?' for _ in ALLOWED_STATES[op])})",
+            params,
+        ).rowcount
+        if changed != 1:  # impossible under BEGIN IMMEDIATE; kept as the last line of defence
+            raise Refusal(f"{env_id} changed while it was being claimed; nothing was written. Try again.")
+        event_type = "operation_taken_over" if held else "operation_claimed"
+        metadata = {"operation_kind": op, "claim_id": new_id, "previous_claim_id": held}
+        if held:
+            metadata["previous_operation_kind"] = env["operation_kind"]
+        logged = _append_event(conn, env, event_type=event_type, from_state=state, to_state=state,
+                               actor=actor, reason=reason, metadata=metadata, now=now)
+    if held:
+        message = (f"{env_id} taken over for {op} from {claim_holder(held)} "
+                   f"(their {env['operation_kind']} claim was {ago(_claim_age(env, now))} old).")
+    else:
+        message = f"{env_id} claimed for {op}; no new runs can be placed on it until the claim is completed or released."
+    if op == "retire" and not env["retirement_requested_at"]:
+        message += " Retirement is now requested (this stays even if the claim is released)."
+    return _finish(_result(env_id, state, message, operation_kind=op, claim_id=new_id), logged)
+
+
+def _finish(result: ClaimResult, logged: bool) -> ClaimResult:
+    result.event_written = logged
+    if not logged:
+        result.message += (" No environment event was written: this database's execution_environment_events "
+                           "table has columns the console does not know.")
+    return result
+
+
+def release(
+    handle: ArchonDatabase,
+    env_id: str,
+    actor: str,
+    *,
+    now: datetime,
+    takeover: bool = False,
+    reason: str | None = None,
+    stale_after: timedelta = DEFAULT_STALE_AFTER,
+) -> ClaimResult:
+    """Drop a claim without a lifecycle change: your own, or a stale one with `takeover`."""
+    actor = _checks(handle, actor)
+    reason = validate_reason(reason, required=takeover, what="releasing someone else's claim")
+    with write_transaction(handle.conn, read_only=handle.read_only) as conn:
+        env = _load(conn, env_id)
+        held = env["operation_claim_id"]
+        state = env["lifecycle_state"]
+        if not held:
+            last = _last_operation_event(conn, env_id)
+            if last and last["event_type"] == "operation_released" and last["actor_reference"] == actor:
+                return _result(env_id, state, f"{env_id} was already released by you; nothing changed.", noop=True)
+            raise Refusal(f"{env_id} holds no operation claim; there is nothing to release.")
+        mine = held_by(held, actor)
+        if not mine:
+            if not takeover:
+                raise Refusal(_describe_claim(env, now) + "; only its holder can release it, or "
+                              + _stale_hint(env, now, stale_after, "release it") + ".")
+            if _claim_age(env, now) <= stale_after.total_seconds():
+                raise Refusal(_describe_claim(env, now) + "; a fresh claim cannot be released by someone else: "
+                              + _stale_hint(env, now, stale_after, "release it") + ".")
+        changed = conn.execute(
+            "UPDATE execution_environments SET operation_claim_id = NULL, operation_kind = NULL, "
+            "operation_claimed_at = NULL WHERE id = ? AND operation_claim_id = ?",
+            (env_id, held),
+        ).rowcount
+        if changed != 1:
+            raise Refusal(f"{env_id} changed while it was being released; nothing was written. Try again.")
+        metadata = {"operation_kind": env["operation_kind"], "claim_id": None, "previous_claim_id": held,
+                    "takeover": not mine}
+        logged = _append_event(conn, env, event_type="operation_released", from_state=state, to_state=state,
+                               actor=actor, reason=reason, metadata=metadata, now=now)
+    whose = "your" if mine else f"{claim_holder(held)}'s stale"
+    message = f"Released {whose} {env['operation_kind']} claim on {env_id}; its state stays {state}."
+    if env["operation_kind"] == "retire":
+        message += " The retirement request stays in place."
+    return _finish(_result(env_id, state, message, operation_kind=env["operation_kind"]), logged)
+
+
+def complete(handle: ArchonDatabase, env_id: str, actor: str, *, now: datetime) -> ClaimResult:
+    """Hand the claimed operation off to archon's scheduling column and clear the claim; holder only.
+
+    One UPDATE, conditional on the claim and the state seen; `lifecycle_state` is never written.
+    """
+    actor = _checks(handle, actor)
+    with write_transaction(handle.conn, read_only=handle.read_only) as conn:
+        env = _load(conn, env_id)
+        held = env["operation_claim_id"]
+        state = env["lifecycle_state"]
+        if not held:
+            last = _last_operation_event(conn, env_id)
+            if last and last["event_type"] == "operation_completed" and last["actor_reference"] == actor:
+                return _result(env_id, state, f"{env_id} was already completed by you; nothing changed.", noop=True)
+            raise Refusal(f"{env_id} holds no operation claim; claim an operation before completing it.")
+        if not held_by(held, actor):
+            raise Refusal(_describe_claim(env, now) + "; only its holder can complete it.")
+        op = env["operation_kind"]
+        handoff = HANDOFF.get(op)
+        if handoff is None:
+            raise Refusal(
+                f"{env_id}: {RESET_NOT_COMPLETABLE.format(release=f'archon-console envs release {env_id}')}. Nothing was written; your claim stays.",
+                f"archon-console envs release {env_id}",
+            )
+        _require_allowed(env, op, f"completing {op}", hint=f"Release the claim instead: archon-console envs release {env_id}")
+        column, performer = handoff
+        stamp = db_time(now)
+        sets, params = ("", []) if op == "retire" else (f"{column} = ?, ", [stamp])
+        changed = conn.execute(
+            f"UPDATE execution_environments SET {sets}operation_claim_id = NULL, operation_kind = NULL, "
+            "operation_claimed_at = NULL WHERE id = ? AND operation_claim_id = ? AND lifecycle_state = ?",
+            (*params, env_id, held, state),
+        ).rowcount
+        if changed != 1:
+            raise Refusal(f"{env_id} changed while it was being completed; nothing was written. Try again.")
+        leases = _active_leases(conn, env_id)
+        since = stamp if op != "retire" else env["retirement_requested_at"]
+        logged = _append_event(conn, env, event_type="operation_completed", from_state=state, to_state=state,
+                               actor=actor, reason=None,
+                               metadata={"operation_kind": op, "claim_id": None, "previous_claim_id": held,
+                                         "handoff": column},
+                               now=now)
+    if op == "cleanup_retry":
+        message = f"{env_id}: cleanup retry requested now; archon's cleanup worker performs it. The claim is cleared."
+    elif op == "stop":
+        message = (f"{env_id}: stop handed off to archon (idle_stop_at = now); archon's idle-stop sweep stops it. "
+                   f"The claim is cleared; the state stays {state} until archon has stopped it.")
+        if leases:
+            message += " An execution lease is still active: the console does not interrupt its run."
+    else:
+        message = (f"{env_id}: retirement handed off to archon (requested since {exact_time(since)}); archon's retirement "
+                   f"path (retiring -> cleanup_pending -> retired) performs it. The claim is cleared; the state "
+                   f"stays {state} until archon moves it.")
+        if leases:
+            message += " An execution lease is still active: archon retires it after that run."
+    return _finish(_result(env_id, state, message, operation_kind=op,
+                           handoff=Handoff(kind=op, column=column, since=since, performed_by=performer)),
+                   logged)
+
+
+__all__ = ["EVENT_TYPES", "claim", "complete", "release"]

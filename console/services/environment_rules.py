@@ -1,0 +1,207 @@
+"""The claim rules and their words: which operation may be claimed in which lifecycle state, what
+completing it hands to archon, whose claim an id names, when a claim is stale, and, for one
+environment and one actor, which claim actions the writes would carry out (`claim_options`).
+
+The writes in `environment_claims` enforce these rules inside their transaction; `claim_options`
+answers the same questions in advance from a row already read, so a screen greys a key exactly
+when the write would refuse it (tests/test_environment_claim_options.py holds the two together).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from datetime import timedelta
+
+import humanize
+
+from console.clock import parse_time
+from console.errors import Refusal, UsageError
+from console.models.environments import ClaimOptions, EnvironmentView
+from console.services.base import validate_actor
+
+STATES = (
+    "queued", "preparing", "ready", "running", "stopped",
+    "retiring", "cleanup_pending", "retired", "failed", "unavailable",
+)
+OPERATIONS = ("stop", "retire", "reset", "cleanup_retry")
+# Every action `claim_options` answers for: claiming an operation, then what a claim allows.
+CLAIM_ACTIONS = (*OPERATIONS, "complete", "release", "takeover")
+
+# Which lifecycle states each operation may be claimed (and completed) in, and why.
+ALLOWED_STATES: dict[str, tuple[str, ...]] = {
+    "stop": ("ready", "running"),
+    "retire": tuple(s for s in STATES if s not in ("retired", "retiring", "cleanup_pending")),
+    "reset": ("ready", "stopped", "failed", "unavailable"),
+    "cleanup_retry": ("cleanup_pending",),
+}
+WHY_ALLOWED: dict[str, str] = {
+    "stop": "only something running or ready can be stopped",
+    "retire": "an environment already retiring, waiting for cleanup or retired is on its way out",
+    "reset": "a reset rebuilds the workspace, which must not happen while it runs or is being retired",
+    "cleanup_retry": "only an environment waiting for cleanup can have its cleanup retried",
+}
+# What completing an operation hands to archon: (the column that carries the request, who in
+# archon performs it). reset has no completion: see console/services/environments.py.
+HANDOFF: dict[str, tuple[str, str] | None] = {
+    "stop": ("idle_stop_at", "archon's idle-stop sweep"),
+    "retire": ("retirement_requested_at", "archon's retirement path"),
+    "reset": None,
+    "cleanup_retry": ("cleanup_retry_at", "archon's cleanup worker"),
+}
+HANDOFF_LABEL = {"stop": "stop", "retire": "retirement", "cleanup_retry": "cleanup retry"}
+RESET_NOT_COMPLETABLE = (
+    "a reset claim cannot be completed: the console cannot rebuild a workspace, and marking the "
+    "environment ready would let archon place runs on it. Release the claim ({release}); "
+    "archon resets environments itself"
+)
+ADMITTING_STATES = ("ready", "running", "stopped")
+DEFAULT_STALE_AFTER = timedelta(minutes=15)
+STALE_ENV = "ARCHON_CONSOLE_STALE_MINUTES"
+CLAIM_PREFIX = "console:"
+PROJECT_DELETING = "its project is being deleted"
+
+
+def completion_effect(op: str) -> str:
+    """What completing `op` writes and who acts on it (shared by CLI help, results and the TUI)."""
+    handoff = HANDOFF.get(op)
+    if handoff is None:
+        return "none: a reset claim is a hold that its holder releases; archon resets environments itself"
+    column, performer = handoff
+    if op == "retire":
+        return f"keeps {column} and clears the claim; {performer} (retiring -> cleanup_pending -> retired) performs it"
+    return f"sets {column} = now and clears the claim; {performer} performs it"
+
+
+def operations_help() -> str:
+    """One line per operation: the states it needs and why (shared by CLI help and the TUI)."""
+    lines = []
+    for op in OPERATIONS:
+        lines.append(f"{op}: claimable in {', '.join(ALLOWED_STATES[op])} ({WHY_ALLOWED[op]}); "
+                     f"complete: {completion_effect(op)}")
+    return "\n".join(lines)
+
+
+def default_stale_after() -> timedelta:
+    """`$ARCHON_CONSOLE_STALE_MINUTES`, else 15 minutes."""
+    raw = os.environ.get(STALE_ENV)
+    if not raw:
+        return DEFAULT_STALE_AFTER
+    try:
+        minutes = float(raw)
+    except ValueError:
+        raise UsageError(f"{STALE_ENV} must be a number of minutes, not {raw!r}.") from None
+    if not math.isfinite(minutes) or not 0 <= minutes <= 10 * 366 * 24 * 60:
+        raise UsageError(f"{STALE_ENV} must be a number of minutes between 0 and ten years, not {raw!r}.")
+    return timedelta(minutes=minutes)
+
+
+def ago(seconds: float | None) -> str:
+    """A claim's or a request's age in words ("an unknown time" when it cannot be read)."""
+    if seconds is None or seconds == float("inf"):
+        return "an unknown time"
+    return humanize.naturaldelta(timedelta(seconds=max(0, seconds)))
+
+
+def exact_time(value: object) -> str:
+    at = parse_time(value)
+    return at.strftime("%Y-%m-%d %H:%M UTC") if at else str(value)
+
+
+# --- claim ids ----------------------------------------------------------------------------
+
+def claim_holder(claim_id: str | None) -> str | None:
+    """Who a claim id names: the actor of a console claim, the raw id of anyone else's."""
+    if not claim_id:
+        return None
+    if claim_id.startswith(CLAIM_PREFIX) and "@" in claim_id:
+        return claim_id[len(CLAIM_PREFIX):].rsplit("@", 1)[0] or claim_id
+    return claim_id
+
+
+def held_by(claim_id: str | None, actor: str) -> bool:
+    """True when a console claim id names `actor`.
+
+    `claim_id_for` cuts `console:<actor>@<host>` to fit 128 characters; for such a cut id (exactly
+    128 long) the surviving head must be a prefix of what this actor's id would be on this host.
+    """
+    if not claim_id or not claim_id.startswith(CLAIM_PREFIX):
+        return False
+    if claim_holder(claim_id) == actor:
+        return True
+    if len(claim_id) < 128:
+        return False
+    head = claim_id.rsplit(":", 1)[0]
+    return f"{CLAIM_PREFIX}{actor}@{socket.gethostname() or 'host'}".startswith(head)
+
+
+# --- what the writes would do -------------------------------------------------------------
+
+def claim_options(env: EnvironmentView, actor: str) -> ClaimOptions:
+    """For every action in `CLAIM_ACTIONS`: None when the write would carry it out on `env` (as
+    `show_environment` read it) for `actor`, else why it would refuse, in plain words.
+
+    An action that would only repeat what already took effect (claiming what you hold, releasing
+    what you released) is not offered either. "takeover" means taking over the held claim for its
+    own operation (`claim(..., takeover=True)`); "release" means releasing it, with a takeover
+    when the claim is someone else's stale one. The writes re-check all of this in their
+    transaction; this answer may be stale by the time a key is pressed.
+    """
+    reasons: dict[str, str | None] = dict.fromkeys(CLAIM_ACTIONS)
+    try:
+        validate_actor(actor)
+    except Refusal as exc:
+        return ClaimOptions({action: exc.reason for action in CLAIM_ACTIONS})
+    if env.project_deleting:
+        return ClaimOptions({action: PROJECT_DELETING for action in CLAIM_ACTIONS})
+    state = env.lifecycle_state
+    held = env.operation_claim_id
+    for op in OPERATIONS:
+        if held:
+            reasons[op] = f"already claimed for {env.operation_kind} by {env.claim_holder}"
+        elif state not in ALLOWED_STATES[op]:
+            reasons[op] = f"it is {state}: {WHY_ALLOWED[op]}"
+    if not held:
+        reasons["complete"] = reasons["release"] = "no claim is held"
+        reasons["takeover"] = "no claim to take over"
+        return ClaimOptions(reasons)
+    op = env.operation_kind
+    if not held_by(held, actor):
+        reasons["complete"] = f"the claim is {env.claim_holder}'s, not yours"
+        if not env.stale:
+            reasons["release"] = "only its holder can release a fresh claim"
+            reasons["takeover"] = "the claim is not stale yet"
+        elif op not in OPERATIONS:
+            reasons["takeover"] = f"the claim is for {op}, an operation the console does not know"
+        elif state not in ALLOWED_STATES[op]:
+            reasons["takeover"] = f"it is {state}: {WHY_ALLOWED[op]}; release the stale claim instead"
+    else:
+        reasons["takeover"] = "you hold this claim"
+        if HANDOFF.get(op) is None:
+            reasons["complete"] = RESET_NOT_COMPLETABLE.format(release="key l")
+        elif state not in ALLOWED_STATES.get(op, ()):
+            reasons["complete"] = f"it is {state}: {WHY_ALLOWED[op]}; release the claim instead"
+    return ClaimOptions(reasons)
+
+
+__all__ = [
+    "ADMITTING_STATES",
+    "ALLOWED_STATES",
+    "CLAIM_ACTIONS",
+    "DEFAULT_STALE_AFTER",
+    "HANDOFF",
+    "HANDOFF_LABEL",
+    "OPERATIONS",
+    "RESET_NOT_COMPLETABLE",
+    "STATES",
+    "WHY_ALLOWED",
+    "ago",
+    "claim_holder",
+    "claim_options",
+    "completion_effect",
+    "default_stale_after",
+    "exact_time",
+    "held_by",
+    "operations_help",
+]
