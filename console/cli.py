@@ -10,7 +10,6 @@ With `--json` anywhere in argv, every outcome is JSON on stdout, errors too (`_e
 from __future__ import annotations
 
 import argparse
-import getpass
 import importlib
 import os
 import sqlite3
@@ -118,6 +117,8 @@ def default_actor() -> str:
     env = os.environ.get("ARCHON_CONSOLE_ACTOR")
     if env:
         return env
+    import getpass  # only when the environment names nobody
+
     try:
         return getpass.getuser()
     except Exception:  # no login name in some containers
@@ -317,11 +318,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _remove_leftovers() -> None:
-    """Private copies of the user's data that killed runs (kill -9) left in the temp directory."""
-    try:
-        from console.db.files import remove_stale
+    """Private copies of the user's data that killed runs (kill -9) left in the temp directory.
 
-        remove_stale()
+    Every start pays for this, so it is one `scandir` of the temp directory with a name-prefix
+    filter (console/db/files.py `leftovers_possible`); only when a name of ours is there is the
+    full check (owner, process alive, file type) run.
+    """
+    try:
+        from console.db.files import leftovers_possible, remove_stale
+
+        if leftovers_possible():
+            remove_stale()
     except Exception:  # noqa: BLE001 - housekeeping never stops a command
         pass
 
