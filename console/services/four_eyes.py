@@ -159,28 +159,32 @@ def identify(authority_json: Any) -> Requester:
         value = json.loads(authority_json, object_pairs_hook=keep_pairs)
     except (ValueError, RecursionError):
         return Requester(None, "its authority_json is not valid JSON", _mentions_of_text(authority_json))
-    every = _strings(value) + [s for pairs in pairs_seen for pair in pairs for s in _strings(list(pair))]
-    mentions = frozenset(n for n in (canonical_name(s) for s in every) if n)  # repeated keys included
+
+    def mentions() -> frozenset[str]:
+        """Only an uncertain answer carries them (decisions are the hot path; most are certain)."""
+        every = _strings(value) + [s for pairs in pairs_seen for pair in pairs for s in _strings(list(pair))]
+        return frozenset(n for n in (canonical_name(s) for s in every) if n)  # repeated keys included
+
     if not isinstance(value, dict):
-        return Requester(None, f"its authority_json is {_kind(value)}, not an object", mentions)
+        return Requester(None, f"its authority_json is {_kind(value)}, not an object", mentions())
     top = pairs_seen[-1]  # the outermost object is completed last
     candidates = [(k, v) for k, v in top if canonical_name(k) in REQUESTER_KEYS]
     if not candidates:
-        return Requester(None, "its authority_json names no requester (no requested_by or requester field)", mentions)
+        return Requester(None, "its authority_json names no requester (no requested_by or requester field)", mentions())
     for key, raw in candidates:
         if key not in REQUESTER_KEYS:
             return Requester(None, f"its requester field {key!r} is spelled with invisible or look-alike characters",
-                             mentions)
+                             mentions())
         if not isinstance(raw, str):
-            return Requester(None, f"its {key} is {_kind(raw)}, not a name", mentions)
+            return Requester(None, f"its {key} is {_kind(raw)}, not a name", mentions())
     names = {canonical_name(v) for _, v in candidates}
     if len(candidates) > len({k for k, _ in candidates}) and len(names) > 1:
-        return Requester(None, "its authority_json repeats a requester field with different names", mentions)
+        return Requester(None, "its authority_json repeats a requester field with different names", mentions())
     if len(names) > 1:
-        return Requester(None, "its requested_by and requester fields name different people", mentions)
+        return Requester(None, "its requested_by and requester fields name different people", mentions())
     if names == {""}:
-        return Requester(None, "its requester name is empty (or only invisible characters)", mentions)
-    return Requester(candidates[0][1], None, mentions)
+        return Requester(None, "its requester name is empty (or only invisible characters)", mentions())
+    return Requester(candidates[0][1], None)
 
 
 @dataclass(frozen=True)
