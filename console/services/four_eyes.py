@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,6 +125,23 @@ def _mentions_of_text(text: str) -> frozenset[str]:
     return frozenset(n for n in found if n)
 
 
+class _PairsDecoder(threading.local):
+    """A JSON decoder per thread, reused (building one costs as much as parsing a short authority),
+    whose hook records every object's pairs for the current call: Python's json keeps only the
+    last of repeated keys, and a repeated requester key must still be seen."""
+
+    def __init__(self) -> None:
+        self.pairs: list[list[tuple[str, Any]]] = []
+        self.decoder = json.JSONDecoder(object_pairs_hook=self._keep)
+
+    def _keep(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        self.pairs.append(pairs)
+        return dict(pairs)
+
+
+_decoding = _PairsDecoder()
+
+
 def _kind(value: Any) -> str:
     if isinstance(value, list):
         return "a JSON array"
@@ -150,13 +168,9 @@ def identify(authority_json: Any) -> Requester:
     if not isinstance(authority_json, str):
         return Requester(None, "its authority_json is not text", frozenset({canonical_name(str(authority_json))}))
     pairs_seen: list[list[tuple[str, Any]]] = []
-
-    def keep_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        pairs_seen.append(pairs)
-        return dict(pairs)
-
+    _decoding.pairs = pairs_seen
     try:
-        value = json.loads(authority_json, object_pairs_hook=keep_pairs)
+        value = _decoding.decoder.decode(authority_json)
     except (ValueError, RecursionError):
         return Requester(None, "its authority_json is not valid JSON", _mentions_of_text(authority_json))
 
