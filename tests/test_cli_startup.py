@@ -80,3 +80,20 @@ def test_the_leftover_check_answers_from_names_alone(tmp_path):
     (tmp_path / f"{temp_prefix('ro', hidden=False)}abcd").mkdir()
     assert leftovers_possible(tmp_path)
     assert leftovers_possible(tmp_path / "missing")  # cannot tell: the full check decides
+
+
+def test_a_named_action_builds_only_its_own_parser_and_anything_else_builds_them_all(capsys):
+    """`approvals list` builds the list parser alone (argparse's cost is per argument); the family's
+    help and an unknown action still see every action."""
+    from console.cli import build_parser, main
+    from console.commands.approvals import ACTIONS
+    from console.reference import subcommands
+
+    def actions(argv):
+        return sorted(subcommands(subcommands(build_parser(argv)).choices["approvals"]).choices)
+
+    assert actions(["approvals", "list", "--db", "x.db"]) == ["list"]
+    assert actions(["--db", "approve", "approvals", "--as", "list", "approve", "apr-1"]) == ["approve"]
+    assert actions(["approvals"]) == actions(["approvals", "lst"]) == actions(None) == sorted(ACTIONS)
+    assert main(["approvals", "lst"]) == 2
+    assert "choose from 'list', 'show', 'approve', 'deny', 'revoke', 'expire'" in capsys.readouterr().err
