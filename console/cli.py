@@ -10,7 +10,6 @@ With `--json` anywhere in argv, every outcome is JSON on stdout, errors too (`_e
 from __future__ import annotations
 
 import argparse
-import getpass
 import importlib
 import os
 import sqlite3
@@ -55,20 +54,33 @@ COMMAND_OWNERS = {
 _OPTIONS_WITH_VALUE = {"--db", "--as", "--busy-timeout"}
 
 
-def _named_command(argv: list[str]) -> str | None:
-    """The subcommand in argv, skipping global option values; None for help or the TUI."""
+def _words(argv: list[str]) -> list[str]:
+    """The bare words of argv up to a `--`, skipping the values of global options."""
+    words: list[str] = []
     skip = False
     for token in argv:
         if skip:
             skip = False
-            continue
-        if token in _OPTIONS_WITH_VALUE:
+        elif token == "--":
+            break
+        elif token in _OPTIONS_WITH_VALUE:
             skip = True
-            continue
-        if token.startswith("-"):
-            continue
-        return token if token in COMMAND_OWNERS else None
-    return None
+        elif not token.startswith("-"):
+            words.append(token)
+    return words
+
+
+def _named_command(argv: list[str]) -> str | None:
+    """The subcommand in argv, skipping global option values; None for help or the TUI."""
+    words = _words(argv)
+    return words[0] if words and words[0] in COMMAND_OWNERS else None
+
+
+def _named_action(argv: list[str]) -> str | None:
+    """The word after the subcommand (`list` in `approvals list`), for families that build only
+    the action named (a module with `ACTIONS`); None when there is none."""
+    words = _words(argv)
+    return words[1] if len(words) > 1 else None
 
 
 def _opens_tui(argv: list[str]) -> bool:
@@ -118,6 +130,8 @@ def default_actor() -> str:
     env = os.environ.get("ARCHON_CONSOLE_ACTOR")
     if env:
         return env
+    import getpass  # only when the environment names nobody
+
     try:
         return getpass.getuser()
     except Exception:  # no login name in some containers
@@ -185,7 +199,11 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
             if exc.name == name:
                 continue  # a command family not built yet
             raise
-        module.register(subparsers, parents)
+        action = _named_action(argv) if named and argv is not None else None
+        if action is not None and action in getattr(module, "ACTIONS", ()):
+            module.register(subparsers, parents, action)
+        else:
+            module.register(subparsers, parents)
     return parser
 
 
@@ -317,11 +335,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _remove_leftovers() -> None:
-    """Private copies of the user's data that killed runs (kill -9) left in the temp directory."""
-    try:
-        from console.db.files import remove_stale
+    """Private copies of the user's data that killed runs (kill -9) left in the temp directory.
 
-        remove_stale()
+    Every start pays for this, so it is one `scandir` of the temp directory with a name-prefix
+    filter (console/db/files.py `leftovers_possible`); only when a name of ours is there is the
+    full check (owner, process alive, file type) run.
+    """
+    try:
+        from console.db.files import leftovers_possible, remove_stale
+
+        if leftovers_possible():
+            remove_stale()
     except Exception:  # noqa: BLE001 - housekeeping never stops a command
         pass
 

@@ -10,8 +10,6 @@ import sys
 from datetime import datetime
 from typing import Any, Iterable, Sequence, TextIO
 
-import humanize
-
 from console.clock import parse_time
 from console.text import json_text, one_line
 from widgets.safe_text import clean
@@ -50,6 +48,8 @@ def relative(value: Any, now: datetime) -> str:
     at = parse_time(value)
     if at is None:
         return "-"
+    import humanize  # only where a relative time is printed: `--json` and writes never need it
+
     delta = at - now
     if delta.total_seconds() >= 0:
         return "in " + humanize.naturaldelta(delta)

@@ -125,6 +125,13 @@ def test_deny_keeps_todays_rule(db):
         assert approvals.deny(h, "u0", actor="dave", reason="no", now=NOW).ok  # unknown requester
 
 
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=40))
+def test_the_ascii_shortcut_canonicalises_as_the_unicode_path_does(text):
+    """Decisions canonicalise every string of an authority, so ASCII takes a shortcut (issue 11
+    item 6); it must give exactly the answer of the general NFKC path, controls and DEL included."""
+    assert four_eyes.canonical_name(text) == four_eyes._canonical_unicode(text)
+
+
 def test_canonical_names():
     assert four_eyes.canonical_name("  A\u200bL\u00adI\u202eC\u2066E\ufe0f ") == "alice"
     assert four_eyes.canonical_name("\uff21lice") == "alice"

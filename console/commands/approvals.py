@@ -18,13 +18,24 @@ HELP = "approval requests: list, show, approve, deny, revoke, expire"
 _positive_int = whole_number("rows", minimum=1)
 
 
-def register(subparsers: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
+# Every action's parser costs start-up time (argparse builds a help formatter per argument and
+# asks gettext for every help string), so a command line that names its action builds only that
+# one (console/cli.py `build_parser`); help for the family, or an unknown action, builds them all.
+ACTIONS = ("list", "show", "approve", "deny", "revoke", "expire")
+
+
+def register(subparsers: argparse._SubParsersAction, parents: list[argparse.ArgumentParser],
+             action: str | None = None) -> None:
     family = subparsers.add_parser(
         "approvals", help=HELP, description="Approval requests (git_push / custom_check) and their decisions.",
         parents=parents,
     )
     commands = family.add_subparsers(dest="approvals_command", metavar="ACTION", required=True)
+    for name in (action,) if action in ACTIONS else ACTIONS:
+        _ADDERS[name](commands, parents)
 
+
+def _add_list(commands: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
     p = commands.add_parser(
         "list", parents=parents, help="requests by expiry, soonest first",
         description="Requests ordered by expiry (soonest first). Times are relative to now; "
@@ -41,12 +52,16 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
     p.add_argument("--limit", type=_positive_int, default=50, metavar="N", help="at most N rows (default 50)")
     p.set_defaults(handler=run_list)
 
+
+def _add_show(commands: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
     p = commands.add_parser("show", parents=parents, help="one request with its action, authority and history")
     p.add_argument("id", metavar="ID")
     p.add_argument("--as-of", metavar="TIME", help="the request as it was at TIME, rebuilt from its events "
                    "('YYYY-MM-DD HH:MM' UTC, ISO 8601, or HH:MM for today)")
     p.set_defaults(handler=run_show)
 
+
+def _add_approve(commands: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
     p = commands.add_parser(
         "approve", parents=parents, help="approve pending requests (each in its own transaction)",
         description="Approve each pending request. The requester may not approve their own request (names "
@@ -61,6 +76,8 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
                    "for it (you confirm you are not the requester; recorded with the decision)")
     p.set_defaults(handler=run_decide, decision="approve")
 
+
+def _add_deny(commands: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
     p = commands.add_parser(
         "deny", parents=parents, help="deny pending requests (a reason is required)",
         description="Deny each pending request; the reason (at most 2000 bytes) is recorded in its history.",
@@ -69,6 +86,8 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
     p.add_argument("--reason", metavar="TEXT", required=True, help="why (required, at most 2000 bytes)")
     p.set_defaults(handler=run_decide, decision="deny")
 
+
+def _add_revoke(commands: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
     p = commands.add_parser(
         "revoke", parents=parents, help="withdraw an approval not yet consumed (approved -> invalidated)",
     )
@@ -76,12 +95,18 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
     p.add_argument("--reason", metavar="TEXT", required=True, help="why (required, at most 2000 bytes)")
     p.set_defaults(handler=run_decide, decision="revoke")
 
+
+def _add_expire(commands: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
     p = commands.add_parser(
         "expire", parents=parents, help="mark every pending or approved request past its expiry as expired",
         description="The sweep archon runs: pending or approved requests past expires_at become expired "
         "(recorded as actor 'system' / archon-console).",
     )
     p.set_defaults(handler=run_expire)
+
+
+_ADDERS = {"list": _add_list, "show": _add_show, "approve": _add_approve, "deny": _add_deny,
+           "revoke": _add_revoke, "expire": _add_expire}
 
 
 # --- handlers ----------------------------------------------------------------------------------

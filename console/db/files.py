@@ -21,10 +21,12 @@ from __future__ import annotations
 import errno
 import os
 import re
-import shutil
 import stat
-import tempfile
+import sys
 from pathlib import Path
+
+# `shutil` and `tempfile` are imported where they are used: every CLI start imports this module
+# for `leftovers_possible`, and the two cost about as much as the rest of `approvals list`'s imports.
 
 PREFIX = "archon-console-"
 # Every temporary name we create is "archon-console-<kind>.<pid>." and a random part: directories
@@ -40,6 +42,8 @@ _NO_LINKS = (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EM
 
 def create_exclusive(directory: str | os.PathLike[str], prefix: str, suffix: str = "") -> Path:
     """A new, empty 0600 regular file in `directory` under a name nobody could have planted."""
+    import tempfile
+
     fd, name = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=directory)
     os.close(fd)
     return Path(name)
@@ -107,6 +111,8 @@ def keep_aside(source: Path, target: Path, *, limit: int = 1000) -> Path:
     A hard link never follows a symlink planted at the name; where links are impossible the bytes
     are copied into an exclusively created file that is then published the same way.
     """
+    import shutil
+
     names = [target] + [target.with_name(f"{target.name}-{n}") for n in range(2, limit + 1)]
     for candidate in names:
         try:
@@ -134,6 +140,8 @@ def keep_aside(source: Path, target: Path, *, limit: int = 1000) -> Path:
 
 def private_dir(kind: str, parent: str | os.PathLike[str] | None = None) -> Path:
     """A new 0700 directory named for `kind` and this process (mkdtemp: never an existing one)."""
+    import tempfile
+
     return Path(tempfile.mkdtemp(prefix=temp_prefix(kind, hidden=parent is not None), dir=parent))
 
 
@@ -147,12 +155,44 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _temp_dir_guess() -> str | None:
+    """The directory `tempfile.gettempdir()` resolves to, without its probe file: tempfile's
+    candidates in its order ($TMPDIR, $TEMP, $TMP, /tmp, /var/tmp, /usr/tmp), the first that is a
+    directory this user may write. None when none is (tempfile would then use the working directory)."""
+    resolved = getattr(sys.modules.get("tempfile"), "tempdir", None)
+    if resolved:  # tempfile already resolved it (or a test set it): that is the answer
+        return resolved
+    candidates = [os.environ.get(name) for name in ("TMPDIR", "TEMP", "TMP")]
+    for candidate in [*candidates, "/tmp", "/var/tmp", "/usr/tmp"]:
+        if candidate and os.path.isdir(candidate) and os.access(candidate, os.W_OK | os.X_OK):
+            return candidate
+    return None
+
+
+def leftovers_possible(directory: str | os.PathLike[str] | None = None) -> bool:
+    """Whether `directory` (default: the temp directory) holds any name `temp_prefix` makes: one
+    `scandir` with a prefix test and nothing imported, so every CLI start can afford it. True
+    whenever it cannot tell, so `remove_stale` decides."""
+    root = os.fspath(directory) if directory is not None else _temp_dir_guess()
+    if root is None:
+        return True
+    ours = (PREFIX, "." + PREFIX)
+    try:
+        with os.scandir(root) as entries:
+            return any(entry.name.startswith(ours) for entry in entries)
+    except OSError:
+        return True
+
+
 def remove_stale(directory: str | os.PathLike[str] | None = None) -> list[Path]:
     """Remove what killed console runs left in `directory` (default: the temp directory).
 
     Only entries named by `temp_prefix`, owned by us, not symlinks, whose process is gone. A copy
     that a run killed with SIGKILL could not remove holds user data: it must not outlive the run.
     """
+    import shutil
+    import tempfile
+
     root = Path(directory) if directory is not None else Path(tempfile.gettempdir())
     removed: list[Path] = []
     try:
@@ -188,6 +228,7 @@ def remove_stale(directory: str | os.PathLike[str] | None = None) -> list[Path]:
 __all__ = [
     "create_exclusive",
     "keep_aside",
+    "leftovers_possible",
     "numbered",
     "private_dir",
     "publish",

@@ -43,9 +43,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import shutil
 import sqlite3
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -56,7 +54,6 @@ from urllib.parse import quote
 from console.db.paths import nonempty_file, require_database_file
 from console.db.files import create_exclusive, private_dir, publish, remove_stale, temp_prefix
 from console.errors import DatabaseUnusable, Refusal, UsageError
-from console.support import SupportInfo
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 PENDING_BYTE = 0x40000000
@@ -70,7 +67,6 @@ COPY_CHUNK = 8 << 20
 
 __all__ = [
     "CopyResult",
-    "SupportInfo",
     "is_wal_header",
     "open_read_only",
     "private_copy",
@@ -325,6 +321,8 @@ def snapshot_copy(
         if partial is not None:
             partial.unlink(missing_ok=True)
         if scratch is not None:
+            import shutil
+
             shutil.rmtree(scratch, ignore_errors=True)
     return final
 
@@ -378,6 +376,8 @@ def _backup_into(copy: CopyResult, partial: Path, path: Path) -> None:
     except sqlite3.DatabaseError as exc:
         # The backup API stops on pages it cannot read; fall back to the replayed copy itself
         # so that `doctor` can still describe the damage.
+        import shutil
+
         src.close()
         src = None
         with open(copy.path, "rb") as source, open(partial, "r+b") as out:
@@ -431,6 +431,8 @@ def open_read_only(
                 reason = opened
             else:
                 return opened
+    import shutil  # the copy's path only: reading in place needs neither shutil nor tempfile
+
     try:
         workdir = private_dir("ro")
     except OSError as exc:
@@ -495,6 +497,8 @@ def _open_live_wal(path: Path, busy_timeout_ms: int):
 
 def _no_private_copy(path: Path, exc: BaseException) -> DatabaseUnusable:
     """A WAL database is read through a private copy in the temp directory; it could not be made."""
+    import tempfile
+
     reason = getattr(exc, "strerror", None) or str(exc)
     return DatabaseUnusable(
         f"Cannot read {path} without a private copy, and the copy in {tempfile.gettempdir()} failed ({reason}); "

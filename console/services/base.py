@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
-import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -82,6 +80,9 @@ def require_feature(handle: ArchonDatabase, feature: str, *, what: str) -> None:
 
 def claim_id_for(actor: str) -> str:
     """`console:<actor>@<host>:<random>`, cut to archon's 128-character limit."""
+    import socket  # socket and uuid are imported by the writes that need them, not at every start
+    import uuid
+
     host = socket.gethostname() or "host"
     suffix = uuid.uuid4().hex[:12]
     head = f"console:{actor}@{host}"
@@ -89,6 +90,8 @@ def claim_id_for(actor: str) -> str:
 
 
 def new_event_id() -> str:
+    import uuid
+
     return str(uuid.uuid4())
 
 

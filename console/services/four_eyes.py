@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,8 +42,23 @@ def _invisible(ch: str) -> bool:
     return ord(ch) in _INVISIBLE_EXTRA or unicodedata.category(ch) in _INVISIBLE_CATEGORIES
 
 
+# ASCII text is its own NFKC form, and its only invisible characters are the C0 controls and DEL
+# (category Cc; no ASCII code point is Cf, Cs, Co, Cn or in _INVISIBLE_EXTRA), whose casefold is
+# lower(). Decisions canonicalise every string of an authority, so this path keeps them cheap.
+_ASCII_INVISIBLE = dict.fromkeys([*range(0x20), 0x7F])
+
+
 def canonical_name(text: str) -> str:
     """The form two names are compared in: NFKC, invisibles removed, whitespace collapsed, casefolded."""
+    if text.isascii():
+        if not text.isprintable():  # printable ASCII holds no control character to remove
+            text = text.translate(_ASCII_INVISIBLE)
+        return " ".join(text.split()).lower()
+    return _canonical_unicode(text)
+
+
+def _canonical_unicode(text: str) -> str:
+    """`canonical_name` for any text (the ASCII shortcut gives the same answer faster)."""
     text = unicodedata.normalize("NFKC", text)
     text = "".join(ch for ch in text if not _invisible(ch))
     text = " ".join(text.split())
@@ -109,6 +125,23 @@ def _mentions_of_text(text: str) -> frozenset[str]:
     return frozenset(n for n in found if n)
 
 
+class _PairsDecoder(threading.local):
+    """A JSON decoder per thread, reused (building one costs as much as parsing a short authority),
+    whose hook records every object's pairs for the current call: Python's json keeps only the
+    last of repeated keys, and a repeated requester key must still be seen."""
+
+    def __init__(self) -> None:
+        self.pairs: list[list[tuple[str, Any]]] = []
+        self.decoder = json.JSONDecoder(object_pairs_hook=self._keep)
+
+    def _keep(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        self.pairs.append(pairs)
+        return dict(pairs)
+
+
+_decoding = _PairsDecoder()
+
+
 def _kind(value: Any) -> str:
     if isinstance(value, list):
         return "a JSON array"
@@ -135,37 +168,37 @@ def identify(authority_json: Any) -> Requester:
     if not isinstance(authority_json, str):
         return Requester(None, "its authority_json is not text", frozenset({canonical_name(str(authority_json))}))
     pairs_seen: list[list[tuple[str, Any]]] = []
-
-    def keep_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        pairs_seen.append(pairs)
-        return dict(pairs)
-
+    _decoding.pairs = pairs_seen
     try:
-        value = json.loads(authority_json, object_pairs_hook=keep_pairs)
+        value = _decoding.decoder.decode(authority_json)
     except (ValueError, RecursionError):
         return Requester(None, "its authority_json is not valid JSON", _mentions_of_text(authority_json))
-    every = _strings(value) + [s for pairs in pairs_seen for pair in pairs for s in _strings(list(pair))]
-    mentions = frozenset(n for n in (canonical_name(s) for s in every) if n)  # repeated keys included
+
+    def mentions() -> frozenset[str]:
+        """Only an uncertain answer carries them (decisions are the hot path; most are certain)."""
+        every = _strings(value) + [s for pairs in pairs_seen for pair in pairs for s in _strings(list(pair))]
+        return frozenset(n for n in (canonical_name(s) for s in every) if n)  # repeated keys included
+
     if not isinstance(value, dict):
-        return Requester(None, f"its authority_json is {_kind(value)}, not an object", mentions)
+        return Requester(None, f"its authority_json is {_kind(value)}, not an object", mentions())
     top = pairs_seen[-1]  # the outermost object is completed last
     candidates = [(k, v) for k, v in top if canonical_name(k) in REQUESTER_KEYS]
     if not candidates:
-        return Requester(None, "its authority_json names no requester (no requested_by or requester field)", mentions)
+        return Requester(None, "its authority_json names no requester (no requested_by or requester field)", mentions())
     for key, raw in candidates:
         if key not in REQUESTER_KEYS:
             return Requester(None, f"its requester field {key!r} is spelled with invisible or look-alike characters",
-                             mentions)
+                             mentions())
         if not isinstance(raw, str):
-            return Requester(None, f"its {key} is {_kind(raw)}, not a name", mentions)
+            return Requester(None, f"its {key} is {_kind(raw)}, not a name", mentions())
     names = {canonical_name(v) for _, v in candidates}
     if len(candidates) > len({k for k, _ in candidates}) and len(names) > 1:
-        return Requester(None, "its authority_json repeats a requester field with different names", mentions)
+        return Requester(None, "its authority_json repeats a requester field with different names", mentions())
     if len(names) > 1:
-        return Requester(None, "its requested_by and requester fields name different people", mentions)
+        return Requester(None, "its requested_by and requester fields name different people", mentions())
     if names == {""}:
-        return Requester(None, "its requester name is empty (or only invisible characters)", mentions)
-    return Requester(candidates[0][1], None, mentions)
+        return Requester(None, "its requester name is empty (or only invisible characters)", mentions())
+    return Requester(candidates[0][1], None)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,99 @@
+"""What the two commands a shell runs most import (issue 11 item 5): start-up is most of their time.
+
+Each command runs in a fresh interpreter that reports `sys.modules` at exit; no timing is asserted
+(the figures are in the README's performance table), only that nothing a command does not need
+is imported: the TUI's textual and rich, sqlite-utils, and the standard modules only some paths use
+(tempfile and shutil's private copies, socket for claim ids, humanize for relative times).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.test_cli_common import live_request
+from tests.conftest import pin_real_clock
+from tests.test_approvals_helpers import seeded
+
+REPORT_MODULES = (
+    "import sys\n"
+    "from console.cli import main\n"
+    "code = main(sys.argv[2:])\n"
+    "with open(sys.argv[1], 'w') as out:\n"
+    "    out.write('\\n'.join(sorted(sys.modules)))\n"
+    "sys.exit(code)\n"
+)
+NEVER = ("textual", "rich", "sqlite_utils", "tempfile", "socket")
+
+
+@pytest.fixture
+def db(schema_db, monkeypatch, tmp_path):
+    pin_real_clock(monkeypatch, "2026-11-01 09:30:00")
+    return seeded(schema_db, tmp_path=tmp_path)
+
+
+def modules_of(tmp_path, *argv: str) -> set[str]:
+    report = tmp_path / "modules.txt"
+    tmpdir = tmp_path / "tmp"  # an empty temp directory: no leftovers for the start to remove
+    tmpdir.mkdir(exist_ok=True)
+    env = {**os.environ, "TMPDIR": str(tmpdir), "ARCHON_CONSOLE_NOW": "2026-11-01 09:30:00"}
+    done = subprocess.run([sys.executable, "-c", REPORT_MODULES, str(report), *argv],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    return set(report.read_text().split("\n"))
+
+
+def top_level(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+@pytest.mark.parametrize("argv, also_never", [
+    (["approvals", "list"], ("uuid",)),
+    (["approvals", "list", "--json"], ("uuid", "humanize")),
+])
+def test_approvals_list_imports_only_what_it_needs(db, tmp_path, argv, also_never):
+    loaded = top_level(modules_of(tmp_path, *argv, "--db", str(db)))
+    assert "console" in loaded
+    assert not loaded & {*NEVER, *also_never}, sorted(loaded & {*NEVER, *also_never})
+
+
+def test_a_single_approve_imports_only_what_it_needs(db, tmp_path):
+    live = live_request(db)
+    loaded = top_level(modules_of(tmp_path, "approvals", "approve", live, "--as", "dave", "--db", str(db)))
+    assert "uuid" in loaded  # the event id: the approval really was written
+    assert not loaded & {*NEVER, "humanize"}, sorted(loaded & {*NEVER, "humanize"})
+
+
+def test_the_leftover_check_answers_from_names_alone(tmp_path):
+    """Every start scans the temp directory once by name; the full check runs only on a match."""
+    from console.db.files import leftovers_possible, temp_prefix
+
+    assert not leftovers_possible(tmp_path)
+    (tmp_path / "archon-console-notes.txt").write_text("a user's file with a similar name")
+    (tmp_path / "unrelated").mkdir()
+    assert leftovers_possible(tmp_path)  # a superset of our names: the full check then decides
+    (tmp_path / "archon-console-notes.txt").unlink()
+    assert not leftovers_possible(tmp_path)
+    (tmp_path / f"{temp_prefix('ro', hidden=False)}abcd").mkdir()
+    assert leftovers_possible(tmp_path)
+    assert leftovers_possible(tmp_path / "missing")  # cannot tell: the full check decides
+
+
+def test_a_named_action_builds_only_its_own_parser_and_anything_else_builds_them_all(capsys):
+    """`approvals list` builds the list parser alone (argparse's cost is per argument); the family's
+    help and an unknown action still see every action."""
+    from console.cli import build_parser, main
+    from console.commands.approvals import ACTIONS
+    from console.reference import subcommands
+
+    def actions(argv):
+        return sorted(subcommands(subcommands(build_parser(argv)).choices["approvals"]).choices)
+
+    assert actions(["approvals", "list", "--db", "x.db"]) == ["list"]
+    assert actions(["--db", "approve", "approvals", "--as", "list", "approve", "apr-1"]) == ["approve"]
+    assert actions(["approvals"]) == actions(["approvals", "lst"]) == actions(None) == sorted(ACTIONS)
+    assert main(["approvals", "lst"]) == 2
+    assert "choose from 'list', 'show', 'approve', 'deny', 'revoke', 'expire'" in capsys.readouterr().err
