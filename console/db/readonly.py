@@ -48,11 +48,11 @@ import sqlite3
 import tempfile
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 from urllib.parse import quote
 
+from console.db.connect import sqlite_connection
 from console.db.paths import nonempty_file, require_database_file
 from console.db.files import create_exclusive, private_dir, publish, remove_stale, temp_prefix
 from console.errors import DatabaseUnusable, Refusal, UsageError
@@ -259,9 +259,7 @@ class ReadOnlyConnection(sqlite3.Connection):
 
 
 def _connect(uri_or_path: str, *, uri: bool) -> ReadOnlyConnection:
-    conn = sqlite3.connect(
-        uri_or_path, uri=uri, isolation_level=None, check_same_thread=False, factory=ReadOnlyConnection
-    )
+    conn = sqlite_connection(uri_or_path, uri=uri, check_same_thread=False, factory=ReadOnlyConnection)
     conn.source_uri = uri_or_path if uri else ro_uri(Path(uri_or_path))
     return conn
 
@@ -271,7 +269,7 @@ def reconnect(conn: sqlite3.Connection) -> sqlite3.Connection | None:
     uri = getattr(conn, "source_uri", None)
     if not uri:
         return None
-    other = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    other = sqlite_connection(uri, uri=True, check_same_thread=False)
     other.execute("PRAGMA query_only = ON")
     return other
 
@@ -362,7 +360,7 @@ def _backup_into(copy: CopyResult, partial: Path, path: Path) -> None:
             raise
         except sqlite3.DatabaseError:
             pass  # corrupt files still get copied page by page below
-        dst = sqlite3.connect(str(partial), isolation_level=None)
+        dst = sqlite_connection(str(partial))
         try:
             src.backup(dst)
             try:
@@ -553,7 +551,3 @@ def _configure_read_only(conn: sqlite3.Connection, busy_timeout_ms: int) -> None
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     conn.execute("PRAGMA query_only = ON")
-
-
-def now_utc() -> datetime:
-    return datetime.now(timezone.utc).replace(microsecond=0)
