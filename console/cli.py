@@ -55,7 +55,7 @@ COMMAND_OWNERS = {
 _OPTIONS_WITH_VALUE = {"--db", "--as", "--busy-timeout"}
 
 
-def _named_command(argv: list[str]) -> str | None:
+def named_command(argv: list[str]) -> str | None:
     """The subcommand in argv, skipping global option values; None for help or the TUI."""
     skip = False
     for token in argv:
@@ -171,7 +171,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                         "the ledger format it knows) and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     parents = [global_options(suppress=True)]
-    named = _named_command(argv) if argv is not None else None
+    named = named_command(argv) if argv is not None else None
     if named:
         modules: tuple[str, ...] = (COMMAND_OWNERS[named],)
     elif argv is not None and _opens_tui(argv):

@@ -31,7 +31,7 @@ from console.db import execution_profiles as profiles
 from console.demo import data
 from console.demo.background import in_background
 from console.demo.context import DAY, HOUR, MINUTE, DemoContext, ProjectInfo, stamp
-from console.demo.work import _TICKET_TITLES
+from console.demo.work import TICKET_TITLES
 
 RELEASE = "1.8.20"
 CHUNK_RUNS = 20_000
@@ -344,7 +344,7 @@ class _History:
         self.ticket_keys[project.id] = number
         external = self.ticket_no % 3 != 0
         self.tables["tickets"].append((
-            ticket_id, project.id, _TICKET_TITLES[self.ticket_no % len(_TICKET_TITLES)],
+            ticket_id, project.id, TICKET_TITLES[self.ticket_no % len(TICKET_TITLES)],
             "linear" if external else None,
             f"{project.id.removeprefix('prj-')[:3].upper()}-{number}" if external else None,
             stamp(created),
