@@ -129,17 +129,19 @@ def write_transaction(conn: sqlite3.Connection, *, read_only: bool = False) -> I
         yield conn
         conn.execute("COMMIT")
     except Refusal:
-        _rollback(conn)
+        rollback(conn)
         raise
     except sqlite3.Error as exc:
-        _rollback(conn)
+        rollback(conn)
         raise translate(exc) from None
     except BaseException:
-        _rollback(conn)
+        rollback(conn)
         raise
 
 
-def _rollback(conn: sqlite3.Connection) -> None:
+def rollback(conn: sqlite3.Connection) -> None:
+    """End an open transaction, if any, keeping the error that caused it (a failed ROLLBACK after
+    a full disk or a lost lock adds nothing the caller can act on)."""
     if conn.in_transaction:
         try:
             conn.execute("ROLLBACK")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import socket
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -90,12 +89,3 @@ def claim_id_for(actor: str) -> str:
 
 def new_event_id() -> str:
     return str(uuid.uuid4())
-
-
-def parse_json(text: str | None) -> Any:
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except (TypeError, ValueError):
-        return None
