@@ -20,7 +20,8 @@ from console.keymap import load_keymap, unknown_ids
 from console.screens.base import ConsoleScreen
 from console.screens.registry import command_words, parse_command
 from console.services import navigation
-from console.workers import Session, SupportInfo
+from console.support import SupportInfo
+from console.workers import Session
 from widgets.safe_text import clean
 
 POLL_SECONDS = 0.5

@@ -7,7 +7,7 @@ from typing import Any
 
 from console.signals import graceful
 
-from console.workers import SupportInfo
+from console.support import SupportInfo
 
 
 def run_tui(ctx: Any, support: SupportInfo | None = None, *, start: str | None = None) -> int:

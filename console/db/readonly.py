@@ -56,7 +56,6 @@ from console.db.connect import sqlite_connection
 from console.db.paths import nonempty_file, require_database_file
 from console.db.files import create_exclusive, private_dir, publish, remove_stale, temp_prefix
 from console.errors import DatabaseUnusable, Refusal, UsageError
-from console.support import SupportInfo
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 PENDING_BYTE = 0x40000000
@@ -70,7 +69,6 @@ COPY_CHUNK = 8 << 20
 
 __all__ = [
     "CopyResult",
-    "SupportInfo",
     "is_wal_header",
     "open_read_only",
     "private_copy",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+from pathlib import Path
+
 import pytest
 
 from console.screens.approvals import ApprovalsScreen
@@ -293,14 +296,14 @@ async def test_a_key_that_cannot_act_says_why(demo_db, make_app, size):
 @size_ids
 async def test_in_inspect_the_reason_is_the_support_snapshot(demo_db, make_app, size):
     from console.app import ArchonConsole
-    from console.workers import SupportInfo
+    from console.support import SupportInfo
     from tests.tui.conftest import make_ctx
 
     make_app  # sets the test's keymap and clipboard environment
     path = demo_db()
     approved = db(path, "SELECT count(*) FROM approval_requests WHERE status='approved'")
-    app = ArchonConsole(make_ctx(path, read_only=True), SupportInfo("/srv/archon/archon.db", "2025-06-01 11:59:00 UTC"),
-                        start="approvals", poll_seconds=3600)
+    support = SupportInfo(Path("/srv/archon/archon.db"), path, datetime(2025, 6, 1, 11, 59, tzinfo=timezone.utc))
+    app = ArchonConsole(make_ctx(path, read_only=True), support, start="approvals", poll_seconds=3600)
     async with app.run_test(size=size, notifications=True) as pilot:
         await ready(pilot, app, ApprovalsScreen)
         await pilot.press("a")
