@@ -178,14 +178,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         modules = ()  # the console itself: no command family is needed to parse its options
     else:
         modules = COMMAND_MODULES
-    for name in modules:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue  # a command family not built yet
-            raise
-        module.register(subparsers, parents)
+    for name in modules:  # a missing module is a broken installation: it raises, never skipped
+        importlib.import_module(name).register(subparsers, parents)
     return parser
 
 
