@@ -37,6 +37,11 @@ class Session:
     def db_path(self) -> Path:
         return Path(self.ctx.db_path)
 
+    @property
+    def release(self) -> str | None:
+        """The archon release the database's shape matches (None when unknown)."""
+        return self.handle.shape.release
+
     def now(self) -> datetime:
         """For reading and rendering."""
         return self.ctx.clock()

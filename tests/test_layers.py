@@ -23,6 +23,16 @@ CONNECT_ALLOWED = {
     "console/db/snapshot.py": "removed when the upgrade split lands",
     "console/services/doctor/checks_schema.py": "removed when the doctor change lands",
 }
+# What the screens and the app may not touch: the database handle and its connection (reads and
+# writes go through `session.run(service_function, ...)`).
+HANDLE_PARTS = {"handle", "conn", "shape", "execute", "executemany", "executescript"}
+HANDLE_ALLOWED = {
+    ("console/screens/doctor.py", "conn"): "removed when the doctor change lands",
+    ("console/screens/doctor.py", "execute"): "removed when the doctor change lands",
+    ("console/screens/environments.py", "handle"): "removed when the environments change lands",
+    ("console/screens/environments.py", "shape"): "removed when the environments change lands",
+    ("console/screens/approvals.py", "conn"): "removed when the approvals change lands",
+}
 PRIVATE_IMPORT_ALLOWED = {
     ("console/db/snapshot_reuse.py", "console.db.snapshot", "_open_ro"): "removed when the upgrade split lands",
     ("console/db/snapshot_reuse.py", "console.db.snapshot", "_quoted"): "removed when the upgrade split lands",
@@ -94,6 +104,19 @@ def test_no_private_name_is_imported_from_another_module():
     assert not stray, f"a name used by another module is public (no leading underscore): {sorted(stray)}"
     stale = set(PRIVATE_IMPORT_ALLOWED) - found
     assert not stale, f"no longer needed, remove from PRIVATE_IMPORT_ALLOWED: {stale}"
+
+
+def test_screens_reach_the_database_only_through_the_services():
+    """import-linter sees `import console.db`; this sees `session.handle.conn.execute(...)`."""
+    found = set()
+    for path, tree in _sources():
+        if path.startswith("console/screens/") or path == "console/app.py":
+            found |= {(path, node.attr) for node in ast.walk(tree)
+                      if isinstance(node, ast.Attribute) and node.attr in HANDLE_PARTS}
+    stray = found - set(HANDLE_ALLOWED)
+    assert not stray, f"call a service through session.run instead: {sorted(stray)}"
+    stale = set(HANDLE_ALLOWED) - found
+    assert not stale, f"no longer needed, remove from HANDLE_ALLOWED: {stale}"
 
 
 def test_the_checks_see_what_they_look_for():
