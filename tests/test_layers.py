@@ -17,27 +17,27 @@ PACKAGES = ("console", "widgets")
 
 # The one module that opens SQLite connections (console/db/connect.py `sqlite_connection`).
 CONNECTS = "console/db/connect.py"
-# Files in another branch's area of the architecture restructuring, each removed by the lead at merge.
+# Entries in another branch's area of the architecture restructuring (issue 12): each is removed at
+# merge, and a test fails while a stale one is left.
 CONNECT_ALLOWED = {
-    "console/services/upgrade.py": "removed when the upgrade split lands",
-    "console/db/snapshot.py": "removed when the upgrade split lands",
-    "console/services/doctor/checks_schema.py": "removed when the doctor change lands",
+    "console/services/upgrade.py",  # removed when the upgrade split lands
+    "console/db/snapshot.py",  # removed when the upgrade split lands
+    "console/services/doctor/checks_schema.py",  # removed when the doctor change lands
 }
 # What the screens and the app may not touch: the database handle and its connection (reads and
 # writes go through `session.run(service_function, ...)`).
 HANDLE_PARTS = {"handle", "conn", "shape", "execute", "executemany", "executescript"}
 HANDLE_ALLOWED = {
-    ("console/screens/doctor.py", "conn"): "removed when the doctor change lands",
-    ("console/screens/doctor.py", "execute"): "removed when the doctor change lands",
-    ("console/screens/environments.py", "handle"): "removed when the environments change lands",
-    ("console/screens/environments.py", "shape"): "removed when the environments change lands",
-    ("console/screens/approvals.py", "conn"): "removed when the approvals change lands",
+    ("console/screens/doctor.py", "conn"),  # removed when the doctor change lands
+    ("console/screens/doctor.py", "execute"),  # removed when the doctor change lands
+    ("console/screens/environments.py", "handle"),  # removed when the environments change lands
+    ("console/screens/environments.py", "shape"),  # removed when the environments change lands
+    ("console/screens/approvals.py", "conn"),  # removed when the approvals change lands
 }
 PRIVATE_IMPORT_ALLOWED = {
-    ("console/db/snapshot_reuse.py", "console.db.snapshot", "_open_ro"): "removed when the upgrade split lands",
-    ("console/db/snapshot_reuse.py", "console.db.snapshot", "_quoted"): "removed when the upgrade split lands",
+    ("console/db/snapshot_reuse.py", "console.db.snapshot", "_open_ro"),  # removed when the upgrade split lands
+    ("console/db/snapshot_reuse.py", "console.db.snapshot", "_quoted"),  # removed when the upgrade split lands
 }
-
 
 def _sources():
     for package in PACKAGES:
@@ -70,7 +70,7 @@ def test_only_the_connect_module_opens_sqlite():
     assert CONNECTS in found, "the one sqlite3.connect moved: update CONNECTS"
     stray = {path: lines for path, lines in found.items() if path != CONNECTS and path not in CONNECT_ALLOWED}
     assert not stray, f"open connections through console/db/connect.py `sqlite_connection`: {stray}"
-    stale = set(CONNECT_ALLOWED) - set(found)
+    stale = CONNECT_ALLOWED - set(found)
     assert not stale, f"no longer needed, remove from CONNECT_ALLOWED: {stale}"
 
 
@@ -100,9 +100,9 @@ def test_no_private_name_is_imported_from_another_module():
                 for alias in node.names:
                     if alias.name.startswith("_") and not alias.name.startswith("__"):
                         found.add((path, source, alias.name))
-    stray = found - set(PRIVATE_IMPORT_ALLOWED)
+    stray = found - PRIVATE_IMPORT_ALLOWED
     assert not stray, f"a name used by another module is public (no leading underscore): {sorted(stray)}"
-    stale = set(PRIVATE_IMPORT_ALLOWED) - found
+    stale = PRIVATE_IMPORT_ALLOWED - found
     assert not stale, f"no longer needed, remove from PRIVATE_IMPORT_ALLOWED: {stale}"
 
 
@@ -113,9 +113,9 @@ def test_screens_reach_the_database_only_through_the_services():
         if path.startswith("console/screens/") or path == "console/app.py":
             found |= {(path, node.attr) for node in ast.walk(tree)
                       if isinstance(node, ast.Attribute) and node.attr in HANDLE_PARTS}
-    stray = found - set(HANDLE_ALLOWED)
+    stray = found - HANDLE_ALLOWED
     assert not stray, f"call a service through session.run instead: {sorted(stray)}"
-    stale = set(HANDLE_ALLOWED) - found
+    stale = HANDLE_ALLOWED - found
     assert not stale, f"no longer needed, remove from HANDLE_ALLOWED: {stale}"
 
 
