@@ -48,6 +48,18 @@ def _sources():
             yield path.relative_to(ROOT).as_posix(), ast.parse(path.read_text(), filename=str(path))
 
 
+def test_the_contracts_are_the_layers():
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    contracts = {c["id"]: c for c in config["contracts"]}
+    assert set(contracts) == {"core-without-ui", "screens-without-sql", "widgets-know-nothing-of-archon"}
+    core = contracts["core-without-ui"]
+    assert set(core["source_modules"]) == {"console.services", "console.db", "console.commands"}
+    assert {"textual", "console.screens", "widgets"} <= set(core["forbidden_modules"])
+    assert not core.get("allow_indirect_imports")  # through any chain of imports, not just directly
+
+
 def test_import_contracts_hold():
     code = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
     out = subprocess.run([sys.executable, "-c", code, "--no-cache", "--no-logo"], cwd=ROOT,
