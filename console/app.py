@@ -21,7 +21,7 @@ from console.screens.base import ConsoleScreen
 from console.screens.registry import command_words, parse_command
 from console.services import navigation
 from console.support import SupportInfo
-from console.workers import Session
+from console.session import Session
 from widgets.safe_text import clean
 
 POLL_SECONDS = 0.5

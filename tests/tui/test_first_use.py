@@ -242,7 +242,7 @@ async def test_upgrade_screen_idle_shows_the_plan_and_steps_not_a_bar(demo_db, m
 @size_ids
 async def test_footer_always_shows_help_and_quit_and_back_only_where_it_acts(demo_db, make_app, size):
     from console.screens.doctor import DoctorScreen
-    from console.screens.overview import OverviewScreen
+    from console.screens.projects import OverviewScreen
     from console.screens.profiles import ProfilesScreen
 
     path = demo_db()
@@ -317,7 +317,7 @@ async def test_in_inspect_the_reason_is_the_support_snapshot(demo_db, make_app, 
 async def test_smaller_ones_on_screen(demo_db, make_app, size):
     from console.screens.command_line import CommandLine
     from console.screens.doctor import DoctorScreen
-    from console.screens.overview import OverviewScreen
+    from console.screens.projects import OverviewScreen
 
     path = demo_db()
     app = make_app(path)
@@ -365,7 +365,7 @@ async def test_smaller_ones_on_screen(demo_db, make_app, size):
 
 
 def test_pending_column_reads_one_way():
-    from console.screens.overview import _pending
+    from console.screens.projects import _pending
 
     row = {"pending_approvals": 12, "pending_expiring_within_hour": 1, "pending_overdue": 2}
     assert _pending(row).plain == "12 (1 <1h, 2 overdue)"

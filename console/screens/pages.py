@@ -12,7 +12,7 @@ from typing import Any
 from console.services import approval_queue as queue
 from console.services import environment_pages as env_pages
 from console.services import environments as envs
-from console.workers import Session
+from console.session import Session
 
 COUNT_CAP = 10**9  # an exact count, taken after the first page is on screen
 
