@@ -23,6 +23,7 @@ demo: $(STAMP)
 	$(BIN)/archon-console --db $(DEMO_DB)
 
 test: $(STAMP)
+	$(BIN)/lint-imports --no-logo
 	$(BIN)/python -m pytest -n 2 -q
 
 bench: $(STAMP)

@@ -20,7 +20,8 @@ from console.keymap import load_keymap, unknown_ids
 from console.screens.base import ConsoleScreen
 from console.screens.registry import command_words, parse_command
 from console.services import navigation
-from console.workers import Session, SupportInfo
+from console.support import SupportInfo
+from console.session import Session
 from widgets.safe_text import clean
 
 POLL_SECONDS = 0.5
@@ -96,8 +97,8 @@ class ArchonConsole(App):
         # made while the first screen loads is seen by the first poll.
         self._data_version: int | None = self.session.data_version()
         self._collector = IdleCollector()
-        shape = self.session.handle.shape
-        self.release_label = f"archon {shape.release}" if shape.release else "unknown release"
+        release = self.session.release
+        self.release_label = f"archon {release}" if release else "unknown release"
         self._prefetched: tuple[str, str | None, Any] | None = None
         self._start_entry = self._start_screen_entry()
         if self._start_entry is not None:

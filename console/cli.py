@@ -70,7 +70,7 @@ def _words(argv: list[str]) -> list[str]:
     return words
 
 
-def _named_command(argv: list[str]) -> str | None:
+def named_command(argv: list[str]) -> str | None:
     """The subcommand in argv, skipping global option values; None for help or the TUI."""
     words = _words(argv)
     return words[0] if words and words[0] in COMMAND_OWNERS else None
@@ -185,20 +185,15 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                         "the ledger format it knows) and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     parents = [global_options(suppress=True)]
-    named = _named_command(argv) if argv is not None else None
+    named = named_command(argv) if argv is not None else None
     if named:
         modules: tuple[str, ...] = (COMMAND_OWNERS[named],)
     elif argv is not None and _opens_tui(argv):
         modules = ()  # the console itself: no command family is needed to parse its options
     else:
         modules = COMMAND_MODULES
-    for name in modules:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue  # a command family not built yet
-            raise
+    for name in modules:  # a missing module is a broken installation: it raises, never skipped
+        module = importlib.import_module(name)
         action = _named_action(argv) if named and argv is not None else None
         if action is not None and action in getattr(module, "ACTIONS", ()):
             module.register(subparsers, parents, action)

@@ -82,6 +82,11 @@ def parse_time(value: object) -> datetime | None:
     return parsed.astimezone(timezone.utc)
 
 
+# A text bound wide enough for any stored form of an instant (ISO offsets shift dates by < 1 day):
+# a comparison on the stored text lets an index narrow the range, and `julianday` then decides exactly.
+TEXT_SLACK = timedelta(days=1)
+
+
 def db_time(at: datetime) -> str:
     """The `CURRENT_TIMESTAMP` form archon's defaults write."""
     return at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
@@ -93,6 +98,7 @@ def seconds_between(later: datetime, earlier: datetime) -> int:
 
 __all__ = [
     "Clock",
+    "TEXT_SLACK",
     "db_time",
     "fixed_clock",
     "frozen_now",

@@ -129,10 +129,10 @@ def candidates(words: list[str]) -> list[str]:
     """What may come next: `words` are the words after the program name, the last one unfinished."""
     from console.reference import subcommands
 
-    from console.cli import COMMAND_OWNERS, _named_command
+    from console.cli import COMMAND_OWNERS, named_command
 
     done, prefix = words[:-1], (words[-1] if words else "")
-    if _named_command(done) is None and not prefix.startswith("-") and not (done and done[-1] in ("--db", "--as", "--busy-timeout")):
+    if named_command(done) is None and not prefix.startswith("-") and not (done and done[-1] in ("--db", "--as", "--busy-timeout")):
         return [c for c in COMMAND_OWNERS if c.startswith(prefix)]  # the command itself: no family imported
     parser, path, pending, positionals, seen = _state(done)
     if pending is not None:

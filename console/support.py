@@ -1,7 +1,7 @@
 """What the TUI needs to know when it shows a support snapshot instead of a live database.
 
-Kept in its own tiny module (no textual, no sqlite) so the TUI, the `inspect` command and the
-tests can share it without importing each other.
+Kept in its own tiny module (no textual, no sqlite) so the TUI and the `inspect` command share
+one class without importing each other.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ class SupportInfo:
     snapshot: Path
     taken_at: datetime
 
-    # The names the TUI's own SupportInfo (console/workers.py) uses, so either can be passed.
+    # What the SUPPORT badge shows (console/screens/base.py).
     @property
     def original_path(self) -> str:
         return str(self.original)

@@ -7,7 +7,7 @@ from typing import Any
 
 from console.signals import graceful
 
-from console.workers import SupportInfo
+from console.support import SupportInfo
 
 
 def run_tui(ctx: Any, support: SupportInfo | None = None, *, start: str | None = None) -> int:
@@ -15,7 +15,7 @@ def run_tui(ctx: Any, support: SupportInfo | None = None, *, start: str | None =
     (the console is looking at a snapshot of someone else's database)."""
     from console.app import ArchonConsole
     from console.services import navigation
-    from console.workers import Session
+    from console.session import Session
 
     session = Session(ctx)  # opens and validates before the terminal is taken over
     if start is None:  # decided before the UI runs, so the first frame is the start screen

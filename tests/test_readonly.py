@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from console.db.connect import open_database
-from console.db.readonly import open_read_only, private_copy, ro_uri, snapshot_copy
+from console.db.locked_copy import private_copy
+from console.db.readonly import open_read_only, ro_uri, snapshot_copy
 from console.errors import DatabaseUnusable
 from tests import damage
 from tests.untouched import Holder, fingerprint_dir, without_shm

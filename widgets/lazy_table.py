@@ -4,21 +4,13 @@ The widget follows Textual's Line API (`ScrollView` + `render_line` + `virtual_s
 toolong's log view does: it keeps only an LRU of pages and the keyset cursors where pages start;
 a line whose page is not cached renders as a placeholder and queues a fetch in a thread worker,
 which posts the rows back as a message. Memory therefore depends on the screen, not the table.
-
-The data comes from a `PageSource` (any object with `count`, `page` and `key`). Optional methods
-make jumps and "keep the selection after a reload" cheap: `index_of(key)`, `cursor_of(key)`,
-`advance(cursor, n)` and `retreat(cursor, n)` (where `retreat(None, n)` starts the last n rows).
-A page whose start cursor is unknown is reached from the nearest known cursor below, above, or
-from the end of the list, whichever reads fewest rows: End on a million rows reads one page.
+Where the rows come from, and how a page is reached cheaply, is widgets/page_source.py.
 """
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
-from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Protocol, Sequence
+from typing import Any, Callable, Hashable, Sequence
 
 from rich.style import Style
 from rich.text import Text
@@ -31,97 +23,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.worker import Worker, WorkerState
 
-from widgets.safe_text import safe_text
-
-
-class PageSource(Protocol):
-    """Where rows come from. Methods run in worker threads; they must be thread-safe."""
-
-    def count(self) -> int: ...
-
-    def page(self, after: Any | None, limit: int) -> tuple[list[Any], Any | None]:
-        """Up to `limit` rows after keyset cursor `after` (None = from the start), and the cursor
-        of the last row returned."""
-
-    def key(self, row: Any) -> Hashable: ...
-
-
-class JumpingSource(PageSource, Protocol):
-    """What a source may add so that jumps read a page, not every row in between."""
-
-    def index_of(self, key: Hashable) -> int | None:
-        """How many rows sort before the row `key` (None when it is gone)."""
-
-    def cursor_of(self, key: Hashable) -> Any | None:
-        """The cursor just after the row `key`."""
-
-    def advance(self, cursor: Any | None, count: int) -> Any | None:
-        """The cursor `count` rows after `cursor` (None = the start)."""
-
-    def retreat(self, cursor: Any | None, count: int) -> Any | None:
-        """The cursor `count` rows before `cursor`, where None is the END of the list."""
-
-
-class Preload:
-    """The first page of `source`, fetched in a plain thread before any table exists.
-
-    A screen that will surely open (the one the console starts on) can ask for its first page
-    while Textual is still starting; `set_source(preload)` then shows the rows in the very first
-    frame instead of a placeholder frame and a second layout pass.
-    """
-
-    def __init__(self, source: PageSource, page_size: int = 100) -> None:
-        self.source = source
-        self.page_size = page_size
-        self._future: Future = Future()
-        threading.Thread(target=self._run, name="lazy-table-preload", daemon=True).start()
-
-    def _run(self) -> None:
-        try:
-            self._future.set_result(self.source.page(None, self.page_size))
-        except BaseException as exc:  # handed to whoever asks for the page
-            self._future.set_exception(exc)
-
-    def ready(self) -> bool:
-        return self._future.done() and self._future.exception() is None
-
-    def wait(self, timeout: float) -> bool:
-        """Wait at most `timeout` seconds (only before the UI runs); whether the page is here."""
-        try:
-            self._future.exception(timeout)
-        except TimeoutError:
-            return False
-        return self.ready()
-
-    def result(self) -> tuple[list[Any], Any | None]:
-        return self._future.result()
-
-
-# How to reach the start of a page: ("at", cursor) known; ("forward", cursor, rows) from a known
-# cursor below; ("back", cursor, rows) from a known cursor above, or from the end when cursor is None.
-Route = tuple
-
-
-@dataclass(frozen=True)
-class Column:
-    key: str
-    label: str
-    width: int
-    render: Callable[[Any], Text | str] | None = None
-    justify: str = "left"
-
-    def cell(self, row: Any) -> Text:
-        value = self.render(row) if self.render else _get(row, self.key)
-        if isinstance(value, Text):
-            return value.copy()
-        return safe_text(value, one_line=True)
-
-
-def _get(row: Any, key: str) -> Any:
-    try:
-        return row[key]
-    except (KeyError, IndexError, TypeError):
-        return getattr(row, key, "")
+from widgets.page_source import JumpingSource, PageSource, Preload, Route, cheapest_route, cursor_for
+from widgets.table_column import Column, render_cells
 
 
 class LazyTable(ScrollView, can_focus=True):
@@ -351,7 +254,7 @@ class LazyTable(ScrollView, can_focus=True):
         if preload is not None and page_no == 0:
             start, (rows, end) = None, preload.result()
         else:
-            start = self._cursor_for(source, page_no, route)
+            start = cursor_for(source, page_no, route, self.page_size)
             rows, end = source.page(start, self.page_size)
         if not rows and page_no:
             page_no, start = 0, None
@@ -361,43 +264,14 @@ class LazyTable(ScrollView, can_focus=True):
 
     @work(thread=True, group="lazy-table-page", exit_on_error=False)
     def _page_worker(self, generation: int, source: PageSource, page_no: int, route: Route) -> None:
-        start = self._cursor_for(source, page_no, route)
+        start = cursor_for(source, page_no, route, self.page_size)
         rows, end = source.page(start, self.page_size)
         self.post_message(self._PageLoaded(generation, page_no, rows, start, end))
 
-    def _cursor_for(self, source: PageSource, page_no: int, route: Route) -> Any | None:
-        """The keyset cursor before page `page_no`, by `route` (see `_route`). Runs in a worker:
-        reads no shared state."""
-        if page_no == 0:
-            return None
-        if route[0] == "at":
-            return route[1]
-        _, cursor, rows = route
-        if route[0] == "back":
-            return source.retreat(cursor, rows)  # type: ignore[attr-defined]
-        if hasattr(source, "advance"):
-            return source.advance(cursor, rows)
-        for _ in range(rows // self.page_size):
-            _, cursor = source.page(cursor, self.page_size)
-        return cursor
-
     def _route(self, page_no: int) -> Route:
-        """The cheapest way to the start of page `page_no` from what is known: its own cursor,
-        the nearest known page start below or above, or the end of the list (End, Page Up
-        from the end). Cost is counted in rows read."""
-        if page_no in self._starts:
-            return ("at", self._starts[page_no])
-        size = self.page_size
-        below = max((p for p in self._starts if p < page_no), default=0)
-        routes = [((page_no - below) * size, ("forward", self._starts.get(below) if below else None, (page_no - below) * size))]
-        if self.source is not None and hasattr(self.source, "retreat"):
-            above = min((p for p in self._starts if p > page_no), default=None)
-            if above is not None:
-                routes.append(((above - page_no) * size, ("back", self._starts[above], (above - page_no) * size)))
-            if self.total_exact and self.total is not None:
-                from_end = self.total - page_no * size
-                routes.append((from_end, ("back", None, from_end)))
-        return min(routes, key=lambda r: r[0])[1]
+        exact = self.total if self.total_exact else None
+        can_retreat = self.source is not None and hasattr(self.source, "retreat")
+        return cheapest_route(self._starts, page_no, self.page_size, can_retreat=can_retreat, total=exact)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker.group.startswith("lazy-table") and event.state == WorkerState.ERROR:
@@ -562,14 +436,7 @@ class LazyTable(ScrollView, can_focus=True):
         return widths
 
     def _line(self, cells: list[Text], widths: list[int], style: Style, marker: str) -> Strip:
-        line = Text(marker, end="")
-        for cell, width in zip(cells, widths):
-            cell.truncate(width, overflow="ellipsis", pad=True)
-            line.append_text(cell)
-            line.append("  ")
-        segments = list(line.render(self.app.console))
-        strip = Strip(segments, line.cell_len)
-        return strip.apply_style(style) if style else strip
+        return render_cells(self.app.console, cells, widths, style, marker)
 
     def render_line(self, y: int) -> Strip:
         width = max(self.size.width, self._content_width())

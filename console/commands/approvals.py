@@ -174,7 +174,7 @@ def run_show(ctx) -> int:
     if getattr(ctx.args, "as_of", None):
         from console.services.history import approval_as_of
 
-        return _show_as_of(ctx, approval_as_of, now)
+        return show_as_of(ctx, approval_as_of, now)
     with ctx.open(read_only=True) as handle:
         request = show_request(handle, ctx.args.id, actor=ctx.actor, now=now)
     if ctx.json:
@@ -278,7 +278,7 @@ def run_expire(ctx) -> int:
     return _print_results(ctx, results, empty="Nothing to expire: no pending or approved request is past its expiry.")
 
 
-def _show_as_of(ctx, as_of, now) -> int:
+def show_as_of(ctx, as_of, now) -> int:
     """`show ID --as-of TIME` (approvals and envs): the state then, from the event log."""
     from console.output import emit_json, say
     from console.services.history import format_as_of, parse_as_of

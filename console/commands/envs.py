@@ -112,10 +112,10 @@ _SHOW_FIELDS = (
 def cmd_show(ctx) -> int:
     now = ctx.clock()
     if getattr(ctx.args, "as_of", None):
-        from console.commands.approvals import _show_as_of
+        from console.commands.approvals import show_as_of
         from console.services.history import environment_as_of
 
-        return _show_as_of(ctx, environment_as_of, now)
+        return show_as_of(ctx, environment_as_of, now)
     with ctx.open() as handle:
         env = envs.show_environment(handle, ctx.args.id, now=now, stale_after=_stale_after(ctx))
     if ctx.json:

@@ -70,22 +70,11 @@ def cmd_inspect(ctx) -> int:
         snap_ctx = dataclasses.replace(ctx, db_path=inspection.snapshot, read_only=True)
         from console.tui import run_tui  # the only import of textual
 
-        return run_tui(snap_ctx, support=_tui_support(inspection))
+        return run_tui(snap_ctx, support=inspection.support)
     finally:
         inspection.cleanup()
         if ctx.args.keep_snapshot:
             print(f"Snapshot kept at {inspection.snapshot}")
-
-
-def _tui_support(inspection: Inspection):
-    """The TUI's own SupportInfo when it has one, else ours (same attribute names)."""
-    try:
-        from console.workers import SupportInfo as TuiSupport
-
-        return TuiSupport(original_path=str(inspection.original),
-                          snapshot_time=inspection.support.snapshot_time)
-    except (ImportError, TypeError):
-        return inspection.support
 
 
 def register(subparsers, parents) -> None:

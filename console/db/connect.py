@@ -29,6 +29,22 @@ DEFAULT_BUSY_TIMEOUT_MS = 5000
 ARCHON_CORE_TABLES = ("projects", "execution_environments", "execution_runs")
 
 
+def sqlite_connection(target: str | Path, *, uri: bool = False, **options: Any) -> sqlite3.Connection:
+    """Every SQLite connection the console makes is opened here, in autocommit mode.
+
+    `isolation_level=None`: a deferred `BEGIN` that reads and then writes fails with SQLITE_BUSY at
+    once, so writes issue their own `BEGIN IMMEDIATE` (tx.py). Keeping the one `sqlite3.connect`
+    in this module (tests/test_layers.py checks it) leaves one place to read which files the
+    console opens and how; the callers name the file and its URI flags.
+    """
+    return sqlite3.connect(target, uri=uri, isolation_level=None, **options)
+
+
+def scratch_connection(**options: Any) -> sqlite3.Connection:
+    """A private in-memory database (a replayed schema, a redacted copy): no file is touched."""
+    return sqlite_connection(":memory:", **options)
+
+
 def _uri(path: Path, **params: str) -> str:
     query = "&".join(f"{k}={v}" for k, v in params.items())
     return f"file:{quote(str(path.resolve()))}?{query}"
@@ -175,13 +191,9 @@ def connect_raw(
 ) -> sqlite3.Connection:
     """A configured connection without validation; for snapshots and tests."""
     if read_only:
-        conn = sqlite3.connect(
-            _uri(path, mode="ro"), uri=True, isolation_level=None, check_same_thread=False
-        )
+        conn = sqlite_connection(_uri(path, mode="ro"), uri=True, check_same_thread=False)
     else:
-        conn = sqlite3.connect(
-            str(path), isolation_level=None, check_same_thread=False
-        )
+        conn = sqlite_connection(str(path), check_same_thread=False)
     conn.row_factory = sqlite3.Row
     _configure(conn, busy_timeout_ms, read_only)
     return conn
@@ -201,7 +213,7 @@ def open_database(
     if read_only:
         return _open_read_only(path, busy_timeout_ms=busy_timeout_ms, require_archon=require_archon)
     try:
-        probe = sqlite3.connect(untouched_read_uri(path), uri=True, isolation_level=None)
+        probe = sqlite_connection(untouched_read_uri(path), uri=True)
     except sqlite3.Error as exc:
         raise DatabaseUnusable(f"Cannot open {path}: {exc}.") from None
     try:

@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import quote
 
+from console.db.connect import sqlite_connection
+
 # sqlite3 os_unix.c / sqliteInt.h
 PENDING_BYTE = 0x40000000
 LOCK_RANGE = 2 + 510  # PENDING, RESERVED and the SHARED range
@@ -62,7 +64,7 @@ def settle(path: Path, busy_timeout_ms: int) -> None:
     """
     uri = f"file:{quote(str(path.resolve()))}?mode=rw"
     try:
-        conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=max(busy_timeout_ms, 0) / 1000)
+        conn = sqlite_connection(uri, uri=True, timeout=max(busy_timeout_ms, 0) / 1000)
     except sqlite3.Error as exc:
         raise CannotCheck(str(exc)) from None
     try:

@@ -12,20 +12,9 @@ whenever SQLite can do it without creating anything: a WAL file whose `-wal` and
 and are readable is opened `mode=ro`, like any archon reader (the main file and `-wal` are never
 written; the `-shm` changes only by the read mark every reader writes). Support mode (`inspect`,
 `snapshot_copy`) promises more, every byte including the `-shm` unchanged, and so does the
-fallback for a WAL file SQLite cannot read in place; those never hand a WAL original to SQLite:
-
-1. open the main file `O_RDONLY` and take the same POSIX read lock a SQLite reader takes (PENDING
-   byte, then the 510-byte SHARED range). In rollback-journal mode that keeps writers from
-   committing while we copy; in WAL mode it stops the last connection from checkpointing and
-   deleting the `-wal` under us;
-2. in WAL mode, when `-shm` exists, open it `O_RDONLY` and read-lock the checkpoint byte (shm lock
-   offset 120 + 1, as os_unix.c does). No checkpoint can then write the main file, so the main file
-   is stable and the `-wal` only grows (or restarts, which happens only once everything is in the
-   main file); because WAL recovery keeps only the valid prefix of salted, checksummed frames up
-   to the last commit, any byte copy of it taken now is a consistent commit point;
-3. copy the main file and the `-wal` (or a leftover `-journal`) into a private 0700 directory,
-   release the locks, and open the *copy*: SQLite replays the WAL (or rolls back the hot journal)
-   there, in our own directory.
+fallback for a WAL file SQLite cannot read in place; those never hand a WAL original to SQLite,
+they open a private copy taken under SQLite's own read locks (console/db/locked_copy.py), where
+SQLite replays the WAL (or rolls back a hot journal) in our own directory.
 
 `snapshot_copy` then runs the SQLite backup API from that private copy into a single
 rollback-journal file. `open_read_only` skips the backup: a rollback-journal file with no journal
@@ -33,46 +22,36 @@ beside it, or a WAL file with its readable `-wal` and `-shm`, is opened in place
 (such readers create nothing), a WAL file nobody has open (no `-wal`, no `-shm`) with
 `immutable=1`, anything else through a private copy that is removed when the connection is closed
 (its `how` says why).
-
-The lock trick relies on POSIX advisory locks, which are per process: never open the *original*
-with SQLite in the same process while copying (closing our descriptor would drop its locks).
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import os
 import sqlite3
 import time
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 from urllib.parse import quote
 
-from console.db.paths import nonempty_file, require_database_file
+from console.db.connect import sqlite_connection
 from console.db.files import create_exclusive, private_dir, publish, remove_stale, temp_prefix
-from console.errors import DatabaseUnusable, Refusal, UsageError
-
-SQLITE_HEADER = b"SQLite format 3\x00"
-PENDING_BYTE = 0x40000000
-RESERVED_BYTE = PENDING_BYTE + 1
-SHARED_FIRST = PENDING_BYTE + 2
-SHARED_SIZE = 510
-SHM_LOCK_BASE = 120  # (22 + SQLITE_SHM_NLOCK) * 4 in os_unix.c
-WAL_CKPT_LOCK = 1
-DEFAULT_LOCK_TIMEOUT_S = 10.0
-COPY_CHUNK = 8 << 20
+from console.db.locked_copy import (
+    DEFAULT_LOCK_TIMEOUT_S,
+    CopyResult,
+    check_header,
+    is_wal_header,
+    private_copy,
+    sidecars,
+    take_shared_lock,
+)
+from console.db.paths import nonempty_file, require_database_file
+from console.errors import DatabaseUnusable, UsageError
 
 __all__ = [
-    "CopyResult",
-    "is_wal_header",
+    "is_wal_header",  # doctor reads the header of files it opens itself
     "open_read_only",
-    "private_copy",
     "reconnect",
     "ro_uri",
-    "sidecars",
     "snapshot_copy",
     "stat_token",
 ]
@@ -84,169 +63,6 @@ def ro_uri(path: Path, **extra: str) -> str:
     return f"file:{quote(str(Path(path).resolve()))}?{query}"
 
 
-def sidecars(path: Path) -> dict[str, Path]:
-    return {suffix: Path(f"{path}{suffix}") for suffix in ("-wal", "-shm", "-journal")}
-
-
-def is_wal_header(header: bytes) -> bool:
-    """File format bytes 18 and 19 are 2 in WAL mode."""
-    return len(header) >= 20 and header[18] == 2 and header[19] == 2
-
-
-def _check_header(path: Path, header: bytes, size: int) -> None:
-    if size == 0:
-        raise DatabaseUnusable(f"{path} is empty (0 bytes), not an archon database.")
-    if header[: len(SQLITE_HEADER)] != SQLITE_HEADER:
-        raise DatabaseUnusable(f"{path} is not a SQLite database (its header is wrong).")
-
-
-def _lock(fd: int, start: int, length: int, deadline: float, what: str) -> None:
-    """A shared POSIX lock, retried until `deadline` (a writer holds these for milliseconds)."""
-    delay = 0.002
-    while True:
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, length, start, os.SEEK_SET)
-            return
-        except OSError as exc:
-            if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                raise
-        if time.monotonic() >= deadline:
-            raise Refusal(
-                f"The database is busy: another process held {what} for too long to take a consistent copy.",
-                "Nothing was changed. Try again in a moment, or stop archon first.",
-            )
-        time.sleep(delay)
-        delay = min(delay * 2, 0.01)
-
-
-def _unlock(fd: int, start: int, length: int) -> None:
-    try:
-        fcntl.lockf(fd, fcntl.LOCK_UN, length, start, os.SEEK_SET)
-    except OSError:
-        pass
-
-
-def _copy_fd(src_fd: int, dest: Path) -> int:
-    """Copy from an already open descriptor (kernel copy where possible)."""
-    copied = 0
-    with open(dest, "wb") as out:
-        out_fd = out.fileno()
-        try:
-            while True:
-                n = os.copy_file_range(src_fd, out_fd, COPY_CHUNK, copied, copied)
-                if n == 0:
-                    break
-                copied += n
-        except OSError:
-            # Fall back to plain reads (filesystems without copy_file_range).
-            out.seek(0)
-            out.truncate()
-            copied = 0
-            while True:
-                chunk = os.pread(src_fd, COPY_CHUNK, copied)
-                if not chunk:
-                    break
-                out.write(chunk)
-                copied += len(chunk)
-    return copied
-
-
-def _copy_path(src: Path, dest: Path) -> int | None:
-    try:
-        fd = os.open(src, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        return None
-    try:
-        return _copy_fd(fd, dest)
-    finally:
-        os.close(fd)
-
-
-@dataclass
-class CopyResult:
-    """A private byte copy of a database and its WAL or journal, not yet opened."""
-
-    path: Path
-    workdir: Path
-    wal: bool
-    copied: dict[str, int] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-
-def private_copy(
-    path: str | Path,
-    workdir: str | Path | None = None,
-    *,
-    timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
-) -> CopyResult:
-    """Copy `path` (and its -wal / -journal) into a private directory under SQLite's read locks.
-
-    Never creates, opens for writing, or modifies anything next to `path`.
-    """
-    path = Path(path).expanduser()
-    if workdir is None:
-        workdir = private_dir("copy")
-    workdir = Path(workdir)
-    workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if path.is_dir():
-        raise DatabaseUnusable(f"{path} is a directory, not a database file.")
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise DatabaseUnusable(
-            f"No database at {path}.",
-            "Pass --db PATH or set ARCHON_DB_PATH; the console never creates one.",
-        ) from None
-    except OSError as exc:
-        raise DatabaseUnusable(f"Cannot read {path}: {exc.strerror or exc}.") from None
-    dest = workdir / path.name
-    result = CopyResult(path=dest, workdir=workdir, wal=False)
-    shm_fd: int | None = None
-    deadline = time.monotonic() + timeout_s
-    try:
-        size = os.fstat(fd).st_size
-        header = os.pread(fd, 100, 0)
-        _check_header(path, header, size)
-        # SQLite's own SHARED lock: PENDING byte first (so a waiting writer is not starved), then
-        # the SHARED range, then let go of PENDING.
-        _lock(fd, PENDING_BYTE, 1, deadline, "the write lock")
-        try:
-            _lock(fd, SHARED_FIRST, SHARED_SIZE, deadline, "the write lock")
-        finally:
-            _unlock(fd, PENDING_BYTE, 1)
-        header = os.pread(fd, 100, 0)  # re-read under the lock
-        result.wal = is_wal_header(header)
-        side = sidecars(path)
-        if result.wal:
-            try:
-                shm_fd = os.open(side["-shm"], os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            except FileNotFoundError:
-                result.notes.append("no -shm: no live connection, nothing can checkpoint meanwhile")
-            except OSError as exc:
-                result.notes.append(f"-shm unreadable ({exc.strerror}); copied without the checkpoint lock")
-            if shm_fd is not None:
-                _lock(shm_fd, SHM_LOCK_BASE + WAL_CKPT_LOCK, 1, deadline, "the checkpoint lock")
-        result.copied["main"] = _copy_fd(fd, dest)
-        if result.wal:
-            copied = _copy_path(side["-wal"], Path(f"{dest}-wal"))
-            if copied is not None:
-                result.copied["-wal"] = copied
-        else:
-            journal = side["-journal"]
-            if nonempty_file(journal):
-                # A journal beside a file we hold SHARED on is either hot (a crashed writer: the
-                # copy must roll it back) or an active writer's pre-images, equal to the main
-                # file while we hold the lock: rolling it back in the copy is harmless either way.
-                copied = _copy_path(journal, Path(f"{dest}-journal"))
-                if copied is not None:
-                    result.copied["-journal"] = copied
-    finally:
-        if shm_fd is not None:
-            os.close(shm_fd)  # releases the checkpoint lock
-        os.close(fd)  # releases the SHARED lock
-    return result
-
-
 class ReadOnlyConnection(sqlite3.Connection):
     """A connection that remembers how to open another one on the same file without side effects
     (`source_uri`), e.g. for doctor's integrity scan on a second thread."""
@@ -255,9 +71,7 @@ class ReadOnlyConnection(sqlite3.Connection):
 
 
 def _connect(uri_or_path: str, *, uri: bool) -> ReadOnlyConnection:
-    conn = sqlite3.connect(
-        uri_or_path, uri=uri, isolation_level=None, check_same_thread=False, factory=ReadOnlyConnection
-    )
+    conn = sqlite_connection(uri_or_path, uri=uri, check_same_thread=False, factory=ReadOnlyConnection)
     conn.source_uri = uri_or_path if uri else ro_uri(Path(uri_or_path))
     return conn
 
@@ -267,7 +81,7 @@ def reconnect(conn: sqlite3.Connection) -> sqlite3.Connection | None:
     uri = getattr(conn, "source_uri", None)
     if not uri:
         return None
-    other = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    other = sqlite_connection(uri, uri=True, check_same_thread=False)
     other.execute("PRAGMA query_only = ON")
     return other
 
@@ -294,6 +108,7 @@ def snapshot_copy(
     without following or replacing anything (console/db/files.py). A failed write (a full disk)
     removes what it wrote and says so in one sentence (exit 3); the next attempt starts clean.
     """
+    import shutil  # only on the private-copy path, not at every start
     path = Path(path).expanduser()
     dest_dir = Path(dest_dir)
     final = dest_dir / (name or f"{path.stem}.snapshot.sqlite")
@@ -321,8 +136,6 @@ def snapshot_copy(
         if partial is not None:
             partial.unlink(missing_ok=True)
         if scratch is not None:
-            import shutil
-
             shutil.rmtree(scratch, ignore_errors=True)
     return final
 
@@ -349,6 +162,7 @@ def _write_failed(where: Path, exc: BaseException, what: str) -> DatabaseUnusabl
 
 def _backup_into(copy: CopyResult, partial: Path, path: Path) -> None:
     """Copy the replayed private copy into the existing empty file `partial` with the backup API."""
+    import shutil  # only on the private-copy path, not at every start
     try:
         src = _open_copy(copy)
     except sqlite3.Error as exc:
@@ -360,7 +174,7 @@ def _backup_into(copy: CopyResult, partial: Path, path: Path) -> None:
             raise
         except sqlite3.DatabaseError:
             pass  # corrupt files still get copied page by page below
-        dst = sqlite3.connect(str(partial), isolation_level=None)
+        dst = sqlite_connection(str(partial))
         try:
             src.backup(dst)
             try:
@@ -376,8 +190,6 @@ def _backup_into(copy: CopyResult, partial: Path, path: Path) -> None:
     except sqlite3.DatabaseError as exc:
         # The backup API stops on pages it cannot read; fall back to the replayed copy itself
         # so that `doctor` can still describe the damage.
-        import shutil
-
         src.close()
         src = None
         with open(copy.path, "rb") as source, open(partial, "r+b") as out:
@@ -400,6 +212,7 @@ def open_read_only(
     "private copy (why)" (a leftover journal, a -shm or -wal SQLite cannot use in place, or
     `force_copy`): the copy lives in a 0700 temp directory that `cleanup` removes.
     """
+    import shutil  # only on the private-copy path, not at every start
     path = Path(path).expanduser()
     size = require_database_file(path).st_size
     try:
@@ -407,7 +220,7 @@ def open_read_only(
             header = handle.read(100)
     except OSError as exc:
         raise DatabaseUnusable(f"Cannot read {path}: {exc.strerror or exc}.") from None
-    _check_header(path, header, size)
+    check_header(path, header, size)
     side = sidecars(path)
     journal = side["-journal"]
     wal = is_wal_header(header)
@@ -431,8 +244,6 @@ def open_read_only(
                 reason = opened
             else:
                 return opened
-    import shutil  # the copy's path only: reading in place needs neither shutil nor tempfile
-
     try:
         workdir = private_dir("ro")
     except OSError as exc:
@@ -450,6 +261,7 @@ def open_read_only(
         raise
 
     def cleanup() -> None:
+        import shutil  # only on the private-copy path, not at every start
         shutil.rmtree(workdir, ignore_errors=True)
 
     return conn, cleanup, f"private copy ({reason})" if reason else "private copy"
@@ -497,8 +309,7 @@ def _open_live_wal(path: Path, busy_timeout_ms: int):
 
 def _no_private_copy(path: Path, exc: BaseException) -> DatabaseUnusable:
     """A WAL database is read through a private copy in the temp directory; it could not be made."""
-    import tempfile
-
+    import tempfile  # only on the private-copy path, not at every start
     reason = getattr(exc, "strerror", None) or str(exc)
     return DatabaseUnusable(
         f"Cannot read {path} without a private copy, and the copy in {tempfile.gettempdir()} failed ({reason}); "
@@ -518,11 +329,7 @@ def _open_quiet_wal(path: Path, busy_timeout_ms: int):
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
         deadline = time.monotonic() + max(1.0, busy_timeout_ms / 1000)
-        _lock(fd, PENDING_BYTE, 1, deadline, "the write lock")
-        try:
-            _lock(fd, SHARED_FIRST, SHARED_SIZE, deadline, "the write lock")
-        finally:
-            _unlock(fd, PENDING_BYTE, 1)
+        take_shared_lock(fd, deadline)
         if Path(f"{path}-wal").exists():  # someone opened it meanwhile: use a private copy
             os.close(fd)
             return None
@@ -557,7 +364,3 @@ def _configure_read_only(conn: sqlite3.Connection, busy_timeout_ms: int) -> None
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     conn.execute("PRAGMA query_only = ON")
-
-
-def now_utc() -> datetime:
-    return datetime.now(timezone.utc).replace(microsecond=0)

@@ -139,18 +139,20 @@ class write_transaction:  # noqa: N801 - used as `with write_transaction(conn) a
                 self.conn.execute("COMMIT")
                 return False
             except sqlite3.Error as error:
-                _rollback(self.conn)
+                rollback(self.conn)
                 raise translate(error) from None
             except BaseException:
-                _rollback(self.conn)
+                rollback(self.conn)
                 raise
-        _rollback(self.conn)
+        rollback(self.conn)
         if isinstance(exc, sqlite3.Error):
             raise translate(exc) from None
         return False  # a Refusal or anything else propagates unchanged
 
 
-def _rollback(conn: sqlite3.Connection) -> None:
+def rollback(conn: sqlite3.Connection) -> None:
+    """End an open transaction, if any, keeping the error that caused it (a failed ROLLBACK after
+    a full disk or a lost lock adds nothing the caller can act on)."""
     if conn.in_transaction:
         try:
             conn.execute("ROLLBACK")

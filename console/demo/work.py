@@ -12,7 +12,7 @@ import json
 from console.demo import data
 from console.demo.context import DAY, HOUR, MINUTE, DemoContext, ProjectInfo, stamp
 
-_TICKET_TITLES = (
+TICKET_TITLES = (
     "Login times out behind the corporate proxy", "Add rate limiting to the public API",
     "Refactor the connection pool", "Bump dependencies for the quarterly audit",
     "Retry failed webhooks with backoff", "Invalidate the cache on schema change",
@@ -57,7 +57,7 @@ def _tickets(ctx: DemoContext, info: ProjectInfo) -> list[str]:
             {
                 "id": ticket_id,
                 "project_id": info.id,
-                "title": _TICKET_TITLES[(info.index + k) % len(_TICKET_TITLES)],
+                "title": TICKET_TITLES[(info.index + k) % len(TICKET_TITLES)],
                 "external_provider": "linear" if external else None,
                 "external_key": f"{prefix}-{100 + k * 7 + info.index}" if external else None,
                 "created_at": stamp(info.created + (k + 2) * DAY + ctx.rng.randint(0, DAY)),

@@ -27,6 +27,7 @@ from console.demo.history import meaning, write_history
 from console.demo.projects import write_projects
 from console.demo.work import write_work
 from console.db.files import create_exclusive, publish, remove_stale, temp_prefix
+from console.db.connect import sqlite_connection
 from console.errors import DatabaseUnusable, Refusal, UsageError
 
 RELEASE_ALIASES = {"current": CURRENT_RELEASE, "1.8.20": "1.8.20", "1.8.22": "1.8.22",
@@ -95,7 +96,7 @@ def generate(
     try:
         # Created exclusively under a random name: never a file someone planted (console/db/files.py).
         temporary = create_exclusive(target.parent, temp_prefix("demo") + target.name + ".", ".tmp")
-        conn = sqlite3.connect(temporary, isolation_level=None)
+        conn = sqlite_connection(temporary)
         try:
             _build(conn, resolved, requests, projects, environments, seed, moment, progress)
             conn.execute(f"PRAGMA journal_mode = {'WAL' if wal else 'DELETE'}")

@@ -26,7 +26,7 @@ from widgets.json_view import JsonView
 from widgets.lazy_table import Column, LazyTable, Preload
 from widgets.safe_text import clean, safe_text
 from widgets.timeline import Timeline, TimelineEvent
-from console.screens.sources import ApprovalsSource
+from console.screens.pages import ApprovalsSource
 
 if TYPE_CHECKING:  # the dialogs and the filter box are imported when first used, not at start-up
     from console.screens.confirm import ActionModal

@@ -34,7 +34,7 @@ from widgets.safe_text import clean, safe_text
 
 if TYPE_CHECKING:
     from console.app import ArchonConsole
-    from console.workers import Session
+    from console.session import Session
 
 READ_ONLY_REASON = "read-only mode (--read-only): nothing can be written"
 SUPPORT_REASON = "support snapshot: read-only"

@@ -17,7 +17,7 @@ from console.clock import parse_time
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import ActionModal, ConfirmModal
 from console.screens.reason import ReasonModal
-from console.screens.sources import EnvironmentsSource
+from console.screens.pages import EnvironmentsSource
 from console.screens.typed import TypedConfirmModal
 from console.services import environments as envs
 from console.services.environments import ClaimOptions, EnvironmentView

@@ -16,7 +16,7 @@ from textual.widgets import Static
 from console.clock import parse_time
 from console.screens.base import ConsoleScreen
 from console.screens.reason import ReasonModal
-from console.screens.sources import ListSource
+from console.screens.pages import ListSource
 from console.services import approval_queue as queue
 from console.services import navigation
 from console.services import profiles as profiles_service

@@ -10,8 +10,7 @@ from textual.binding import Binding
 from textual.widgets import Input, Static
 
 from console.screens.confirm import ActionModal
-
-REASON_MAX_BYTES = 2000
+from console.services.base import REASON_MAX_BYTES
 
 
 class ReasonModal(ActionModal):

@@ -33,7 +33,7 @@ SCREENS: tuple[ScreenEntry, ...] = (
                 "Approval queue: decide pending requests", aliases=("a", "approval", "queue")),
     ScreenEntry("envs", "console.screens.environments", "EnvironmentsScreen",
                 "Execution environments, leases and claims", aliases=("e", "env", "environments")),
-    ScreenEntry("projects", "console.screens.overview", "OverviewScreen",
+    ScreenEntry("projects", "console.screens.projects", "OverviewScreen",
                 "Overview of every project", aliases=("p", "overview", "home")),
     ScreenEntry("project", "console.screens.profiles", "ProfilesScreen",
                 "One project's execution profile revisions", aliases=("profiles",), argument="NAME"),

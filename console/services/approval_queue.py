@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from console.clock import db_time, parse_time, system_clock
+from console.clock import TEXT_SLACK, db_time, parse_time, system_clock
 from console.db.connect import ArchonDatabase
 from console.db.queries import (
     CappedCount,
@@ -42,9 +42,6 @@ REQUESTER_KEYS = ("requested_by", "requester")
 
 # Beyond this many (project, status) partitions one sorted scan is cheaper than many seeks.
 MAX_PARTITIONS = 400
-# A text bound wide enough for any stored form of an instant (ISO offsets shift dates by < 1 day):
-# it lets the index narrow the range, and `julianday` then decides exactly.
-_TEXT_SLACK = timedelta(days=1)
 
 
 @dataclass
@@ -105,7 +102,7 @@ def _partitions(handle: ArchonDatabase, filters: Filters, now: datetime) -> tupl
     if filters.expiring_within_minutes is not None:
         bound = now + timedelta(minutes=float(filters.expiring_within_minutes))
         common.append("expires_at <= ?")
-        params.append(db_time(bound + _TEXT_SLACK))
+        params.append(db_time(bound + TEXT_SLACK))
         common.append("julianday(expires_at) <= julianday(?)")
         params.append(db_time(bound))
     needle = (filters.search or "").strip().lower() or None
@@ -218,6 +215,11 @@ def cursor_of(handle: ArchonDatabase, request_id: str) -> Cursor | None:
     """The queue cursor just after request `request_id` (None when it is gone)."""
     row = handle.conn.execute("SELECT expires_at, id FROM approval_requests WHERE id = ?", (request_id,)).fetchone()
     return None if row is None else Cursor((row[0], row[1]))
+
+
+def cursor_after(row: dict[str, Any]) -> Cursor:
+    """The queue cursor just after a listed request: the list screens page on without knowing the order."""
+    return Cursor(tuple(row[k] for k in ORDER_KEYS))
 
 
 def request_position(handle: ArchonDatabase, filters: Filters, request_id: str, *, now: datetime | None = None) -> int | None:

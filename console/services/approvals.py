@@ -102,16 +102,6 @@ def _who(event: dict[str, Any] | None) -> str:
     return {"system": "archon (system)", "action_executor": "the action executor"}.get(kind, "an unknown actor")
 
 
-def _last_event(conn: sqlite3.Connection, project_id: str, request_id: str) -> dict[str, Any] | None:
-    cur = conn.execute(
-        "SELECT * FROM approval_request_events WHERE project_id = ? AND approval_request_id = ? "
-        "ORDER BY sequence DESC LIMIT 1",
-        (project_id, request_id),
-    )
-    row = cur.fetchone()
-    return None if row is None else dict(zip([d[0] for d in cur.description], row))
-
-
 def _event_into(conn: sqlite3.Connection, project_id: str, request_id: str, status: str) -> dict[str, Any] | None:
     """The most recent event that moved the request into `status` (who decided, and when)."""
     cur = conn.execute(
@@ -466,7 +456,7 @@ def overdue_ids(handle: ArchonDatabase, now: datetime, *, project: str | None = 
         projects = [project]
     else:
         projects = [r[0] for r in conn.execute("SELECT id FROM projects ORDER BY id")]
-    from console.services.approval_queue import _TEXT_SLACK
+    from console.clock import TEXT_SLACK as _TEXT_SLACK
 
     coarse = db_time(now + _TEXT_SLACK)
     found: list[str] = []

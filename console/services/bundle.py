@@ -40,8 +40,7 @@ from console.db.readonly import open_read_only
 from console.errors import EXIT_UNUSABLE, ConsoleError, UsageError
 from console.services.doctor import DEFAULT_STALE_AFTER, Finding, Report, run_doctor
 from console.services.redaction import Redactor, archon_object, redacted_copy
-from console.text import json_text
-from widgets.safe_text import clean
+from console.text import json_text, strip_control
 
 EVIDENCE_PER_FINDING = 20
 EVENTS_PER_ROW = 50
@@ -235,9 +234,9 @@ def bundle_members(report: Report, source: str | Path, redactor: Redactor, *, no
         cleanup()
     members: dict[str, str] = {
         "README.txt": README_REDACTED if redactor.enabled else README_PLAIN,
-        "report.txt": clean(shown.to_text()) + "\n",
+        "report.txt": strip_control(shown.to_text()) + "\n",
         "report.json": json_text(shown.to_json()),
-        "schema.sql": clean(schema),
+        "schema.sql": strip_control(schema),
         "row_counts.json": json_text(counts),
         "ledger.json": json_text(ledger),
         "evidence.json": json_text(evidence),

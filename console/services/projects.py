@@ -11,12 +11,11 @@ import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
 
-from console.clock import db_time, parse_time, system_clock
+from console.clock import TEXT_SLACK, db_time, parse_time, system_clock
 from console.db.connect import ArchonDatabase
 
 DEFAULT_STALE_AFTER = timedelta(minutes=15)
 EXPIRING_SOON = timedelta(hours=1)
-_TEXT_SLACK = timedelta(days=1)  # see approval_queue: coarse text bound, then exact julianday
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
@@ -32,7 +31,7 @@ def _pending_counts(conn: sqlite3.Connection, project_id: str, now: datetime) ->
         "SELECT coalesce(sum(julianday(expires_at) <= julianday(?)), 0), "
         "       coalesce(sum(julianday(expires_at) <= julianday(?)), 0) "
         "FROM approval_requests WHERE project_id = ? AND status = 'pending' AND expires_at <= ?",
-        (db_time(now), soon_text, project_id, db_time(now + EXPIRING_SOON + _TEXT_SLACK)),
+        (db_time(now), soon_text, project_id, db_time(now + EXPIRING_SOON + TEXT_SLACK)),
     ).fetchone()
     return {"pending": total, "overdue": int(overdue), "expiring_soon": int(soon) - int(overdue)}
 

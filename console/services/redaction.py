@@ -31,6 +31,8 @@ from collections import Counter
 from functools import lru_cache
 from typing import Any
 
+from console.db.connect import scratch_connection
+
 # Archon's words that are not string literals in its schema: event types, its own actor and claim
 # names, the console's own markers, and the kinds of runs it names ids after.
 EXTRA_VOCABULARY = frozenset({
@@ -93,7 +95,7 @@ def vocabulary() -> frozenset[str]:
     words: set[str] = set(EXTRA_VOCABULARY) | {MIGRATION_SET} | set(SAFETY_CLASSES) | set(RELEASES)
     words |= {m.id for m in MIGRATIONS}
     for release in RELEASES:
-        conn = sqlite3.connect(":memory:", isolation_level=None)
+        conn = scratch_connection()
         try:
             apply_all(conn, migrations_through(release))
             for (sql,) in conn.execute("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL"):
@@ -257,7 +259,7 @@ def redacted_copy(conn: sqlite3.Connection, redactor: Redactor) -> sqlite3.Conne
     nothing here should fire), with CHECK constraints off (a placeholder can be longer or shorter
     than what a CHECK measures); a table SQLite cannot read stays empty, as doctor reports it.
     """
-    copy = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    copy = scratch_connection(check_same_thread=False)
     copy.execute("PRAGMA ignore_check_constraints = ON")
     for pragma in ("user_version", "application_id"):
         copy.execute(f"PRAGMA {pragma} = {int(conn.execute(f'PRAGMA {pragma}').fetchone()[0])}")

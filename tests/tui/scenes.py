@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from widgets.lazy_table import LazyTable
@@ -25,7 +25,6 @@ class Scene:
     navigate: tuple[str, str] | None = None
     final: tuple[str, ...] = ()  # pressed once the detail pane has loaded (dialogs)
     env: tuple[tuple[str, str], ...] = ()  # set before the app is made (NO_COLOR is read then)
-    extra: dict = field(default_factory=dict)
 
 
 def _table_ready(app) -> bool:

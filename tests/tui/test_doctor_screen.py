@@ -6,7 +6,7 @@ from console.screens.approvals import ApprovalsScreen
 from console.screens.doctor import DoctorScreen
 from console.screens.environments import EnvironmentsScreen
 from console.screens.profiles import ProfilesScreen
-from tests.tui.test_flows import wait_until
+from tests.tui.test_flows import settle, wait_until
 from textual.widgets import DataTable
 from widgets.lazy_table import LazyTable
 
@@ -75,5 +75,5 @@ async def test_rows_of_projects_open_the_project(demo_db, make_app):
         await pilot.press("escape")
         await wait_until(pilot, lambda: app.screen is screen, what="back on doctor")
         screen.go_to({"table": "sqlite_master", "id": "idx_x"})  # nothing lists schema objects
-        await pilot.pause(0.1)
+        await settle(pilot, app)
         assert app.screen is screen

@@ -10,7 +10,7 @@ from textual.widgets import Static
 
 from console.screens.confirm import ConfirmModal
 from console.screens.environments import EnvironmentsScreen
-from tests.tui.test_flows import db, field, ready, select, wait_until
+from tests.tui.test_flows import db, field, ready, select, settle, wait_until
 
 
 def detail_text(app) -> str:
@@ -35,7 +35,7 @@ async def test_complete_is_greyed_on_a_reset_claim_and_a_failed_env_stays_failed
         assert app.screen.check_action("release", ()) is True
         assert "complete" in detail_text(app) and "a reset claim cannot be completed" in detail_text(app)
         await pilot.press("o")
-        await pilot.pause(0.2)
+        await settle(pilot, app)
         assert not isinstance(app.screen, ConfirmModal)
     assert db(path, "SELECT lifecycle_state, operation_kind FROM execution_environments WHERE id='env-0009'") == [("failed", "reset")]
 

@@ -8,7 +8,7 @@ import sqlite3
 from console.screens.approvals import ApprovalsScreen
 from console.screens.reason import ReasonModal
 from console.screens.typed import TypedConfirmModal
-from tests.tui.test_flows import db, ready, select, table, type_text, wait_until
+from tests.tui.test_flows import db, ready, select, settle, table, type_text, wait_until
 
 
 def set_authority(path, request_id: str, text: str) -> None:
@@ -37,7 +37,7 @@ async def test_unknown_requester_asks_for_a_typed_confirmation_naming_the_proble
         await select(pilot, app, "apr-00000195")  # malformed, but it names alice: no approving at all
         assert "names you" in app.screen.unavailable()["approve"]
         await pilot.press("a")
-        await pilot.pause(0.2)
+        await settle(pilot, app)
         assert not isinstance(app.screen, (ReasonModal, TypedConfirmModal))
         while table(app).cursor_key != "apr-00000192":
             await pilot.press("up")
@@ -48,7 +48,7 @@ async def test_unknown_requester_asks_for_a_typed_confirmation_naming_the_proble
         assert "its authority_json is not valid JSON" in modal.summary.plain
         await type_text(pilot, "yes")
         await pilot.press("enter", "enter")
-        await pilot.pause(0.2)
+        await settle(pilot, app)
         assert isinstance(app.screen, TypedConfirmModal)
         assert db(path, "SELECT status FROM approval_requests WHERE id='apr-00000192'")[0][0] == "pending"
         modal.query_one("#typed").value = ""

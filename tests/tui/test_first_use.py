@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+from pathlib import Path
+
 import pytest
 
 from console.screens.approvals import ApprovalsScreen
@@ -239,7 +242,7 @@ async def test_upgrade_screen_idle_shows_the_plan_and_steps_not_a_bar(demo_db, m
 @size_ids
 async def test_footer_always_shows_help_and_quit_and_back_only_where_it_acts(demo_db, make_app, size):
     from console.screens.doctor import DoctorScreen
-    from console.screens.overview import OverviewScreen
+    from console.screens.projects import OverviewScreen
     from console.screens.profiles import ProfilesScreen
 
     path = demo_db()
@@ -293,14 +296,14 @@ async def test_a_key_that_cannot_act_says_why(demo_db, make_app, size):
 @size_ids
 async def test_in_inspect_the_reason_is_the_support_snapshot(demo_db, make_app, size):
     from console.app import ArchonConsole
-    from console.workers import SupportInfo
+    from console.support import SupportInfo
     from tests.tui.conftest import make_ctx
 
     make_app  # sets the test's keymap and clipboard environment
     path = demo_db()
     approved = db(path, "SELECT count(*) FROM approval_requests WHERE status='approved'")
-    app = ArchonConsole(make_ctx(path, read_only=True), SupportInfo("/srv/archon/archon.db", "2025-06-01 11:59:00 UTC"),
-                        start="approvals", poll_seconds=3600)
+    support = SupportInfo(Path("/srv/archon/archon.db"), path, datetime(2025, 6, 1, 11, 59, tzinfo=timezone.utc))
+    app = ArchonConsole(make_ctx(path, read_only=True), support, start="approvals", poll_seconds=3600)
     async with app.run_test(size=size, notifications=True) as pilot:
         await ready(pilot, app, ApprovalsScreen)
         await pilot.press("a")
@@ -314,7 +317,7 @@ async def test_in_inspect_the_reason_is_the_support_snapshot(demo_db, make_app, 
 async def test_smaller_ones_on_screen(demo_db, make_app, size):
     from console.screens.command_line import CommandLine
     from console.screens.doctor import DoctorScreen
-    from console.screens.overview import OverviewScreen
+    from console.screens.projects import OverviewScreen
 
     path = demo_db()
     app = make_app(path)
@@ -362,7 +365,7 @@ async def test_smaller_ones_on_screen(demo_db, make_app, size):
 
 
 def test_pending_column_reads_one_way():
-    from console.screens.overview import _pending
+    from console.screens.projects import _pending
 
     row = {"pending_approvals": 12, "pending_expiring_within_hour": 1, "pending_overdue": 2}
     assert _pending(row).plain == "12 (1 <1h, 2 overdue)"

@@ -21,7 +21,7 @@ import pytest
 from console.cli import Context
 from console.screens.approvals import ApprovalsScreen
 from console.screens.environments import EnvironmentsScreen
-from console.screens.overview import OverviewScreen
+from console.screens.projects import OverviewScreen
 from tests.tui.conftest import NOW_TEXT
 from tests.tui.test_flows import ready
 

@@ -6,7 +6,7 @@ import json
 import sqlite3
 
 from console.screens.upgrade import UpgradeScreen
-from tests.tui.test_flows import wait_until
+from tests.tui.test_flows import settle, wait_until
 
 
 def _contradict(path) -> str:
@@ -35,7 +35,7 @@ async def test_refused_plan_names_the_row_and_disables_the_run(demo_db, make_app
         text = "".join(getattr(r, "plain", "") for r in getattr(rendered, "renderables", [rendered]))
         assert "Refused: " in text and rev_id in text
         await pilot.press("U")  # greyed: nothing is written
-        await pilot.pause(0.2)
+        await settle(pilot, app)
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = '_sqlite_migrations'").fetchone()[0] == 0
     conn.close()

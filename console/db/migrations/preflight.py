@@ -30,6 +30,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Sequence
 
+from console.db.connect import scratch_connection
 from console.db.migrations.base import Migration
 from console.db.migrations.runner import MigrationFailed, apply_migration
 from console.text import one_line
@@ -149,7 +150,7 @@ def _describe_violation(conn, table: str, rowid, parent: str, fkid: int) -> str:
 
 
 def _replay_schema(conn: sqlite3.Connection) -> sqlite3.Connection:
-    scratch = sqlite3.connect(":memory:", isolation_level=None)
+    scratch = scratch_connection()
     order = {"table": 0, "index": 1, "view": 2, "trigger": 3}
     entries = sorted(
         (

@@ -118,13 +118,6 @@ def assert_registry(migrations=MIGRATIONS, safety_by_id=SAFETY_BY_ID) -> None:
 assert_registry()
 
 
-def safety_of(migration_id: str) -> str:
-    try:
-        return SAFETY_BY_ID[migration_id]
-    except KeyError:
-        raise RegistryError(f"Migration {migration_id} has no safety classification.") from None
-
-
 def migrations_through(release: str) -> tuple[Migration, ...]:
     """Every step up to and including `release` (which must be known)."""
     if release == "current":

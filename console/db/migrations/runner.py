@@ -13,6 +13,7 @@ import sqlite3
 from typing import Callable
 
 from console.db.migrations.base import Migration
+from console.db.tx import rollback
 
 
 class MigrationFailed(Exception):
@@ -20,14 +21,6 @@ class MigrationFailed(Exception):
         super().__init__(f"Migration {migration.id} failed and was rolled back: {message}")
         self.migration = migration
         self.message = message
-
-
-def _rollback(conn: sqlite3.Connection) -> None:
-    if conn.in_transaction:
-        try:
-            conn.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass
 
 
 def apply_migration(
@@ -60,11 +53,11 @@ def apply_migration(
                 proceed = locked(conn, migration)
             except BaseException:
                 if begin:
-                    _rollback(conn)
+                    rollback(conn)
                 raise
             if not proceed:
                 if begin:
-                    _rollback(conn)
+                    rollback(conn)
                 return False
         try:
             if migration.rebuild and not rebuilding and migration.needed(conn):
@@ -87,7 +80,7 @@ def apply_migration(
                 conn.execute("COMMIT")
         except BaseException as exc:
             if begin:
-                _rollback(conn)
+                rollback(conn)
             if isinstance(exc, MigrationFailed):
                 raise
             if isinstance(exc, Exception):

@@ -10,7 +10,6 @@ app polls it to refresh what is on screen.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -18,14 +17,6 @@ from typing import Any, Callable, TypeVar
 from console.db.connect import ArchonDatabase
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class SupportInfo:
-    """Shown as a SUPPORT badge: the console runs on a snapshot of someone's database."""
-
-    original_path: str
-    snapshot_time: str
 
 
 class Session:
@@ -45,6 +36,11 @@ class Session:
     @property
     def db_path(self) -> Path:
         return Path(self.ctx.db_path)
+
+    @property
+    def release(self) -> str | None:
+        """The archon release the database's shape matches (None when unknown)."""
+        return self.handle.shape.release
 
     def now(self) -> datetime:
         """For reading and rendering."""
@@ -77,4 +73,4 @@ class Session:
             self.handle.close()
 
 
-__all__ = ["Session", "SupportInfo"]
+__all__ = ["Session"]

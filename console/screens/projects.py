@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.widgets import Static
 
 from console.screens.base import ConsoleScreen
-from console.screens.sources import ListSource
+from console.screens.pages import ListSource
 from console.services import projects as projects_service
 from widgets.lazy_table import Column, LazyTable
 from widgets.safe_text import clean, safe_text

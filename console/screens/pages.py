@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from console.db.queries import Cursor
 from console.services import approval_queue as queue
 from console.services import environment_pages as env_pages
 from console.services import environments as envs
-from console.workers import Session
+from console.session import Session
 
 COUNT_CAP = 10**9  # an exact count, taken after the first page is on screen
 
@@ -28,7 +27,7 @@ class ApprovalsSource:
 
     def page(self, after: Any | None, limit: int) -> tuple[list[dict], Any | None]:
         page = self.session.run(queue.list_requests, self.filters, limit=limit, cursor=after, now=self.session.now())
-        last = Cursor(tuple(page.rows[-1][k] for k in queue.ORDER_KEYS)) if page.rows else after
+        last = queue.cursor_after(page.rows[-1]) if page.rows else after
         return page.rows, last
 
     def key(self, row: dict) -> Any:

@@ -1,0 +1,221 @@
+"""A private byte copy of a database, taken under SQLite's own read locks.
+
+Support mode and the fallback reader (console/db/readonly.py) never hand a WAL original to SQLite;
+they copy it here:
+
+1. open the main file `O_RDONLY` and take the same POSIX read lock a SQLite reader takes (PENDING
+   byte, then the 510-byte SHARED range). In rollback-journal mode that keeps writers from
+   committing while we copy; in WAL mode it stops the last connection from checkpointing and
+   deleting the `-wal` under us;
+2. in WAL mode, when `-shm` exists, open it `O_RDONLY` and read-lock the checkpoint byte (shm lock
+   offset 120 + 1, as os_unix.c does). No checkpoint can then write the main file, so the main file
+   is stable and the `-wal` only grows (or restarts, which happens only once everything is in the
+   main file); because WAL recovery keeps only the valid prefix of salted, checksummed frames up
+   to the last commit, any byte copy of it taken now is a consistent commit point;
+3. copy the main file and the `-wal` (or a leftover `-journal`) into a private 0700 directory and
+   release the locks. SQLite then replays the WAL (or rolls back the hot journal) in the *copy*,
+   in our own directory.
+
+The lock trick relies on POSIX advisory locks, which are per process: never open the *original*
+with SQLite in the same process while copying (closing our descriptor would drop its locks).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from console.db.connect import SQLITE_HEADER
+from console.db.files import private_dir
+from console.db.paths import nonempty_file
+from console.errors import DatabaseUnusable, Refusal
+
+PENDING_BYTE = 0x40000000
+SHARED_FIRST = PENDING_BYTE + 2
+SHARED_SIZE = 510
+SHM_LOCK_BASE = 120  # (22 + SQLITE_SHM_NLOCK) * 4 in os_unix.c
+WAL_CKPT_LOCK = 1
+DEFAULT_LOCK_TIMEOUT_S = 10.0
+COPY_CHUNK = 8 << 20
+
+__all__ = [
+    "DEFAULT_LOCK_TIMEOUT_S",
+    "CopyResult",
+    "check_header",
+    "is_wal_header",
+    "private_copy",
+    "sidecars",
+    "take_shared_lock",
+]
+
+
+def sidecars(path: Path) -> dict[str, Path]:
+    return {suffix: Path(f"{path}{suffix}") for suffix in ("-wal", "-shm", "-journal")}
+
+
+def is_wal_header(header: bytes) -> bool:
+    """File format bytes 18 and 19 are 2 in WAL mode."""
+    return len(header) >= 20 and header[18] == 2 and header[19] == 2
+
+
+def check_header(path: Path, header: bytes, size: int) -> None:
+    """Refuse an empty file or one without the SQLite header, in one sentence."""
+    if size == 0:
+        raise DatabaseUnusable(f"{path} is empty (0 bytes), not an archon database.")
+    if header[: len(SQLITE_HEADER)] != SQLITE_HEADER:
+        raise DatabaseUnusable(f"{path} is not a SQLite database (its header is wrong).")
+
+
+def _lock(fd: int, start: int, length: int, deadline: float, what: str) -> None:
+    """A shared POSIX lock, retried until `deadline` (a writer holds these for milliseconds)."""
+    delay = 0.002
+    while True:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, length, start, os.SEEK_SET)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+        if time.monotonic() >= deadline:
+            raise Refusal(
+                f"The database is busy: another process held {what} for too long to take a consistent copy.",
+                "Nothing was changed. Try again in a moment, or stop archon first.",
+            )
+        time.sleep(delay)
+        delay = min(delay * 2, 0.01)
+
+
+def _unlock(fd: int, start: int, length: int) -> None:
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_UN, length, start, os.SEEK_SET)
+    except OSError:
+        pass
+
+
+def take_shared_lock(fd: int, deadline: float) -> None:
+    """SQLite's own SHARED lock on the main file: the PENDING byte first (so a waiting writer is
+    not starved), then the SHARED range, then let go of PENDING. Held until `fd` is closed."""
+    _lock(fd, PENDING_BYTE, 1, deadline, "the write lock")
+    try:
+        _lock(fd, SHARED_FIRST, SHARED_SIZE, deadline, "the write lock")
+    finally:
+        _unlock(fd, PENDING_BYTE, 1)
+
+
+def _copy_fd(src_fd: int, dest: Path) -> int:
+    """Copy from an already open descriptor (kernel copy where possible)."""
+    copied = 0
+    with open(dest, "wb") as out:
+        out_fd = out.fileno()
+        try:
+            while True:
+                n = os.copy_file_range(src_fd, out_fd, COPY_CHUNK, copied, copied)
+                if n == 0:
+                    break
+                copied += n
+        except OSError:
+            # Fall back to plain reads (filesystems without copy_file_range).
+            out.seek(0)
+            out.truncate()
+            copied = 0
+            while True:
+                chunk = os.pread(src_fd, COPY_CHUNK, copied)
+                if not chunk:
+                    break
+                out.write(chunk)
+                copied += len(chunk)
+    return copied
+
+
+def _copy_path(src: Path, dest: Path) -> int | None:
+    try:
+        fd = os.open(src, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    try:
+        return _copy_fd(fd, dest)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class CopyResult:
+    """A private byte copy of a database and its WAL or journal, not yet opened."""
+
+    path: Path
+    workdir: Path
+    wal: bool
+    copied: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def private_copy(
+    path: str | Path,
+    workdir: str | Path | None = None,
+    *,
+    timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+) -> CopyResult:
+    """Copy `path` (and its -wal / -journal) into a private directory under SQLite's read locks.
+
+    Never creates, opens for writing, or modifies anything next to `path`.
+    """
+    path = Path(path).expanduser()
+    if workdir is None:
+        workdir = private_dir("copy")
+    workdir = Path(workdir)
+    workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.is_dir():
+        raise DatabaseUnusable(f"{path} is a directory, not a database file.")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise DatabaseUnusable(
+            f"No database at {path}.",
+            "Pass --db PATH or set ARCHON_DB_PATH; the console never creates one.",
+        ) from None
+    except OSError as exc:
+        raise DatabaseUnusable(f"Cannot read {path}: {exc.strerror or exc}.") from None
+    dest = workdir / path.name
+    result = CopyResult(path=dest, workdir=workdir, wal=False)
+    shm_fd: int | None = None
+    deadline = time.monotonic() + timeout_s
+    try:
+        size = os.fstat(fd).st_size
+        header = os.pread(fd, 100, 0)
+        check_header(path, header, size)
+        take_shared_lock(fd, deadline)
+        header = os.pread(fd, 100, 0)  # re-read under the lock
+        result.wal = is_wal_header(header)
+        side = sidecars(path)
+        if result.wal:
+            try:
+                shm_fd = os.open(side["-shm"], os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            except FileNotFoundError:
+                result.notes.append("no -shm: no live connection, nothing can checkpoint meanwhile")
+            except OSError as exc:
+                result.notes.append(f"-shm unreadable ({exc.strerror}); copied without the checkpoint lock")
+            if shm_fd is not None:
+                _lock(shm_fd, SHM_LOCK_BASE + WAL_CKPT_LOCK, 1, deadline, "the checkpoint lock")
+        result.copied["main"] = _copy_fd(fd, dest)
+        if result.wal:
+            copied = _copy_path(side["-wal"], Path(f"{dest}-wal"))
+            if copied is not None:
+                result.copied["-wal"] = copied
+        else:
+            journal = side["-journal"]
+            if nonempty_file(journal):
+                # A journal beside a file we hold SHARED on is either hot (a crashed writer: the
+                # copy must roll it back) or an active writer's pre-images, equal to the main
+                # file while we hold the lock: rolling it back in the copy is harmless either way.
+                copied = _copy_path(journal, Path(f"{dest}-journal"))
+                if copied is not None:
+                    result.copied["-journal"] = copied
+    finally:
+        if shm_fd is not None:
+            os.close(shm_fd)  # releases the checkpoint lock
+        os.close(fd)  # releases the SHARED lock
+    return result
