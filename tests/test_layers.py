@@ -30,8 +30,6 @@ HANDLE_PARTS = {"handle", "conn", "shape", "execute", "executemany", "executescr
 HANDLE_ALLOWED = {
     ("console/screens/doctor.py", "conn"),  # removed when the doctor change lands
     ("console/screens/doctor.py", "execute"),  # removed when the doctor change lands
-    ("console/screens/environments.py", "handle"),  # removed when the environments change lands
-    ("console/screens/environments.py", "shape"),  # removed when the environments change lands
     ("console/screens/approvals.py", "conn"),  # removed when the approvals change lands
 }
 PRIVATE_IMPORT_ALLOWED = {

@@ -109,6 +109,7 @@ def snapshot_copy(
     removes what it wrote and says so in one sentence (exit 3); the next attempt starts clean.
     """
     import shutil  # only on the private-copy path, not at every start
+
     path = Path(path).expanduser()
     dest_dir = Path(dest_dir)
     final = dest_dir / (name or f"{path.stem}.snapshot.sqlite")
@@ -163,6 +164,7 @@ def _write_failed(where: Path, exc: BaseException, what: str) -> DatabaseUnusabl
 def _backup_into(copy: CopyResult, partial: Path, path: Path) -> None:
     """Copy the replayed private copy into the existing empty file `partial` with the backup API."""
     import shutil  # only on the private-copy path, not at every start
+
     try:
         src = _open_copy(copy)
     except sqlite3.Error as exc:
@@ -212,7 +214,6 @@ def open_read_only(
     "private copy (why)" (a leftover journal, a -shm or -wal SQLite cannot use in place, or
     `force_copy`): the copy lives in a 0700 temp directory that `cleanup` removes.
     """
-    import shutil  # only on the private-copy path, not at every start
     path = Path(path).expanduser()
     size = require_database_file(path).st_size
     try:
@@ -254,17 +255,22 @@ def open_read_only(
         conn = _open_copy(copy, busy_timeout_ms=busy_timeout_ms)
         _configure_read_only(conn, busy_timeout_ms)
     except (OSError, sqlite3.OperationalError) as exc:
-        shutil.rmtree(workdir, ignore_errors=True)
+        _remove_tree(workdir)
         raise _no_private_copy(path, exc) from None
     except BaseException:
-        shutil.rmtree(workdir, ignore_errors=True)
+        _remove_tree(workdir)
         raise
 
     def cleanup() -> None:
-        import shutil  # only on the private-copy path, not at every start
-        shutil.rmtree(workdir, ignore_errors=True)
+        _remove_tree(workdir)
 
     return conn, cleanup, f"private copy ({reason})" if reason else "private copy"
+
+
+def _remove_tree(path: Path) -> None:
+    import shutil  # only on the private-copy path, not at every start
+
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _in_place_blocker(side: dict[str, Path]) -> str | None:
