@@ -108,10 +108,13 @@ class ApprovalsScreen(ConsoleScreen):
     def prefetch(cls, session, argument: str | None) -> Preload:
         return Preload(ApprovalsSource(session, cls.initial_filters(argument)))
 
-    def __init__(self, argument: str | None = None) -> None:
+    def __init__(self, argument: str | None = None, *, jump_to: str | None = None) -> None:
         super().__init__()
         self.argument = argument
         self.filters = self.initial_filters(argument)
+        self.jump_to = jump_to  # the cursor goes to this request once the list is counted
+        if jump_to is not None:  # every status: the request may be decided already
+            self.filters = queue.Filters(statuses=None)
         self.detail: dict[str, Any] | None = None
         self.modal: ActionModal | None = None
         self.filter_mode: str | None = None

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual import work
+from textual import on, work
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
@@ -136,6 +136,37 @@ class ConsoleScreen(Screen):
         """Another process changed the database: reload what is visible, keep the selection."""
         for table in self.query(LazyTable):
             table.reload(keep_cursor=True)
+
+    # ------------------------------------------------------------ jump to a row
+    jump_to: str | None = None  # a list screen's `jump_to=` argument: the row to put the cursor on
+
+    class JumpResolved(Message):
+        """Where the `jump_to` row sits in the counted list (None: it is not in the list)."""
+
+        def __init__(self, table: LazyTable, key: str, index: int | None) -> None:
+            super().__init__()
+            self.table, self.key, self.index = table, key, index
+
+    @on(LazyTable.Counted)
+    def _jump_once_counted(self, message: LazyTable.Counted) -> None:
+        if self.jump_to is None:
+            return
+        key, self.jump_to = self.jump_to, None
+        self._jump_worker(message.control, key)
+
+    @work(thread=True, group="jump", exit_on_error=False)
+    def _jump_worker(self, table: LazyTable, key: str) -> None:
+        source = table.source
+        index = source.index_of(key) if source is not None and hasattr(source, "index_of") else None
+        self.post_message(self.JumpResolved(table, key, index))
+
+    @on(JumpResolved)
+    def _jump_resolved(self, message: "ConsoleScreen.JumpResolved") -> None:
+        if message.index is None:
+            self.notify(f"{message.key} is not in this list (any more).", severity="warning", markup=False)
+            return
+        # After the next refresh: the table's new height must be laid out before it can scroll there.
+        message.table.call_after_refresh(setattr, message.table, "cursor", message.index)
 
     _detail_timer = None
     DETAIL_DELAY = 0.12

@@ -68,9 +68,10 @@ class EnvironmentsScreen(ConsoleScreen):
             super().__init__()
             self.env = env
 
-    def __init__(self, argument: str | None = None) -> None:
+    def __init__(self, argument: str | None = None, *, jump_to: str | None = None) -> None:
         super().__init__()
         self.argument = argument
+        self.jump_to = jump_to  # the cursor goes to this environment once the list is counted
         self.state: str | None = None
         self.claimed = False
         self.detail: dict[str, Any] | None = None
