@@ -17,7 +17,10 @@ from textual.message import Message
 from textual.widgets import Static
 
 from console.clock import parse_time
+from console.errors import Refusal
+from console.models.approvals import DecisionBatch
 from console.screens.base import ConsoleScreen
+from console.screens.confirm import Watched
 from console.services import approval_queue as queue
 from console.services import approvals as decisions
 from console.services.projects import EXPIRING_SOON
@@ -29,7 +32,7 @@ from widgets.timeline import Timeline, TimelineEvent
 from console.screens.sources import ApprovalsSource
 
 if TYPE_CHECKING:  # the dialogs and the filter box are imported when first used, not at start-up
-    from console.screens.confirm import ActionModal
+    from console.screens.confirm import ActionModal, Decision
 
 STATUS_CYCLE: tuple[tuple[str, ...] | None, ...] = (
     ("pending",), ("approved",), ("pending", "approved"), None,
@@ -90,13 +93,10 @@ class ApprovalsScreen(ConsoleScreen):
             self.request_id = request_id
             self.request = request
 
-    class Decided(Message):
-        def __init__(self, results: list[Any], bulk: bool, verb: str) -> None:
-            super().__init__()
-            self.results, self.bulk, self.verb = results, bulk, verb
-
     class Rechecked(Message):
-        def __init__(self, modal: ActionModal, request: dict[str, Any]) -> None:
+        """The watched request, re-read while its dialog is open."""
+
+        def __init__(self, modal: ActionModal[Decision | None], request: dict[str, Any]) -> None:
             super().__init__()
             self.modal, self.request = modal, request
 
@@ -116,7 +116,7 @@ class ApprovalsScreen(ConsoleScreen):
         if jump_to is not None:  # every status: the request may be decided already
             self.filters = queue.Filters(statuses=None)
         self.detail: dict[str, Any] | None = None
-        self.modal: ActionModal | None = None
+        self.modal: ActionModal[Decision | None] | None = None
         self.filter_mode: str | None = None
 
     # ------------------------------------------------------------ layout
@@ -455,16 +455,16 @@ class ApprovalsScreen(ConsoleScreen):
             if len(marked) > 8:
                 summary.append(f"  … and {len(marked) - 8} more\n", style="dim")
             summary.append("Requests that can no longer be decided are refused one by one and reported.", style="dim")
-            modal = ReasonModal(f"{VERB[verb]} {len(ids)} requests", summary, required=required,
-                                confirm_label=VERB[verb], danger=verb != "approve")
-
-            def done(reason: str | None) -> None:
-                self.modal = None
-                if reason is not None:
-                    self._run_decision(verb, ids, reason or None, bulk=True)
+            modal: ActionModal[Decision | None] = ReasonModal(
+                f"{VERB[verb]} {len(ids)} requests", summary, required=required,
+                confirm_label=VERB[verb], danger=verb != "approve")
+            requester_unknown_ok = False
         else:
             r = self.detail or {}
             problem = (r.get("confirm") or {}).get(verb)
+            ids = [r["id"]]
+            # The dialog watches the request: a change of these fields while it is open re-checks it.
+            watching = Watched(r.get("id"), verb, (r.get("status"), r.get("decision_at")))
             if problem:  # four-eyes cannot be checked: the approver confirms by typing (four_eyes.py)
                 from console.screens.typed import TypedConfirmModal
 
@@ -474,52 +474,43 @@ class ApprovalsScreen(ConsoleScreen):
                 summary.append("\nApprove only if you are not the person who requested it; your confirmation "
                                "is recorded with the decision.")
                 modal = TypedConfirmModal(f"{VERB[verb]} request", summary, expected=UNKNOWN_REQUESTER_CONFIRMATION,
-                                          ask_reason=True, confirm_label=VERB[verb], watch_key=r.get("id"))
+                                          ask_reason=True, confirm_label=VERB[verb], watching=watching)
             else:
                 modal = ReasonModal(f"{VERB[verb]} request", self._what_happens(verb, r), required=required,
-                                    confirm_label=VERB[verb], danger=verb != "approve", watch_key=r.get("id"))
-            modal.verb = verb  # type: ignore[attr-defined]
-            modal.seen = (r.get("status"), r.get("decision_at"))  # type: ignore[attr-defined]
+                                    confirm_label=VERB[verb], danger=verb != "approve", watching=watching)
+            requester_unknown_ok = bool(problem)
 
-            def done(reason: str | None) -> None:
-                self.modal = None
-                if reason is not None:
-                    self._run_decision(verb, [r["id"]], reason or None, bulk=False,
-                                       requester_unknown_ok=bool(problem))
+        def done(decision: Decision | None) -> None:
+            self.modal = None
+            if decision is not None:
+                self._run_decision(verb, ids, decision.reason or None, bulk=bool(marked),
+                                   requester_unknown_ok=requester_unknown_ok)
+
         self.modal = modal
         self.app.push_screen(modal, done)
 
-    @work(thread=True, group="approvals-write", exit_on_error=False)
     def _run_decision(self, verb: str, ids: list[str], reason: str | None, bulk: bool,
                       requester_unknown_ok: bool = False) -> None:
-        now = self.session.write_now()
-        if bulk:  # never confirmed in bulk: such requests are refused one by one
-            results = self.session.run(decisions.decide_many, ids, verb, actor=self.session.actor,
-                                       reason=reason, now=now)
-        else:
-            try:
-                results = [self.session.run(decisions.decide, ids[0], verb, actor=self.session.actor,
-                                            reason=reason, now=now, requester_unknown_ok=requester_unknown_ok)]
-            except decisions.Refusal as exc:
-                results = [decisions.refusal_result(ids[0], exc)]
-        self.post_message(self.Decided(results, bulk, verb))
+        """Through the screens' one write path; the outcome comes back to `write_finished`."""
+        self.write(decisions.decide_batch, ids, verb, actor=self.session.actor, reason=reason,
+                   now=self.session.write_now(), requester_unknown_ok=requester_unknown_ok, bulk=bulk)
 
-    def on_approvals_screen_decided(self, message: Decided) -> None:
-        table = self.query_one(LazyTable)
-        if message.bulk:
+    def write_finished(self, message: ConsoleScreen.WriteDone) -> None:
+        batch = message.result
+        if message.error is not None or not isinstance(batch, DecisionBatch):
+            # Refused before any request was touched (a marked batch): one error for all of them.
+            self.show_error(message.error or Refusal("The decision returned nothing."))
+        elif batch.bulk:
             from console.screens.bulk_results import BulkResultsModal
 
-            table.clear_selection()
-            self.app.push_screen(BulkResultsModal(f"{VERB[message.verb]}: results", message.results))
+            self.query_one(LazyTable).clear_selection()
+            self.app.push_screen(BulkResultsModal(f"{VERB[batch.verb]}: results", batch.results))
         else:
-            result = message.results[0]
+            result = batch.results[0]
             if result.ok:
                 self.notify_result(result.message)
             else:
-                from console.errors import Refusal
-
                 self.show_error(Refusal(result.message), context=self.session.write_note() or "")
-        self.after_write()
 
     # ------------------------------------------------------------ live
     def refresh_data(self) -> None:
@@ -531,20 +522,21 @@ class ApprovalsScreen(ConsoleScreen):
             self._recheck(self.modal)
 
     @work(thread=True, group="approvals-recheck", exit_on_error=False)
-    def _recheck(self, modal: ActionModal) -> None:
+    def _recheck(self, modal: ActionModal[Decision | None]) -> None:
         request = self.session.run(queue.show_request, modal.watch_key, actor=self.session.actor,
                                    now=self.session.now())
         self.post_message(self.Rechecked(modal, request))
 
     def on_approvals_screen_rechecked(self, message: Rechecked) -> None:
         modal, r = message.modal, message.request
-        verb = getattr(modal, "verb", None)
-        if verb is None or not modal.is_attached:
+        watching = modal.watching
+        if watching is None or not watching.action or not modal.is_attached:
             return
-        if (r.get("status"), r.get("decision_at")) == getattr(modal, "seen", None):
+        if (r.get("status"), r.get("decision_at")) == watching.seen:
             return
-        why = (r.get("options") or {}).get(verb)
-        modal.changed_underneath(self._what_happens(verb, r), f"It can no longer be done: {why}." if why else None)
+        why = (r.get("options") or {}).get(watching.action)
+        modal.changed_underneath(self._what_happens(watching.action, r),
+                                 f"It can no longer be done: {why}." if why else None)
 
     # ------------------------------------------------------------ copy
     def copy_target(self) -> tuple[str | None, Any]:

@@ -15,7 +15,7 @@ from textual.widgets import Static
 
 from console.clock import parse_time
 from console.screens.base import ConsoleScreen
-from console.screens.confirm import ActionModal, ConfirmModal
+from console.screens.confirm import ActionModal, ConfirmModal, Decision
 from console.screens.reason import ReasonModal
 from console.screens.sources import EnvironmentsSource
 from console.screens.typed import TypedConfirmModal
@@ -322,7 +322,7 @@ class EnvironmentsScreen(ConsoleScreen):
             self.modal = None
             if value is None or value is False:
                 return
-            then(value if isinstance(value, str) else None)
+            then(value.reason if isinstance(value, Decision) else None)
 
         self.app.push_screen(modal, done)
 

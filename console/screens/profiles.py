@@ -15,6 +15,7 @@ from textual.widgets import Static
 
 from console.clock import parse_time
 from console.screens.base import ConsoleScreen
+from console.screens.confirm import Decision, Watched
 from console.screens.reason import ReasonModal
 from console.screens.sources import ListSource
 from console.services import approval_queue as queue
@@ -208,12 +209,12 @@ class ProfilesScreen(ConsoleScreen):
             summary.append_text(diff_text(active.get("profile_json"), row.get("profile_json"),
                                           old_label=f"r{active['revision']} (active)", new_label=f"r{row['revision']}"))
         modal = ReasonModal("Activate profile revision", summary, required=True, confirm_label="Activate",
-                            danger=old_provider != new_provider, watch_key=row["id"])
+                            danger=old_provider != new_provider, watching=Watched(row["id"], "activate"))
 
-        def done(reason: str | None) -> None:
-            if reason:
+        def done(decision: Decision | None) -> None:
+            if decision is not None and decision.reason:
                 self.write(profiles_service.activate, row["id"], self.session.actor,
-                           reason=reason, now=self.session.write_now())
+                           reason=decision.reason, now=self.session.write_now())
 
         self.app.push_screen(modal, done)
 

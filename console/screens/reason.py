@@ -9,13 +9,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Input, Static
 
-from console.screens.confirm import ActionModal
+from console.screens.confirm import ActionModal, Decision
 
 REASON_MAX_BYTES = 2000
 
 
-class ReasonModal(ActionModal):
-    """Returns the reason ('' when optional and left empty), or None when cancelled."""
+class ReasonModal(ActionModal["Decision | None"]):
+    """Returns the `Decision` with its reason ('' when optional and left empty), or None when cancelled."""
 
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="modal.cancel"),
@@ -56,5 +56,8 @@ class ReasonModal(ActionModal):
             return False
         return True
 
-    def result_value(self) -> str:
-        return self.reason()
+    def result_value(self) -> Decision | None:
+        return Decision(self.reason())
+
+    def cancel_value(self) -> Decision | None:
+        return None

@@ -24,6 +24,7 @@ from console.clock import db_time, parse_time, write_clock
 from console.db.connect import ArchonDatabase
 from console.db.tx import BUSY_HINT, write_transaction
 from console.errors import Refusal
+from console.models.approvals import DecisionBatch
 from console.services.approval_queue import (  # noqa: F401  (re-exported API)
     KINDS,
     OPEN_STATUSES,
@@ -457,6 +458,31 @@ def decide_many(
     return results
 
 
+def decide_batch(
+    handle: ArchonDatabase,
+    request_ids: Sequence[str],
+    decision: str,
+    *,
+    actor: str,
+    reason: str | None = None,
+    now: datetime | None = None,
+    requester_unknown_ok: bool = False,
+    bulk: bool = False,
+) -> DecisionBatch:
+    """The console's decision: marked requests (`bulk`) through `decide_many`, or the one highlighted
+    request through `decide`, its refusal turned into its result. Never confirmed in bulk: requests
+    whose requester is uncertain are refused one by one there."""
+    if bulk:
+        results = decide_many(handle, request_ids, decision, actor=actor, reason=reason, now=now)
+    else:
+        try:
+            results = [decide(handle, request_ids[0], decision, actor=actor, reason=reason, now=now,
+                              requester_unknown_ok=requester_unknown_ok)]
+        except Refusal as exc:
+            results = [refusal_result(request_ids[0], exc)]
+    return DecisionBatch(decision, tuple(results), bulk)
+
+
 # --- expiry sweep -------------------------------------------------------------------------------
 
 def overdue_ids(handle: ArchonDatabase, now: datetime, *, project: str | None = None) -> list[str]:
@@ -546,6 +572,7 @@ __all__ = [
     "approve",
     "count_requests",
     "decide",
+    "decide_batch",
     "decide_many",
     "decision_options",
     "deny",
