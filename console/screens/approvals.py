@@ -19,16 +19,26 @@ from textual.widgets import Static
 from console.clock import parse_time
 from console.errors import Refusal
 from console.models.approvals import DecisionBatch
+from console.screens.approval_detail import (
+    SHORT_ID,
+    VERB,
+    bulk_summary,
+    detail_events,
+    detail_head,
+    short_id_cell,
+    summary_cell,
+    what_happens,
+)
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import Watched
 from console.services import approval_queue as queue
 from console.services import approvals as decisions
 from console.services.projects import EXPIRING_SOON
-from widgets.humane import countdown, exact, plural, relative
+from widgets.humane import countdown, plural
 from widgets.json_view import JsonView
 from widgets.lazy_table import Column, LazyTable, Preload
 from widgets.safe_text import clean, safe_text
-from widgets.timeline import Timeline, TimelineEvent
+from widgets.timeline import Timeline
 from console.screens.sources import ApprovalsSource
 
 if TYPE_CHECKING:  # the dialogs and the filter box are imported when first used, not at start-up
@@ -43,26 +53,7 @@ STATUS_STYLE = {
     "pending": "bold", "approved": "green", "denied": "red", "expired": "dim",
     "cancelled": "dim", "invalidated": "dim", "consumed": "cyan",
 }
-VERB = {"approve": "Approve", "deny": "Deny", "revoke": "Revoke"}
 UNKNOWN_REQUESTER_CONFIRMATION = "not the requester"
-
-
-def _summary(row: dict[str, Any]) -> Text:
-    """The action in a few words, parsed once per row (rows are re-rendered every second)."""
-    if "_summary" not in row:
-        action = queue.parse_json_field(row.get("action_json"))
-        row["_summary"] = queue.action_summary(row.get("action_kind"), action, row.get("action_json"))
-    return safe_text(row["_summary"], one_line=True)
-
-
-SHORT_ID = 12
-
-
-def _short_id(row: dict[str, Any]) -> Text:
-    """The id first, where every width shows it: whole when it fits, else its distinguishing
-    tail (`y` copies, and `/` finds, the whole id)."""
-    ident = clean(row.get("id"), one_line=True)
-    return Text(ident if len(ident) <= SHORT_ID else "…" + ident[-(SHORT_ID - 1):], no_wrap=True, end="")
 
 
 class ApprovalsScreen(ConsoleScreen):
@@ -158,13 +149,13 @@ class ApprovalsScreen(ConsoleScreen):
         names a single one): at 120 columns its width goes to the action instead."""
         single = self.filters.statuses is not None and len(self.filters.statuses) == 1
         return [
-            Column("id", "id", SHORT_ID, render=_short_id),
+            Column("id", "id", SHORT_ID, render=short_id_cell),
             Column("expires_at", "expires", 9, render=self._render_expiry),
             *([] if single else [Column("status", "status", 9, render=lambda r: safe_text(
                 r.get("status"), STATUS_STYLE.get(r.get("status"), ""), one_line=True))]),
             Column("project_name", "project", 14, render=lambda r: safe_text(r.get("project_name") or r.get("project_id"), one_line=True)),
             Column("action_kind", "kind", 12),
-            Column("summary", "action", 24, render=_summary),
+            Column("summary", "action", 24, render=summary_cell),
         ]
 
     def _render_expiry(self, row: dict[str, Any]) -> Text:
@@ -333,48 +324,11 @@ class ApprovalsScreen(ConsoleScreen):
         self.post_message(self.Detail(request_id, request))
 
     def _show_detail(self, r: dict[str, Any]) -> None:
-        now = self.session.now()
-        head = Text(end="")
-        head.append_text(safe_text(r.get("id"), "bold", one_line=True))
-        head.append("\n")
-        rows = [
-            ("status", r.get("status")),
-            ("project", f"{r.get('project_name') or ''} ({r.get('project_id')})"),
-            ("kind", r.get("action_kind")),
-            ("action", r.get("action_summary")),
-            ("requester", r.get("requester") or "unknown"),
-            ("expires", f"{relative(parse_time(r.get('expires_at')), now)}  ({exact(parse_time(r.get('expires_at')))})"),
-            ("created", exact(parse_time(r.get("created_at")))),
-            ("decided", exact(parse_time(r.get("decision_at"))) if r.get("decision_at") else "—"),
-            ("fingerprint", r.get("action_fingerprint")),
-            ("run", r.get("execution_run_id")),
-        ]
-        for name, value in rows:
-            head.append(f"{name:>11} ", style="dim")
-            head.append_text(safe_text(value, one_line=True))
-            head.append("\n")
-        options = r.get("options") or {}
-        for action, why in options.items():
-            if why:
-                head.append(f"{action:>11} ", style="dim")
-                head.append_text(safe_text(f"not possible: {why}", "yellow", one_line=True))
-                head.append("\n")
-        for action, problem in (r.get("confirm") or {}).items():
-            head.append(f"{action:>11} ", style="dim")
-            head.append_text(safe_text(f"needs a typed confirmation: {problem}", "yellow", one_line=True))
-            head.append("\n")
-        self.query_one("#detail-head", Static).update(head)
+        self.query_one("#detail-head", Static).update(detail_head(r, self.session.now()))
         dark = self.app.current_theme.dark
         self.query_one("#detail-action", JsonView).show(r.get("action_json"), dark=dark)
         self.query_one("#detail-authority", JsonView).show(r.get("authority_json"), dark=dark)
-        events = [
-            TimelineEvent(parse_time(e.get("created_at")),
-                          f"{e.get('event_type')}: {e.get('from_status') or '∅'} → {e.get('to_status')}",
-                          " · ".join(x for x in (f"by {e.get('actor_reference') or e.get('actor_classification')}",
-                                                 e.get("reason") or "") if x))
-            for e in r.get("events") or []
-        ]
-        self.query_one("#detail-events", Timeline).show(events)
+        self.query_one("#detail-events", Timeline).show(detail_events(r))
 
     # ------------------------------------------------------------ availability
     def _marked(self) -> list[dict[str, Any]]:
@@ -417,25 +371,7 @@ class ApprovalsScreen(ConsoleScreen):
         self._decide("revoke")
 
     def _what_happens(self, verb: str, r: dict[str, Any]) -> Text:
-        now = self.session.now()
-        text = Text(end="")
-        text.append(f"{VERB[verb]} ", style="bold")
-        text.append_text(safe_text(r.get("action_summary") or r.get("action_kind"), one_line=True))
-        text.append("\nrequest ", style="dim")
-        text.append_text(safe_text(r.get("id"), one_line=True))
-        text.append("  project ", style="dim")
-        text.append_text(safe_text(r.get("project_name") or r.get("project_id"), one_line=True))
-        text.append("\nrequested by ", style="dim")
-        text.append_text(safe_text(r.get("requester") or "unknown", one_line=True))
-        text.append(f", expires {relative(parse_time(r.get('expires_at')), now)}\n\n", style="dim")
-        text.append({
-            "approve": "The request becomes approved: archon's executor may carry out this action once, "
-                       "before it expires.",
-            "deny": "The request becomes denied: the action will not run. This is final.",
-            "revoke": "The approval is withdrawn (the request becomes invalidated) so the action cannot run. "
-                      "This is final.",
-        }[verb])
-        return text
+        return what_happens(verb, r, self.session.now())
 
     def _decide(self, verb: str) -> None:
         if verb in self.unavailable():
@@ -447,14 +383,7 @@ class ApprovalsScreen(ConsoleScreen):
         required = verb != "approve"
         if marked:
             ids = [m["id"] for m in marked]
-            summary = Text(f"{VERB[verb]} {len(ids)} marked requests, each in its own transaction:\n", style="bold")
-            for m in marked[:8]:
-                summary.append("  • ")
-                summary.append_text(safe_text(f"{m.get('id')}  {m.get('project_name') or ''}  {m.get('action_kind')}", one_line=True))
-                summary.append("\n")
-            if len(marked) > 8:
-                summary.append(f"  … and {len(marked) - 8} more\n", style="dim")
-            summary.append("Requests that can no longer be decided are refused one by one and reported.", style="dim")
+            summary = bulk_summary(verb, marked)
             modal: ActionModal[Decision | None] = ReasonModal(
                 f"{VERB[verb]} {len(ids)} requests", summary, required=required,
                 confirm_label=VERB[verb], danger=verb != "approve")
