@@ -56,6 +56,12 @@ STATUS_STYLE = {
 UNKNOWN_REQUESTER_CONFIRMATION = "not the requester"
 
 
+def decision_greying(request: dict[str, Any]) -> dict[str, str]:
+    """The decision keys' state for one request read by `show_request`: the service's
+    `decision_options`, never re-derived here."""
+    return {a: why for a, why in (request.get("options") or {}).items() if why}
+
+
 class ApprovalsScreen(ConsoleScreen):
     COMMAND = "approvals"
     TITLE = "Approvals"
@@ -345,8 +351,7 @@ class ApprovalsScreen(ConsoleScreen):
         current = self.query_one(LazyTable).cursor_row
         if current is None or current.get("id") != self.detail.get("id"):
             return {a: "loading the selected request" for a in self.WRITE_ACTIONS}
-        options = self.detail.get("options") or {}
-        return {a: why for a, why in options.items() if why}
+        return decision_greying(self.detail)
 
     # ------------------------------------------------------------ decisions
     def action_mark(self) -> None:

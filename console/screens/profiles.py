@@ -29,6 +29,14 @@ from widgets.safe_text import safe_text
 from widgets.timeline import Timeline, TimelineEvent
 
 
+def activation_greying(row: dict[str, Any] | None, project: dict[str, Any] | None) -> dict[str, str]:
+    """The activate key's state for the highlighted revision: the service's answer, never re-derived."""
+    if row is None:
+        return {"activate": "no revision selected"}
+    why = profiles_service.activation_problem(row, project)
+    return {"activate": why} if why else {}
+
+
 class ProfilesScreen(ConsoleScreen):
     COMMAND = "project"
     TITLE = "Profiles"
@@ -179,16 +187,7 @@ class ProfilesScreen(ConsoleScreen):
         reasons = super().unavailable()
         if reasons:
             return reasons
-        row = self.query_one(LazyTable).cursor_row
-        if row is None:
-            return {"activate": "no revision selected"}
-        if row.get("active"):
-            return {"activate": "this revision is already active"}
-        if self.project and self.project.get("deletion_started_at"):
-            return {"activate": "the project is being deleted"}
-        if row.get("activation_refused"):  # said before any reason is typed (profile_startup.py)
-            return {"activate": row["activation_refused"]}
-        return {}
+        return activation_greying(self.query_one(LazyTable).cursor_row, self.project)
 
     def action_activate(self) -> None:
         if "activate" in self.unavailable():

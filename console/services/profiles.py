@@ -145,6 +145,24 @@ def show_revision(handle: ArchonDatabase, revision_id: str) -> dict[str, Any]:
     return row
 
 
+def activation_problem(revision: dict[str, Any], project: dict[str, Any] | None) -> str | None:
+    """Why `activate` would not make this revision (a `list_revisions` row) active now, or None
+    when it would: the screens grey the key from this answer, and `activate` refuses on the same
+    rules inside its transaction. Activating the active revision is a no-op there, so it is
+    offered nowhere."""
+    if revision.get("active"):
+        return "this revision is already active"
+    if project and project.get("deletion_started_at"):
+        return "the project is being deleted"
+    if revision.get("activation_refused"):  # said before any reason is typed (profile_startup.py)
+        return revision["activation_refused"]
+    provider = revision.get("provider_preference")
+    if provider not in PROVIDERS:
+        return (f"its provider_preference {provider!r} cannot become the project's build provider "
+                f"({' or '.join(PROVIDERS)})")
+    return None
+
+
 @dataclass
 class RevisionDiff:
     a: str
@@ -249,6 +267,7 @@ def activate(
 __all__ = [
     "RevisionDiff",
     "activate",
+    "activation_problem",
     "diff_revisions",
     "list_revisions",
     "pretty",
