@@ -85,9 +85,9 @@ def test_activate_key_is_enabled_exactly_when_activation_is_accepted(demo, tmp_p
         offered += enabled
         # Activating changes what every other revision of the project may do: a copy per revision.
         with open_database(_copy(demo, tmp_path, f"rev{index}"), busy_timeout_ms=2000) as handle:
-            accepted = _accepted(lambda: profiles.activate(handle, row["id"], ACTOR, reason="checked", now=NOW))
+            accepted = _accepted(lambda: profiles.activate(handle, row.id, ACTOR, reason="checked", now=NOW))
         if enabled != accepted:
-            disagreements.append((row["id"], activation_greying(row, project).get("activate")))
+            disagreements.append((row.id, activation_greying(row, project).get("activate")))
     assert disagreements == []
     assert 0 < offered < len(rows)
 
