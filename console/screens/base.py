@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 READ_ONLY_REASON = "read-only mode (--read-only): nothing can be written"
 SUPPORT_REASON = "support snapshot: read-only"
-EXPLAIN_AGAIN_AFTER = 4.0
+EXPLAIN_AGAIN_AFTER = 4.0  # seconds before the same reason is shown again for a repeated key
 
 
 class WriteOutcome(Protocol):
@@ -46,7 +46,6 @@ class WriteOutcome(Protocol):
 
     @property
     def message(self) -> str: ...
-  # seconds before the same reason is shown again for a repeated key
 
 
 class ConsoleScreen(Screen):
