@@ -69,13 +69,13 @@ def refused(path, match, *args, **kwargs):
 def test_list_marks_active_and_checks_fingerprints(db):
     with handle(db) as h:
         rows = profiles.list_revisions(h, "p1")
-    assert [r["revision"] for r in rows] == [4, 3, 2, 1]
-    by_rev = {r["revision"]: r for r in rows}
-    assert by_rev[1]["active"] and not by_rev[2]["active"]
-    assert by_rev[1]["fingerprint_matches"] and by_rev[2]["fingerprint_matches"]
-    assert not by_rev[3]["fingerprint_matches"] and by_rev[3]["fingerprint_well_formed"]
-    assert by_rev[1]["created_event_at"] is not None and by_rev[1]["activated_at"] == []
-    assert by_rev[2]["fingerprint_short"] == by_rev[2]["fingerprint"][:12]
+    assert [r.revision for r in rows] == [4, 3, 2, 1]
+    by_rev = {r.revision: r for r in rows}
+    assert by_rev[1].active and not by_rev[2].active
+    assert by_rev[1].fingerprint_matches and by_rev[2].fingerprint_matches
+    assert not by_rev[3].fingerprint_matches and by_rev[3].fingerprint_well_formed
+    assert by_rev[1].created_event_at is not None and by_rev[1].activated_at == []
+    assert by_rev[2].fingerprint_short == by_rev[2].fingerprint[:12]
 
 
 def test_show_pretty_json_and_a_mismatch_is_shown_not_fixed(db):
@@ -83,10 +83,10 @@ def test_show_pretty_json_and_a_mismatch_is_shown_not_fixed(db):
     with handle(db) as h:
         row = profiles.show_revision(h, "p1:execution-profile:r3")
     assert dump(db) == before
-    assert row["fingerprint_matches"] is False and row["fingerprint"] == "f" * 64
-    assert row["computed_fingerprint"] != row["fingerprint"]
-    assert row["pretty_json"].startswith("{\n  \"check_template_policy\"")
-    assert row["project_name"] == "P1" and row["active"] is False
+    assert row.fingerprint_matches is False and row.fingerprint == "f" * 64
+    assert row.computed_fingerprint != row.fingerprint
+    assert row.pretty_json.startswith("{\n  \"check_template_policy\"")
+    assert row.project_name == "P1" and row.active is False
 
 
 def test_diff_is_a_unified_diff_of_sorted_json(db):
@@ -117,8 +117,8 @@ def test_activate_rolls_back_with_projection_and_audit_event(db):
         profiles.activate(h, "p1:execution-profile:1", "bob", reason="undo", now=T0)
     assert project(db)["build_execution_provider"] == "host"
     with handle(db) as h:
-        rows = {r["revision"]: r for r in profiles.list_revisions(h, "p1")}
-    assert rows[1]["active"] and rows[2]["activated_at"] == ["2026-11-01 09:30:00"]
+        rows = {r.revision: r for r in profiles.list_revisions(h, "p1")}
+    assert rows[1].active and rows[2].activated_at == ["2026-11-01 09:30:00"]
 
 
 def test_activating_the_active_revision_is_a_noop(db):
@@ -168,4 +168,4 @@ def test_works_on_a_1_8_22_shape(schema_db):
     conn.close()
     with handle(path) as h:
         rows = profiles.list_revisions(h, "p1")
-    assert rows[0]["active"] and rows[0]["schema_version"] == 2
+    assert rows[0].active and rows[0].schema_version == 2

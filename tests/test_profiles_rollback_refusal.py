@@ -99,9 +99,9 @@ def test_lower_schema_revision_names_the_existing_replacement(db):
     exc = refusal(db, "p1:execution-profile:r2")
     assert f"archon 1.10.0 would replace it at its next start with {target}; activate that one instead" in exc.reason
     with handle(db) as h:
-        rows = {r["id"]: r for r in profiles.list_revisions(h, "p1")}
-        assert rows["p1:execution-profile:r2"]["archon_replaces_with"] == target
-        assert rows[target]["activation_refused"] is None
+        rows = {r.id: r for r in profiles.list_revisions(h, "p1")}
+        assert rows["p1:execution-profile:r2"].archon_replaces_with == target
+        assert rows[target].activation_refused is None
         assert profiles.activate(h, target, "alice", reason="the repaired one", now=T0).ok
     assert archon_start(db) == target  # archon leaves the console's choice alone
     force_active(db, "p1:execution-profile:r2", "docker_sandbox")

@@ -49,38 +49,38 @@ def test_1_10_0_shows_everything(schema_db):
     path = build(schema_db, "1.10.0")
     before = dump(path)
     with open_database(path, read_only=True) as h:
-        projects = {p["id"]: p for p in list_projects(h, now=NOW)}
+        projects = {p.id: p for p in list_projects(h, now=NOW)}
     assert dump(path) == before
     p1, p2 = projects["p1"], projects["p2"]
-    assert (p1["active_revision"], p1["active_schema_version"], p1["build_execution_provider"]) == (1, 3, "host")
-    assert (p1["pending_approvals"], p1["pending_expiring_within_hour"], p1["pending_overdue"]) == (3, 1, 1)
-    assert p1["environments"] == {"ready": 2, "running": 1} and p1["environments_total"] == 3
-    assert (p1["claims_held"], p1["claims_stale"]) == (2, 1)
-    assert p2["deleting"] is True and p2["environments"] == {"retired": 1} and p2["claims_held"] == 0
-    assert p2["pending_approvals"] == 0 and p1["deleting"] is False
+    assert (p1.active_revision, p1.active_schema_version, p1.build_execution_provider) == (1, 3, "host")
+    assert (p1.pending_approvals, p1.pending_expiring_within_hour, p1.pending_overdue) == (3, 1, 1)
+    assert p1.environments == {"ready": 2, "running": 1} and p1.environments_total == 3
+    assert (p1.claims_held, p1.claims_stale) == (2, 1)
+    assert p2.deleting is True and p2.environments == {"retired": 1} and p2.claims_held == 0
+    assert p2.pending_approvals == 0 and p1.deleting is False
 
 
 def test_stale_threshold_is_configurable(schema_db):
     path = build(schema_db, "1.10.0")
     with open_database(path) as h:
-        p1 = {p["id"]: p for p in list_projects(h, now=NOW, stale_after=timedelta(minutes=2))}["p1"]
-    assert p1["claims_stale"] == 2
+        p1 = {p.id: p for p in list_projects(h, now=NOW, stale_after=timedelta(minutes=2))}["p1"]
+    assert p1.claims_stale == 2
 
 
 def test_1_8_22_has_no_claims(schema_db):
     path = build(schema_db, "1.8.22")
     with open_database(path) as h:
-        p1 = {p["id"]: p for p in list_projects(h, now=NOW)}["p1"]
-    assert p1["active_schema_version"] == 2 and p1["pending_approvals"] == 3
-    assert p1["claims_held"] is None and p1["claims_stale"] is None
+        p1 = {p.id: p for p in list_projects(h, now=NOW)}["p1"]
+    assert p1.active_schema_version == 2 and p1.pending_approvals == 3
+    assert p1.claims_held is None and p1.claims_stale is None
 
 
 def test_1_8_20_has_neither_profiles_nor_approvals(schema_db):
     path = build(schema_db, "1.8.20")
     with open_database(path) as h:
-        p1 = {p["id"]: p for p in list_projects(h, now=NOW)}["p1"]
-    assert p1["active_revision"] is None and p1["pending_approvals"] is None and p1["claims_held"] is None
-    assert p1["environments"] == {"ready": 2, "running": 1}
+        p1 = {p.id: p for p in list_projects(h, now=NOW)}["p1"]
+    assert p1.active_revision is None and p1.pending_approvals is None and p1.claims_held is None
+    assert p1.environments == {"ready": 2, "running": 1}
 
 
 @pytest.mark.parametrize("release", ["1.8.20", "1.8.22", "1.10.0"])

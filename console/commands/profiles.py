@@ -23,17 +23,17 @@ def cmd_list(ctx) -> int:
     with ctx.open() as handle:
         rows = profiles.list_revisions(handle, ctx.args.project)  # id or unique name
     if ctx.json:
-        emit_json(rows)
+        emit_json([r.to_json() for r in rows])
         return 0
     if not rows:
         say(f"Project {ctx.args.project} has no execution profile revisions.")
         return 0
     print(table([
         (
-            "*" if r["active"] else "", r["revision"], r["id"], r["schema_version"],
-            r["fingerprint_short"] + ("" if r["fingerprint_matches"] else " MISMATCH"),
-            r["provider_preference"] or "?", relative(r["created_at"], now),
-            relative(r["activated_at"][-1], now) if r["activated_at"] else "-",
+            "*" if r.active else "", r.revision, r.id, r.schema_version,
+            r.fingerprint_short + ("" if r.fingerprint_matches else " MISMATCH"),
+            r.provider_preference or "?", relative(r.created_at, now),
+            relative(r.activated_at[-1], now) if r.activated_at else "-",
         )
         for r in rows
     ], ["ACTIVE", "REV", "ID", "SCHEMA", "FINGERPRINT", "PROVIDER", "CREATED", "LAST ACTIVATED"]))
@@ -45,28 +45,28 @@ def cmd_show(ctx) -> int:
     with ctx.open() as handle:
         row = profiles.show_revision(handle, resolve_revision(handle, ctx.args.revision, project=ctx.args.project))
     if ctx.json:
-        data = dict(row)
+        data = row.to_json()
         try:
-            data["profile"] = json.loads(row["profile_json"])
+            data["profile"] = json.loads(row.profile_json)
         except (TypeError, ValueError):
             data["profile"] = None
         emit_json(data)
         return 0
-    say(f"{row['id']}: revision {row['revision']} of {row['project_id']} ({row['project_name'] or '?'}), "
-        f"schema {row['schema_version']}, created {row['created_at']} ({relative(row['created_at'], now)})"
-        + (", ACTIVE" if row["active"] else ""))
-    if row["fingerprint_matches"]:
-        say(f"fingerprint {row['fingerprint']} (matches the canonical serialisation)")
+    say(f"{row.id}: revision {row.revision} of {row.project_id} ({row.project_name or '?'}), "
+        f"schema {row.schema_version}, created {row.created_at} ({relative(row.created_at, now)})"
+        + (", ACTIVE" if row.active else ""))
+    if row.fingerprint_matches:
+        say(f"fingerprint {row.fingerprint} (matches the canonical serialisation)")
     else:
-        say(f"fingerprint MISMATCH: stored {row['fingerprint']}"
-            + ("" if row["fingerprint_well_formed"] else " (not 64 lowercase hex digits)"))
-        say(f"  recomputed {row['computed_fingerprint'] or '(profile is not a JSON object)'}; shown, not fixed")
-    print(strip_control(row["pretty_json"]))
-    if row["audit_events"]:
+        say(f"fingerprint MISMATCH: stored {row.fingerprint}"
+            + ("" if row.fingerprint_well_formed else " (not 64 lowercase hex digits)"))
+        say(f"  recomputed {row.computed_fingerprint or '(profile is not a JSON object)'}; shown, not fixed")
+    print(strip_control(row.pretty_json))
+    if row.audit_events:
         print()
         print(table([
             (e["created_at"], e["event_type"], e["profile_revision_id"], e["previous_profile_revision_id"] or "-")
-            for e in row["audit_events"]
+            for e in row.audit_events
         ], ["AT", "EVENT", "REVISION", "PREVIOUS"]))
     return 0
 

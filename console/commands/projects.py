@@ -38,7 +38,7 @@ def run_list(ctx) -> int:
     from console.output import emit_json, say, table
 
     if ctx.json:
-        emit_json(projects)
+        emit_json([p.to_json() for p in projects])
         return 0
     if not projects:
         say("No projects in this database.")
@@ -46,22 +46,22 @@ def run_list(ctx) -> int:
     rows = []
     for p in projects:
         revision = "-"
-        if p["active_revision"] is not None:
-            revision = f"#{p['active_revision']} (schema {p['active_schema_version']})"
-        approvals = _dash(p["pending_approvals"])
-        if p["pending_approvals"]:
+        if p.active_revision is not None:
+            revision = f"#{p.active_revision} (schema {p.active_schema_version})"
+        approvals = _dash(p.pending_approvals)
+        if p.pending_approvals:
             notes = []
-            if p["pending_expiring_within_hour"]:
-                notes.append(f"{p['pending_expiring_within_hour']} < 1 h")
-            if p["pending_overdue"]:
-                notes.append(f"{p['pending_overdue']} overdue")
+            if p.pending_expiring_within_hour:
+                notes.append(f"{p.pending_expiring_within_hour} < 1 h")
+            if p.pending_overdue:
+                notes.append(f"{p.pending_overdue} overdue")
             if notes:
                 approvals += f" ({', '.join(notes)})"
-        envs = ", ".join(f"{state} {n}" for state, n in p["environments"].items()) or "none"
+        envs = ", ".join(f"{state} {n}" for state, n in p.environments.items()) or "none"
         claims = "-"
-        if p["claims_held"] is not None:
-            claims = str(p["claims_held"]) + (f" ({p['claims_stale']} stale)" if p["claims_stale"] else "")
-        name = p["name"] + (" [being deleted]" if p["deleting"] else "")
-        rows.append([p["id"], name, p.get("build_execution_provider", "-"), revision, approvals, envs, claims])
+        if p.claims_held is not None:
+            claims = str(p.claims_held) + (f" ({p.claims_stale} stale)" if p.claims_stale else "")
+        name = p.name + (" [being deleted]" if p.deleting else "")
+        rows.append([p.id, name, p.columns.get("build_execution_provider", "-"), revision, approvals, envs, claims])
     say(table(rows, ["ID", "NAME", "PROVIDER", "PROFILE", "PENDING", "ENVIRONMENTS", "CLAIMS"], max_width=60))
     return 0

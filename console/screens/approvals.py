@@ -17,19 +17,32 @@ from textual.message import Message
 from textual.widgets import Static
 
 from console.clock import parse_time
+from console.errors import Refusal
+from console.models.approvals import DecisionBatch
+from console.screens.approval_detail import (
+    SHORT_ID,
+    VERB,
+    bulk_summary,
+    detail_events,
+    detail_head,
+    short_id_cell,
+    summary_cell,
+    what_happens,
+)
 from console.screens.base import ConsoleScreen
+from console.screens.confirm import Watched
 from console.services import approval_queue as queue
 from console.services import approvals as decisions
 from console.services.projects import EXPIRING_SOON
-from widgets.humane import countdown, exact, plural, relative
+from widgets.humane import countdown, plural
 from widgets.json_view import JsonView
 from widgets.lazy_table import Column, LazyTable, Preload
 from widgets.safe_text import clean, safe_text
-from widgets.timeline import Timeline, TimelineEvent
+from widgets.timeline import Timeline
 from console.screens.pages import ApprovalsSource
 
 if TYPE_CHECKING:  # the dialogs and the filter box are imported when first used, not at start-up
-    from console.screens.confirm import ActionModal
+    from console.screens.confirm import ActionModal, Decision
 
 STATUS_CYCLE: tuple[tuple[str, ...] | None, ...] = (
     ("pending",), ("approved",), ("pending", "approved"), None,
@@ -40,26 +53,13 @@ STATUS_STYLE = {
     "pending": "bold", "approved": "green", "denied": "red", "expired": "dim",
     "cancelled": "dim", "invalidated": "dim", "consumed": "cyan",
 }
-VERB = {"approve": "Approve", "deny": "Deny", "revoke": "Revoke"}
 UNKNOWN_REQUESTER_CONFIRMATION = "not the requester"
 
 
-def _summary(row: dict[str, Any]) -> Text:
-    """The action in a few words, parsed once per row (rows are re-rendered every second)."""
-    if "_summary" not in row:
-        action = queue.parse_json_field(row.get("action_json"))
-        row["_summary"] = queue.action_summary(row.get("action_kind"), action, row.get("action_json"))
-    return safe_text(row["_summary"], one_line=True)
-
-
-SHORT_ID = 12
-
-
-def _short_id(row: dict[str, Any]) -> Text:
-    """The id first, where every width shows it: whole when it fits, else its distinguishing
-    tail (`y` copies, and `/` finds, the whole id)."""
-    ident = clean(row.get("id"), one_line=True)
-    return Text(ident if len(ident) <= SHORT_ID else "…" + ident[-(SHORT_ID - 1):], no_wrap=True, end="")
+def decision_greying(request: dict[str, Any]) -> dict[str, str]:
+    """The decision keys' state for one request read by `show_request`: the service's
+    `decision_options`, never re-derived here."""
+    return {a: why for a, why in (request.get("options") or {}).items() if why}
 
 
 class ApprovalsScreen(ConsoleScreen):
@@ -90,13 +90,10 @@ class ApprovalsScreen(ConsoleScreen):
             self.request_id = request_id
             self.request = request
 
-    class Decided(Message):
-        def __init__(self, results: list[Any], bulk: bool, verb: str) -> None:
-            super().__init__()
-            self.results, self.bulk, self.verb = results, bulk, verb
-
     class Rechecked(Message):
-        def __init__(self, modal: ActionModal, request: dict[str, Any]) -> None:
+        """The watched request, re-read while its dialog is open."""
+
+        def __init__(self, modal: ActionModal[Decision | None], request: dict[str, Any]) -> None:
             super().__init__()
             self.modal, self.request = modal, request
 
@@ -108,12 +105,15 @@ class ApprovalsScreen(ConsoleScreen):
     def prefetch(cls, session, argument: str | None) -> Preload:
         return Preload(ApprovalsSource(session, cls.initial_filters(argument)))
 
-    def __init__(self, argument: str | None = None) -> None:
+    def __init__(self, argument: str | None = None, *, jump_to: str | None = None) -> None:
         super().__init__()
         self.argument = argument
         self.filters = self.initial_filters(argument)
+        self.jump_to = jump_to  # the cursor goes to this request once the list is counted
+        if jump_to is not None:  # every status: the request may be decided already
+            self.filters = queue.Filters(statuses=None)
         self.detail: dict[str, Any] | None = None
-        self.modal: ActionModal | None = None
+        self.modal: ActionModal[Decision | None] | None = None
         self.filter_mode: str | None = None
 
     # ------------------------------------------------------------ layout
@@ -148,13 +148,13 @@ class ApprovalsScreen(ConsoleScreen):
         names a single one): at 120 columns its width goes to the action instead."""
         single = self.filters.statuses is not None and len(self.filters.statuses) == 1
         return [
-            Column("id", "id", SHORT_ID, render=_short_id),
+            Column("id", "id", SHORT_ID, render=short_id_cell),
             Column("expires_at", "expires", 9, render=self._render_expiry),
             *([] if single else [Column("status", "status", 9, render=lambda r: safe_text(
                 r.get("status"), STATUS_STYLE.get(r.get("status"), ""), one_line=True))]),
             Column("project_name", "project", 14, render=lambda r: safe_text(r.get("project_name") or r.get("project_id"), one_line=True)),
             Column("action_kind", "kind", 12),
-            Column("summary", "action", 24, render=_summary),
+            Column("summary", "action", 24, render=summary_cell),
         ]
 
     def _render_expiry(self, row: dict[str, Any]) -> Text:
@@ -323,48 +323,11 @@ class ApprovalsScreen(ConsoleScreen):
         self.post_message(self.Detail(request_id, request))
 
     def _show_detail(self, r: dict[str, Any]) -> None:
-        now = self.session.now()
-        head = Text(end="")
-        head.append_text(safe_text(r.get("id"), "bold", one_line=True))
-        head.append("\n")
-        rows = [
-            ("status", r.get("status")),
-            ("project", f"{r.get('project_name') or ''} ({r.get('project_id')})"),
-            ("kind", r.get("action_kind")),
-            ("action", r.get("action_summary")),
-            ("requester", r.get("requester") or "unknown"),
-            ("expires", f"{relative(parse_time(r.get('expires_at')), now)}  ({exact(parse_time(r.get('expires_at')))})"),
-            ("created", exact(parse_time(r.get("created_at")))),
-            ("decided", exact(parse_time(r.get("decision_at"))) if r.get("decision_at") else "—"),
-            ("fingerprint", r.get("action_fingerprint")),
-            ("run", r.get("execution_run_id")),
-        ]
-        for name, value in rows:
-            head.append(f"{name:>11} ", style="dim")
-            head.append_text(safe_text(value, one_line=True))
-            head.append("\n")
-        options = r.get("options") or {}
-        for action, why in options.items():
-            if why:
-                head.append(f"{action:>11} ", style="dim")
-                head.append_text(safe_text(f"not possible: {why}", "yellow", one_line=True))
-                head.append("\n")
-        for action, problem in (r.get("confirm") or {}).items():
-            head.append(f"{action:>11} ", style="dim")
-            head.append_text(safe_text(f"needs a typed confirmation: {problem}", "yellow", one_line=True))
-            head.append("\n")
-        self.query_one("#detail-head", Static).update(head)
+        self.query_one("#detail-head", Static).update(detail_head(r, self.session.now()))
         dark = self.app.current_theme.dark
         self.query_one("#detail-action", JsonView).show(r.get("action_json"), dark=dark)
         self.query_one("#detail-authority", JsonView).show(r.get("authority_json"), dark=dark)
-        events = [
-            TimelineEvent(parse_time(e.get("created_at")),
-                          f"{e.get('event_type')}: {e.get('from_status') or '∅'} → {e.get('to_status')}",
-                          " · ".join(x for x in (f"by {e.get('actor_reference') or e.get('actor_classification')}",
-                                                 e.get("reason") or "") if x))
-            for e in r.get("events") or []
-        ]
-        self.query_one("#detail-events", Timeline).show(events)
+        self.query_one("#detail-events", Timeline).show(detail_events(r))
 
     # ------------------------------------------------------------ availability
     def _marked(self) -> list[dict[str, Any]]:
@@ -381,8 +344,7 @@ class ApprovalsScreen(ConsoleScreen):
         current = self.query_one(LazyTable).cursor_row
         if current is None or current.get("id") != self.detail.get("id"):
             return {a: "loading the selected request" for a in self.WRITE_ACTIONS}
-        options = self.detail.get("options") or {}
-        return {a: why for a, why in options.items() if why}
+        return decision_greying(self.detail)
 
     # ------------------------------------------------------------ decisions
     def action_mark(self) -> None:
@@ -407,25 +369,7 @@ class ApprovalsScreen(ConsoleScreen):
         self._decide("revoke")
 
     def _what_happens(self, verb: str, r: dict[str, Any]) -> Text:
-        now = self.session.now()
-        text = Text(end="")
-        text.append(f"{VERB[verb]} ", style="bold")
-        text.append_text(safe_text(r.get("action_summary") or r.get("action_kind"), one_line=True))
-        text.append("\nrequest ", style="dim")
-        text.append_text(safe_text(r.get("id"), one_line=True))
-        text.append("  project ", style="dim")
-        text.append_text(safe_text(r.get("project_name") or r.get("project_id"), one_line=True))
-        text.append("\nrequested by ", style="dim")
-        text.append_text(safe_text(r.get("requester") or "unknown", one_line=True))
-        text.append(f", expires {relative(parse_time(r.get('expires_at')), now)}\n\n", style="dim")
-        text.append({
-            "approve": "The request becomes approved: archon's executor may carry out this action once, "
-                       "before it expires.",
-            "deny": "The request becomes denied: the action will not run. This is final.",
-            "revoke": "The approval is withdrawn (the request becomes invalidated) so the action cannot run. "
-                      "This is final.",
-        }[verb])
-        return text
+        return what_happens(verb, r, self.session.now())
 
     def _decide(self, verb: str) -> None:
         if verb in self.unavailable():
@@ -437,24 +381,17 @@ class ApprovalsScreen(ConsoleScreen):
         required = verb != "approve"
         if marked:
             ids = [m["id"] for m in marked]
-            summary = Text(f"{VERB[verb]} {len(ids)} marked requests, each in its own transaction:\n", style="bold")
-            for m in marked[:8]:
-                summary.append("  • ")
-                summary.append_text(safe_text(f"{m.get('id')}  {m.get('project_name') or ''}  {m.get('action_kind')}", one_line=True))
-                summary.append("\n")
-            if len(marked) > 8:
-                summary.append(f"  … and {len(marked) - 8} more\n", style="dim")
-            summary.append("Requests that can no longer be decided are refused one by one and reported.", style="dim")
-            modal = ReasonModal(f"{VERB[verb]} {len(ids)} requests", summary, required=required,
-                                confirm_label=VERB[verb], danger=verb != "approve")
-
-            def done(reason: str | None) -> None:
-                self.modal = None
-                if reason is not None:
-                    self._run_decision(verb, ids, reason or None, bulk=True)
+            summary = bulk_summary(verb, marked)
+            modal: ActionModal[Decision | None] = ReasonModal(
+                f"{VERB[verb]} {len(ids)} requests", summary, required=required,
+                confirm_label=VERB[verb], danger=verb != "approve")
+            requester_unknown_ok = False
         else:
             r = self.detail or {}
             problem = (r.get("confirm") or {}).get(verb)
+            ids = [r["id"]]
+            # The dialog watches the request: a change of these fields while it is open re-checks it.
+            watching = Watched(r.get("id"), verb, (r.get("status"), r.get("decision_at")))
             if problem:  # four-eyes cannot be checked: the approver confirms by typing (four_eyes.py)
                 from console.screens.typed import TypedConfirmModal
 
@@ -464,52 +401,43 @@ class ApprovalsScreen(ConsoleScreen):
                 summary.append("\nApprove only if you are not the person who requested it; your confirmation "
                                "is recorded with the decision.")
                 modal = TypedConfirmModal(f"{VERB[verb]} request", summary, expected=UNKNOWN_REQUESTER_CONFIRMATION,
-                                          ask_reason=True, confirm_label=VERB[verb], watch_key=r.get("id"))
+                                          ask_reason=True, confirm_label=VERB[verb], watching=watching)
             else:
                 modal = ReasonModal(f"{VERB[verb]} request", self._what_happens(verb, r), required=required,
-                                    confirm_label=VERB[verb], danger=verb != "approve", watch_key=r.get("id"))
-            modal.verb = verb  # type: ignore[attr-defined]
-            modal.seen = (r.get("status"), r.get("decision_at"))  # type: ignore[attr-defined]
+                                    confirm_label=VERB[verb], danger=verb != "approve", watching=watching)
+            requester_unknown_ok = bool(problem)
 
-            def done(reason: str | None) -> None:
-                self.modal = None
-                if reason is not None:
-                    self._run_decision(verb, [r["id"]], reason or None, bulk=False,
-                                       requester_unknown_ok=bool(problem))
+        def done(decision: Decision | None) -> None:
+            self.modal = None
+            if decision is not None:
+                self._run_decision(verb, ids, decision.reason or None, bulk=bool(marked),
+                                   requester_unknown_ok=requester_unknown_ok)
+
         self.modal = modal
         self.app.push_screen(modal, done)
 
-    @work(thread=True, group="approvals-write", exit_on_error=False)
     def _run_decision(self, verb: str, ids: list[str], reason: str | None, bulk: bool,
                       requester_unknown_ok: bool = False) -> None:
-        now = self.session.write_now()
-        if bulk:  # never confirmed in bulk: such requests are refused one by one
-            results = self.session.run(decisions.decide_many, ids, verb, actor=self.session.actor,
-                                       reason=reason, now=now)
-        else:
-            try:
-                results = [self.session.run(decisions.decide, ids[0], verb, actor=self.session.actor,
-                                            reason=reason, now=now, requester_unknown_ok=requester_unknown_ok)]
-            except decisions.Refusal as exc:
-                results = [decisions.refusal_result(ids[0], exc)]
-        self.post_message(self.Decided(results, bulk, verb))
+        """Through the screens' one write path; the outcome comes back to `write_finished`."""
+        self.write(decisions.decide_batch, ids, verb, actor=self.session.actor, reason=reason,
+                   now=self.session.write_now(), requester_unknown_ok=requester_unknown_ok, bulk=bulk)
 
-    def on_approvals_screen_decided(self, message: Decided) -> None:
-        table = self.query_one(LazyTable)
-        if message.bulk:
+    def write_finished(self, message: ConsoleScreen.WriteDone) -> None:
+        batch = message.result
+        if message.error is not None or not isinstance(batch, DecisionBatch):
+            # Refused before any request was touched (a marked batch): one error for all of them.
+            self.show_error(message.error or Refusal("The decision returned nothing."))
+        elif batch.bulk:
             from console.screens.bulk_results import BulkResultsModal
 
-            table.clear_selection()
-            self.app.push_screen(BulkResultsModal(f"{VERB[message.verb]}: results", message.results))
+            self.query_one(LazyTable).clear_selection()
+            self.app.push_screen(BulkResultsModal(f"{VERB[batch.verb]}: results", batch.results))
         else:
-            result = message.results[0]
+            result = batch.results[0]
             if result.ok:
                 self.notify_result(result.message)
             else:
-                from console.errors import Refusal
-
                 self.show_error(Refusal(result.message), context=self.session.write_note() or "")
-        self.after_write()
 
     # ------------------------------------------------------------ live
     def refresh_data(self) -> None:
@@ -521,20 +449,21 @@ class ApprovalsScreen(ConsoleScreen):
             self._recheck(self.modal)
 
     @work(thread=True, group="approvals-recheck", exit_on_error=False)
-    def _recheck(self, modal: ActionModal) -> None:
+    def _recheck(self, modal: ActionModal[Decision | None]) -> None:
         request = self.session.run(queue.show_request, modal.watch_key, actor=self.session.actor,
                                    now=self.session.now())
         self.post_message(self.Rechecked(modal, request))
 
     def on_approvals_screen_rechecked(self, message: Rechecked) -> None:
         modal, r = message.modal, message.request
-        verb = getattr(modal, "verb", None)
-        if verb is None or not modal.is_attached:
+        watching = modal.watching
+        if watching is None or not watching.action or not modal.is_attached:
             return
-        if (r.get("status"), r.get("decision_at")) == getattr(modal, "seen", None):
+        if (r.get("status"), r.get("decision_at")) == watching.seen:
             return
-        why = (r.get("options") or {}).get(verb)
-        modal.changed_underneath(self._what_happens(verb, r), f"It can no longer be done: {why}." if why else None)
+        why = (r.get("options") or {}).get(watching.action)
+        modal.changed_underneath(self._what_happens(watching.action, r),
+                                 f"It can no longer be done: {why}." if why else None)
 
     # ------------------------------------------------------------ copy
     def copy_target(self) -> tuple[str | None, Any]:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual import work
+from textual import on, work
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
@@ -39,6 +39,13 @@ if TYPE_CHECKING:
 READ_ONLY_REASON = "read-only mode (--read-only): nothing can be written"
 SUPPORT_REASON = "support snapshot: read-only"
 EXPLAIN_AGAIN_AFTER = 4.0  # seconds before the same reason is shown again for a repeated key
+
+
+class WriteOutcome(Protocol):
+    """What a write returns to its screen: at least the sentence saying what happened."""
+
+    @property
+    def message(self) -> str: ...
 
 
 class ConsoleScreen(Screen):
@@ -137,6 +144,37 @@ class ConsoleScreen(Screen):
         for table in self.query(LazyTable):
             table.reload(keep_cursor=True)
 
+    # ------------------------------------------------------------ jump to a row
+    jump_to: str | None = None  # a list screen's `jump_to=` argument: the row to put the cursor on
+
+    class JumpResolved(Message):
+        """Where the `jump_to` row sits in the counted list (None: it is not in the list)."""
+
+        def __init__(self, table: LazyTable, key: str, index: int | None) -> None:
+            super().__init__()
+            self.table, self.key, self.index = table, key, index
+
+    @on(LazyTable.Counted)
+    def _jump_once_counted(self, message: LazyTable.Counted) -> None:
+        if self.jump_to is None:
+            return
+        key, self.jump_to = self.jump_to, None
+        self._jump_worker(message.control, key)
+
+    @work(thread=True, group="jump", exit_on_error=False)
+    def _jump_worker(self, table: LazyTable, key: str) -> None:
+        source = table.source
+        index = source.index_of(key) if source is not None and hasattr(source, "index_of") else None
+        self.post_message(self.JumpResolved(table, key, index))
+
+    @on(JumpResolved)
+    def _jump_resolved(self, message: "ConsoleScreen.JumpResolved") -> None:
+        if message.index is None:
+            self.notify(f"{message.key} is not in this list (any more).", severity="warning", markup=False)
+            return
+        # After the next refresh: the table's new height must be laid out before it can scroll there.
+        message.table.call_after_refresh(setattr, message.table, "cursor", message.index)
+
     _detail_timer = None
     DETAIL_DELAY = 0.12
 
@@ -159,31 +197,42 @@ class ConsoleScreen(Screen):
 
     # ------------------------------------------------------------ writes
     class WriteDone(Message):
-        """A service write finished: its `ActionResult`, or the `Refusal` that stopped it."""
+        """A service write finished: what it returned (an `ActionResult`, or any result that says
+        what happened in `message`), or the `Refusal` that stopped it."""
 
-        def __init__(self, result: Any = None, error: Refusal | None = None) -> None:
+        def __init__(self, result: "WriteOutcome | None" = None, error: Refusal | None = None) -> None:
             super().__init__()
             self.result, self.error = result, error
 
-    def write(self, fn, *args: Any, **kwargs: Any) -> None:
-        """Run one service write off the UI thread; its outcome comes back as `WriteDone`."""
-        self._write_worker(fn, args, kwargs)
+    def write(self, fn: "Callable[..., WriteOutcome]", *args: Any, **kwargs: Any) -> None:
+        """The one way a screen writes: run `fn(handle, *args, **kwargs)` (a service write) off the
+        UI thread; its outcome comes back as `WriteDone`, which `write_finished` shows."""
+        self.write_call(lambda: self.session.run(fn, *args, **kwargs))
+
+    def write_call(self, call: "Callable[[], WriteOutcome]") -> None:
+        """`write` for work that does not take the session's handle (it opens the file itself)."""
+        self._write_worker(call)
 
     @work(thread=True, group="write", exit_on_error=False)
-    def _write_worker(self, fn, args, kwargs) -> None:
+    def _write_worker(self, call: "Callable[[], WriteOutcome]") -> None:
         try:
-            result = self.session.run(fn, *args, **kwargs)
+            result = call()
         except Refusal as exc:
             self.post_message(self.WriteDone(error=exc))
             return
         self.post_message(self.WriteDone(result=result))
 
-    def on_console_screen_write_done(self, message: "ConsoleScreen.WriteDone") -> None:
+    @on(WriteDone)
+    def _write_done(self, message: "ConsoleScreen.WriteDone") -> None:
+        self.write_finished(message)
+        self.after_write()
+
+    def write_finished(self, message: "ConsoleScreen.WriteDone") -> None:
+        """Show a write's outcome; a screen whose writes say more (a bulk result) overrides this."""
         if message.error is not None:
             self.show_error(message.error, context=self.session.write_note() or "")
-        else:
+        elif message.result is not None:
             self.notify_result(message.result.message)
-        self.after_write()
 
     def after_write(self) -> None:
         self.refresh_data()

@@ -8,7 +8,8 @@ the action no longer applies; the service re-checks in its own transaction regar
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, Hashable, TypeVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -18,20 +19,62 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 
-class ActionModal(ModalScreen[Any]):
-    """Title, what will happen, an optional warning line, and confirm/cancel buttons."""
+@dataclass(frozen=True)
+class Decision:
+    """What a dialog with a reason field returns when confirmed ('' when optional and left empty);
+    a cancelled dialog returns None instead, never an empty Decision."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Watched:
+    """The row a dialog acts on, as the screen saw it when the dialog opened: the screen re-reads
+    row `key` while the dialog is open and compares what it finds with `seen` (the fields that
+    decide whether `action` still applies)."""
+
+    key: Hashable
+    action: str = ""
+    seen: tuple[Any, ...] = ()
+
+
+T = TypeVar("T")
+
+
+class ActionModal(ModalScreen[T], Generic[T]):
+    """Title, what will happen, an optional warning line, and confirm/cancel buttons.
+
+    Subclasses say what a confirmation returns (`result_value`) and what cancel returns
+    (`cancel_value`): `ConfirmModal` is a `ModalScreen[bool]` (False on cancel), the dialogs with a
+    reason are `ModalScreen[Decision | None]` (None on cancel)."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="modal.cancel")]
 
     def __init__(self, title: str, summary: Text, *, confirm_label: str = "Confirm",
-                 danger: bool = False, watch_key: Any = None) -> None:
+                 danger: bool = False, watching: Watched | None = None, watch_key: Hashable = None) -> None:
         super().__init__()
         self.title_text = title
         self.summary = summary
         self.confirm_label = confirm_label
         self.danger = danger
-        self.watch_key = watch_key
+        if watching is None and watch_key is not None:
+            watching = Watched(watch_key)
+        self.watching = watching
         self.blocked_reason: str | None = None
+
+    @property
+    def watch_key(self) -> Hashable:
+        """The watched row's key (None: nothing is watched)."""
+        return None if self.watching is None else self.watching.key
+
+    @property
+    def seen(self) -> tuple[Any, ...] | None:
+        return None if self.watching is None else self.watching.seen
+
+    @seen.setter
+    def seen(self, value: tuple[Any, ...]) -> None:
+        # Compatibility for a screen that fingerprints its row after building the dialog.
+        self.watching = Watched(self.watch_key, "" if self.watching is None else self.watching.action, value)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="danger" if self.danger else ""):
@@ -62,8 +105,11 @@ class ActionModal(ModalScreen[Any]):
         box.display = True
         self.query_one("#confirm", Button).disabled = blocked_reason is not None
 
-    def result_value(self) -> Any:
-        return True
+    def result_value(self) -> T:
+        raise NotImplementedError
+
+    def cancel_value(self) -> T:
+        raise NotImplementedError
 
     def can_confirm(self) -> bool:
         return self.blocked_reason is None
@@ -73,7 +119,7 @@ class ActionModal(ModalScreen[Any]):
             self.dismiss(self.result_value())
 
     def action_cancel(self) -> None:
-        self.dismiss(None)
+        self.dismiss(self.cancel_value())
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
@@ -83,8 +129,8 @@ class ActionModal(ModalScreen[Any]):
             self.action_cancel()
 
 
-class ConfirmModal(ActionModal):
-    """Low risk: y confirms, n or Escape cancels."""
+class ConfirmModal(ActionModal[bool]):
+    """Low risk: y confirms (True), n or Escape cancels (False)."""
 
     BINDINGS = [
         Binding("y", "confirm", "Yes", id="modal.yes"),
@@ -100,5 +146,8 @@ class ConfirmModal(ActionModal):
         super().on_mount()
         self.query_one("#confirm", Button).focus()
 
-    def action_cancel(self) -> None:
-        self.dismiss(False)
+    def result_value(self) -> bool:
+        return True
+
+    def cancel_value(self) -> bool:
+        return False

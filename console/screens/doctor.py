@@ -10,7 +10,7 @@ Enter on a finding goes to its first row; Tab into the rows list and Enter goes 
 of approval_requests opens the approval queue (every status) with the cursor on it; an environment
 opens :envs on it; a project or one of its profile revisions opens `:project ID`. The target
 screens are used as they are: a small subclass only puts the cursor on the key once the list has
-counted its rows (`JumpToKey`).
+counted its rows (their `jump_to=` argument).
 """
 
 from __future__ import annotations
@@ -26,60 +26,12 @@ from textual.widgets import DataTable, Static
 
 from console.screens.base import ConsoleScreen
 from widgets.humane import plural
-from widgets.lazy_table import LazyTable
 from widgets.safe_text import safe_text
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "cyan"}
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 # table of a finding's rows -> what can show it
 NAVIGABLE = ("approval_requests", "execution_environments", "projects", "execution_profile_revisions")
-
-
-class JumpToKey:
-    """Mixin for a list screen: once its LazyTable has counted, put the cursor on `jump_key`."""
-
-    jump_key: Any = None
-
-    def on_lazy_table_counted(self, message: LazyTable.Counted) -> None:
-        if self.jump_key is None:
-            return
-        key, self.jump_key = self.jump_key, None
-        self._jump_worker(message.control, key)  # type: ignore[attr-defined]
-
-    @work(thread=True, group="jump", exit_on_error=False)
-    def _jump_worker(self, table: LazyTable, key: Any) -> None:
-        source = table.source
-        index = source.index_of(key) if source is not None and hasattr(source, "index_of") else None
-        if index is None:
-            self.app.call_from_thread(  # type: ignore[attr-defined]
-                self.notify, f"{key} is not in this list (any more).", severity="warning", markup=False)
-            return
-        # After the next refresh: the table's new height must be laid out before it can scroll there.
-        self.app.call_from_thread(table.call_after_refresh, setattr, table, "cursor", index)  # type: ignore[attr-defined]
-
-
-def _focused_approvals(request_id: str):
-    from console.screens.approvals import ApprovalsScreen
-    from console.services import approval_queue as queue
-
-    class FocusedApprovals(JumpToKey, ApprovalsScreen):
-        pass
-
-    screen = FocusedApprovals()
-    screen.filters = queue.Filters(statuses=None)  # every status: the row may be decided already
-    screen.jump_key = request_id
-    return screen
-
-
-def _focused_environments(env_id: str):
-    from console.screens.environments import EnvironmentsScreen
-
-    class FocusedEnvironments(JumpToKey, EnvironmentsScreen):
-        pass
-
-    screen = FocusedEnvironments()
-    screen.jump_key = env_id
-    return screen
 
 
 def _project_of_revision(handle, revision_id: str) -> str | None:
@@ -237,12 +189,14 @@ class DoctorScreen(ConsoleScreen):
 
     @work(thread=True, group="doctor-jump", exit_on_error=False)
     def _resolve_worker(self, table: str, key: str) -> None:
+        from console.screens.approvals import ApprovalsScreen
+        from console.screens.environments import EnvironmentsScreen
         from console.screens.profiles import ProfilesScreen
 
         if table == "approval_requests":
-            build = lambda: _focused_approvals(key)  # noqa: E731
+            build = lambda: ApprovalsScreen(jump_to=key)  # noqa: E731
         elif table == "execution_environments":
-            build = lambda: _focused_environments(key)  # noqa: E731
+            build = lambda: EnvironmentsScreen(jump_to=key)  # noqa: E731
         else:
             project = key if table == "projects" else self.session.run(_project_of_revision, key)
             if project is None:
@@ -252,4 +206,4 @@ class DoctorScreen(ConsoleScreen):
         self.app.call_from_thread(lambda: self.app.push_screen(build()))
 
 
-__all__ = ["DoctorScreen", "JumpToKey"]
+__all__ = ["DoctorScreen"]

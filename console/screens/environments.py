@@ -15,7 +15,7 @@ from textual.widgets import Static
 
 from console.clock import parse_time
 from console.screens.base import ConsoleScreen
-from console.screens.confirm import ActionModal, ConfirmModal
+from console.screens.confirm import ActionModal, ConfirmModal, Decision
 from console.screens.reason import ReasonModal
 from console.screens.pages import EnvironmentsSource
 from console.screens.typed import TypedConfirmModal
@@ -89,9 +89,10 @@ class EnvironmentsScreen(ConsoleScreen):
             self.modal = modal
             self.env = env
 
-    def __init__(self, argument: str | None = None) -> None:
+    def __init__(self, argument: str | None = None, *, jump_to: str | None = None) -> None:
         super().__init__()
         self.argument = argument
+        self.jump_to = jump_to  # the cursor goes to this environment once the list is counted
         self.state: str | None = None
         self.claimed = False
         self.detail: EnvironmentView | None = None
@@ -352,7 +353,7 @@ class EnvironmentsScreen(ConsoleScreen):
             self.modal, self._seen = None, None
             if value is None or value is False:
                 return
-            then(value if isinstance(value, str) else None)
+            then(value.reason if isinstance(value, Decision) else None)
 
         self.app.push_screen(modal, done)
 

@@ -106,12 +106,13 @@ class ListSource:
     def retreat(self, cursor: Any | None, count: int) -> Any:
         return max(0, (len(self._all()) if cursor is None else cursor) - count)
 
-    def key(self, row: dict) -> Any:
-        return row[self.key_name]
+    def key(self, row: Any) -> Any:
+        # A service's read model (an attribute) or a plain row (a key).
+        return row[self.key_name] if isinstance(row, dict) else getattr(row, self.key_name)
 
     def index_of(self, key: Any) -> int | None:
         for i, row in enumerate(self._all()):
-            if row[self.key_name] == key:
+            if self.key(row) == key:
                 return i
         return None
 

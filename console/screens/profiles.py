@@ -14,7 +14,9 @@ from textual.message import Message
 from textual.widgets import Static
 
 from console.clock import parse_time
+from console.models.profiles import ProfileRevision
 from console.screens.base import ConsoleScreen
+from console.screens.confirm import Decision, Watched
 from console.screens.reason import ReasonModal
 from console.screens.pages import ListSource
 from console.services import approval_queue as queue
@@ -26,6 +28,14 @@ from widgets.json_view import JsonView
 from widgets.lazy_table import Column, LazyTable
 from widgets.safe_text import safe_text
 from widgets.timeline import Timeline, TimelineEvent
+
+
+def activation_greying(row: ProfileRevision | None, project: dict[str, Any] | None) -> dict[str, str]:
+    """The activate key's state for the highlighted revision: the service's answer, never re-derived."""
+    if row is None:
+        return {"activate": "no revision selected"}
+    why = profiles_service.activation_problem(row, project)
+    return {"activate": why} if why else {}
 
 
 class ProfilesScreen(ConsoleScreen):
@@ -53,15 +63,15 @@ class ProfilesScreen(ConsoleScreen):
         self.argument = argument
         self.project: dict[str, Any] | None = None
         self.audit: list[dict[str, Any]] = []
-        self.marked: dict[str, Any] | None = None
+        self.marked: ProfileRevision | None = None
         self.showing_diff = False
 
     def compose_content(self) -> ComposeResult:
         yield Static(Text("loading project…", style="dim"), classes="filters", id="filters")
         with Horizontal(classes="main", id="main"):
             yield LazyTable([
-                Column("revision", "rev", 4, render=lambda r: Text(f"r{r['revision']}", style="bold" if r.get("active") else "")),
-                Column("active", "", 6, render=lambda r: Text("active", style="green bold") if r.get("active") else Text("")),
+                Column("revision", "rev", 4, render=lambda r: Text(f"r{r.revision}", style="bold" if r.active else "")),
+                Column("active", "", 6, render=lambda r: Text("active", style="green bold") if r.active else Text("")),
                 Column("schema_version", "schema", 6),
                 Column("provider_preference", "provider", 14),
                 Column("fingerprint_short", "fingerprint", 12),
@@ -93,7 +103,7 @@ class ProfilesScreen(ConsoleScreen):
         head.append_text(safe_text(self.project.get("build_execution_provider"), "bold", one_line=True))
         if self.marked:
             head.append("  marked ", style="dim")
-            head.append(f"r{self.marked['revision']}", style="bold")
+            head.append(f"r{self.marked.revision}", style="bold")
         self.query_one("#filters", Static).update(head)
         pid = self.project["id"]
         self.query_one(LazyTable).set_source(
@@ -118,41 +128,41 @@ class ProfilesScreen(ConsoleScreen):
             self._show_revision(message.row)
         self.refresh_bindings_if_changed()
 
-    def _show_revision(self, r: dict[str, Any]) -> None:
+    def _show_revision(self, r: ProfileRevision) -> None:
         now = self.session.now()
-        head = safe_text(r.get("id"), "bold", one_line=True)
+        head = safe_text(r.id, "bold", one_line=True)
         head.append("\n")
-        created = parse_time(r.get("created_at"))
+        created = parse_time(r.created_at)
         for name, value in (
-            ("revision", f"{r.get('revision')}{'  (active)' if r.get('active') else ''}"),
-            ("schema", r.get("schema_version")),
-            ("provider", r.get("provider_preference")),
+            ("revision", f"{r.revision}{'  (active)' if r.active else ''}"),
+            ("schema", r.schema_version),
+            ("provider", r.provider_preference),
             ("created", f"{relative(created, now)} ({exact(created)})"),
-            ("activated", ", ".join(exact(parse_time(t)) for t in r.get("activated_at") or []) or "never"),
-            ("fingerprint", r.get("fingerprint")),
+            ("activated", ", ".join(exact(parse_time(t)) for t in r.activated_at) or "never"),
+            ("fingerprint", r.fingerprint),
         ):
             head.append(f"{name:>11} ", style="dim")
             head.append_text(safe_text(value, one_line=True))
             head.append("\n")
-        if not r.get("fingerprint_matches"):
+        if not r.fingerprint_matches:
             head.append("fingerprint does not match the profile JSON (shown, not fixed)\n", style="yellow")
-        if r.get("activation_refused"):
-            head.append_text(safe_text(f"cannot be activated: {r['activation_refused']}", "yellow"))
+        if r.activation_refused:
+            head.append_text(safe_text(f"cannot be activated: {r.activation_refused}", "yellow"))
             head.append("\n")
         self.query_one("#detail-head", Static).update(head)
-        self.query_one("#detail-json", JsonView).show(r.get("profile_json"), dark=self.app.current_theme.dark)
+        self.query_one("#detail-json", JsonView).show(r.profile_json, dark=self.app.current_theme.dark)
 
-    def _active(self) -> dict[str, Any] | None:
+    def _active(self) -> ProfileRevision | None:
         source = self.query_one(LazyTable).source
         rows = source._all() if isinstance(source, ListSource) and source._rows is not None else []
-        return next((r for r in rows if r.get("active")), None)
+        return next((r for r in rows if r.active), None)
 
     def action_mark(self) -> None:
         row = self.query_one(LazyTable).cursor_row
         if row is None:
             return
-        self.marked = None if self.marked and self.marked["id"] == row["id"] else row
-        self.notify(f"Marked r{row['revision']} for diff." if self.marked else "Mark cleared.", markup=False)
+        self.marked = None if self.marked and self.marked.id == row.id else row
+        self.notify(f"Marked r{row.revision} for diff." if self.marked else "Mark cleared.", markup=False)
 
     def action_diff(self) -> None:
         row = self.query_one(LazyTable).cursor_row
@@ -164,26 +174,17 @@ class ProfilesScreen(ConsoleScreen):
             self._show_revision(row)
             return
         self.showing_diff = True
-        head = Text(f"diff r{base['revision']} → r{row['revision']}", style="bold")
+        head = Text(f"diff r{base.revision} → r{row.revision}", style="bold")
         self.query_one("#detail-head", Static).update(head)
         self.query_one("#detail-json", JsonView).update(
-            diff_text(base.get("profile_json"), row.get("profile_json"),
-                      old_label=f"r{base['revision']}", new_label=f"r{row['revision']}"))
+            diff_text(base.profile_json, row.profile_json,
+                      old_label=f"r{base.revision}", new_label=f"r{row.revision}"))
 
     def unavailable(self) -> dict[str, str]:
         reasons = super().unavailable()
         if reasons:
             return reasons
-        row = self.query_one(LazyTable).cursor_row
-        if row is None:
-            return {"activate": "no revision selected"}
-        if row.get("active"):
-            return {"activate": "this revision is already active"}
-        if self.project and self.project.get("deletion_started_at"):
-            return {"activate": "the project is being deleted"}
-        if row.get("activation_refused"):  # said before any reason is typed (profile_startup.py)
-            return {"activate": row["activation_refused"]}
-        return {}
+        return activation_greying(self.query_one(LazyTable).cursor_row, self.project)
 
     def action_activate(self) -> None:
         if "activate" in self.unavailable():
@@ -192,24 +193,24 @@ class ProfilesScreen(ConsoleScreen):
         row = self.query_one(LazyTable).cursor_row
         active = self._active()
         summary = Text("Activate ", style="bold")
-        summary.append_text(safe_text(f"r{row['revision']} ({row['id']})", "bold", one_line=True))
+        summary.append_text(safe_text(f"r{row.revision} ({row.id})", "bold", one_line=True))
         summary.append("\nreplacing ", style="dim")
-        summary.append_text(safe_text(f"r{active['revision']}" if active else "none", one_line=True))
+        summary.append_text(safe_text(f"r{active.revision}" if active else "none", one_line=True))
         old_provider = (self.project or {}).get("build_execution_provider")
-        new_provider = row.get("provider_preference")
+        new_provider = row.provider_preference
         summary.append("\nbuild provider ", style="dim")
         summary.append_text(safe_text(f"{old_provider} → {new_provider}", "bold yellow" if old_provider != new_provider else "", one_line=True))
         summary.append("\n\n")
         if active:
-            summary.append_text(diff_text(active.get("profile_json"), row.get("profile_json"),
-                                          old_label=f"r{active['revision']} (active)", new_label=f"r{row['revision']}"))
+            summary.append_text(diff_text(active.profile_json, row.profile_json,
+                                          old_label=f"r{active.revision} (active)", new_label=f"r{row.revision}"))
         modal = ReasonModal("Activate profile revision", summary, required=True, confirm_label="Activate",
-                            danger=old_provider != new_provider, watch_key=row["id"])
+                            danger=old_provider != new_provider, watching=Watched(row.id, "activate"))
 
-        def done(reason: str | None) -> None:
-            if reason:
-                self.write(profiles_service.activate, row["id"], self.session.actor,
-                           reason=reason, now=self.session.write_now())
+        def done(decision: Decision | None) -> None:
+            if decision is not None and decision.reason:
+                self.write(profiles_service.activate, row.id, self.session.actor,
+                           reason=decision.reason, now=self.session.write_now())
 
         self.app.push_screen(modal, done)
 
@@ -221,6 +222,6 @@ class ProfilesScreen(ConsoleScreen):
         row = self.query_one(LazyTable).cursor_row
         if row is None:
             return None, None
-        payload = dict(row)
-        payload["profile_json"] = queue.parse_json_field(row.get("profile_json"))
-        return row["id"], payload
+        payload = row.to_json()
+        payload["profile_json"] = queue.parse_json_field(row.profile_json)
+        return row.id, payload

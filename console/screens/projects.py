@@ -11,6 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
+from console.models.projects import ProjectSummary
 from console.screens.base import ConsoleScreen
 from console.screens.pages import ListSource
 from console.services import projects as projects_service
@@ -18,24 +19,24 @@ from widgets.lazy_table import Column, LazyTable
 from widgets.safe_text import clean, safe_text
 
 
-def _envs(row: dict[str, Any]) -> Text:
-    states = row.get("environments") or {}
+def _envs(row: ProjectSummary) -> Text:
+    states = row.environments
     if not states:
         return Text("—", style="dim")
     return safe_text(" ".join(f"{s}:{n}" for s, n in sorted(states.items())), one_line=True)
 
 
-def _pending(row: dict[str, Any]) -> Text:
+def _pending(row: ProjectSummary) -> Text:
     """`12 (1 <1h, 2 overdue)`: the count, then what needs attention soon, in one bracket."""
-    n = row.get("pending_approvals")
+    n = row.pending_approvals
     if n is None:
         return Text("n/a", style="dim")
     text = Text(str(n), style="bold" if n else "dim")
     notes = []
-    if row.get("pending_expiring_within_hour"):
-        notes.append((f"{row['pending_expiring_within_hour']} <1h", "yellow"))
-    if row.get("pending_overdue"):
-        notes.append((f"{row['pending_overdue']} overdue", "red"))
+    if row.pending_expiring_within_hour:
+        notes.append((f"{row.pending_expiring_within_hour} <1h", "yellow"))
+    if row.pending_overdue:
+        notes.append((f"{row.pending_overdue} overdue", "red"))
     if notes:
         text.append(" (")
         for i, (note, style) in enumerate(notes):
@@ -49,11 +50,11 @@ NAME_WIDTH = 26
 DELETING = " [being deleted]"
 
 
-def _name(row: dict[str, Any]) -> Text:
+def _name(row: ProjectSummary) -> Text:
     """The project's name, marked `[being deleted]` as the CLI marks it (in words, not by a muted
     colour alone); the name gives way to the mark."""
-    name = clean(row.get("name"), one_line=True)
-    if not row.get("deleting"):
+    name = clean(row.name, one_line=True)
+    if not row.deleting:
         return Text(name, no_wrap=True, end="")
     room = NAME_WIDTH - len(DELETING)
     if len(name) > room:
@@ -61,13 +62,13 @@ def _name(row: dict[str, Any]) -> Text:
     return Text(name, no_wrap=True, end="").append(DELETING, style="bold")
 
 
-def _claims(row: dict[str, Any]) -> Text:
-    held = row.get("claims_held")
+def _claims(row: ProjectSummary) -> Text:
+    held = row.claims_held
     if held is None:
         return Text("n/a", style="dim")
     text = Text(str(held), style="bold" if held else "dim")
-    if row.get("claims_stale"):
-        text.append(f" ({row['claims_stale']} stale)", style="yellow")
+    if row.claims_stale:
+        text.append(f" ({row.claims_stale} stale)", style="yellow")
     return text
 
 
@@ -91,11 +92,11 @@ class OverviewScreen(ConsoleScreen):
         yield LazyTable([
             Column("name", "project", NAME_WIDTH, render=_name),
             Column("build_execution_provider", "provider", 12),
-            Column("active_revision", "profile", 7, render=lambda r: Text(f"r{r['active_revision']}" if r.get("active_revision") else "—")),
+            Column("active_revision", "profile", 7, render=lambda r: Text(f"r{r.active_revision}" if r.active_revision else "—")),
             Column("pending_approvals", "pending approvals", 22, render=_pending),
             Column("environments", "environments", 27, render=_envs),
             Column("claims_held", "claims", 12, render=_claims),
-        ], row_class=lambda r: "muted" if r.get("deleting") else None, id="projects",
+        ], row_class=lambda r: "muted" if r.deleting else None, id="projects",
             empty_message="No projects in this database.")
 
     def on_mount(self) -> None:
@@ -109,32 +110,32 @@ class OverviewScreen(ConsoleScreen):
     def refresh_data(self) -> None:
         self.query_one(LazyTable).set_source(self._source(), keep_cursor=True)
 
-    def _project(self) -> dict[str, Any] | None:
+    def _project(self) -> ProjectSummary | None:
         return self.query_one(LazyTable).cursor_row
 
     @on(LazyTable.RowActivated)
     def _activated(self, message: LazyTable.RowActivated) -> None:
-        self.console_app.navigate("project", message.row["id"])
+        self.console_app.navigate("project", message.row.id)
 
     def action_open_project(self) -> None:
         row = self._project()
         if row:
-            self.console_app.navigate("project", row["id"])
+            self.console_app.navigate("project", row.id)
 
     def action_project_approvals(self) -> None:
         from console.screens.approvals import ApprovalsScreen
 
         row = self._project()
         if row:
-            self.app.push_screen(ApprovalsScreen(row["id"]))
+            self.app.push_screen(ApprovalsScreen(row.id))
 
     def action_project_envs(self) -> None:
         from console.screens.environments import EnvironmentsScreen
 
         row = self._project()
         if row:
-            self.app.push_screen(EnvironmentsScreen(row["id"]))
+            self.app.push_screen(EnvironmentsScreen(row.id))
 
     def copy_target(self) -> tuple[str | None, Any]:
         row = self._project()
-        return (row["id"], row) if row else (None, None)
+        return (row.id, row.to_json()) if row else (None, None)

@@ -9,12 +9,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Input, Static
 
-from console.screens.confirm import ActionModal
+from console.screens.confirm import ActionModal, Decision
 from console.services.base import REASON_MAX_BYTES
 
 
-class ReasonModal(ActionModal):
-    """Returns the reason ('' when optional and left empty), or None when cancelled."""
+class ReasonModal(ActionModal["Decision | None"]):
+    """Returns the `Decision` with its reason ('' when optional and left empty), or None when cancelled."""
 
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="modal.cancel"),
@@ -55,5 +55,8 @@ class ReasonModal(ActionModal):
             return False
         return True
 
-    def result_value(self) -> str:
-        return self.reason()
+    def result_value(self) -> Decision | None:
+        return Decision(self.reason())
+
+    def cancel_value(self) -> Decision | None:
+        return None

@@ -8,12 +8,13 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Input, Static
 
-from console.screens.confirm import ActionModal
+from console.screens.confirm import ActionModal, Decision
 from widgets.safe_text import safe_text
 
 
-class TypedConfirmModal(ActionModal):
-    """Returns the reason typed (maybe '') once `expected` was typed exactly, else None."""
+class TypedConfirmModal(ActionModal["Decision | None"]):
+    """Returns the `Decision` with the reason typed (maybe '') once `expected` was typed exactly;
+    None when cancelled."""
 
     def __init__(self, title: str, summary: Text, *, expected: str, ask_reason: bool = False,
                  reason_required: bool = False, **kwargs: Any) -> None:
@@ -61,5 +62,8 @@ class TypedConfirmModal(ActionModal):
             return False
         return True
 
-    def result_value(self) -> str:
-        return self._reason()
+    def result_value(self) -> Decision | None:
+        return Decision(self._reason())
+
+    def cancel_value(self) -> Decision | None:
+        return None

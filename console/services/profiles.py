@@ -27,6 +27,7 @@ from console.db import execution_profiles
 from console.db.connect import ArchonDatabase
 from console.db.tx import write_transaction
 from console.errors import Refusal
+from console.models.profiles import FingerprintCheck, ProfileRevision, RevisionDetail
 from console.services import profile_startup
 from console.services.base import ActionResult, validate_actor, validate_reason
 
@@ -100,7 +101,7 @@ def _audit(conn, project_id: str) -> list[dict[str, Any]]:
     ]
 
 
-def list_revisions(handle: ArchonDatabase, project_id: str) -> list[dict[str, Any]]:
+def list_revisions(handle: ArchonDatabase, project_id: str) -> list[ProfileRevision]:
     """A project's revisions, newest first, with the active flag, audit times and a fingerprint check."""
     from console.services.resolve import resolve_project
 
@@ -110,39 +111,65 @@ def list_revisions(handle: ArchonDatabase, project_id: str) -> list[dict[str, An
     project = _project(conn, project_id)
     audit = _audit(conn, project_id)
     rows = []
-    for row in conn.execute(
+    for stored in conn.execute(
         "SELECT * FROM execution_profile_revisions WHERE project_id = ? ORDER BY revision DESC", (project_id,)
     ):
-        row = _verify(dict(row))
-        row["active"] = row["id"] == project.get("active_execution_profile_revision_id")
-        row["activated_at"] = [
-            e["created_at"] for e in audit if e["event_type"] == "revision_activated" and e["profile_revision_id"] == row["id"]
-        ]
-        undone = None if row["active"] else profile_startup.replacement(conn, handle.shape.release, row, project)
-        row["archon_replaces_with"] = undone.revision_id if undone else None
-        row["activation_refused"] = f"{undone.sentence()}" if undone else None
-        row["created_event_at"] = next(
-            (e["created_at"] for e in audit if e["event_type"] == "revision_created" and e["profile_revision_id"] == row["id"]),
-            None,
-        )
-        rows.append(row)
+        columns = dict(stored)
+        row = _verify(dict(columns))
+        active = row["id"] == project.get("active_execution_profile_revision_id")
+        undone = None if active else profile_startup.replacement(conn, handle.shape.release, row, project)
+        rows.append(ProfileRevision(
+            columns=columns,
+            check=FingerprintCheck.of(row),
+            active=active,
+            activated_at=[e["created_at"] for e in audit
+                          if e["event_type"] == "revision_activated" and e["profile_revision_id"] == row["id"]],
+            archon_replaces_with=undone.revision_id if undone else None,
+            activation_refused=f"{undone.sentence()}" if undone else None,
+            created_event_at=next(
+                (e["created_at"] for e in audit
+                 if e["event_type"] == "revision_created" and e["profile_revision_id"] == row["id"]),
+                None,
+            ),
+        ))
     return rows
 
 
-def show_revision(handle: ArchonDatabase, revision_id: str) -> dict[str, Any]:
+def show_revision(handle: ArchonDatabase, revision_id: str) -> RevisionDetail:
     """One revision: pretty JSON, fingerprint check, whether it is active, and its audit events."""
     require_profiles(handle)
     conn = handle.conn
-    row = _verify(_revision(conn, revision_id))
+    columns = _revision(conn, revision_id)
+    row = _verify(dict(columns))
     project = conn.execute("SELECT * FROM projects WHERE id = ?", (row["project_id"],)).fetchone()
-    row["project_name"] = project["name"] if project else None
-    row["active"] = bool(project) and project["active_execution_profile_revision_id"] == revision_id
-    row["pretty_json"] = pretty(row["profile_json"])
-    row["audit_events"] = [
-        e for e in _audit(conn, row["project_id"])
-        if revision_id in (e["profile_revision_id"], e["previous_profile_revision_id"])
-    ]
-    return row
+    return RevisionDetail(
+        columns=columns,
+        check=FingerprintCheck.of(row),
+        project_name=project["name"] if project else None,
+        active=bool(project) and project["active_execution_profile_revision_id"] == revision_id,
+        pretty_json=pretty(row["profile_json"]),
+        audit_events=[
+            e for e in _audit(conn, row["project_id"])
+            if revision_id in (e["profile_revision_id"], e["previous_profile_revision_id"])
+        ],
+    )
+
+
+def activation_problem(revision: ProfileRevision, project: dict[str, Any] | None) -> str | None:
+    """Why `activate` would not make this revision (a `list_revisions` row) active now, or None
+    when it would: the screens grey the key from this answer, and `activate` refuses on the same
+    rules inside its transaction. Activating the active revision is a no-op there, so it is
+    offered nowhere."""
+    if revision.active:
+        return "this revision is already active"
+    if project and project.get("deletion_started_at"):
+        return "the project is being deleted"
+    if revision.activation_refused:  # said before any reason is typed (profile_startup.py)
+        return revision.activation_refused
+    if revision.provider_preference not in PROVIDERS:
+        return (f"its provider_preference {revision.provider_preference!r} cannot become the project's "
+                f"build provider ({' or '.join(PROVIDERS)})")
+    return None
 
 
 @dataclass
@@ -249,6 +276,7 @@ def activate(
 __all__ = [
     "RevisionDiff",
     "activate",
+    "activation_problem",
     "diff_revisions",
     "list_revisions",
     "pretty",

@@ -13,6 +13,7 @@ from typing import Any
 
 from console.clock import TEXT_SLACK, db_time, parse_time, system_clock
 from console.db.connect import ArchonDatabase
+from console.models.projects import ProjectSummary
 
 DEFAULT_STALE_AFTER = timedelta(minutes=15)
 EXPIRING_SOON = timedelta(hours=1)
@@ -41,14 +42,10 @@ def list_projects(
     *,
     now: datetime | None = None,
     stale_after: timedelta = DEFAULT_STALE_AFTER,
-) -> list[dict[str, Any]]:
+) -> list[ProjectSummary]:
     """Every project with its active profile revision, approvals waiting, environments by state
-    and operation claims held (and how many of those are older than `stale_after`).
-
-    Keys: the `projects` columns present, plus `active_revision`, `active_schema_version`,
-    `pending_approvals`, `pending_expiring_within_hour` (not yet overdue), `pending_overdue`,
-    `environments` ({state: count}), `environments_total`, `claims_held`, `claims_stale`,
-    `deleting`. A feature the database's release lacks gives None.
+    and operation claims held (and how many of those are older than `stale_after`). A feature the
+    database's release lacks gives None.
     """
     now = now or system_clock()
     conn = handle.conn
@@ -87,30 +84,24 @@ def list_projects(
     result = []
     for project in projects:
         pid = project["id"]
-        item = dict(project)
         revision = revisions.get(pid)
-        item["active_revision"] = revision["revision"] if revision else None
-        item["active_schema_version"] = revision["schema_version"] if revision else None
-        if shape.has_approvals:
-            counts = _pending_counts(conn, pid, now)
-            item["pending_approvals"] = counts["pending"]
-            item["pending_expiring_within_hour"] = counts["expiring_soon"]
-            item["pending_overdue"] = counts["overdue"]
-        else:
-            item["pending_approvals"] = item["pending_expiring_within_hour"] = item["pending_overdue"] = None
+        counts = _pending_counts(conn, pid, now) if shape.has_approvals else None
         states = environments.get(pid, {})
-        item["environments"] = states
-        item["environments_total"] = sum(states.values())
-        if shape.has_claims:
-            held = claims.get(pid, [])
-            item["claims_held"] = len(held)
-            item["claims_stale"] = sum(
-                1 for at in held if (parsed := parse_time(at)) is None or now - parsed >= stale_after
-            )
-        else:
-            item["claims_held"] = item["claims_stale"] = None
-        item["deleting"] = bool(project.get("deletion_started_at"))
-        result.append(item)
+        held = claims.get(pid, []) if shape.has_claims else None
+        result.append(ProjectSummary(
+            columns=project,
+            active_revision=revision["revision"] if revision else None,
+            active_schema_version=revision["schema_version"] if revision else None,
+            pending_approvals=counts["pending"] if counts else None,
+            pending_expiring_within_hour=counts["expiring_soon"] if counts else None,
+            pending_overdue=counts["overdue"] if counts else None,
+            environments=states,
+            environments_total=sum(states.values()),
+            claims_held=None if held is None else len(held),
+            claims_stale=None if held is None else sum(
+                1 for at in held if (parsed := parse_time(at)) is None or now - parsed >= stale_after),
+            deleting=bool(project.get("deletion_started_at")),
+        ))
     return result
 
 

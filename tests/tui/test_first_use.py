@@ -365,12 +365,16 @@ async def test_smaller_ones_on_screen(demo_db, make_app, size):
 
 
 def test_pending_column_reads_one_way():
+    from console.models.projects import ProjectSummary
     from console.screens.projects import _pending
 
-    row = {"pending_approvals": 12, "pending_expiring_within_hour": 1, "pending_overdue": 2}
+    def project(pending_approvals, pending_expiring_within_hour=None, pending_overdue=None):
+        return ProjectSummary({"id": "p"}, None, None, pending_approvals, pending_expiring_within_hour, pending_overdue)
+
+    row = project(pending_approvals=12, pending_expiring_within_hour=1, pending_overdue=2)
     assert _pending(row).plain == "12 (1 <1h, 2 overdue)"
-    assert _pending({"pending_approvals": 7, "pending_overdue": 7}).plain == "7 (7 overdue)"
-    assert _pending({"pending_approvals": 3, "pending_expiring_within_hour": 1}).plain == "3 (1 <1h)"
+    assert _pending(project(pending_approvals=7, pending_overdue=7)).plain == "7 (7 overdue)"
+    assert _pending(project(pending_approvals=3, pending_expiring_within_hour=1)).plain == "3 (1 <1h)"
 
 
 async def test_unknown_keymap_ids_are_named(demo_db, make_app, tmp_path, monkeypatch):

@@ -323,18 +323,18 @@ async def test_profile_rollback(demo_db, make_app):
         app.navigate("project", "atlas-api")
         await ready(pilot, app, ProfilesScreen)
         t = table(app)
-        older = next(t.row_at(i) for i in range(t.total) if not t.row_at(i)["active"])
-        while t.cursor_key != older["id"]:
+        older = next(t.row_at(i) for i in range(t.total) if not t.row_at(i).active)
+        while t.cursor_key != older.id:
             await pilot.press("down")
         await pilot.press("A")
         await wait_until(pilot, lambda: isinstance(app.screen, ReasonModal))
         assert "build provider" in app.screen.summary.plain
         await type_text(pilot, "rollback")
         await pilot.press("enter")
-        await wait_until(pilot, lambda: db(path, "SELECT active_execution_profile_revision_id FROM projects WHERE id='prj-atlas-api'")[0][0] == older["id"])
-    assert older["id"] != active_before
+        await wait_until(pilot, lambda: db(path, "SELECT active_execution_profile_revision_id FROM projects WHERE id='prj-atlas-api'")[0][0] == older.id)
+    assert older.id != active_before
     assert db(path, "SELECT count(*) FROM execution_profile_audit_events WHERE profile_revision_id=? "
-                    "AND event_type='revision_activated' AND previous_profile_revision_id=?", older["id"], active_before)[0][0] == 1
+                    "AND event_type='revision_activated' AND previous_profile_revision_id=?", older.id, active_before)[0][0] == 1
 
 
 @pytest.mark.slow

@@ -1,0 +1,48 @@
+"""What the project overview reads: one project and what needs attention in it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ProjectSummary:
+    """A project row with its counts. A count the database's release cannot have (approvals
+    before 1.8.22, claims before 1.10.0) is None, never 0.
+
+    `columns` is the `projects` row as archon stores it, in table order: the release decides which
+    columns exist, and `--json` keeps them all, ahead of the derived fields (`to_json`).
+    """
+
+    columns: dict[str, Any]
+    active_revision: int | None
+    active_schema_version: int | None
+    pending_approvals: int | None
+    pending_expiring_within_hour: int | None  # not yet overdue
+    pending_overdue: int | None
+    environments: dict[str, int] = field(default_factory=dict)  # lifecycle state -> count
+    environments_total: int = 0
+    claims_held: int | None = None
+    claims_stale: int | None = None
+    deleting: bool = False
+
+    @property
+    def id(self) -> str:
+        return self.columns["id"]
+
+    @property
+    def name(self) -> Any:
+        return self.columns.get("name")
+
+    @property
+    def build_execution_provider(self) -> Any:
+        return self.columns.get("build_execution_provider")
+
+    def to_json(self) -> dict[str, Any]:
+        data = dict(self.columns)
+        for name in ("active_revision", "active_schema_version", "pending_approvals",
+                     "pending_expiring_within_hour", "pending_overdue", "environments",
+                     "environments_total", "claims_held", "claims_stale", "deleting"):
+            data[name] = getattr(self, name)
+        return data

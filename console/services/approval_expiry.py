@@ -1,0 +1,107 @@
+"""The expiry sweep archon runs: every pending or approved request past its `expires_at` becomes
+expired, recorded as actor `system` / archon-console."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from console.clock import db_time, write_clock
+from console.db.connect import ArchonDatabase
+from console.db.tx import write_transaction
+from console.errors import Refusal
+from console.services.approval_queue import OPEN_STATUSES
+from console.services.approval_transitions import (
+    SYSTEM_ACTOR,
+    json_metadata,
+    load_for_decision,
+    overdue,
+    transition,
+    with_busy_retry,
+)
+from console.services.base import ActionResult, require_feature, validate_actor
+from console.text import one_line
+
+SWEEP_BATCH = 200
+
+
+def overdue_ids(handle: ArchonDatabase, now: datetime, *, project: str | None = None) -> list[str]:
+    """Ids of pending/approved requests whose `expires_at` has passed, through the expiry index."""
+    conn = handle.conn
+    if project is not None:
+        projects = [project]
+    else:
+        projects = [r[0] for r in conn.execute("SELECT id FROM projects ORDER BY id")]
+    from console.clock import TEXT_SLACK
+
+    coarse = db_time(now + TEXT_SLACK)
+    found: list[str] = []
+    for project_id in projects:
+        for status in OPEN_STATUSES:
+            for request_id, expires_at in conn.execute(
+                "SELECT id, expires_at FROM approval_requests "
+                "WHERE project_id = ? AND status = ? AND expires_at <= ? ORDER BY expires_at, id",
+                (project_id, status, coarse),
+            ):
+                if overdue({"expires_at": expires_at}, now):
+                    found.append(request_id)
+    return found
+
+
+def expire_overdue(
+    handle: ArchonDatabase,
+    *,
+    actor: str | None = None,
+    now: datetime | None = None,
+    batch_size: int = SWEEP_BATCH,
+) -> list[ActionResult]:
+    """The sweep archon would run: every pending or approved request past `expires_at` -> expired.
+
+    Events carry actor `system`/`archon-console` (the person who ran it goes into metadata).
+    Batches of `batch_size` requests per transaction keep archon's wait for the lock short;
+    each row is re-read and re-checked inside its batch.
+    """
+    require_feature(handle, "approvals", what="The expiry sweep")
+    if actor is not None:
+        validate_actor(actor)
+    if handle.read_only:
+        with write_transaction(handle.conn, read_only=True):
+            pass
+    now = now or write_clock()
+    db_key = str(handle.path)
+    metadata = json_metadata(initiated_by=actor) if actor else None
+    candidates = overdue_ids(handle, now)
+    results: list[ActionResult] = []
+    for start in range(0, len(candidates), batch_size):
+        chunk = candidates[start : start + batch_size]
+
+        def attempt(chunk: list[str] = chunk) -> list[ActionResult]:
+            done = []
+            with write_transaction(handle.conn, read_only=handle.read_only) as conn:
+                for request_id in chunk:
+                    try:
+                        locked = load_for_decision(conn, request_id)
+                    except Refusal:
+                        continue
+                    request = locked.row
+                    if request["status"] not in OPEN_STATUSES or not overdue(request, now):
+                        continue  # someone decided it meanwhile
+                    if locked.project_deleting is not None:
+                        continue
+                    old = request["status"]
+                    transition(
+                        conn, db_key, locked, "expired",
+                        actor_classification="system", actor_reference=SYSTEM_ACTOR, reason=None,
+                        now=now, metadata_json=metadata,
+                    )
+                    done.append(ActionResult(
+                        True, request_id, "expired",
+                        f"{one_line(request_id)} expired ({old}, past {one_line(request.get('expires_at'))}).",
+                        extra={"from_status": old},
+                    ))
+            return done
+
+        results.extend(with_busy_retry(handle, attempt))
+    return results
+
+
+__all__ = ["SWEEP_BATCH", "expire_overdue", "overdue_ids"]

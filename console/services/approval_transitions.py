@@ -1,0 +1,209 @@
+"""The moves every approval write shares: read a request under the write lock, move its status
+with exactly one event, and say who did it when, in words.
+
+Only `status`, `updated_at` and (once, when it is NULL) `decision_at` are named in the UPDATE,
+because archon's `BEFORE UPDATE OF` triggers fire on any named column. The event's `sequence` is
+the request's last plus one, read in the same transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable, TypeVar
+
+from console.clock import db_time, parse_time
+from console.db.connect import ArchonDatabase
+from console.db.tx import BUSY_HINT
+from console.errors import Refusal
+from console.services.approval_queue import load_request
+from console.services.base import new_event_id
+from console.text import one_line
+
+SYSTEM_ACTOR = "archon-console"
+BUSY_RETRIES = 3
+
+T = TypeVar("T")
+
+
+class DecisionRefused(Refusal):
+    """A refusal about one request, carrying its status afterwards (for per-id results)."""
+
+    def __init__(self, request_id: str, state: str | None, reason: str, hint: str | None = None,
+                 *, wrote: tuple[str, ...] = ()):
+        super().__init__(reason, hint)
+        self.request_id = request_id
+        self.state = state
+        self.wrote = wrote  # what was committed before saying no (an overdue request's expiry)
+
+
+def ago(value: Any, now: datetime) -> str:
+    """'4 minutes ago'; 'just now' for this second (or a clock slightly ahead of ours)."""
+    from console.output import relative  # humanize only when a sentence needs it
+
+    at = parse_time(value)
+    if at is None:
+        return "at an unknown time"
+    if abs((now - at).total_seconds()) < 1 or (at > now and (at - now).total_seconds() < 60):
+        return "just now"
+    return relative(at, now)
+
+
+def who(event: dict[str, Any] | None) -> str:
+    if event is None:
+        return "an unknown actor"
+    ref = event.get("actor_reference")
+    kind = event.get("actor_classification")
+    if ref:
+        return one_line(ref) if kind == "human" else f"{one_line(ref)} ({kind})"
+    return {"system": "archon (system)", "action_executor": "the action executor"}.get(kind, "an unknown actor")
+
+
+def event_into(conn: sqlite3.Connection, project_id: str, request_id: str, status: str) -> dict[str, Any] | None:
+    """The most recent event that moved the request into `status` (who decided, and when)."""
+    cur = conn.execute(
+        "SELECT * FROM approval_request_events WHERE project_id = ? AND approval_request_id = ? "
+        "AND to_status = ? ORDER BY sequence DESC LIMIT 1",
+        (project_id, request_id, status),
+    )
+    row = cur.fetchone()
+    return None if row is None else dict(zip([d[0] for d in cur.description], row))
+
+
+_EVENT_TYPES: dict[tuple[str, str | None, str], str] = {}
+
+
+def event_type_for(conn: sqlite3.Connection, db_key: str, from_status: str | None, to_status: str) -> str:
+    """Archon's spelling of `event_type` for this transition if the database shows one, else the
+    target status (DOMAIN.md Q10). Looked up through indexes only, once per database and process."""
+    cache_key = (db_key, from_status, to_status)
+    if cache_key in _EVENT_TYPES:
+        return _EVENT_TYPES[cache_key]
+    found = None
+    # Requests that went through this transition sit in its target status or one after it.
+    later = {"approved": ("approved", "consumed", "expired", "invalidated")}.get(to_status, (to_status,))
+    marks = ", ".join("?" for _ in later)
+    for (project_id,) in conn.execute("SELECT id FROM projects ORDER BY id LIMIT 20").fetchall():
+        row = conn.execute(
+            f"""SELECT e.event_type FROM (
+                    SELECT id FROM approval_requests WHERE project_id = ? AND status IN ({marks}) LIMIT 25
+                ) AS r
+                JOIN approval_request_events AS e
+                  ON e.project_id = ? AND e.approval_request_id = r.id
+                WHERE e.to_status = ? AND e.from_status IS ?
+                LIMIT 1""",
+            (project_id, *later, project_id, to_status, from_status),
+        ).fetchone()
+        if row is not None:
+            found = row[0]
+            break
+    spelling = found if isinstance(found, str) and 1 <= len(found) <= 100 else to_status
+    _EVENT_TYPES[cache_key] = spelling
+    return spelling
+
+
+def with_busy_retry(handle: ArchonDatabase, work: Callable[[], T]) -> T:
+    """Run one transaction; when the write lock stayed busy past busy_timeout, wait and retry
+    (the transaction did nothing), so a raw lock error never reaches a person."""
+    for attempt in range(BUSY_RETRIES + 1):
+        try:
+            return work()
+        except Refusal as exc:
+            if exc.hint != BUSY_HINT or attempt == BUSY_RETRIES:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def transition(
+    conn: sqlite3.Connection,
+    db_key: str,
+    locked: LockedRequest,
+    to_status: str,
+    *,
+    actor_classification: str,
+    actor_reference: str,
+    reason: str | None,
+    now: datetime,
+    metadata_json: str | None = None,
+) -> None:
+    """The UPDATE and its event, inside the caller's transaction (which read `locked`)."""
+    request = locked.row
+    from_status = request["status"]
+    stamp = db_time(now)
+    sets, values = ["status = ?", "updated_at = ?"], [to_status, stamp]
+    if to_status in ("approved", "denied") and request.get("decision_at") is None:
+        sets.append("decision_at = ?")  # write-once: only ever NULL -> value
+        values.append(stamp)
+    changed = conn.execute(
+        f"UPDATE approval_requests SET {', '.join(sets)} WHERE id = ? AND status = ?",
+        (*values, request["id"], from_status),
+    ).rowcount
+    if changed != 1:  # cannot happen under BEGIN IMMEDIATE; refuse rather than write a lone event
+        raise DecisionRefused(
+            request["id"], from_status, f"{one_line(request['id'])} changed while it was being decided; nothing was written."
+        )
+    sequence = (locked.last_sequence or 0) + 1  # read with the request, inside this same transaction
+    conn.execute(
+        "INSERT INTO approval_request_events (id, project_id, approval_request_id, sequence, event_type, "
+        "from_status, to_status, actor_classification, actor_reference, reason, metadata_schema_version, "
+        "metadata_json, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
+        (
+            new_event_id(),
+            request["project_id"],
+            request["id"],
+            sequence,
+            event_type_for(conn, db_key, from_status, to_status),
+            from_status,
+            to_status,
+            actor_classification,
+            actor_reference,
+            reason,
+            metadata_json,
+            stamp,
+        ),
+    )
+    request["status"] = to_status
+    locked.last_sequence = sequence
+
+
+def json_metadata(**values: Any) -> str:
+    import json
+
+    return json.dumps(values, ensure_ascii=False, sort_keys=True)
+
+
+@dataclass
+class LockedRequest:
+    """A request read inside the deciding transaction, with what a decision needs beside its row:
+    its project's deletion mark and the last event's sequence (read in the same statement)."""
+
+    row: dict[str, Any]
+    project_deleting: Any  # the project's deletion_started_at; None when it is not being deleted
+    last_sequence: int | None  # None: no event yet
+
+
+def load_for_decision(conn: sqlite3.Connection, request_id: str) -> LockedRequest:
+    """The request, its project's deletion mark and its last sequence in one read (decisions are
+    the hot path)."""
+    cur = conn.execute(
+        "SELECT r.*, p.deletion_started_at AS project_deleting_, "
+        "(SELECT MAX(e.sequence) FROM approval_request_events AS e "
+        " WHERE e.project_id = r.project_id AND e.approval_request_id = r.id) AS last_sequence_ "
+        "FROM approval_requests AS r "
+        "LEFT JOIN projects AS p ON p.id = r.project_id WHERE r.id = ?",
+        (request_id,),
+    )
+    row = cur.fetchone()
+    if row is None:
+        load_request(conn, request_id)  # raises the plain "no such request" refusal
+    names = [d[0] for d in cur.description]
+    # The two extra values are the last two columns: archon's columns keep their names untouched.
+    *columns, deleting, last_sequence = row
+    return LockedRequest(dict(zip(names[:-2], columns)), deleting, last_sequence)
+
+
+def overdue(request: dict[str, Any], now: datetime) -> bool:
+    expires = parse_time(request.get("expires_at"))
+    # An unreadable expiry is treated as past: never approve what we cannot date.
+    return expires is None or expires <= now
