@@ -59,7 +59,7 @@ def test_never_overwrites_an_existing_snapshot(tmp_path):
     assert second.path.name == "archon.db.pre-upgrade-20260501T120000Z-3.sqlite3"
 
 
-@pytest.mark.parametrize("check, full_check", [("verify_copy", True), ("quick_check_copy", False)])
+@pytest.mark.parametrize("check, full_check", [("verify_copy", True), ("quick_check", False)])
 def test_failed_snapshot_leaves_no_partial_file(tmp_path, monkeypatch, check, full_check):
     path = db_1822(tmp_path / "archon.db")
     before = sorted(p.name for p in tmp_path.iterdir())
@@ -77,7 +77,7 @@ def test_failed_hash_or_fsync_beside_the_check_leaves_no_partial_file(tmp_path, 
     path = db_1822(tmp_path / "archon.db")
     before = sorted(p.name for p in tmp_path.iterdir())
 
-    def unreadable(copy, *_):
+    def unreadable(copy, *_, **__):
         raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(snapshots, "compare_and_hash", unreadable)  # the hash is taken while comparing

@@ -75,11 +75,12 @@ def _corrupting(monkeypatch, where):
     original = snapshots.copy_pages
 
     def copy_then_corrupt(source, image, tmp, block, progress, step_pages):
-        original(source, image, tmp, block, progress, step_pages)
+        written = original(source, image, tmp, block, progress, step_pages)
         data = bytearray(tmp.read_bytes())
         at = where(data)
         data[at] ^= 0x01
         tmp.write_bytes(bytes(data))
+        return written
 
     monkeypatch.setattr(snapshots, "copy_pages", copy_then_corrupt)
 
@@ -131,3 +132,18 @@ def test_full_check_counts_rows(tmp_path):
     path = _two_tables(tmp_path / "archon.db")
     snap = _take(path, full_check=True, check_workers=2)
     assert (snap.tables, snap.rows) == (2, 6000)
+
+
+def test_a_backup_api_copy_is_quick_checked_itself(wal_source, monkeypatch):
+    """When SQLite's backup API made the copy (the -wal holds frames), the copy's own quick_check runs."""
+    path, _ = wal_source
+    calls = []
+
+    def refusing(copy):
+        calls.append(copy)
+        raise DatabaseUnusable("simulated: the copy failed SQLite's quick_check")
+
+    monkeypatch.setattr(snapshots, "quick_check_copy", refusing)
+    with pytest.raises(DatabaseUnusable, match="quick_check"):
+        _take(path)
+    assert len(calls) == 1

@@ -41,7 +41,7 @@ import os
 import shutil
 import sqlite3
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -57,6 +57,7 @@ from console.db.snapshot_check import (
     _quoted,
     check_pieces,
     integrity_messages,
+    quick_check,
     quick_check_copy,
     table_counts,
     usable_cpus,
@@ -185,38 +186,39 @@ def _timed(started: float, fn, *args):
 
 def copy_pages(
     source: sqlite3.Connection, image: SourceImage, tmp: Path, block: bool, progress: Progress | None, step_pages: int
-) -> None:
-    """Write the source's image into `tmp` and leave it a single file in journal mode DELETE.
+) -> str | None:
+    """Write the source's image into `tmp` as a single file in journal mode DELETE.
 
     `block`: the main file is the image (console/db/snapshot_pages.py `can_block_copy`), copied in
-    large blocks; else SQLite's backup API reads it, WAL frames included. The temporary file is
-    deleted on any failure, so it needs no journal and no syncs of its own: one fsync of the
-    finished file is the durability point.
+    large blocks; returns the SHA-256 of what was written. Else SQLite's backup API reads it, WAL
+    frames included, and then switches the copy to DELETE; returns None (the hash is taken when the
+    copy is read back). The temporary file is deleted on any failure, so it needs no journal and no
+    syncs of its own: one fsync of the finished file is the durability point.
     """
     if block:
         fd = os.open(tmp, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)  # the file create_exclusive made
         try:
-            block_copy(image, fd, progress, step_pages)
+            return block_copy(image, fd, progress, step_pages)
         finally:
             os.close(fd)
     dest = sqlite3.connect(str(tmp), isolation_level=None)
     try:
         dest.execute("PRAGMA synchronous = OFF")
-        if not block:
-            dest.execute("PRAGMA journal_mode = OFF")
-            source.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+        dest.execute("PRAGMA journal_mode = OFF")
+        source.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
 
-            def on_step(status: int, remaining: int, total: int) -> None:
-                if progress is not None:
-                    progress(total - remaining, total)
+        def on_step(status: int, remaining: int, total: int) -> None:
+            if progress is not None:
+                progress(total - remaining, total)
 
-            source.backup(dest, pages=step_pages, progress=on_step)
+        source.backup(dest, pages=step_pages, progress=on_step)
         dest.execute("PRAGMA journal_mode = DELETE")
     finally:
         dest.close()
     for leftover in (Path(f"{tmp}-journal"), Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
         if leftover.exists():
             leftover.unlink()
+    return None
 
 
 def _differs(tmp: Path, exc: CopyDiffers) -> SnapshotFailed:
@@ -258,9 +260,11 @@ def take_snapshot(
     directory = target.parent
     if not directory.is_dir():
         raise SnapshotFailed(f"The snapshot directory {directory} does not exist.")
-    source = _open_ro(db_path)
+    source = _open_ro(db_path, any_thread=True)
     tmp: Path | None = None
     image: SourceImage | None = None
+    checking: Future | None = None
+    background = ThreadPoolExecutor(max_workers=3, thread_name_prefix="snapshot")
     try:
         remove_stale_temporaries(directory)  # before the space check: they take space too
         # One read transaction from here to the last comparison: the image cannot change underneath.
@@ -281,32 +285,42 @@ def take_snapshot(
         counts = table_counts(source) if full_check else None
         lap("read the source's page map" + (" and row counts" if full_check else ""))
         tmp = create_exclusive(directory, f"{TMP_PREFIX}.{os.getpid()}.{target.name}.", ".tmp")
-        copy_pages(source, image, tmp, block, progress, step_pages)
-        lap("copy (block copy)" if block else "copy (backup API)")
-        # fsync, compare-and-hash and check at once: the fsync waits on the disk, the hash and the
-        # check on the CPUs (hashlib and sqlite3 both release the GIL). All read the copy's bytes
-        # from the kernel's page cache whether or not they have reached the disk yet; nothing gets
-        # the snapshot's name before all three have succeeded.
         started = clock()
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="snapshot") as pool:
-            syncing = pool.submit(_timed, started, fsync_path, tmp)
-            hashing = pool.submit(_timed, started, compare_and_hash, tmp, image)
-            if full_check:
-                workers = {} if check_workers is None else {"workers": check_workers}
-                tables, rows = verify_copy(tmp, counts, **workers)
-            else:
-                tables, rows = quick_check_copy(tmp), None
-            checked = clock() - started
-            _, synced = syncing.result()
-            try:
-                digest, hashed = hashing.result()
-            except CopyDiffers as exc:
-                raise _differs(tmp, exc) from None
-        lap("verify (fsync, page comparison + hash, check at once)")
+        if block and not full_check:
+            # The image is the main file, which the copy reads without this connection: its
+            # quick_check runs meanwhile, in the same read transaction (the compare below proves
+            # the copy is that image, so this is the copy's quick_check, done while it is written).
+            checking = background.submit(_timed, started, quick_check, source, f"The database {db_path}")
+        written = copy_pages(source, image, tmp, block, progress, step_pages)
+        lap("copy (block copy)" if block else "copy (backup API)")
+        # fsync, compare (and hash) and check at once: the fsync waits on the disk, the rest on the
+        # CPUs (hashlib and sqlite3 both release the GIL). All read the copy's bytes from the
+        # kernel's page cache whether or not they have reached the disk yet; nothing gets the
+        # snapshot's name before all of them have succeeded.
+        syncing = background.submit(_timed, started, fsync_path, tmp)
+        comparing = background.submit(
+            _timed, started, lambda: compare_and_hash(tmp, image, exact=block, digest=written is None)
+        )
+        if full_check:
+            workers = {} if check_workers is None else {"workers": check_workers}
+            tables, rows = verify_copy(tmp, counts, **workers)
+        elif checking is not None:
+            tables, rows = checking.result()[0], None
+        else:
+            tables, rows = quick_check_copy(tmp), None
+        checked = clock() - started
+        _, synced = syncing.result()
+        try:
+            hashed_back, compared = comparing.result()
+        except CopyDiffers as exc:
+            raise _differs(tmp, exc) from None
+        digest = written or hashed_back
+        lap("verify (fsync, page comparison, check at once)")
         if timings is not None:
-            timings["  of which: " + ("integrity check + counts" if full_check else "quick_check") + " done at"] = checked
-            timings["  of which: fsync done at"] = synced
-            timings["  of which: compare + sha256 done at"] = hashed
+            check_name = "integrity check + counts" if full_check else "quick_check"
+            timings[f"  of which: {check_name} done at (from the copy's start)"] = checked
+            timings["  of which: fsync done at (from the copy's start)"] = synced
+            timings["  of which: comparison done at (from the copy's start)"] = compared
         source.execute("COMMIT")
         size = tmp.stat().st_size
         final = _publish(tmp, target, digest)
@@ -325,6 +339,9 @@ def take_snapshot(
             "Free some space or pass --snapshot-dir DIR on a larger disk, then run the upgrade again.",
         ) from None
     finally:
+        if checking is not None and not checking.done():
+            source.interrupt()  # the copy failed: do not sit out the check
+        background.shutdown(wait=True)
         if image is not None:
             image.close()
         source.close()

@@ -66,8 +66,11 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _open_ro(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True, isolation_level=None)
+def _open_ro(path: Path, *, any_thread: bool = False) -> sqlite3.Connection:
+    return sqlite3.connect(
+        f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True, isolation_level=None,
+        check_same_thread=not any_thread,
+    )
 
 
 def check_pieces(conn: sqlite3.Connection, counts: dict[str, int]) -> list[str]:
@@ -195,33 +198,44 @@ def verify_copy(
     return len(counts), sum(counts.values())
 
 
-def quick_check_copy(path: Path) -> int:
-    """`PRAGMA quick_check` of the copy, which is the source's image: returns its number of tables.
+MMAP_BYTES = 1 << 31  # quick_check reads every page: through mmap, without a system call each
+
+
+def quick_check(conn: sqlite3.Connection, what: str) -> int:
+    """`PRAGMA quick_check` on `conn` (in whatever transaction it holds); returns the number of tables.
 
     Every B-tree well-formed, every page accounted for, NOT NULL and CHECK hold; what it leaves out
-    (every index entry against its row) is integrity_check's, which `full_check` adds.
+    (every index entry against its row) is integrity_check's, which `full_check` adds. `what` names
+    the file in the refusal.
     """
+    try:
+        conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+        found = [str(row[0]) for row in conn.execute("PRAGMA quick_check")]
+        tables = conn.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        ).fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        found, tables = [f"it could not finish: {exc}"], 0
+    if found != ["ok"]:
+        raise DatabaseUnusable(
+            f"{what} failed SQLite's quick_check ({'; '.join(found[:3])}).",
+            "The snapshot is page for page the database, so the database itself is damaged; nothing "
+            "was migrated. Run `archon-console doctor` on it.",
+        )
+    return int(tables)
+
+
+def quick_check_copy(path: Path) -> int:
+    """`quick_check` of a finished copy, which must be in journal mode DELETE; returns its tables."""
     conn = _open_ro(path)
     try:
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-        try:
-            found = [str(row[0]) for row in conn.execute("PRAGMA quick_check")]
-            tables = conn.execute(
-                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-            ).fetchone()[0]
-        except sqlite3.DatabaseError as exc:
-            found = [f"it could not finish: {exc}"]
+        tables = quick_check(conn, f"The copy at {path}")
     finally:
         conn.close()
-    if found != ["ok"]:
-        raise DatabaseUnusable(
-            f"The copy at {path} failed SQLite's quick_check ({'; '.join(found[:3])}).",
-            "The copy is page for page the source, so the source database itself is damaged; nothing "
-            "was migrated. Run `archon-console doctor` on it.",
-        )
     if mode.lower() != "delete":
         raise SnapshotFailed(f"The copy at {path} is in journal mode {mode}, not DELETE.")
-    return int(tables)
+    return tables
 
 
 __all__ = [
@@ -229,6 +243,7 @@ __all__ = [
     "SnapshotWriteFailed",
     "check_pieces",
     "integrity_messages",
+    "quick_check",
     "quick_check_copy",
     "table_counts",
     "usable_cpus",

@@ -155,21 +155,26 @@ class SourceImage:
             os.close(self._wal)
 
 
-def _skipped(offset: int, length: int, page_size: int) -> list[tuple[int, int]]:
-    """Byte ranges of this chunk that are not compared: page 1's rewritten header fields and the
-    pending-byte page, which SQLite never writes (the backup API leaves a hole there)."""
-    ranges = [(a, b) for a, b in HEADER_SKIP if offset == 0]
+JOURNAL_VERSION = (18, 20)  # the file format's write/read versions: 1 1 is journal mode DELETE
+DELETE_MODE = b"\x01\x01"
+
+
+def _skipped(offset: int, length: int, page_size: int, exact: bool) -> list[tuple[int, int]]:
+    """Byte ranges of this chunk that are not compared: page 1's rewritten header fields and, for a
+    backup-API copy, the pending-byte page, which SQLite never writes (the backup leaves a hole)."""
+    header = (JOURNAL_VERSION,) if exact else HEADER_SKIP
+    ranges = [(a, b) for a, b in header if offset == 0]
     pending_start = (PENDING_BYTE // page_size) * page_size
-    if offset <= pending_start < offset + length:
+    if not exact and offset <= pending_start < offset + length:
         ranges.append((pending_start - offset, pending_start - offset + page_size))
-    return ranges
+    return sorted(ranges)
 
 
-def _first_difference(mine: bytes, theirs: bytes, offset: int, page_size: int) -> int | None:
+def _first_difference(mine: bytes, theirs: bytes, offset: int, page_size: int, exact: bool) -> int | None:
     if mine == theirs:
         return None
     at = 0
-    for a, b in _skipped(offset, len(mine), page_size) + [(len(mine), len(mine))]:
+    for a, b in _skipped(offset, len(mine), page_size, exact) + [(len(mine), len(mine))]:
         if mine[at:a] != theirs[at:a]:
             where = next(i for i in range(at, a) if mine[i] != theirs[i])
             return (offset + where) // page_size + 1
@@ -177,12 +182,16 @@ def _first_difference(mine: bytes, theirs: bytes, offset: int, page_size: int) -
     return None
 
 
-def compare_and_hash(copy: Path, image: SourceImage, chunk_bytes: int = CHUNK_BYTES) -> str:
-    """The copy's SHA-256, once every page of it proved equal to the source's; else `CopyDiffers`.
+def compare_and_hash(
+    copy: Path, image: SourceImage, *, exact: bool = False, digest: bool = True, chunk_bytes: int = CHUNK_BYTES
+) -> str | None:
+    """The copy's SHA-256 (None unless `digest`), once every page of it proved equal to the
+    source's; else `CopyDiffers`. The hash is of the bytes read back from the copy, the ones compared.
 
-    The hash is of the bytes read back from the copy, the same bytes that were compared.
+    `exact`: only the journal-mode bytes may differ, and they must say DELETE (a block copy, which
+    nothing rewrote afterwards); else the `HEADER_SKIP` fields the backup API and SQLite rewrite.
     """
-    digest = hashlib.sha256()
+    hasher = hashlib.sha256() if digest else None
     size = os.stat(copy).st_size
     if size != image.size:
         pages = min(size, image.size) // image.page_size + 1
@@ -194,27 +203,43 @@ def compare_and_hash(copy: Path, image: SourceImage, chunk_bytes: int = CHUNK_BY
             mine = handle.read(chunk_bytes)
             if not mine:
                 raise CopyDiffers(offset // image.page_size + 1, "the copy ended early")
+            if offset == 0 and exact and mine[JOURNAL_VERSION[0] : JOURNAL_VERSION[1]] != DELETE_MODE:
+                raise CopyDiffers(1, "its header does not say journal mode DELETE")
             theirs = image.read(offset, len(mine))
-            page = _first_difference(mine, theirs, offset, image.page_size)
+            page = _first_difference(mine, theirs, offset, image.page_size, exact)
             if page is not None:
                 raise CopyDiffers(page)
-            digest.update(mine)
+            if hasher is not None:
+                hasher.update(mine)
             offset += len(mine)
-    return digest.hexdigest()
+    return hasher.hexdigest() if hasher is not None else None
 
 
-def block_copy(image: SourceImage, out_fd: int, progress: Callable[[int, int], None] | None, step_pages: int) -> None:
-    """Write the image's bytes to `out_fd` in large blocks (what `cp` does), ticking per step."""
+def block_copy(
+    image: SourceImage, out_fd: int, progress: Callable[[int, int], None] | None, step_pages: int
+) -> str:
+    """Write the image to `out_fd` in large blocks (what `cp` does), as a journal-mode DELETE file;
+    returns the SHA-256 of what was written.
+
+    Setting the two journal-mode bytes is what `PRAGMA journal_mode = DELETE` changes in a file
+    whose WAL is empty; nothing rewrites the file afterwards, so the hash taken here is the
+    file's once `compare_and_hash(exact=True)` has read the same bytes back.
+    """
+    hasher = hashlib.sha256()
     step = min(max(1, step_pages) * image.page_size, CHUNK_BYTES)
     offset = 0
     while offset < image.size:
         chunk = image.read(offset, step)
+        if offset == 0:
+            chunk = chunk[: JOURNAL_VERSION[0]] + DELETE_MODE + chunk[JOURNAL_VERSION[1] :]
         data = memoryview(chunk)
         while data:
             data = data[os.write(out_fd, data):]
+        hasher.update(chunk)
         offset += len(chunk)
         if progress is not None:
             progress(offset // image.page_size, image.page_count)
+    return hasher.hexdigest()
 
 
 __all__ = ["CopyDiffers", "SourceImage", "block_copy", "can_block_copy", "compare_and_hash", "wal_frames"]
