@@ -147,3 +147,22 @@ def test_a_backup_api_copy_is_quick_checked_itself(wal_source, monkeypatch):
     with pytest.raises(DatabaseUnusable, match="quick_check"):
         _take(path)
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("full_check", [False, True])
+def test_the_upgrade_runs_integrity_check_only_with_full_check(tmp_path, monkeypatch, full_check):
+    from console.services.upgrade import run_upgrade
+    from tests.upgrade_helpers import db_1820
+
+    path = db_1820(tmp_path / "archon.db")
+    calls = []
+    real = snapshots.verify_copy
+
+    def counting(*a, **k):
+        calls.append(a[0])
+        return real(*a, **k)
+
+    monkeypatch.setattr(snapshots, "verify_copy", counting)
+    result = run_upgrade(path, force=True, now=AT, full_check=full_check)
+    assert result.status == "upgraded" and result.snapshot_sha256 == sha256(Path(result.snapshot_path))
+    assert len(calls) == (1 if full_check else 0)

@@ -79,8 +79,9 @@ class UpgradeRun:
     """
 
     def __init__(self, path: Path, plan: UpgradePlan, *, force: bool, at: datetime,
-                 snapshot_dir: Path | None, emit: ProgressCallback) -> None:
+                 snapshot_dir: Path | None, emit: ProgressCallback, full_check: bool = False) -> None:
         self.path, self.plan, self.force, self.at = path, plan, force, at
+        self.full_check = full_check
         self.snapshot_dir, self.emit = snapshot_dir, emit
         self.target = plan.target
         self.snapshot: Snapshot | None = None
@@ -126,6 +127,7 @@ class UpgradeRun:
             progress=lambda done, pages: self.emit(
                 UpgradeProgress("snapshot", done, pages, "copying pages to the snapshot")
             ),
+            full_check=self.full_check,
         )
 
     def record(self, conn: sqlite3.Connection, migration: Migration) -> None:
@@ -218,8 +220,13 @@ def run_upgrade(
     progress: ProgressCallback | None = None,
     now: datetime | None = None,
     busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    full_check: bool = False,
 ) -> UpgradeResult:
-    """Plan, then (if allowed) snapshot and apply each pending step in its own locked transaction."""
+    """Plan, then (if allowed) snapshot and apply each pending step in its own locked transaction.
+
+    The snapshot is proven equal to the database page by page and quick_checked; `full_check` adds
+    `integrity_check` (console/db/snapshot.py says why it is not the default).
+    """
     path = Path(path).expanduser()
     at = now or system_clock()
     snap_dir = Path(snapshot_dir).expanduser() if snapshot_dir else None
@@ -240,7 +247,7 @@ def run_upgrade(
             "Free some space or pass --snapshot-dir DIR on a larger disk.",
         )
     emit = progress or (lambda event: None)
-    upgrade = UpgradeRun(path, plan, force=force, at=at, snapshot_dir=snap_dir, emit=emit)
+    upgrade = UpgradeRun(path, plan, force=force, at=at, snapshot_dir=snap_dir, emit=emit, full_check=full_check)
     conn = connect_raw(path, busy_timeout_ms=busy_timeout_ms)
     try:
         release_after = upgrade.run(conn)
