@@ -1,6 +1,6 @@
 """A resumed upgrade keeps the snapshot its interrupted run took, instead of writing a second one.
 
-An upgrade killed after its snapshot (console/services/upgrade.py, `after-snapshot` and later crash
+An upgrade killed after its snapshot (console/services/upgrade/run.py, `after-snapshot` and later crash
 points) leaves a verified, full-size snapshot; the rerun used to write another one of the same size.
 A snapshot is kept only when it is still what it claims to be:
 
