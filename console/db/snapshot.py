@@ -269,6 +269,7 @@ def take_snapshot(
         remove_stale_temporaries(directory)  # before the space check: they take space too
         # One read transaction from here to the last comparison: the image cannot change underneath.
         source.execute("BEGIN")
+        source.execute("SELECT count(*) FROM sqlite_master").fetchone()  # a deferred BEGIN reads from here
         needed = needed_bytes(source)
         free = free_bytes(directory)
         if free < needed + SPACE_MARGIN_BYTES:

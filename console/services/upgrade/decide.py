@@ -56,7 +56,7 @@ def complete_release(applied: tuple[str, ...]) -> str | None:
 
 
 def decide(conn: sqlite3.Connection, path: Path, target: str) -> Decision:
-    """Every fail-closed check of DOMAIN.md §4.5/§4.8, in order; raises `DatabaseUnusable`."""
+    """Every fail-closed check, in order (the module docstring lists them); raises `DatabaseUnusable`."""
     require_archon(conn, path)
     applied = ledger.read_verified(conn)
     shape = detect_shape(conn)
@@ -125,7 +125,7 @@ def estimate(conn: sqlite3.Connection, migration: Migration) -> int | None:
 
 
 def policy_changes(conn: sqlite3.Connection, pending: tuple[Migration, ...]) -> list[str]:
-    """Projects whose effective policy step 022 changes (DOMAIN.md §3.5 1100-03), if it can tell now."""
+    """Projects whose effective policy step 022 changes (its workload repairs), if it can tell now."""
     if not any(m.id.startswith("022-") for m in pending):
         return []
     from console.db.migrations.backfills import workload_repairs
