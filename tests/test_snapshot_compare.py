@@ -75,12 +75,11 @@ def _corrupting(monkeypatch, where):
     original = snapshots.copy_pages
 
     def copy_then_corrupt(source, image, tmp, block, progress, step_pages):
-        written = original(source, image, tmp, block, progress, step_pages)
+        original(source, image, tmp, block, progress, step_pages)
         data = bytearray(tmp.read_bytes())
         at = where(data)
         data[at] ^= 0x01
         tmp.write_bytes(bytes(data))
-        return written
 
     monkeypatch.setattr(snapshots, "copy_pages", copy_then_corrupt)
 

@@ -186,21 +186,21 @@ def _timed(started: float, fn, *args):
 
 def copy_pages(
     source: sqlite3.Connection, image: SourceImage, tmp: Path, block: bool, progress: Progress | None, step_pages: int
-) -> str | None:
+) -> None:
     """Write the source's image into `tmp` as a single file in journal mode DELETE.
 
     `block`: the main file is the image (console/db/snapshot_pages.py `can_block_copy`), copied in
-    large blocks; returns the SHA-256 of what was written. Else SQLite's backup API reads it, WAL
-    frames included, and then switches the copy to DELETE; returns None (the hash is taken when the
-    copy is read back). The temporary file is deleted on any failure, so it needs no journal and no
+    large blocks. Else SQLite's backup API reads it, WAL frames included, and then switches the
+    copy to DELETE. The temporary file is deleted on any failure, so it needs no journal and no
     syncs of its own: one fsync of the finished file is the durability point.
     """
     if block:
         fd = os.open(tmp, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)  # the file create_exclusive made
         try:
-            return block_copy(image, fd, progress, step_pages)
+            block_copy(image, fd, progress, step_pages)
         finally:
             os.close(fd)
+        return
     dest = sqlite3.connect(str(tmp), isolation_level=None)
     try:
         dest.execute("PRAGMA synchronous = OFF")
@@ -218,7 +218,6 @@ def copy_pages(
     for leftover in (Path(f"{tmp}-journal"), Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
         if leftover.exists():
             leftover.unlink()
-    return None
 
 
 def _differs(tmp: Path, exc: CopyDiffers) -> SnapshotFailed:
@@ -292,15 +291,15 @@ def take_snapshot(
             # quick_check runs meanwhile, in the same read transaction (the compare below proves
             # the copy is that image, so this is the copy's quick_check, done while it is written).
             checking = background.submit(_timed, started, quick_check, source, f"The database {db_path}")
-        written = copy_pages(source, image, tmp, block, progress, step_pages)
+        copy_pages(source, image, tmp, block, progress, step_pages)
         lap("copy (block copy)" if block else "copy (backup API)")
-        # fsync, compare (and hash) and check at once: the fsync waits on the disk, the rest on the
+        # fsync, compare-and-hash and check at once: the fsync waits on the disk, the rest on the
         # CPUs (hashlib and sqlite3 both release the GIL). All read the copy's bytes from the
         # kernel's page cache whether or not they have reached the disk yet; nothing gets the
         # snapshot's name before all of them have succeeded.
         syncing = background.submit(_timed, started, fsync_path, tmp)
         comparing = background.submit(
-            _timed, started, lambda: compare_and_hash(tmp, image, exact=block, digest=written is None)
+            _timed, started, lambda: compare_and_hash(tmp, image, exact=block)
         )
         if full_check:
             workers = {} if check_workers is None else {"workers": check_workers}
@@ -312,10 +311,9 @@ def take_snapshot(
         checked = clock() - started
         _, synced = syncing.result()
         try:
-            hashed_back, compared = comparing.result()
+            digest, compared = comparing.result()
         except CopyDiffers as exc:
             raise _differs(tmp, exc) from None
-        digest = written or hashed_back
         lap("verify (fsync, page comparison, check at once)")
         if timings is not None:
             check_name = "integrity check + counts" if full_check else "quick_check"
