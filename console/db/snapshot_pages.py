@@ -12,15 +12,16 @@ header and whose cumulative checksums hold). The SQLite backup API, the other re
 whenever the `-wal` holds frames; the two readers are independent on purpose: a mistake here makes
 a sound copy look different (the snapshot is refused, nothing migrated), it cannot make a wrong copy
 look right. When there is nothing in a `-wal`, the image *is* the main file's first `page_count`
-pages, and the copy is a plain block copy of them (`can_block_copy`): the pager's one system call
-per page made the backup API alone slower than `cp`.
+pages, and the copy is a block copy of them (`can_block_copy`, `block_copy`): the pager's one
+system call per page made the backup API alone slower than `cp`.
 
-Header bytes the copy's own commits rewrite are not compared (`HEADER_SKIP`): the file format's
-read/write versions (WAL 2, the copy's journal mode DELETE 1), the change counter, the schema
-cookie (the backup API sets the copy's to one more than its own, so that connections to the copy
-reload the schema), the version-valid-for number and the SQLite version that wrote the file last.
-Everything else of page 1 (page count, user_version, application_id, the schema's B-tree) must
-match.
+A block copy must equal the image in every byte but the two journal-mode bytes, which must say
+DELETE (`exact`). A backup-API copy may also differ in the header fields SQLite rewrites on the
+copy's own commits (`HEADER_SKIP`): the journal-mode bytes, the change counter, the schema cookie
+(the backup API sets the copy's to one more than its own, so that connections to the copy reload the
+schema), the version-valid-for number and the SQLite version that wrote the file last; and in the
+pending-byte page, which SQLite never writes. Everything else of page 1 (page count, user_version,
+application_id, the schema's B-tree) must match.
 """
 
 from __future__ import annotations
