@@ -53,8 +53,8 @@ from console.db.snapshot_pages import CopyDiffers, SourceImage, block_copy, can_
 from console.db.snapshot_check import (
     SnapshotFailed,
     SnapshotWriteFailed,
-    _open_ro,
-    _quoted,
+    open_ro,
+    quoted,
     check_pieces,
     integrity_messages,
     quick_check,
@@ -259,7 +259,7 @@ def take_snapshot(
     directory = target.parent
     if not directory.is_dir():
         raise SnapshotFailed(f"The snapshot directory {directory} does not exist.")
-    source = _open_ro(db_path, any_thread=True)
+    source = open_ro(db_path, any_thread=True)
     tmp: Path | None = None
     image: SourceImage | None = None
     checking: Future | None = None

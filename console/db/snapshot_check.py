@@ -45,7 +45,7 @@ class SnapshotWriteFailed(SnapshotFailed):
     exit_code = EXIT_UNUSABLE
 
 
-def _quoted(name: str) -> str:
+def quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
@@ -56,7 +56,7 @@ def table_counts(conn: sqlite3.Connection) -> dict[str, int]:
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
         )
     ]
-    return {name: conn.execute(f"SELECT count(*) FROM {_quoted(name)}").fetchone()[0] for name in names}
+    return {name: conn.execute(f"SELECT count(*) FROM {quoted(name)}").fetchone()[0] for name in names}
 
 
 def usable_cpus() -> int:
@@ -66,7 +66,7 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _open_ro(path: Path, *, any_thread: bool = False) -> sqlite3.Connection:
+def open_ro(path: Path, *, any_thread: bool = False) -> sqlite3.Connection:
     return sqlite3.connect(
         f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True, isolation_level=None,
         check_same_thread=not any_thread,
@@ -86,7 +86,7 @@ def check_pieces(conn: sqlite3.Connection, counts: dict[str, int]) -> list[str]:
         "FROM sqlite_master t WHERE t.type = 'table'"
     ).fetchall()
     weighted = [
-        (counts.get(name, 0) * (1 + indexes), f"PRAGMA integrity_check({_quoted(name)})")
+        (counts.get(name, 0) * (1 + indexes), f"PRAGMA integrity_check({quoted(name)})")
         for name, indexes in tables
     ]
     weighted.append((sum(counts.values()), "PRAGMA quick_check"))
@@ -103,7 +103,7 @@ def integrity_messages(path: Path, pieces: list[str], workers: int) -> list[str]
     found: list[str] = []
 
     def work() -> None:
-        conn = _open_ro(path)
+        conn = open_ro(path)
         with lock:
             live.append(conn)
         try:
@@ -166,7 +166,7 @@ def verify_copy(
     """
     path = Path(path)
     workers = min(MAX_CHECK_WORKERS, usable_cpus()) if workers is None else max(1, workers)
-    conn = _open_ro(path)
+    conn = open_ro(path)
     try:
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
         try:
@@ -227,7 +227,7 @@ def quick_check(conn: sqlite3.Connection, what: str) -> int:
 
 def quick_check_copy(path: Path) -> int:
     """`quick_check` of a finished copy, which must be in journal mode DELETE; returns its tables."""
-    conn = _open_ro(path)
+    conn = open_ro(path)
     try:
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
         tables = quick_check(conn, f"The copy at {path}")
@@ -243,6 +243,8 @@ __all__ = [
     "SnapshotWriteFailed",
     "check_pieces",
     "integrity_messages",
+    "open_ro",
+    "quoted",
     "quick_check",
     "quick_check_copy",
     "table_counts",
