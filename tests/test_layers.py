@@ -20,8 +20,6 @@ CONNECTS = "console/db/connect.py"
 # Entries in another branch's area of the architecture restructuring (issue 12): each is removed at
 # merge, and a test fails while a stale one is left.
 CONNECT_ALLOWED = {
-    "console/services/upgrade.py",  # removed when the upgrade split lands
-    "console/db/snapshot.py",  # removed when the upgrade split lands
     "console/services/doctor/checks_schema.py",  # removed when the doctor change lands
 }
 # What the screens and the app may not touch: the database handle and its connection (reads and
@@ -33,8 +31,6 @@ HANDLE_ALLOWED = {
     ("console/screens/approvals.py", "conn"),  # removed when the approvals change lands
 }
 PRIVATE_IMPORT_ALLOWED = {
-    ("console/db/snapshot_reuse.py", "console.db.snapshot", "_open_ro"),  # removed when the upgrade split lands
-    ("console/db/snapshot_reuse.py", "console.db.snapshot", "_quoted"),  # removed when the upgrade split lands
     # Kept: backfills.py is part of the checksum of released steps 005, 006, 021 and 022
     # (tests/test_step_checksums.py), so its names cannot change.
     ("console/db/migrations/preflight.py", "backfills", "_normalized"),

@@ -22,6 +22,7 @@ from console.db.migrations.profile_triggers import create_project_profile_trigge
 from console.demo import generate
 from console.errors import EXIT_OK, EXIT_REFUSED, EXIT_UNUSABLE
 from console.services import upgrade as service
+from console.services.upgrade import run as upgrade_run
 from console.services.doctor import run_doctor
 from tests.untouched import fingerprint_dir
 from tests.upgrade_helpers import db_1820
@@ -197,7 +198,7 @@ def test_contradiction_appearing_after_the_plan_is_caught_under_the_lock(demos, 
     assert plan.profile_evidence.status == "verified"
     tampered, _rows = contradicting(demos, tmp_path / "t")
     shutil.copyfile(tampered, path)
-    monkeypatch.setattr(service, "plan_upgrade", lambda *a, **k: plan)  # the plan made before the change
+    monkeypatch.setattr(upgrade_run, "plan_upgrade", lambda *a, **k: plan)  # the plan made before the change
     before = fingerprint_dir(path.parent)
     with pytest.raises(service.ProfileEvidenceContradicted) as refused:
         service.run_upgrade(path, force=True)

@@ -59,16 +59,17 @@ def test_never_overwrites_an_existing_snapshot(tmp_path):
     assert second.path.name == "archon.db.pre-upgrade-20260501T120000Z-3.sqlite3"
 
 
-def test_failed_snapshot_leaves_no_partial_file(tmp_path, monkeypatch):
+@pytest.mark.parametrize("check, full_check", [("verify_copy", True), ("quick_check", False)])
+def test_failed_snapshot_leaves_no_partial_file(tmp_path, monkeypatch, check, full_check):
     path = db_1822(tmp_path / "archon.db")
     before = sorted(p.name for p in tmp_path.iterdir())
 
     def broken(copy, expected=None, **_):
         raise snapshots.SnapshotFailed("row counts differ (simulated)")
 
-    monkeypatch.setattr(snapshots, "verify_copy", broken)
+    monkeypatch.setattr(snapshots, check, broken)
     with pytest.raises(snapshots.SnapshotFailed):
-        snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT))
+        snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT), full_check=full_check)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
@@ -76,10 +77,10 @@ def test_failed_hash_or_fsync_beside_the_check_leaves_no_partial_file(tmp_path, 
     path = db_1822(tmp_path / "archon.db")
     before = sorted(p.name for p in tmp_path.iterdir())
 
-    def unreadable(copy):
+    def unreadable(copy, *_, **__):
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(snapshots, "sha256_file", unreadable)
+    monkeypatch.setattr(snapshots, "compare_and_hash", unreadable)  # the hash is taken while comparing
     with pytest.raises(snapshots.SnapshotFailed, match="Input/output error"):
         snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT))
     monkeypatch.undo()

@@ -11,7 +11,7 @@ import signal
 from console.cli import main
 from console.commands.upgrade import ProgressBar
 from console.services.upgrade import UpgradeProgress
-from tests.upgrade_helpers import ledger_names, normalized_dump, run_cli
+from tests.upgrade_helpers import ledger_names, normalized_dump, run_cli, run_cli_crashing_at
 
 
 class _Tty(io.StringIO):
@@ -61,8 +61,8 @@ def test_wal_demo_database_killed_mid_rebuild(tmp_path):
     for where in (control, crashed):
         shutil.copyfile(original, where / "archon.db")
     assert run_cli("--db", str(control / "archon.db"), "upgrade", "--force").returncode == 0
-    proc = run_cli("--db", str(crashed / "archon.db"), "upgrade", "--force",
-                   env={"ARCHON_CONSOLE_TEST_CRASH_AT": "mid:020-profile-revisions-rebuild-v3"})
+    proc = run_cli_crashing_at("mid:020-profile-revisions-rebuild-v3", "--db", str(crashed / "archon.db"),
+                               "upgrade", "--force")
     assert proc.returncode == -signal.SIGKILL
     rerun = run_cli("--db", str(crashed / "archon.db"), "upgrade", "--force")
     assert rerun.returncode == 0, rerun.stderr

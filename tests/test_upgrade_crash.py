@@ -1,7 +1,8 @@
 """kill -9 at every boundary of an upgrade, then a rerun: the same final database as an upgrade
 that was never interrupted. And two upgraders at once: every step applied exactly once.
 
-The crash points are the service's test hook (ARCHON_CONSOLE_TEST_CRASH_AT): `after-snapshot`
+The crash points are injected by the test around the run's seams (tests/upgrade_helpers.py
+`run_cli_crashing_at`): `after-snapshot`
 (inside the first step's transaction, the snapshot published), `mid:<id>` (the step's SQL and its
 ledger rows written, not committed), `after:<id>` (committed, before the next step).
 """
@@ -25,6 +26,7 @@ from tests.upgrade_helpers import (
     ledger_names,
     normalized_dump,
     run_cli,
+    run_cli_crashing_at,
 )
 
 ALL_IDS = [m.id for m in MIGRATIONS]
@@ -64,7 +66,7 @@ def expected(original, tmp_path_factory):
 def test_kill_at_boundary_then_rerun_reaches_the_same_database(tmp_path, original, expected, boundary):
     path = tmp_path / "archon.db"
     shutil.copyfile(original, path)
-    crashed = run_cli("--db", str(path), "upgrade", "--force", env={"ARCHON_CONSOLE_TEST_CRASH_AT": boundary})
+    crashed = run_cli_crashing_at(boundary, "--db", str(path), "upgrade", "--force")
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
     kind, _, step = boundary.partition(":")
     done = ledger_names(path)

@@ -16,6 +16,7 @@ from console.cli import main
 from console.db.migrations import preflight
 from console.errors import EXIT_UNUSABLE
 from console.services import upgrade as service
+from console.services.upgrade import decide as decide_module
 from tests.untouched import fingerprint_dir
 from tests.upgrade_helpers import FP, T0, connect, db_1820, db_1822, ledger_names
 
@@ -156,7 +157,7 @@ def test_preflight_is_made_again_under_the_writer_lock(tmp_path, monkeypatch):
             return real(conn, pending)
         return [preflight.Blocker("test.late", ("late_table",), "late_table appeared", "Look at it.")]
 
-    monkeypatch.setattr(service, "find_blockers", second_time_blocked)
+    monkeypatch.setattr(decide_module, "find_blockers", second_time_blocked)
     before = fingerprint_dir(tmp_path)
     with pytest.raises(service.DatabaseUnusable, match="late_table appeared"):
         service.run_upgrade(path, force=True)

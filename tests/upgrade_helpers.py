@@ -298,6 +298,56 @@ def ledger_names(path: Path) -> list[str]:
         conn.close()
 
 
+# Kills the upgrade like `kill -9` at a named boundary, by wrapping the seam the run calls there
+# (console/services/upgrade/run.py says which); production code carries no crash hook.
+_CRASHING_CLI = """
+import os, signal, sys
+kind, _, step = sys.argv[1].partition(":")
+from console.db import ledger, snapshot
+from console.services.upgrade import run as upgrade_run
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+if kind == "after-snapshot":  # inside the first step's transaction, the snapshot published
+    take = snapshot.take_snapshot
+    def take_then_die(*a, **k):
+        take(*a, **k)
+        die()
+    snapshot.take_snapshot = take_then_die
+elif kind == "mid":  # the step's SQL and its ledger rows written, not committed
+    record = ledger.record
+    def record_then_die(conn, migration, **k):
+        record(conn, migration, **k)
+        if migration.id == step:
+            die()
+    ledger.record = record_then_die
+elif kind == "after":  # the step committed, before the next one
+    apply = upgrade_run.apply_migration
+    def apply_then_die(conn, migration, **k):
+        ran = apply(conn, migration, **k)
+        if ran and migration.id == step:
+            die()
+        return ran
+    upgrade_run.apply_migration = apply_then_die
+else:
+    raise SystemExit(f"unknown crash boundary {sys.argv[1]!r}")
+from console.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def run_cli_crashing_at(boundary: str, *args: str, timeout: float = 60):
+    """`python -m console ARGS`, killed with SIGKILL at `boundary` ("after-snapshot", "mid:<step id>",
+    "after:<step id>") of the upgrade."""
+    env = {**os.environ}
+    env.pop("ARCHON_DB_PATH", None)
+    return subprocess.run(
+        [sys.executable, "-c", _CRASHING_CLI, boundary, *args],
+        cwd=REPO, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
+    )
+
+
 def run_cli(*args: str, env: dict | None = None, stdin=subprocess.DEVNULL, timeout: float = 60):
     """`python -m console ARGS` in a real process."""
     full_env = {**os.environ, **(env or {})}

@@ -153,6 +153,7 @@ def _upgrade(ctx) -> int:
             target=args.to,
             force=args.force,
             snapshot_dir=args.snapshot_dir,
+            full_check=args.full_check,
             progress=bar,
             now=ctx.write_now(),
             busy_timeout_ms=ctx.busy_timeout_ms,
@@ -268,6 +269,12 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
         help="stop at this archon release (1.8.20, 1.8.22, 1.10.0 or current; default current)",
     )
     upgrade.add_argument("--snapshot-dir", metavar="DIR", help="write the snapshot here instead of beside the database")
+    upgrade.add_argument(
+        "--full-check",
+        action="store_true",
+        help="also run PRAGMA integrity_check on the snapshot (slower; the snapshot is always compared "
+        "with the database page by page and quick_checked)",
+    )
     upgrade.set_defaults(handler=_upgrade)
 
     restore = subparsers.add_parser(

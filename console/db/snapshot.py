@@ -1,41 +1,37 @@
 """Verified snapshots: the one thing that can undo a historical-destructive step.
 
-A snapshot is written through SQLite's online-backup API from a *second* connection (backing up
-from the connection that holds `BEGIN IMMEDIATE` hangs, and `VACUUM INTO` cannot run inside a
-transaction; docs/decisions.md, D8). While the upgrader holds the writer lock and has written nothing,
-that second connection sees exactly the state the first migration starts from.
+A snapshot is read from a *second* connection (backing up from the connection that holds
+`BEGIN IMMEDIATE` hangs, and `VACUUM INTO` cannot run inside a transaction). While the upgrader
+holds the writer lock and has written nothing, that connection sees exactly the state the first
+migration starts from; it keeps one read transaction open from the copy to the last comparison.
 
-It is written to a temporary name in the destination directory, switched to journal mode DELETE
-(a single self-contained file), fsynced, reopened and checked (`integrity_check` is `ok`, every
-table has the source's row count), hashed, and only then given its final name — by a hard link,
-which fails instead of overwriting, so an existing snapshot is never replaced — with its SHA-256 in
-a manifest beside it (console/db/snapshot_manifest.py), which a move keeps. Any failure removes the
-temporary file: there is never a partial snapshot under a snapshot's name. A process killed
-mid-copy cannot remove it; its temporary file carries the process id, and the next snapshot into
-that directory removes it once that process is gone.
+The copy is written to a temporary name in the destination directory, switched to journal mode
+DELETE (a single self-contained file), fsynced, proven equal to the source page by page
+(console/db/snapshot_pages.py), checked by `quick_check`, hashed, and only then given its final
+name — by a hard link, which fails instead of overwriting, so an existing snapshot is never
+replaced — with its SHA-256 in a manifest beside it (console/db/snapshot_manifest.py), which a move
+keeps. Any failure removes the temporary file: there is never a partial snapshot under a
+snapshot's name. A process killed mid-copy cannot remove it; its temporary file carries the process
+id, and the next snapshot into that directory removes it once that process is gone.
 
-Where the time goes, and why it is spent in parallel (bench/bench_upgrade.py has the numbers)
-------------------------------------------------------------------------------------------------
+Why the copy is compared, not integrity-checked
+-----------------------------------------------
+A snapshot's job is to be an exact, restorable copy; proving the source sound is doctor's job. The
+full `integrity_check` (looking every row up in every index) cost six times the copy on a 1.7 GB
+file; comparing every page with the source's proves the copy exact for the cost of reading both,
+and `quick_check` proves it opens as a well-formed database. `take_snapshot(full_check=True)` adds
+the full check (console/db/snapshot_check.py), split over connections.
+
+Where the time goes (bench/bench_upgrade.py has the numbers)
+------------------------------------------------------------
 * The copy writes the temporary file with no journal and no syncs: nothing can be lost that
   matters, since a failure deletes the file and the one fsync below is the durability point.
-* `integrity_check` is most of the cost: for every row of every table it looks the row up in each
-  of the table's indexes. It is CPU-bound (a bigger page cache or mmap do not help), so it is
-  split over connections on their own threads (sqlite3 releases the GIL while a statement runs).
-  The pieces are `PRAGMA integrity_check(T)` for every table T, sqlite_schema included, plus one
-  `PRAGMA quick_check` of the whole file. Together they check exactly what `integrity_check`
-  does: a per-table check is "partial" and skips the whole-file page accounting (freelist, pages
-  never used, a page claimed by two trees), which is precisely the B-tree pass that the
-  whole-file quick_check runs; the per-row checks (NOT NULL, CHECK, every index entry against its
-  row, UNIQUE, index entry counts) never span two tables. The price is that B-tree pass twice
-  (about a quarter more CPU in all), so the split pays only when a second CPU is free; with one
-  CPU the plain whole-file `integrity_check` runs instead. The largest table's own check bounds
-  the phase however many CPUs there are.
-* The copy itself is bounded by the pager writing one page per system call (a 4 KiB database
-  makes ~435,000 of them for 1.8 GB), where `cp` copies in large blocks.
-* The fsync and the SHA-256 run while the copy is checked. The check reads the bytes from the
-  kernel's page cache whether or not they have reached the disk yet, so the order changes nothing
-  that is verified; what matters is that nothing gets the snapshot's name before the fsync, the
-  check, the counts and the hash have all succeeded.
+  When no `-wal` holds frames the main file is the image and is copied in large blocks, as `cp`
+  does; else SQLite's backup API reads it, bounded by the pager writing one page per system call.
+* The fsync, the comparison with the SHA-256, and the `quick_check` run at once. They read the
+  bytes from the kernel's page cache whether or not they have reached the disk yet, so the order
+  changes nothing that is verified; what matters is that nothing gets the snapshot's name before
+  the fsync, the comparison, the check and the hash have all succeeded.
 """
 
 from __future__ import annotations
@@ -44,18 +40,31 @@ import hashlib
 import os
 import shutil
 import sqlite3
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Callable
-from urllib.parse import quote
 
+from console.db.connect import sqlite_connection
 from console.db.files import create_exclusive, remove_stale
 from console.db.snapshot_manifest import write_manifest
-from console.errors import EXIT_UNUSABLE, DatabaseUnusable, Refusal
+from console.db.snapshot_pages import CopyDiffers, SourceImage, block_copy, can_block_copy, compare_and_hash, wal_frames
+from console.db.snapshot_check import (
+    SnapshotFailed,
+    SnapshotWriteFailed,
+    open_ro,
+    quoted,
+    check_pieces,
+    integrity_messages,
+    quick_check,
+    quick_check_copy,
+    table_counts,
+    usable_cpus,
+    verify_copy,
+)
+from console.errors import DatabaseUnusable
 
 # Pages per backup step: large enough that stepping costs nothing measurable, small enough
 # that a progress bar moves on a 1 GB file.
@@ -64,8 +73,6 @@ BACKUP_STEP_PAGES = 32768
 SPACE_MARGIN_BYTES = 16 * 1024 * 1024
 # Read the source through mmap: fewer system calls per page copied.
 MMAP_BYTES = 1 << 31
-# More checking connections than this gain nothing: the largest table's check bounds the time.
-MAX_CHECK_WORKERS = 4
 
 # Temporary copies are named for the process writing them, so a later run can tell the leftover
 # of a killed one (its process is gone) from a copy being written right now.
@@ -80,17 +87,7 @@ class Snapshot:
     sha256: str
     size: int
     tables: int
-    rows: int
-
-
-class SnapshotFailed(Refusal):
-    """The snapshot could not be made; no migration ran and no partial file is left."""
-
-
-class SnapshotWriteFailed(SnapshotFailed):
-    """Writing the snapshot failed (a full disk, an I/O error): the target cannot be used (exit 3)."""
-
-    exit_code = EXIT_UNUSABLE
+    rows: int | None  # None: not counted (the pages were compared instead; counted with full_check)
 
 
 def snapshot_name(db_path: Path, at: datetime) -> str:
@@ -111,20 +108,6 @@ def needed_bytes(conn: sqlite3.Connection) -> int:
 
 def free_bytes(directory: Path) -> int:
     return shutil.disk_usage(directory).free
-
-
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def table_counts(conn: sqlite3.Connection) -> dict[str, int]:
-    names = [
-        row[0]
-        for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
-        )
-    ]
-    return {name: conn.execute(f"SELECT count(*) FROM {_quoted(name)}").fetchone()[0] for name in names}
 
 
 def sha256_file(path: Path) -> str:
@@ -148,13 +131,6 @@ def fsync_dir(directory: Path) -> None:
         fsync_path(directory)
     except OSError:  # some file systems cannot fsync a directory; the rename is still atomic
         pass
-
-
-def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def remove_stale_temporaries(directory: Path) -> list[Path]:
@@ -203,139 +179,54 @@ def _publish(tmp: Path, target: Path, sha256: str) -> Path:
         return candidate
 
 
-def _open_ro(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True, isolation_level=None)
-
-
-def check_pieces(conn: sqlite3.Connection, counts: dict[str, int]) -> list[str]:
-    """Statements whose findings, together, are exactly those of `PRAGMA integrity_check`.
-
-    Ordered biggest expected work first, so that connections pulling from the list finish at
-    about the same time (longest-processing-time-first). A table's check looks each row up in
-    every index of the table: rows x (1 + indexes). The whole-file quick_check passes over every
-    row once: the sum of the rows.
-    """
-    tables = conn.execute(
-        "SELECT t.name, (SELECT count(*) FROM sqlite_master i WHERE i.type = 'index' AND i.tbl_name = t.name) "
-        "FROM sqlite_master t WHERE t.type = 'table'"
-    ).fetchall()
-    weighted = [
-        (counts.get(name, 0) * (1 + indexes), f"PRAGMA integrity_check({_quoted(name)})")
-        for name, indexes in tables
-    ]
-    weighted.append((sum(counts.values()), "PRAGMA quick_check"))
-    weighted.sort(key=lambda item: -item[0])  # stable: equal weights keep schema order
-    return [sql for _, sql in weighted] + ["PRAGMA integrity_check(sqlite_master)"]
-
-
-def integrity_messages(path: Path, pieces: list[str], workers: int) -> list[str]:
-    """Run the check statements over `workers` connections; returns the problems found (none: [])."""
-    pending = list(reversed(pieces))
-    lock = threading.Lock()
-    stop = threading.Event()
-    live: list[sqlite3.Connection] = []
-    found: list[str] = []
-
-    def work() -> None:
-        conn = _open_ro(path)
-        with lock:
-            live.append(conn)
-        try:
-            while not stop.is_set():
-                with lock:
-                    if not pending:
-                        return
-                    sql = pending.pop()
-                try:
-                    rows = [str(row[0]) for row in conn.execute(sql)]
-                except sqlite3.DatabaseError as exc:
-                    if stop.is_set():  # interrupted because another piece failed
-                        return
-                    rows = [f"{sql} could not finish: {exc}"]  # damage bad enough to stop the check
-                if rows != ["ok"]:
-                    with lock:
-                        found.extend(rows)
-                    halt(conn)
-        except BaseException:
-            halt(conn)
-            raise
-        finally:
-            with lock:
-                live.remove(conn)
-            conn.close()
-
-    def halt(me: sqlite3.Connection | None) -> None:
-        """One failure decides the verdict: stop the others instead of letting them finish."""
-        stop.set()
-        with lock:
-            for other in live:
-                if other is not me:
-                    other.interrupt()
-
-    if workers <= 1:
-        work()
-        return found
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="integrity-check") as pool:
-        futures = [pool.submit(work) for _ in range(workers)]
-        try:
-            errors = [f.exception() for f in futures]
-        except BaseException:  # Ctrl-C: do not sit out the remaining pieces
-            halt(None)
-            raise
-    if found:
-        return found
-    for error in errors:
-        if error is not None:
-            raise error
-    return found
-
-
-def verify_copy(
-    path: Path, expected_counts: dict[str, int] | None = None, *, workers: int | None = None
-) -> tuple[int, int]:
-    """Reopen a copy read-only and check it; returns (tables, rows). Raises on any difference.
-
-    `workers` connections share the integrity check (default: one per CPU, at most four; with
-    one, it is the plain whole-file `PRAGMA integrity_check`).
-    """
-    path = Path(path)
-    workers = min(MAX_CHECK_WORKERS, usable_cpus()) if workers is None else max(1, workers)
-    conn = _open_ro(path)
-    try:
-        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-        try:
-            counts = table_counts(conn)
-        except sqlite3.DatabaseError:
-            counts = None  # a damaged table; the check below names the damage
-        if counts is None or workers == 1:
-            pieces = ["PRAGMA integrity_check"]
-        else:
-            pieces = check_pieces(conn, counts)
-    finally:
-        conn.close()
-    result = integrity_messages(path, pieces, workers if len(pieces) > 1 else 1)
-    if result or counts is None:
-        shown = "; ".join(result[:3]) if result else "its tables cannot be counted"
-        raise DatabaseUnusable(
-            f"The copy at {path} failed SQLite's integrity check ({shown}).",
-            "The source database itself is probably damaged; nothing was migrated.",
-        )
-    if mode.lower() != "delete":
-        raise SnapshotFailed(f"The copy at {path} is in journal mode {mode}, not DELETE.")
-    if expected_counts is not None and counts != expected_counts:
-        differing = sorted(
-            name for name in set(counts) | set(expected_counts) if counts.get(name) != expected_counts.get(name)
-        )
-        raise SnapshotFailed(
-            f"The copy's row counts differ from the database's ({', '.join(differing[:5])}).",
-        )
-    return len(counts), sum(counts.values())
-
-
 def _timed(started: float, fn, *args):
     """Run fn, returning (its result, seconds from `started` until it finished)."""
     result = fn(*args)
     return result, time.perf_counter() - started
+
+
+def copy_pages(
+    source: sqlite3.Connection, image: SourceImage, tmp: Path, block: bool, progress: Progress | None, step_pages: int
+) -> None:
+    """Write the source's image into `tmp` as a single file in journal mode DELETE.
+
+    `block`: the main file is the image (console/db/snapshot_pages.py `can_block_copy`), copied in
+    large blocks. Else SQLite's backup API reads it, WAL frames included, and then switches the
+    copy to DELETE. The temporary file is deleted on any failure, so it needs no journal and no
+    syncs of its own: one fsync of the finished file is the durability point.
+    """
+    if block:
+        fd = os.open(tmp, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)  # the file create_exclusive made
+        try:
+            block_copy(image, fd, progress, step_pages)
+        finally:
+            os.close(fd)
+        return
+    dest = sqlite_connection(str(tmp))
+    try:
+        dest.execute("PRAGMA synchronous = OFF")
+        dest.execute("PRAGMA journal_mode = OFF")
+        source.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+
+        def on_step(status: int, remaining: int, total: int) -> None:
+            if progress is not None:
+                progress(total - remaining, total)
+
+        source.backup(dest, pages=step_pages, progress=on_step)
+        dest.execute("PRAGMA journal_mode = DELETE")
+    finally:
+        dest.close()
+    for leftover in (Path(f"{tmp}-journal"), Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+        if leftover.exists():
+            leftover.unlink()
+
+
+def _differs(tmp: Path, exc: CopyDiffers) -> SnapshotFailed:
+    return SnapshotFailed(
+        f"The snapshot's copy differs from the database ({exc}); it was removed and nothing was migrated.",
+        "Run the upgrade again with archon stopped; if this repeats, check the disk under "
+        f"{tmp.parent} (pass --snapshot-dir DIR to use another).",
+    )
 
 
 def take_snapshot(
@@ -346,10 +237,14 @@ def take_snapshot(
     step_pages: int = BACKUP_STEP_PAGES,
     timings: dict[str, float] | None = None,
     check_workers: int | None = None,
+    full_check: bool = False,
 ) -> Snapshot:
     """Copy `db_path` to `target` (or `target-2`... if taken) and verify it.
 
-    The caller holds the writer lock on another connection; this opens its own read-only one.
+    The caller holds the writer lock on another connection; this opens its own read-only one and
+    keeps one read transaction on it from the copy to the last comparison. The copy is proven
+    page for page equal to the source and passes `quick_check`; `full_check` runs the full
+    `integrity_check` over `check_workers` connections instead (row counts compared too).
     `timings`, if given, receives the wall time of each phase (for bench/bench_upgrade.py).
     """
     clock = time.perf_counter
@@ -361,13 +256,20 @@ def take_snapshot(
             timings[name] = timings.get(name, 0.0) + now - phase["at"]
             phase["at"] = now
 
+    db_path = Path(db_path)
     directory = target.parent
     if not directory.is_dir():
         raise SnapshotFailed(f"The snapshot directory {directory} does not exist.")
-    source = _open_ro(Path(db_path))
+    source = open_ro(db_path, any_thread=True)
     tmp: Path | None = None
+    image: SourceImage | None = None
+    checking: Future | None = None
+    background = ThreadPoolExecutor(max_workers=3, thread_name_prefix="snapshot")
     try:
         remove_stale_temporaries(directory)  # before the space check: they take space too
+        # One read transaction from here to the last comparison: the image cannot change underneath.
+        source.execute("BEGIN")
+        source.execute("SELECT count(*) FROM sqlite_master").fetchone()  # a deferred BEGIN reads from here
         needed = needed_bytes(source)
         free = free_bytes(directory)
         if free < needed + SPACE_MARGIN_BYTES:
@@ -376,47 +278,50 @@ def take_snapshot(
                 f"{needed + SPACE_MARGIN_BYTES:,} bytes, {free:,} are free. Nothing was migrated.",
                 "Free some space or pass --snapshot-dir DIR on a larger disk.",
             )
-        counts = table_counts(source)
-        lap("count source rows")
+        page_size = source.execute("PRAGMA page_size").fetchone()[0]
+        mode = source.execute("PRAGMA journal_mode").fetchone()[0]
+        block = can_block_copy(db_path, mode)
+        frames = {} if block else wal_frames(Path(f"{db_path}-wal"), page_size)
+        image = SourceImage(db_path, page_size, needed // page_size, frames)
+        counts = table_counts(source) if full_check else None
+        lap("read the source's page map" + (" and row counts" if full_check else ""))
         tmp = create_exclusive(directory, f"{TMP_PREFIX}.{os.getpid()}.{target.name}.", ".tmp")
-        dest = sqlite3.connect(str(tmp), isolation_level=None)
-        try:
-            # The temporary file is deleted on any failure, so it needs no journal and no syncs
-            # of its own: one fsync of the finished file below is the durability point.
-            dest.execute("PRAGMA journal_mode = OFF")
-            dest.execute("PRAGMA synchronous = OFF")
-            source.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
-
-            def on_step(status: int, remaining: int, total: int) -> None:
-                if progress is not None:
-                    progress(total - remaining, total)
-
-            source.backup(dest, pages=step_pages, progress=on_step)
-            dest.execute("PRAGMA journal_mode = DELETE")
-        finally:
-            dest.close()
-        for leftover in (Path(f"{tmp}-journal"), Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
-            if leftover.exists():
-                leftover.unlink()
-        lap("copy (backup API)")
-        # fsync, hash and check at once: the fsync waits on the disk, the hash and the check
-        # pieces on the CPUs (hashlib and sqlite3 both release the GIL).
         started = clock()
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="snapshot") as pool:
-            syncing = pool.submit(_timed, started, fsync_path, tmp)
-            hashing = pool.submit(_timed, started, sha256_file, tmp)
-            if check_workers is None:
-                tables, rows = verify_copy(tmp, counts)
-            else:
-                tables, rows = verify_copy(tmp, counts, workers=check_workers)
-            checked = clock() - started
-            _, synced = syncing.result()
-            digest, hashed = hashing.result()
-        lap("verify (fsync, check, counts, hash at once)")
+        if block and not full_check:
+            # The image is the main file, which the copy reads without this connection: its
+            # quick_check runs meanwhile, in the same read transaction (the compare below proves
+            # the copy is that image, so this is the copy's quick_check, done while it is written).
+            checking = background.submit(_timed, started, quick_check, source, f"The database {db_path}")
+        copy_pages(source, image, tmp, block, progress, step_pages)
+        lap("copy (block copy)" if block else "copy (backup API)")
+        # fsync, compare-and-hash and check at once: the fsync waits on the disk, the rest on the
+        # CPUs (hashlib and sqlite3 both release the GIL). All read the copy's bytes from the
+        # kernel's page cache whether or not they have reached the disk yet; nothing gets the
+        # snapshot's name before all of them have succeeded.
+        syncing = background.submit(_timed, started, fsync_path, tmp)
+        comparing = background.submit(
+            _timed, started, lambda: compare_and_hash(tmp, image, exact=block)
+        )
+        if full_check:
+            workers = {} if check_workers is None else {"workers": check_workers}
+            tables, rows = verify_copy(tmp, counts, **workers)
+        elif checking is not None:
+            tables, rows = checking.result()[0], None
+        else:
+            tables, rows = quick_check_copy(tmp), None
+        checked = clock() - started
+        _, synced = syncing.result()
+        try:
+            digest, compared = comparing.result()
+        except CopyDiffers as exc:
+            raise _differs(tmp, exc) from None
+        lap("verify (fsync, page comparison, check at once)")
         if timings is not None:
-            timings["  of which: integrity check + counts done at"] = checked
-            timings["  of which: fsync done at"] = synced
-            timings["  of which: sha256 done at"] = hashed
+            check_name = "integrity check + counts" if full_check else "quick_check"
+            timings[f"  of which: {check_name} done at (from the copy's start)"] = checked
+            timings["  of which: fsync done at (from the copy's start)"] = synced
+            timings["  of which: comparison done at (from the copy's start)"] = compared
+        source.execute("COMMIT")
         size = tmp.stat().st_size
         final = _publish(tmp, target, digest)
         tmp = None
@@ -425,6 +330,8 @@ def take_snapshot(
         return Snapshot(path=final, sha256=digest, size=size, tables=tables, rows=rows)
     except (SnapshotFailed, DatabaseUnusable):
         raise
+    except CopyDiffers as exc:  # the source ends before its page count while copying
+        raise _differs(tmp or directory / target.name, exc) from None
     except (OSError, sqlite3.Error) as exc:
         raise SnapshotWriteFailed(
             f"The snapshot could not be written to {directory}: {getattr(exc, 'strerror', None) or exc}; "
@@ -432,9 +339,14 @@ def take_snapshot(
             "Free some space or pass --snapshot-dir DIR on a larger disk, then run the upgrade again.",
         ) from None
     finally:
+        if checking is not None and not checking.done():
+            source.interrupt()  # the copy failed: do not sit out the check
+        background.shutdown(wait=True)
+        if image is not None:
+            image.close()
         source.close()
         if tmp is not None:
-            for path in (tmp, Path(f"{tmp}-journal")):
+            for path in (tmp, Path(f"{tmp}-journal"), Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
                 try:
                     path.unlink()
                 except FileNotFoundError:
@@ -446,9 +358,11 @@ __all__ = [
     "SnapshotFailed",
     "SnapshotWriteFailed",
     "check_pieces",
+    "copy_pages",
     "free_bytes",
     "integrity_messages",
     "needed_bytes",
+    "quick_check_copy",
     "remove_stale_temporaries",
     "sha256_file",
     "snapshot_name",

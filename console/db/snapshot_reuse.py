@@ -1,6 +1,6 @@
 """A resumed upgrade keeps the snapshot its interrupted run took, instead of writing a second one.
 
-An upgrade killed after its snapshot (console/services/upgrade.py, `after-snapshot` and later crash
+An upgrade killed after its snapshot (console/services/upgrade/run.py, `after-snapshot` and later crash
 points) leaves a verified, full-size snapshot; the rerun used to write another one of the same size.
 A snapshot is kept only when it is still what it claims to be:
 
@@ -23,7 +23,7 @@ from itertools import zip_longest
 from pathlib import Path
 
 from console.db import ledger
-from console.db.snapshot import Snapshot, _open_ro, _quoted, sha256_file
+from console.db.snapshot import Snapshot, open_ro, quoted, sha256_file
 from console.db.snapshot_manifest import manifest_path, read_manifest
 
 
@@ -58,7 +58,7 @@ def _tables(conn: sqlite3.Connection) -> list[tuple]:
 
 
 def _rows(conn: sqlite3.Connection, table: str):
-    for row in conn.execute(f"SELECT * FROM {_quoted(table)}"):
+    for row in conn.execute(f"SELECT * FROM {quoted(table)}"):
         yield tuple((type(value), value) for value in row)
 
 
@@ -102,7 +102,7 @@ def _equal_to_database(conn: sqlite3.Connection, directory: Path, db_name: str) 
     try:
         if newest.stat().st_size != size:
             return None
-        copy = _open_ro(newest)
+        copy = open_ro(newest)
     except (OSError, sqlite3.Error):
         return None
     try:

@@ -5,8 +5,8 @@ log. Anything that needs --force is confirmed by typing the database file's name
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual import work
@@ -22,6 +22,7 @@ from console.screens.base import ConsoleScreen
 from console.screens.confirm import ConfirmModal
 from console.screens.typed import TypedConfirmModal
 from console.services import upgrade as upgrade_service
+from console.services.upgrade import UpgradePlan, UpgradeProgress, UpgradeResult
 from widgets.humane import size
 from widgets.safe_text import safe_text
 
@@ -32,7 +33,7 @@ SAFETY_STYLE = {
 }
 
 
-def snapshot_label(plan: Any) -> str:
+def snapshot_label(plan: UpgradePlan) -> str:
     """Where the snapshot goes, said the same way on the screen and in the dialog: its name when
     it is next to the database, else its full path."""
     snapshot = Path(plan.snapshot_path)
@@ -55,24 +56,26 @@ class UpgradeScreen(ConsoleScreen):
     ]
 
     class Planned(Message):
-        def __init__(self, plan: Any) -> None:
+        def __init__(self, plan: UpgradePlan) -> None:
             super().__init__()
             self.plan = plan
 
     class Progress(Message):
-        def __init__(self, event: Any) -> None:
+        def __init__(self, event: UpgradeProgress) -> None:
             super().__init__()
             self.event = event
 
     class Finished(Message):
-        def __init__(self, result: Any = None, error: BaseException | None = None) -> None:
+        """The run's outcome. Not `ConsoleScreen.write`'s `WriteDone`: see `_run`."""
+
+        def __init__(self, result: UpgradeResult | None = None, error: ConsoleError | None = None) -> None:
             super().__init__()
             self.result, self.error = result, error
 
     def __init__(self, argument: str | None = None) -> None:
         super().__init__()
         self.argument = argument
-        self.plan: Any = None
+        self.plan: UpgradePlan | None = None
         self.running = False
 
     def compose_content(self) -> ComposeResult:
@@ -104,7 +107,7 @@ class UpgradeScreen(ConsoleScreen):
         self.query_one("#upgrade-plan", Static).update(self._render_plan(message.plan))
         self.refresh_bindings()
 
-    def _render_plan(self, plan: Any) -> Any:
+    def _render_plan(self, plan: UpgradePlan) -> RenderableType:
         text = Text(end="")
         detected = plan.detected_release or "no known release"
         if plan.shape_reason != f"archon {plan.detected_release} shape":  # not the release again
@@ -162,8 +165,6 @@ class UpgradeScreen(ConsoleScreen):
                           Text(step.safety, style=SAFETY_STYLE.get(step.safety, "")),
                           Text("?" if step.rows is None else f"{step.rows:,}"),
                           safe_text(step.description))
-        from rich.console import Group
-
         return Group(text, Text(f"\n{len(plan.pending)} pending step(s):", style="bold"), table)
 
     def unavailable(self) -> dict[str, str]:
@@ -201,7 +202,7 @@ class UpgradeScreen(ConsoleScreen):
         else:
             modal = ConfirmModal("Upgrade", summary)
 
-        def done(value: Any) -> None:
+        def done(value: object) -> None:  # True, or the typed name; None or False: cancelled
             if value is not None and value is not False:
                 self._run(force=plan.force_required)
 
@@ -209,7 +210,12 @@ class UpgradeScreen(ConsoleScreen):
 
     @work(thread=True, exclusive=True, group="upgrade-run", exit_on_error=False)
     def _run(self, force: bool) -> None:
-        self.post_message(self.Progress(upgrade_service.UpgradeProgress("start", 0, 1, "Starting the upgrade…")))
+        """The one write that does not go through `ConsoleScreen.write` (console/screens/base.py):
+        that path holds the session's lock for the call, and an upgrade runs for minutes in a child
+        process that needs no connection of ours (any read another screen makes on the UI thread
+        would freeze until it ends); and it reports only a `Refusal` back, while an upgrade also
+        stops with `DatabaseUnusable` (exit 3), after which this screen must leave its running state."""
+        self.post_message(self.Progress(UpgradeProgress("start", 0, 1, "Starting the upgrade…")))
         try:
             result = call_isolated(
                 "console.services.upgrade:run_upgrade",

@@ -76,7 +76,7 @@ _EVENT_TYPES: dict[tuple[str, str | None, str], str] = {}
 
 def event_type_for(conn: sqlite3.Connection, db_key: str, from_status: str | None, to_status: str) -> str:
     """Archon's spelling of `event_type` for this transition if the database shows one, else the
-    target status (DOMAIN.md Q10). Looked up through indexes only, once per database and process."""
+    target status (docs/decisions.md, Q10). Looked up through indexes only, once per database and process."""
     cache_key = (db_key, from_status, to_status)
     if cache_key in _EVENT_TYPES:
         return _EVENT_TYPES[cache_key]

@@ -16,10 +16,9 @@ import pytest
 
 from console.db.migrations.registry import MIGRATIONS
 from console.errors import EXIT_UNUSABLE
-from tests.upgrade_helpers import db_1820, dump, fingerprint_dir, ledger_names, run_cli, sha256
+from tests.upgrade_helpers import db_1820, dump, fingerprint_dir, ledger_names, run_cli, run_cli_crashing_at, sha256
 
 ALL_IDS = [m.id for m in MIGRATIONS]
-CRASH = "ARCHON_CONSOLE_TEST_CRASH_AT"
 
 
 def _snapshots(directory: Path) -> list[Path]:
@@ -28,7 +27,7 @@ def _snapshots(directory: Path) -> list[Path]:
 
 def _crash_at(path: Path, boundary: str) -> Path:
     """Upgrade until killed at `boundary`; returns the snapshot it left."""
-    crashed = run_cli("--db", str(path), "upgrade", "--force", env={CRASH: boundary})
+    crashed = run_cli_crashing_at(boundary, "--db", str(path), "upgrade", "--force")
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
     [snapshot] = _snapshots(path.parent)
     return snapshot

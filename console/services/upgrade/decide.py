@@ -1,0 +1,142 @@
+"""The upgrade's decision, made twice: read-only for the plan, then under the writer lock before each step.
+
+Every fail-closed check (not archon, newer than this console, a ledger past the target or
+contradicting the schema, a shape matching no release) and the preflight of the pending steps are
+here, so the plan and the run cannot decide differently.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from console.db import ledger
+from console.db.connect import ARCHON_CORE_TABLES
+from console.db.detect import Shape, detect_shape
+from console.db.migrations.base import Migration
+from console.db.migrations.preflight import find_blockers, refusal_text
+from console.db.migrations.registry import CURRENT_RELEASE, RELEASES, migrations_through
+from console.errors import DatabaseUnusable, UsageError
+from console.services.upgrade.model import TARGETS
+
+@dataclass(frozen=True)
+class Decision:
+    shape: Shape
+    applied: tuple[str, ...]
+    target: str
+    pending: tuple[Migration, ...]
+    force_reasons: tuple[str, ...]
+
+
+def resolve_target(target: str) -> str:
+    if target == "current":
+        return CURRENT_RELEASE
+    if target not in RELEASES:
+        raise UsageError(f"Unknown release {target!r}; choose one of {', '.join(TARGETS)}.")
+    return target
+
+
+def require_archon(conn: sqlite3.Connection, path: Path) -> None:
+    names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    missing = [t for t in ARCHON_CORE_TABLES if t not in names]
+    if missing:
+        raise DatabaseUnusable(
+            f"{path} is a SQLite database but not an archon one (no {', '.join(missing)} table)."
+        )
+
+
+def complete_release(applied: tuple[str, ...]) -> str | None:
+    done = set(applied)
+    complete = None
+    for release in RELEASES:
+        if all(m.id in done for m in migrations_through(release)):
+            complete = release
+    return complete
+
+
+def decide(conn: sqlite3.Connection, path: Path, target: str) -> Decision:
+    """Every fail-closed check, in order (the module docstring lists them); raises `DatabaseUnusable`."""
+    require_archon(conn, path)
+    applied = ledger.read_verified(conn)
+    shape = detect_shape(conn)
+    if shape.newer:
+        raise DatabaseUnusable(
+            f"{path} is newer than this console ({shape.reason}). Nothing was changed.",
+            "Use a newer archon-console.",
+        )
+    wanted = migrations_through(target)
+    rank = RELEASES.index
+    if len(applied) > len(wanted):
+        raise DatabaseUnusable(
+            f"The database's ledger already goes past {target} (step {applied[len(wanted)]}); "
+            "the console never downgrades. Nothing was changed.",
+            "An archon older than the schema cannot start on it; restore a snapshot instead.",
+        )
+    if not applied:
+        if shape.release is None:
+            raise DatabaseUnusable(
+                f"{path} matches no known archon release ({shape.reason}); it is not upgraded. Nothing was changed.",
+                "Run `archon-console doctor` to see which markers are missing.",
+            )
+    else:
+        complete = complete_release(applied)
+        if complete is not None:
+            missing = [k for k, v in shape.markers.get(complete, {}).items() if not v]
+            if missing:
+                raise DatabaseUnusable(
+                    f"The ledger says {complete} was applied but the schema lacks {', '.join(missing)}: "
+                    "ledger and schema contradict each other. Nothing was changed.",
+                )
+    if shape.release is not None and rank(shape.release) > rank(target):
+        raise DatabaseUnusable(
+            f"The database already has the {shape.release} shape, newer than the requested {target}; "
+            "the console never downgrades. Nothing was changed.",
+        )
+    pending = wanted[len(applied):]
+    reasons: list[str] = []
+    if pending and not applied:
+        reasons.append(
+            f"the database has no upgrade ledger yet (as archon leaves it); adopting it replays all "
+            f"{len(pending)} steps from {pending[0].id} and records them"
+        )
+    for migration in pending:
+        if migration.safety == "historical-destructive":
+            reasons.append(f"step {migration.id} is historical-destructive ({migration.description})")
+    return Decision(shape, applied, target, pending, tuple(reasons))
+
+
+def preflight(conn: sqlite3.Connection, pending: tuple[Migration, ...]) -> None:
+    """Refuse (exit 3, nothing written) when a pending step would fail part-way (preflight.py)."""
+    blockers = find_blockers(conn, pending)
+    if blockers:
+        raise DatabaseUnusable(*refusal_text(blockers))
+
+
+def estimate(conn: sqlite3.Connection, migration: Migration) -> int | None:
+    try:
+        return int(migration.estimate(conn))
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError) and "no such" in str(exc):
+            return None
+        raise
+    except Exception:
+        return None
+
+
+def policy_changes(conn: sqlite3.Connection, pending: tuple[Migration, ...]) -> list[str]:
+    """Projects whose effective policy step 022 changes (its workload repairs), if it can tell now."""
+    if not any(m.id.startswith("022-") for m in pending):
+        return []
+    from console.db.migrations.backfills import workload_repairs
+
+    try:
+        return [
+            f"{r['project_id']}: {r['repair_key']}" for r in workload_repairs(conn, 3)
+        ]
+    except Exception:
+        return []
+
+
+
+__all__ = ["Decision", "decide", "estimate", "policy_changes", "preflight", "require_archon", "resolve_target"]

@@ -1,0 +1,338 @@
+"""`restore_snapshot`: put a verified snapshot back in place of the database, the upgrade's undo.
+
+Who else uses the file is decided by its locks (console/db/exclusive_lock.py), never by /proc
+paths: a path comparison misses archon running as another user or reaching the file through a bind
+mount or a hard link.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import sqlite3
+import stat
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+
+from console.clock import system_clock
+from console.db import exclusive_lock, ledger, snapshot as snapshots
+from console.db.connect import check_file, check_size, is_wal_file, sqlite_connection, untouched_read_uri
+from console.db.files import create_exclusive, temp_prefix
+from console.db.paths import nonempty_file
+from console.db.snapshot_manifest import manifest_path, manifests_with_hash, read_manifest
+from console.errors import DatabaseUnusable, Refusal, UsageError
+from console.services.upgrade.decide import require_archon
+
+@dataclass
+class RestoreResult:
+    path: str
+    snapshot: str
+    sha256: str
+    replaced_path: str | None
+    removed: list[str]
+    verified_by: str | None = None  # the record the SHA-256 matched; None: restored --unverified
+
+    @property
+    def message(self) -> str:
+        aside = f" The replaced file was kept as {self.replaced_path}." if self.replaced_path else ""
+        if self.verified_by is None:
+            how = " UNVERIFIED: its SHA-256 matches no record (--unverified)."
+        else:
+            how = f" Its SHA-256 matches {self.verified_by}."
+        return f"Restored {self.path} from {self.snapshot}.{how}{aside}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "verified": self.verified_by is not None, "message": self.message}
+
+
+def _verify_snapshot(snapshot: Path) -> str:
+    """The snapshot's SHA-256, once it proved to be a whole, self-contained archon database."""
+    try:
+        check_file(snapshot)
+        check_size(snapshot)
+        if is_wal_file(snapshot):
+            raise DatabaseUnusable(
+                f"{snapshot} is in WAL mode; the console's snapshots are single files in DELETE mode. "
+                "Nothing was restored.",
+            )
+        snapshots.verify_copy(snapshot)
+        conn = sqlite_connection(untouched_read_uri(snapshot), uri=True)
+        try:
+            require_archon(conn, snapshot)
+        finally:
+            conn.close()
+    except (snapshots.SnapshotFailed, DatabaseUnusable) as exc:
+        # verify_copy speaks of an upgrade's copy ("nothing was migrated"); here nothing was restored
+        reason = exc.reason.replace(f"The copy at {snapshot} ", f"{snapshot} ")
+        if "Nothing was restored" not in reason:
+            reason += " It is not a usable snapshot; nothing was restored."
+        raise DatabaseUnusable(reason, "Use another snapshot.") from None
+    except sqlite3.DatabaseError as exc:
+        raise DatabaseUnusable(
+            f"{snapshot} cannot be read as a SQLite database ({exc}). Nothing was restored."
+        ) from None
+    return snapshots.sha256_file(snapshot)
+
+
+def _ledger_records(db_path: Path) -> dict[str, str]:
+    """Snapshot path -> SHA-256 for every snapshot the database's ledger remembers (none if unreadable)."""
+    if not db_path.exists():
+        return {}
+    try:
+        conn = sqlite_connection(untouched_read_uri(db_path), uri=True)
+    except (sqlite3.Error, OSError):
+        return {}
+    try:
+        return ledger.recorded_snapshots(conn)
+    except sqlite3.Error:
+        return {}
+    finally:
+        conn.close()
+
+
+def _same_file(a: str, b: Path) -> bool:
+    try:
+        return Path(a).resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def _identify(db_path: Path, snapshot: Path, digest: str, unverified: bool) -> str | None:
+    """Which record vouches for the snapshot's content (console/db/snapshot_manifest.py), by hash.
+
+    Its own manifest decides when there is one; else the ledger (any row with this hash, wherever
+    the snapshot was then), else any manifest of this hash beside it or beside the database. None
+    (no record) is accepted only with `unverified`.
+    """
+    own = manifest_path(snapshot)
+    recorded = read_manifest(own)
+    if recorded is not None:
+        if recorded != digest:
+            raise DatabaseUnusable(
+                f"{snapshot} does not match the SHA-256 recorded in its manifest {own} when it was taken; "
+                "the snapshot (or the manifest) was changed. Nothing was restored.",
+                "Use another snapshot.",
+            )
+        return f"its manifest {own}"
+    records = _ledger_records(db_path)
+    for stored, sha in records.items():
+        if sha != digest and _same_file(stored, snapshot):
+            raise DatabaseUnusable(
+                f"{snapshot} does not match the SHA-256 recorded when it was taken; it was changed. "
+                "Nothing was restored.",
+                "Use another snapshot.",
+            )
+    if digest in records.values():
+        return f"the record in {db_path.name}'s upgrade ledger"
+    others = manifests_with_hash([snapshot.parent, db_path.parent], digest)
+    if others:
+        return f"the manifest {others[0]}"
+    if unverified:
+        return None
+    raise Refusal(
+        f"The SHA-256 of {snapshot} ({digest}) matches no record: no manifest beside it "
+        f"({own.name}), none in its directory or the database's, and no row of the database's "
+        "upgrade ledger. It cannot be verified as a snapshot the console took. Nothing was restored.",
+        "If you know where this file comes from, run the restore again with --unverified.",
+    )
+
+
+def aside_name(db_path: Path, at: datetime) -> Path:
+    return db_path.with_name(f"{db_path.name}.replaced-{at.strftime('%Y%m%dT%H%M%SZ')}")
+
+
+def _in_use(db_path: Path) -> Refusal:
+    return Refusal(
+        f"{db_path} is in use: another process holds a SQLite lock on it (archon, another console, or "
+        "any program, run by any user, through any path to the file). Nothing was restored.",
+        "Stop archon and everything else that uses the file, then run the restore again.",
+    )
+
+
+def _cannot_check(db_path: Path, why: object) -> Refusal:
+    return Refusal(
+        f"Cannot take the lock that proves nobody else uses {db_path} ({why}); nothing was restored.",
+        "Run the restore as the database's owner (or root), with archon stopped.",
+    )
+
+
+def _keep_aside(db_path: Path, at: datetime, locked_fd: int, status: os.stat_result) -> Path:
+    """Keep the file about to be replaced under a new name: a hard link, or else a copy."""
+    base = aside_name(db_path, at)
+    aside, n = base, 1
+    while True:
+        try:
+            os.link(db_path, aside, follow_symlinks=False)
+            return aside
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EMLINK):
+                raise
+            if not os.path.lexists(aside):
+                _copy_exclusive(locked_fd, aside, status)
+                return aside
+        n += 1
+        aside = base.with_name(f"{base.name}-{n}")
+
+
+def _copy_exclusive(locked_fd: int, target: Path, status: os.stat_result) -> None:
+    """Copy through the locked descriptor: opening and closing another one would drop its locks."""
+    out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        offset = 0
+        while chunk := os.pread(locked_fd, 4 * 1024 * 1024, offset):
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(out, view):]
+            offset += len(chunk)
+        os.fchmod(out, stat.S_IMODE(status.st_mode))
+        try:
+            os.fchown(out, status.st_uid, status.st_gid)
+        except PermissionError:
+            pass  # a copy the operator owns; the original's owner is kept on the restored file
+        os.fsync(out)
+    except BaseException:
+        os.close(out)
+        target.unlink()
+        raise
+    os.close(out)
+
+
+def _write_restored_copy(snapshot: Path, directory: Path, db_name: str, digest: str) -> Path:
+    # The shared exclusive-create (console/db/files.py): its name carries our pid, so a copy a killed
+    # restore left behind is recognised as ours by `remove_stale`.
+    tmp = create_exclusive(directory, temp_prefix("restore") + db_name + ".", ".tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)  # never through a swapped-in link
+        with open(snapshot, "rb") as src, os.fdopen(fd, "wb") as dst:
+            shutil.copyfileobj(src, dst, 4 * 1024 * 1024)
+            dst.flush()
+            os.fsync(dst.fileno())
+        if snapshots.sha256_file(tmp) != digest:
+            raise Refusal("The copy of the snapshot did not match it; nothing was restored.")
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def _take_owner_and_mode(tmp: Path, db_path: Path, status: os.stat_result) -> None:
+    """The restored file gets the replaced file's owner, group and mode, or the restore stops.
+
+    A root restore would otherwise leave a root-owned file that archon, running as its own user,
+    cannot open.
+    """
+    mine = os.stat(tmp, follow_symlinks=False)
+    if (mine.st_uid, mine.st_gid) != (status.st_uid, status.st_gid):
+        try:
+            os.chown(tmp, status.st_uid, status.st_gid, follow_symlinks=False)
+        except PermissionError:
+            raise Refusal(
+                f"The restored file cannot be given the owner and group of {db_path} "
+                f"(uid {status.st_uid}, gid {status.st_gid}); only they or root can. Nothing was restored.",
+                "Run the restore as the database's owner or as root.",
+            ) from None
+    os.chmod(tmp, stat.S_IMODE(status.st_mode), follow_symlinks=False)  # after chown, which clears set-id bits
+
+
+def restore_snapshot(
+    db_path: str | os.PathLike[str],
+    snapshot: str | os.PathLike[str],
+    *,
+    yes: bool = False,
+    unverified: bool = False,
+    confirm: Callable[[str], bool] | None = None,
+    now: datetime | None = None,
+    busy_timeout_ms: int = 2000,
+) -> RestoreResult:
+    """Put a verified snapshot back in place of `db_path`, keeping the replaced file aside.
+
+    `confirm(name)` must return True (the CLI asks the operator to type the file's name) unless
+    `yes` is set. Nobody else may hold a lock on the database (console/db/exclusive_lock.py): it is
+    checked through SQLite first (which also folds a WAL into the file), then held with raw locks
+    across the swap, so no connection can start a transaction on the old file meanwhile. Stale
+    `-wal`/`-shm`/`-journal` files are removed before the atomic rename, never after: a leftover
+    WAL would otherwise be replayed into the restored file. Must not run in a process that holds a
+    connection to `db_path` (the TUI runs it through console/isolation.py).
+    """
+    db_path = Path(db_path).expanduser()
+    snapshot = Path(snapshot).expanduser()
+    at = now or system_clock()
+    if db_path.is_symlink():
+        raise Refusal(
+            f"{db_path} is a symbolic link; a restore would replace the link, not the database. "
+            "Nothing was restored.",
+            "Pass the database file's own path with --db.",
+        )
+    if os.path.lexists(db_path) and snapshot.resolve() == db_path.resolve():
+        raise UsageError("The snapshot and the database are the same file.")
+    digest = _verify_snapshot(snapshot)
+    verified_by = _identify(db_path, snapshot, digest, unverified)
+    if not yes:
+        if confirm is None:
+            raise Refusal(
+                "Restoring replaces the database; confirmation is needed and there is no terminal to ask. "
+                "Nothing was restored.",
+                "Pass --yes to confirm.",
+            )
+        if not confirm(db_path.name):
+            raise Refusal("Not confirmed; nothing was restored.")
+    exists = os.path.lexists(db_path)
+    if exists:
+        try:
+            exclusive_lock.settle(db_path, busy_timeout_ms)
+        except exclusive_lock.InUse:
+            raise _in_use(db_path) from None
+        except exclusive_lock.CannotCheck as exc:
+            raise _cannot_check(db_path, exc) from None
+    directory = db_path.parent
+    try:
+        tmp: Path | None = _write_restored_copy(snapshot, directory, db_path.name, digest)
+    except OSError as exc:
+        raise Refusal(f"The restore failed: {exc}. The database was not replaced.") from None
+    removed: list[str] = []
+    aside: Path | None = None
+    try:
+        if not exists:
+            os.link(tmp, db_path)  # fails rather than replace a file that appeared meanwhile
+            os.unlink(tmp)
+            tmp = None
+        else:
+            with exclusive_lock.held_exclusively(db_path) as (locked_fd, status):
+                _take_owner_and_mode(tmp, db_path, status)
+                wal = Path(f"{db_path}-wal")
+                if nonempty_file(wal):
+                    raise _in_use(db_path)  # written since it was folded in
+                for suffix in ("-wal", "-shm", "-journal"):
+                    stale = Path(f"{db_path}{suffix}")
+                    if os.path.lexists(stale):
+                        stale.unlink()
+                        removed.append(str(stale))
+                aside = _keep_aside(db_path, at, locked_fd, status)
+                os.replace(tmp, db_path)
+                tmp = None
+        snapshots.fsync_dir(directory)
+    except exclusive_lock.InUse:
+        raise _in_use(db_path) from None
+    except exclusive_lock.CannotCheck as exc:
+        raise _cannot_check(db_path, exc) from None
+    except OSError as exc:
+        raise Refusal(f"The restore failed: {exc}. The database was not replaced.") from None
+    finally:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+    return RestoreResult(
+        path=str(db_path),
+        snapshot=str(snapshot),
+        sha256=digest,
+        replaced_path=str(aside) if aside else None,
+        removed=removed,
+        verified_by=verified_by,
+    )
+
+
+__all__ = ["RestoreResult", "restore_snapshot"]

@@ -1,0 +1,260 @@
+"""`run_upgrade`: snapshot, then each pending step in its own locked transaction.
+
+Why the lock is held the way it is
+----------------------------------
+akm holds one writer lock across "decide, snapshot, first migration". Two SQLite facts shape how
+the console does the same:
+
+* a table rebuild needs `PRAGMA foreign_keys = OFF`, which is a no-op inside a transaction, so it
+  must be set *before* `BEGIN IMMEDIATE`;
+* each migration commits with its ledger rows in its own transaction (akm's rule), and a COMMIT
+  releases the lock.
+
+So every step runs as: set `foreign_keys` for this step (OFF for a rebuild), `BEGIN IMMEDIATE`,
+re-read and re-verify the ledger *under the lock*, then the step, `foreign_key_check`, its ledger
+rows, COMMIT. The snapshot is taken inside the *first* step's transaction, after the decision was
+re-made under the lock and before the step's first write; the second connection that copies the
+file therefore sees exactly the state the first step starts from, and nobody can write between
+the decision, the copy and the first change. Between later steps the lock is released for a
+moment; that is safe because each step re-verifies, under its own lock, that the ledger is still
+the exact prefix it expects: if another upgrader applied the step meanwhile, the ledger is longer
+and this process re-plans instead of applying it twice (the unique index on
+`(migration_set, name)` is the backstop); if the ledger got shorter or diverged, it stops (exit 3).
+Steps are idempotent against every archon shape, so a write by archon in such a gap is handled
+like any database archon already moved forward. A crash at any point leaves either a committed
+step with its ledger rows or nothing of it; a rerun continues from the ledger.
+
+The crash boundaries tests kill the process at (tests/upgrade_helpers.py `run_cli_crashing_at`)
+are seams of this module, not hooks in it: the snapshot (`snapshots.take_snapshot` returning), a
+step's ledger rows written (`ledger.record` returning) and a step committed (`apply_migration`
+returning).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from datetime import datetime
+from pathlib import Path
+
+from console.clock import system_clock
+from console.db import ledger, snapshot as snapshots
+from console.db.connect import DEFAULT_BUSY_TIMEOUT_MS, connect_raw
+from console.db.detect import detect_shape
+from console.db.migrations.base import Migration
+from console.db.migrations.runner import MigrationFailed, apply_migration
+from console.db.snapshot import Snapshot
+from console.db.snapshot_reuse import reusable_snapshot
+from console.errors import DatabaseUnusable, Refusal
+from console.services import profile_gate
+from console.services.profile_gate import ProfileEvidenceContradicted
+from console.services.upgrade.decide import Decision, decide, preflight
+from console.services.upgrade.model import (
+    ForceRequired,
+    ProgressCallback,
+    UpgradePlan,
+    UpgradeProgress,
+    UpgradeResult,
+)
+from console.services.upgrade.plan import plan_upgrade
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
+def _busy_refusal() -> Refusal:
+    return Refusal(
+        "The database is busy: another process holds archon's write lock. Nothing further was written.",
+        "Stop archon before upgrading, then run the upgrade again (it continues from its ledger).",
+    )
+
+
+class UpgradeRun:
+    """One run's state across its steps: the snapshot (taken or kept) and what was applied.
+
+    `locked` and `record` are the callbacks `apply_migration` calls inside each step's transaction
+    (console/db/migrations/runner.py); `expected` is the ledger prefix the current step must find.
+    """
+
+    def __init__(self, path: Path, plan: UpgradePlan, *, force: bool, at: datetime,
+                 snapshot_dir: Path | None, emit: ProgressCallback, full_check: bool = False) -> None:
+        self.path, self.plan, self.force, self.at = path, plan, force, at
+        self.full_check = full_check
+        self.snapshot_dir, self.emit = snapshot_dir, emit
+        self.target = plan.target
+        self.snapshot: Snapshot | None = None
+        self.reused = False
+        self.applied: list[str] = []
+        self.skipped: list[str] = []
+        self.expected: tuple[str, ...] = ()
+
+    # --- inside a step's transaction, under the writer lock ---------------------------------
+
+    def locked(self, conn: sqlite3.Connection, migration: Migration) -> bool:
+        """Re-decide under the lock; before the first write, take (or keep) the snapshot.
+
+        False: another upgrader moved the ledger on, so this step is re-planned, not applied.
+        """
+        under = decide(conn, self.path, self.target)
+        if under.applied != self.expected:
+            if len(under.applied) < len(self.expected):
+                raise DatabaseUnusable(
+                    "The upgrade ledger changed under the writer lock (it lost steps); "
+                    "nothing further was changed."
+                )
+            return False
+        if self.snapshot is None:
+            self._guard_and_snapshot(conn, under)
+        return True
+
+    def _guard_and_snapshot(self, conn: sqlite3.Connection, under: Decision) -> None:
+        preflight(conn, under.pending)  # again under the lock, before the snapshot
+        gate = profile_gate.check(conn, under.pending)  # the evidence, again under the lock
+        if gate is not None and gate.contradicted:
+            raise ProfileEvidenceContradicted(gate, self.plan)
+        if (under.force_reasons or (gate is not None and gate.force_reason)) and not self.force:
+            raise ForceRequired(self.plan)
+        target_path = snapshots.snapshot_target(self.path.resolve(), self.at, self.snapshot_dir)
+        kept = reusable_snapshot(conn, self.target, target_path.parent, self.path.resolve().name)
+        if kept is not None:  # an interrupted run's snapshot, still intact and current
+            self.snapshot, self.reused = kept, True
+            return
+        self.snapshot = snapshots.take_snapshot(
+            self.path.resolve(),
+            target_path,
+            progress=lambda done, pages: self.emit(
+                UpgradeProgress("snapshot", done, pages, "copying pages to the snapshot")
+            ),
+            full_check=self.full_check,
+        )
+
+    def record(self, conn: sqlite3.Connection, migration: Migration) -> None:
+        snap = self.snapshot
+        ledger.record(
+            conn,
+            migration,
+            position=len(self.expected) + 1,
+            target_release=self.target,
+            now=self.at,
+            snapshot_path=str(snap.path) if snap else None,
+            snapshot_sha256=snap.sha256 if snap else None,
+        )
+
+    # --- between steps ----------------------------------------------------------------------
+
+    def _decide_now(self, conn: sqlite3.Connection) -> Decision:
+        try:
+            # One read transaction: the ledger's two tables are read by separate statements, and
+            # another upgrader may commit a step between them.
+            conn.execute("BEGIN")
+            try:
+                decision = decide(conn, self.path, self.target)
+            finally:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+        except sqlite3.DatabaseError as exc:
+            raise DatabaseUnusable(f"{self.path} cannot be read ({exc}). Nothing further was changed.") from None
+        if len(decision.applied) < len(self.plan.applied):
+            raise DatabaseUnusable(
+                "The upgrade ledger got shorter after the plan was made (was a snapshot restored?). "
+                "Nothing further was changed."
+            )
+        return decision
+
+    def _restore_hint(self) -> str | None:
+        if self.snapshot is None:
+            return None
+        return f"The snapshot taken before this run is {self.snapshot.path}; `archon-console restore` puts it back."
+
+    def _apply(self, conn: sqlite3.Connection, step: Migration) -> bool:
+        try:
+            return apply_migration(conn, step, record=self.record, locked=self.locked)
+        except MigrationFailed as exc:
+            cause = exc.__cause__
+            if isinstance(cause, sqlite3.Error) and _busy(cause):
+                raise _busy_refusal() from None
+            raise Refusal(f"{exc}. Earlier steps stay applied and recorded.", self._restore_hint()) from None
+        except sqlite3.OperationalError as exc:
+            if _busy(exc):
+                raise _busy_refusal() from None
+            raise Refusal(f"The upgrade stopped: {exc}.", self._restore_hint()) from None
+
+    def run(self, conn: sqlite3.Connection) -> str | None:
+        """Apply every pending step; returns the release the database has afterwards."""
+        total = len(self.plan.pending)
+        while True:
+            decision = self._decide_now(conn)
+            if not decision.pending:
+                break
+            step = decision.pending[0]
+            self.expected = decision.applied
+            if self._apply(conn, step):
+                self.applied.append(step.id)
+                self.emit(UpgradeProgress("migration", len(self.applied), total, f"{step.id}: {step.description}"))
+            else:
+                self.skipped.append(step.id)
+        return detect_shape(conn).release
+
+    def result(self, release_after: str | None) -> UpgradeResult:
+        snap = self.snapshot
+        return UpgradeResult(
+            status="upgraded" if self.applied else "up-to-date",
+            plan=self.plan,
+            applied=self.applied,
+            skipped=[s for s in self.skipped if s not in self.applied],
+            snapshot_path=str(snap.path) if snap else None,
+            snapshot_sha256=snap.sha256 if snap else None,
+            release_after=release_after,
+            snapshot_reused=self.reused,
+        )
+
+
+def run_upgrade(
+    path: str | os.PathLike[str],
+    *,
+    target: str = "current",
+    force: bool = False,
+    snapshot_dir: str | os.PathLike[str] | None = None,
+    progress: ProgressCallback | None = None,
+    now: datetime | None = None,
+    busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    full_check: bool = False,
+) -> UpgradeResult:
+    """Plan, then (if allowed) snapshot and apply each pending step in its own locked transaction.
+
+    The snapshot is proven equal to the database page by page and quick_checked; `full_check` adds
+    `integrity_check` (console/db/snapshot.py says why it is not the default).
+    """
+    path = Path(path).expanduser()
+    at = now or system_clock()
+    snap_dir = Path(snapshot_dir).expanduser() if snapshot_dir else None
+    if snap_dir is not None and not snap_dir.is_dir():
+        raise Refusal(f"The snapshot directory {snap_dir} does not exist. Nothing was written.")
+    plan = plan_upgrade(path, target, snapshot_dir=snap_dir, now=at, _allow_recovery=True)
+    if plan.up_to_date:
+        return UpgradeResult("up-to-date", plan, [], [])
+    if plan.profile_evidence is not None and plan.profile_evidence.contradicted:
+        raise ProfileEvidenceContradicted(plan.profile_evidence, plan)  # before --force is weighed
+    if plan.force_required and not force:
+        raise ForceRequired(plan)
+    if not plan.enough_space:
+        raise snapshots.SnapshotFailed(
+            f"Not enough free space for the snapshot: it needs about "
+            f"{plan.snapshot_bytes + snapshots.SPACE_MARGIN_BYTES:,} bytes, {plan.free_bytes:,} are free "
+            f"in {Path(plan.snapshot_path).parent}. Nothing was written.",
+            "Free some space or pass --snapshot-dir DIR on a larger disk.",
+        )
+    emit = progress or (lambda event: None)
+    upgrade = UpgradeRun(path, plan, force=force, at=at, snapshot_dir=snap_dir, emit=emit, full_check=full_check)
+    conn = connect_raw(path, busy_timeout_ms=busy_timeout_ms)
+    try:
+        release_after = upgrade.run(conn)
+    finally:
+        conn.close()
+    emit(UpgradeProgress("done", len(upgrade.applied), len(plan.pending), "upgrade finished"))
+    return upgrade.result(release_after)
+
+
+__all__ = ["UpgradeRun", "run_upgrade"]
