@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "console.commands.envs",
     "console.commands.doctor",
     "console.commands.inspect",
+    "console.commands.audit",
     "console.commands.reference",
     "console.commands.completion",
 )
@@ -49,6 +50,7 @@ COMMAND_OWNERS = {
     "envs": "console.commands.envs",
     "doctor": "console.commands.doctor",
     "inspect": "console.commands.inspect",
+    "audit": "console.commands.audit",
     "help": "console.commands.reference",
     "completion": "console.commands.completion",
 }
