@@ -141,7 +141,8 @@ def _query(kind: str, flt: AuditFilter, *, after_rowid: int | None = None,
     _, select = _SOURCES[kind]
     where, params = [], []
     if flt.project_id is not None:
-        where.append("project_id = ?")
+        # Following: the new rows are a short rowid range; `+` keeps SQLite on it, not the project index.
+        where.append("+project_id = ?" if after_rowid is not None else "project_id = ?")
         params.append(flt.project_id)
     if flt.actor is not None:
         where.append("actor = ?")
