@@ -76,6 +76,10 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
     p.add_argument("--reason", metavar="TEXT", required=True, help="why (required, at most 2000 bytes)")
     p.set_defaults(handler=run_decide, decision="revoke")
 
+    from console.commands.watch import register as register_watch
+
+    register_watch(commands, parents)
+
     p = commands.add_parser(
         "expire", parents=parents, help="mark every pending or approved request past its expiry as expired",
         description="The sweep archon runs: pending or approved requests past expires_at become expired "

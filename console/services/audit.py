@@ -113,10 +113,13 @@ def parse_moment(text: str, now: datetime, *, option: str) -> datetime:
     """A time for --since/--until: archon's timestamp forms, or an age such as 30m, 24h, 7d."""
     raw = (text or "").strip()
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-    if len(raw) >= 2 and raw[-1] in units and raw[:-1].isdigit() and len(raw) <= 9:
-        return now - timedelta(seconds=int(raw[:-1]) * units[raw[-1]])
-    at = parse_time(raw)
-    if at is None or raw.isdigit():
+    try:
+        if len(raw) >= 2 and raw[-1] in units and raw[:-1].isdigit() and len(raw) <= 9:
+            return now - timedelta(seconds=int(raw[:-1]) * units[raw[-1]])
+        at = None if raw.isdigit() else parse_time(raw)
+    except (OverflowError, ValueError, OSError):  # "99999999w", "1e308": no calendar has them
+        at = None
+    if at is None:
         raise UsageError(f"{option} {raw!r} is not a time; use 'YYYY-MM-DD[ HH:MM[:SS]]' (UTC), ISO 8601, "
                          "or an age such as 30m, 24h or 7d.")
     return at
