@@ -15,11 +15,13 @@ from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
 
+from console.attention import Attention, load_notify_config
 from console.idle_gc import IdleCollector
 from console.keymap import load_keymap, unknown_ids
 from console.screens.base import ConsoleScreen
 from console.screens.registry import command_words, parse_command
 from console.services import navigation
+from console.services.watch import arrivals, own_changes, pending_count, start_position
 from console.workers import Session, SupportInfo
 from widgets.safe_text import clean
 
@@ -76,6 +78,14 @@ class ArchonConsole(App):
     class DataChanged(Message):
         """Another connection committed."""
 
+    class PendingChanged(Message):
+        """New pending requests arrived (maybe none) and how many wait now (None: no approvals)."""
+
+        def __init__(self, arrived: tuple[Any, ...], count: int | None) -> None:
+            super().__init__()
+            self.arrived = arrived
+            self.count = count
+
     def __init__(self, ctx: Any, support: SupportInfo | None = None, *, session: Session | None = None,
                  start: str | None = None, poll_seconds: float = POLL_SECONDS) -> None:
         super().__init__()
@@ -94,6 +104,12 @@ class ArchonConsole(App):
         # made while the first screen loads is seen by the first poll.
         self._data_version: int | None = self.session.data_version()
         self._collector = IdleCollector()
+        # Arrivals are counted from here: what was pending before the console opened is no news.
+        quiet = bool(getattr(getattr(ctx, "args", None), "quiet", False))
+        notify_config, self.notify_warning = load_notify_config(quiet=quiet)
+        self.attention = Attention(notify_config, self._terminal_write)
+        self._arrival_position = self.session.run(start_position)
+        self._own_changes: int | None = None
         shape = self.session.handle.shape
         self.release_label = f"archon {shape.release}" if shape.release else "unknown release"
         self._prefetched: tuple[str, str | None, Any] | None = None
@@ -122,6 +138,8 @@ class ArchonConsole(App):
         self.sub_title = clean(str(self.session.db_path), one_line=True)
         if self.keymap_warning:
             self.notify(self.keymap_warning, severity="warning", markup=False)
+        if self.notify_warning:
+            self.notify(self.notify_warning, severity="warning", markup=False)
         if not isinstance(self.screen, ConsoleScreen):  # no start screen was given, or not a valid one
             if self.start:
                 self.navigate(self.start)
@@ -241,9 +259,26 @@ class ArchonConsole(App):
     @work(thread=True, exclusive=True, group="poll", exit_on_error=False)
     def _poll_worker(self) -> None:
         version = self.session.data_version()
-        if self._data_version is not None and version != self._data_version:
+        changed = self._data_version is not None and version != self._data_version
+        if changed:
             self.post_message(self.DataChanged())
         self._data_version = version
+        # Another process committed, or the console wrote itself (or this is the first poll):
+        # look for new pending requests and recount what waits.
+        own = self.session.run(own_changes)
+        if changed or own != self._own_changes:
+            self._own_changes = own
+            arrived, self._arrival_position = self.session.run(arrivals, self._arrival_position)
+            self.post_message(self.PendingChanged(tuple(arrived), self.session.run(pending_count)))
+
+    def on_archon_console_pending_changed(self, message: PendingChanged) -> None:
+        self.attention.count(message.count)
+        self.attention.arrived(self, message.arrived)
+
+    def _terminal_write(self, sequence: str) -> None:
+        """Raw escape sequences (title, desktop notification), sent the way `App.bell` sends BEL."""
+        if not self.is_headless and self._driver is not None:
+            self._driver.write(sequence)
 
     def on_archon_console_data_changed(self, message: DataChanged) -> None:
         for screen in self.screen_stack:
@@ -251,5 +286,6 @@ class ArchonConsole(App):
                 screen.refresh_data()
 
     def on_unmount(self) -> None:
+        self.attention.restore()
         self._collector.stop()
         self.session.close()

@@ -171,6 +171,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="store_true",
                         help="print the console's version (with --json: also the archon releases and "
                         "the ledger format it knows) and exit")
+    parser.add_argument("--quiet", action="store_true",
+                        help="the console itself: no toast, bell or desktop notification when a request "
+                        "arrives (the window title still counts what is pending)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     parents = [global_options(suppress=True)]
     named = _named_command(argv) if argv is not None else None

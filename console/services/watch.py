@@ -98,7 +98,8 @@ def has_approvals(conn: sqlite3.Connection) -> bool:
 
 def newest(conn: sqlite3.Connection) -> Position:
     """The position "now": after the newest event, so only later changes are shown."""
-    row = conn.execute("SELECT rowid, id FROM approval_request_events ORDER BY rowid DESC LIMIT 1").fetchone()
+    row = conn.execute("SELECT rowid, id FROM approval_request_events "
+                       "WHERE rowid = (SELECT max(rowid) FROM approval_request_events)").fetchone()
     return Position(row[0], row[1]) if row else Position()
 
 
@@ -213,3 +214,37 @@ def seconds_until(value: str | None, now: datetime) -> float | None:
 
 __all__ = ["Position", "QueueChange", "WatchFilter", "changes_after", "expiring", "has_approvals", "newest",
            "request_json", "resume", "still_pending"]
+
+
+# ---------------------------------------------------------------- the TUI's "new request" signal
+def start_position(handle) -> Position:
+    """Where the TUI starts noticing arrivals: after the newest event (None-safe before 1.8.22)."""
+    if not has_approvals(handle.conn):
+        return Position()
+    return newest(handle.conn)
+
+
+def arrivals(handle, position: Position) -> tuple[list[QueueChange], Position]:
+    """New pending requests since `position`, and the position after them."""
+    if not has_approvals(handle.conn):
+        return [], position
+    found: list[QueueChange] = []
+    more = True
+    while more:
+        changes, position, more = changes_after(handle.conn, position, WatchFilter(statuses=frozenset({"pending"})))
+        found += [c for c in changes if c.change == "new"]
+    return found, position
+
+
+def pending_count(handle) -> int | None:
+    """How many requests wait for a decision: one index seek per project (None before 1.8.22)."""
+    if not has_approvals(handle.conn):
+        return None
+    return handle.conn.execute(
+        "SELECT count(*) FROM projects AS p CROSS JOIN approval_requests AS r "
+        "ON r.project_id = p.id AND r.status = 'pending'").fetchone()[0]
+
+
+def own_changes(handle) -> int:
+    """Rows this connection changed since it opened: the console's own writes move the count too."""
+    return handle.conn.total_changes
