@@ -19,8 +19,11 @@ from console.attention import Attention, load_notify_config
 from console.idle_gc import IdleCollector
 from console.keymap import load_keymap, unknown_ids
 from console.screens.base import ConsoleScreen
-from console.screens.registry import command_words, parse_command
+from console import views
+from console.errors import UsageError
+from console.screens.registry import command_words, lookup, parse_command
 from console.services import navigation
+from console.services.resolve import project_known
 from console.services.watch import arrivals, own_changes, pending_count, start_position
 from console.workers import Session, SupportInfo
 from widgets.safe_text import clean
@@ -194,6 +197,15 @@ class ArchonConsole(App):
         if word in ("help", "?"):
             self.action_help()
             return
+        if word in ("save", "view"):
+            self._view_command(word, arg)
+            return
+        if entry is not None and arg and entry.name in views.KEYS and views.is_expression(arg):
+            try:
+                views.parse(entry.name, arg)
+            except UsageError as exc:
+                self.notify(exc.reason, severity="warning", markup=False)
+                return
         if entry is None:
             tries = ", ".join(f":{w}" for w in command_words().split(" | "))
             self.notify(f"No screen called {clean(word, one_line=True)!r}. Try {tries}.", severity="warning",
@@ -206,6 +218,44 @@ class ArchonConsole(App):
         if isinstance(top, ConsoleScreen) and top.COMMAND == entry.name and getattr(top, "argument", None) == arg:
             return
         self.push_screen(entry.build(arg))
+
+    def _view_command(self, word: str, name: str | None) -> None:
+        """`:save NAME` keeps this list and its filters; `:view NAME` opens a saved one."""
+        if not name:
+            saved = ", ".join(sorted(views.load()[0])) or "none yet"
+            self.notify(f":{word} needs a NAME (saved views: {saved}).", severity="warning", markup=False)
+            return
+        try:
+            if word == "save":
+                view = self._current_view()
+                if view is None:
+                    self.notify("Only the approvals and envs lists can be saved as views.", severity="warning",
+                                markup=False)
+                    return
+                path = views.save(name, view)
+                self.notify(f"Saved view {name}: :{view.screen} {view.expression()} (in {path}).", markup=False)
+                return
+            view = views.find(name)
+        except UsageError as exc:
+            self.notify(exc.reason, severity="warning", markup=False)
+            return
+        except OSError as exc:
+            self.notify(f"Could not save the view: {exc.strerror or exc}.", severity="error", markup=False)
+            return
+        project = view.get("project")
+        if project and not self.session.run(project_known, project):
+            self.notify(f"View {name} names project {project!r}, which is not in this database; "
+                        f"showing :{view.screen} unfiltered.", severity="warning", markup=False)
+            view = views.View(view.screen)
+        self.push_screen(lookup(view.screen).build(view.expression() or None))
+
+    def _current_view(self) -> "views.View | None":
+        screen: Any = self.screen
+        if getattr(screen, "COMMAND", None) == "approvals":
+            return views.approvals_view(screen.filters)
+        if getattr(screen, "COMMAND", None) == "envs":
+            return views.env_view(screen.state, screen.argument, screen.claimed)
+        return None
 
     async def run_action(self, action: Any, default_namespace: Any = None, namespaces: Any = None) -> bool:
         """A key whose action cannot act now (greyed in the Footer) says why instead of nothing."""

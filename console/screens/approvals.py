@@ -102,6 +102,11 @@ class ApprovalsScreen(ConsoleScreen):
 
     @staticmethod
     def initial_filters(argument: str | None) -> queue.Filters:
+        """A project, or a filter expression (`status=pending kind=git_push expiring<60`)."""
+        from console import views
+
+        if views.is_expression(argument):
+            return views.approval_filters(views.parse("approvals", argument))
         return queue.Filters(statuses=("pending",), project=argument)
 
     @classmethod
@@ -110,8 +115,8 @@ class ApprovalsScreen(ConsoleScreen):
 
     def __init__(self, argument: str | None = None) -> None:
         super().__init__()
-        self.argument = argument
         self.filters = self.initial_filters(argument)
+        self.argument = argument
         self.detail: dict[str, Any] | None = None
         self.modal: ActionModal | None = None
         self.filter_mode: str | None = None

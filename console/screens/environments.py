@@ -73,6 +73,13 @@ class EnvironmentsScreen(ConsoleScreen):
         self.argument = argument
         self.state: str | None = None
         self.claimed = False
+        from console import views
+
+        if views.is_expression(argument):  # `state=ready project=alpha claimed=yes`
+            view = views.parse("envs", argument)
+            self.argument = view.get("project")
+            self.state = None if view.get("state") in (None, "any") else view.get("state")
+            self.claimed = view.get("claimed") == "yes"
         self.detail: dict[str, Any] | None = None
 
     def compose_content(self) -> ComposeResult:
