@@ -63,11 +63,11 @@ async def test_a_new_request_is_announced_on_any_screen(demo_db, make_app, quiet
     async with app.run_test(size=(120, 40)) as pilot:
         sent, bells = record(app)
         await ready(pilot, app, OverviewScreen)
-        await wait_until(pilot, lambda: any(s.startswith("\x1b]2;") for s in sent), what="the first title")
+        await wait_until(pilot, lambda: any(s.startswith("\x1b]2;") for s in sent), what="the first title", timeout=20)
         before = int(app.attention.last_title.split("· ")[1].split()[0])
         sent.clear()
         await asyncio.to_thread(ask, path, "apr-brand-new")
-        await wait_until(pilot, lambda: bells, what="the bell")
+        await wait_until(pilot, lambda: bells, what="the bell", timeout=20)
         toasts = [n for n in app._notifications]
         assert any("apr-brand-new" in n.message and n.title == "Approval needed" for n in toasts)
         assert osc9("Approval needed: apr-brand-new in atlas-api (git_push)") in sent
@@ -86,7 +86,7 @@ async def test_several_at_once_are_one_notification(demo_db, make_app, quiet_con
         sent, bells = record(app)
         await ready(pilot, app, OverviewScreen)
         await asyncio.to_thread(ask, path, "apr-x1,apr-x2,apr-x3,apr-x4,apr-x5")
-        await wait_until(pilot, lambda: bells, what="the bell")
+        await wait_until(pilot, lambda: bells, what="the bell", timeout=20)
         await pilot.pause(0.3)
         assert bells == ["bell"]
         message = [n for n in app._notifications if n.title == "5 approvals needed"][0].message
@@ -106,7 +106,7 @@ async def test_quiet_keeps_only_the_title(demo_db, make_app, monkeypatch, quiet_
         sent, bells = record(app)
         await ready(pilot, app, OverviewScreen)
         await asyncio.to_thread(ask, path, "apr-silent")
-        await wait_until(pilot, lambda: any("pending" in s for s in sent), what="the title")
+        await wait_until(pilot, lambda: any("pending" in s for s in sent), what="the title", timeout=20)
         await pilot.pause(0.5)
         assert bells == [] and not any(s.startswith("\x1b]9;") for s in sent)
         assert not any(n.title == "Approval needed" for n in app._notifications)

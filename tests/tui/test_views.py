@@ -67,7 +67,7 @@ async def test_typed_filters_save_and_reopen(demo_db, make_app, views_file):
         assert t.total and all(t.row_at(i)["action_kind"] == "custom_check" for i in range(t.total))
         kinds_total = t.total
         app.navigate("save", "checks")
-        await wait_until(pilot, lambda: views_file.exists(), what="the views file")
+        await wait_until(pilot, lambda: views_file.exists(), what="the views file", timeout=20)
         assert views.find("checks").expression() == "status=pending kind=custom_check"
         app.action_back()
         await ready(pilot, app, OverviewScreen)
@@ -89,7 +89,7 @@ async def test_envs_views_and_a_vanished_project(demo_db, make_app, views_file):
         await ready(pilot, app, EnvironmentsScreen)
         assert app.screen.state == "ready"
         app.navigate("save", "ready-envs")
-        await wait_until(pilot, lambda: "ready-envs" in views.load()[0], what="the saved envs view")
+        await wait_until(pilot, lambda: "ready-envs" in views.load()[0], what="the saved envs view", timeout=20)
         assert views.find("ready-envs").expression() == "state=ready"
         app.navigate("approvals", "colour=red")
         await pilot.pause(0.1)
