@@ -200,6 +200,9 @@ class ApprovalsScreen(ConsoleScreen):
         if f.search:
             text.append("  text ", style="dim")
             text.append_text(safe_text(f.search, "bold", one_line=True))
+        if f.expiring_within_minutes is not None:  # only a typed or saved view sets it
+            text.append("  expiring ", style="dim")
+            text.append(f"<{f.expiring_within_minutes:g} min", style="bold")
         table = self.query(LazyTable)
         if table and table.first().total is not None:
             t = table.first()

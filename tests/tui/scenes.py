@@ -76,7 +76,7 @@ SCENES: tuple[Scene, ...] = (
     Scene("help", "approvals", ("question_mark",), _modal_over("HelpScreen")),
     Scene("doctor", "doctor", (), lambda app: getattr(app.screen, "report", None) is not None),
     Scene("approvals-saved-view", "projects", (), _table_ready,
-          navigate=("approvals", "status=all kind=custom_check expiring<1440")),
+          navigate=("approvals", "status=pending kind=custom_check expiring<120")),
     Scene("approvals-new-request", "projects", (), _toast_shown, act=_request_arrives),
 )
 
