@@ -129,6 +129,12 @@ def _bound(at: datetime) -> str:
     return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
 
 
+def union_sql() -> str:
+    """The whole trail as one UNION query with the same columns and order: what `make bench` runs in
+    the sqlite3 shell as the baseline of `audit --format jsonl`."""
+    return " UNION ALL ".join(sql for _, sql in _SOURCES.values()) + " ORDER BY 1, 2, 11"
+
+
 def missing_kinds(conn: sqlite3.Connection, kinds: tuple[str, ...]) -> list[str]:
     """Plain-words notes for the asked-for kinds this database's release does not have."""
     present = _present_tables(conn)
@@ -267,4 +273,4 @@ def redacted(event: AuditEvent, redactor) -> AuditEvent:
 
 
 __all__ = ["AuditEvent", "AuditFilter", "AuditStream", "COLUMNS", "KINDS", "missing_kinds", "open_stream",
-           "parse_moment", "redacted"]
+           "parse_moment", "redacted", "union_sql"]
