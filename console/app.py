@@ -15,11 +15,16 @@ from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
 
+from console.attention import Attention, load_notify_config
 from console.idle_gc import IdleCollector
 from console.keymap import load_keymap, unknown_ids
 from console.screens.base import ConsoleScreen
-from console.screens.registry import command_words, parse_command
+from console import views
+from console.errors import UsageError
+from console.screens.registry import command_words, lookup, parse_command
 from console.services import navigation
+from console.services.resolve import project_known
+from console.services.watch import arrivals, own_changes, pending_count, start_position
 from console.support import SupportInfo
 from console.session import Session
 from widgets.safe_text import clean
@@ -79,6 +84,14 @@ class ArchonConsole(App):
     class DataChanged(Message):
         """Another connection committed."""
 
+    class PendingChanged(Message):
+        """New pending requests arrived (maybe none) and how many wait now (None: no approvals)."""
+
+        def __init__(self, arrived: tuple[Any, ...], count: int | None) -> None:
+            super().__init__()
+            self.arrived = arrived
+            self.count = count
+
     def __init__(self, ctx: Any, support: SupportInfo | None = None, *, session: Session | None = None,
                  start: str | None = None, poll_seconds: float = POLL_SECONDS) -> None:
         super().__init__()
@@ -97,6 +110,12 @@ class ArchonConsole(App):
         # made while the first screen loads is seen by the first poll.
         self._data_version: int | None = self.session.data_version()
         self._collector = IdleCollector()
+        # Arrivals are counted from here: what was pending before the console opened is no news.
+        quiet = bool(getattr(getattr(ctx, "args", None), "quiet", False))
+        notify_config, self.notify_warning = load_notify_config(quiet=quiet)
+        self.attention = Attention(notify_config, self._terminal_write)
+        self._arrival_position = self.session.run(start_position)
+        self._own_changes: int | None = None
         release = self.session.release
         self.release_label = f"archon {release}" if release else "unknown release"
         self._prefetched: tuple[str, str | None, Any] | None = None
@@ -125,6 +144,8 @@ class ArchonConsole(App):
         self.sub_title = clean(str(self.session.db_path), one_line=True)
         if self.keymap_warning:
             self.notify(self.keymap_warning, severity="warning", markup=False)
+        if self.notify_warning:
+            self.notify(self.notify_warning, severity="warning", markup=False)
         if not isinstance(self.screen, ConsoleScreen):  # no start screen was given, or not a valid one
             if self.start:
                 self.navigate(self.start)
@@ -179,6 +200,15 @@ class ArchonConsole(App):
         if word in ("help", "?"):
             self.action_help()
             return
+        if word in ("save", "view"):
+            self._view_command(word, arg)
+            return
+        if entry is not None and arg and entry.name in views.KEYS and views.is_expression(arg):
+            try:
+                views.parse(entry.name, arg)
+            except UsageError as exc:
+                self.notify(exc.reason, severity="warning", markup=False)
+                return
         if entry is None:
             tries = ", ".join(f":{w}" for w in command_words().split(" | "))
             self.notify(f"No screen called {clean(word, one_line=True)!r}. Try {tries}.", severity="warning",
@@ -191,6 +221,44 @@ class ArchonConsole(App):
         if isinstance(top, ConsoleScreen) and top.COMMAND == entry.name and getattr(top, "argument", None) == arg:
             return
         self.push_screen(entry.build(arg))
+
+    def _view_command(self, word: str, name: str | None) -> None:
+        """`:save NAME` keeps this list and its filters; `:view NAME` opens a saved one."""
+        if not name:
+            saved = ", ".join(sorted(views.load()[0])) or "none yet"
+            self.notify(f":{word} needs a NAME (saved views: {saved}).", severity="warning", markup=False)
+            return
+        try:
+            if word == "save":
+                view = self._current_view()
+                if view is None:
+                    self.notify("Only the approvals and envs lists can be saved as views.", severity="warning",
+                                markup=False)
+                    return
+                path = views.save(name, view)
+                self.notify(f"Saved view {name}: :{view.screen} {view.expression()} (in {path}).", markup=False)
+                return
+            view = views.find(name)
+        except UsageError as exc:
+            self.notify(exc.reason, severity="warning", markup=False)
+            return
+        except OSError as exc:
+            self.notify(f"Could not save the view: {exc.strerror or exc}.", severity="error", markup=False)
+            return
+        project = view.get("project")
+        if project and not self.session.run(project_known, project):
+            self.notify(f"View {name} names project {project!r}, which is not in this database; "
+                        f"showing :{view.screen} unfiltered.", severity="warning", markup=False)
+            view = views.View(view.screen)
+        self.push_screen(lookup(view.screen).build(view.expression() or None))
+
+    def _current_view(self) -> "views.View | None":
+        screen: Any = self.screen
+        if getattr(screen, "COMMAND", None) == "approvals":
+            return views.approvals_view(screen.filters)
+        if getattr(screen, "COMMAND", None) == "envs":
+            return views.env_view(screen.state, screen.argument, screen.claimed)
+        return None
 
     async def run_action(self, action: Any, default_namespace: Any = None, namespaces: Any = None) -> bool:
         """A key whose action cannot act now (greyed in the Footer) says why instead of nothing."""
@@ -244,9 +312,26 @@ class ArchonConsole(App):
     @work(thread=True, exclusive=True, group="poll", exit_on_error=False)
     def _poll_worker(self) -> None:
         version = self.session.data_version()
-        if self._data_version is not None and version != self._data_version:
+        changed = self._data_version is not None and version != self._data_version
+        if changed:
             self.post_message(self.DataChanged())
         self._data_version = version
+        # Another process committed, or the console wrote itself (or this is the first poll):
+        # look for new pending requests and recount what waits.
+        own = self.session.run(own_changes)
+        if changed or own != self._own_changes:
+            self._own_changes = own
+            arrived, self._arrival_position = self.session.run(arrivals, self._arrival_position)
+            self.post_message(self.PendingChanged(tuple(arrived), self.session.run(pending_count)))
+
+    def on_archon_console_pending_changed(self, message: PendingChanged) -> None:
+        self.attention.count(message.count)
+        self.attention.arrived(self, message.arrived)
+
+    def _terminal_write(self, sequence: str) -> None:
+        """Raw escape sequences (title, desktop notification), sent the way `App.bell` sends BEL."""
+        if not self.is_headless and self._driver is not None:
+            self._driver.write(sequence)
 
     def on_archon_console_data_changed(self, message: DataChanged) -> None:
         for screen in self.screen_stack:
@@ -254,5 +339,6 @@ class ArchonConsole(App):
                 screen.refresh_data()
 
     def on_unmount(self) -> None:
+        self.attention.restore()
         self._collector.stop()
         self.session.close()

@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "console.commands.envs",
     "console.commands.doctor",
     "console.commands.inspect",
+    "console.commands.audit",
     "console.commands.reference",
     "console.commands.completion",
 )
@@ -48,6 +49,7 @@ COMMAND_OWNERS = {
     "envs": "console.commands.envs",
     "doctor": "console.commands.doctor",
     "inspect": "console.commands.inspect",
+    "audit": "console.commands.audit",
     "help": "console.commands.reference",
     "completion": "console.commands.completion",
 }
@@ -183,6 +185,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="store_true",
                         help="print the console's version (with --json: also the archon releases and "
                         "the ledger format it knows) and exit")
+    parser.add_argument("--quiet", action="store_true",
+                        help="the console itself: no toast, bell or desktop notification when a request "
+                        "arrives (the window title still counts what is pending)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     parents = [global_options(suppress=True)]
     named = named_command(argv) if argv is not None else None

@@ -28,11 +28,17 @@ class NavigationCommands(Provider):
             self._names = await asyncio.to_thread(app.session.run, navigation.project_names)
         except Exception:
             self._names = []
+        from console import views
+
+        self._views = views.load()[0]
 
     def _commands(self) -> list[tuple[str, str, Any]]:
         app: Any = self.app
         items = [(f":{e.name}", e.help, partial(app.navigate, e.name)) for e in SCREENS if not e.argument]
         items.append((":help", "Keys of this screen and what the words mean", app.action_help))
+        for name, view in getattr(self, "_views", {}).items():
+            items.append((f":view {name}", f":{view.screen} {clean(view.expression(), one_line=True)}",
+                          partial(app.navigate, "view", name)))
         return items
 
     async def discover(self) -> Hits:

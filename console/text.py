@@ -26,6 +26,23 @@ def _json_escape(match: re.Match[str]) -> str:
     return f"\\u{ord(match.group()):04x}"
 
 
+_LINE_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
+def json_lines(values: Any) -> str:
+    """JSON Lines for many values at once, as safe as `json_text`: one encoder and one escaping pass
+    for the whole batch (a per-value `json.dumps` builds a new encoder each call; at millions of
+    audit events that was most of the export's time)."""
+    text = "\n".join(map(_LINE_ENCODER.encode, values))
+    return json_escape(text) + "\n" if text else ""
+
+
+def json_escape(text: str) -> str:
+    """Already-encoded JSON made terminal-safe the way `json_text` does it (C1 controls and bidi
+    overrides as \\uXXXX), e.g. JSON that SQLite's json_object produced."""
+    return UNSAFE.sub(_json_escape, text)
+
+
 def json_text(value: Any, *, indent: int | None = 2, sort_keys: bool = False) -> str:
     """JSON that is safe on a terminal and still exact: `json` escapes C0 controls itself; C1
     controls and bidi overrides, which it leaves raw under `ensure_ascii=False`, become `\\uXXXX`."""

@@ -28,7 +28,7 @@ def demo(tmp_path_factory):
 
 def test_commands_actions_and_options_come_from_the_parser():
     assert candidates(["ap"]) == ["approvals"]
-    assert set(candidates(["approvals", ""])) == {"list", "show", "approve", "deny", "revoke", "expire"}
+    assert set(candidates(["approvals", ""])) == {"list", "show", "approve", "deny", "revoke", "expire", "watch"}
     assert "--expiring-within" in candidates(["approvals", "list", "--exp"])
     assert candidates(["envs", "claim", "x", "--op", ""]) == ["stop", "retire", "reset", "cleanup_retry"]
     assert candidates(["completion", ""]) == ["bash", "zsh"]

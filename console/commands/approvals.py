@@ -21,7 +21,7 @@ _positive_int = whole_number("rows", minimum=1)
 # Every action's parser costs start-up time (argparse builds a help formatter per argument and
 # asks gettext for every help string), so a command line that names its action builds only that
 # one (console/cli.py `build_parser`); help for the family, or an unknown action, builds them all.
-ACTIONS = ("list", "show", "approve", "deny", "revoke", "expire")
+ACTIONS = ("list", "show", "approve", "deny", "revoke", "expire", "watch")
 
 
 def register(subparsers: argparse._SubParsersAction, parents: list[argparse.ArgumentParser],
@@ -41,7 +41,7 @@ def _add_list(commands: argparse._SubParsersAction, parents: list[argparse.Argum
         description="Requests ordered by expiry (soonest first). Times are relative to now; "
         "'overdue' marks an open request past its expiry (it can only expire).",
     )
-    p.add_argument("--status", metavar="S", default="pending",
+    p.add_argument("--status", metavar="S", default=None,
                    help="pending (default), approved, denied, cancelled, expired, invalidated, consumed, "
                    "a comma-separated list, or 'all'")
     p.add_argument("--project", metavar="P", help="project id or name")
@@ -50,6 +50,8 @@ def _add_list(commands: argparse._SubParsersAction, parents: list[argparse.Argum
                    help="only requests whose expiry is at most MINUTES away (overdue ones included)")
     p.add_argument("--search", metavar="TEXT", help="text to find in the id, project or requested action")
     p.add_argument("--limit", type=_positive_int, default=50, metavar="N", help="at most N rows (default 50)")
+    p.add_argument("--view", metavar="NAME", help="the filters of a view saved in the console (:save NAME); "
+                   "options given here override them")
     p.set_defaults(handler=run_list)
 
 
@@ -105,8 +107,14 @@ def _add_expire(commands: argparse._SubParsersAction, parents: list[argparse.Arg
     p.set_defaults(handler=run_expire)
 
 
+def _add_watch(commands: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
+    from console.commands.watch import register as register_watch
+
+    register_watch(commands, parents)
+
+
 _ADDERS = {"list": _add_list, "show": _add_show, "approve": _add_approve, "deny": _add_deny,
-           "revoke": _add_revoke, "expire": _add_expire}
+           "revoke": _add_revoke, "expire": _add_expire, "watch": _add_watch}
 
 
 # --- handlers ----------------------------------------------------------------------------------
@@ -124,6 +132,8 @@ def run_list(ctx) -> int:
     )
     now = ctx.clock()
     with ctx.open(read_only=True) as handle:
+        if args.view:
+            filters = _with_view(handle, args, filters)
         page = list_requests(handle, filters, limit=args.limit, now=now)
     if ctx.json:
         from console.output import emit_json
@@ -154,6 +164,37 @@ def run_list(ctx) -> int:
     if page.next_cursor is not None:
         say(f"(first {len(page.rows)}; more match, raise --limit or narrow the filters)")
     return 0
+
+
+def _with_view(handle, args, filters):
+    """The saved view's filters, under the options given on the command line."""
+    from dataclasses import replace
+
+    from console import views
+    from console.output import say
+    from console.services.approval_queue import parse_statuses
+    from console.services.resolve import project_known
+
+    view = views.find(args.view)
+    if view.screen != "approvals":
+        from console.errors import UsageError
+
+        raise UsageError(f"The view {args.view!r} is a view of :{view.screen}, not of the approval queue.")
+    project = view.get("project")
+    if project and not project_known(handle, project):
+        say(f"The view {args.view} names project {project!r}, which is not in this database; listing unfiltered.",
+            err=True)
+        view = views.View("approvals")
+    saved = views.approval_filters(view)
+    return replace(
+        saved,
+        statuses=parse_statuses(args.status) if args.status is not None else saved.statuses,
+        project=args.project or saved.project,
+        kind=args.kind or saved.kind,
+        expiring_within_minutes=(args.expiring_within if args.expiring_within is not None
+                                 else saved.expiring_within_minutes),
+        search=args.search or saved.search,
+    )
 
 
 def _pretty(value: Any, raw: Any) -> str:

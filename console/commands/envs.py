@@ -71,14 +71,36 @@ def _age(row: EnvironmentView) -> str:
     return f"{humanize.naturaldelta(timedelta(seconds=max(0, row.claim_age_seconds)))} ago"
 
 
+def _with_view(handle, args):
+    """(state, project, claimed) from a saved view, under the options given on the command line."""
+    from console import views
+    from console.errors import UsageError
+    from console.services.resolve import project_known
+
+    view = views.find(args.view)
+    if view.screen != "envs":
+        raise UsageError(f"The view {args.view!r} is a view of :{view.screen}, not of the environments.")
+    project = view.get("project")
+    if project and not project_known(handle, project):
+        say(f"The view {args.view} names project {project!r}, which is not in this database; listing unfiltered.",
+            err=True)
+        view = views.View("envs")
+    state = view.get("state")
+    return (args.state or (None if state in (None, "any") else state), args.project or view.get("project"),
+            args.claimed or view.get("claimed") == "yes")
+
+
 def cmd_list(ctx) -> int:
     args = ctx.args
     now = ctx.clock()
     from console.services.resolve import project_id
 
     with ctx.open() as handle:
+        state, project, claimed = args.state, args.project, args.claimed
+        if args.view:
+            state, project, claimed = _with_view(handle, args)
         page = envs.list_environments(
-            handle, now=now, state=args.state, project=project_id(handle.conn, args.project), claimed=args.claimed, stale=args.stale,
+            handle, now=now, state=state, project=project_id(handle.conn, project), claimed=claimed, stale=args.stale,
             stale_after=_stale_after(ctx), after=args.after, limit=args.limit,
         )
     if ctx.json:
@@ -199,6 +221,8 @@ def register(subparsers, parents) -> None:
     p.add_argument("--stale", action="store_true", help="only environments whose claim is stale")
     p.add_argument("--limit", type=whole_number("rows"), default=100, metavar="N", help="page size (default 100; 0 = all)")
     p.add_argument("--after", metavar="ID", help="continue after this environment id")
+    p.add_argument("--view", metavar="NAME", help="the filters of a view saved in the console (:save NAME); "
+                   "options given here override them")
     p.set_defaults(handler=cmd_list)
 
     p = sub.add_parser("show", parents=[*parents, stale], help="one environment: claim, leases, timeline")

@@ -32,7 +32,7 @@ PREFIX = "archon-console-"
 # Every temporary name we create is "archon-console-<kind>.<pid>." and a random part: directories
 # `archon-console-ro.<pid>.XXXX` in $TMPDIR, hidden files `.archon-console-snapshot.<pid>.NAME.XXXX.tmp`
 # beside their final name. Only these kinds are ever removed as leftovers, never a user's file.
-KINDS = ("ro", "copy", "inspect", "scratch", "keep", "snapshot", "demo", "restore", "aside", "bundle")
+KINDS = ("ro", "copy", "inspect", "scratch", "keep", "snapshot", "demo", "restore", "aside", "bundle", "cursor", "views")
 _OURS = re.compile(rf"^\.?{re.escape(PREFIX)}({'|'.join(KINDS)})\.(\d+)\.")
 
 

@@ -99,6 +99,11 @@ class ApprovalsScreen(ConsoleScreen):
 
     @staticmethod
     def initial_filters(argument: str | None) -> queue.Filters:
+        """A project, or a filter expression (`status=pending kind=git_push expiring<60`)."""
+        from console import views
+
+        if views.is_expression(argument):
+            return views.approval_filters(views.parse("approvals", argument))
         return queue.Filters(statuses=("pending",), project=argument)
 
     @classmethod
@@ -107,8 +112,8 @@ class ApprovalsScreen(ConsoleScreen):
 
     def __init__(self, argument: str | None = None, *, jump_to: str | None = None) -> None:
         super().__init__()
-        self.argument = argument
         self.filters = self.initial_filters(argument)
+        self.argument = argument
         self.jump_to = jump_to  # the cursor goes to this request once the list is counted
         if jump_to is not None:  # every status: the request may be decided already
             self.filters = queue.Filters(statuses=None)
@@ -188,6 +193,9 @@ class ApprovalsScreen(ConsoleScreen):
         if f.search:
             text.append("  text ", style="dim")
             text.append_text(safe_text(f.search, "bold", one_line=True))
+        if f.expiring_within_minutes is not None:  # only a typed or saved view sets it
+            text.append("  expiring ", style="dim")
+            text.append(f"<{f.expiring_within_minutes:g} min", style="bold")
         table = self.query(LazyTable)
         if table and table.first().total is not None:
             t = table.first()

@@ -95,6 +95,13 @@ class EnvironmentsScreen(ConsoleScreen):
         self.jump_to = jump_to  # the cursor goes to this environment once the list is counted
         self.state: str | None = None
         self.claimed = False
+        from console import views
+
+        if views.is_expression(argument):  # `state=ready project=alpha claimed=yes`
+            view = views.parse("envs", argument)
+            self.argument = view.get("project")
+            self.state = None if view.get("state") in (None, "any") else view.get("state")
+            self.claimed = view.get("claimed") == "yes"
         self.detail: EnvironmentView | None = None
         self.modal: ActionModal | None = None
         self._seen: tuple | None = None  # the open dialog's environment as it was when it opened

@@ -25,7 +25,8 @@ class ScreenEntry:
 
     def build(self, argument: str | None = None) -> Any:
         screen_cls = self.screen_class()
-        return screen_cls(argument) if self.argument else screen_cls()
+        # approvals and envs take an optional argument: a project, or a filter expression (console/views.py)
+        return screen_cls(argument) if self.argument or argument else screen_cls()
 
 
 SCREENS: tuple[ScreenEntry, ...] = (

@@ -48,6 +48,14 @@ def resolve_project(conn: sqlite3.Connection, project: str) -> sqlite3.Row:
                   "See `archon-console projects list`.")
 
 
+def project_known(handle, text: str) -> bool:
+    """Whether `text` names a project (id or unique name): a saved view may outlive its project."""
+    try:
+        return _find_project(handle.conn, text) is not None
+    except Refusal:  # several projects carry that name: it names something
+        return True
+
+
 def _find_project(conn: sqlite3.Connection, text: str) -> sqlite3.Row | None:
     """Like `resolve_project`, but None when nothing is called `text` (ambiguity still refuses)."""
     try:

@@ -92,6 +92,14 @@ def test_arguments_that_are_not_utf8_are_a_usage_error(demo_copy, argv):
     ["envs", "list", "--stale-after", "nan"],
     ["envs", "list", "--limit", "-1"],
     ["doctor", "--stale-after", "1e400"],
+    ["audit", "--poll", "nan"],
+    ["audit", "--since", "1e308"],
+    ["audit", "--until", "99999999999999999999d"],
+    ["approvals", "watch", "--poll", "inf"],
+    ["approvals", "watch", "--exec-timeout", "nan"],
+    ["approvals", "watch", "--exec-jobs", "0"],
+    ["approvals", "watch", "--expiring-within", "-inf"],
+    ["approvals", "watch", "--status", "nonsense"],
 ])
 def test_absurd_numbers_are_a_usage_error(demo_copy, argv):
     assert_one_sentence(run_cli("--db", str(demo_copy()), *argv), 2)
@@ -126,7 +134,7 @@ COMMANDS = [
     ["approvals", "revoke"], ["approvals", "expire"], ["envs", "list"], ["envs", "show"],
     ["envs", "claim"], ["envs", "release"], ["envs", "complete"], ["projects", "list"],
     ["profiles", "list"], ["profiles", "show"], ["profiles", "diff"], ["profiles", "activate"],
-    ["doctor"], ["upgrade", "--plan"],
+    ["doctor"], ["upgrade", "--plan"], ["audit"],
 ]
 OPTIONS = ["--limit", "--expiring-within", "--busy-timeout", "--stale-after", "--search", "--project",
            "--status", "--kind", "--reason", "--op", "--as", "--after", "--as-of", "--check", "--to", "--json",

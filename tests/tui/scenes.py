@@ -25,6 +25,7 @@ class Scene:
     navigate: tuple[str, str] | None = None
     final: tuple[str, ...] = ()  # pressed once the detail pane has loaded (dialogs)
     env: tuple[tuple[str, str], ...] = ()  # set before the app is made (NO_COLOR is read then)
+    act: Callable[[object], None] | None = None  # called with the app once the keys are pressed
 
 
 def _table_ready(app) -> bool:
@@ -50,6 +51,20 @@ def _modal_over(name: str) -> Callable[[object], bool]:
     return lambda app: type(app.screen).__name__ == name
 
 
+def _request_arrives(app) -> None:
+    """What the app posts when the poll finds a new pending request (console/app.py)."""
+    from console.services.watch import QueueChange
+
+    change = QueueChange("new", "apr-00000201", "prj-billing-worker", "billing-worker", "git_push", None,
+                         "pending", "archon", "system", None, "2025-06-01T12:00:00Z", "2025-06-01T13:00:00Z",
+                         "apr-00000201:1", 1)
+    app.post_message(app.PendingChanged((change,), 13))
+
+
+def _toast_shown(app) -> bool:
+    return bool(app.screen.query("Toast"))
+
+
 SCENES: tuple[Scene, ...] = (
     Scene("approvals", "approvals", ("down", "down"), _detail_ready),
     Scene("approvals-approve-dialog", "approvals", ("down", "down"), _modal_over("ReasonModal"), final=("a",)),
@@ -64,6 +79,9 @@ SCENES: tuple[Scene, ...] = (
     Scene("upgrade", "upgrade", (), lambda app: getattr(app.screen, "plan", None) is not None, release="1.8.22"),
     Scene("help", "approvals", ("question_mark",), _modal_over("HelpScreen")),
     Scene("doctor", "doctor", (), lambda app: getattr(app.screen, "report", None) is not None),
+    Scene("approvals-saved-view", "projects", (), _table_ready,
+          navigate=("approvals", "status=pending kind=custom_check expiring<120")),
+    Scene("approvals-new-request", "projects", (), _toast_shown, act=_request_arrives),
 )
 
 
@@ -105,6 +123,8 @@ async def settle(pilot, app, scene: Scene, timeout: float = 10.0) -> None:
     for key in scene.keys:
         await pilot.press(key)
         await pilot.pause(0.02)
+    if scene.act is not None:
+        scene.act(app)
     if scene.final:
         await wait(_detail_ready)
         for key in scene.final:

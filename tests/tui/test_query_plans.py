@@ -42,6 +42,9 @@ ALLOWED_SCANS: list[tuple[str, str, str]] = [
      "the overview lists every project by name; archon has no index on projects(name); one row per project"),
     ("p", r"FROM projects AS p CROSS JOIN execution_profile_revisions AS r",
      "every project's active revision: a walk of projects, each revision found by seek"),
+    ("p", r"FROM projects AS p CROSS JOIN approval_requests AS r ON r\.project_id = p\.id AND r\.status = 'pending'",
+     "the window title's pending count (services/watch.pending_count): a walk of projects, each "
+     "project's pending requests counted by seek"),
     ("execution_environments", r"^SELECT project_id, lifecycle_state, count\(\*\) AS n FROM execution_environments "
      r"GROUP BY project_id, lifecycle_state",
      "the overview's environment counts by project and state: a count of every environment has no seek"),

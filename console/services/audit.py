@@ -1,0 +1,276 @@
+"""The audit trail as one time-ordered stream: approval, environment and profile events.
+
+Why a merge and not one UNION query: each event table is read by its own cursor, sorted by SQLite
+(its sorter spills to temporary files, so memory stays flat however many events there are), and
+the three sorted streams are merged in Python holding one row of each (`heapq.merge`). Nothing is
+written: the stream runs in one read transaction, so it is one consistent moment of the database.
+
+Times: archon writes `CURRENT_TIMESTAMP` text ("YYYY-MM-DD HH:MM:SS", UTC), ISO 8601, or epoch
+milliseconds; every form is normalised inside SQLite to exact UTC ("…T…Z" with milliseconds), which
+also orders them. A value SQLite cannot read as a time is kept as stored and sorts first.
+
+`--follow` keys on each table's rowid (its insertion order) after the snapshot; archon only inserts
+into these tables (its triggers forbid updates), so a row with a larger rowid is a new event. Rows
+deleted with their project are never seen again; that is not a change worth reporting here.
+"""
+
+from __future__ import annotations
+
+import heapq
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, Iterator, NamedTuple
+
+from console.clock import parse_time
+from console.errors import UsageError
+
+KINDS = ("approval", "environment", "profile")
+
+# SQL that turns archon's timestamp forms into exact UTC text that sorts as time does.
+_AT = ("CASE WHEN typeof({c}) IN ('integer', 'real') "
+       "THEN strftime('%Y-%m-%dT%H:%M:%fZ', {c} / 1000.0, 'unixepoch') "
+       "ELSE coalesce(strftime('%Y-%m-%dT%H:%M:%fZ', {c}), {c}) END")
+
+# One SELECT per kind, every one giving the same named columns in the same order (`COLUMNS`, rowid).
+_NAMES = ("at", "kind", "project_id", "subject_id", "event_type", "from_state", "to_state", "actor",
+          "actor_class", "reason", "event_id", "sequence", "rowid")
+
+
+def _select(table: str, *exprs: str) -> str:
+    return "SELECT " + ", ".join(f"{e} AS {n}" for e, n in zip(exprs, _NAMES)) + f" FROM {table}"
+
+
+_META = "CASE WHEN json_valid(metadata_json) THEN json_extract(metadata_json, '$.{}') END"
+_SOURCES = {
+    "approval": ("approval_request_events", _select(
+        "approval_request_events", _AT.format(c="created_at"), "'approval'", "project_id",
+        "approval_request_id", "event_type", "from_status", "to_status", "actor_reference",
+        "actor_classification", "reason", "id", "sequence", "rowid")),
+    "environment": ("execution_environment_events", _select(
+        "execution_environment_events", _AT.format(c="created_at"), "'environment'", "project_id",
+        "environment_id", "event_type", "from_state", "to_state", "actor_reference", "actor_classification",
+        "reason", "id", "sequence", "rowid")),
+    "profile": ("execution_profile_audit_events", _select(
+        "execution_profile_audit_events", _AT.format(c="created_at"), "'profile'", "project_id",
+        "profile_revision_id", "event_type", "previous_profile_revision_id", "profile_revision_id",
+        _META.format("actor"), "NULL", _META.format("reason"), "id", "NULL", "rowid")),
+}
+
+COLUMNS = ("at", "kind", "project_id", "subject_id", "event_type", "from", "to", "actor", "actor_class",
+           "reason", "event_id", "sequence")
+# The table and column each field comes from, for the redactor (console/services/redaction.py).
+_ORIGIN = {
+    "approval": {"project_id": "project_id", "subject_id": "approval_request_id", "actor": "actor_reference",
+                 "reason": "reason", "event_id": "id"},
+    "environment": {"project_id": "project_id", "subject_id": "environment_id", "actor": "actor_reference",
+                    "reason": "reason", "event_id": "id"},
+    "profile": {"project_id": "project_id", "subject_id": "profile_revision_id",
+                "from": "previous_profile_revision_id", "to": "profile_revision_id", "actor": "actor",
+                "reason": "reason", "event_id": "id"},
+}
+_WHY_MISSING = {
+    "approval": "approval events: none here; this database has no approval_request_events table "
+                "(archon added approvals in 1.8.22)",
+    "environment": "environment events: none here; this database has no execution_environment_events table",
+    "profile": "profile events: none here; this database has no execution_profile_audit_events table "
+               "(archon added profile revisions in 1.8.22)",
+}
+
+
+class AuditEvent(NamedTuple):
+    """One event of the trail; `to_json` is what jsonl and csv write (exact UTC in `at`).
+
+    A NamedTuple rather than a dataclass: an export builds millions of them."""
+
+    at: str | None
+    kind: str
+    project_id: str | None
+    subject_id: str | None
+    event_type: str | None
+    from_state: str | None
+    to_state: str | None
+    actor: str | None
+    actor_class: str | None
+    reason: str | None
+    event_id: str | None
+    sequence: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(zip(COLUMNS, self))
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    since: datetime | None = None
+    until: datetime | None = None
+    project_id: str | None = None
+    actor: str | None = None
+    kinds: tuple[str, ...] = KINDS
+
+
+def parse_moment(text: str, now: datetime, *, option: str) -> datetime:
+    """A time for --since/--until: archon's timestamp forms, or an age such as 30m, 24h, 7d."""
+    raw = (text or "").strip()
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    try:
+        if len(raw) >= 2 and raw[-1] in units and raw[:-1].isdigit() and len(raw) <= 9:
+            return now - timedelta(seconds=int(raw[:-1]) * units[raw[-1]])
+        at = None if raw.isdigit() else parse_time(raw)
+    except (OverflowError, ValueError, OSError):  # "99999999w", "1e308": no calendar has them
+        at = None
+    if at is None:
+        raise UsageError(f"{option} {raw!r} is not a time; use 'YYYY-MM-DD[ HH:MM[:SS]]' (UTC), ISO 8601, "
+                         "or an age such as 30m, 24h or 7d.")
+    return at
+
+
+def _bound(at: datetime) -> str:
+    return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+
+
+def union_sql() -> str:
+    """The whole trail as one UNION query with the same columns and order: what `make bench` runs in
+    the sqlite3 shell as the baseline of `audit --format jsonl`."""
+    return " UNION ALL ".join(sql for _, sql in _SOURCES.values()) + " ORDER BY 1, 2, 11"
+
+
+def missing_kinds(conn: sqlite3.Connection, kinds: tuple[str, ...]) -> list[str]:
+    """Plain-words notes for the asked-for kinds this database's release does not have."""
+    present = _present_tables(conn)
+    return [_WHY_MISSING[k] for k in kinds if _SOURCES[k][0] not in present]
+
+
+def _present_tables(conn: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _query(kind: str, flt: AuditFilter, *, after_rowid: int | None = None,
+           upto_rowid: int | None = None, as_json: bool = False) -> tuple[str, list[Any]]:
+    _, select = _SOURCES[kind]
+    where, params = [], []
+    if flt.project_id is not None:
+        # Following: the new rows are a short rowid range; `+` keeps SQLite on it, not the project index.
+        where.append("+project_id = ?" if after_rowid is not None else "project_id = ?")
+        params.append(flt.project_id)
+    if flt.actor is not None:
+        where.append("actor = ?")
+        params.append(flt.actor)
+    if flt.since is not None:
+        where.append("at >= ?")
+        params.append(_bound(flt.since))
+    if flt.until is not None:
+        where.append("at < ?")
+        params.append(_bound(flt.until))
+    if after_rowid is not None:
+        where.append("rowid > ?")
+        params.append(after_rowid)
+    if upto_rowid is not None:
+        where.append("rowid <= ?")
+        params.append(upto_rowid)
+    sql = f"SELECT * FROM ({select})" + (" WHERE " + " AND ".join(where) if where else "")
+    if as_json:
+        pairs = ", ".join(f"'{name}', c{i}" for i, name in enumerate(COLUMNS))
+        names = ", ".join(f"c{i}" for i in range(13))
+        return (f"WITH e({names}) AS ({sql}) SELECT coalesce(c0, ''), c1, coalesce(c10, ''), "
+                f"json_object({pairs}) FROM e ORDER BY 1, 2, 3"), params
+    # `id` breaks ties between events of one second; rowid orders a follow batch as inserted.
+    sql += " ORDER BY rowid" if after_rowid is not None else " ORDER BY at, 11"
+    return sql, params
+
+
+def _rows(conn: sqlite3.Connection, sql: str, params: list[Any]) -> Iterator[tuple]:
+    cursor = conn.cursor()
+    cursor.row_factory = None  # plain tuples: they compare, and cost less than sqlite3.Row
+    cursor.execute(sql, params)
+    cursor.arraysize = 512
+    while True:
+        batch = cursor.fetchmany()
+        if not batch:
+            return
+        yield from batch
+
+
+def _event(row: tuple) -> AuditEvent:
+    return AuditEvent._make(row[:12])
+
+
+def _sort_key(row: tuple) -> tuple:
+    # Unreadable times sort first; then kind, then event id: a total order, the same on every run.
+    return (row[0] or "", row[1], row[10] or "")
+
+
+@dataclass
+class AuditStream:
+    """The snapshot part of the trail, and where `follow` continues from (per-table rowids)."""
+
+    conn: sqlite3.Connection
+    flt: AuditFilter
+    high_water: dict[str, int]
+
+    def events(self) -> Iterator[AuditEvent]:
+        streams = []
+        for kind in self.flt.kinds:
+            if kind not in self.high_water:
+                continue
+            sql, params = _query(kind, self.flt, upto_rowid=self.high_water[kind])
+            streams.append(_rows(self.conn, sql, params))
+        for row in heapq.merge(*streams, key=_sort_key):
+            yield _event(row)
+
+    def json_lines(self) -> Iterator[str]:
+        """The same events as `events`, each already one JSON object made by SQLite's json_object.
+
+        The export path: Python only merges the three sorted streams and never builds a field,
+        which is what keeps `audit --format jsonl` near the sqlite3 shell's own speed."""
+        streams = []
+        for kind in self.flt.kinds:
+            if kind not in self.high_water:
+                continue
+            sql, params = _query(kind, self.flt, upto_rowid=self.high_water[kind], as_json=True)
+            streams.append(_rows(self.conn, sql, params))
+        for row in heapq.merge(*streams):
+            yield row[3]
+
+    def newer(self) -> list[AuditEvent]:
+        """Events inserted since the last call (or since the snapshot), in time order."""
+        batch: list[tuple] = []
+        for kind in list(self.high_water):
+            sql, params = _query(kind, self.flt, after_rowid=self.high_water[kind])
+            for row in _rows(self.conn, sql, params):
+                batch.append(row)
+                self.high_water[kind] = max(self.high_water[kind], row[12])
+            # Rows filtered out still move the mark: they are not new next time either.
+            top = self.conn.execute(f"SELECT max(rowid) FROM {_SOURCES[kind][0]}").fetchone()[0]
+            if top is not None:
+                self.high_water[kind] = max(self.high_water[kind], top)
+        batch.sort(key=_sort_key)
+        return [_event(r) for r in batch]
+
+
+def open_stream(conn: sqlite3.Connection, flt: AuditFilter) -> AuditStream:
+    """Mark the snapshot: each present table's highest rowid now. Call inside a read transaction."""
+    present = _present_tables(conn)
+    high_water = {}
+    for kind in flt.kinds:
+        table = _SOURCES[kind][0]
+        if table in present:
+            top = conn.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0]
+            high_water[kind] = top or 0
+    return AuditStream(conn, flt, high_water)
+
+
+def redacted(event: AuditEvent, redactor) -> AuditEvent:
+    """The event with people's names, free text and ids replaced by the bundle's stable placeholders."""
+    if redactor is None or not redactor.enabled:
+        return event
+    origin = _ORIGIN[event.kind]
+    table = _SOURCES[event.kind][0]
+    fields = dict(zip(COLUMNS, event))
+    for name, column in origin.items():
+        fields[name] = redactor.column(table, column, fields[name])
+    return AuditEvent._make(fields[c] for c in COLUMNS)
+
+
+__all__ = ["AuditEvent", "AuditFilter", "AuditStream", "COLUMNS", "KINDS", "missing_kinds", "open_stream",
+           "parse_moment", "redacted", "union_sql"]

@@ -1,0 +1,277 @@
+"""`archon-console approvals watch` as a real process, while this process commits like archon does."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.test_approvals_helpers import NOW, add_project, add_request, archon_move, connect, dump, seeded
+from widgets.safe_text import is_clean
+
+FROZEN = "2026-11-01 09:30:00"
+WAIT = 20.0  # generous: CI machines are slow; a passing run never waits this long
+
+
+class Watch:
+    """`approvals watch` in its own process; lines are read on a thread so a test can time out."""
+
+    def __init__(self, db: Path, *extra: str, json_lines: bool = True):
+        argv = [sys.executable, "-m", "console", "approvals", "watch", "--db", str(db), "--poll", "0.05", *extra]
+        if json_lines:
+            argv.append("--json")
+        env = dict(os.environ, ARCHON_CONSOLE_NOW=FROZEN, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.errors: list[str] = []
+        threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines), daemon=True).start()
+        threading.Thread(target=self._collect, daemon=True).start()
+
+    @staticmethod
+    def _pump(stream, into):
+        for line in stream:
+            into.put(line)
+
+    def _collect(self):
+        for line in self.proc.stderr:
+            self.errors.append(line)
+
+    def next(self, timeout: float = WAIT) -> dict:
+        line = self.lines.get(timeout=timeout)
+        return json.loads(line)
+
+    def changes(self, n: int) -> list[dict]:
+        out = []
+        while len(out) < n:
+            value = self.next()
+            if value.get("change") != "note":
+                out.append(value)
+        return out
+
+    def quiet(self, seconds: float = 0.5) -> list[str]:
+        """Whatever arrives within `seconds` (the caller expects nothing)."""
+        got = []
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                got.append(self.lines.get(timeout=0.05))
+            except queue.Empty:
+                pass
+        return got
+
+    def ready(self) -> None:
+        """Wait until the watcher has taken its starting position (it says so on stderr)."""
+        deadline = time.monotonic() + WAIT
+        while not any("watching approval requests" in e for e in self.errors):
+            assert time.monotonic() < deadline and self.proc.poll() is None, self.errors
+            time.sleep(0.02)
+
+    def stop(self, sig=signal.SIGTERM) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout=WAIT)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+
+
+@pytest.fixture
+def db(schema_db, tmp_path):
+    return seeded(schema_db, wal=True, tmp_path=tmp_path)
+
+
+@pytest.fixture
+def watches():
+    started: list[Watch] = []
+
+    def start(*args, **kwargs) -> Watch:
+        w = Watch(*args, **kwargs)
+        started.append(w)
+        return w
+
+    yield start
+    for w in started:
+        w.stop(signal.SIGKILL)
+
+
+def new_request(db: Path, request_id: str, project: str = "p1", **kwargs) -> None:
+    conn = connect(db)
+    conn.execute("BEGIN IMMEDIATE")
+    add_request(conn, request_id, project, expires_at=NOW + timedelta(hours=2), created_at=NOW, **kwargs)
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def test_decisions_and_new_requests_from_another_process_stream_in_order(db, watches):
+    w = watches(db)
+    w.ready()
+    conn = connect(db)
+    archon_move(conn, "apr-1", "approved", actor="bob")
+    archon_move(conn, "apr-2", "denied", actor="carol", reason="not today")
+    conn.close()
+    new_request(db, "apr-new")
+    got = w.changes(3)
+    assert [(c["change"], c["request_id"]) for c in got] == [("approved", "apr-1"), ("denied", "apr-2"),
+                                                             ("new", "apr-new")]
+    assert got[0]["actor"] == "bob" and got[0]["from_status"] == "pending" and got[0]["project_name"] == "Payments"
+    assert got[1]["reason"] == "not today" and got[2]["kind"] == "git_push" and got[2]["expires_at"]
+    assert all(c["event_id"] for c in got)
+    settled = dump(db)
+    assert w.quiet() == []  # nothing else changed: nothing else is printed
+    assert dump(db) == settled  # and the watcher wrote nothing
+
+
+def test_filters_pick_project_kind_and_status(db, watches):
+    w = watches(db, "--project", "Web", "--status", "pending,approved")
+    w.ready()
+    new_request(db, "apr-p1")  # another project
+    conn = connect(db)
+    archon_move(conn, "apr-4", "denied", actor="carol")  # Web, but a status not asked for
+    conn.close()
+    new_request(db, "apr-p2", "p2", kind="custom_check", action={"command": ["make"]})
+    got = w.changes(1)
+    assert [(c["change"], c["request_id"]) for c in got] == [("new", "apr-p2")]
+    assert w.quiet() == []
+
+
+def test_cursor_delivers_every_change_exactly_once_across_restarts(db, tmp_path, watches):
+    cursor = tmp_path / "watch.cursor"
+    first = watches(db, "--cursor", str(cursor))
+    first.ready()
+    new_request(db, "apr-a")
+    new_request(db, "apr-b")
+    seen = [c["request_id"] for c in first.changes(2)]
+    assert first.stop() == 0  # SIGTERM: a clean stop
+    new_request(db, "apr-c")  # while nobody watches
+    new_request(db, "apr-d")
+    second = watches(db, "--cursor", str(cursor))
+    seen += [c["request_id"] for c in second.changes(2)]
+    new_request(db, "apr-e")
+    seen += [c["request_id"] for c in second.changes(1)]
+    assert second.quiet() == []
+    assert second.stop(signal.SIGINT) == 0
+    assert seen == ["apr-a", "apr-b", "apr-c", "apr-d", "apr-e"]
+    saved = json.loads(cursor.read_text())
+    assert saved["event_id"] and saved["rowid"] > 0
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".archon-console-cursor")]
+
+
+def test_a_bad_cursor_file_is_one_sentence_and_exit_2(db, tmp_path):
+    cursor = tmp_path / "c"
+    cursor.write_text("{not json")
+    proc = subprocess.run([sys.executable, "-m", "console", "approvals", "watch", "--db", str(db), "--cursor",
+                           str(cursor)], capture_output=True, text=True, timeout=WAIT)
+    assert proc.returncode == 2 and "not a cursor" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_reminders_once_per_request_entering_the_window(db, watches):
+    w = watches(db, "--expiring-within", "45")
+    got = w.changes(3)
+    # apr-7 is overdue, apr-1 expires in 12 minutes and apr-4 in 40: all inside 45 minutes.
+    assert sorted(c["request_id"] for c in got) == ["apr-1", "apr-4", "apr-7"]
+    assert {c["change"] for c in got} == {"expiring"}
+    assert w.quiet(0.8) == []  # reminded once, not on every poll
+
+
+def test_survives_replacement_and_a_missing_file(db, tmp_path, watches):
+    w = watches(db, "--cursor", str(tmp_path / "cur"))
+    w.ready()
+    new_request(db, "apr-1st")
+    assert w.changes(1)[0]["request_id"] == "apr-1st"
+    # restore-like replacement: a copy with one more request is renamed over the file
+    copy = tmp_path / "restored.db"
+    src, dst = sqlite3.connect(db), sqlite3.connect(copy)
+    src.backup(dst)
+    src.close()
+    dst.close()
+    new_request(copy, "apr-after-restore")
+    os.replace(copy, db)
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    got = w.changes(1)
+    assert got[0]["request_id"] == "apr-after-restore"
+    # the file disappears for a while, then comes back
+    aside = tmp_path / "aside.db"
+    shutil.move(db, aside)
+    time.sleep(0.5)
+    new_request(aside, "apr-while-gone")
+    shutil.move(aside, db)
+    assert w.changes(1)[0]["request_id"] == "apr-while-gone"
+    notes = [json.loads(line)["note"] for line in w.quiet(0.2)]
+    notes_all = " ".join(notes + w.errors)
+    assert w.proc.poll() is None
+    assert "Traceback" not in notes_all
+
+
+def test_text_lines_are_humanised_and_safe(db, watches):
+    conn = connect(db)
+    conn.execute("UPDATE projects SET name = ? WHERE id = 'p2'", ("\x1b]0;owned\x07[bold]Web[/]\u202e",))
+    conn.close()
+    w = watches(db, json_lines=False)
+    w.ready()
+    new_request(db, "apr-text", "p2")
+    line = w.lines.get(timeout=WAIT)
+    assert "new" in line and "apr-text" in line and "expires in 2 hours" in line
+    assert is_clean(line) and "[bold]Web[/]" in line
+
+
+HOOK = """
+import json, os, sys, time, pathlib
+data = json.load(sys.stdin)
+log = pathlib.Path(sys.argv[1])
+rid = os.environ["ARCHON_REQUEST_ID"]
+assert data["id"] == rid
+attempt = len([l for l in log.read_text().splitlines() if l.startswith(rid + " ")]) if log.exists() else 0
+with log.open("a") as f:
+    f.write(f"{rid} {attempt}\\n")
+if rid == "apr-flaky" and attempt == 0:
+    print("temporary failure", file=sys.stderr)
+    sys.exit(3)
+if rid == "apr-hang":
+    time.sleep(60)
+"""
+
+
+def test_hooks_fail_hang_and_succeed_without_blocking_the_stream(db, tmp_path, watches):
+    script = tmp_path / "hook.py"
+    script.write_text(HOOK)
+    log = tmp_path / "hook.log"
+    cmd = f"{sys.executable} {script} {log}"
+    w = watches(db, "--exec", cmd, "--exec-timeout", "1", "--exec-retries", "1", "--exec-jobs", "2")
+    w.ready()
+    for rid in ("apr-hang", "apr-flaky", "apr-ok"):
+        new_request(db, rid)
+    # the stream is not held up by the hanging hook
+    assert [c["request_id"] for c in w.changes(3)] == ["apr-hang", "apr-flaky", "apr-ok"]
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        runs = log.read_text().splitlines() if log.exists() else []
+        notes = [json.loads(line).get("note", "") for line in w.quiet(0.1)]
+        w.errors.extend(notes)
+        if runs.count("apr-ok 0") == 1 and "apr-flaky 1" in runs and \
+                any("apr-hang" in n and "gave up" in n for n in w.errors):
+            break
+    runs = log.read_text().splitlines()
+    assert runs.count("apr-ok 0") == 1 and "apr-flaky 1" in runs and "apr-ok 1" not in runs
+    text = " ".join(w.errors)
+    assert "hook for apr-flaky failed (exit 3: temporary failure); retry 1 of 1" in text
+    assert "hook for apr-hang failed (timed out after 1 s)" in text and "gave up after 2 attempts" in text
+
+
+def test_a_database_without_approvals_is_refused(schema_db):
+    path = schema_db("1.8.20")
+    proc = subprocess.run([sys.executable, "-m", "console", "approvals", "watch", "--db", str(path)],
+                          capture_output=True, text=True, timeout=WAIT)
+    assert proc.returncode == 1 and "no approval tables" in proc.stderr
