@@ -116,6 +116,7 @@ class ArchonConsole(App):
         self.attention = Attention(notify_config, self._terminal_write)
         self._arrival_position = self.session.run(start_position)
         self._own_changes: int | None = None
+        self._polling = False
         release = self.session.release
         self.release_label = f"archon {release}" if release else "unknown release"
         self._prefetched: tuple[str, str | None, Any] | None = None
@@ -307,10 +308,21 @@ class ArchonConsole(App):
 
     # ------------------------------------------------------------ live refresh
     def _poll(self) -> None:
+        # A poll still running (a slow disk, a long read holding the session) is left to finish:
+        # cancelling it would only lose its answer, and the next tick asks again.
+        if self._polling:
+            return
+        self._polling = True
         self._poll_worker()
 
-    @work(thread=True, exclusive=True, group="poll", exit_on_error=False)
+    @work(thread=True, group="poll", exit_on_error=False)
     def _poll_worker(self) -> None:
+        try:
+            self._poll_once()
+        finally:
+            self._polling = False
+
+    def _poll_once(self) -> None:
         version = self.session.data_version()
         changed = self._data_version is not None and version != self._data_version
         if changed:
