@@ -25,16 +25,16 @@ OLD_SQL = "SELECT 1 FROM approval_requests WHERE status = 'pending' LIMIT 1"
 
 
 def _seek_page(projects: list[str], statuses: tuple[str, ...] | None, limit: int, after: tuple | None) -> tuple[str, list]:
-    where, params = [], []
-    if statuses:
-        where.append(f"status IN ({','.join('?' * len(statuses))})")
-    if after:
-        where.append("(expires_at, id) > (?, ?)")
+    """The same rows as the queue's page, each (project, status) range read by seek, then merged."""
+    from console.services.approval_queue import STATUSES
+
     parts, args = [], []
     for p in projects:
-        cond = " AND ".join(["project_id = ?"] + where)
-        parts.append(f"SELECT * FROM (SELECT * FROM approval_requests WHERE {cond} ORDER BY expires_at, id LIMIT {limit})")
-        args += [p, *(statuses or ()), *(after or ())]
+        for status in statuses or STATUSES:
+            cond = "project_id = ? AND status = ?" + (" AND (expires_at, id) > (?, ?)" if after else "")
+            parts.append(f"SELECT * FROM (SELECT * FROM approval_requests WHERE {cond} "
+                         f"ORDER BY expires_at, id LIMIT {limit})")
+            args += [p, status, *(after or ())]
     return f"SELECT * FROM ({' UNION ALL '.join(parts)}) ORDER BY expires_at, id LIMIT {limit}", args
 
 

@@ -66,7 +66,7 @@ def small_requests() -> int:
 def pairs(default: int = 9) -> int:
     """Pairs per figure: never fewer than MIN_PAIRS, except in the quick smoke run."""
     if quick():
-        return 2
+        return int(os.environ.get("ARCHON_BENCH_PAIRS", 2))
     return max(MIN_PAIRS, int(os.environ.get("ARCHON_BENCH_PAIRS", default)))
 
 
