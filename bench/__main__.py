@@ -2,6 +2,7 @@
 bench/out/results.json (or $ARCHON_BENCH_OUT/results.json), print the README table.
 
 MODULE is cli, pending, doctor, snapshot, writes or tui (default: all, in that order).
+A run of some modules replaces their figures in results.json and keeps the others'.
 `--table` only renders the table of an existing results.json; `--readme FILE` also writes it
 between the `<!-- bench-table -->` markers of FILE.
 """
@@ -29,6 +30,9 @@ def main(argv: list[str]) -> int:
     results = h.out_dir() / "results.json"
     readme = argv[argv.index("--readme") + 1] if "--readme" in argv else None
     if "--table" in argv:
+        if not results.exists():
+            print(f"no {results} yet: run `make bench` first", file=sys.stderr)
+            return 1
         table = render(json.loads(results.read_text()))
         print(table)
         if readme:
@@ -39,9 +43,21 @@ def main(argv: list[str]) -> int:
     if unknown:
         print(f"unknown module(s) {unknown}; choose from {', '.join(MODULES)}", file=sys.stderr)
         return 2
+    if set(names) == set(MODULES):  # a whole run: no figure of an older run stays in the file
+        results.unlink(missing_ok=True)
     started = time.perf_counter()
-    failures = []
+    failures: list[str] = []
     d = h.data()
+
+    def meta() -> dict:
+        return {
+            "finished": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "quick": h.quick(), "requests": h.requests(), "source": str(d.source), "bytes": d.bytes,
+            "build_seconds": d.build_seconds, "now": d.now, "cpus": os.cpu_count(), "loadavg": os.getloadavg(),
+            "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
+            "seconds": round(time.perf_counter() - started, 1), "modules": names, "failed": failures,
+        }
+
     for name in names:
         print(f"== {name}", flush=True)
         at = time.perf_counter()
@@ -51,19 +67,13 @@ def main(argv: list[str]) -> int:
             failures.append(name)
             print(f"   FAILED: {exc!r}", flush=True)
         print(f"   ({time.perf_counter() - at:.1f} s)", flush=True)
-    meta = {
-        "finished": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "quick": h.quick(), "requests": h.requests(), "source": str(d.source), "bytes": d.bytes,
-        "build_seconds": d.build_seconds, "now": d.now, "cpus": os.cpu_count(), "loadavg": os.getloadavg(),
-        "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
-        "seconds": round(time.perf_counter() - started, 1), "modules": names, "failed": failures,
-    }
-    h.write_results(results, meta)
+        h.write_results(results, meta())  # after every module: a later crash loses nothing
+    done = meta()
     table = render(json.loads(results.read_text()))
     print(table)
     if readme:
         write_readme(readme, table)
-    print(f"results: {results} ({meta['seconds']:.0f} s in all)")
+    print(f"results: {results} ({done['seconds']:.0f} s in all)")
     return 1 if failures else 0
 
 

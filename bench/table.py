@@ -28,6 +28,8 @@ def render(results: dict) -> str:
         extra = f.get("extra", {})
         if "p99_ms" in extra:
             console += f"; p50 {extra['p50_ms']:.1f} ms, p99 {extra['p99_ms']:.1f} ms"
+        if extra.get("note"):
+            console += f" ({extra['note']})"
         baseline = "-"
         if f.get("baseline_stats"):
             baseline = f"{f['baseline']}: {spread(f['baseline_stats'], unit)}"
