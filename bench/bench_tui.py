@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import sys
 import time
@@ -91,7 +92,7 @@ def _rss_after(path, env, pages: int) -> float:
 def main() -> None:
     d = h.data()
     env = h.child_env(d.now)
-    pages = 20 if h.quick() else 1000
+    pages = int(os.environ.get("ARCHON_BENCH_PAGES", 20 if h.quick() else 1000))
     visible = 0
     for state, path, info in h.states(d):
         extra = {"holder": info} if info else {}
@@ -129,7 +130,7 @@ def main() -> None:
 
     small, _ = h.source_db(h.small_requests(), now=d.now)
     small_copy = h.copy_db(small, h.out_dir() / "tui-small.db")
-    rss_pages = max(1, min(200, _pending(small_copy) // max(visible, 1) - 3))
+    rss_pages = max(1, min(200, pages, _pending(small_copy) // max(visible, 1) - 3))
     runs = h.alternate({"small": lambda: _rss_after(small_copy, env, rss_pages),
                         "big": lambda: _rss_after(d.idle, env, rss_pages)}, 1 if h.quick() else 3, warmup=False)
     h.remove_sidecars(d.idle)
