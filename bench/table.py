@@ -12,12 +12,13 @@ START, END = "<!-- bench-table -->", "<!-- /bench-table -->"
 
 def render(results: dict) -> str:
     meta = results.get("meta", {})
+    took = f", {meta['seconds'] / 60:.1f} min in all" if meta.get("seconds") else ""
+    quick = " (QUICK smoke run: the figures mean nothing)" if meta.get("quick") else ""
     lines = [
         f"Run of {meta.get('finished', '?')}: {meta.get('requests', 0):,} requests "
         f"({meta.get('bytes', 0) / 1e9:.2f} GB), {meta.get('cpus')} CPUs, load average "
-        f"{'/'.join(f'{x:.1f}' for x in meta.get('loadavg', []))} at the end, SQLite {meta.get('sqlite')}, "
-        f"{meta.get('seconds', 0) / 60:.1f} min in all" + (" (QUICK smoke run: the figures mean nothing)"
-                                                          if meta.get("quick") else "") + ".",
+        f"{'/'.join(f'{x:.1f}' for x in meta.get('loadavg', []))} at the end, SQLite {meta.get('sqlite')}"
+        f"{took}{quick}.",
         "",
         "| item | figure | state | console | baseline | ratio (median, min-max, IQR) | target | |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
