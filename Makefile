@@ -27,7 +27,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -q
 
 bench: $(STAMP)
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 reference: $(STAMP)
 	$(BIN)/python -m console.reference README.md

@@ -1,1 +1,3 @@
-"""Benchmarks (`make bench`): each bench_*.py module has `main(out_dir)` and prints its numbers."""
+"""Benchmarks (`make bench`, `python -m bench`): each bench_*.py module has `main()`, measures one
+issue item against a baseline of the same run through bench/harness.py, and records figures that
+bench/__main__.py writes to results.json and bench/table.py renders for the README."""

@@ -1,79 +1,60 @@
-"""`doctor` quick mode on a 1,000,000-request database, beside the bare `PRAGMA quick_check`.
+"""Item 3: `doctor` (quick mode) against a read-only `PRAGMA quick_check`, idle and live, and
+doctor's peak RSS.
 
-Target: doctor <= 1.5x quick_check on the same file. The database comes from `console.demo`
-(cached in out_dir, about 1.8 GB; the first run takes a minute to write it). Each timing is the
-median of three runs, alternated so that page-cache warmth is shared fairly.
-
-Doctor runs its scans on worker threads, so its wall time depends on free cores: the CPU time of
-both (all threads, `time.process_time`) and the machine's load are printed beside the wall times.
+Both run as child processes (bench/rss_child.py: the same Python start-up on both sides) on the
+same file, alternated A B A B; each child reports its own VmHWM. On the live file the baseline
+opens `mode=ro` like any reader; on the idle one `mode=ro` creates an empty -wal and -shm, which
+are removed after every run so that the file stays idle for both sides.
 """
 
 from __future__ import annotations
 
-import os
-import sqlite3
-import statistics
+import re
+import subprocess
+import sys
 import time
-from pathlib import Path
 
-from console.clock import system_clock
-from console.db.readonly import ro_uri
-from console.services.doctor import run_doctor
-
-REQUESTS = 1_000_000
-RUNS = 3
+from bench import harness as h
 
 
-def _database(out_dir: Path) -> Path:
-    path = out_dir / f"doctor-{REQUESTS}.db"
-    if not path.exists():
-        from console.demo import generate
-
-        started = time.perf_counter()
-        generate(path, requests=REQUESTS)
-        print(f"   wrote {path} in {time.perf_counter() - started:.0f} s", flush=True)
-    return path
-
-
-def _quick_check(path: Path) -> tuple[float, float]:
-    # immutable=1: the demo file has no -wal, and a plain mode=ro open would create -wal/-shm.
-    conn = sqlite3.connect(ro_uri(path, immutable="1"), uri=True)
-    started, cpu = time.perf_counter(), time.process_time()
-    result = conn.execute("PRAGMA quick_check").fetchall()
-    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
-    conn.close()
-    assert result == [("ok",)], result
-    return elapsed, cpu
+def _run(argv: list[str], env: dict[str, str], rss: list[float], ok=(0, 1)) -> float:
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "bench.rss_child", *argv], env=env, capture_output=True,
+                          cwd=h.ROOT)
+    seconds = time.perf_counter() - started
+    found = re.search(rb"VMHWM_KB (\d+)", proc.stderr)
+    if proc.returncode not in ok or not found:
+        raise RuntimeError(f"{argv[0]} exited {proc.returncode}: {proc.stderr.decode()[-800:]}")
+    rss.append(int(found.group(1)) / 1024)
+    return seconds
 
 
-def _doctor(path: Path) -> tuple[float, float, dict]:
-    started, cpu = time.perf_counter(), time.process_time()
-    report = run_doctor(path, now=system_clock())
-    return time.perf_counter() - started, time.process_time() - cpu, report.counts()
+def main() -> None:
+    d = h.data()
+    env = h.child_env(d.now)
+    for state, path, info in h.states(d):
+        doctor_rss: list[float] = []
+        base_rss: list[float] = []
 
+        def doctor(path=path, state=state) -> float:
+            seconds = _run(["doctor", str(path)], env, doctor_rss)
+            if state == "idle":
+                h.remove_sidecars(path)
+            return seconds
 
-def main(out_dir: Path) -> None:
-    path = _database(Path(out_dir))
-    size = path.stat().st_size
-    _quick_check(path)  # warm the page cache
-    bare, doc, bare_cpu, doc_cpu = [], [], [], []
-    counts = {}
-    load = os.getloadavg()[0]
-    for _ in range(RUNS):
-        elapsed, cpu = _quick_check(path)
-        bare.append(elapsed)
-        bare_cpu.append(cpu)
-        elapsed, cpu, counts = _doctor(path)
-        doc.append(elapsed)
-        doc_cpu.append(cpu)
-    q, d = statistics.median(bare), statistics.median(doc)
-    qc, dc = statistics.median(bare_cpu), statistics.median(doc_cpu)
-    print(f"   database: {REQUESTS:,} requests, {size / 1e9:.2f} GB; load average {load:.2f} -> "
-          f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
-    print(f"   PRAGMA quick_check: {q:.2f} s wall, {qc:.2f} s CPU (median of {RUNS})")
-    print(f"   doctor quick mode:  {d:.2f} s wall, {dc:.2f} s CPU (median of {RUNS}; findings {counts})")
-    print(f"   ratio: {d / q:.2f}x (target <= 1.50x) {'OK' if d / q <= 1.5 else 'OVER TARGET'}")
+        def quick_check(path=path, state=state) -> float:
+            seconds = _run(["quick_check", str(path)], env, base_rss, ok=(0,))
+            if state == "idle":
+                h.remove_sidecars(path)
+            return seconds
 
-
-if __name__ == "__main__":
-    main(Path(__file__).resolve().parent / "out")
+        c, b = h.paired(doctor, quick_check, h.pairs(7))
+        extra = {"holder": info} if info else {}
+        h.record(f"doctor-{state}", "3", "`doctor` (quick)", state=state, console="doctor", values=c,
+                 baseline="`mode=ro` PRAGMA quick_check", base_values=b, target="<= 1.5x",
+                 check=lambda r: r <= 1.5, extra=extra)
+        n = len(c)
+        h.record(f"doctor-rss-{state}", "3", "peak RSS (VmHWM) of `doctor`", state=state, console="doctor",
+                 values=doctor_rss[-n:], unit="MB", baseline="quick_check child", base_values=base_rss[-n:],
+                 target="no multi-GB RSS (<= 512 MB, bench's bound)", on="console", check=lambda v: v <= 512,
+                 extra=extra)
