@@ -22,7 +22,7 @@ file; comparing every page with the source's proves the copy exact for the cost 
 and `quick_check` proves it opens as a well-formed database. `take_snapshot(full_check=True)` adds
 the full check (console/db/snapshot_check.py), split over connections.
 
-Where the time goes (bench/bench_upgrade.py has the numbers)
+Where the time goes (bench/bench_snapshot.py measures it)
 ------------------------------------------------------------
 * The copy writes the temporary file with no journal and no syncs: nothing can be lost that
   matters, since a failure deletes the file and the one fsync below is the durability point.
@@ -245,7 +245,7 @@ def take_snapshot(
     keeps one read transaction on it from the copy to the last comparison. The copy is proven
     page for page equal to the source and passes `quick_check`; `full_check` runs the full
     `integrity_check` over `check_workers` connections instead (row counts compared too).
-    `timings`, if given, receives the wall time of each phase (for bench/bench_upgrade.py).
+    `timings`, if given, receives the wall time of each phase (for bench/bench_snapshot.py).
     """
     clock = time.perf_counter
     phase = {"at": clock()}
