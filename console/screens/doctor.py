@@ -82,12 +82,6 @@ def _focused_environments(env_id: str):
     return screen
 
 
-def _project_of_revision(handle, revision_id: str) -> str | None:
-    row = handle.conn.execute(
-        "SELECT project_id FROM execution_profile_revisions WHERE id = ?", (revision_id,)).fetchone()
-    return None if row is None else row[0]
-
-
 class DoctorScreen(ConsoleScreen):
     COMMAND = "doctor"
     TITLE = "doctor"
@@ -242,13 +236,14 @@ class DoctorScreen(ConsoleScreen):
     @work(thread=True, group="doctor-jump", exit_on_error=False)
     def _resolve_worker(self, table: str, key: str) -> None:
         from console.screens.profiles import ProfilesScreen
+        from console.services.doctor import project_of_revision
 
         if table == "approval_requests":
             build = lambda: _focused_approvals(key)  # noqa: E731
         elif table == "execution_environments":
             build = lambda: _focused_environments(key)  # noqa: E731
         else:
-            project = key if table == "projects" else self.session.run(_project_of_revision, key)
+            project = key if table == "projects" else self.session.run(project_of_revision, key)
             if project is None:
                 self.app.call_from_thread(self.notify, f"{key} is gone.", severity="warning", markup=False)
                 return
