@@ -12,7 +12,7 @@ connections of their own in worker threads while the short checks run (see `cont
 a live WAL file included. No connection maps the file (mmap): six mappings of a large file showed
 as gigabytes of resident memory, for a gain of about a tenth of the CPU time.
 
-Exit codes (`Report.exit_code`): 3 when the console cannot use the database at all -- the same
+Exit codes (`DoctorReport.exit_code`): 3 when the console cannot use the database at all -- the same
 conditions under which every other command refuses to open it: not a SQLite file, a truncated file,
 an unreadable schema, not an archon database, or an upgrade ledger this console cannot vouch for
 (written by a newer console, edited, or with changed checksums). Doctor still prints every finding
@@ -47,7 +47,7 @@ from console.services.doctor.checks_integrity import (
 from console.services.doctor.checks_profiles import check_profiles
 from console.services.doctor.checks_schema import check_ledger, check_schema, reference_objects
 from console.services.doctor.context import DEFAULT_STALE_AFTER, Ctx
-from console.services.doctor.report import SEVERITIES, Finding, Report
+from console.services.doctor.report import SEVERITIES, DoctorReport, Finding, Report
 
 # --- the runner ------------------------------------------------------------------------------
 
@@ -102,7 +102,7 @@ def run_doctor(
     full: bool = False,
     now: datetime,
     stale_after: timedelta = DEFAULT_STALE_AFTER,
-) -> Report:
+) -> DoctorReport:
     """Run the named checks (all by default) and return the findings; never writes.
 
     Raises `DatabaseUnusable` only when the file is not SQLite at all (missing, empty, bad header).
@@ -116,7 +116,7 @@ def run_doctor(
         require_database_file(path)
         findings, opened = _run_on_path(path, names, full=full, now=now, stale_after=stale_after)
     findings = [f for f in findings if f.check in whole or f.id in single or f.unusable]
-    return Report(
+    return DoctorReport(
         path=str(path), mode="full" if full else "quick", generated_at=db_time(now),
         checks_run=names, findings=findings, opened=opened,
     )
@@ -234,13 +234,14 @@ def project_of_revision(handle: ArchonDatabase, revision_id: str) -> str | None:
     return None if row is None else row[0]
 
 
-def report_json_text(report: Report, *, strict: bool = False) -> str:
+def report_json_text(report: DoctorReport, *, strict: bool = False) -> str:
     return json_text(report.to_json(strict=strict))
 
 
 __all__ = [
     "CHECKS",
     "DEFAULT_STALE_AFTER",
+    "DoctorReport",
     "SEVERITIES",
     "Finding",
     "Report",
