@@ -294,6 +294,35 @@ def test_orphan_events_are_counted_then_listed(tmp_path):
         assert "orphan-1, orphan-2" in result[0][2]
 
 
+def test_the_request_pass_covers_every_id_range(tmp_path):
+    """The request pass is cut into id ranges: events of a missing request below the lowest id, above
+    the highest (a blob sorts after all text) and on a range's bound are all counted, and a request
+    with a NULL id (its own range) is a request without events."""
+    db = damage.healthy(tmp_path / "archon.db")
+    conn = damage.connect(db)
+    conn.execute("PRAGMA foreign_keys = OFF")
+    conn.execute("PRAGMA ignore_check_constraints = ON")
+    ids = [r[0] for r in conn.execute("SELECT id FROM approval_requests ORDER BY id")]
+    project = conn.execute("SELECT project_id FROM approval_requests LIMIT 1").fetchone()[0]
+    for eid, request in (("low", ""), ("high", b"\xff"), ("bound", ids[len(ids) // 3] + "\x00")):
+        conn.execute(
+            "INSERT INTO approval_request_events (id, project_id, approval_request_id, sequence, event_type, "
+            "to_status, actor_classification) VALUES (?, ?, ?, 1, 'created', 'pending', 'system')",
+            (f"orphan-{eid}", project, request))
+    conn.execute("CREATE TEMP TABLE r AS SELECT * FROM approval_requests WHERE id = ?", (ids[0],))
+    conn.execute("UPDATE r SET id = NULL, execution_run_id = 'run-of-a-null-id'")
+    conn.execute("INSERT INTO approval_requests SELECT * FROM r")
+    conn.commit()
+    conn.close()
+    for result in _run_three_ways(db):
+        found = {i: (c, f) for i, c, f in result}
+        assert found["foreign_keys.violations"][0] >= 3
+        assert "orphan-low" in found["foreign_keys.violations"][1]
+        assert "orphan-high" in found["foreign_keys.violations"][1]
+        assert "orphan-bound" in found["foreign_keys.violations"][1]
+        assert "None (status " in found["approvals.status_mismatch"][1]
+
+
 def test_event_sequences_and_decisions_on_every_route(tmp_path):
     db = damage.healthy(tmp_path / "archon.db")
     conn = damage.connect(db)
