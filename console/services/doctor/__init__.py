@@ -65,6 +65,7 @@ PREFETCH: dict[str, Callable[[Ctx], None]] = {
     "foreign_keys": prefetch_foreign_keys,
     "approvals": prefetch_approvals,
 }
+WAITS_FOR_SCANS = ("approvals", "foreign_keys")  # in this order: approvals' own query runs before it waits
 ARCHON_CHECKS = ("schema", "ledger", "approvals", "environments", "profiles")
 
 
@@ -193,10 +194,14 @@ def _run(conn, path: Path, names: list[str], *, full: bool, now: datetime, stale
                             PREFETCH[name](ctx)
                         except sqlite3.DatabaseError:
                             pass  # the check itself runs the failing query again and reports it
-                for name in names:
-                    if name in ("file", "integrity"):
-                        continue
-                    findings.extend(_guarded(name, ctx))
+                # Checks that wait for the background scans go last, so that the quick ones run
+                # meanwhile; the findings keep the order of CHECKS.
+                found: dict[str, list[Finding]] = {}
+                rest = [n for n in names if n not in ("file", "integrity")]
+                for name in sorted(rest, key=lambda n: WAITS_FOR_SCANS.index(n) + 1 if n in WAITS_FOR_SCANS else 0):
+                    found[name] = _guarded(name, ctx)
+                for name in rest:
+                    findings.extend(found[name])
     finally:
         if pool is not None:
             pool.shutdown(wait=True)

@@ -94,12 +94,14 @@ def _ranges(conn: sqlite3.Connection, parts: int) -> list[tuple[str, str, tuple]
     every request (a NULL id included) and every event that could match one."""
     # Bounds from ids sampled at evenly spaced rowids (a few seeks, not an OFFSET walk): ranges of
     # about equal size when ids and rowids grow together, still exact when they do not.
-    low, high = conn.execute("SELECT min(rowid), max(rowid) FROM approval_requests").fetchone()
+    # Two statements: min() and max() together would scan an index instead of two seeks.
+    low = conn.execute("SELECT min(rowid) FROM approval_requests").fetchone()[0]
+    high = conn.execute("SELECT max(rowid) FROM approval_requests").fetchone()[0]
     samples: list = []
     if parts > 1 and low is not None:
         step = max(1, (high - low) // (parts * 8))
         for at in range(low, high + 1, step):
-            row = conn.execute("SELECT id FROM approval_requests WHERE rowid >= ? AND id IS NOT NULL "
+            row = conn.execute("SELECT id FROM approval_requests WHERE rowid >= ? AND +id IS NOT NULL "
                                "ORDER BY rowid LIMIT 1", (at,)).fetchone()
             if row is not None:
                 samples.append(row[0])
