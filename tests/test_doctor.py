@@ -9,7 +9,7 @@ import pytest
 
 from console.cli import main
 from console.db.readonly import ro_uri
-from console.services.doctor import CHECKS, run_doctor
+from console.services.doctor import CHECKS, PREFIX_TO_CHECK, run_doctor
 from tests import damage
 from tests.untouched import Holder, fingerprint_dir, without_shm
 
@@ -205,10 +205,27 @@ def test_doctor_on_a_live_wal_database_sees_the_wal(tmp_path, capsys):
     assert report.opened == "in place (WAL, mode=ro)"
 
 
-def test_every_check_has_a_name():
+def test_every_check_has_a_name(tmp_path):
+    """`--check NAME` runs that check alone, every finding says which check made it, and every
+    finding id (each anomaly's, and those of a healthy file) selects its own check."""
     assert list(CHECKS) == ["file", "integrity", "foreign_keys", "schema", "ledger", "approvals",
                             "environments", "profiles"]
     assert ro_uri(Path("/x y/a.db")).startswith("file:/x%20y/a.db?mode=ro")
+    db = damage.healthy(tmp_path / "archon.db")
+    everything = run_doctor(db, now=damage.NOW)
+    assert everything.checks_run == list(CHECKS)
+    for name in CHECKS:
+        alone = run_doctor(db, checks=[name], now=damage.NOW)
+        assert alone.checks_run == [name]
+        assert [f.id for f in alone.findings] == [f.id for f in everything.findings if f.check == name]
+    for finding_id in [*damage.ANOMALIES, *everything.ids()]:
+        head = finding_id.split(".", 1)[0]
+        group = PREFIX_TO_CHECK.get(head, head)
+        assert group in CHECKS, finding_id
+    kept = run_doctor(db, checks=["database.info"], now=damage.NOW)
+    assert kept.checks_run == ["file"] and kept.ids() == ["database.info"]
+    with pytest.raises(ValueError, match="Unknown check"):
+        run_doctor(db, checks=["no_such_check"], now=damage.NOW)
 
 
 # --- the fast approvals/foreign-key scans: every route gives the same exact findings -------------
@@ -275,6 +292,35 @@ def test_orphan_events_are_counted_then_listed(tmp_path):
     for result in _run_three_ways(db):
         assert [(i, c) for i, c, _f in result] == [("foreign_keys.violations", 2)]
         assert "orphan-1, orphan-2" in result[0][2]
+
+
+def test_the_request_pass_covers_every_id_range(tmp_path):
+    """The request pass is cut into id ranges: events of a missing request below the lowest id, above
+    the highest (a blob sorts after all text) and on a range's bound are all counted, and a request
+    with a NULL id (its own range) is a request without events."""
+    db = damage.healthy(tmp_path / "archon.db")
+    conn = damage.connect(db)
+    conn.execute("PRAGMA foreign_keys = OFF")
+    conn.execute("PRAGMA ignore_check_constraints = ON")
+    ids = [r[0] for r in conn.execute("SELECT id FROM approval_requests ORDER BY id")]
+    project = conn.execute("SELECT project_id FROM approval_requests LIMIT 1").fetchone()[0]
+    for eid, request in (("low", ""), ("high", b"\xff"), ("bound", ids[len(ids) // 3] + "\x00")):
+        conn.execute(
+            "INSERT INTO approval_request_events (id, project_id, approval_request_id, sequence, event_type, "
+            "to_status, actor_classification) VALUES (?, ?, ?, 1, 'created', 'pending', 'system')",
+            (f"orphan-{eid}", project, request))
+    conn.execute("CREATE TEMP TABLE r AS SELECT * FROM approval_requests WHERE id = ?", (ids[0],))
+    conn.execute("UPDATE r SET id = NULL, execution_run_id = 'run-of-a-null-id'")
+    conn.execute("INSERT INTO approval_requests SELECT * FROM r")
+    conn.commit()
+    conn.close()
+    for result in _run_three_ways(db):
+        found = {i: (c, f) for i, c, f in result}
+        assert found["foreign_keys.violations"][0] >= 3
+        assert "orphan-low" in found["foreign_keys.violations"][1]
+        assert "orphan-high" in found["foreign_keys.violations"][1]
+        assert "orphan-bound" in found["foreign_keys.violations"][1]
+        assert "None (status " in found["approvals.status_mismatch"][1]
 
 
 def test_event_sequences_and_decisions_on_every_route(tmp_path):
@@ -347,3 +393,18 @@ def test_old_console_completions_are_listed_with_what_to_check(tmp_path):
     assert "env-made-ready (failed -> ready at 2026-11-01 11:30:00, now ready)" in finding.found
     assert "the provider may still run the container" in finding.why
     assert "archon now places runs on it" in finding.why
+
+
+def test_the_doctor_screen_asks_the_service_for_a_revisions_project(tmp_path):
+    """Screens write no SQL (issue 12): the jump from a revision to its project is a service read."""
+    from console.db.connect import open_database
+    from console.services.doctor import project_of_revision
+
+    source = (Path(__file__).resolve().parents[1] / "console" / "screens" / "doctor.py").read_text()
+    assert "execute(" not in source and "SELECT" not in source and "console.db" not in source
+    db = damage.healthy(tmp_path / "archon.db")
+    with open_database(db, read_only=True) as handle:
+        revision, project = handle.conn.execute(
+            "SELECT id, project_id FROM execution_profile_revisions ORDER BY id LIMIT 1").fetchone()
+        assert project_of_revision(handle, revision) == project
+        assert project_of_revision(handle, "no-such-revision") is None

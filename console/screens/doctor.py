@@ -9,8 +9,8 @@ database or a finding built from it, so it goes through `safe_text` (no markup, 
 Enter on a finding goes to its first row; Tab into the rows list and Enter goes to that row. A row
 of approval_requests opens the approval queue (every status) with the cursor on it; an environment
 opens :envs on it; a project or one of its profile revisions opens `:project ID`. The target
-screens are used as they are: a small subclass only puts the cursor on the key once the list has
-counted its rows (their `jump_to=` argument).
+screens are used as they are: their `jump_to=` argument puts the cursor on the key once the list
+has counted its rows. Workers report back with typed messages (`Progress`, `Finished`, `Resolved`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.message import Message
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Static
 
@@ -32,12 +33,6 @@ SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "cyan"}
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 # table of a finding's rows -> what can show it
 NAVIGABLE = ("approval_requests", "execution_environments", "projects", "execution_profile_revisions")
-
-
-def _project_of_revision(handle, revision_id: str) -> str | None:
-    row = handle.conn.execute(
-        "SELECT project_id FROM execution_profile_revisions WHERE id = ?", (revision_id,)).fetchone()
-    return None if row is None else row[0]
 
 
 class DoctorScreen(ConsoleScreen):
@@ -77,30 +72,51 @@ class DoctorScreen(ConsoleScreen):
     def on_mount(self) -> None:
         super().on_mount()
         self.query_one("#findings", DataTable).focus()
-        self._run_doctor(self.full)
+        self._start(self.full)
 
     # ------------------------------------------------------------ running
     def action_rerun(self) -> None:
-        self._run_doctor(self.full)
+        self._start(self.full)
 
     def action_full(self) -> None:
         self.full = True
-        self._run_doctor(True)
+        self._start(True)
+
+    def _start(self, full: bool) -> None:
+        self._summary(Text(f"Running doctor ({'full integrity_check' if full else 'quick_check'})...",
+                           style="dim"))
+        self._run_doctor(full)
 
     def refresh_data(self) -> None:
         """Another process committed: doctor is a snapshot, the operator re-runs it with r."""
+
+    class Finished(Message):
+        """Doctor's report, from the worker that ran it in a child process."""
+
+        def __init__(self, report: Any) -> None:
+            super().__init__()
+            self.report = report
+
+    class Resolved(Message):
+        """Where a finding's row is shown: the screen to open, or why there is none."""
+
+        def __init__(self, table: str, key: str, project: str | None) -> None:
+            super().__init__()
+            self.table, self.key, self.project = table, key, project
 
     @work(thread=True, exclusive=True, group="doctor", exit_on_error=False)
     def _run_doctor(self, full: bool) -> None:
         from console.isolation import call_isolated
 
-        self.app.call_from_thread(self._summary, Text(
-            f"Running doctor ({'full integrity_check' if full else 'quick_check'})...", style="dim"))
         # In a child process: doctor opens the database's files, and closing them here would drop
         # the locks of this process's own connection (console/isolation.py says why).
         report = call_isolated("console.services.doctor:run_doctor", self.session.db_path, full=full,
                                now=self.session.now())
-        self.app.call_from_thread(self._show, report)
+        self.post_message(self.Finished(report))
+
+    @on(Finished)
+    def _finished(self, message: Finished) -> None:
+        self._show(message.report)
 
     def _summary(self, text: Text) -> None:
         self.query_one("#doctor-summary", Static).update(text)
@@ -189,21 +205,29 @@ class DoctorScreen(ConsoleScreen):
 
     @work(thread=True, group="doctor-jump", exit_on_error=False)
     def _resolve_worker(self, table: str, key: str) -> None:
+        from console.services.doctor import project_of_revision
+
+        project = None
+        if table == "projects":
+            project = key
+        elif table == "execution_profile_revisions":
+            project = self.session.run(project_of_revision, key)
+        self.post_message(self.Resolved(table, key, project))
+
+    @on(Resolved)
+    def _resolved(self, message: Resolved) -> None:
         from console.screens.approvals import ApprovalsScreen
         from console.screens.environments import EnvironmentsScreen
         from console.screens.profiles import ProfilesScreen
 
-        if table == "approval_requests":
-            build = lambda: ApprovalsScreen(jump_to=key)  # noqa: E731
-        elif table == "execution_environments":
-            build = lambda: EnvironmentsScreen(jump_to=key)  # noqa: E731
+        if message.table == "approval_requests":
+            self.app.push_screen(ApprovalsScreen(jump_to=message.key))
+        elif message.table == "execution_environments":
+            self.app.push_screen(EnvironmentsScreen(jump_to=message.key))
+        elif message.project is None:
+            self.notify(f"{message.key} is gone.", severity="warning", markup=False)
         else:
-            project = key if table == "projects" else self.session.run(_project_of_revision, key)
-            if project is None:
-                self.app.call_from_thread(self.notify, f"{key} is gone.", severity="warning", markup=False)
-                return
-            build = lambda: ProfilesScreen(project)  # noqa: E731
-        self.app.call_from_thread(lambda: self.app.push_screen(build()))
+            self.app.push_screen(ProfilesScreen(message.project))
 
 
 __all__ = ["DoctorScreen"]

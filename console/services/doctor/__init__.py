@@ -6,13 +6,13 @@ copy otherwise), so the main file and -wal never change and nothing is created b
 
 Every check is set-based SQL that returns only anomalous rows; the only Python loop runs over
 profile revisions, whose fingerprints need SHA-256 (there are few). The integrity scan
-(`quick_check`, or `integrity_check` with `full`), foreign_key_check and the approvals scans run on
-connections of their own in worker threads while the short checks run (see `context.Ctx.start`).
-On a file nobody can write meanwhile (a private copy, an immutable open) the workers read through
-mmap: seeking the same file with read() from several threads contends in the kernel. The total is
-still above the bare quick_check: see bench/bench_doctor.py for the numbers and why.
+(`quick_check`, or `integrity_check` with `full`), foreign_key_check, the approvals decision scan
+and the request pass (cut into id ranges, each exact on its own: `checks_approvals`) run on
+connections of their own in worker threads while the short checks run (see `context.Ctx.start`),
+a live WAL file included. No connection maps the file (mmap): six mappings of a large file showed
+as gigabytes of resident memory, for a gain of about a tenth of the CPU time.
 
-Exit codes (`Report.exit_code`): 3 when the console cannot use the database at all -- the same
+Exit codes (`DoctorReport.exit_code`): 3 when the console cannot use the database at all -- the same
 conditions under which every other command refuses to open it: not a SQLite file, a truncated file,
 an unreadable schema, not an archon database, or an upgrade ledger this console cannot vouch for
 (written by a newer console, edited, or with changed checksums). Doctor still prints every finding
@@ -47,7 +47,7 @@ from console.services.doctor.checks_integrity import (
 from console.services.doctor.checks_profiles import check_profiles
 from console.services.doctor.checks_schema import check_ledger, check_schema, reference_objects
 from console.services.doctor.context import DEFAULT_STALE_AFTER, Ctx
-from console.services.doctor.report import SEVERITIES, Finding, Report
+from console.services.doctor.report import SEVERITIES, DoctorReport, Finding, Report
 
 # --- the runner ------------------------------------------------------------------------------
 
@@ -65,6 +65,7 @@ PREFETCH: dict[str, Callable[[Ctx], None]] = {
     "foreign_keys": prefetch_foreign_keys,
     "approvals": prefetch_approvals,
 }
+WAITS_FOR_SCANS = ("approvals", "foreign_keys")  # in this order: approvals' own query runs before it waits
 ARCHON_CHECKS = ("schema", "ledger", "approvals", "environments", "profiles")
 
 
@@ -102,7 +103,7 @@ def run_doctor(
     full: bool = False,
     now: datetime,
     stale_after: timedelta = DEFAULT_STALE_AFTER,
-) -> Report:
+) -> DoctorReport:
     """Run the named checks (all by default) and return the findings; never writes.
 
     Raises `DatabaseUnusable` only when the file is not SQLite at all (missing, empty, bad header).
@@ -116,7 +117,7 @@ def run_doctor(
         require_database_file(path)
         findings, opened = _run_on_path(path, names, full=full, now=now, stale_after=stale_after)
     findings = [f for f in findings if f.check in whole or f.id in single or f.unusable]
-    return Report(
+    return DoctorReport(
         path=str(path), mode="full" if full else "quick", generated_at=db_time(now),
         checks_run=names, findings=findings, opened=opened,
     )
@@ -129,11 +130,7 @@ def _run_on_path(path: Path, names, *, full, now, stale_after) -> tuple[list[Fin
         before = stat_token(path)
         conn, cleanup, opened = open_read_only(path, force_copy=force_copy)
         try:
-            # Worker threads seeking in the same file through read() contend in the kernel; mapped
-            # pages do not. Only where nobody can truncate the file under the mapping (SIGBUS): our
-            # private copy, or an immutable open of a file no connection has open.
-            mapped = path.stat().st_size if ("immutable" in opened or opened.startswith("private copy")) else 0
-            findings = _run(conn, path, names, full=full, now=now, stale_after=stale_after, mmap_size=mapped)
+            findings = _run(conn, path, names, full=full, now=now, stale_after=stale_after)
         finally:
             conn.close()
             cleanup()
@@ -142,22 +139,17 @@ def _run_on_path(path: Path, names, *, full, now, stale_after) -> tuple[list[Fin
     raise AssertionError("unreachable")
 
 
-def _run(conn, path: Path, names: list[str], *, full: bool, now: datetime, stale_after: timedelta,
-         mmap_size: int = 0) -> list[Finding]:
+def _run(conn, path: Path, names: list[str], *, full: bool, now: datetime, stale_after: timedelta) -> list[Finding]:
     # Workers only when a second connection can be opened on the same file without side effects.
-    pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="doctor") if getattr(
+    pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="doctor") if getattr(
         conn, "source_uri", None) else None
     ctx = Ctx(conn, path=path, now=now, stale_after=stale_after, full=full, names=names, pool=pool)
-    ctx.mmap_size = mmap_size
-    ctx.stable = bool(mmap_size)
     findings: list[Finding] = []
     integrity: dict[str, list[str]] = {}
     thread = None
     if "integrity" in names:
         side = reconnect(conn)
         if side is not None:
-            if mmap_size:
-                side.execute(f"PRAGMA mmap_size = {int(mmap_size)}")
 
             def scan() -> None:
                 try:
@@ -202,10 +194,14 @@ def _run(conn, path: Path, names: list[str], *, full: bool, now: datetime, stale
                             PREFETCH[name](ctx)
                         except sqlite3.DatabaseError:
                             pass  # the check itself runs the failing query again and reports it
-                for name in names:
-                    if name in ("file", "integrity"):
-                        continue
-                    findings.extend(_guarded(name, ctx))
+                # Checks that wait for the background scans go last, so that the quick ones run
+                # meanwhile; the findings keep the order of CHECKS.
+                found: dict[str, list[Finding]] = {}
+                rest = [n for n in names if n not in ("file", "integrity")]
+                for name in sorted(rest, key=lambda n: WAITS_FOR_SCANS.index(n) + 1 if n in WAITS_FOR_SCANS else 0):
+                    found[name] = _guarded(name, ctx)
+                for name in rest:
+                    findings.extend(found[name])
     finally:
         if pool is not None:
             pool.shutdown(wait=True)
@@ -236,16 +232,25 @@ def _tag(check: str, findings: list[Finding]) -> list[Finding]:
     return findings
 
 
-def report_json_text(report: Report, *, strict: bool = False) -> str:
+def project_of_revision(handle: ArchonDatabase, revision_id: str) -> str | None:
+    """The project a finding's profile revision belongs to, for the TUI's jump to that project."""
+    row = handle.conn.execute(
+        "SELECT project_id FROM execution_profile_revisions WHERE id = ?", (revision_id,)).fetchone()
+    return None if row is None else row[0]
+
+
+def report_json_text(report: DoctorReport, *, strict: bool = False) -> str:
     return json_text(report.to_json(strict=strict))
 
 
 __all__ = [
     "CHECKS",
     "DEFAULT_STALE_AFTER",
+    "DoctorReport",
     "SEVERITIES",
     "Finding",
     "Report",
+    "project_of_revision",
     "reference_objects",
     "report_json_text",
     "run_doctor",

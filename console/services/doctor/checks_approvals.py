@@ -1,58 +1,50 @@
 """Approval requests against their event log: expiry, sequences, last event, decisions.
 
-The costly part on a large database is relating each request to its events. Three scans, each
+The costly part on a large database is relating each request to its events. Two scans, each
 chosen from EXPLAIN QUERY PLAN, none sorting the 2.5-million-row events table:
-- sequences: GROUP BY over the covering index (project_id, approval_request_id, sequence);
-- last events: per request one descending seek in that index and one row read (to_status);
+- one pass over the requests (`_REQUEST_PASS_SQL`): per request, its events' entries in the covering
+  index (project_id, approval_request_id, sequence) give count, highest and first sequence and the
+  rowid of the last event, whose to_status is one row read. It answers sequences, last event and
+  (by counting, see `_Part`) whether any event lacks its request, which spares
+  `foreign_key_check` the events table. It is cut into id ranges run on parallel connections:
+  each range is exact on its own, in one read transaction, so a live file is read in parallel too;
 - decisions: a set difference (EXCEPT) of decided requests minus decision events.
-The same scans prove, by counting, that no event lacks its request (see `_summarize`), which
-spares `foreign_key_check` the events table.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from console.services.doctor.context import Ctx, ids_text, rows_of
 from console.services.doctor.report import Finding
 
 EVENTS_TABLE = "approval_request_events"
+PARTS = 3  # id ranges of the request pass (worker connections); more than the cores: the machine is shared
 
 # --- approvals -------------------------------------------------------------------------------
 
-# Per (project, request) group of events, in the order of idx_approval_request_events_sequence
-# (project_id, approval_request_id, sequence): a covering index scan, no table reads, no sort.
-_EVENT_GROUPS_SQL = """
-SELECT count(*) AS groups, coalesce(sum(CASE WHEN hi <> n OR ones <> 1 THEN 1 ELSE 0 END), 0) AS bad
-FROM (SELECT count(*) AS n, max(sequence) AS hi, sum(sequence = 1) AS ones
-      FROM approval_request_events GROUP BY project_id, approval_request_id)
+# Per request (rows read in id order, so the event index is read nearly in order): its group of
+# events by a covering seek of idx_approval_request_events_sequence; `lr` is the rowid of the
+# event with the highest sequence (SQLite's bare column beside a single max()). Only anomalous
+# requests are handed to Python (`doctor_keep`, called by CASE for those alone); the sums come back.
+_REQUEST_PASS_SQL = """
+SELECT coalesce(sum(n), 0), coalesce(sum(CASE WHEN gaps OR differs
+         THEN doctor_keep(id, status, n, hi, last_to, gaps, differs) ELSE 0 END), 0)
+FROM (SELECT id, status, n, hi, last_to, n > 0 AND coalesce(hi <> n OR ones <> 1, 0) AS gaps,
+             coalesce(last_to = status, 0) = 0 AS differs
+      FROM (SELECT id, status, n, hi, ones,
+                   (SELECT x.to_status FROM approval_request_events x WHERE x.rowid = g.lr) AS last_to
+            FROM (SELECT r.id AS id, r.status AS status, count(e.rowid) AS n, max(e.sequence) AS hi,
+                         sum(e.sequence = 1) AS ones, e.rowid AS lr
+                  FROM approval_requests r LEFT JOIN approval_request_events e
+                    ON e.project_id = r.project_id AND e.approval_request_id = r.id
+                  WHERE {requests}
+                  GROUP BY r.id, r.rowid) g
+            LIMIT -1))  -- not flattened: one to_status read per request, not one per use
 """
-_BAD_SEQUENCES_SQL = """
-SELECT r.id, g.n, g.hi
-FROM (SELECT project_id AS pid, approval_request_id AS rid, count(*) AS n, max(sequence) AS hi,
-             sum(sequence = 1) AS ones
-      FROM approval_request_events GROUP BY project_id, approval_request_id
-      HAVING hi <> n OR ones <> 1) g
-JOIN approval_requests r ON r.project_id = g.pid AND r.id = g.rid
-ORDER BY r.id
-"""
-# Each request (covering scan of idx_approval_requests_project_status_expiry) against the to_status
-# of its last event: one descending index seek and one row read per request. Only requests whose
-# status differs, or that have no event, come back; `has_events` is computed for those alone.
-_LAST_EVENT_SQL = """
-SELECT id, status, last_to,
-       CASE WHEN last_to IS NULL THEN EXISTS (
-         SELECT 1 FROM approval_request_events e WHERE e.project_id = q.project_id AND e.approval_request_id = q.id)
-       END AS has_events
-FROM (SELECT r.id, r.project_id, r.status,
-             (SELECT e.to_status FROM approval_request_events e
-              WHERE e.project_id = r.project_id AND e.approval_request_id = r.id
-              ORDER BY e.sequence DESC LIMIT 1) AS last_to
-      FROM approval_requests r) q
-WHERE coalesce(last_to = status, 0) = 0  -- one evaluation of last_to per request (an OR would make two)
-"""
+_EVENTS_IN_RANGE_SQL = "SELECT count(*) FROM approval_request_events WHERE {events}"
 # A set difference: SQLite builds one temporary b-tree of the decided requests and deletes from it
 # while scanning the events table once -- no per-row index seeks.
 _DECISIONS_SQL = """
@@ -71,11 +63,21 @@ WHERE rowid IN (SELECT rowid FROM approval_requests
 
 
 @dataclass
+class _Part:
+    """One id range of the request pass, read in one transaction: `events - matched` is the number
+    of events in the range whose (project, request) has no request row -- events only match a
+    request of the same range, so zero in every range means no event lacks its request."""
+
+    events: int = 0  # events whose approval_request_id lies in the range
+    matched: int = 0  # events counted per request (the sum over the range's requests)
+    kept: list = field(default_factory=list)  # (id, status, n, hi, last to_status, gaps, differs)
+
+
+@dataclass
 class _EventsSummary:
-    groups: int  # (project, request) groups of events
     bad_sequences: list  # (request id, events, highest sequence), by id
     mismatches: list  # (request id, status, last event's to_status or None when it has none), by id
-    orphan_groups: int  # event groups with no request: foreign_key_check's events rows, by count
+    orphan_events: int  # events with no request: foreign_key_check's events rows (as a count)
 
 
 def _sql_order(value: Any) -> tuple:
@@ -87,50 +89,85 @@ def _sql_order(value: Any) -> tuple:
     return (2, value) if isinstance(value, str) else (3, bytes(value))
 
 
-def _event_groups(conn: sqlite3.Connection) -> tuple[int, list]:
-    groups, bad = conn.execute(_EVENT_GROUPS_SQL).fetchone()
-    return groups, ([tuple(r) for r in conn.execute(_BAD_SEQUENCES_SQL)] if bad else [])
+def _ranges(conn: sqlite3.Connection, parts: int) -> list[tuple[str, str, tuple]]:
+    """(condition on requests, condition on events, parameters) for `parts` id ranges that cover
+    every request (a NULL id included) and every event that could match one."""
+    # Bounds from ids sampled at evenly spaced rowids (a few seeks, not an OFFSET walk): ranges of
+    # about equal size when ids and rowids grow together, still exact when they do not.
+    # Two statements: min() and max() together would scan an index instead of two seeks.
+    low = conn.execute("SELECT min(rowid) FROM approval_requests").fetchone()[0]
+    high = conn.execute("SELECT max(rowid) FROM approval_requests").fetchone()[0]
+    samples: list = []
+    if parts > 1 and low is not None:
+        step = max(1, (high - low) // (parts * 8))
+        for at in range(low, high + 1, step):
+            row = conn.execute("SELECT id FROM approval_requests WHERE rowid >= ? AND +id IS NOT NULL "
+                               "ORDER BY rowid LIMIT 1", (at,)).fetchone()
+            if row is not None:
+                samples.append(row[0])
+    samples.sort(key=_sql_order)
+    bounds: list = []
+    for i in range(1, parts):
+        if samples:
+            bound = samples[len(samples) * i // parts]
+            if not bounds or _sql_order(bound) > _sql_order(bounds[-1]):
+                bounds.append(bound)
+    edges = [None, *bounds, None]
+    ranges = []
+    for low, high in zip(edges, edges[1:]):
+        conds, params = [], []
+        if low is not None:
+            conds.append("{c} >= ?")
+            params.append(low)
+        if high is not None:
+            conds.append("{c} < ?")
+            params.append(high)
+        cond = " AND ".join(conds) or "{c} IS NOT NULL"
+        ranges.append((cond.format(c="r.id"), cond.format(c="approval_request_id"), tuple(params)))
+    # A NULL id (a damaged row) matches no event; an index seek finds such rows.
+    return [*ranges, ("r.id IS NULL", "0", ())]
 
 
-def _last_events(conn: sqlite3.Connection) -> tuple[int, list]:
-    requests = conn.execute("SELECT count(*) FROM approval_requests").fetchone()[0]
-    return requests, conn.execute(_LAST_EVENT_SQL).fetchall()
+def _request_pass(conn: sqlite3.Connection, requests: str, events: str, params: tuple) -> _Part:
+    part = _Part()
 
+    def keep(*row: Any) -> int:
+        part.kept.append(row)
+        return 1
 
-def _events_summary(conn: sqlite3.Connection) -> _EventsSummary:
-    """Both scans in one read transaction, for a file that may change meanwhile."""
+    conn.create_function("doctor_keep", 7, keep)
     own = not conn.in_transaction
     if own:
         conn.execute("BEGIN")
     try:
-        return _summarize(_event_groups(conn), _last_events(conn))
+        part.matched = conn.execute(_REQUEST_PASS_SQL.format(requests=requests), params).fetchone()[0]
+        part.events = conn.execute(_EVENTS_IN_RANGE_SQL.format(events=events), params).fetchone()[0]
     finally:
         if own:
             conn.execute("COMMIT")
+        conn.create_function("doctor_keep", 7, None)
+    return part
 
 
-def _summarize(grouped: tuple[int, list], last: tuple[int, list]) -> _EventsSummary:
-    """`orphan_groups` = event groups - requests that have events: every request matches at most
-    one (project, request) group, so the difference is exactly the number of groups without a
-    request -- which is why both numbers must come from the same state of the file."""
-    groups, bad_rows = grouped
-    requests, candidates = last
-    without = 0
-    mismatches = []
-    for rid, status, last_to, has_events in candidates:
-        if has_events == 0:
-            without += 1
-            mismatches.append((rid, status, None, False))
-        elif last_to != status:
-            mismatches.append((rid, status, last_to, True))
+def _summarize(parts: list[_Part]) -> _EventsSummary:
+    bad, mismatches = [], []
+    for part in parts:
+        for rid, status, n, hi, last_to, gaps, differs in part.kept:
+            if gaps:
+                bad.append((rid, n, hi))
+            if not differs:
+                continue
+            if not n:
+                mismatches.append((rid, status, None, False))
+            elif last_to != status:
+                mismatches.append((rid, status, last_to, True))
+    bad.sort(key=lambda m: _sql_order(m[0]))
     mismatches.sort(key=lambda m: _sql_order(m[0]))
-    return _EventsSummary(groups, bad_rows, mismatches, groups - (requests - without))
+    return _EventsSummary(bad, mismatches, sum(p.events - p.matched for p in parts))
 
 
 def approval_events(ctx: "Ctx") -> _EventsSummary:
-    if ctx.stable:
-        return _summarize(ctx.wait("approval_groups"), ctx.wait("approval_last"))
-    return ctx.wait("approval_events")
+    return _summarize([ctx.wait(key) for key in ctx.started_with("approval_part")])
 
 
 def _decisions(conn: sqlite3.Connection) -> list:
@@ -138,13 +175,10 @@ def _decisions(conn: sqlite3.Connection) -> list:
 
 
 def prefetch_approvals(ctx: Ctx) -> None:
-    if ctx.has("approval_requests", EVENTS_TABLE):
-        if ctx.stable:  # nobody writes this file: the two scans may run on two connections
-            ctx.start("approval_groups", _event_groups)
-            ctx.start("approval_last", _last_events)
-        else:
-            ctx.start("approval_events", _events_summary)
-        ctx.start("approval_decisions", _decisions)
+    if ctx.has("approval_requests", EVENTS_TABLE) and not ctx.started("approval_decisions"):
+        ctx.start("approval_decisions", _decisions)  # the longest single scan goes first
+        for i, (requests, events, params) in enumerate(_ranges(ctx.conn, PARTS if ctx.pool else 1)):
+            ctx.start(f"approval_part{i}", lambda conn, r=requests, e=events, p=params: _request_pass(conn, r, e, p))
 
 
 def check_approvals(ctx: Ctx) -> list[Finding]:

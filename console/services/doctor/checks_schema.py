@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from functools import lru_cache
 
 from console.db.detect import LEDGER_META_TABLE, LEDGER_TABLE
@@ -34,9 +33,10 @@ def _console_reached(ctx: Ctx, release: str) -> bool:
 def reference_objects(release: str) -> frozenset[tuple[str, str]]:
     """(type, name) of every table, index and trigger a database of `release` should have."""
     from console.db.migrations.registry import migrations_through
+    from console.db.connect import scratch_connection
     from console.db.migrations.runner import apply_all
 
-    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn = scratch_connection()
     try:
         conn.execute("PRAGMA foreign_keys = ON")
         apply_all(conn, migrations_through(release))

@@ -59,8 +59,6 @@ class Ctx:
         self._shape = None
         self._tasks: dict[str, Future] = {}
         self.fk_events_by_count = False
-        self.mmap_size = 0  # memory-mapped reads for the worker connections, when the file cannot shrink
-        self.stable = False  # a private copy or an immutable open: no writer can change what we read
 
     @property
     def tables(self) -> set[str]:
@@ -86,8 +84,6 @@ class Ctx:
         future: Future = Future()
         self._tasks[key] = future
         side = reconnect(self.conn) if self.pool is not None else None
-        if side is not None and self.mmap_size:
-            side.execute(f"PRAGMA mmap_size = {int(self.mmap_size)}")
         if side is None:
             future.scan = scan  # type: ignore[attr-defined]
             return
@@ -113,6 +109,9 @@ class Ctx:
 
     def started(self, key: str) -> bool:
         return key in self._tasks
+
+    def started_with(self, prefix: str) -> list[str]:
+        return [key for key in self._tasks if key.startswith(prefix)]
 
 
 def _copy_future(source: Future, target: Future) -> None:

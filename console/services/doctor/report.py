@@ -31,7 +31,9 @@ class Finding:
 
 
 @dataclass
-class Report:
+class DoctorReport:
+    """What `run_doctor` returns: the CLI's text and `--json`, the bundle and the TUI all read it."""
+
     path: str
     mode: str
     generated_at: str
@@ -96,3 +98,6 @@ class Report:
         return "\n".join(lines)
 
 
+
+
+Report = DoctorReport  # the earlier name, still used by console/services/bundle.py
