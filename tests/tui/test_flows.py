@@ -214,7 +214,7 @@ async def test_colon_navigation_and_back(demo_db, make_app):
         await type_text(pilot, "project atlas-api")
         await pilot.press("enter")
         await wait_until(pilot, lambda: isinstance(app.screen, ProfilesScreen) and table(app).visible_loaded)
-        assert app.screen.project["id"] == "prj-atlas-api"
+        assert app.screen.project.id == "prj-atlas-api"
         await pilot.press("question_mark")
         await wait_until(pilot, lambda: type(app.screen).__name__ == "HelpScreen")
         await pilot.press("escape", "escape")
@@ -249,7 +249,7 @@ async def test_palette_offers_projects_by_name(demo_db, make_app):
                          what="palette hit for the project")
         await pilot.press("enter")
         await wait_until(pilot, lambda: isinstance(app.screen, ProfilesScreen) and table(app).visible_loaded)
-        assert app.screen.project["id"] == "prj-atlas-api"
+        assert app.screen.project.id == "prj-atlas-api"
 
 
 # ---------------------------------------------------------------- environments
