@@ -124,6 +124,23 @@ class ApprovalDetail(ApprovalRequest):
 
 
 @dataclass(frozen=True)
+class DecisionOptions:
+    """For approve/deny/revoke: None when the service would carry the decision out for this actor
+    on the request as read, else the plain-words reason it would refuse; `confirm` maps a decision
+    that can proceed only after an explicit second confirmation to the problem that confirmation
+    must name. The write re-checks everything in its transaction."""
+
+    reasons: Mapping[str, str | None]
+    confirm: Mapping[str, str]
+
+    def why(self, action: str) -> str | None:
+        return self.reasons[action]
+
+    def enabled(self, action: str) -> bool:
+        return self.reasons[action] is None
+
+
+@dataclass(frozen=True)
 class DecisionBatch:
     """One decision (`verb`) applied to requests one by one, each in its own transaction; one
     result per request in the order given. `bulk` says the person marked the requests (a result
@@ -145,4 +162,4 @@ class DecisionBatch:
         return f"{self.verb}: {done} of {len(self.results)} done."
 
 
-__all__ = ["ApprovalDetail", "ApprovalEvent", "ApprovalRequest", "DecisionBatch"]
+__all__ = ["ApprovalDetail", "ApprovalEvent", "ApprovalRequest", "DecisionBatch", "DecisionOptions"]

@@ -30,7 +30,7 @@ from console.db.queries import (
     retreat,
 )
 from console.errors import Refusal, UsageError
-from console.models.approvals import ApprovalDetail, ApprovalEvent, ApprovalRequest
+from console.models.approvals import ApprovalDetail, ApprovalEvent, ApprovalRequest, DecisionOptions
 from console.services import four_eyes
 from console.services.base import require_feature
 from console.services.resolve import resolve_project  # noqa: F401 - also re-exported
@@ -315,15 +315,6 @@ def load_request(conn: sqlite3.Connection, request_id: str) -> dict[str, Any]:
     return dict(zip([d[0] for d in cur.description], row))
 
 
-class DecisionOptions(dict):
-    """action -> None (can proceed) or why it cannot; `confirm` maps an action that can proceed only
-    after an explicit second confirmation to the problem that confirmation must name."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.confirm: dict[str, str] = {}
-
-
 def decision_options(request: Mapping[str, Any], actor: str, now: datetime, *, project_deleting: bool = False) -> DecisionOptions:
     """For approve/deny/revoke: None when the action can proceed, else the reason it cannot.
 
@@ -337,7 +328,7 @@ def decision_options(request: Mapping[str, Any], actor: str, now: datetime, *, p
     overdue = expires is not None and expires <= now
     requester = requester_of(parse_json_field(request.get("authority_json")))
     verdict = four_eyes.check_approver(request.get("authority_json"), actor)
-    options = DecisionOptions()
+    reasons: dict[str, str | None] = {}
     for action, needs in (("approve", "pending"), ("deny", "pending"), ("revoke", "approved")):
         why: str | None = None
         if project_deleting:
@@ -350,10 +341,11 @@ def decision_options(request: Mapping[str, Any], actor: str, now: datetime, *, p
             why = verdict.self_approval
         elif action == "deny" and same_person(requester, actor):
             why = "you requested it (four-eyes rule)"
-        options[action] = why
-    if options["approve"] is None and verdict.unknown:
-        options.confirm["approve"] = f"its requester cannot be determined with certainty: {verdict.unknown}"
-    return options
+        reasons[action] = why
+    confirm: dict[str, str] = {}
+    if reasons["approve"] is None and verdict.unknown:
+        confirm["approve"] = f"its requester cannot be determined with certainty: {verdict.unknown}"
+    return DecisionOptions(reasons, confirm)
 
 
 def show_request(handle: ArchonDatabase, request_id: str, *, actor: str | None = None,
@@ -373,7 +365,7 @@ def show_request(handle: ArchonDatabase, request_id: str, *, actor: str | None =
     options = confirm = None
     if actor is not None:
         decided = decision_options(row, actor, now, project_deleting=project_deleting)
-        options, confirm = dict(decided), dict(decided.confirm)
+        options, confirm = dict(decided.reasons), dict(decided.confirm)
     return ApprovalDetail(
         **ApprovalRequest.archon_fields(row),
         **_derived(row, now, {row["project_id"]: project["name"]} if project else {}),
