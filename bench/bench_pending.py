@@ -88,7 +88,7 @@ def main() -> None:
         for label, statuses in (("pending", ("pending",)), ("all", None)):
             first = q.list_requests(handle, q.Filters(statuses=statuses), limit=50, now=now)
             last = first.rows[-1]
-            pages[label] = (statuses, first.next_cursor, (last["expires_at"], last["id"]))
+            pages[label] = (statuses, first.next_cursor, (last.expires_at, last.id))
         handle.close()
 
         c, b = h.paired(console(lambda hd: q.any_pending(hd)), bare(OLD_SQL), h.pairs(15))

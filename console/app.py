@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from textual import events, work
+from textual import events, on, work
 from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
@@ -83,6 +83,13 @@ class ArchonConsole(App):
 
     class DataChanged(Message):
         """Another connection committed."""
+
+    class StartChosen(Message):
+        """Where the console opens, read in a thread (`_choose_start`)."""
+
+        def __init__(self, screen: str) -> None:
+            super().__init__()
+            self.screen = screen
 
     class PendingChanged(Message):
         """New pending requests arrived (maybe none) and how many wait now (None: no approvals)."""
@@ -190,7 +197,11 @@ class ArchonConsole(App):
             name = self.session.run(navigation.start_screen)
         except Exception:
             name = "projects"
-        self.call_from_thread(self.navigate, name)
+        self.post_message(self.StartChosen(name))
+
+    @on(StartChosen)
+    def _start_chosen(self, message: StartChosen) -> None:
+        self.navigate(message.screen)
 
     # ------------------------------------------------------------ navigation
     def navigate(self, name: str, argument: str | None = None) -> None:

@@ -222,7 +222,7 @@ def test_sweep_understands_iso_expiry_times(schema_db):
     with open_rw(path) as h:
         assert [r.id for r in approvals.expire_overdue(h, now=NOW)] == ["iso-past"]
         rows = approvals.list_requests(h, Filters(expiring_within_minutes=20), now=NOW).rows
-    assert [r["id"] for r in rows] == ["space-future"]
+    assert [r.id for r in rows] == ["space-future"]
 
 
 # --- refusals with nothing written ---------------------------------------------------------------
@@ -303,7 +303,7 @@ def test_release_1_8_22_has_approvals(schema_db):
     path = seeded(schema_db, "1.8.22")
     with open_rw(path) as h:
         assert approvals.approve(h, "apr-1", actor="dave", now=NOW).state == "approved"
-        assert [r["id"] for r in approvals.list_requests(h, now=NOW).rows][:1] == ["apr-7"]
+        assert [r.id for r in approvals.list_requests(h, now=NOW).rows][:1] == ["apr-7"]
 
 
 def test_a_trigger_refusal_is_translated_and_rolls_back(db, monkeypatch):
@@ -321,19 +321,19 @@ def test_a_trigger_refusal_is_translated_and_rolls_back(db, monkeypatch):
 def test_list_orders_by_expiry_across_projects_with_derived_fields(db):
     with open_rw(db) as h:
         page = approvals.list_requests(h, now=NOW)
-    ids = [r["id"] for r in page.rows]
+    ids = [r.id for r in page.rows]
     assert ids == ["apr-7", "apr-1", "apr-4", "apr-3", "apr-2"]
     first = page.rows[0]
-    assert first["overdue"] is True and first["expires_in_seconds"] == -180
-    assert page.rows[1]["expires_in_seconds"] == 720 and page.rows[1]["overdue"] is False
-    assert page.rows[2]["project_name"] == "Web"
-    assert {"action_json", "authority_json", "decision_at", "consumed_at"} <= set(first)
+    assert first.overdue is True and first.expires_in_seconds == -180
+    assert page.rows[1].expires_in_seconds == 720 and page.rows[1].overdue is False
+    assert page.rows[2].project_name == "Web"
+    assert {"action_json", "authority_json", "decision_at", "consumed_at"} <= set(first.to_json())
 
 
 def test_list_filters(db):
     with open_rw(db) as h:
         def ids(**kw):
-            return [r["id"] for r in approvals.list_requests(h, Filters(**kw), now=NOW).rows]
+            return [r.id for r in approvals.list_requests(h, Filters(**kw), now=NOW).rows]
 
         assert ids(project="p2") == ["apr-4"]
         assert ids(project="Web") == ["apr-4"]
@@ -355,10 +355,10 @@ def test_list_pages_with_cursors_forward_and_back(db):
         second = approvals.list_requests(h, f, limit=3, cursor=first.next_cursor, now=NOW)
         third = approvals.list_requests(h, f, limit=3, cursor=second.next_cursor, now=NOW)
         back = approvals.list_requests(h, f, limit=3, cursor=second.previous_cursor, now=NOW)
-    assert [r["id"] for r in first.rows] == ["apr-7", "apr-1", "apr-4"]
-    assert [r["id"] for r in second.rows] == ["apr-3", "apr-2", "apr-5"]
-    assert [r["id"] for r in third.rows] == ["apr-6"] and third.next_cursor is None
-    assert [r["id"] for r in back.rows] == ["apr-7", "apr-1", "apr-4"]
+    assert [r.id for r in first.rows] == ["apr-7", "apr-1", "apr-4"]
+    assert [r.id for r in second.rows] == ["apr-3", "apr-2", "apr-5"]
+    assert [r.id for r in third.rows] == ["apr-6"] and third.next_cursor is None
+    assert [r.id for r in back.rows] == ["apr-7", "apr-1", "apr-4"]
 
 
 def test_count_is_capped(db):
@@ -371,11 +371,11 @@ def test_show_parses_action_authority_events_and_options(db):
     with open_rw(db) as h:
         shown = approvals.show_request(h, "apr-3", actor="carol", now=NOW)
         other = approvals.show_request(h, "apr-7", actor="dave", now=NOW)
-    assert shown["action"]["branch"] == "main" and shown["requester"] == "carol"
-    assert [e["to_status"] for e in shown["events"]] == ["pending"]
-    assert shown["options"]["approve"] == "you requested it (four-eyes rule)"
-    assert shown["options"]["revoke"] == "it is pending, not approved"
-    assert other["options"]["approve"].startswith("overdue")
+    assert shown.action["branch"] == "main" and shown.requester == "carol"
+    assert [e.to_status for e in shown.events] == ["pending"]
+    assert shown.options["approve"] == "you requested it (four-eyes rule)"
+    assert shown.options["revoke"] == "it is pending, not approved"
+    assert other.options["approve"].startswith("overdue")
 
 
 def test_revoking_a_denied_request_says_only_approved_ones_can_be(db):

@@ -147,7 +147,7 @@ def test_the_console_resolves_project_names_with_the_same_resolver(demo):
 
     with open_database(demo, read_only=True) as handle:
         project, _ = project_with_audit(handle, "atlas-api")
-    assert project["id"] == "prj-atlas-api"
+    assert project.id == "prj-atlas-api"
 
 
 # --- 14: exit codes ---------------------------------------------------------------------------------

@@ -85,7 +85,7 @@ def test_alice_cannot_approve_her_own_request(db, rid, name, flag):
         with pytest.raises(Refusal) as info:
             approvals.approve(h, rid, actor="alice", now=NOW, **confirmed(flag))
         assert info.value.reason.endswith("Nothing was written."), name
-        options = approvals.show_request(h, rid, actor="alice", now=NOW)["options"]
+        options = approvals.show_request(h, rid, actor="alice", now=NOW).options
     assert dump(db) == before
     if not flag:
         assert options["approve"] is not None or "cannot be determined" in info.value.reason, name
@@ -96,8 +96,8 @@ def test_unknown_requester_needs_the_confirmation_which_is_recorded(db, rid, nam
     before = dump(db)
     with open_database(db) as h:
         request = approvals.show_request(h, rid, actor="dave", now=NOW)
-        assert request["options"]["approve"] is None and "cannot be determined" in request["confirm"]["approve"]
-        assert request["requester_problem"]
+        assert request.options["approve"] is None and "cannot be determined" in request.confirm["approve"]
+        assert request.requester_problem
         with pytest.raises(Refusal) as info:
             approvals.approve(h, rid, actor="dave", now=NOW)
     assert dump(db) == before
@@ -107,13 +107,13 @@ def test_unknown_requester_needs_the_confirmation_which_is_recorded(db, rid, nam
     assert result.ok and "could not be determined" in result.message
     last = events(db, rid)[-1]
     assert last["to_status"] == "approved" and last["actor_reference"] == "dave"
-    assert json.loads(last["metadata_json"])["requester_unknown_confirmed"] == request["requester_problem"]
+    assert json.loads(last["metadata_json"])["requester_unknown_confirmed"] == request.requester_problem
 
 
 def test_a_certain_other_requester_needs_no_confirmation(db):
     with open_database(db) as h:
         request = approvals.show_request(h, "ok", actor="alice", now=NOW)
-        assert request["confirm"] == {} and request["options"]["approve"] is None
+        assert request.confirm == {} and request.options["approve"] is None
         assert approvals.approve(h, "ok", actor="alice", now=NOW).ok
     assert events(db, "ok")[-1]["metadata_json"] is None
 

@@ -52,7 +52,7 @@ def _accepted(write) -> bool:
 def test_decision_keys_are_enabled_exactly_when_the_decision_is_accepted(demo, tmp_path, verb):
     # Deciding one request leaves every other request's answer as it was: one copy per key suffices.
     with open_database(_copy(demo, tmp_path, verb), busy_timeout_ms=2000) as handle:
-        ids = [row["id"] for row in approval_queue.list_requests(
+        ids = [row.id for row in approval_queue.list_requests(
             handle, approval_queue.Filters(statuses=None), limit=10_000, now=NOW).rows]
         assert len(ids) == 200
         disagreements, offered = [], 0
@@ -61,12 +61,12 @@ def test_decision_keys_are_enabled_exactly_when_the_decision_is_accepted(demo, t
             enabled = verb not in decision_greying(detail)
             offered += enabled
             # The screen asks for the typed confirmation first when the service says it is needed.
-            confirmed = bool(detail["confirm"].get(verb))
+            confirmed = bool(detail.confirm.get(verb))
             accepted = _accepted(lambda: approvals.decide(
                 handle, request_id, verb, actor=ACTOR, reason="checked", now=NOW,
                 requester_unknown_ok=confirmed))
             if enabled != accepted:
-                disagreements.append((request_id, detail["status"], decision_greying(detail).get(verb)))
+                disagreements.append((request_id, detail.status, decision_greying(detail).get(verb)))
     assert disagreements == []
     assert 0 < offered < len(ids)  # the demo exercises both sides of every key
 

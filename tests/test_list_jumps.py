@@ -27,12 +27,12 @@ def approvals_db(schema_db, tmp_path):
 def test_queue_positions_and_cursors_match_the_walk(approvals_db, statuses):
     f = queue.Filters(statuses=statuses)
     with open_database(approvals_db) as h:
-        everything = [r["id"] for r in queue.list_requests(h, f, limit=100, now=NOW).rows]
+        everything = [r.id for r in queue.list_requests(h, f, limit=100, now=NOW).rows]
         n = len(everything)
         assert n >= 2
 
         def ids_from(cursor):
-            return [r["id"] for r in queue.list_requests(h, f, limit=100, cursor=cursor, now=NOW).rows]
+            return [r.id for r in queue.list_requests(h, f, limit=100, cursor=cursor, now=NOW).rows]
 
         for i, request_id in enumerate(everything):
             assert queue.request_position(h, f, request_id, now=NOW) == i
@@ -51,12 +51,12 @@ def test_a_request_that_left_the_filter_keeps_its_place(approvals_db):
     pending = queue.Filters(statuses=("pending",))
     everything = queue.Filters(statuses=None)
     with open_database(approvals_db) as h:
-        pending_ids = [r["id"] for r in queue.list_requests(h, pending, limit=100, now=NOW).rows]
+        pending_ids = [r.id for r in queue.list_requests(h, pending, limit=100, now=NOW).rows]
         all_rows = queue.list_requests(h, everything, limit=100, now=NOW).rows
-        other = next(r for r in all_rows if r["status"] != "pending")
-        expected = sum(1 for r in all_rows if r["status"] == "pending"
-                       and (r["expires_at"], r["id"]) < (other["expires_at"], other["id"]))
-        assert queue.request_position(h, pending, other["id"], now=NOW) == expected
+        other = next(r for r in all_rows if r.status != "pending")
+        expected = sum(1 for r in all_rows if r.status == "pending"
+                       and (r.expires_at, r.id) < (other.expires_at, other.id))
+        assert queue.request_position(h, pending, other.id, now=NOW) == expected
         assert expected <= len(pending_ids)
 
 

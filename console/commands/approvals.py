@@ -138,7 +138,7 @@ def run_list(ctx) -> int:
     if ctx.json:
         from console.output import emit_json
 
-        emit_json(page.rows)
+        emit_json([request.to_json() for request in page.rows])
         return 0
     from console.output import relative, say, table
     from console.services.approval_queue import action_summary, parse_json_field, requester_of
@@ -148,17 +148,17 @@ def run_list(ctx) -> int:
         return 0
     rows = []
     for r in page.rows:
-        expires = relative(r["expires_at"], now)
-        if r["overdue"]:
+        expires = relative(r.expires_at, now)
+        if r.overdue:
             expires += " (overdue)"
         rows.append([
-            r["id"],
-            r.get("project_name") or r["project_id"],
-            r["action_kind"],
-            r["status"],
+            r.id,
+            r.project_name or r.project_id,
+            r.action_kind,
+            r.status,
             expires,
-            requester_of(parse_json_field(r["authority_json"])) or "-",
-            action_summary(r["action_kind"], parse_json_field(r["action_json"]), r["action_json"]),
+            requester_of(parse_json_field(r.authority_json)) or "-",
+            action_summary(r.action_kind, parse_json_field(r.action_json), r.action_json),
         ])
     say(table(rows, ["ID", "PROJECT", "KIND", "STATUS", "EXPIRES", "REQUESTER", "ACTION"]))
     if page.next_cursor is not None:
@@ -221,7 +221,7 @@ def run_show(ctx) -> int:
     if ctx.json:
         from console.output import emit_json
 
-        emit_json(request)
+        emit_json(request.to_json())
         return 0
     from console.output import relative, say, table
     from console.text import one_line
@@ -229,39 +229,39 @@ def run_show(ctx) -> int:
     def when(value: Any) -> str:
         return "-" if value is None else f"{one_line(value)} ({relative(value, now)})"
 
-    status = request["status"] + (" (overdue: past its expiry, awaiting expiry)" if request["overdue"] else "")
+    status = request.status + (" (overdue: past its expiry, awaiting expiry)" if request.overdue else "")
     fields = [
-        ("id", request["id"]),
-        ("project", f"{request['project_id']} ({request.get('project_name') or '?'})"
-         + ("  [being deleted]" if request["project_deleting"] else "")),
-        ("run", request["execution_run_id"]),
-        ("kind", request["action_kind"]),
+        ("id", request.id),
+        ("project", f"{request.project_id} ({request.project_name or '?'})"
+         + ("  [being deleted]" if request.project_deleting else "")),
+        ("run", request.execution_run_id),
+        ("kind", request.action_kind),
         ("status", status),
-        ("requester", request["requester"] or "-"),
-        ("expires", when(request["expires_at"])),
-        ("decided", when(request["decision_at"])),
-        ("consumed", when(request["consumed_at"])),
-        ("created", when(request["created_at"])),
-        ("updated", when(request["updated_at"])),
-        ("fingerprint", request["action_fingerprint"]),
+        ("requester", request.requester or "-"),
+        ("expires", when(request.expires_at)),
+        ("decided", when(request.decision_at)),
+        ("consumed", when(request.consumed_at)),
+        ("created", when(request.created_at)),
+        ("updated", when(request.updated_at)),
+        ("fingerprint", request.action_fingerprint),
     ]
     width = max(len(k) for k, _ in fields)
     lines = [f"{k.ljust(width)}  {one_line(v)}" for k, v in fields]
-    options = request.get("options") or {}
+    options = request.options or {}
     can = [a for a, why in options.items() if why is None]
     # Status mismatches ("it is denied, not pending") are plain from the status line; say the rest.
     blocked = [f"not {a}: {why}" for a, why in options.items() if why and not why.startswith("it is ")]
     lines.append(f"{'you can'.ljust(width)}  {', '.join(can) if can else 'nothing'}")
     lines.extend(f"{''.ljust(width)}  {one_line(item)}" for item in blocked)
-    for action, problem in (request.get("confirm") or {}).items():
+    for action, problem in (request.confirm or {}).items():
         lines.append(f"{''.ljust(width)}  {one_line(action)} needs --requester-unknown-ok: {one_line(problem)}")
     say("\n".join(lines))
-    say("\naction:\n" + _pretty(request["action"], request["action_json"]))
-    say("\nauthority:\n" + _pretty(request["authority"], request["authority_json"]))
+    say("\naction:\n" + _pretty(request.action, request.action_json))
+    say("\nauthority:\n" + _pretty(request.authority, request.authority_json))
     events = [
-        [e["sequence"], when(e["created_at"]), e["event_type"], f"{e['from_status'] or '-'} -> {e['to_status']}",
-         f"{e['actor_reference'] or '-'} ({e['actor_classification']})", e["reason"] or ""]
-        for e in request["events"]
+        [e.sequence, when(e.created_at), e.event_type, f"{e.from_status or '-'} -> {e.to_status}",
+         f"{e.actor_reference or '-'} ({e.actor_classification})", e.reason or ""]
+        for e in request.events
     ]
     say("\nhistory:")
     say(table(events, ["#", "WHEN", "EVENT", "STATUS", "ACTOR", "REASON"], max_width=60) if events else "(no events)")

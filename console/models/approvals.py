@@ -1,10 +1,143 @@
-"""What the approval services return: a decision on several requests at once."""
+"""What the approval services return: requests as the queue lists them, one request with its
+history and what the actor can do, and a decision on several requests at once.
+
+Archon's `approval_requests` and `approval_request_events` gain columns from release to release,
+and `approvals list --json` / `approvals show --json` print every column as stored. So each model
+keeps the row it was read from (`columns`, in table order) next to the typed fields the screens and
+commands read, and `to_json()` is the one place the JSON shape is defined: archon's columns first,
+then what the console derived, in the order the CLI has always printed them.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 from console.services.base import ActionResult
+
+
+def _value(row: Mapping[str, Any], name: str) -> Any:
+    return row[name] if name in row else None
+
+
+_REQUEST_FIELDS = ("id", "project_id", "execution_run_id", "action_kind", "action_json", "action_fingerprint",
+                   "authority_json", "status", "expires_at", "decision_at", "consumed_at", "created_at",
+                   "updated_at")
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """A request as the queue lists it: archon's columns the console reads (None where this
+    release has no such column), the row as stored, and the time-derived fields."""
+
+    id: Any
+    project_id: Any
+    execution_run_id: Any
+    action_kind: Any
+    action_json: Any
+    action_fingerprint: Any
+    authority_json: Any
+    status: Any
+    expires_at: Any
+    decision_at: Any
+    consumed_at: Any
+    created_at: Any
+    updated_at: Any
+    # derived
+    expires_in_seconds: int | None  # negative once past; None when `expires_at` is unreadable
+    overdue: bool  # open (pending or approved) and past its expiry: it can only expire
+    project_name: str | None
+    # every column of the row as stored, in table order (the JSON's first keys)
+    columns: Mapping[str, Any] = field(repr=False)
+
+    @staticmethod
+    def archon_fields(row: Mapping[str, Any]) -> dict[str, Any]:
+        return {name: _value(row, name) for name in _REQUEST_FIELDS}
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.columns, "expires_in_seconds": self.expires_in_seconds, "overdue": self.overdue,
+                "project_name": self.project_name}
+
+
+@dataclass(frozen=True)
+class ApprovalEvent:
+    """One row of a request's history."""
+
+    sequence: Any
+    event_type: Any
+    from_status: Any
+    to_status: Any
+    actor_classification: Any
+    actor_reference: Any
+    reason: Any
+    created_at: Any
+    columns: Mapping[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> "ApprovalEvent":
+        return cls(**{name: _value(row, name) for name in _EVENT_FIELDS}, columns=dict(row))
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.columns)
+
+
+_EVENT_FIELDS = ("sequence", "event_type", "from_status", "to_status", "actor_classification", "actor_reference",
+                 "reason", "created_at")
+
+
+@dataclass(frozen=True)
+class ApprovalDetail(ApprovalRequest):
+    """One request as `approvals show` and the detail pane read it: the listed fields, its parsed
+    action and authority, who asked for it, its history, and (when read for an actor) what that
+    actor can do: `options` maps approve/deny/revoke to None (can proceed) or why not; `confirm`
+    maps an action that needs a typed confirmation to the problem it must name."""
+
+    action: Any  # parsed `action_json` (None when it is not JSON)
+    authority: Any  # parsed `authority_json`
+    requester: str | None
+    requester_problem: str | None
+    action_summary: str
+    project_deleting: bool  # the project's deletion has started: its requests are read-only here
+    events: tuple[ApprovalEvent, ...]
+    options: Mapping[str, str | None] | None = None  # None: read for no actor
+    confirm: Mapping[str, str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = {
+            **super().to_json(),
+            "action": self.action,
+            "authority": self.authority,
+            "requester": self.requester,
+            "requester_problem": self.requester_problem,
+            "action_summary": self.action_summary,
+            "project_deleting": self.project_deleting,
+            "events": [event.to_json() for event in self.events],
+        }
+        if self.options is not None:
+            data["options"] = dict(self.options)
+            data["confirm"] = dict(self.confirm or {})
+        return data
+
+    def unavailable(self) -> dict[str, str]:
+        """Only the decisions that would be refused, with why."""
+        return {action: why for action, why in (self.options or {}).items() if why}
+
+
+@dataclass(frozen=True)
+class DecisionOptions:
+    """For approve/deny/revoke: None when the service would carry the decision out for this actor
+    on the request as read, else the plain-words reason it would refuse; `confirm` maps a decision
+    that can proceed only after an explicit second confirmation to the problem that confirmation
+    must name. The write re-checks everything in its transaction."""
+
+    reasons: Mapping[str, str | None]
+    confirm: Mapping[str, str]
+
+    def why(self, action: str) -> str | None:
+        return self.reasons[action]
+
+    def enabled(self, action: str) -> bool:
+        return self.reasons[action] is None
 
 
 @dataclass(frozen=True)
@@ -27,3 +160,6 @@ class DecisionBatch:
             return self.results[0].message
         done = sum(1 for r in self.results if r.ok)
         return f"{self.verb}: {done} of {len(self.results)} done."
+
+
+__all__ = ["ApprovalDetail", "ApprovalEvent", "ApprovalRequest", "DecisionBatch", "DecisionOptions"]

@@ -46,3 +46,61 @@ class ProjectSummary:
                      "environments_total", "claims_held", "claims_stale", "deleting"):
             data[name] = getattr(self, name)
         return data
+
+
+@dataclass(frozen=True)
+class Project:
+    """A `projects` row as archon stores it (`columns`, whichever release wrote it), with the
+    fields the profiles screen and the activation rule read."""
+
+    columns: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        return self.columns["id"]
+
+    @property
+    def name(self) -> Any:
+        return self.columns.get("name")
+
+    @property
+    def build_execution_provider(self) -> Any:
+        return self.columns.get("build_execution_provider")
+
+    @property
+    def deleting(self) -> bool:
+        """The project's deletion has started: the console changes nothing in it."""
+        return bool(self.columns.get("deletion_started_at"))
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.columns)
+
+
+@dataclass(frozen=True)
+class ProfileAuditEvent:
+    """One row of a project's execution-profile audit trail, as stored."""
+
+    columns: dict[str, Any]
+
+    @property
+    def event_type(self) -> Any:
+        return self.columns.get("event_type")
+
+    @property
+    def profile_revision_id(self) -> Any:
+        return self.columns.get("profile_revision_id")
+
+    @property
+    def previous_profile_revision_id(self) -> Any:
+        return self.columns.get("previous_profile_revision_id")
+
+    @property
+    def metadata_json(self) -> Any:
+        return self.columns.get("metadata_json")
+
+    @property
+    def created_at(self) -> Any:
+        return self.columns.get("created_at")
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.columns)

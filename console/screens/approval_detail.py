@@ -11,6 +11,7 @@ from typing import Any
 from rich.text import Text
 
 from console.clock import parse_time
+from console.models.approvals import ApprovalDetail, ApprovalRequest
 from console.services import approval_queue as queue
 from widgets.humane import exact, relative
 from widgets.safe_text import clean, safe_text
@@ -24,78 +25,78 @@ def _action_line(kind: Any, action_json: Any) -> str:
     return queue.action_summary(kind, queue.parse_json_field(action_json), action_json)
 
 
-def summary_cell(row: dict[str, Any]) -> Text:
+def summary_cell(row: ApprovalRequest) -> Text:
     """The action in a few words, parsed once per action (rows are re-rendered every second)."""
-    return safe_text(_action_line(row.get("action_kind"), row.get("action_json")), one_line=True)
+    return safe_text(_action_line(row.action_kind, row.action_json), one_line=True)
 
 
 SHORT_ID = 12
 
 
-def short_id_cell(row: dict[str, Any]) -> Text:
+def short_id_cell(row: ApprovalRequest) -> Text:
     """The id first, where every width shows it: whole when it fits, else its distinguishing
     tail (`y` copies, and `/` finds, the whole id)."""
-    ident = clean(row.get("id"), one_line=True)
+    ident = clean(row.id, one_line=True)
     return Text(ident if len(ident) <= SHORT_ID else "…" + ident[-(SHORT_ID - 1):], no_wrap=True, end="")
 
 
-def detail_head(r: dict[str, Any], now: datetime) -> Text:
+def detail_head(r: ApprovalDetail, now: datetime) -> Text:
     """The pane's head: the request's fields, then every action it cannot take now and why."""
     head = Text(end="")
-    head.append_text(safe_text(r.get("id"), "bold", one_line=True))
+    head.append_text(safe_text(r.id, "bold", one_line=True))
     head.append("\n")
     rows = [
-        ("status", r.get("status")),
-        ("project", f"{r.get('project_name') or ''} ({r.get('project_id')})"),
-        ("kind", r.get("action_kind")),
-        ("action", r.get("action_summary")),
-        ("requester", r.get("requester") or "unknown"),
-        ("expires", f"{relative(parse_time(r.get('expires_at')), now)}  ({exact(parse_time(r.get('expires_at')))})"),
-        ("created", exact(parse_time(r.get("created_at")))),
-        ("decided", exact(parse_time(r.get("decision_at"))) if r.get("decision_at") else "—"),
-        ("fingerprint", r.get("action_fingerprint")),
-        ("run", r.get("execution_run_id")),
+        ("status", r.status),
+        ("project", f"{r.project_name or ''} ({r.project_id})"),
+        ("kind", r.action_kind),
+        ("action", r.action_summary),
+        ("requester", r.requester or "unknown"),
+        ("expires", f"{relative(parse_time(r.expires_at), now)}  ({exact(parse_time(r.expires_at))})"),
+        ("created", exact(parse_time(r.created_at))),
+        ("decided", exact(parse_time(r.decision_at)) if r.decision_at else "—"),
+        ("fingerprint", r.action_fingerprint),
+        ("run", r.execution_run_id),
     ]
     for name, value in rows:
         head.append(f"{name:>11} ", style="dim")
         head.append_text(safe_text(value, one_line=True))
         head.append("\n")
-    options = r.get("options") or {}
+    options = r.options or {}
     for action, why in options.items():
         if why:
             head.append(f"{action:>11} ", style="dim")
             head.append_text(safe_text(f"not possible: {why}", "yellow", one_line=True))
             head.append("\n")
-    for action, problem in (r.get("confirm") or {}).items():
+    for action, problem in (r.confirm or {}).items():
         head.append(f"{action:>11} ", style="dim")
         head.append_text(safe_text(f"needs a typed confirmation: {problem}", "yellow", one_line=True))
         head.append("\n")
     return head
 
 
-def detail_events(r: dict[str, Any]) -> list[TimelineEvent]:
+def detail_events(r: ApprovalDetail) -> list[TimelineEvent]:
     events = [
-        TimelineEvent(parse_time(e.get("created_at")),
-                      f"{e.get('event_type')}: {e.get('from_status') or '∅'} → {e.get('to_status')}",
-                      " · ".join(x for x in (f"by {e.get('actor_reference') or e.get('actor_classification')}",
-                                             e.get("reason") or "") if x))
-        for e in r.get("events") or []
+        TimelineEvent(parse_time(e.created_at),
+                      f"{e.event_type}: {e.from_status or '∅'} → {e.to_status}",
+                      " · ".join(x for x in (f"by {e.actor_reference or e.actor_classification}",
+                                             e.reason or "") if x))
+        for e in r.events
     ]
     return events
 
 
-def what_happens(verb: str, r: dict[str, Any], now: datetime) -> Text:
+def what_happens(verb: str, r: ApprovalDetail, now: datetime) -> Text:
     """What a decision on `r` will do, in the dialog that asks for it."""
     text = Text(end="")
     text.append(f"{VERB[verb]} ", style="bold")
-    text.append_text(safe_text(r.get("action_summary") or r.get("action_kind"), one_line=True))
+    text.append_text(safe_text(r.action_summary or r.action_kind, one_line=True))
     text.append("\nrequest ", style="dim")
-    text.append_text(safe_text(r.get("id"), one_line=True))
+    text.append_text(safe_text(r.id, one_line=True))
     text.append("  project ", style="dim")
-    text.append_text(safe_text(r.get("project_name") or r.get("project_id"), one_line=True))
+    text.append_text(safe_text(r.project_name or r.project_id, one_line=True))
     text.append("\nrequested by ", style="dim")
-    text.append_text(safe_text(r.get("requester") or "unknown", one_line=True))
-    text.append(f", expires {relative(parse_time(r.get('expires_at')), now)}\n\n", style="dim")
+    text.append_text(safe_text(r.requester or "unknown", one_line=True))
+    text.append(f", expires {relative(parse_time(r.expires_at), now)}\n\n", style="dim")
     text.append({
         "approve": "The request becomes approved: archon's executor may carry out this action once, "
                    "before it expires.",
@@ -106,12 +107,12 @@ def what_happens(verb: str, r: dict[str, Any], now: datetime) -> Text:
     return text
 
 
-def bulk_summary(verb: str, marked: list[dict[str, Any]]) -> Text:
+def bulk_summary(verb: str, marked: list[ApprovalRequest]) -> Text:
     """The marked requests a bulk decision will try, each in its own transaction."""
     summary = Text(f"{VERB[verb]} {len(marked)} marked requests, each in its own transaction:\n", style="bold")
     for m in marked[:8]:
         summary.append("  • ")
-        summary.append_text(safe_text(f"{m.get('id')}  {m.get('project_name') or ''}  {m.get('action_kind')}", one_line=True))
+        summary.append_text(safe_text(f"{m.id}  {m.project_name or ''}  {m.action_kind}", one_line=True))
         summary.append("\n")
     if len(marked) > 8:
         summary.append(f"  … and {len(marked) - 8} more\n", style="dim")

@@ -18,7 +18,7 @@ from textual.widgets import Static
 
 from console.clock import parse_time
 from console.errors import Refusal
-from console.models.approvals import DecisionBatch
+from console.models.approvals import ApprovalDetail, ApprovalRequest, DecisionBatch
 from console.screens.approval_detail import (
     SHORT_ID,
     VERB,
@@ -56,10 +56,10 @@ STATUS_STYLE = {
 UNKNOWN_REQUESTER_CONFIRMATION = "not the requester"
 
 
-def decision_greying(request: dict[str, Any]) -> dict[str, str]:
+def decision_greying(request: ApprovalDetail) -> dict[str, str]:
     """The decision keys' state for one request read by `show_request`: the service's
     `decision_options`, never re-derived here."""
-    return {a: why for a, why in (request.get("options") or {}).items() if why}
+    return request.unavailable()
 
 
 class ApprovalsScreen(ConsoleScreen):
@@ -85,7 +85,7 @@ class ApprovalsScreen(ConsoleScreen):
     ]
 
     class Detail(Message):
-        def __init__(self, request_id: str, request: dict[str, Any]) -> None:
+        def __init__(self, request_id: str, request: ApprovalDetail) -> None:
             super().__init__()
             self.request_id = request_id
             self.request = request
@@ -93,7 +93,7 @@ class ApprovalsScreen(ConsoleScreen):
     class Rechecked(Message):
         """The watched request, re-read while its dialog is open."""
 
-        def __init__(self, modal: ActionModal[Decision | None], request: dict[str, Any]) -> None:
+        def __init__(self, modal: ActionModal[Decision | None], request: ApprovalDetail) -> None:
             super().__init__()
             self.modal, self.request = modal, request
 
@@ -117,7 +117,7 @@ class ApprovalsScreen(ConsoleScreen):
         self.jump_to = jump_to  # the cursor goes to this request once the list is counted
         if jump_to is not None:  # every status: the request may be decided already
             self.filters = queue.Filters(statuses=None)
-        self.detail: dict[str, Any] | None = None
+        self.detail: ApprovalDetail | None = None
         self.modal: ActionModal[Decision | None] | None = None
         self.filter_mode: str | None = None
 
@@ -156,15 +156,15 @@ class ApprovalsScreen(ConsoleScreen):
             Column("id", "id", SHORT_ID, render=short_id_cell),
             Column("expires_at", "expires", 9, render=self._render_expiry),
             *([] if single else [Column("status", "status", 9, render=lambda r: safe_text(
-                r.get("status"), STATUS_STYLE.get(r.get("status"), ""), one_line=True))]),
-            Column("project_name", "project", 14, render=lambda r: safe_text(r.get("project_name") or r.get("project_id"), one_line=True)),
+                r.status, STATUS_STYLE.get(r.status, ""), one_line=True))]),
+            Column("project_name", "project", 14, render=lambda r: safe_text(r.project_name or r.project_id, one_line=True)),
             Column("action_kind", "kind", 12),
             Column("summary", "action", 24, render=summary_cell),
         ]
 
-    def _render_expiry(self, row: dict[str, Any]) -> Text:
-        when = parse_time(row.get("expires_at"))
-        if row.get("status") not in queue.OPEN_STATUSES:
+    def _render_expiry(self, row: ApprovalRequest) -> Text:
+        when = parse_time(row.expires_at)
+        if row.status not in queue.OPEN_STATUSES:
             return Text("—", style="dim")
         label = countdown(when, self.session.now())
         if label == "expired":
@@ -173,11 +173,10 @@ class ApprovalsScreen(ConsoleScreen):
             return Text(f"! {label}", style="bold yellow")  # the row is yellow too; `!` says it in monochrome
         return Text(label)
 
-    def _row_class(self, row: dict[str, Any]) -> str | None:
-        status = row.get("status")
-        if status not in queue.OPEN_STATUSES:
+    def _row_class(self, row: ApprovalRequest) -> str | None:
+        if row.status not in queue.OPEN_STATUSES:
             return "muted"
-        when = parse_time(row.get("expires_at"))
+        when = parse_time(row.expires_at)
         if when is not None and when - self.session.now() <= EXPIRING_SOON:
             return "warning"
         return None
@@ -315,11 +314,11 @@ class ApprovalsScreen(ConsoleScreen):
             if message.table.total == 0:
                 self._clear_detail("No request matches these filters.")
             return
-        self._later_detail(message.row["id"])
+        self._later_detail(message.row.id)
 
     def on_approvals_screen_detail(self, message: Detail) -> None:
         row = self.query_one(LazyTable).cursor_row
-        if row is None or row.get("id") != message.request_id:
+        if row is None or row.id != message.request_id:
             return  # read for a row the list no longer highlights (a filter changed meanwhile)
         self.detail = message.request
         self._show_detail(message.request)
@@ -330,15 +329,15 @@ class ApprovalsScreen(ConsoleScreen):
         request = self.session.run(queue.show_request, request_id, actor=self.session.actor, now=self.session.now())
         self.post_message(self.Detail(request_id, request))
 
-    def _show_detail(self, r: dict[str, Any]) -> None:
+    def _show_detail(self, r: ApprovalDetail) -> None:
         self.query_one("#detail-head", Static).update(detail_head(r, self.session.now()))
         dark = self.app.current_theme.dark
-        self.query_one("#detail-action", JsonView).show(r.get("action_json"), dark=dark)
-        self.query_one("#detail-authority", JsonView).show(r.get("authority_json"), dark=dark)
+        self.query_one("#detail-action", JsonView).show(r.action_json, dark=dark)
+        self.query_one("#detail-authority", JsonView).show(r.authority_json, dark=dark)
         self.query_one("#detail-events", Timeline).show(detail_events(r))
 
     # ------------------------------------------------------------ availability
-    def _marked(self) -> list[dict[str, Any]]:
+    def _marked(self) -> list[ApprovalRequest]:
         return list(self.query_one(LazyTable).selected.values())
 
     def unavailable(self) -> dict[str, str]:
@@ -350,7 +349,7 @@ class ApprovalsScreen(ConsoleScreen):
         if self.detail is None:
             return {a: "no request selected" for a in self.WRITE_ACTIONS}
         current = self.query_one(LazyTable).cursor_row
-        if current is None or current.get("id") != self.detail.get("id"):
+        if current is None or current.id != self.detail.id:
             return {a: "loading the selected request" for a in self.WRITE_ACTIONS}
         return decision_greying(self.detail)
 
@@ -376,7 +375,7 @@ class ApprovalsScreen(ConsoleScreen):
     def action_revoke(self) -> None:
         self._decide("revoke")
 
-    def _what_happens(self, verb: str, r: dict[str, Any]) -> Text:
+    def _what_happens(self, verb: str, r: ApprovalDetail) -> Text:
         return what_happens(verb, r, self.session.now())
 
     def _decide(self, verb: str) -> None:
@@ -388,18 +387,20 @@ class ApprovalsScreen(ConsoleScreen):
         marked = self._marked()
         required = verb != "approve"
         if marked:
-            ids = [m["id"] for m in marked]
+            ids = [m.id for m in marked]
             summary = bulk_summary(verb, marked)
             modal: ActionModal[Decision | None] = ReasonModal(
                 f"{VERB[verb]} {len(ids)} requests", summary, required=required,
                 confirm_label=VERB[verb], danger=verb != "approve")
             requester_unknown_ok = False
         else:
-            r = self.detail or {}
-            problem = (r.get("confirm") or {}).get(verb)
-            ids = [r["id"]]
+            r = self.detail
+            if r is None:  # `unavailable` refuses every decision until the detail is read
+                return
+            problem = (r.confirm or {}).get(verb)
+            ids = [r.id]
             # The dialog watches the request: a change of these fields while it is open re-checks it.
-            watching = Watched(r.get("id"), verb, (r.get("status"), r.get("decision_at")))
+            watching = Watched(r.id, verb, (r.status, r.decision_at))
             if problem:  # four-eyes cannot be checked: the approver confirms by typing (four_eyes.py)
                 from console.screens.typed import TypedConfirmModal
 
@@ -452,7 +453,7 @@ class ApprovalsScreen(ConsoleScreen):
         super().refresh_data()
         row = self.query_one(LazyTable).cursor_row
         if row is not None:
-            self._load_detail(row["id"])
+            self._load_detail(row.id)
         if self.modal is not None and self.modal.watch_key is not None and self.modal.is_attached:
             self._recheck(self.modal)
 
@@ -467,9 +468,9 @@ class ApprovalsScreen(ConsoleScreen):
         watching = modal.watching
         if watching is None or not watching.action or not modal.is_attached:
             return
-        if (r.get("status"), r.get("decision_at")) == watching.seen:
+        if (r.status, r.decision_at) == watching.seen:
             return
-        why = (r.get("options") or {}).get(watching.action)
+        why = (r.options or {}).get(watching.action)
         modal.changed_underneath(self._what_happens(watching.action, r),
                                  f"It can no longer be done: {why}." if why else None)
 
@@ -478,11 +479,12 @@ class ApprovalsScreen(ConsoleScreen):
         row = self.query_one(LazyTable).cursor_row
         if row is None:
             return None, None
-        payload = dict(self.detail) if self.detail and self.detail.get("id") == row["id"] else dict(row)
+        shown = self.detail if self.detail is not None and self.detail.id == row.id else row
+        payload = shown.to_json()
         payload.pop("options", None)
         for key in ("action_json", "authority_json"):
             try:
                 payload[key] = json.loads(payload[key])
             except (KeyError, TypeError, ValueError):
                 pass
-        return row["id"], payload
+        return row.id, payload

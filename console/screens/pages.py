@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from console.models.approvals import ApprovalRequest
 from console.services import approval_queue as queue
 from console.services import environment_pages as env_pages
 from console.services import environments as envs
@@ -25,13 +26,13 @@ class ApprovalsSource:
     def count(self) -> int:
         return self.session.run(queue.count_requests, self.filters, cap=COUNT_CAP, now=self.session.now()).value
 
-    def page(self, after: Any | None, limit: int) -> tuple[list[dict], Any | None]:
+    def page(self, after: Any | None, limit: int) -> tuple[list[ApprovalRequest], Any | None]:
         page = self.session.run(queue.list_requests, self.filters, limit=limit, cursor=after, now=self.session.now())
         last = queue.cursor_after(page.rows[-1]) if page.rows else after
         return page.rows, last
 
-    def key(self, row: dict) -> Any:
-        return row["id"]
+    def key(self, row: ApprovalRequest) -> Any:
+        return row.id
 
     def index_of(self, key: Any) -> int | None:
         return self.session.run(queue.request_position, self.filters, key, now=self.session.now())

@@ -15,6 +15,7 @@ from textual.widgets import Static
 
 from console.clock import parse_time
 from console.models.profiles import ProfileRevision
+from console.models.projects import ProfileAuditEvent, Project
 from console.screens.base import ConsoleScreen
 from console.screens.confirm import Decision, Watched
 from console.screens.reason import ReasonModal
@@ -30,7 +31,7 @@ from widgets.safe_text import safe_text
 from widgets.timeline import Timeline, TimelineEvent
 
 
-def activation_greying(row: ProfileRevision | None, project: dict[str, Any] | None) -> dict[str, str]:
+def activation_greying(row: ProfileRevision | None, project: Project | None) -> dict[str, str]:
     """The activate key's state for the highlighted revision: the service's answer, never re-derived."""
     if row is None:
         return {"activate": "no revision selected"}
@@ -54,15 +55,15 @@ class ProfilesScreen(ConsoleScreen):
     ]
 
     class Loaded(Message):
-        def __init__(self, project: dict[str, Any], audit: list[dict[str, Any]]) -> None:
+        def __init__(self, project: Project, audit: list[ProfileAuditEvent]) -> None:
             super().__init__()
             self.project, self.audit = project, audit
 
     def __init__(self, argument: str | None = None) -> None:
         super().__init__()
         self.argument = argument
-        self.project: dict[str, Any] | None = None
-        self.audit: list[dict[str, Any]] = []
+        self.project: Project | None = None
+        self.audit: list[ProfileAuditEvent] = []
         self.marked: ProfileRevision | None = None
         self.showing_diff = False
 
@@ -96,16 +97,16 @@ class ProfilesScreen(ConsoleScreen):
         first = self.project is None
         self.project, self.audit = message.project, message.audit
         head = Text("project ", style="dim")
-        head.append_text(safe_text(self.project.get("name"), "bold", one_line=True))
+        head.append_text(safe_text(self.project.name, "bold", one_line=True))
         head.append("  id ", style="dim")
-        head.append_text(safe_text(self.project.get("id"), one_line=True))
+        head.append_text(safe_text(self.project.id, one_line=True))
         head.append("  provider ", style="dim")
-        head.append_text(safe_text(self.project.get("build_execution_provider"), "bold", one_line=True))
+        head.append_text(safe_text(self.project.build_execution_provider, "bold", one_line=True))
         if self.marked:
             head.append("  marked ", style="dim")
             head.append(f"r{self.marked.revision}", style="bold")
         self.query_one("#filters", Static).update(head)
-        pid = self.project["id"]
+        pid = self.project.id
         self.query_one(LazyTable).set_source(
             ListSource(lambda: self.session.run(profiles_service.list_revisions, pid)), keep_cursor=not first)
         self._show_audit()
@@ -113,12 +114,12 @@ class ProfilesScreen(ConsoleScreen):
     def _show_audit(self) -> None:
         events = []
         for e in self.audit:
-            title = f"{e.get('event_type')}: {e.get('profile_revision_id')}"
-            detail = f"previous {e['previous_profile_revision_id']}" if e.get("previous_profile_revision_id") else ""
-            meta = queue.parse_json_field(e.get("metadata_json")) or {}
+            title = f"{e.event_type}: {e.profile_revision_id}"
+            detail = f"previous {e.previous_profile_revision_id}" if e.previous_profile_revision_id else ""
+            meta = queue.parse_json_field(e.metadata_json) or {}
             if isinstance(meta, dict) and meta.get("reason"):
                 detail = " · ".join(x for x in (detail, f"by {meta.get('actor')}: {meta.get('reason')}") if x)
-            events.append(TimelineEvent(parse_time(e.get("created_at")), title, detail))
+            events.append(TimelineEvent(parse_time(e.created_at), title, detail))
         self.query_one("#detail-audit", Timeline).show(events)
 
     @on(LazyTable.CursorMoved)
@@ -196,7 +197,7 @@ class ProfilesScreen(ConsoleScreen):
         summary.append_text(safe_text(f"r{row.revision} ({row.id})", "bold", one_line=True))
         summary.append("\nreplacing ", style="dim")
         summary.append_text(safe_text(f"r{active.revision}" if active else "none", one_line=True))
-        old_provider = (self.project or {}).get("build_execution_provider")
+        old_provider = self.project.build_execution_provider if self.project is not None else None
         new_provider = row.provider_preference
         summary.append("\nbuild provider ", style="dim")
         summary.append_text(safe_text(f"{old_provider} → {new_provider}", "bold yellow" if old_provider != new_provider else "", one_line=True))

@@ -1,7 +1,8 @@
 """Reading the approval queue: pages of requests, one request with its history, what can be done.
 
-Rows are keyed by archon's column names plus derived fields (`expires_in_seconds`, `overdue`,
-`project_name`), so the CLI's JSON and the TUI's table read the same dictionaries. Ordering is
+Requests are read models (`console/models/approvals.py`): archon's columns as stored plus derived
+fields (`expires_in_seconds`, `overdue`, `project_name`), so the CLI's JSON and the TUI's table read
+the same objects. Ordering is
 `(expires_at, id)` within each (project, status) partition, read through archon's
 `idx_approval_requests_project_status_expiry` and merged (see `console/db/queries.py`).
 Timestamps are compared as instants (`julianday` / `parse_time`), never as raw text, because
@@ -14,7 +15,7 @@ import json
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Mapping
 
 from console.clock import TEXT_SLACK, db_time, parse_time, system_clock
 from console.db.connect import ArchonDatabase
@@ -29,6 +30,7 @@ from console.db.queries import (
     retreat,
 )
 from console.errors import Refusal, UsageError
+from console.models.approvals import ApprovalDetail, ApprovalEvent, ApprovalRequest, DecisionOptions
 from console.services import four_eyes
 from console.services.base import require_feature
 from console.services.resolve import resolve_project  # noqa: F401 - also re-exported
@@ -48,7 +50,7 @@ MAX_PARTITIONS = 400
 class RequestPage:
     """A page of request rows in display order, and where the next/previous page starts."""
 
-    rows: list[dict[str, Any]]
+    rows: list[ApprovalRequest]
     next_cursor: Cursor | None
     previous_cursor: Cursor | None
 
@@ -139,16 +141,20 @@ def partition_queries(handle: ArchonDatabase, filters: Filters, now: datetime) -
     return _partitions(handle, filters, now)[0]
 
 
-def derive(row: dict[str, Any], now: datetime, project_names: dict[str, str] | None = None) -> dict[str, Any]:
-    """Add `expires_in_seconds` (negative once past), `overdue` and `project_name` to a request row."""
+def _derived(row: Mapping[str, Any], now: datetime, project_names: Mapping[str, str]) -> dict[str, Any]:
+    """`expires_in_seconds` (negative once past), `overdue` and `project_name` of a stored request row."""
     expires = parse_time(row.get("expires_at"))
-    row["expires_in_seconds"] = None if expires is None else int((expires - now).total_seconds())
-    row["overdue"] = bool(
-        expires is not None and row.get("status") in OPEN_STATUSES and expires <= now
-    )
-    if project_names is not None:
-        row["project_name"] = project_names.get(row.get("project_id"))
-    return row
+    return {
+        "expires_in_seconds": None if expires is None else int((expires - now).total_seconds()),
+        "overdue": bool(expires is not None and row.get("status") in OPEN_STATUSES and expires <= now),
+        "project_name": project_names.get(row.get("project_id")),
+    }
+
+
+def request_of(row: Mapping[str, Any], now: datetime, project_names: Mapping[str, str]) -> ApprovalRequest:
+    """The listed request read from a stored `approval_requests` row."""
+    return ApprovalRequest(**ApprovalRequest.archon_fields(row), **_derived(row, now, project_names),
+                           columns=dict(row))
 
 
 def list_requests(
@@ -164,7 +170,7 @@ def list_requests(
     now = now or system_clock()
     queries, names = _partitions(handle, filters, now)
     page = fetch_merged_page(handle.conn, queries, cursor=cursor, limit=limit)
-    rows = [derive(row, now, names) for row in page.rows]
+    rows = [request_of(row, now, names) for row in page.rows]
     return RequestPage(rows, page.next_cursor, page.previous_cursor)
 
 
@@ -217,9 +223,9 @@ def cursor_of(handle: ArchonDatabase, request_id: str) -> Cursor | None:
     return None if row is None else Cursor((row[0], row[1]))
 
 
-def cursor_after(row: dict[str, Any]) -> Cursor:
+def cursor_after(request: ApprovalRequest) -> Cursor:
     """The queue cursor just after a listed request: the list screens page on without knowing the order."""
-    return Cursor(tuple(row[k] for k in ORDER_KEYS))
+    return Cursor(tuple(getattr(request, k) for k in ORDER_KEYS))
 
 
 def request_position(handle: ArchonDatabase, filters: Filters, request_id: str, *, now: datetime | None = None) -> int | None:
@@ -288,14 +294,14 @@ def action_summary(kind: Any, action: Any, raw: Any = None) -> str:
     return one_line(raw if raw is not None else "")
 
 
-def events_of(conn: sqlite3.Connection, project_id: str, request_id: str) -> list[dict[str, Any]]:
+def events_of(conn: sqlite3.Connection, project_id: str, request_id: str) -> list[ApprovalEvent]:
     cur = conn.execute(
         "SELECT * FROM approval_request_events WHERE project_id = ? AND approval_request_id = ? "
         "ORDER BY sequence",
         (project_id, request_id),
     )
     names = [d[0] for d in cur.description]
-    return [dict(zip(names, row)) for row in cur.fetchall()]
+    return [ApprovalEvent.from_row(dict(zip(names, row))) for row in cur.fetchall()]
 
 
 def load_request(conn: sqlite3.Connection, request_id: str) -> dict[str, Any]:
@@ -309,16 +315,7 @@ def load_request(conn: sqlite3.Connection, request_id: str) -> dict[str, Any]:
     return dict(zip([d[0] for d in cur.description], row))
 
 
-class DecisionOptions(dict):
-    """action -> None (can proceed) or why it cannot; `confirm` maps an action that can proceed only
-    after an explicit second confirmation to the problem that confirmation must name."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.confirm: dict[str, str] = {}
-
-
-def decision_options(request: dict[str, Any], actor: str, now: datetime, *, project_deleting: bool = False) -> DecisionOptions:
+def decision_options(request: Mapping[str, Any], actor: str, now: datetime, *, project_deleting: bool = False) -> DecisionOptions:
     """For approve/deny/revoke: None when the action can proceed, else the reason it cannot.
 
     The services re-check all of this inside their transaction; this is for offering actions
@@ -331,7 +328,7 @@ def decision_options(request: dict[str, Any], actor: str, now: datetime, *, proj
     overdue = expires is not None and expires <= now
     requester = requester_of(parse_json_field(request.get("authority_json")))
     verdict = four_eyes.check_approver(request.get("authority_json"), actor)
-    options = DecisionOptions()
+    reasons: dict[str, str | None] = {}
     for action, needs in (("approve", "pending"), ("deny", "pending"), ("revoke", "approved")):
         why: str | None = None
         if project_deleting:
@@ -344,14 +341,17 @@ def decision_options(request: dict[str, Any], actor: str, now: datetime, *, proj
             why = verdict.self_approval
         elif action == "deny" and same_person(requester, actor):
             why = "you requested it (four-eyes rule)"
-        options[action] = why
-    if options["approve"] is None and verdict.unknown:
-        options.confirm["approve"] = f"its requester cannot be determined with certainty: {verdict.unknown}"
-    return options
+        reasons[action] = why
+    confirm: dict[str, str] = {}
+    if reasons["approve"] is None and verdict.unknown:
+        confirm["approve"] = f"its requester cannot be determined with certainty: {verdict.unknown}"
+    return DecisionOptions(reasons, confirm)
 
 
-def show_request(handle: ArchonDatabase, request_id: str, *, actor: str | None = None, now: datetime | None = None) -> dict[str, Any]:
-    """The request's columns and derived fields, its parsed action and authority, and its events."""
+def show_request(handle: ArchonDatabase, request_id: str, *, actor: str | None = None,
+                 now: datetime | None = None) -> ApprovalDetail:
+    """The request's columns and derived fields, its parsed action and authority, and its events;
+    with `actor`, what that actor can do with it."""
     require_feature(handle, "approvals", what="The approval queue")
     now = now or system_clock()
     conn = handle.conn
@@ -359,21 +359,27 @@ def show_request(handle: ArchonDatabase, request_id: str, *, actor: str | None =
     project = conn.execute(
         "SELECT name, deletion_started_at FROM projects WHERE id = ?", (row["project_id"],)
     ).fetchone()
-    derive(row, now, {row["project_id"]: project["name"]} if project else {})
+    project_deleting = bool(project and project["deletion_started_at"])
     action = parse_json_field(row.get("action_json"))
     authority = parse_json_field(row.get("authority_json"))
-    row["action"] = action
-    row["authority"] = authority
-    row["requester"] = requester_of(authority)
-    row["requester_problem"] = four_eyes.identify(row.get("authority_json")).problem
-    row["action_summary"] = action_summary(row.get("action_kind"), action, row.get("action_json"))
-    row["project_deleting"] = bool(project and project["deletion_started_at"])
-    row["events"] = events_of(conn, row["project_id"], row["id"])
+    options = confirm = None
     if actor is not None:
-        options = decision_options(row, actor, now, project_deleting=row["project_deleting"])
-        row["options"] = dict(options)
-        row["confirm"] = dict(options.confirm)
-    return row
+        decided = decision_options(row, actor, now, project_deleting=project_deleting)
+        options, confirm = dict(decided.reasons), dict(decided.confirm)
+    return ApprovalDetail(
+        **ApprovalRequest.archon_fields(row),
+        **_derived(row, now, {row["project_id"]: project["name"]} if project else {}),
+        columns=dict(row),
+        action=action,
+        authority=authority,
+        requester=requester_of(authority),
+        requester_problem=four_eyes.identify(row.get("authority_json")).problem,
+        action_summary=action_summary(row.get("action_kind"), action, row.get("action_json")),
+        project_deleting=project_deleting,
+        events=tuple(events_of(conn, row["project_id"], row["id"])),
+        options=options,
+        confirm=confirm,
+    )
 
 
 __all__ = [
@@ -389,12 +395,12 @@ __all__ = [
     "count_requests",
     "cursor_of",
     "decision_options",
-    "derive",
     "events_of",
     "list_requests",
     "load_request",
     "parse_statuses",
     "partition_queries",
+    "request_of",
     "request_position",
     "requester_of",
     "resolve_project",

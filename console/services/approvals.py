@@ -35,7 +35,6 @@ from console.services.approval_queue import (  # noqa: F401  (re-exported API)
     action_summary,
     count_requests,
     decision_options,
-    derive,
     events_of,
     list_requests,
     load_request,

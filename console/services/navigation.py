@@ -3,9 +3,8 @@ offers (`:project NAME`), and the project a `:project NAME` screen opens on."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from console.db.connect import ArchonDatabase
+from console.models.projects import ProfileAuditEvent, Project
 from console.services.approval_queue import any_pending
 from console.services.resolve import resolve_project
 
@@ -23,14 +22,14 @@ def project_names(handle: ArchonDatabase, limit: int = PALETTE_PROJECTS) -> list
     return [(r[0], r[1]) for r in rows]
 
 
-def project_with_audit(handle: ArchonDatabase, project: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def project_with_audit(handle: ArchonDatabase, project: str) -> tuple[Project, list[ProfileAuditEvent]]:
     """The project (by id, else unique name) and its profile audit events, oldest first."""
     from console.services.profiles import require_profiles  # not needed to start the console
 
     require_profiles(handle)
     row = resolve_project(handle.conn, project)
-    found = dict(handle.conn.execute("SELECT * FROM projects WHERE id = ?", (row["id"],)).fetchone())
-    audit = [dict(r) for r in handle.conn.execute(
+    found = Project(dict(handle.conn.execute("SELECT * FROM projects WHERE id = ?", (row["id"],)).fetchone()))
+    audit = [ProfileAuditEvent(dict(r)) for r in handle.conn.execute(
         "SELECT * FROM execution_profile_audit_events WHERE project_id = ? ORDER BY created_at, id", (row["id"],))]
     return found, audit
 

@@ -28,6 +28,7 @@ from console.db.connect import ArchonDatabase
 from console.db.tx import write_transaction
 from console.errors import Refusal
 from console.models.profiles import FingerprintCheck, ProfileRevision, RevisionDetail
+from console.models.projects import Project
 from console.services import profile_startup
 from console.services.base import ActionResult, validate_actor, validate_reason
 
@@ -155,14 +156,14 @@ def show_revision(handle: ArchonDatabase, revision_id: str) -> RevisionDetail:
     )
 
 
-def activation_problem(revision: ProfileRevision, project: dict[str, Any] | None) -> str | None:
+def activation_problem(revision: ProfileRevision, project: Project | None) -> str | None:
     """Why `activate` would not make this revision (a `list_revisions` row) active now, or None
     when it would: the screens grey the key from this answer, and `activate` refuses on the same
     rules inside its transaction. Activating the active revision is a no-op there, so it is
     offered nowhere."""
     if revision.active:
         return "this revision is already active"
-    if project and project.get("deletion_started_at"):
+    if project is not None and project.deleting:
         return "the project is being deleted"
     if revision.activation_refused:  # said before any reason is typed (profile_startup.py)
         return revision.activation_refused

@@ -41,7 +41,7 @@ async def test_unknown_requester_asks_for_a_typed_confirmation_naming_the_proble
         assert not isinstance(app.screen, (ReasonModal, TypedConfirmModal))
         while table(app).cursor_key != "apr-00000192":
             await pilot.press("up")
-        await wait_until(pilot, lambda: (app.screen.detail or {}).get("id") == "apr-00000192", what="detail")
+        await wait_until(pilot, lambda: getattr(app.screen.detail, "id", None) == "apr-00000192", what="detail")
         await pilot.press("a")
         await wait_until(pilot, lambda: isinstance(app.screen, TypedConfirmModal), what="typed confirmation")
         modal = app.screen

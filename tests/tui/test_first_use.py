@@ -121,19 +121,19 @@ async def test_unknown_project_is_refused_and_the_screen_keeps_working(demo_db, 
         assert "nosuchproject" not in str(app.screen.query_one("#filters").render())
         assert table(app).total == total
         await pilot.press("s")  # approved
-        await wait_until(pilot, lambda: table(app).visible_loaded and table(app).cursor_row["status"] == "approved")
+        await wait_until(pilot, lambda: table(app).visible_loaded and table(app).cursor_row.status == "approved")
         assert table(app).total == db(path, "SELECT count(*) FROM approval_requests WHERE status='approved'")[0][0]
         await pilot.press("k")  # git_push
-        await wait_until(pilot, lambda: table(app).visible_loaded and table(app).cursor_row["action_kind"] == "git_push")
+        await wait_until(pilot, lambda: table(app).visible_loaded and table(app).cursor_row.action_kind == "git_push")
         await pilot.press("down")
-        await wait_until(pilot, lambda: (app.screen.detail or {}).get("id") == table(app).cursor_key,
+        await wait_until(pilot, lambda: field(app.screen.detail, "id") == table(app).cursor_key,
                          what="the detail pane follows the cursor")
         # a known project by name is applied
         await pilot.press("p")
         await type_text(pilot, "atlas-api")
         await pilot.press("enter")
         await wait_until(pilot, lambda: app.screen.filters.project == "atlas-api" and table(app).visible_loaded)
-        assert {table(app).row_at(i)["project_id"] for i in range(table(app).total)} == {"prj-atlas-api"}
+        assert {table(app).row_at(i).project_id for i in range(table(app).total)} == {"prj-atlas-api"}
 
 
 # ---------------------------------------------------------------- 4. the detail pane follows the list
@@ -143,8 +143,8 @@ async def test_detail_pane_never_shows_a_request_the_filter_removed(demo_db, mak
     app = make_app(path)
     async with app.run_test(size=size) as pilot:
         await ready(pilot, app, ApprovalsScreen)
-        await select(pilot, app, table(app).row_at(3)["id"])
-        shown = app.screen.detail["id"]
+        await select(pilot, app, table(app).row_at(3).id)
+        shown = app.screen.detail.id
         await pilot.press("slash")
         await type_text(pilot, "nothing-has-this-text")
         await pilot.press("enter")
@@ -158,8 +158,8 @@ async def test_detail_pane_never_shows_a_request_the_filter_removed(demo_db, mak
         await type_text(pilot, "billing")
         await pilot.press("enter")
         await wait_until(pilot, lambda: table(app).total and table(app).visible_loaded)
-        await wait_until(pilot, lambda: (app.screen.detail or {}).get("id") == table(app).cursor_key)
-        assert "billing" in (app.screen.detail["project_id"] + app.screen.detail["action_json"]).lower()
+        await wait_until(pilot, lambda: field(app.screen.detail, "id") == table(app).cursor_key)
+        assert "billing" in (app.screen.detail.project_id + app.screen.detail.action_json).lower()
 
 
 # ---------------------------------------------------------------- 5. revoke says `invalidated`
@@ -278,8 +278,8 @@ async def test_a_key_that_cannot_act_says_why(demo_db, make_app, size):
     async with app.run_test(size=size, notifications=True) as pilot:
         await ready(pilot, app, ApprovalsScreen)
         overdue = table(app).row_at(0)
-        assert overdue["overdue"] and overdue["status"] == "pending"
-        await wait_until(pilot, lambda: (app.screen.detail or {}).get("id") == overdue["id"])
+        assert overdue.overdue and overdue.status == "pending"
+        await wait_until(pilot, lambda: field(app.screen.detail, "id") == overdue.id)
         why = app.screen.unavailable()["approve"]
         await pilot.press("a")
         await wait_until(pilot, lambda: f"Approve: {why}" in notes(app), what="the reason")
@@ -289,7 +289,7 @@ async def test_a_key_that_cannot_act_says_why(demo_db, make_app, size):
         await select(pilot, app, "env-0004")  # claimed two minutes ago: not stale
         await pilot.press("t")
         await wait_until(pilot, lambda: any(n.startswith("Take over: ") and "not stale" in n for n in notes(app)))
-    assert db(path, "SELECT status FROM approval_requests WHERE id=?", overdue["id"]) == [("pending",)]
+    assert db(path, "SELECT status FROM approval_requests WHERE id=?", overdue.id) == [("pending",)]
     assert db(path, "SELECT operation_claim_id FROM execution_environments WHERE id='env-0004'") == [("archon-worker:42",)]
 
 
@@ -325,7 +325,7 @@ async def test_smaller_ones_on_screen(demo_db, make_app, size):
         await ready(pilot, app, ApprovalsScreen)
         # a short id column: the request ids are on screen, inside the table, at 120x40 and 80x24
         t = table(app)
-        first = t.row_at(0)["id"]
+        first = t.row_at(0).id
         line = screen_lines(app)[t.content_region.y + 1]
         assert first in line[t.content_region.x:t.content_region.right]
         # `:` names every screen, and so does the hint for a word that is none

@@ -168,7 +168,7 @@ async def test_filter_by_text(demo_db, make_app):
         t = table(app)
         assert 0 < t.total < before
         rows = [t.row_at(i) for i in range(t.total)]
-        assert all("billing" in (r["project_id"] + r["action_json"]).lower() for r in rows)
+        assert all("billing" in (r.project_id + r.action_json).lower() for r in rows)
 
 
 async def test_read_only_greys_writes(demo_db, make_app):
@@ -214,7 +214,7 @@ async def test_colon_navigation_and_back(demo_db, make_app):
         await type_text(pilot, "project atlas-api")
         await pilot.press("enter")
         await wait_until(pilot, lambda: isinstance(app.screen, ProfilesScreen) and table(app).visible_loaded)
-        assert app.screen.project["id"] == "prj-atlas-api"
+        assert app.screen.project.id == "prj-atlas-api"
         await pilot.press("question_mark")
         await wait_until(pilot, lambda: type(app.screen).__name__ == "HelpScreen")
         await pilot.press("escape", "escape")
@@ -249,7 +249,7 @@ async def test_palette_offers_projects_by_name(demo_db, make_app):
                          what="palette hit for the project")
         await pilot.press("enter")
         await wait_until(pilot, lambda: isinstance(app.screen, ProfilesScreen) and table(app).visible_loaded)
-        assert app.screen.project["id"] == "prj-atlas-api"
+        assert app.screen.project.id == "prj-atlas-api"
 
 
 # ---------------------------------------------------------------- environments
@@ -378,15 +378,15 @@ async def test_another_process_write_shows_within_two_seconds(demo_db, make_app)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot, app, ApprovalsScreen)
         await select(pilot, app, "apr-00000195")
-        keys_before = {table(app).row_at(i)["id"] for i in range(table(app).total)}
+        keys_before = {table(app).row_at(i).id for i in range(table(app).total)}
         assert "apr-00000192" in keys_before
         await asyncio.to_thread(subprocess.run, [sys.executable, "-c", WRITER, str(path), "apr-00000192"], check=True)
         await settle(pilot, app)
-        assert "apr-00000192" in {table(app).row_at(i)["id"] for i in range(table(app).total)}  # not polled yet
+        assert "apr-00000192" in {table(app).row_at(i).id for i in range(table(app).total)}  # not polled yet
         app._poll()  # what the app's timer runs
         await settle(pilot, app)
         await wait_until(pilot, lambda: table(app).total_exact and all(
-            table(app).row_at(i)["id"] != "apr-00000192" for i in range(table(app).total)), timeout=10,
+            table(app).row_at(i).id != "apr-00000192" for i in range(table(app).total)), timeout=10,
             what="the denial to leave the pending queue after one poll")
         assert table(app).cursor_key == "apr-00000195"  # selection kept
 

@@ -64,7 +64,7 @@ async def test_typed_filters_save_and_reopen(demo_db, make_app, views_file):
         app.navigate("approvals", "status=pending kind=custom_check")
         await ready(pilot, app, ApprovalsScreen)
         t = table(app)
-        assert t.total and all(t.row_at(i)["action_kind"] == "custom_check" for i in range(t.total))
+        assert t.total and all(t.row_at(i).action_kind == "custom_check" for i in range(t.total))
         kinds_total = t.total
         app.navigate("save", "checks")
         await wait_until(pilot, lambda: views_file.exists(), what="the views file", timeout=20)
