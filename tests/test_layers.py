@@ -23,9 +23,7 @@ CONNECT_ALLOWED: set[str] = set()  # every connection opens through console/db/c
 # What the screens and the app may not touch: the database handle and its connection (reads and
 # writes go through `session.run(service_function, ...)`).
 HANDLE_PARTS = {"handle", "conn", "shape", "execute", "executemany", "executescript"}
-HANDLE_ALLOWED = {
-    ("console/screens/approvals.py", "conn"),  # removed when the approvals change lands
-}
+HANDLE_ALLOWED: set[tuple[str, str]] = set()  # screens and the app call services through session.run
 PRIVATE_IMPORT_ALLOWED = {
     # Kept: backfills.py is part of the checksum of released steps 005, 006, 021 and 022
     # (tests/test_step_checksums.py), so its names cannot change.

@@ -280,14 +280,15 @@ class ApprovalsScreen(ConsoleScreen):
         """A project filter is applied only once the project is known: an unknown one would make
         every read of the list refuse, and the list would stay as it was under a header that lies."""
         from console.errors import Refusal
+        from console.services.resolve import project_id_of
 
         try:
-            row = self.session.run(lambda handle: queue.resolve_project(handle.conn, typed))
+            project_id = self.session.run(project_id_of, typed)
         except Refusal as exc:
             message = exc.reason if "More than one" in exc.reason else f"no project matches {typed!r}"
             self.post_message(self.ProjectChecked(typed, None, message))
             return
-        self.post_message(self.ProjectChecked(typed, row["id"], None))
+        self.post_message(self.ProjectChecked(typed, project_id, None))
 
     def on_approvals_screen_project_checked(self, message: ProjectChecked) -> None:
         if message.problem is not None:

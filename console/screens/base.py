@@ -100,6 +100,17 @@ class ConsoleScreen(Screen):
     def on_mount(self) -> None:
         self.sub_title = ""
 
+    def _on_mount(self, event) -> None:
+        """The app's breakpoint class (`-narrow`/`-wide`) before the first frame. Textual sets it on
+        the screen's first Resize, which arrives after the first paint: a 100-column terminal saw
+        the wide layout (and its extra rows, read for nothing) flash before the narrow one."""
+        breakpoints = self.app.HORIZONTAL_BREAKPOINTS or []
+        chosen = None
+        for minimum, name in breakpoints:
+            if self.app.size.width >= minimum:
+                chosen = name
+        self.update_classes({name: name == chosen for _, name in breakpoints}, animate=False)
+
     # ------------------------------------------------------------ availability
     def unavailable(self) -> dict[str, str]:
         """action -> why it cannot act now. Screens extend this with row-specific reasons."""

@@ -48,6 +48,12 @@ def resolve_project(conn: sqlite3.Connection, project: str) -> sqlite3.Row:
                   "See `archon-console projects list`.")
 
 
+def project_id_of(handle, text: str) -> str:
+    """The id of the project `text` names (id or unique name), or a `Refusal` saying why not: what a
+    screen asks before it filters by a typed project."""
+    return resolve_project(handle.conn, text)["id"]
+
+
 def project_known(handle, text: str) -> bool:
     """Whether `text` names a project (id or unique name): a saved view may outlive its project."""
     try:

@@ -4,6 +4,7 @@ the visible screen and on the screens beneath it."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -60,3 +61,24 @@ def test_no_screen_measures_the_width_itself():
         if pattern.search(line)
     ]
     assert offenders == []
+
+
+def test_the_first_frame_of_a_narrow_terminal_is_already_narrow(demo_db):
+    """A real process on a 100-column pseudo-terminal: its first complete frame shows the narrow
+    layout's dozen rows, not the wide layout's two dozen (Textual applies breakpoints on the first
+    Resize, after the first paint; the wide layout flashed and read rows for nothing)."""
+    import sys
+
+    from bench.pty_term import FRAME_END, ROW_ID, Terminal
+
+    path = demo_db()
+    env = dict(os.environ, ARCHON_CONSOLE_NOW="2025-06-01 12:00:00", ARCHON_CONSOLE_KEYMAP="/nonexistent",
+               ARCHON_CONSOLE_CONFIG="/nonexistent")
+    term = Terminal([sys.executable, "-m", "console", "--db", str(path)], env, 100, 30)
+    try:
+        term.wait_new_ids(0, 5, timeout=60)
+        first = term.buffer.find(FRAME_END)
+        ids = {m.group() for m in ROW_ID.finditer(term.buffer, 0, first)}
+    finally:
+        term.close()
+    assert 5 <= len(ids) <= 15, len(ids)
