@@ -98,12 +98,12 @@ class ConsoleScreen(Screen):
         yield
 
     def on_mount(self) -> None:
+        """Also sets the app's breakpoint class (`-narrow`/`-wide`) before the first frame. Textual
+        sets it on the screen's first Resize, which arrives after the first paint: a 100-column
+        terminal saw the wide layout (and its extra rows, read for nothing) flash before the narrow
+        one. (Textual calls one Mount handler per class, `_on_mount` before `on_mount`: this one
+        must stay `on_mount` or it would hide itself.)"""
         self.sub_title = ""
-
-    def _on_mount(self, event) -> None:
-        """The app's breakpoint class (`-narrow`/`-wide`) before the first frame. Textual sets it on
-        the screen's first Resize, which arrives after the first paint: a 100-column terminal saw
-        the wide layout (and its extra rows, read for nothing) flash before the narrow one."""
         breakpoints = self.app.HORIZONTAL_BREAKPOINTS or []
         chosen = None
         for minimum, name in breakpoints:
