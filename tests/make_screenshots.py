@@ -26,7 +26,7 @@ async def shoot(scene, size, db: Path, out: Path) -> Path:
 
     with mock.patch.dict(os.environ, dict(scene.env)):  # NO_COLOR is read when the app is made
         app = ArchonConsole(make_ctx(db, read_only=scene.read_only), start=scene.start, poll_seconds=3600)
-    async with app.run_test(size=size) as pilot:
+    async with app.run_test(size=size, notifications=True) as pilot:  # toasts are part of some scenes
         await settle(pilot, app, scene)
         name = f"{scene.name}-{size[0]}x{size[1]}.svg"
         app.save_screenshot(name, str(out))
