@@ -138,9 +138,13 @@ class Attention:
         self._osc777 = wants_osc777(config.desktop, environ)
         self._title_pushed = False
         self.last_title: str | None = None
+        # Set when the terminal hung up (SIGHUP): nothing may be written any more. Textual's writer
+        # queue is bounded and nobody drains it once the terminal is gone, so a write then blocks
+        # the exit for good (a console that outlived its SSH session).
+        self.terminal_gone = False
 
     def arrived(self, app: Any, changes: Sequence[Any]) -> None:
-        if not changes:
+        if not changes or self.terminal_gone:
             return
         title, body = summary(changes)
         if self.config.toast:
@@ -154,7 +158,7 @@ class Attention:
                 self._write(osc777(title, body))
 
     def count(self, pending: int | None) -> None:
-        if not self.config.title:
+        if not self.config.title or self.terminal_gone:
             return
         text = title_text(pending)
         if text == self.last_title:
@@ -166,7 +170,7 @@ class Attention:
         self.last_title = text
 
     def restore(self) -> None:
-        if self._title_pushed:
+        if self._title_pushed and not self.terminal_gone:
             self._write(POP_TITLE)
             self._title_pushed = False
 

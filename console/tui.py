@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 from typing import Any
 
 from console.signals import graceful
@@ -31,6 +32,8 @@ def run_tui(ctx: Any, support: SupportInfo | None = None, *, start: str | None =
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return False
+        if signum == signal.SIGHUP:  # the terminal is gone: write nothing more to it
+            app.attention.terminal_gone = True
         loop.call_soon_threadsafe(lambda: app.exit(128 + signum))
         return True
 

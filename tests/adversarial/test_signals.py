@@ -147,3 +147,46 @@ def test_the_console_closed_by_its_terminal_removes_its_private_copy(tmp_path):
         os.close(primary)
     assert proc.returncode == 128 + signal.SIGHUP
     assert list(tmpdir.iterdir()) == []
+
+
+def test_the_console_exits_when_its_terminal_goes_away(tmp_path):
+    """An SSH session that drops closes the terminal itself: the kernel sends SIGHUP and every later
+    write fails. The console must still exit (it used to outlive its terminal: the window title it
+    restores at exit went into Textual's bounded writer queue, which nobody drained any more)."""
+    import pty
+    import select
+
+    from console.demo import generate
+
+    db = tmp_path / "archon.db"
+    generate(db, requests=20, environments=2, projects=1)
+    pid, primary = pty.fork()
+    if pid == 0:  # the child: a session leader whose controlling terminal is the pty
+        os.environ.update(TERM="xterm-256color", ARCHON_CONSOLE_CONFIG="/nonexistent",
+                          ARCHON_CONSOLE_KEYMAP="/nonexistent")
+        os.chdir(ROOT)
+        os.execv(sys.executable, [sys.executable, "-m", "console", "--db", str(db)])
+    try:
+        seen = b""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and b"apr-" not in seen:
+            if select.select([primary], [], [], 0.1)[0]:
+                seen += os.read(primary, 65536)
+        assert b"apr-" in seen, "the console never drew its first screen"
+        time.sleep(1.5)  # past the first poll: the title has been set
+        os.close(primary)  # the terminal goes away
+        primary = -1
+        deadline = time.monotonic() + 15
+        done = 0
+        while time.monotonic() < deadline and not done:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            time.sleep(0.1)
+        assert done, "the console outlived its terminal"
+    finally:
+        if primary >= 0:
+            os.close(primary)
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
