@@ -46,6 +46,16 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
+def _idle_cpu(proc: subprocess.Popen, window: float, state: str) -> None:
+    """The watcher's share of one core over `window` seconds in which nothing changes."""
+    before, t0 = _cpu_seconds(proc.pid), time.perf_counter()
+    time.sleep(window)
+    share = (_cpu_seconds(proc.pid) - before) / (time.perf_counter() - t0) * 100
+    h.record("watch-idle-cpu", "13", f"watch: CPU while nothing changes ({window:.0f} s)", state=state,
+             console="approvals watch", values=[share], unit="%", target="<= 1% of a core", on="console",
+             check=lambda m: m <= 1.0)
+
+
 def main() -> None:
     d = h.data()
     env = h.child_env(d.now)
@@ -73,23 +83,13 @@ def main() -> None:
                      check=lambda _m: h.percentile(latencies, 99) <= 1.0,
                      extra={"p50_s": h.percentile(latencies, 50), "p99_s": h.percentile(latencies, 99)},
                      note=f"p50 {h.percentile(latencies, 50) * 1000:.0f} ms, p99 {h.percentile(latencies, 99) * 1000:.0f} ms")
-            before, t0 = _cpu_seconds(proc.pid), time.perf_counter()
-            time.sleep(window)
-            share = (_cpu_seconds(proc.pid) - before) / (time.perf_counter() - t0) * 100
-            h.record("watch-idle-cpu", "13", f"watch: CPU while nothing changes ({window:.0f} s)", state="live",
-                     console="approvals watch", values=[share], unit="%", target="<= 1% of a core", on="console",
-                     check=lambda m: m <= 1.0)
+            _idle_cpu(proc, window, "live")
         finally:
             proc.terminate()
             proc.wait(timeout=30)
     proc, _ = _start(d.idle, env)
     try:
-        before, t0 = _cpu_seconds(proc.pid), time.perf_counter()
-        time.sleep(window)
-        share = (_cpu_seconds(proc.pid) - before) / (time.perf_counter() - t0) * 100
-        h.record("watch-idle-cpu", "13", f"watch: CPU while nothing changes ({window:.0f} s)", state="idle",
-                 console="approvals watch", values=[share], unit="%", target="<= 1% of a core", on="console",
-                 check=lambda m: m <= 1.0)
+        _idle_cpu(proc, window, "idle")
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -23,7 +23,6 @@ from console import views
 from console.errors import UsageError
 from console.screens.registry import command_words, lookup, parse_command
 from console.services import navigation
-from console.services.resolve import project_known
 from console.services.watch import arrivals, own_changes, pending_count, start_position
 from console.support import SupportInfo
 from console.session import Session
@@ -235,33 +234,33 @@ class ArchonConsole(App):
         self.push_screen(entry.build(arg))
 
     def _view_command(self, word: str, name: str | None) -> None:
-        """`:save NAME` keeps this list and its filters; `:view NAME` opens a saved one."""
+        """`:save NAME` keeps this list and its filters; `:view NAME` opens a saved one. The views
+        file is the user's, but its text is shown like database text: through the one sanitiser."""
+        def say(text: str, severity: str = "information") -> None:
+            self.notify(clean(text, one_line=True), severity=severity, markup=False)
+
         if not name:
-            saved = ", ".join(sorted(views.load()[0])) or "none yet"
-            self.notify(f":{word} needs a NAME (saved views: {saved}).", severity="warning", markup=False)
+            say(f":{word} needs a NAME (saved views: {', '.join(sorted(views.load()[0])) or 'none yet'}).",
+                "warning")
             return
         try:
             if word == "save":
                 view = self._current_view()
                 if view is None:
-                    self.notify("Only the approvals and envs lists can be saved as views.", severity="warning",
-                                markup=False)
+                    say("Only the approvals and envs lists can be saved as views.", "warning")
                     return
                 path = views.save(name, view)
-                self.notify(f"Saved view {name}: :{view.screen} {view.expression()} (in {path}).", markup=False)
+                say(f"Saved view {name}: :{view.screen} {view.expression()} (in {path}).")
                 return
-            view = views.find(name)
+            view, note = self.session.run(views.open_view, name)
         except UsageError as exc:
-            self.notify(exc.reason, severity="warning", markup=False)
+            say(exc.reason, "warning")
             return
         except OSError as exc:
-            self.notify(f"Could not save the view: {exc.strerror or exc}.", severity="error", markup=False)
+            say(f"Could not save the view: {exc.strerror or exc}.", "error")
             return
-        project = view.get("project")
-        if project and not self.session.run(project_known, project):
-            self.notify(f"View {name} names project {project!r}, which is not in this database; "
-                        f"showing :{view.screen} unfiltered.", severity="warning", markup=False)
-            view = views.View(view.screen)
+        if note:
+            say(note, "warning")
         self.push_screen(lookup(view.screen).build(view.expression() or None))
 
     def _current_view(self) -> "views.View | None":

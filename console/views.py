@@ -143,6 +143,22 @@ def find(name: str, path: Path | None = None) -> View:
     return views[name]
 
 
+def open_view(handle, name: str, screen: str | None = None) -> tuple[View, str | None]:
+    """The saved view `name` as it can be opened on this database, and a sentence when it cannot be
+    opened as saved: a view outlives projects, and one whose project is gone opens unfiltered.
+    The TUI (`:view`) and the CLI (`--view`) both open views here."""
+    from console.services.resolve import project_known
+
+    view = find(name)
+    if screen is not None and view.screen != screen:
+        raise UsageError(f"The view {name!r} is a view of :{view.screen}, not of :{screen}.")
+    project = view.get("project")
+    if project and not project_known(handle, project):
+        return View(view.screen), (f"The view {name} names project {project!r}, which is not in this database; "
+                                   f"it opens unfiltered.")
+    return view, None
+
+
 def save(name: str, view: View, path: Path | None = None) -> Path:
     """Add or replace `name`; the whole file is rewritten from what it holds (comments are not kept)."""
     if not NAME.match(name):
@@ -210,5 +226,5 @@ def env_view(state: str | None, project: str | None, claimed: bool) -> View:
     return View("envs", tuple(terms))
 
 
-__all__ = ["View", "approval_filters", "approvals_view", "env_view", "find", "is_expression", "load", "parse",
-           "save", "views_path"]
+__all__ = ["View", "approval_filters", "approvals_view", "env_view", "find", "is_expression", "load", "open_view",
+           "parse", "save", "views_path"]

@@ -173,18 +173,10 @@ def _with_view(handle, args, filters):
     from console import views
     from console.output import say
     from console.services.approval_queue import parse_statuses
-    from console.services.resolve import project_known
 
-    view = views.find(args.view)
-    if view.screen != "approvals":
-        from console.errors import UsageError
-
-        raise UsageError(f"The view {args.view!r} is a view of :{view.screen}, not of the approval queue.")
-    project = view.get("project")
-    if project and not project_known(handle, project):
-        say(f"The view {args.view} names project {project!r}, which is not in this database; listing unfiltered.",
-            err=True)
-        view = views.View("approvals")
+    view, note = views.open_view(handle, args.view, "approvals")
+    if note:
+        say(note, err=True)
     saved = views.approval_filters(view)
     return replace(
         saved,

@@ -161,9 +161,12 @@ def run_audit(ctx) -> int:
 
         redactor = Redactor(True)
     writer = _Writer(_format(args), now)
-    handle = ctx.open(read_only=True)
+    from console.db.live import LiveReader
+
+    reader = LiveReader(ctx.db_path, lambda: ctx.open(read_only=True))
+    reader.open()
     try:
-        conn = handle.conn
+        conn = reader.handle.conn
         project_id = None
         if args.project:
             from console.services.resolve import resolve_project
@@ -174,11 +177,8 @@ def run_audit(ctx) -> int:
 
         for note in missing_kinds(conn, kinds):
             say(note, err=True)
-        if args.follow and handle.opened.startswith("private copy"):
-            from console.errors import Refusal
-
-            raise Refusal(f"--follow needs to read the file itself, and this one can only be read through a "
-                          f"{handle.opened}.", "Run audit without --follow, or as a user who can read its -shm.")
+        if args.follow:
+            reader.require_in_place("--follow")
         with _read_transaction(conn):  # one moment: the snapshot of every table is the same
             stream = open_stream(conn, flt)
             if writer.fmt == "jsonl" and redactor is None:
@@ -191,9 +191,9 @@ def run_audit(ctx) -> int:
             if writer.count == 0 and writer.fmt == "text":
                 say("No events match.", err=True)
             return 0
-        handle = _follow(ctx, handle, stream, writer, redactor, args.poll)
+        _follow(reader, stream, writer, redactor, args.poll)
     finally:
-        handle.close()
+        reader.close()
     return 0
 
 
@@ -208,47 +208,29 @@ class _read_transaction:
         self.conn.execute("COMMIT")
 
 
-def _file_mark(path) -> tuple:
-    import os
-
-    marks = []
-    for suffix in ("", "-wal"):
-        try:
-            st = os.stat(f"{path}{suffix}")
-            marks.append((st.st_size, st.st_mtime_ns, st.st_ino))
-        except OSError:
-            marks.append(None)
-    return tuple(marks)
-
-
-def _follow(ctx, handle, stream, writer, redactor, poll: float):
-    """Poll `PRAGMA data_version` (free when nothing changed); read new rows when it moves.
-
-    A file read with `immutable=1` (a WAL database nobody had open) never reports a change: there
-    the file's size and mtime are watched instead, and the file is opened afresh when they move.
-    """
+def _follow(reader, stream, writer, redactor, poll: float) -> None:
+    """New events as they are committed; how a change is noticed (commits, a replaced or vanished
+    file) is console/db/live.py's business, shared with `approvals watch`."""
     import time
 
+    from console.db.live import GONE, UNCHANGED
+    from console.output import say
     from console.services.audit import redacted
 
-    live = not handle.opened.startswith("in place (immutable")
-    seen = handle.conn.execute("PRAGMA data_version").fetchone()[0] if live else _file_mark(handle.path)
+    gone_said = False
     while True:
         time.sleep(poll)
-        if live:
-            version = handle.conn.execute("PRAGMA data_version").fetchone()[0]
-        else:
-            version = _file_mark(handle.path)
-        if version == seen:
+        state = reader.poll()
+        if state == UNCHANGED:
             continue
-        seen = version
-        if not live:
-            handle.close()
-            handle = ctx.open(read_only=True)
-            stream.conn = handle.conn
-            live = not handle.opened.startswith(("in place (immutable", "private copy"))
-            if live:
-                seen = handle.conn.execute("PRAGMA data_version").fetchone()[0]
+        if state == GONE:
+            if not gone_said:
+                say(f"archon-console: the database is not usable right now ({reader.problem}); waiting for it",
+                    err=True)
+                gone_said = True
+            continue
+        gone_said = False
+        stream.conn = reader.handle.conn
         with _read_transaction(stream.conn):
             events = stream.newer()
         for event in events:

@@ -74,17 +74,10 @@ def _age(row: EnvironmentView) -> str:
 def _with_view(handle, args):
     """(state, project, claimed) from a saved view, under the options given on the command line."""
     from console import views
-    from console.errors import UsageError
-    from console.services.resolve import project_known
 
-    view = views.find(args.view)
-    if view.screen != "envs":
-        raise UsageError(f"The view {args.view!r} is a view of :{view.screen}, not of the environments.")
-    project = view.get("project")
-    if project and not project_known(handle, project):
-        say(f"The view {args.view} names project {project!r}, which is not in this database; listing unfiltered.",
-            err=True)
-        view = views.View("envs")
+    view, note = views.open_view(handle, args.view, "envs")
+    if note:
+        say(note, err=True)
     state = view.get("state")
     return (args.state or (None if state in (None, "any") else state), args.project or view.get("project"),
             args.claimed or view.get("claimed") == "yes")

@@ -200,9 +200,7 @@ def run_watch(ctx) -> int:
     hooks = None
     try:
         conn = reader.handle.conn
-        if reader.handle.opened.startswith("private copy"):
-            raise Refusal(f"watch needs to read the file itself, and this one can only be read through a "
-                          f"{reader.handle.opened}.", "Run it as a user who can read the database's -shm.")
+        reader.require_in_place("watch")
         if not svc.has_approvals(conn):
             raise Refusal("This database has no approval tables (archon added approvals in 1.8.22); there "
                           "is nothing to watch.", "Run `archon-console upgrade --plan` to see the upgrade.")

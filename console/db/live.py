@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from console.errors import ConsoleError
+from console.errors import ConsoleError, Refusal
 
 UNCHANGED, CHANGED, REOPENED, GONE = "unchanged", "changed", "reopened", "gone"
 
@@ -71,6 +71,12 @@ class LiveReader:
         self.handle = self._opener()
         self._identity = _identity(self.path)
         self._version = self._current_version()
+
+    def require_in_place(self, what: str) -> None:
+        """Following a private copy would show nothing new, ever: say so instead."""
+        if self.handle.opened.startswith("private copy"):
+            raise Refusal(f"{what} needs to read the file itself, and this one can only be read through a "
+                          f"{self.handle.opened}.", "Run it as a user who can read the database's -shm.")
 
     def close(self) -> None:
         if self.handle is not None:
