@@ -108,7 +108,7 @@ def untrusted_because(manifest: Path, snapshot: Path) -> str | None:
             if status.st_uid not in trusted_uids:
                 return f"the directory {folder} is owned by uid {status.st_uid}, not by you or root"
             if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not status.st_mode & stat.S_ISVTX:
-                return f"other users can write the directory {folder} (and so replace what is in it)"
+                return f"other users can write the directory {folder}, so they could have replaced what is in it"
     return None
 
 

@@ -100,9 +100,9 @@ def _same_file(a: str, b: Path) -> bool:
         return False
 
 
-def _changed(snapshot: Path, record: str) -> DatabaseUnusable:
+def _changed(snapshot: Path, record: str, aside: str = "") -> DatabaseUnusable:
     return DatabaseUnusable(
-        f"{snapshot} does not match the SHA-256 recorded in {record} when it was taken; "
+        f"{snapshot} does not match the SHA-256 recorded in {record} when it was taken{aside}; "
         "the snapshot (or the record) was changed. Nothing was restored.",
         "Use another snapshot.",
     )
@@ -124,7 +124,7 @@ def _identify(db_path: Path, snapshot: Path, digest: str, unverified: bool) -> s
     ledger_record = f"{db_path.name}'s upgrade ledger"
     here = {sha for stored, sha in records if _same_file(stored, snapshot)}
     if here and digest not in here:
-        raise _changed(snapshot, f"{ledger_record} (whatever a manifest beside it says)")
+        raise _changed(snapshot, ledger_record, ", whatever a manifest beside it says")
     if here:
         return f"the record in {ledger_record}"
     own = manifest_path(snapshot)
@@ -134,7 +134,7 @@ def _identify(db_path: Path, snapshot: Path, digest: str, unverified: bool) -> s
         why = untrusted_because(own, snapshot)
         if why is None:
             return f"its manifest {own}"
-        not_counted.append(f"its manifest {own.name} does not count: {why}")
+        not_counted.append(f"its manifest {own.name} does not count because {why}")
     if digest in {sha for _stored, sha in records}:
         return f"the record in {ledger_record}"
     if recorded is not None and recorded != digest:
@@ -146,14 +146,14 @@ def _identify(db_path: Path, snapshot: Path, digest: str, unverified: bool) -> s
         why = untrusted_because(other, snapshot)
         if why is None:
             return f"the manifest {other}"
-        not_counted.append(f"the manifest {other} does not count: {why}")
+        not_counted.append(f"the manifest {other} does not count because {why}")
     if unverified:
         return None
-    aside = f" ({'; '.join(not_counted)})" if not_counted else ""
+    aside = "".join(f" {why[0].upper()}{why[1:]}." for why in not_counted)
     raise Refusal(
         f"The SHA-256 of {snapshot} ({digest}) matches no record: no manifest that counts beside it "
         f"({own.name}) or in its directory or the database's, and no row of the database's "
-        f"upgrade ledger{aside}. It cannot be verified as a snapshot the console took. Nothing was restored.",
+        f"upgrade ledger.{aside} It cannot be verified as a snapshot the console took. Nothing was restored.",
         "If you know where this file comes from, run the restore again with --unverified.",
     )
 
