@@ -221,17 +221,17 @@ def record(
     )
 
 
-def recorded_snapshots(conn: sqlite3.Connection) -> dict[str, str]:
-    """Snapshot path -> SHA-256 for every snapshot the ledger remembers."""
+def recorded_snapshots(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    """(path, SHA-256) for every snapshot the ledger remembers; a path taken twice has two rows."""
     if not _exists(conn, LEDGER_META_TABLE):
-        return {}
-    return {
-        row[0]: row[1]
+        return []
+    return [
+        (row[0], row[1])
         for row in conn.execute(
             f'SELECT DISTINCT snapshot_path, snapshot_sha256 FROM "{LEDGER_META_TABLE}" '
             "WHERE snapshot_path IS NOT NULL"
         )
-    }
+    ]
 
 
 __all__ = [

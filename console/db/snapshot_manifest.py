@@ -7,9 +7,15 @@ format (`<hex>  <file name>`; `sha256sum -c` reads it), and `restore` looks a sn
 hash of its content: the manifest beside it, a manifest of the same hash in its directory or the
 database's (a snapshot renamed without its manifest), or a ledger row.
 
-A manifest proves the bytes are the ones the console wrote, not who wrote them: it is written
-exclusively (`O_CREAT|O_EXCL|O_NOFOLLOW`), never over an existing file or through a symlink, and
-read without following one.
+A manifest is written exclusively (`O_CREAT|O_EXCL|O_NOFOLLOW`), never over an existing file or
+through a symlink, and read without following one. Its text proves nothing about who wrote it: anyone
+who can write the directory can put a snapshot of their choosing beside a manifest of their choosing.
+So a manifest vouches for a snapshot only when nobody but the operator (or root) could have placed
+either (`untrusted_because`): both are regular files owned by the operator's effective uid or by
+root, neither is group- or world-writable, and every directory from theirs up to `/` is owned by the
+operator or root and is not group- or world-writable unless it has the sticky bit (a 1777 `/tmp`:
+there only a file's owner, the directory's owner and root can rename or remove a file). The ledger
+inside the database outranks any manifest (console/services/upgrade/restore.py).
 """
 
 from __future__ import annotations
@@ -69,6 +75,43 @@ def read_manifest(path: Path) -> str | None:
     return match.group(1) if match else None
 
 
+def untrusted_because(manifest: Path, snapshot: Path) -> str | None:
+    """Why `manifest` cannot vouch for `snapshot` (another user could have placed one of them), or None.
+
+    Judged on what the paths name now; the restore re-hashes its copy, so a swap after this check
+    changes nothing that was restored."""
+    trusted_uids = {os.geteuid(), 0}
+    directories: list[Path] = []
+    for what, path in (("its manifest", manifest), ("the snapshot", snapshot)):
+        try:
+            status = os.lstat(path)
+            directory = path.parent.resolve(strict=True)
+        except OSError as exc:
+            return f"{what} {path} cannot be examined ({exc.strerror or exc})"
+        if not stat.S_ISREG(status.st_mode):
+            return f"{what} {path} is not a regular file"
+        if status.st_uid not in trusted_uids:
+            return f"{what} {path} is owned by uid {status.st_uid}, not by you or root"
+        if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return f"{what} {path} can be written by other users"
+        directories.append(directory)
+    seen: set[Path] = set()
+    for directory in directories:
+        for folder in (directory, *directory.parents):
+            if folder in seen:
+                break
+            seen.add(folder)
+            try:
+                status = os.stat(folder)
+            except OSError as exc:
+                return f"the directory {folder} cannot be examined ({exc.strerror or exc})"
+            if status.st_uid not in trusted_uids:
+                return f"the directory {folder} is owned by uid {status.st_uid}, not by you or root"
+            if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not status.st_mode & stat.S_ISVTX:
+                return f"other users can write the directory {folder}, so they could have replaced what is in it"
+    return None
+
+
 def manifests_with_hash(directories: Iterable[Path], sha256: str) -> list[Path]:
     """Manifests in `directories` (not below them) that record `sha256`."""
     found: list[Path] = []
@@ -93,4 +136,4 @@ def manifests_with_hash(directories: Iterable[Path], sha256: str) -> list[Path]:
     return found
 
 
-__all__ = ["SUFFIX", "manifest_path", "manifests_with_hash", "read_manifest", "write_manifest"]
+__all__ = ["SUFFIX", "manifest_path", "manifests_with_hash", "read_manifest", "untrusted_because", "write_manifest"]

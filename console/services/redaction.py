@@ -7,10 +7,13 @@ payload and are needed to follow a report:
 - a word of archon's own vocabularies: the string literals of archon's schema (statuses, lifecycle
   states, operation kinds, action kinds, safety classes, ...; read from the console's migration
   registry, which reproduces that schema), plus the short lists below (event types, archon's own
-  actor names, migration names, JSON keys archon writes);
-- a number, a version (`1.10.0`) or a timestamp;
-- a generated id or a hash: a short prefix and digits or hex (`apr-00000042`, `env-0001`,
-  `run-build-00001`), a UUID, a hex digest.
+  actor names, migration names, JSON keys archon writes); these are kept wherever they appear;
+- a value whose *shape* is a time, a short number or version, a digest or a generated id
+  (`apr-00000042`, `env-0001`, `run-build-00001`, a UUID, a hex digest), but only where archon
+  keeps such values: in a column of archon's schema (`shaped_columns`) or under a JSON key path
+  (`JSON_SHAPES`) known to hold them. A shape proves nothing by itself: a 32-hex API key, a UUID
+  token, `123456789` or `1984-07-12` under `env`, `command`, an unknown key, a free-text column or a
+  table that is not archon's is replaced like any other value, and so is a number there.
 
 Ids are split at `:` and each part is judged alone, so `prj-atlas-api:execution-profile:2` becomes
 `id-1:execution-profile:2` and `prj-atlas-api` becomes `id-1` in every table, column and member.
@@ -24,6 +27,7 @@ own sentences are never rewritten after the fact.
 
 from __future__ import annotations
 
+import enum
 import json
 import re
 import sqlite3
@@ -73,6 +77,51 @@ CATEGORY = {
 ID_COLUMNS = frozenset({"id", "actor_reference", "target_key", "actor", "requested_by", "granted_by",
                         "external_id", "claim_id", "previous_claim_id", "run_id", "profile_revision"})
 
+
+class Shape(enum.Flag):
+    """Which shapes may prove a value harmless in one place (a column, or a key path in its JSON)."""
+
+    NONE = 0
+    TIME = enum.auto()  # 2026-05-01T12:00:00Z
+    NUMBER = enum.auto()  # a short number or a version: 42, 1.10.0
+    DIGEST = enum.auto()  # a hex digest, a UUID, sha256:...
+    GENERATED = enum.auto()  # a generated id: apr-00000042, run-build-00001
+
+
+ID = Shape.GENERATED | Shape.DIGEST | Shape.NUMBER  # an id, judged part by part
+CLAIM = Shape.DIGEST | Shape.NUMBER  # console:<actor>@<host>:<hex>: the actor part is a person's
+CLAIM_COLUMNS = frozenset({"operation_claim_id", "cleanup_claim_id", "deletion_claim_id"})
+# Archon's columns of ids that do not end in `_id`.
+OTHER_ID_COLUMNS = frozenset({"target_key", "external_id"})
+
+# Key paths (dict keys from the document's root; list levels add nothing) under which the JSON in
+# archon's columns holds generated ids, digests, counts or times. Anything under another path
+# (`env`, `command`, a key archon does not write, a known key inside an unknown one) has no shape
+# that keeps it.
+JSON_SHAPES: dict[tuple[str, ...], Shape] = {
+    ("run_id",): ID, ("definition_id",): ID, ("profile_revision",): ID,
+    ("claim_id",): CLAIM, ("previous_claim_id",): CLAIM,
+    ("commit",): Shape.DIGEST, ("base_commit",): Shape.DIGEST,
+    ("commit_count",): Shape.NUMBER, ("timeout_seconds",): Shape.NUMBER, ("exit_code",): Shape.NUMBER,
+    ("port",): Shape.NUMBER, ("attempt",): Shape.NUMBER,
+}
+
+
+def _column_shape(column: str, declared: str) -> Shape:
+    """The rule that makes `shaped_columns` from archon's schema: what the column's name and type say it holds."""
+    declared = declared.upper()
+    if column in CLAIM_COLUMNS:
+        return CLAIM
+    if column == "id" or column.endswith("_id") or column in OTHER_ID_COLUMNS:
+        return ID
+    if column.endswith("_at") or "DATE" in declared or "TIME" in declared:
+        return Shape.TIME | Shape.NUMBER  # archon writes times as text or as epoch numbers
+    if column.endswith(("fingerprint", "_digest", "_sha256")) or column == "checksum":
+        return Shape.DIGEST
+    if "INT" in declared or column.endswith("_version"):
+        return Shape.NUMBER
+    return Shape.NONE
+
 _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?(?:Z|[+-]\d{2}:?\d{2})?")
 # Short numbers and versions only: a long digit string can be a phone or account number, and four
 # dotted groups an IPv4 address.
@@ -88,16 +137,31 @@ _TAIL = re.compile(r"(?=[0-9a-f]*\d)[0-9a-f]+")  # one group of a generated id's
 @lru_cache(maxsize=1)
 def vocabulary() -> frozenset[str]:
     """Archon's words: the literals of its schema at every release, migration names, the lists above."""
+    return _schema()[0]
+
+
+def shaped_columns() -> dict[tuple[str, str], Shape]:
+    """(table, column) -> the shapes kept there, for every column of archon's schema at every release
+    and of the console's ledger: `Shape.NONE` unless its name or type says it holds ids, digests,
+    numbers or times. A column not in it is not archon's, and keeps no shape."""
+    return _schema()[1]
+
+
+@lru_cache(maxsize=1)
+def _schema() -> tuple[frozenset[str], dict[tuple[str, str], Shape]]:
     from console.db.detect import MIGRATION_SET
+    from console.db.ledger import ensure_tables
     from console.db.migrations.registry import MIGRATIONS, RELEASES, SAFETY_CLASSES, migrations_through
     from console.db.migrations.runner import apply_all
 
     words: set[str] = set(EXTRA_VOCABULARY) | {MIGRATION_SET} | set(SAFETY_CLASSES) | set(RELEASES)
     words |= {m.id for m in MIGRATIONS}
+    columns: dict[tuple[str, str], Shape] = {}
     for release in RELEASES:
         conn = scratch_connection()
         try:
             apply_all(conn, migrations_through(release))
+            ensure_tables(conn)
             for (sql,) in conn.execute("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL"):
                 for literal in re.findall(r"'((?:[^']|'')*)'", sql):
                     literal = literal.replace("''", "'")
@@ -105,9 +169,13 @@ def vocabulary() -> frozenset[str]:
                         words.add(literal)
                     elif literal.startswith("{"):
                         words |= _json_words(literal)
+            tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            for table in tables:
+                for _cid, column, declared, *_rest in conn.execute("SELECT * FROM pragma_table_info(?)", (table,)):
+                    columns[(table, column)] = _column_shape(column, declared or "")
         finally:
             conn.close()
-    return frozenset(words)
+    return frozenset(words), columns
 
 
 def _json_words(text: str) -> set[str]:
@@ -144,19 +212,21 @@ def _generated_id(part: str, words: frozenset[str]) -> bool:
 
 
 @lru_cache(maxsize=65536)
-def kept(text: str, *, ids: bool = False) -> bool:
+def kept(text: str, shapes: Shape = Shape.NONE) -> bool:
     """Whether a database string is on the allow-list (shown as it is in a redacted bundle).
 
-    Generated-id shapes count only where `ids` says the column holds ids: `alice-2` in an actor
-    column is a person, `apr-00000042` in an id column is a row."""
-    if text == "":
+    Archon's words are kept anywhere; a shape only where `shapes` (the place the value was read
+    from) allows it: `alice-2` in an actor column is a person, `apr-00000042` in an id column is a
+    row, and a UUID under `env` is a credential."""
+    if text == "" or text in vocabulary():
         return True
-    words = vocabulary()
-    if text in words:
+    if Shape.TIME in shapes and _TIMESTAMP.fullmatch(text):
         return True
-    if any(p.fullmatch(text) for p in (_TIMESTAMP, _NUMBER, _HEX, _UUID, _DIGEST)):
+    if Shape.NUMBER in shapes and _NUMBER.fullmatch(text):
         return True
-    return ids and _generated_id(text, words)
+    if Shape.DIGEST in shapes and any(p.fullmatch(text) for p in (_HEX, _UUID, _DIGEST)):
+        return True
+    return Shape.GENERATED in shapes and _generated_id(text, vocabulary())
 
 
 class Redactor:
@@ -180,12 +250,20 @@ class Redactor:
 
     def column(self, table: str, column: str, value: Any) -> Any:
         """The value a redacted bundle shows for one cell."""
-        if not self.enabled or value is None or isinstance(value, (int, float)):
+        if not self.enabled or value is None:
             return value
         if isinstance(value, bytes):
             self.fields[self._field(table, column)] += 1
             return self.placeholder(value.hex(), "blob")
-        out = self._text(column, str(value), column == "id" or column.endswith("_id") or column in ID_COLUMNS)
+        shapes = shaped_columns().get((table, column), Shape.NONE)
+        if isinstance(value, (int, float)):
+            if shapes & (Shape.NUMBER | Shape.TIME):
+                return value
+            self.fields[self._field(table, column)] += 1
+            return self.placeholder(str(value), CATEGORY.get(column, "value"))
+        split = column == "id" or column.endswith("_id") or column in ID_COLUMNS
+        json_paths = (table, column) in shaped_columns()
+        out = self._text(column, str(value), shapes, split, json_paths)
         if out != value:
             self.fields[self._field(table, column)] += 1
         return out
@@ -202,8 +280,10 @@ class Redactor:
             return name
         return self.placeholder(name, category)
 
-    def _text(self, column: str, text: str, is_id: bool) -> str:
-        if kept(text, ids=is_id and CATEGORY.get(column) not in ("actor", "claim")):
+    def _text(self, key: str, text: str, shapes: Shape, split: bool, json_paths: bool) -> str:
+        """`key`: the column or JSON key (names the placeholder's category); `json_paths`: JSON inside
+        is archon's, so `JSON_SHAPES` applies to it."""
+        if kept(text, shapes):
             return text
         if text[:1] in "{[":
             try:
@@ -212,21 +292,25 @@ class Redactor:
                 parsed = None
             if isinstance(parsed, (dict, list)):
                 spaced = ", " in text or ": " in text
-                return json.dumps(self._json(parsed, column), ensure_ascii=False,
+                return json.dumps(self._json(parsed, key, () if json_paths else None), ensure_ascii=False,
                                   separators=(", ", ": ") if spaced else (",", ":"))
-        category = CATEGORY.get(column, "id" if is_id else "value")
-        if is_id and ":" in text:
-            return ":".join(self._text(column, part, True) if part else part for part in text.split(":"))
-        return self.placeholder(text, category)
+        if split and ":" in text:
+            return ":".join(self._text(key, part, shapes, True, False) if part else part for part in text.split(":"))
+        return self.placeholder(text, CATEGORY.get(key, "id" if split else "value"))
 
-    def _json(self, value: Any, key: str) -> Any:
+    def _json(self, value: Any, key: str, path: tuple[str, ...] | None) -> Any:
+        """`path`: the keys from the document's root, or None where no key path keeps a shape."""
         if isinstance(value, dict):
-            return {(k if k in JSON_KEYS else self.placeholder(k, "key")): self._json(v, k) for k, v in value.items()}
+            return {(k if k in JSON_KEYS else self.placeholder(k, "key")):
+                    self._json(v, k, None if path is None else (*path, k)) for k, v in value.items()}
         if isinstance(value, list):
-            return [self._json(v, key) for v in value]
-        if value is None or isinstance(value, (bool, int, float)):
+            return [self._json(v, key, path) for v in value]
+        if value is None or isinstance(value, bool):
             return value
-        return self._text(key, str(value), key in ID_COLUMNS or key.endswith("_id"))
+        shapes = JSON_SHAPES.get(path, Shape.NONE) if path else Shape.NONE
+        if isinstance(value, (int, float)):
+            return value if shapes & Shape.NUMBER else self.placeholder(str(value), CATEGORY.get(key, "value"))
+        return self._text(key, str(value), shapes, key in ID_COLUMNS or key.endswith("_id"), False)
 
     def manifest(self) -> dict[str, Any]:
         return {
@@ -307,4 +391,5 @@ def _copy_rows(conn: sqlite3.Connection, copy: sqlite3.Connection, table: str, r
 
 ROWID = "__archon_console_rowid"
 
-__all__ = ["Redactor", "archon_object", "kept", "redacted_copy", "vocabulary"]
+__all__ = ["JSON_SHAPES", "Redactor", "Shape", "archon_object", "kept", "redacted_copy", "shaped_columns",
+           "vocabulary"]

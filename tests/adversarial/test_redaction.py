@@ -16,11 +16,12 @@ from datetime import timedelta
 from urllib.parse import quote
 
 import pytest
+from hypothesis import assume, given, settings, strategies as st
 
 from console.cli import main
 from console.services.bundle import bundle_members
 from console.services.doctor import run_doctor
-from console.services.redaction import JSON_KEYS, Redactor, kept
+from console.services.redaction import ID, JSON_KEYS, Redactor, Shape, kept
 from tests import damage
 from tests.tui.conftest import NOW
 
@@ -49,7 +50,7 @@ def originals(db) -> set[str]:
             text(value)
 
     def text(value: str):
-        if kept(value, ids=True):  # lenient: what no column would replace
+        if kept(value, ID | Shape.TIME):  # lenient: what no column would replace
             return
         try:
             parsed = json.loads(value)
@@ -59,7 +60,7 @@ def originals(db) -> set[str]:
             walk(parsed)
             return
         if ":" in value and " " not in value:  # an id or a reference: judged part by part
-            found.update(part for part in value.split(":") if not kept(part, ids=True))
+            found.update(part for part in value.split(":") if not kept(part, ID | Shape.TIME))
         else:
             found.add(value)
 
@@ -77,6 +78,17 @@ def spellings(value: str) -> set[bytes]:
     raw = value.encode()
     return {raw, value.lower().encode(), quote(value, safe="").encode(), base64.b64encode(raw),
             raw.hex().encode(), raw.hex().upper().encode(), json.dumps(value)[1:-1].encode()}
+
+
+def assert_absent(files: dict[str, bytes], secrets: set[str]) -> None:
+    """No secret in any spelling, as a whole token, in any member."""
+    forms = {form.lower(): secret for secret in secrets for form in spellings(secret)}
+    # Whole tokens: the remote "origin" may not appear, the word "originals" may.
+    anywhere = re.compile(rb"(?<![a-z0-9_])(?:" + b"|".join(
+        re.escape(f) for f in sorted(forms, key=len, reverse=True)) + rb")(?![a-z0-9_])")
+    for name, content in files.items():
+        hit = anywhere.search(content.lower())
+        assert hit is None, (name, hit.group(0), forms[hit.group(0)])
 
 
 def members(path) -> dict[str, bytes]:
@@ -98,13 +110,7 @@ def test_no_original_value_key_or_id_part_in_any_spelling(tmp_path, demo_copy):
         plain = tmp_path / "out" / f"{source.parent.name}-plain.zip"
         main(["doctor", str(source), "--bundle", str(plain)])
         assert files.pop("schema.sql") == members(plain)["schema.sql"]
-        forms = {form.lower(): secret for secret in secrets for form in spellings(secret)}
-        # Whole tokens: the remote "origin" may not appear, the word "originals" may.
-        anywhere = re.compile(rb"(?<![a-z0-9_])(?:" + b"|".join(
-            re.escape(f) for f in sorted(forms, key=len, reverse=True)) + rb")(?![a-z0-9_])")
-        for name, content in files.items():
-            hit = anywhere.search(content.lower())
-            assert hit is None, (name, hit.group(0), forms[hit.group(0)])
+        assert_absent(files, secrets)
         with zipfile.ZipFile(out) as archive:
             assert all(info.comment == b"" for info in archive.infolist())
 
@@ -115,7 +121,7 @@ def test_demo_project_ids_and_claims_are_gone(tmp_path, demo_copy):
     main(["doctor", str(db), "--bundle", str(out), "--redact"])
     blob = b"".join(members(out).values())
     assert blob.count(b"prj-atlas-api") == 0 and b"atlas" not in blob and b"alice" not in blob
-    assert not kept("prj-atlas-api", ids=True) and kept("apr-00000001", ids=True) and kept("pending")
+    assert not kept("prj-atlas-api", ID) and kept("apr-00000001", ID) and kept("pending")
     assert not kept("alice-2") and not kept("10.0.0.12") and not kept("4915112345678") and kept("1.10.0")
     assert Redactor(True).column("approval_request_events", "actor_reference", "alice-2").startswith("actor-")
 
@@ -180,3 +186,153 @@ def test_every_kind_of_damage_is_reported_alike_when_redacted(tmp_path, finding_
     restored = PLACEHOLDER.sub(lambda m: back[m.group(0)], redacted["report.txt"])
     assert restored == plain["report.txt"]
     assert finding_id in redacted["report.txt"] and "withheld" not in redacted["report.txt"]
+
+
+# --- A value's shape proves nothing outside the places archon keeps such values (issue 17, finding 8) ---
+# Main kept hex, UUIDs, short numbers and dates anywhere: a 32-hex DD_API_KEY, a UUID HEROKU_API_KEY,
+# a 40-hex token, `123456789` and `1984-07-12` under `action_json.env` reached evidence.json verbatim.
+
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ6ZWxkYSJ9.c2lnbmF0dXJlLXNpZ25hdHVyZS1zaWc"
+ID_SHAPED = {
+    "DD_API_KEY": "0f3a9c2b7d1e4f5a6b8c9d0e1f2a3b4c",  # 32 hex
+    "HEROKU_API_KEY": "5b1c2d3e-4f5a-4b7c-8d9e-0f1a2b3c4d5e",  # a UUID
+    "GITHUB_TOKEN": "9e107d9d372bb6826bd81d3542a419d6ab0c1f2e",  # 40 hex
+    "SIGNING_KEY": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",  # 64 hex
+    "PIN": "123456789",
+    "BIRTHDAY": "1984-07-12",
+    "SESSION": JWT,
+    "TICKET": "tok-7f3a9c2b",  # a generated id's shape
+    "SEED": "sha256:4d5e6f708192a3b4c5d6",
+}
+NUMBER_SECRET = 987654321
+
+
+def _documents(value) -> list:
+    """The value under every kind of key that is not on the allow-list of key paths."""
+    return [
+        {"env": {"DD_API_KEY": value}},
+        {"command": ["curl", "-H", value]},
+        {"zz_unknown": value},
+        {"nested": {"run_id": value, "commit": value, "created_at": value, "timeout_seconds": value}},
+        {"message": value, "reason": value, "remote": value, "user": value, "cwd": value},
+        [value],
+        [{"env": [value]}],
+    ]
+
+
+def _free_places() -> list[tuple[str, str]]:
+    """Every column of archon's that keeps no shape, and columns of a table that is not archon's."""
+    from console.services.redaction import shaped_columns
+
+    return sorted(k for k, v in shaped_columns().items() if not v) + [("zz_notes", "id"), ("zz_notes", "note")]
+
+
+def _hex(n):
+    return st.text("0123456789abcdef", min_size=n, max_size=n)
+
+
+_B64URL = st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", min_size=8, max_size=40)
+ID_SHAPES = st.one_of(
+    _hex(32), _hex(40), _hex(64), st.uuids().map(str), st.uuids().map(lambda u: str(u).upper()),
+    st.integers(10_000, 10**12).map(str), st.dates().map(lambda d: d.isoformat()),
+    st.datetimes().map(lambda d: d.isoformat()), st.datetimes().map(lambda d: d.isoformat(" ") + "Z"),
+    st.tuples(_B64URL, _B64URL, _B64URL).map(".".join),
+    st.from_regex(r"[a-z]{2,5}-[0-9a-f]{6,12}", fullmatch=True),
+    st.from_regex(r"sha(1|256):[0-9a-f]{8,64}", fullmatch=True),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(value=ID_SHAPES)
+def test_id_shaped_values_are_replaced_in_every_free_column_and_json_key(value):
+    from console.services.redaction import kept
+
+    assume(not kept(value))  # archon's own word (never, for these shapes; stated, not assumed away)
+    redactor = Redactor(True)
+    escaped = json.dumps(value)[1:-1]
+    for table, column in _free_places():
+        out = redactor.column(table, column, value)
+        assert value not in str(out), (table, column, out)
+        for document in _documents(value):
+            out = redactor.column(table, column, json.dumps(document))
+            assert value not in out and escaped not in out, (table, column, document, out)
+        if value.isdigit():
+            number = int(value)
+            assert str(number) not in str(redactor.column(table, column, number)), (table, column)
+            out = redactor.column(table, column, json.dumps({"env": {"PIN": number}, "zz": [number]}))
+            assert str(number) not in out, (table, column, out)
+
+
+def test_generated_ids_times_and_digests_are_kept_where_archon_keeps_them():
+    """The report stays useful: the same shapes under their known columns and key paths are kept."""
+    sha = ID_SHAPED["SIGNING_KEY"]
+    r = Redactor(True)
+    assert r.column("approval_requests", "id", "apr-00000042") == "apr-00000042"
+    assert r.column("approval_requests", "created_at", "2026-05-01T12:00:00.000Z") == "2026-05-01T12:00:00.000Z"
+    assert r.column("approval_requests", "action_fingerprint", sha) == sha
+    assert r.column("execution_environments", "external_id", ID_SHAPED["HEROKU_API_KEY"]) == ID_SHAPED["HEROKU_API_KEY"]
+    assert r.column("approval_request_events", "sequence", 3) == 3
+    assert r.column("approval_request_events", "id", "apr-00000042:3") == "apr-00000042:3"
+    assert r.column("approval_requests", "status", "pending") == "pending"
+    commit, base = ID_SHAPED["GITHUB_TOKEN"], "1" * 39 + "a"
+    action = {"remote": "origin", "commit": commit, "base_commit": base, "commit_count": 3, "force": False,
+              "timeout_seconds": 900, "run_id": "run-build-00001", "env": {"DD_API_KEY": ID_SHAPED["DD_API_KEY"]}}
+    out = json.loads(r.column("approval_requests", "action_json", json.dumps(action)))
+    assert (out["commit"], out["base_commit"], out["commit_count"], out["timeout_seconds"]) == (commit, base, 3, 900)
+    assert (out["run_id"], out["force"]) == ("run-build-00001", False)
+    assert ID_SHAPED["DD_API_KEY"] not in json.dumps(out["env"])
+    claim = r.column("execution_environments", "operation_claim_id", "console:alice@h:0123456789ab")
+    assert claim.startswith("console:claim-") and claim.endswith(":0123456789ab")
+    # the same values anywhere else are replaced
+    assert r.column("approval_request_events", "reason", "apr-00000042").startswith("text-")
+    assert r.column("zz_notes", "created_at", "2026-05-01T12:00:00.000Z").startswith("value-")
+    assert r.column("zz_notes", "n", 3) != 3
+
+
+def _plant(db) -> None:
+    """Every free column of every table gets the id-shaped secrets: bare in some rows, inside a JSON
+    document in others (triggers dropped and CHECKs off, so every column takes them)."""
+    values = list(ID_SHAPED.values())
+    document = json.dumps({"env": {**ID_SHAPED, "PIN_N": NUMBER_SECRET}, "command": ["curl", "-H", *values],
+                           "zz_unknown": values, "nested": {"run_id": values[0], "commit": values[2]},
+                           "message": values[5]})
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA ignore_check_constraints = ON")
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        conn.execute(f'DROP TRIGGER "{name}"')
+    conn.execute("CREATE TABLE zz_notes (id, note TEXT, n)")
+    conn.executemany("INSERT INTO zz_notes VALUES (?, ?, ?)", [(v, v, NUMBER_SECRET) for v in values])
+    present = {(t, c) for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+               for (c,) in conn.execute("SELECT name FROM pragma_table_info(?)", (t,)).fetchall()}
+    choices = [document, *values]
+    case = " ".join(f"WHEN {i} THEN ?" for i in range(len(choices)))
+    for table, column in _free_places():
+        if (table, column) in present and table != "zz_notes":
+            conn.execute(f'UPDATE OR IGNORE "{table}" SET "{column}" = CASE rowid % {len(choices)} {case} END',
+                         choices)
+    conn.close()
+
+
+def test_id_shaped_secrets_in_every_column_leave_no_trace_in_any_member(tmp_path, demo_copy):
+    (tmp_path / "secrets").mkdir()
+    for source in (demo_copy(), damage.with_secrets(tmp_path / "secrets" / "archon.db")):
+        _plant(source)
+        out = tmp_path / "out" / f"{source.parent.name}.zip"
+        assert main(["doctor", str(source), "--bundle", str(out), "--redact"]) in (0, 1)
+        files = members(out)
+        assert b'"row"' in files["evidence.json"]  # planted rows are quoted as evidence
+        assert_absent(files, set(ID_SHAPED.values()) | {str(NUMBER_SECRET)})
+
+
+def test_the_places_that_keep_shapes_are_archons_id_time_digest_and_number_columns():
+    from console.services.redaction import archon_object, shaped_columns
+
+    places = shaped_columns()
+    assert places and all(archon_object(table) for table, _ in places)
+    free = {column for (_, column), shape in places.items() if not shape}
+    assert {"reason", "failure_message", "retained_output", "name", "title", "repo_path", "worktree_cmd",
+            "snapshot_path", "actor_reference", "test_commands", "check_definitions", "exit_error"} <= free
+    assert all(not shape for (_, column), shape in places.items() if column.endswith("_json"))
+    assert places[("approval_requests", "expires_at")] == Shape.TIME | Shape.NUMBER
+    assert places[("approval_requests", "id")] == ID
+    assert places[("execution_environments", "template_digest")] == Shape.DIGEST

@@ -22,7 +22,7 @@ from console.db import exclusive_lock, ledger, snapshot as snapshots
 from console.db.connect import check_file, check_size, is_wal_file, sqlite_connection, untouched_read_uri
 from console.db.files import create_exclusive, temp_prefix
 from console.db.paths import nonempty_file
-from console.db.snapshot_manifest import manifest_path, manifests_with_hash, read_manifest
+from console.db.snapshot_manifest import manifest_path, manifests_with_hash, read_manifest, untrusted_because
 from console.errors import DatabaseUnusable, Refusal, UsageError
 from console.services.upgrade.decide import require_archon
 
@@ -77,18 +77,18 @@ def _verify_snapshot(snapshot: Path) -> str:
     return snapshots.sha256_file(snapshot)
 
 
-def _ledger_records(db_path: Path) -> dict[str, str]:
-    """Snapshot path -> SHA-256 for every snapshot the database's ledger remembers (none if unreadable)."""
+def _ledger_records(db_path: Path) -> list[tuple[str, str]]:
+    """(path, SHA-256) for every snapshot the database's ledger remembers (none if unreadable)."""
     if not db_path.exists():
-        return {}
+        return []
     try:
         conn = sqlite_connection(untouched_read_uri(db_path), uri=True)
     except (sqlite3.Error, OSError):
-        return {}
+        return []
     try:
         return ledger.recorded_snapshots(conn)
     except sqlite3.Error:
-        return {}
+        return []
     finally:
         conn.close()
 
@@ -100,42 +100,60 @@ def _same_file(a: str, b: Path) -> bool:
         return False
 
 
+def _changed(snapshot: Path, record: str, aside: str = "") -> DatabaseUnusable:
+    return DatabaseUnusable(
+        f"{snapshot} does not match the SHA-256 recorded in {record} when it was taken{aside}; "
+        "the snapshot (or the record) was changed. Nothing was restored.",
+        "Use another snapshot.",
+    )
+
+
 def _identify(db_path: Path, snapshot: Path, digest: str, unverified: bool) -> str | None:
     """Which record vouches for the snapshot's content (console/db/snapshot_manifest.py), by hash.
 
-    Its own manifest decides when there is one; else the ledger (any row with this hash, wherever
-    the snapshot was then), else any manifest of this hash beside it or beside the database. None
-    (no record) is accepted only with `unverified`.
+    The ledger inside the database being replaced outranks every manifest: a manifest is a file
+    beside the snapshot, and whoever could swap the snapshot could rewrite it too. So a ledger row
+    for this path with another SHA-256 refuses the restore whatever any manifest says, and a
+    manifest counts only when nobody but the operator or root could have placed it and the
+    snapshot (`untrusted_because`). In order: the ledger's rows for this path; the snapshot's own
+    trusted manifest; any ledger row with this hash (the snapshot was moved); a trusted manifest of
+    this hash beside it or beside the database (it was renamed). None (no record) is accepted only
+    with `unverified`; a record that disagrees is never overridden.
     """
+    records = _ledger_records(db_path)
+    ledger_record = f"{db_path.name}'s upgrade ledger"
+    here = {sha for stored, sha in records if _same_file(stored, snapshot)}
+    if here and digest not in here:
+        raise _changed(snapshot, ledger_record, ", whatever a manifest beside it says")
+    if here:
+        return f"the record in {ledger_record}"
     own = manifest_path(snapshot)
     recorded = read_manifest(own)
-    if recorded is not None:
-        if recorded != digest:
-            raise DatabaseUnusable(
-                f"{snapshot} does not match the SHA-256 recorded in its manifest {own} when it was taken; "
-                "the snapshot (or the manifest) was changed. Nothing was restored.",
-                "Use another snapshot.",
-            )
-        return f"its manifest {own}"
-    records = _ledger_records(db_path)
-    for stored, sha in records.items():
-        if sha != digest and _same_file(stored, snapshot):
-            raise DatabaseUnusable(
-                f"{snapshot} does not match the SHA-256 recorded when it was taken; it was changed. "
-                "Nothing was restored.",
-                "Use another snapshot.",
-            )
-    if digest in records.values():
-        return f"the record in {db_path.name}'s upgrade ledger"
-    others = manifests_with_hash([snapshot.parent, db_path.parent], digest)
-    if others:
-        return f"the manifest {others[0]}"
+    not_counted: list[str] = []
+    if recorded == digest:
+        why = untrusted_because(own, snapshot)
+        if why is None:
+            return f"its manifest {own}"
+        not_counted.append(f"its manifest {own.name} does not count because {why}")
+    if digest in {sha for _stored, sha in records}:
+        return f"the record in {ledger_record}"
+    if recorded is not None and recorded != digest:
+        raise _changed(snapshot, f"its manifest {own}")
+    own_real = own.parent.resolve() / own.name
+    for other in manifests_with_hash([snapshot.parent, db_path.parent], digest):
+        if other == own_real:
+            continue
+        why = untrusted_because(other, snapshot)
+        if why is None:
+            return f"the manifest {other}"
+        not_counted.append(f"the manifest {other} does not count because {why}")
     if unverified:
         return None
+    aside = "".join(f" {why[0].upper()}{why[1:]}." for why in not_counted)
     raise Refusal(
-        f"The SHA-256 of {snapshot} ({digest}) matches no record: no manifest beside it "
-        f"({own.name}), none in its directory or the database's, and no row of the database's "
-        "upgrade ledger. It cannot be verified as a snapshot the console took. Nothing was restored.",
+        f"The SHA-256 of {snapshot} ({digest}) matches no record: no manifest that counts beside it "
+        f"({own.name}) or in its directory or the database's, and no row of the database's "
+        f"upgrade ledger.{aside} It cannot be verified as a snapshot the console took. Nothing was restored.",
         "If you know where this file comes from, run the restore again with --unverified.",
     )
 
