@@ -1,7 +1,8 @@
 """Pretty, syntax-highlighted JSON from untrusted text, safe to render.
 
-Rich's `Syntax` never interprets markup; the text is pretty-printed by `json` (which escapes
-every control character as `\\uXXXX`), and text that is not JSON is shown literally.
+Rich's `Syntax` never interprets markup; the text is read by the bounded reader (widgets/safe_json.py)
+and pretty-printed by `json` (which escapes every control character as `\\uXXXX`); text that is not
+JSON is shown literally, text over the reader's limits only as a note saying so.
 """
 
 from __future__ import annotations
@@ -12,19 +13,25 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
+from widgets.safe_json import UnreadableJson, read_json, unparseable_note
 from widgets.safe_text import safe_text
 
 
 def pretty_json(value: Any) -> str | None:
-    if isinstance(value, (str, bytes)):
+    """Indented JSON; None for text that is not JSON (shown as stored); for text over the reader's
+    limits, the note that says so ("unparseable (nested too deeply)"), never the text itself."""
+    if isinstance(value, (str, bytes, bytearray)):
         try:
-            value = json.loads(value)
-        except (TypeError, ValueError):
-            return None
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+            value = read_json(value)
+        except UnreadableJson as exc:
+            return str(exc) if exc.over_limit else None
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def json_renderable(value: Any, *, theme: str = "ansi_dark"):
+    note = unparseable_note(value)
+    if note is not None:
+        return Text(note, style="dim")
     text = pretty_json(value)
     if text is None:
         return safe_text(value)
