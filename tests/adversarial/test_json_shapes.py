@@ -153,13 +153,19 @@ def test_approvals_show_names_the_problem(deep_db, capsys):
     assert "[[[" not in out
 
 
-def test_deny_works_and_approve_fails_closed(deep_db, capsys):
-    request = first_pending(deep_db)
-    code, out, err = run(capsys, "--db", str(deep_db), "approvals", "approve", request)
-    assert code == 1 and NOTE in err, err  # an uncertain requester: refused without the confirmation
-    code, out, err = run(capsys, "--db", str(deep_db), "approvals", "deny", request, "--reason", "hostile")
+def test_deny_a_deep_request(deep_db, capsys):
+    code, out, err = run(capsys, "--db", str(deep_db), "approvals", "deny", first_pending(deep_db),
+                         "--reason", "hostile")
     assert code == 0, err
     assert "denied" in out
+
+
+def test_approving_a_deep_request_fails_closed(deep_db, capsys):
+    """Its requester is uncertain: refused unless confirmed, and the refusal says why."""
+    request = first_pending(deep_db)
+    code, out, err = run(capsys, "--db", str(deep_db), "approvals", "approve", request)
+    assert code == 1 and f"its authority_json is {NOTE}" in err, err
+    assert "[[[" not in err
 
 
 # --- every command, generated shapes in every JSON column -----------------------------------
