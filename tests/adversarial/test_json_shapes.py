@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+import time
 from itertools import count
 from pathlib import Path
 
@@ -166,6 +167,18 @@ def test_approving_a_deep_request_fails_closed(deep_db, capsys):
     code, out, err = run(capsys, "--db", str(deep_db), "approvals", "approve", request)
     assert code == 1 and f"its authority_json is {NOTE}" in err, err
     assert "[[[" not in err
+
+
+def test_four_eyes_reads_unclosed_strings_in_linear_time():
+    """An authority that is one string never closed, full of escaped quotes: the string-literal scan
+    restarted at every quote (quadratic: ~70 s at 200 KB); now every quote starts one match."""
+    from console.services.four_eyes import check_approver
+
+    authority = '{"requested_by": "mallory", "x": "' + '\\"' * 100_000
+    started = time.monotonic()
+    verdict = check_approver(authority, "mallory")
+    assert time.monotonic() - started < 10  # generous: a loaded machine is far from quadratic
+    assert verdict.self_approval  # the authority names the approver: refused outright
 
 
 # --- every command, generated shapes in every JSON column -----------------------------------
