@@ -185,3 +185,16 @@ async def test_every_screen_survives_any_json_shape(demo_copy, make_app, shape):
         shown = await _tour(app, pilot)
     if shape == ("deep_array", 1100):
         assert any(NOTE in text for text in shown), shown
+
+
+def test_the_json_pane_shows_a_bounded_head_of_a_wide_document():
+    """Highlighting 80,000 lines took 11 s on the UI thread; the pane shows the first lines and the count."""
+    from rich.console import Console
+
+    from tests.adversarial.json_shapes import wide
+    from widgets.json_view import MAX_LINES, json_renderable
+
+    console = Console(width=80)
+    lines = console.render_lines(json_renderable(wide(80_000)), console.options)
+    assert len(lines) == MAX_LINES + 1
+    assert "".join(segment.text for segment in lines[-1]).strip() == f"… {80_002 - MAX_LINES} more lines"
