@@ -169,6 +169,16 @@ def test_approving_a_deep_request_fails_closed(deep_db, capsys):
     assert "[[[" not in err
 
 
+def test_a_deep_authority_that_names_the_approver_is_refused_even_when_confirmed(demo_copy, capsys):
+    """Unreadable is uncertain, and an uncertain authority that mentions the approver anywhere (here
+    10,000 levels down) is refused outright: the confirmation cannot override it."""
+    path = demo_copy()
+    poison_json(path, deep_object(10_000), only={"approval_requests"})
+    code, out, err = main(["--db", str(path), "--as", "alice", "approvals", "approve", first_pending(path),
+                           "--requester-unknown-ok"]), *capsys.readouterr()
+    assert code == 1 and "names you (four-eyes rule)" in err, err
+
+
 def test_four_eyes_reads_unclosed_strings_in_linear_time():
     """An authority that is one string never closed, full of escaped quotes: the string-literal scan
     restarted at every quote (quadratic: ~70 s at 200 KB); now every quote starts one match."""
