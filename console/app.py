@@ -8,8 +8,10 @@ re-checks the row it acts on.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+from rich.text import Text
 from textual import events, on, work
 from textual.app import App
 from textual.binding import Binding
@@ -20,7 +22,7 @@ from console.idle_gc import IdleCollector
 from console.keymap import load_keymap, unknown_ids
 from console.screens.base import ConsoleScreen
 from console import views
-from console.errors import UsageError
+from console.errors import EXIT_UNUSABLE, UsageError
 from console.screens.registry import command_words, lookup, parse_command
 from console.services import navigation
 from console.services.watch import arrivals, own_changes, pending_count, start_position
@@ -144,6 +146,30 @@ class ArchonConsole(App):
             if unknown:
                 self.keymap_warning = f"{self.keymap_warning} {unknown}" if self.keymap_warning else unknown
             self.set_keymap(overrides)
+
+    # ------------------------------------------------------------ last line of defence
+    def _handle_exception(self, error: Exception) -> None:
+        """Whatever escaped a screen, worker or timer ends the app with one sentence and exit 3, as
+        console/cli.py `_unexpected` does for a command. Textual's own handler prints a Rich
+        traceback with every frame's local variables: database text (a request's JSON, its ids) on
+        the operator's terminal. The sentence names only the exception's type, never its message
+        (which can quote the database). `ARCHON_CONSOLE_DEBUG=1` keeps Textual's traceback."""
+        if os.environ.get("ARCHON_CONSOLE_DEBUG"):
+            super()._handle_exception(error)
+            return
+        self._return_code = EXIT_UNUSABLE
+        if self._exception is None:  # the first one is the cause; what follows is the app unwinding
+            self._exception = error  # Pilot re-raises it after the test, so the suite still sees it
+            self._exception_event.set()
+            from textual.worker import WorkerFailed
+
+            cause = error.error if isinstance(error, WorkerFailed) else error
+            self._exit_renderables.clear()
+            self.exit(None, EXIT_UNUSABLE, Text(
+                f"archon-console: the console stopped on an unexpected {type(cause).__name__}; nothing "
+                "further was written. Rerun with ARCHON_CONSOLE_DEBUG=1 to see where it happened."))
+        else:  # failing again while it shuts down: stop processing at once, as Textual would
+            self._close_messages_no_wait()
 
     # ------------------------------------------------------------ start
     def on_mount(self) -> None:

@@ -1,5 +1,6 @@
 """Strings from the database are data: every plain-text output goes through `widgets.safe_text.clean`,
-the one sanitiser, so the CLI, the TUI, notifications and bundle reports show the same thing."""
+the one sanitiser, so the CLI, the TUI, notifications and bundle reports show the same thing. JSON from
+the database is read only through `read_json` (widgets/safe_json.py: bounded depth and size)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import re
 from typing import Any
 
+from widgets.safe_json import UnreadableJson, json_or_none, read_json, unparseable_note  # noqa: F401
 from widgets.safe_text import UNSAFE, clean
 
 

@@ -1,7 +1,8 @@
 """Pretty, syntax-highlighted JSON from untrusted text, safe to render.
 
-Rich's `Syntax` never interprets markup; the text is pretty-printed by `json` (which escapes
-every control character as `\\uXXXX`), and text that is not JSON is shown literally.
+Rich's `Syntax` never interprets markup; the text is read by the bounded reader (widgets/safe_json.py)
+and pretty-printed by `json` (which escapes every control character as `\\uXXXX`); text that is not
+JSON is shown literally, text over the reader's limits only as a note saying so.
 """
 
 from __future__ import annotations
@@ -9,29 +10,54 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
+from widgets.safe_json import UnreadableJson, read_json, unparseable_note
 from widgets.safe_text import safe_text
 
 
 def pretty_json(value: Any) -> str | None:
-    if isinstance(value, (str, bytes)):
+    """Indented JSON; None for text that is not JSON (shown as stored); for text over the reader's
+    limits, the note that says so ("unparseable (nested too deeply)"), never the text itself."""
+    if isinstance(value, (str, bytes, bytearray)):
         try:
-            value = json.loads(value)
-        except (TypeError, ValueError):
-            return None
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+            value = read_json(value)
+        except UnreadableJson as exc:
+            return str(exc) if exc.over_limit else None
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+# Highlighting runs on the UI thread: 80,000 lines of a wide array took 11 s. The pane shows the
+# first lines and says how many more there are (the CLI's `show` and the `Y` copy keep everything).
+MAX_LINES = 2000
+
+
+def _head(text: str) -> tuple[str, int]:
+    lines = text.split("\n", MAX_LINES)
+    if len(lines) <= MAX_LINES:
+        return text, 0
+    return "\n".join(lines[:MAX_LINES]), lines[MAX_LINES].count("\n") + 1
+
+
+def _more(hidden: int) -> Text:
+    return Text(f"… {hidden} more lines", style="dim")
 
 
 def json_renderable(value: Any, *, theme: str = "ansi_dark"):
+    note = unparseable_note(value)
+    if note is not None:
+        return Text(note, style="dim")
     text = pretty_json(value)
     if text is None:
-        return safe_text(value)
+        shown, hidden = _head(value if isinstance(value, str) else str(value))
+        return Group(safe_text(shown), _more(hidden)) if hidden else safe_text(shown)
     from rich.syntax import Syntax  # pygments is slow to import; not needed for the first paint
 
-    text = safe_text(text).plain  # ensure_ascii=False keeps non-ASCII; controls stay escaped
-    return Syntax(text, "json", theme=theme, word_wrap=True, background_color="default")
+    shown, hidden = _head(safe_text(text).plain)  # ensure_ascii=False keeps non-ASCII; controls stay escaped
+    syntax = Syntax(shown, "json", theme=theme, word_wrap=True, background_color="default")
+    return Group(syntax, _more(hidden)) if hidden else syntax
 
 
 class JsonView(Static):

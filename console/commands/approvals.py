@@ -192,10 +192,10 @@ def _with_view(handle, args, filters):
 def _pretty(value: Any, raw: Any) -> str:
     import json
 
-    from console.text import strip_control
+    from console.text import strip_control, unparseable_note
 
-    if value is None:
-        return strip_control(raw) if raw is not None else "-"
+    if value is None:  # not JSON: shown as stored; over the reader's limits: only the note
+        return (unparseable_note(raw) or strip_control(raw)) if raw is not None else "-"
     # json.dumps escapes C0 controls but not C1 ones (U+0080-U+009F), so strip those too.
     return strip_control(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True))
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 from console.commands.envs import run_action
 from console.output import emit_json, relative, say, table
 from console.services import profiles
 from console.services.resolve import resolve_revision
-from console.text import strip_control
+from console.text import json_or_none, strip_control
 
 REVISION_SYNTAX = (
     "A project is its id or its unique name. A revision is its full id "
@@ -46,10 +44,7 @@ def cmd_show(ctx) -> int:
         row = profiles.show_revision(handle, resolve_revision(handle, ctx.args.revision, project=ctx.args.project))
     if ctx.json:
         data = row.to_json()
-        try:
-            data["profile"] = json.loads(row.profile_json)
-        except (TypeError, ValueError):
-            data["profile"] = None
+        data["profile"] = json_or_none(row.profile_json)
         emit_json(data)
         return 0
     say(f"{row.id}: revision {row.revision} of {row.project_id} ({row.project_name or '?'}), "

@@ -77,10 +77,9 @@ class _Cursor:
         self.path = Path(path).expanduser() if path else None
 
     def load(self):
-        import json
-
         from console.errors import UsageError
         from console.services.watch import Position
+        from console.text import read_json
 
         if self.path is None:
             return None
@@ -93,7 +92,7 @@ class _Cursor:
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"--cursor {self.path} cannot be read ({getattr(exc, 'strerror', None) or exc}).")
         try:
-            return Position.from_json(json.loads(text))
+            return Position.from_json(read_json(text))
         except ValueError:
             raise UsageError(f"--cursor {self.path} is not a cursor this command wrote; "
                              "move it away to start from now.") from None

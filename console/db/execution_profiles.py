@@ -12,6 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
+from console.text import read_json
 
 PROVIDERS = ("host", "docker_sandbox")
 WORKLOADS = ("build", "chat_build", "check", "review", "service")
@@ -40,8 +41,8 @@ def fingerprint(profile: dict[str, Any]) -> str:
 def fingerprint_json(profile_json: str) -> str | None:
     """Fingerprint of stored JSON after canonicalisation; None when it is not a JSON object."""
     try:
-        value = json.loads(profile_json)
-    except (TypeError, ValueError):
+        value = read_json(profile_json)
+    except ValueError:  # UnreadableJson
         return None
     if not isinstance(value, dict):
         return None
@@ -109,8 +110,8 @@ def has_configured_check_policy(row: dict[str, Any]) -> bool:
         if value in (None, "", "[]"):
             continue
         try:
-            parsed = json.loads(value) if isinstance(value, str) else value
-        except ValueError:
+            parsed = read_json(value) if isinstance(value, str) else value
+        except ValueError:  # UnreadableJson
             return True
         if parsed:
             return True

@@ -23,12 +23,12 @@ Reads only; the cost is one pass over the revisions (a few per project).
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 from dataclasses import asdict, dataclass, field
 
 from console.db import execution_profiles as profiles
+from console.text import UnreadableJson, read_json
 
 REVISIONS = "execution_profile_revisions"
 EVENTS = "execution_profile_audit_events"
@@ -121,9 +121,9 @@ def _first_difference(stored: str, ours: str) -> str:
 def _check_revision(rev_id: str, version, stored_fp: str, profile_json) -> list[str]:
     """What differs for one revision (empty when the console's algorithms reproduce it)."""
     try:
-        parsed = json.loads(profile_json)
-    except (TypeError, ValueError):
-        return ["profile_json is not JSON"]
+        parsed = read_json(profile_json)
+    except UnreadableJson as exc:
+        return [f"profile_json is {exc}" if exc.over_limit else "profile_json is not JSON"]
     if not isinstance(parsed, dict):
         return ["profile_json is not a JSON object"]
     problems = []
@@ -145,8 +145,8 @@ def _check_revision(rev_id: str, version, stored_fp: str, profile_json) -> list[
 
 def _check_default(rev_id: str, version, profile_json) -> str | None:
     try:
-        provider = json.loads(profile_json).get("provider_preference")
-    except (TypeError, ValueError, AttributeError):
+        provider = read_json(profile_json).get("provider_preference")
+    except (ValueError, AttributeError):
         return None  # reported by _check_revision
     expected = profiles.serialize(profiles.create(provider, version))
     if expected != profile_json:
@@ -170,7 +170,7 @@ def _check_backfills(conn: sqlite3.Connection) -> list[Contradiction]:
     ).fetchall()
     for event_id, version, fp, old_json in rows:
         try:
-            normalized = profiles.normalize(json.loads(old_json), version)
+            normalized = profiles.normalize(read_json(old_json), version)
         except (TypeError, ValueError):
             continue  # the previous revision's own check reports it
         if not normalized.ok:

@@ -4,7 +4,6 @@ will happen. Rows come page by page from `services.approval_queue`; decisions go
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +33,7 @@ from console.screens.confirm import Watched
 from console.services import approval_queue as queue
 from console.services import approvals as decisions
 from console.services.projects import EXPIRING_SOON
+from console.text import read_json
 from widgets.humane import countdown, plural
 from widgets.json_view import JsonView
 from widgets.lazy_table import Column, LazyTable, Preload
@@ -485,7 +485,7 @@ class ApprovalsScreen(ConsoleScreen):
         payload.pop("options", None)
         for key in ("action_json", "authority_json"):
             try:
-                payload[key] = json.loads(payload[key])
-            except (KeyError, TypeError, ValueError):
+                payload[key] = read_json(payload[key])
+            except (KeyError, ValueError):  # not JSON, or over the reader's limits: copied as stored
                 pass
         return row.id, payload

@@ -34,7 +34,7 @@ from console.models.approvals import ApprovalDetail, ApprovalEvent, ApprovalRequ
 from console.services import four_eyes
 from console.services.base import require_feature
 from console.services.resolve import resolve_project  # noqa: F401 - also re-exported
-from console.text import one_line
+from console.text import json_or_none, one_line, unparseable_note
 
 STATUSES = ("pending", "approved", "denied", "cancelled", "expired", "invalidated", "consumed")
 OPEN_STATUSES = ("pending", "approved")  # the ones the expiry sweep still moves
@@ -254,13 +254,9 @@ def retreat_cursor(handle: ArchonDatabase, filters: Filters, cursor: Cursor | No
 
 
 def parse_json_field(text: Any) -> Any:
-    """Parsed JSON, or None when the stored text is not JSON (it is then shown raw)."""
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except (TypeError, ValueError):
-        return None
+    """Parsed JSON, or None when the stored text is not JSON (it is then shown raw) or is over the
+    reader's limits (then `action_summary` and the views show why instead)."""
+    return json_or_none(text)
 
 
 def requester_of(authority: Any) -> str | None:
@@ -291,7 +287,9 @@ def action_summary(kind: Any, action: Any, raw: Any = None) -> str:
                 if value not in (None, ""):
                     return one_line(" ".join(map(str, value)) if isinstance(value, list) else value)
         return one_line(json.dumps(action, ensure_ascii=False, sort_keys=True))
-    return one_line(raw if raw is not None else "")
+    if raw is None:
+        return ""
+    return unparseable_note(raw) or one_line(raw)
 
 
 def events_of(conn: sqlite3.Connection, project_id: str, request_id: str) -> list[ApprovalEvent]:

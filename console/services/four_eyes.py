@@ -25,6 +25,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from console.text import UnreadableJson, read_json
+
 REQUESTER_KEYS = ("requested_by", "requester")
 
 # Default-ignorable code points outside the format (Cf) and control (Cc) categories.
@@ -34,7 +36,9 @@ _INVISIBLE_EXTRA = frozenset(
     + list(range(0xE0100, 0xE01F0))
 )
 _INVISIBLE_CATEGORIES = frozenset({"Cf", "Cc", "Cs", "Co", "Cn"})
-_STRING_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# A string literal, or one that never closes (it runs to the end): every quote starts a match, so
+# the scan is linear (a pattern that can fail from a quote rescans the rest from every later one).
+_STRING_LITERAL = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
 _TOKEN_SPLIT = re.compile(r"[\s{}\[\],:;=\"'`()<>]+")
 
 
@@ -116,10 +120,11 @@ def _mentions_of_text(text: str) -> frozenset[str]:
     found: set[str] = set()
     for literal in _STRING_LITERAL.findall(text):
         try:
-            decoded = json.loads(literal)
-        except ValueError:
-            decoded = literal[1:-1]
-        found.add(canonical_name(decoded))
+            decoded = read_json(literal)
+        except UnreadableJson:
+            decoded = _unescape(literal[1:-1] if len(literal) > 1 and literal.endswith('"') else literal[1:])
+        if isinstance(decoded, str):
+            found.add(canonical_name(decoded))
     canonical = canonical_name(_unescape(text))
     found.update(token for token in _TOKEN_SPLIT.split(canonical) if token)
     return frozenset(n for n in found if n)
@@ -170,9 +175,10 @@ def identify(authority_json: Any) -> Requester:
     pairs_seen: list[list[tuple[str, Any]]] = []
     _decoding.pairs = pairs_seen
     try:
-        value = _decoding.decoder.decode(authority_json)
-    except (ValueError, RecursionError):
-        return Requester(None, "its authority_json is not valid JSON", _mentions_of_text(authority_json))
+        value = read_json(authority_json, decoder=_decoding.decoder)
+    except UnreadableJson as exc:
+        why = str(exc) if exc.over_limit else "not valid JSON"
+        return Requester(None, f"its authority_json is {why}", _mentions_of_text(authority_json))
 
     def mentions() -> frozenset[str]:
         """Only an uncertain answer carries them (decisions are the hot path; most are certain)."""

@@ -12,7 +12,6 @@ the state is rebuilt from the environment's own state timestamps (`ready_at`, `s
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -20,7 +19,7 @@ from typing import Any
 
 from console.clock import db_time, parse_time
 from console.errors import Refusal, UsageError
-from console.text import one_line
+from console.text import one_line, read_json
 
 REQUEST_FIELDS = ("id", "project_id", "execution_run_id", "action_kind", "expires_at", "created_at")
 # Lifecycle timestamp -> the state it starts, for databases whose events carry no state.
@@ -177,8 +176,8 @@ def _meta(text: Any) -> dict[str, Any]:
     if not text:
         return {}
     try:
-        value = json.loads(text)
-    except (TypeError, ValueError):
+        value = read_json(text)
+    except ValueError:  # UnreadableJson
         return {}
     return value if isinstance(value, dict) else {}
 

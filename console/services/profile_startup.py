@@ -18,13 +18,13 @@ revision archon would switch to, following both steps in archon's order.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
 from console.db import execution_profiles as profiles
 from console.db.migrations.backfills import PROJECT_POLICY_COLUMNS
+from console.text import read_json
 
 # Schema versions each release's start moves to the current one (seeds: 001 and 000).
 SCHEMA_BACKFILL_FROM = {"1.8.22": (1,), "1.10.0": (1, 2)}
@@ -74,8 +74,8 @@ def _by_id(conn, revision_id: str) -> dict[str, Any] | None:
 
 def _normalized(profile_json: Any, schema_version: int) -> dict[str, Any] | None:
     try:
-        normalized = profiles.normalize(json.loads(profile_json), schema_version)
-    except (TypeError, ValueError):
+        normalized = profiles.normalize(read_json(profile_json), schema_version)
+    except (TypeError, ValueError):  # UnreadableJson is a ValueError
         return None
     return normalized.profile if normalized.ok else None
 

@@ -31,6 +31,7 @@ from console.models.profiles import FingerprintCheck, ProfileRevision, RevisionD
 from console.models.projects import Project
 from console.services import profile_startup
 from console.services.base import ActionResult, validate_actor, validate_reason
+from console.text import UnreadableJson, read_json
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
 PROVIDERS = execution_profiles.PROVIDERS
@@ -48,18 +49,19 @@ def require_profiles(handle: ArchonDatabase) -> None:
 
 
 def pretty(profile_json: str | None) -> str:
-    """Indented, key-sorted JSON; unparsable text is returned as stored (shown raw, docs/archon-schema.md)."""
+    """Indented, key-sorted JSON; invalid text is returned as stored (shown raw, docs/archon-schema.md),
+    text over the reader's limits as the note saying so."""
     try:
-        value = json.loads(profile_json) if profile_json is not None else None
-    except (TypeError, ValueError):
-        return profile_json or ""
+        value = read_json(profile_json) if profile_json is not None else None
+    except UnreadableJson as exc:
+        return str(exc) if exc.over_limit else profile_json or ""
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
 
 
 def _provider(profile_json: str | None) -> Any:
     try:
-        value = json.loads(profile_json or "")
-    except (TypeError, ValueError):
+        value = read_json(profile_json or "")
+    except ValueError:  # UnreadableJson
         return None
     return value.get("provider_preference") if isinstance(value, dict) else None
 

@@ -36,6 +36,7 @@ from functools import lru_cache
 from typing import Any
 
 from console.db.connect import scratch_connection
+from console.text import read_json
 
 # Archon's words that are not string literals in its schema: event types, its own actor and claim
 # names, the console's own markers, and the kinds of runs it names ids after.
@@ -287,8 +288,8 @@ class Redactor:
             return text
         if text[:1] in "{[":
             try:
-                parsed = json.loads(text)
-            except ValueError:
+                parsed = read_json(text)
+            except ValueError:  # not JSON or over the reader's limits: replaced whole, below
                 parsed = None
             if isinstance(parsed, (dict, list)):
                 spaced = ", " in text or ": " in text
