@@ -310,6 +310,7 @@ def _unexpected(exc: BaseException, *, json: bool = False) -> int:
 def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
+    _search_path_without_working_directory()
     if argv[:1] == ["__complete"]:  # the shell's completion function, never a person
         from console.completion import complete_main
 
@@ -332,6 +333,19 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     finally:
         sys.stdout, sys.stderr = saved
+
+
+def _search_path_without_working_directory() -> None:
+    """Drop `$PATH` entries that name the working directory (empty, `.`, any relative path).
+
+    Every program this process starts by name (a hook's commands, the clipboard's `xclip`) is found
+    through PATH; a relative entry would find one planted beside the user's database instead
+    (issue 17; console/isolation.py does the same for the child interpreter's `sys.path`).
+    """
+    entries = os.environ.get("PATH", "").split(os.pathsep)
+    kept = [entry for entry in entries if os.path.isabs(entry)]
+    if "PATH" in os.environ and kept != entries:
+        os.environ["PATH"] = os.pathsep.join(kept)
 
 
 def _remove_leftovers() -> None:

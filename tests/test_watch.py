@@ -27,12 +27,15 @@ WAIT = 20.0  # generous: CI machines are slow; a passing run never waits this lo
 class Watch:
     """`approvals watch` in its own process; lines are read on a thread so a test can time out."""
 
-    def __init__(self, db: Path, *extra: str, json_lines: bool = True):
-        argv = [sys.executable, "-m", "console", "approvals", "watch", "--db", str(db), "--poll", "0.05", *extra]
+    def __init__(self, db: Path, *extra: str, json_lines: bool = True, program: tuple[str, ...] | None = None,
+                 cwd: Path | None = None, env: dict[str, str] | None = None):
+        argv = [*(program or (sys.executable, "-m", "console")), "approvals", "watch", "--db", str(db),
+                "--poll", "0.05", *extra]
         if json_lines:
             argv.append("--json")
-        env = dict(os.environ, ARCHON_CONSOLE_NOW=FROZEN, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        env = dict(env or os.environ, ARCHON_CONSOLE_NOW=FROZEN, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                     cwd=cwd)
         self.lines: queue.Queue[str] = queue.Queue()
         self.errors: list[str] = []
         threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines), daemon=True).start()
@@ -69,6 +72,13 @@ class Watch:
             except queue.Empty:
                 pass
         return got
+
+    def notes(self) -> list[str]:
+        """Stderr so far, with the notes (`--json`) that arrived on stdout since the last look."""
+        for line in self.quiet(0.05):
+            value = json.loads(line)
+            self.errors.append(value.get("note", "") if value.get("change") == "note" else line)
+        return self.errors
 
     def ready(self) -> None:
         """Wait until the watcher has taken its starting position (it says so on stderr)."""
