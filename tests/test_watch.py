@@ -60,6 +60,8 @@ class Watch:
             value = self.next()
             if value.get("change") != "note":
                 out.append(value)
+            else:
+                self.errors.append(value.get("note", ""))
         return out
 
     def quiet(self, seconds: float = 0.5) -> list[str]:
@@ -176,6 +178,32 @@ def test_cursor_delivers_every_change_exactly_once_across_restarts(db, tmp_path,
     saved = json.loads(cursor.read_text())
     assert saved["event_id"] and saved["rowid"] > 0
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".archon-console-cursor")]
+
+
+def test_a_cursor_that_cannot_be_saved_warns_once_and_the_stream_goes_on(db, tmp_path, watches):
+    """Issue 17: the first failed save used to end the watch for good. Now it is said once, every
+    change is still streamed, and the newest position is saved as soon as it can be."""
+    folder = tmp_path / "cursors"
+    folder.mkdir()
+    cursor = folder / "watch.cursor"
+    w = watches(db, "--cursor", str(cursor))
+    w.ready()
+    shutil.rmtree(folder)  # the directory goes away under the running watch
+    for rid in ("apr-x1", "apr-x2", "apr-x3"):
+        new_request(db, rid)
+    assert [c["request_id"] for c in w.changes(3)] == ["apr-x1", "apr-x2", "apr-x3"]
+    assert w.proc.poll() is None
+    warnings = [n for n in w.notes() if "cannot save the cursor" in n]
+    assert len(warnings) == 1 and "still watching" in warnings[0]
+    folder.mkdir()  # back: the next poll saves the newest position
+    deadline = time.monotonic() + WAIT
+    while not any("is saved again" in n for n in w.notes()):
+        assert time.monotonic() < deadline and w.proc.poll() is None, w.errors
+        time.sleep(0.05)
+    assert w.stop() == 0
+    again = watches(db, "--cursor", str(cursor))  # continues after apr-x3: nothing repeated
+    new_request(db, "apr-x4")
+    assert [c["request_id"] for c in again.changes(1)] == ["apr-x4"]
 
 
 def test_a_bad_cursor_file_is_one_sentence_and_exit_2(db, tmp_path):
