@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from console.clock import Clock, frozen_write_note, system_clock, write_clock
+from console.clock import Clock, frozen_now, frozen_write_note, system_clock, write_clock
 from console.errors import EXIT_REFUSED, EXIT_UNUSABLE, EXIT_USAGE, ConsoleError
 from console.commands.options import finite_number
 from console.db.paths import resolve_db_path
@@ -208,6 +208,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 
 def make_context(args: argparse.Namespace) -> Context:
+    frozen_now()  # a `$ARCHON_CONSOLE_NOW` that is not a time is a usage error before anything runs
     return Context(
         db_path=resolve_db_path(args.db),
         actor=args.actor or default_actor(),
