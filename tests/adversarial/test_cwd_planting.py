@@ -95,6 +95,50 @@ def test_a_relative_sys_path_entry_is_not_passed_to_the_child(monkeypatch):
 
 
 # ---------------------------------------------------------------- the TUI's children
+SPAWNED: list = []  # the argv of every process this test process started, while recording
+_HOOKED: list = []
+
+
+def _record_spawns() -> None:
+    """An audit hook (it cannot be removed, so it is added once): every `subprocess.Popen`'s argv."""
+    if _HOOKED:
+        return
+
+    def hook(event, args):
+        if event == "subprocess.Popen":
+            SPAWNED.append(tuple(args[1]) if isinstance(args[1], (list, tuple)) else (args[1],))
+    sys.addaudithook(hook)
+    _HOOKED.append(hook)
+
+
+def test_only_known_places_start_processes():
+    """Every way of starting a process in the console's own code, by file and function: the
+    isolated child (console/isolation.py) and the operator's hook through /bin/sh (console/hooks.py).
+    A new one must be added here, after making it safe from the working directory."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2]
+    spawners = {"Popen", "run", "call", "check_call", "check_output", "getoutput", "getstatusoutput", "system",
+                "popen", "execv", "execve", "execvp", "execvpe", "execl", "execle", "execlp", "execlpe", "spawnv",
+                "spawnve", "spawnvp", "spawnvpe", "spawnl", "spawnle", "posix_spawn", "posix_spawnp", "fork",
+                "forkpty", "Process", "Pool", "startfile"}
+    found = set()
+    for top in ("console", "widgets"):
+        for path in sorted((root / top).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for function in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+                for node in ast.walk(function):
+                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                            and isinstance(node.func.value, ast.Name) \
+                            and node.func.value.id in ("subprocess", "os", "multiprocessing", "pty") \
+                            and node.func.attr in spawners:
+                        found.add((str(path.relative_to(root)), function.name, node.func.attr))
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
+                    assert not {"multiprocessing", "pty", "concurrent.futures.process"} & set(names), path
+    assert found == {("console/isolation.py", "call_isolated", "Popen"), ("console/hooks.py", "_run", "Popen")}
+
 async def test_doctor_and_upgrade_in_the_console_run_nothing_from_the_working_directory(
         planted, tmp_path_factory, make_app, monkeypatch):
     from console.screens.typed import TypedConfirmModal
@@ -106,6 +150,8 @@ async def test_doctor_and_upgrade_in_the_console_run_nothing_from_the_working_di
     shutil.copyfile(demo_file(tmp_path_factory, "1.8.22", 20), db)
     monkeypatch.chdir(directory)
     app = make_app(db)
+    SPAWNED.clear()
+    _record_spawns()
     async with app.run_test(size=(120, 40)) as pilot:
         screen = DoctorScreen()
         app.push_screen(screen)  # `:doctor`
@@ -125,6 +171,9 @@ async def test_doctor_and_upgrade_in_the_console_run_nothing_from_the_working_di
         await wait_until(pilot, lambda: app.screen is upgrade and not upgrade.running and upgrade.plan is not None
                          and upgrade.plan.up_to_date, timeout=60, what="upgrade finished")
     assert markers_of(markers) == []
+    # Each child was an isolated interpreter: doctor, the plan, the run and the plan after it.
+    children = [args for args in list(SPAWNED) if args and str(args[0]) == sys.executable]
+    assert len(children) >= 4 and all(list(args[1:3]) == ["-I", "-c"] for args in children), children
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT count(*) FROM _sqlite_migrations").fetchone()[0] == 29
     conn.close()
