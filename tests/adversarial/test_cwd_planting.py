@@ -94,6 +94,21 @@ def test_a_relative_sys_path_entry_is_not_passed_to_the_child(monkeypatch):
     assert "'rel/dir'" not in argv[3] and "''" not in argv[3] and "'.'" not in argv[3]
 
 
+def test_the_child_imports_the_console_the_parent_runs(tmp_path):
+    """`-I` ignores `PYTHONPATH` and the user's site-packages; the child is given the parent's
+    `sys.path`, so a console installed there (here: a copy on `PYTHONPATH`, ahead of the editable
+    installation) is the one the child runs too."""
+    site = tmp_path / "site"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "console", site / "console",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (site / "console" / "where.py").write_text("import console\n\n\ndef here():\n    return console.__file__\n")
+    code = "from console.isolation import call_isolated; print(call_isolated('console.where:here'))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=str(site)))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(site / "console" / "__init__.py")
+
+
 # ---------------------------------------------------------------- the TUI's children
 SPAWNED: list = []  # the argv of every process this test process started, while recording
 _HOOKED: list = []
