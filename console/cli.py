@@ -346,7 +346,8 @@ def _search_path_without_working_directory() -> None:
     entries = os.environ.get("PATH", "").split(os.pathsep)
     kept = [entry for entry in entries if os.path.isabs(entry)]
     if "PATH" in os.environ and kept != entries:
-        os.environ["PATH"] = os.pathsep.join(kept)
+        # (an empty PATH would again mean the working directory, to a shell and to execvp)
+        os.environ["PATH"] = os.pathsep.join(kept) or os.defpath
 
 
 def _remove_leftovers() -> None:

@@ -299,3 +299,15 @@ def test_a_watch_with_a_hook_runs_nothing_from_the_working_directory(planted, tm
     finally:
         watch.stop()
     assert markers_of(markers) == []
+
+
+@pytest.mark.parametrize("path, expected", [
+    ("/usr/bin::/bin", "/usr/bin:/bin"), (".:/usr/bin", "/usr/bin"), ("/usr/bin:bin:./x:", "/usr/bin"),
+    ("", os.defpath), (":", os.defpath), (".", os.defpath), ("/usr/local/bin:/usr/bin", "/usr/local/bin:/usr/bin"),
+])
+def test_path_loses_every_entry_that_names_the_working_directory(monkeypatch, capsys, path, expected):
+    from console.cli import main
+
+    monkeypatch.setenv("PATH", path)
+    assert main(["completion", "bash"]) == 0
+    assert os.environ["PATH"] == expected
