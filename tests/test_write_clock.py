@@ -10,6 +10,8 @@ import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from console.cli import main
 from console.clock import db_time, parse_time
@@ -130,5 +132,13 @@ def test_a_frozen_clock_that_is_not_a_time_is_a_usage_error(db, capsys, monkeypa
 
 @pytest.mark.parametrize("value", NOT_TIMES + ["1e20", "1e11", "-1", "Infinity", "2026-11-01T09:30:00+99:00"])
 def test_parse_time_never_raises(value):
+    at = parse_time(value)
+    assert at is None or at.tzinfo is not None
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.text(max_size=40), st.floats().map(repr), st.integers().map(str),
+                 st.datetimes().map(lambda d: d.isoformat()) | st.datetimes().map(lambda d: d.isoformat() + "+23:59")))
+def test_parse_time_never_raises_on_any_text(value):
     at = parse_time(value)
     assert at is None or at.tzinfo is not None
