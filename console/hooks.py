@@ -57,7 +57,7 @@ class HookRunner:
 
     def __init__(self, policy: HookPolicy, report: Callable[[str], None]):
         self.policy = policy
-        self._report = report
+        self._report_to = report
         self._queue: deque[_Job] = deque()
         self._cond = threading.Condition()
         self._running: set[subprocess.Popen] = set()
@@ -67,6 +67,12 @@ class HookRunner:
                          for n in range(max(1, policy.jobs))]
         for thread in self._threads:
             thread.start()
+
+    def _report(self, text: str) -> None:
+        try:
+            self._report_to(text)
+        except Exception:  # noqa: BLE001 - an unwritable stderr must not end a worker either
+            pass
 
     def submit(self, request_id: str, request: dict) -> None:
         payload = (json.dumps(request, ensure_ascii=False, default=str) + "\n").encode("utf-8", "replace")

@@ -122,3 +122,23 @@ def test_an_inherited_request_id_never_stands_in(monkeypatch):
     monkeypatch.setenv("ARCHON_REQUEST_ID", "apr-from-the-parent")
     assert "ARCHON_REQUEST_ID" not in hook_environment("apr-\x00")
 
+
+
+def test_a_report_that_cannot_be_written_does_not_end_the_worker_either():
+    calls: list[str] = []
+    done = threading.Event()
+
+    def report(text: str) -> None:
+        calls.append(text)
+        if len(calls) == 3:
+            done.set()
+        raise BrokenPipeError("stderr is gone")
+
+    runner = HookRunner(HookPolicy("exit 1", jobs=1, retries=0), report)
+    try:
+        for n in range(3):
+            runner.submit(f"apr-{n}", {"id": f"apr-{n}"})
+        assert done.wait(WAIT), calls
+    finally:
+        runner.stop(grace=0)
+    assert runner.gave_up == 3
