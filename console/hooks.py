@@ -9,7 +9,6 @@ on stdin and its id in `$ARCHON_REQUEST_ID`. What the console guarantees around 
 - the environment carries only values an environment can hold: an id that is not plain printable
   text (NUL, control or invisible characters, undecodable bytes, over `ENV_ID_MAX` characters) is
   not put in `$ARCHON_REQUEST_ID` (which is then unset); that hook finds the id only on stdin;
-
 - it never blocks the stream: hooks run on worker threads, at most `jobs` at a time, and a backlog
   beyond `backlog` is reported and dropped rather than held without bound;
 - a hook that exceeds `timeout` is killed with its whole process group;

@@ -57,7 +57,7 @@ def child_command() -> list[str]:
 
     Relative `sys.path` entries (`''` after `python -c`) are dropped: they name the working
     directory, wherever that is. The directory holding the `console` package the parent runs comes
-    first when the isolated interpreter would not find it on its own.
+    first when it is not on that path already (the parent found it through `''`).
     """
     path = [entry for entry in sys.path if entry and os.path.isabs(entry)]
     home = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
