@@ -5,7 +5,7 @@ What the terminal receives:
 - a desktop notification through the terminal itself, so it works over SSH and needs nothing on
   the remote host: OSC 9 (`ESC ] 9 ; text BEL`: iTerm2, WezTerm, Windows Terminal, kitty, foot,
   ghostty) and, where the terminal is known to speak it, OSC 777 (`ESC ] 777 ; notify ; title ;
-  body BEL`: rxvt, foot, WezTerm, ghostty, Konsole);
+  body BEL`: rxvt, foot, WezTerm, ghostty, Konsole), always led by `archon-console: `;
 - the window title `archon · N pending` (OSC 2), so a tmux window list or a taskbar shows the count;
   the previous title is pushed at start and popped at exit (XTWINOPS 22/23), as vim does.
 
@@ -31,6 +31,7 @@ DESKTOP_CHOICES = ("auto", "osc9", "osc777", "both", "off")
 _OSC777_TERMINALS = ("WezTerm", "ghostty", "foot", "konsole")
 SHOWN_IN_TOAST = 3
 TEXT_MAX = 180
+DESKTOP_PREFIX = "archon-console: "
 
 
 @dataclass(frozen=True)
@@ -86,12 +87,20 @@ def _field(text: object, limit: int = TEXT_MAX) -> str:
     return out if len(out) <= limit else out[: limit - 1] + "…"
 
 
+def _named(text: str) -> str:
+    """`archon-console: ` and the text, cut to fit: a desktop notification is shown outside the
+    terminal, where nothing else says which program sent it, and its words come from the database
+    (a request id "Your session expired, re-enter your password at ..." must not pass for the
+    system's own). The prefix is never cut."""
+    return DESKTOP_PREFIX + _field(text, TEXT_MAX - len(DESKTOP_PREFIX))
+
+
 def osc9(text: str) -> str:
-    return f"\x1b]9;{_field(text)}\x07"
+    return f"\x1b]9;{_named(text)}\x07"
 
 
 def osc777(title: str, body: str) -> str:
-    return f"\x1b]777;notify;{_field(title).replace(';', ',')};{_field(body).replace(';', ',')}\x07"
+    return f"\x1b]777;notify;{_named(title).replace(';', ',')};{_field(body).replace(';', ',')}\x07"
 
 
 def title_sequence(text: str) -> str:

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from console.clock import Clock, frozen_write_note, system_clock, write_clock
+from console.clock import Clock, frozen_now, frozen_write_note, system_clock, write_clock
 from console.errors import EXIT_REFUSED, EXIT_UNUSABLE, EXIT_USAGE, ConsoleError
 from console.commands.options import finite_number
 from console.db.paths import resolve_db_path
@@ -208,6 +208,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 
 def make_context(args: argparse.Namespace) -> Context:
+    frozen_now()  # a `$ARCHON_CONSOLE_NOW` that is not a time is a usage error before anything runs
     return Context(
         db_path=resolve_db_path(args.db),
         actor=args.actor or default_actor(),
@@ -310,6 +311,7 @@ def _unexpected(exc: BaseException, *, json: bool = False) -> int:
 def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
+    _search_path_without_working_directory()
     if argv[:1] == ["__complete"]:  # the shell's completion function, never a person
         from console.completion import complete_main
 
@@ -332,6 +334,20 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     finally:
         sys.stdout, sys.stderr = saved
+
+
+def _search_path_without_working_directory() -> None:
+    """Drop `$PATH` entries that name the working directory (empty, `.`, any relative path).
+
+    Every program this process starts by name (a hook's commands, the clipboard's `xclip`) is found
+    through PATH; a relative entry would find one planted beside the user's database instead
+    (issue 17; console/isolation.py does the same for the child interpreter's `sys.path`).
+    """
+    entries = os.environ.get("PATH", "").split(os.pathsep)
+    kept = [entry for entry in entries if os.path.isabs(entry)]
+    if "PATH" in os.environ and kept != entries:
+        # (an empty PATH would again mean the working directory, to a shell and to execvp)
+        os.environ["PATH"] = os.pathsep.join(kept) or os.defpath
 
 
 def _remove_leftovers() -> None:

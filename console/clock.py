@@ -17,9 +17,20 @@ _FROZEN_ENV = "ARCHON_CONSOLE_NOW"
 
 
 def frozen_now() -> datetime | None:
-    """The instant `$ARCHON_CONSOLE_NOW` freezes the *displayed* clock at, if it is set and readable."""
+    """The instant `$ARCHON_CONSOLE_NOW` freezes the *displayed* clock at, if it is set.
+
+    A value that is not a time (`nan`, `inf`, `2026-13-45`) is a usage error, never ignored: a
+    clock silently left running would show the operator other times than the ones they asked for.
+    """
     frozen = os.environ.get(_FROZEN_ENV)
-    return parse_time(frozen) if frozen else None
+    if not frozen:
+        return None
+    at = parse_time(frozen)
+    if at is None:
+        from console.errors import UsageError
+
+        raise UsageError(f"${_FROZEN_ENV} is not a time: use YYYY-MM-DD HH:MM:SS (UTC) or ISO 8601, or unset it.")
+    return at
 
 
 def real_clock() -> datetime:
@@ -57,7 +68,15 @@ def fixed_clock(at: datetime) -> Clock:
 
 
 def parse_time(value: object) -> datetime | None:
-    """Parse archon's timestamp forms; naive values are UTC. None for what is not a time."""
+    """Parse archon's timestamp forms; naive values are UTC. None for what is not a time, whatever
+    it is (`nan`, `inf`, an epoch or a date beyond the calendar): this never raises."""
+    try:
+        return _parse_time(value)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def _parse_time(value: object) -> datetime | None:
     if value is None:
         return None
     if isinstance(value, datetime):

@@ -110,9 +110,12 @@ def _from_database(kind: str, prefix: str, seen: dict[str, str]) -> list[str]:
 
     try:
         with open_database(resolve_db_path(seen.get("db")), read_only=True, busy_timeout_ms=200) as handle:
-            return completion_candidates(handle, kind, prefix, limit=LIMIT)
+            found = completion_candidates(handle, kind, prefix, limit=LIMIT)
     except Exception:  # noqa: BLE001 - completion never complains; no candidates instead
         return []
+    # A value that starts with `-` would be taken as an option by the command it completes (an id
+    # `--db=/tmp/x` or `-rf` from the database); the person types such an id after `--` themselves.
+    return [value for value in found if not value.startswith("-")]
 
 
 def _values(action: argparse.Action, path: list[str], prefix: str, seen: dict[str, str]) -> list[str]:

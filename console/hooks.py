@@ -3,6 +3,12 @@
 The hook is the operator's own shell command (a Slack webhook, a pager): it gets the request as JSON
 on stdin and its id in `$ARCHON_REQUEST_ID`. What the console guarantees around it:
 
+- a job can never kill a worker: whatever one run raises is that job's failure, reported in one
+  sentence, and the worker takes the next job (a NUL in an id once made `Popen` raise `ValueError`,
+  the worker died and later hooks never ran while the stream went on);
+- the environment carries only values an environment can hold: an id that is not plain printable
+  text (NUL, control or invisible characters, undecodable bytes, over `ENV_ID_MAX` characters) is
+  not put in `$ARCHON_REQUEST_ID` (which is then unset); that hook finds the id only on stdin;
 - it never blocks the stream: hooks run on worker threads, at most `jobs` at a time, and a backlog
   beyond `backlog` is reported and dropped rather than held without bound;
 - a hook that exceeds `timeout` is killed with its whole process group;
@@ -24,6 +30,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 TAIL_BYTES = 300
+ENV_ID_MAX = 256
 
 
 @dataclass(frozen=True)
@@ -49,7 +56,7 @@ class HookRunner:
 
     def __init__(self, policy: HookPolicy, report: Callable[[str], None]):
         self.policy = policy
-        self._report = report
+        self._report_to = report
         self._queue: deque[_Job] = deque()
         self._cond = threading.Condition()
         self._running: set[subprocess.Popen] = set()
@@ -59,6 +66,12 @@ class HookRunner:
                          for n in range(max(1, policy.jobs))]
         for thread in self._threads:
             thread.start()
+
+    def _report(self, text: str) -> None:
+        try:
+            self._report_to(text)
+        except Exception:  # noqa: BLE001 - an unwritable stderr must not end a worker either
+            pass
 
     def submit(self, request_id: str, request: dict) -> None:
         payload = (json.dumps(request, ensure_ascii=False, default=str) + "\n").encode("utf-8", "replace")
@@ -89,7 +102,10 @@ class HookRunner:
             job = self._next()
             if job is None:
                 return
-            failure = self._run(job)
+            try:
+                failure = self._run(job)
+            except Exception as exc:  # noqa: BLE001 - one job's failure, never the worker's end
+                failure = f"could not run it: {type(exc).__name__}"
             if failure is None:
                 self.succeeded += 1
                 continue
@@ -108,7 +124,7 @@ class HookRunner:
 
     def _run(self, job: _Job) -> str | None:
         """None on success, else what went wrong in a few words."""
-        env = dict(os.environ, ARCHON_REQUEST_ID=job.request_id)
+        env = hook_environment(job.request_id)
         self.started += 1
         try:
             proc = subprocess.Popen(["/bin/sh", "-c", self.policy.command], stdin=subprocess.PIPE,
@@ -153,6 +169,21 @@ class HookRunner:
         return left
 
 
+def env_safe(value: str) -> bool:
+    """Whether `value` can go into a child's environment as the text it is: printable (no NUL,
+    control, invisible or surrogate-escaped characters) and short."""
+    return 0 < len(value) <= ENV_ID_MAX and value.isprintable()
+
+
+def hook_environment(request_id: str) -> dict[str, str]:
+    """The watch's own environment, and `$ARCHON_REQUEST_ID` only when the id is safe there."""
+    env = dict(os.environ)
+    env.pop("ARCHON_REQUEST_ID", None)  # never an inherited value standing in for this request's
+    if env_safe(request_id):
+        env["ARCHON_REQUEST_ID"] = request_id
+    return env
+
+
 def _kill(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -160,4 +191,4 @@ def _kill(proc: subprocess.Popen) -> None:
         pass
 
 
-__all__ = ["HookPolicy", "HookRunner"]
+__all__ = ["ENV_ID_MAX", "HookPolicy", "HookRunner", "env_safe", "hook_environment"]

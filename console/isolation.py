@@ -10,12 +10,18 @@ lose. The child sends back pickled messages (progress ticks, then the result or 
 `IsolatedError` with the child's one-line description.
 
 The child is this package's own code, started with this interpreter, so unpickling its messages
-trusts nothing more than the caller already does.
+trusts nothing more than the caller already does. That holds only if the child cannot import
+anything else: a plain `python -c` puts the working directory first on `sys.path`, and a
+`struct.py` or `console/__init__.py` next to the user's database would run as the operator. So the
+child starts isolated (`-I`: no working directory, no `PYTHON*` variables, no user site) and is then
+given the parent's own absolute `sys.path` plus the directory this package was loaded from, so it
+imports exactly what the parent imports (editable or normal installation, `PYTHONPATH`, user site).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import pickle
 import struct
 import subprocess
@@ -46,6 +52,21 @@ def _read(stream: BinaryIO) -> tuple | None:
     return pickle.loads(stream.read(size))
 
 
+def child_command() -> list[str]:
+    """The argv of a child interpreter that cannot import from its working directory.
+
+    Relative `sys.path` entries (`''` after `python -c`) are dropped: they name the working
+    directory, wherever that is. The directory holding the `console` package the parent runs comes
+    first when it is not on that path already (the parent found it through `''`).
+    """
+    path = [entry for entry in sys.path if entry and os.path.isabs(entry)]
+    home = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if home not in path:
+        path.insert(0, home)
+    code = f"import sys; sys.path[:] = {path!r}; from console.isolation import child_main; child_main()"
+    return [sys.executable, "-I", "-c", code]
+
+
 def call_isolated(
     function: str,
     /,
@@ -60,7 +81,7 @@ def call_isolated(
     here, in the calling thread, as they happen.
     """
     child = subprocess.Popen(
-        [sys.executable, "-c", "from console.isolation import child_main; child_main()"],
+        child_command(),
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         close_fds=True,
     )

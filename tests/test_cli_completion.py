@@ -107,3 +107,27 @@ def test_nothing_of_completion_or_the_reference_is_imported_on_the_common_path(d
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_database_values_that_look_like_options_are_never_offered(demo, tmp_path):
+    """Issue 17: an id starting with `-` was offered; the completed command line then carried an
+    option the database chose (`--db=...`, `--as=...`, `-h`)."""
+    from tests.test_approvals_helpers import add_project, add_request
+
+    db = tmp_path / "dashes.db"
+    shutil.copyfile(demo, db)
+    conn = __import__("sqlite3").connect(db, isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    for pid in ("--db=/tmp/evil.db", "-rf", "-"):
+        add_project(conn, pid)
+    add_request(conn, "--as=archon", "prj-atlas-api")
+    add_request(conn, "-h", "prj-atlas-api")
+    conn.execute("COMMIT")
+    conn.close()
+    for words in (["profiles", "list", ""], ["approvals", "list", "--project", ""], ["approvals", "approve", ""],
+                  ["approvals", "show", ""], ["approvals", "list", "--project", "-"],
+                  ["envs", "list", "--project", "--"]):
+        offered = candidates(["--db", str(db), *words])
+        assert not [c for c in offered if c.startswith("-")], (words, offered)
+    assert "prj-atlas-api" in candidates(["--db", str(db), "profiles", "list", ""])
+    assert "--json" in candidates(["--db", str(db), "approvals", "show", "--j"])  # options still complete

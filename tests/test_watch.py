@@ -27,12 +27,15 @@ WAIT = 20.0  # generous: CI machines are slow; a passing run never waits this lo
 class Watch:
     """`approvals watch` in its own process; lines are read on a thread so a test can time out."""
 
-    def __init__(self, db: Path, *extra: str, json_lines: bool = True):
-        argv = [sys.executable, "-m", "console", "approvals", "watch", "--db", str(db), "--poll", "0.05", *extra]
+    def __init__(self, db: Path, *extra: str, json_lines: bool = True, program: tuple[str, ...] | None = None,
+                 cwd: Path | None = None, env: dict[str, str] | None = None):
+        argv = [*(program or (sys.executable, "-m", "console")), "approvals", "watch", "--db", str(db),
+                "--poll", "0.05", *extra]
         if json_lines:
             argv.append("--json")
-        env = dict(os.environ, ARCHON_CONSOLE_NOW=FROZEN, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        env = dict(env or os.environ, ARCHON_CONSOLE_NOW=FROZEN, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                     cwd=cwd)
         self.lines: queue.Queue[str] = queue.Queue()
         self.errors: list[str] = []
         threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines), daemon=True).start()
@@ -57,6 +60,8 @@ class Watch:
             value = self.next()
             if value.get("change") != "note":
                 out.append(value)
+            else:
+                self.errors.append(value.get("note", ""))
         return out
 
     def quiet(self, seconds: float = 0.5) -> list[str]:
@@ -69,6 +74,13 @@ class Watch:
             except queue.Empty:
                 pass
         return got
+
+    def notes(self) -> list[str]:
+        """Stderr so far, with the notes (`--json`) that arrived on stdout since the last look."""
+        for line in self.quiet(0.05):
+            value = json.loads(line)
+            self.errors.append(value.get("note", "") if value.get("change") == "note" else line)
+        return self.errors
 
     def ready(self) -> None:
         """Wait until the watcher has taken its starting position (it says so on stderr)."""
@@ -166,6 +178,32 @@ def test_cursor_delivers_every_change_exactly_once_across_restarts(db, tmp_path,
     saved = json.loads(cursor.read_text())
     assert saved["event_id"] and saved["rowid"] > 0
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".archon-console-cursor")]
+
+
+def test_a_cursor_that_cannot_be_saved_warns_once_and_the_stream_goes_on(db, tmp_path, watches):
+    """Issue 17: the first failed save used to end the watch for good. Now it is said once, every
+    change is still streamed, and the newest position is saved as soon as it can be."""
+    folder = tmp_path / "cursors"
+    folder.mkdir()
+    cursor = folder / "watch.cursor"
+    w = watches(db, "--cursor", str(cursor))
+    w.ready()
+    shutil.rmtree(folder)  # the directory goes away under the running watch
+    for rid in ("apr-x1", "apr-x2", "apr-x3"):
+        new_request(db, rid)
+    assert [c["request_id"] for c in w.changes(3)] == ["apr-x1", "apr-x2", "apr-x3"]
+    assert w.proc.poll() is None
+    warnings = [n for n in w.notes() if "cannot save the cursor" in n]
+    assert len(warnings) == 1 and "still watching" in warnings[0]
+    folder.mkdir()  # back: the next poll saves the newest position
+    deadline = time.monotonic() + WAIT
+    while not any("is saved again" in n for n in w.notes()):
+        assert time.monotonic() < deadline and w.proc.poll() is None, w.errors
+        time.sleep(0.05)
+    assert w.stop() == 0
+    again = watches(db, "--cursor", str(cursor))  # continues after apr-x3: nothing repeated
+    new_request(db, "apr-x4")
+    assert [c["request_id"] for c in again.changes(1)] == ["apr-x4"]
 
 
 def test_a_bad_cursor_file_is_one_sentence_and_exit_2(db, tmp_path):

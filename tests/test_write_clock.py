@@ -10,6 +10,8 @@ import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from console.cli import main
 from console.clock import db_time, parse_time
@@ -104,3 +106,39 @@ def test_without_the_variable_nothing_is_added(db, capsys, monkeypatch):
     monkeypatch.delenv("ARCHON_CONSOLE_NOW", raising=False)
     code, out, err = cli(capsys, "--json", "approvals", "approve", "live", "--as", "dave", "--db", db)
     assert code == 0 and "clock_note" not in json.loads(out)[0] and err == ""
+
+
+# ---------------------------------------------------------------- issue 17: a clock that is not a time
+NOT_TIMES = ["nan", "inf", "-inf", "NaN", "2026-13-45", "2026-02-30 10:00:00", "1e300", "-1e300",
+             "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "yesterday", " "]
+
+
+@pytest.mark.parametrize("value", NOT_TIMES)
+@pytest.mark.parametrize("argv", [["projects", "list"], ["approvals", "list", "--json"],
+                                  ["approvals", "expire"]], ids=" ".join)
+def test_a_frozen_clock_that_is_not_a_time_is_a_usage_error(db, capsys, monkeypatch, value, argv):
+    """`nan`/`inf` used to end in "unexpected ValueError" (exit 3) and `2026-13-45` was silently
+    ignored (the real clock was shown). Now each is one sentence and exit 2, before anything runs."""
+    if not value.strip():
+        value = "\x7f"  # (an empty value means unset)
+    monkeypatch.setenv("ARCHON_CONSOLE_NOW", value)
+    code, out, err = cli(capsys, "--db", db, *argv)
+    assert code == 2, (out, err)
+    text = json.loads(out)["error"] if "--json" in argv else err
+    assert "$ARCHON_CONSOLE_NOW is not a time" in text and "unexpected" not in text
+    if "--json" not in argv:
+        assert err.count("\n") == 1 and out == ""
+
+
+@pytest.mark.parametrize("value", NOT_TIMES + ["1e20", "1e11", "-1", "Infinity", "2026-11-01T09:30:00+99:00"])
+def test_parse_time_never_raises(value):
+    at = parse_time(value)
+    assert at is None or at.tzinfo is not None
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.text(max_size=40), st.floats().map(repr), st.integers().map(str),
+                 st.datetimes().map(lambda d: d.isoformat()) | st.datetimes().map(lambda d: d.isoformat() + "+23:59")))
+def test_parse_time_never_raises_on_any_text(value):
+    at = parse_time(value)
+    assert at is None or at.tzinfo is not None

@@ -69,12 +69,20 @@ def _statuses(text: str | None) -> frozenset[str] | None:
 
 
 class _Cursor:
-    """The `--cursor` file: read at start, replaced atomically after every delivery."""
+    """The `--cursor` file: read at start, replaced atomically after every delivery.
 
-    def __init__(self, path: str | None):
+    A save that fails (the directory gone or full, a read-only remount) never stops the stream:
+    what the watch is for is the lines, and the cursor only saves repeats after a restart. The
+    first failure is said once; the newest position is retried after every change and every poll,
+    and the watch says when the cursor is saved again.
+    """
+
+    def __init__(self, path: str | None, warn):
         from pathlib import Path
 
         self.path = Path(path).expanduser() if path else None
+        self._warn = warn
+        self._unsaved = None  # the newest position a failed save left behind
 
     def load(self):
         from console.errors import UsageError
@@ -100,6 +108,24 @@ class _Cursor:
     def save(self, position) -> None:
         if self.path is None:
             return
+        try:
+            self._write(position)
+        except OSError as exc:
+            if self._unsaved is None:
+                self._warn(f"cannot save the cursor {self.path} ({exc.strerror or exc}); still watching, "
+                           "and retrying after every change (a restart now may repeat lines)")
+            self._unsaved = position
+            return
+        if self._unsaved is not None:
+            self._unsaved = None
+            self._warn(f"the cursor {self.path} is saved again")
+
+    def retry(self) -> None:
+        """Save the position a failed save left behind, if any."""
+        if self._unsaved is not None:
+            self.save(self._unsaved)
+
+    def _write(self, position) -> None:
         import json
         import os
 
@@ -191,11 +217,17 @@ def run_watch(ctx) -> int:
 
     args = ctx.args
     statuses = _statuses(args.status)
-    cursor = _Cursor(args.cursor)
+    emit = _Emitter(ctx)
+    lock = threading.Lock()  # hooks report from their own threads
+
+    def report(text: str) -> None:
+        with lock:
+            emit.note(text)
+
+    cursor = _Cursor(args.cursor, report)
     saved = cursor.load()
     reader = LiveReader(ctx.db_path, lambda: ctx.open(read_only=True))
     reader.open()
-    emit = _Emitter(ctx)
     hooks = None
     try:
         conn = reader.handle.conn
@@ -218,12 +250,6 @@ def run_watch(ctx) -> int:
         cursor.save(position)
         if args.exec_command:
             from console.hooks import HookPolicy, HookRunner
-
-            lock = threading.Lock()
-
-            def report(text: str) -> None:
-                with lock:
-                    emit.note(text)
 
             hooks = HookRunner(HookPolicy(args.exec_command, timeout=args.exec_timeout, jobs=args.exec_jobs,
                                           retries=args.exec_retries), report)
@@ -274,6 +300,7 @@ def run_watch(ctx) -> int:
                             position.reminded = kept
                             cursor.save(position)
             time.sleep(args.poll)
+            cursor.retry()
             state = reader.poll()
     except (KeyboardInterrupt, Stopped):
         return 0  # a watch is meant to be stopped: every delivered change is already in the cursor

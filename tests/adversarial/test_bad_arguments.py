@@ -184,3 +184,11 @@ def _shared_db(demo_copy) -> Path:
     if key not in _DB or not _DB[key].exists():
         _DB[key] = demo_copy("current", "fuzz.db")
     return _DB[key]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "2026-13-45"])
+def test_a_frozen_clock_that_is_not_a_time_is_one_sentence_and_exit_2(demo_copy, value):
+    """Issue 17: `nan`/`inf` were "unexpected ValueError" (exit 3); `2026-13-45` was silently ignored."""
+    proc = run_cli("--db", str(demo_copy()), "approvals", "list", env={"ARCHON_CONSOLE_NOW": value})
+    err = assert_one_sentence(proc, 2)
+    assert "$ARCHON_CONSOLE_NOW is not a time" in err and err.count("\n") == 1 and proc.stdout == b""

@@ -7,6 +7,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from console.attention import (Attention, NotifyConfig, load_notify_config, osc777, osc9, title_sequence,
                                wants_osc777)
@@ -71,6 +73,7 @@ async def test_a_new_request_is_announced_on_any_screen(demo_db, make_app, quiet
         toasts = [n for n in app._notifications]
         assert any("apr-brand-new" in n.message and n.title == "Approval needed" for n in toasts)
         assert osc9("Approval needed: apr-brand-new in atlas-api (git_push)") in sent
+        assert "\x1b]9;archon-console: Approval needed: apr-brand-new in atlas-api (git_push)\x07" in sent
         assert title_sequence(f"archon · {before + 1} pending") in sent
         assert not any(s.startswith("\x1b]777;") for s in sent)  # xterm: OSC 9 only
         assert isinstance(app.screen, OverviewScreen)  # nothing navigated away
@@ -119,7 +122,15 @@ def test_sequences_cannot_be_ended_early_by_database_text():
         body = sequence[2:-1]  # between "ESC ]" and the final BEL
         assert "\x07" not in body and "\x1b" not in body and "\x9c" not in body
         assert is_clean(body)
-    assert osc777("a;b", "c;d") == "\x1b]777;notify;a,b;c,d\x07"
+    assert osc777("a;b", "c;d") == "\x1b]777;notify;archon-console: a,b;c,d\x07"
+
+
+@given(st.text(max_size=400), st.text(max_size=400))
+def test_every_desktop_notification_names_the_console_first(title, body):
+    """Issue 17: the words of a desktop notification come from the database and are shown outside
+    the terminal; each starts with `archon-console:`, however long or hostile the text."""
+    assert osc9(f"{title}: {body}").startswith("\x1b]9;archon-console: ")
+    assert osc777(title, body).startswith("\x1b]777;notify;archon-console: ")
 
 
 def test_osc777_only_where_the_terminal_speaks_it():
