@@ -36,6 +36,7 @@ Where the time goes (bench/bench_snapshot.py measures it)
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -318,7 +319,13 @@ def take_snapshot(
         tmp = create_exclusive(directory, f"{TMP_PREFIX}.{os.getpid()}.{target.name}.", ".tmp")
         # Opened before the first connection to the copy and closed after its last, for the fsync.
         tmp_fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # The comparing child starts now, so that its start-up overlaps the copy; it waits for this
+        # lock on the copy, let go once the copy is written (console/db/snapshot_pages.py).
+        fcntl.flock(tmp_fd, fcntl.LOCK_EX)
         started = clock()
+        comparing = background.submit(
+            _timed, started, lambda: compare_with_source(pages, tmp, wal=not block, exact=block)
+        )
         if block and not full_check:
             # The image is the main file, which the copy reads without this connection: its
             # quick_check runs meanwhile, in the same read transaction (the compare below proves
@@ -330,10 +337,8 @@ def take_snapshot(
         # CPUs (hashlib and sqlite3 both release the GIL). All read the copy's bytes from the
         # kernel's page cache whether or not they have reached the disk yet; nothing gets the
         # snapshot's name before all of them have succeeded.
+        fcntl.flock(tmp_fd, fcntl.LOCK_UN)
         syncing = background.submit(_timed, started, os.fsync, tmp_fd)
-        comparing = background.submit(
-            _timed, started, lambda: compare_with_source(pages, tmp, wal=not block, exact=block)
-        )
         if full_check:
             workers = {} if check_workers is None else {"workers": check_workers}
             tables, rows = verify_copy(tmp, counts, **workers)
@@ -373,6 +378,8 @@ def take_snapshot(
     finally:
         if checking is not None and not checking.done():
             source.interrupt()  # the copy failed: do not sit out the check
+        if tmp_fd is not None:
+            fcntl.flock(tmp_fd, fcntl.LOCK_UN)  # a failed copy: the comparing child ends too
         background.shutdown(wait=True)
         source.close()
         if tmp_fd is not None:

@@ -32,6 +32,7 @@ application_id, the schema's B-tree) must match.
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import os
 import struct
@@ -295,7 +296,12 @@ def compare_with_source(
     db_path: str, copy: str, page_size: int, page_count: int, *, wal: bool, exact: bool
 ) -> tuple[str | None, Differs | None]:
     """In a process with no connection to `db_path`: (the copy's SHA-256, None) once it proved equal
-    to the source's image (its `-wal`'s committed frames laid over when `wal`), else (None, differs)."""
+    to the source's image (its `-wal`'s committed frames laid over when `wal`), else (None, differs).
+
+    Started while the copy is still being written, it first waits for the caller's `flock` on the
+    copy to be let go (flock, not SQLite's fcntl locks, which it leaves alone)."""
+    with open(copy, "rb") as waiting:
+        fcntl.flock(waiting.fileno(), fcntl.LOCK_SH)
     frames = wal_frames(Path(f"{db_path}-wal"), page_size) if wal else {}
     image = SourceImage(Path(db_path), page_size, page_count, frames)
     try:
