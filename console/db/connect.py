@@ -41,6 +41,7 @@ class Connection(sqlite3.Connection):
     """
 
     locked_file: str | None = None  # the main file's real path; None: no file, or no locks (immutable)
+    locked_inode: tuple[int, int] | None = None  # and its (device, inode): a hard link is the same file
 
     def close(self) -> None:
         _LIVE.discard(self)
@@ -64,9 +65,46 @@ def _locked_file(target: str | Path, uri: bool) -> str | None:
     return os.path.realpath(text)
 
 
+SIDECARS = ("", "-wal", "-shm", "-journal")
+
+
 def connected_files() -> set[str]:
     """Real paths of the database files this process holds an open, locking connection to."""
     return {conn.locked_file for conn in list(_LIVE) if conn.locked_file}
+
+
+def connected_file(path: str | os.PathLike[str]) -> str | None:
+    """The database this process holds a connection to whose main file, `-wal`, `-shm` or
+    `-journal` `path` is (by name, or by inode: a hard link is the same file); else None.
+
+    Only `stat`s: asking must not open anything. Code that reads a file it did not create while a
+    connection may be open asks first (console/db/snapshot.py `sha256_file`).
+    """
+    live = [conn for conn in list(_LIVE) if conn.locked_file]
+    if not live:
+        return None
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+        inode = (st.st_dev, st.st_ino)
+    except OSError:
+        inode = None
+    for conn in live:
+        for suffix in SIDECARS:
+            if real == conn.locked_file + suffix:
+                return conn.locked_file
+        if inode is None:
+            continue
+        if inode == conn.locked_inode:
+            return conn.locked_file
+        for suffix in SIDECARS[1:]:
+            try:
+                side = os.stat(conn.locked_file + suffix)
+            except OSError:
+                continue
+            if inode == (side.st_dev, side.st_ino):
+                return conn.locked_file
+    return None
 
 
 def sqlite_connection(target: str | Path, *, uri: bool = False, **options: Any) -> sqlite3.Connection:
@@ -83,8 +121,13 @@ def sqlite_connection(target: str | Path, *, uri: bool = False, **options: Any) 
         raise TypeError("a connection factory must subclass console.db.connect.Connection")
     locked = _locked_file(target, uri)
     conn = sqlite3.connect(target, uri=uri, isolation_level=None, **options)
-    conn.locked_file = locked
     if locked is not None:
+        conn.locked_file = locked
+        try:
+            st = os.stat(locked)
+            conn.locked_inode = (st.st_dev, st.st_ino)
+        except OSError:
+            pass
         _LIVE.add(conn)
     return conn
 

@@ -24,30 +24,22 @@ import sys
 import threading
 
 ENV = "ARCHON_CONSOLE_AUDIT_FILES"
-SIDECARS = ("", "-wal", "-shm", "-journal")
 _installed: list[int] = []  # the log's descriptor, once installed
 
 
-def breach(opened: object) -> str | None:
-    """The database whose file `opened` names, when this process holds a connection to it; else None."""
+def breach(opened: object, flags: object = None) -> str | None:
+    """The database whose file `opened` is (console/db/connect.py `connected_file`), when this
+    process holds a connection to it; else None. An `O_PATH` descriptor holds no lock to drop."""
     connect = sys.modules.get("console.db.connect")
     if connect is None or isinstance(opened, int):  # no connection yet; open(fd) wraps an open descriptor
+        return None
+    if isinstance(flags, int) and flags & getattr(os, "O_PATH", 0):
         return None
     try:
         name = os.fsdecode(os.fspath(opened))
     except TypeError:
         return None
-    held = connect.connected_files()
-    if not held:
-        return None
-    base = os.path.basename(name)
-    if not any(base.startswith(os.path.basename(path)) for path in held):
-        return None
-    real = os.path.realpath(name)
-    for path in held:
-        if any(real == os.path.realpath(path + suffix) for suffix in SIDECARS):
-            return path
-    return None
+    return connect.connected_file(name)
 
 
 def _report(path: str, opened: object) -> str:
@@ -77,7 +69,7 @@ def install(log: str) -> bool:
             return
         busy.on = True  # the check itself stats and formats: never re-enter
         try:
-            path = breach(args[0])
+            path = breach(args[0], args[2] if len(args) > 2 else None)
             if path is not None:
                 os.write(fd, _report(path, args[0]).encode("utf-8", "replace"))
         except Exception:  # noqa: BLE001 - a check that fails must not change what the code does

@@ -36,6 +36,7 @@ Where the time goes (bench/bench_snapshot.py measures it)
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import os
@@ -48,7 +49,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from console.db.connect import sqlite_connection
+from console.db.connect import connected_file, sqlite_connection
 from console.db.files import create_exclusive, remove_stale
 from console.db.snapshot_manifest import write_manifest
 from console.db.snapshot_pages import CopyDiffers, Differs, can_block_copy
@@ -113,6 +114,11 @@ def free_bytes(directory: Path) -> int:
 
 
 def sha256_file(path: Path) -> str:
+    """The file's SHA-256; an OSError when it is a file of a database this process is connected to
+    (a ledger or a planted hard link may name the database itself as its snapshot): reading it here
+    would drop the connection's locks (console/db/file_guard.py)."""
+    if connected_file(path) is not None:
+        raise OSError(errno.EBUSY, f"{path} is a file of a database this process has open")
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while chunk := handle.read(4 * 1024 * 1024):

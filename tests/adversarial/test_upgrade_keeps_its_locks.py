@@ -146,3 +146,30 @@ def test_another_client_at_every_step_boundary_cannot_corrupt_the_upgrade(tmp_pa
     assert ledger_names(path) == steps  # every step recorded
     assert _rows(path) == rows  # and every step's rows are there, as without the visits
     assert _visit_notes(path) == [f"visit after {step}" for step in steps]  # and every write of the other client
+
+
+@pytest.mark.parametrize("named", ["the database itself", "a hard link to it", "its -wal"])
+def test_a_ledger_naming_the_database_as_its_snapshot_is_never_read_under_the_writer_lock(tmp_path, named):
+    """The rerun of an interrupted upgrade hashes the snapshot its ledger names before it reuses it;
+    the ledger is database content, and a hard link needs no write access to the database. Hashing
+    the database (or its -wal) in the upgrade's process would drop the writer's locks: it is not
+    read (the audit hook fails this test if it is), a fresh snapshot is taken, nothing is damaged."""
+    from console.db.detect import LEDGER_META_TABLE
+    from console.services.upgrade import run_upgrade
+    from tests.upgrade_helpers import run_cli_crashing_at
+
+    path = _source(tmp_path / "archon.db")
+    crashed = run_cli_crashing_at("after:002-project-active-profile-column", "--db", str(path), "upgrade", "--force")
+    assert crashed.returncode != 0
+    planted = {"the database itself": path, "a hard link to it": tmp_path / "evidence.sqlite3",
+               "its -wal": Path(f"{path}-wal")}[named]
+    if named == "a hard link to it":
+        os.link(path, planted)
+    conn = sqlite3.connect(path, isolation_level=None)
+    sha = conn.execute(f'SELECT snapshot_sha256 FROM "{LEDGER_META_TABLE}" ORDER BY position DESC').fetchone()[0]
+    conn.execute(f'UPDATE "{LEDGER_META_TABLE}" SET snapshot_path = ?', (str(planted),))
+    conn.close()
+    result = run_upgrade(path, force=True)
+    assert result.status == "upgraded" and not result.snapshot_reused
+    assert Path(result.snapshot_path) != planted and result.snapshot_sha256 != sha
+    assert _integrity(path) == ["ok"]
