@@ -173,3 +173,43 @@ def test_a_ledger_naming_the_database_as_its_snapshot_is_never_read_under_the_wr
     assert result.status == "upgraded" and not result.snapshot_reused
     assert Path(result.snapshot_path) != planted and result.snapshot_sha256 != sha
     assert _integrity(path) == ["ok"]
+
+
+GUARDED = textwrap.dedent("""
+    import io, os, sys
+    from pathlib import Path
+    import console  # installs the hook: ARCHON_CONSOLE_AUDIT_FILES names the log
+    from console.db.connect import connect_raw, sqlite_connection
+
+    db = Path(sys.argv[1])
+    os.link(db, db.with_name("linked.db"))
+    conn = connect_raw(db)
+    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    open(db, "rb").close()                                       # breach 1: builtins.open
+    os.close(os.open(f"{db}-wal", os.O_RDONLY | os.O_CREAT))     # breach 2: os.open, a sidecar
+    io.open(f"{db}-shm", "rb").close()                           # breach 3: io.open
+    db.with_name("linked.db").read_bytes()                       # breach 4: a hard link, Path.read_bytes
+    os.close(os.open(db, os.O_PATH))                             # an O_PATH descriptor holds no lock
+    open(db.with_name("other.txt"), "w").close()                 # another file
+    conn.close()
+    open(db, "rb").close()                                       # no connection any more
+    frozen = sqlite_connection(f"file:{db}?mode=ro&immutable=1", uri=True)
+    open(db, "rb").close()                                       # an immutable connection takes no locks
+    frozen.close()
+""")
+
+
+def test_the_guard_sees_every_way_of_opening_a_database_file(tmp_path):
+    """console/db/file_guard.py, as every console process of the suite runs it: each way of opening
+    the database (or a sidecar, or a hard link to it) under a live connection is reported, and
+    nothing else is."""
+    path = _source(tmp_path / "archon.db")
+    log = tmp_path / "breaches.log"
+    log.touch()
+    env = {**os.environ, "ARCHON_CONSOLE_AUDIT_FILES": str(log)}
+    proc = subprocess.run([sys.executable, "-c", GUARDED, str(path)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    reports = [line for line in log.read_text().splitlines() if " outside SQLite " in line]
+    opened = [line.split(" opened ")[1].split(" outside")[0] for line in reports]
+    assert opened == [str(path), f"{path}-wal", f"{path}-shm", str(tmp_path / "linked.db")]
