@@ -14,6 +14,19 @@ keeps. Any failure removes the temporary file: there is never a partial snapshot
 snapshot's name. A process killed mid-copy cannot remove it; its temporary file carries the process
 id, and the next snapshot into that directory removes it once that process is gone.
 
+Who reads the source's files
+----------------------------
+This process holds connections to the source (the upgrade's writer, the snapshot's reader), so it
+never opens the source's main file or `-wal` itself: closing that descriptor would drop every POSIX
+lock the process holds on the file, SQLite's included, and another client closing meanwhile would
+believe it was the last one, checkpoint and delete the `-wal` under the upgrade's transaction
+(console/db/file_guard.py states the rule; the test suite enforces it). SQLite reads the source here
+(the backup API, the checks); the block copy and the page comparison, which read the files without
+SQLite, run in a child process that holds no connection (console/isolation.py), while this process
+holds the read transaction that keeps the image still. The comparing child starts with the copy, so
+its start-up is not on the critical path, and waits on a `flock` of the copy until the copy is done.
+The copy itself is opened here once, before the first connection to it, and closed after its last.
+
 Why the copy is compared, not integrity-checked
 -----------------------------------------------
 A snapshot's job is to be an exact, restorable copy; proving the source sound is doctor's job. The
@@ -27,7 +40,8 @@ Where the time goes (bench/bench_snapshot.py measures it)
 * The copy writes the temporary file with no journal and no syncs: nothing can be lost that
   matters, since a failure deletes the file and the one fsync below is the durability point.
   When no `-wal` holds frames the main file is the image and is copied in large blocks, as `cp`
-  does; else SQLite's backup API reads it, bounded by the pager writing one page per system call.
+  does (by the child process); else SQLite's backup API reads it, bounded by the pager writing one
+  page per system call. A child process costs its interpreter's start-up (about 0.1 s).
 * The fsync, the comparison with the SHA-256, and the `quick_check` run at once. They read the
   bytes from the kernel's page cache whether or not they have reached the disk yet, so the order
   changes nothing that is verified; what matters is that nothing gets the snapshot's name before
