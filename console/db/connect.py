@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
-from urllib.parse import parse_qs, quote, unquote
+from urllib.parse import quote
 
 if TYPE_CHECKING:  # imported lazily: sqlite-utils costs ~40 ms at start-up
     import sqlite_utils
 
 
+from console.db.file_guard import Connection, register
 from console.db.paths import require_database_file
 from console.errors import DatabaseUnusable
 
@@ -30,83 +30,6 @@ DEFAULT_BUSY_TIMEOUT_MS = 5000
 ARCHON_CORE_TABLES = ("projects", "execution_environments", "execution_runs")
 
 
-class Connection(sqlite3.Connection):
-    """Every connection the console opens, so that the process knows which files SQLite holds locks on.
-
-    POSIX record locks belong to a process and a file: closing *any* descriptor of the database, its
-    `-wal`, `-shm` or `-journal` drops every lock the process holds on it, SQLite's included (another
-    client then believes it is the last one, checkpoints and deletes the `-wal` under a live
-    transaction). So while `connected_files()` names a file, this process must not open or close it
-    by any means but SQLite; console/db/file_guard.py makes the test suite fail when it does.
-    """
-
-    locked_file: str | None = None  # the main file's real path; None: no file, or no locks (immutable)
-    locked_inode: tuple[int, int] | None = None  # and its (device, inode): a hard link is the same file
-
-    def close(self) -> None:
-        _LIVE.discard(self)
-        super().close()
-
-
-_LIVE: "weakref.WeakSet[Connection]" = weakref.WeakSet()
-
-
-def _locked_file(target: str | Path, uri: bool) -> str | None:
-    """The file a connection to `target` takes locks on, or None (in memory, or `immutable=1`)."""
-    text = os.fspath(target)
-    if uri and text.startswith("file:"):
-        name, _, query = text[5:].partition("?")
-        params = parse_qs(query)
-        if params.get("immutable") == ["1"] or params.get("mode") == ["memory"]:
-            return None
-        text = unquote(name)
-    if text in ("", ":memory:"):
-        return None
-    return os.path.realpath(text)
-
-
-SIDECARS = ("", "-wal", "-shm", "-journal")
-
-
-def connected_files() -> set[str]:
-    """Real paths of the database files this process holds an open, locking connection to."""
-    return {conn.locked_file for conn in list(_LIVE) if conn.locked_file}
-
-
-def connected_file(path: str | os.PathLike[str]) -> str | None:
-    """The database this process holds a connection to whose main file, `-wal`, `-shm` or
-    `-journal` `path` is (by name, or by inode: a hard link is the same file); else None.
-
-    Only `stat`s: asking must not open anything. Code that reads a file it did not create while a
-    connection may be open asks first (console/db/snapshot.py `sha256_file`).
-    """
-    live = [conn for conn in list(_LIVE) if conn.locked_file]
-    if not live:
-        return None
-    real = os.path.realpath(path)
-    try:
-        st = os.stat(real)
-        inode = (st.st_dev, st.st_ino)
-    except OSError:
-        inode = None
-    for conn in live:
-        for suffix in SIDECARS:
-            if real == conn.locked_file + suffix:
-                return conn.locked_file
-        if inode is None:
-            continue
-        if inode == conn.locked_inode:
-            return conn.locked_file
-        for suffix in SIDECARS[1:]:
-            try:
-                side = os.stat(conn.locked_file + suffix)
-            except OSError:
-                continue
-            if inode == (side.st_dev, side.st_ino):
-                return conn.locked_file
-    return None
-
-
 def sqlite_connection(target: str | Path, *, uri: bool = False, **options: Any) -> sqlite3.Connection:
     """Every SQLite connection the console makes is opened here, in autocommit mode.
 
@@ -114,22 +37,12 @@ def sqlite_connection(target: str | Path, *, uri: bool = False, **options: Any) 
     once, so writes issue their own `BEGIN IMMEDIATE` (tx.py). Keeping the one `sqlite3.connect`
     in this module (tests/test_layers.py checks it) leaves one place to read which files the
     console opens and how; the callers name the file and its URI flags. Every connection is a
-    `Connection` (a `factory` must subclass it), registered while open (`connected_files`).
+    `Connection` (a `factory` must subclass it), registered while open (console/db/file_guard.py).
     """
     options.setdefault("factory", Connection)
     if not issubclass(options["factory"], Connection):
-        raise TypeError("a connection factory must subclass console.db.connect.Connection")
-    locked = _locked_file(target, uri)
-    conn = sqlite3.connect(target, uri=uri, isolation_level=None, **options)
-    if locked is not None:
-        conn.locked_file = locked
-        try:
-            st = os.stat(locked)
-            conn.locked_inode = (st.st_dev, st.st_ino)
-        except OSError:
-            pass
-        _LIVE.add(conn)
-    return conn
+        raise TypeError("a connection factory must subclass console.db.file_guard.Connection")
+    return register(sqlite3.connect(target, uri=uri, isolation_level=None, **options), target, uri)
 
 
 def scratch_connection(**options: Any) -> sqlite3.Connection:

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import quote
 
-from console.db.connect import Connection, sqlite_connection
+from console.db.connect import sqlite_connection
+from console.db.file_guard import Connection
 from console.db.files import create_exclusive, private_dir, publish, remove_stale, temp_prefix
 from console.db.locked_copy import (
     DEFAULT_LOCK_TIMEOUT_S,

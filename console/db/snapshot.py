@@ -63,7 +63,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from console.db.connect import connected_file, sqlite_connection
+from console.db.connect import sqlite_connection
+from console.db.file_guard import connected_file
 from console.db.files import create_exclusive, remove_stale
 from console.db.snapshot_manifest import write_manifest
 from console.db.snapshot_pages import CopyDiffers, Differs, can_block_copy
