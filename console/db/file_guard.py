@@ -120,7 +120,7 @@ def connected_file(path: str | os.PathLike[str]) -> str | None:
 
 # --- the check, for the test suite ----------------------------------------------------------------
 
-_installed: list[int] = []  # the log's descriptor, once installed
+_log: dict[str, int] = {}  # "fd": the log's descriptor, once installed
 
 
 def breach(opened: object, flags: object = None) -> str | None:
@@ -144,9 +144,9 @@ def _report(path: str, opened: object) -> str:
 
 
 def install(log: str) -> bool:
-    """Install the audit hook once for this process, reporting to the existing regular file `log`."""
-    if _installed:
-        return True
+    """Install the audit hook (once for this process: it cannot be removed), reporting to the
+    existing regular file `log`; called again, it reports to the new log (a pytest-xdist worker
+    inherits its controller's variable before its own tests/conftest.py names its own log)."""
     try:
         fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
@@ -154,7 +154,10 @@ def install(log: str) -> bool:
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         return False
-    _installed.append(fd)
+    installed = "fd" in _log
+    _log["fd"] = fd
+    if installed:
+        return True
     busy = threading.local()
 
     def hook(event: str, args: tuple) -> None:
@@ -164,7 +167,7 @@ def install(log: str) -> bool:
         try:
             path = breach(args[0], args[2] if len(args) > 2 else None)
             if path is not None:
-                os.write(fd, _report(path, args[0]).encode("utf-8", "replace"))
+                os.write(_log["fd"], _report(path, args[0]).encode("utf-8", "replace"))
         except Exception:  # noqa: BLE001 - a check that fails must not change what the code does
             pass
         finally:
