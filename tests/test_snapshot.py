@@ -80,11 +80,11 @@ def test_failed_hash_or_fsync_beside_the_check_leaves_no_partial_file(tmp_path, 
     def unreadable(copy, *_, **__):
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(snapshots, "compare_and_hash", unreadable)  # the hash is taken while comparing
+    monkeypatch.setattr(snapshots, "compare_with_source", unreadable)  # the hash is taken while comparing
     with pytest.raises(snapshots.SnapshotFailed, match="Input/output error"):
         snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT))
     monkeypatch.undo()
-    monkeypatch.setattr(snapshots, "fsync_path", unreadable)
+    monkeypatch.setattr(snapshots.os, "fsync", unreadable)
     with pytest.raises(snapshots.SnapshotFailed, match="Input/output error"):
         snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT))
     assert sorted(p.name for p in tmp_path.iterdir()) == before

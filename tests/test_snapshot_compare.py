@@ -74,8 +74,8 @@ def _corrupting(monkeypatch, where):
     """Change one byte of the copy after it is written and before it is verified."""
     original = snapshots.copy_pages
 
-    def copy_then_corrupt(source, image, tmp, block, progress, step_pages):
-        original(source, image, tmp, block, progress, step_pages)
+    def copy_then_corrupt(source, pages, tmp, block, progress, step_pages):
+        original(source, pages, tmp, block, progress, step_pages)
         data = bytearray(tmp.read_bytes())
         at = where(data)
         data[at] ^= 0x01

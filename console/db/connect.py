@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # imported lazily: sqlite-utils costs ~40 ms at start-up
     import sqlite_utils
 
 
+from console.db.file_guard import Connection, register
 from console.db.paths import require_database_file
 from console.errors import DatabaseUnusable
 
@@ -35,9 +36,13 @@ def sqlite_connection(target: str | Path, *, uri: bool = False, **options: Any) 
     `isolation_level=None`: a deferred `BEGIN` that reads and then writes fails with SQLITE_BUSY at
     once, so writes issue their own `BEGIN IMMEDIATE` (tx.py). Keeping the one `sqlite3.connect`
     in this module (tests/test_layers.py checks it) leaves one place to read which files the
-    console opens and how; the callers name the file and its URI flags.
+    console opens and how; the callers name the file and its URI flags. Every connection is a
+    `Connection` (a `factory` must subclass it), registered while open (console/db/file_guard.py).
     """
-    return sqlite3.connect(target, uri=uri, isolation_level=None, **options)
+    options.setdefault("factory", Connection)
+    if not issubclass(options["factory"], Connection):
+        raise TypeError("a connection factory must subclass console.db.file_guard.Connection")
+    return register(sqlite3.connect(target, uri=uri, isolation_level=None, **options), target, uri)
 
 
 def scratch_connection(**options: Any) -> sqlite3.Connection:

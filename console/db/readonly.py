@@ -34,6 +34,7 @@ from typing import Callable
 from urllib.parse import quote
 
 from console.db.connect import sqlite_connection
+from console.db.file_guard import Connection
 from console.db.files import create_exclusive, private_dir, publish, remove_stale, temp_prefix
 from console.db.locked_copy import (
     DEFAULT_LOCK_TIMEOUT_S,
@@ -63,7 +64,7 @@ def ro_uri(path: Path, **extra: str) -> str:
     return f"file:{quote(str(Path(path).resolve()))}?{query}"
 
 
-class ReadOnlyConnection(sqlite3.Connection):
+class ReadOnlyConnection(Connection):
     """A connection that remembers how to open another one on the same file without side effects
     (`source_uri`), e.g. for doctor's integrity scan on a second thread."""
 

@@ -14,6 +14,19 @@ keeps. Any failure removes the temporary file: there is never a partial snapshot
 snapshot's name. A process killed mid-copy cannot remove it; its temporary file carries the process
 id, and the next snapshot into that directory removes it once that process is gone.
 
+Who reads the source's files
+----------------------------
+This process holds connections to the source (the upgrade's writer, the snapshot's reader), so it
+never opens the source's main file or `-wal` itself: closing that descriptor would drop every POSIX
+lock the process holds on the file, SQLite's included, and another client closing meanwhile would
+believe it was the last one, checkpoint and delete the `-wal` under the upgrade's transaction
+(console/db/file_guard.py states the rule; the test suite enforces it). SQLite reads the source here
+(the backup API, the checks); the block copy and the page comparison, which read the files without
+SQLite, run in a child process that holds no connection (console/isolation.py), while this process
+holds the read transaction that keeps the image still. The comparing child starts with the copy, so
+its start-up is not on the critical path, and waits on a `flock` of the copy until the copy is done.
+The copy itself is opened here once, before the first connection to it, and closed after its last.
+
 Why the copy is compared, not integrity-checked
 -----------------------------------------------
 A snapshot's job is to be an exact, restorable copy; proving the source sound is doctor's job. The
@@ -27,7 +40,8 @@ Where the time goes (bench/bench_snapshot.py measures it)
 * The copy writes the temporary file with no journal and no syncs: nothing can be lost that
   matters, since a failure deletes the file and the one fsync below is the durability point.
   When no `-wal` holds frames the main file is the image and is copied in large blocks, as `cp`
-  does; else SQLite's backup API reads it, bounded by the pager writing one page per system call.
+  does (by the child process); else SQLite's backup API reads it, bounded by the pager writing one
+  page per system call. A child process costs its interpreter's start-up (about 0.1 s).
 * The fsync, the comparison with the SHA-256, and the `quick_check` run at once. They read the
   bytes from the kernel's page cache whether or not they have reached the disk yet, so the order
   changes nothing that is verified; what matters is that nothing gets the snapshot's name before
@@ -36,6 +50,8 @@ Where the time goes (bench/bench_snapshot.py measures it)
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import os
 import shutil
@@ -48,9 +64,10 @@ from pathlib import Path
 from typing import Callable
 
 from console.db.connect import sqlite_connection
+from console.db.file_guard import connected_file
 from console.db.files import create_exclusive, remove_stale
 from console.db.snapshot_manifest import write_manifest
-from console.db.snapshot_pages import CopyDiffers, SourceImage, block_copy, can_block_copy, compare_and_hash, wal_frames
+from console.db.snapshot_pages import CopyDiffers, Differs, can_block_copy
 from console.db.snapshot_check import (
     SnapshotFailed,
     SnapshotWriteFailed,
@@ -65,6 +82,7 @@ from console.db.snapshot_check import (
     verify_copy,
 )
 from console.errors import DatabaseUnusable
+from console.isolation import IsolatedError, call_isolated
 
 # Pages per backup step: large enough that stepping costs nothing measurable, small enough
 # that a progress bar moves on a 1 GB file.
@@ -111,6 +129,11 @@ def free_bytes(directory: Path) -> int:
 
 
 def sha256_file(path: Path) -> str:
+    """The file's SHA-256; an OSError when it is a file of a database this process is connected to
+    (a ledger or a planted hard link may name the database itself as its snapshot): reading it here
+    would drop the connection's locks (console/db/file_guard.py)."""
+    if connected_file(path) is not None:
+        raise OSError(errno.EBUSY, f"{path} is a file of a database this process has open")
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while chunk := handle.read(4 * 1024 * 1024):
@@ -124,6 +147,14 @@ def fsync_path(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def compare_with_source(pages: SourcePages, tmp: Path, *, wal: bool, exact: bool) -> str:
+    """The copy's SHA-256 once a child process proved it page for page equal to the source's image."""
+    digest, differs = _raw_reader("compare_with_source", str(pages.path), str(tmp), pages.page_size,
+                                  pages.page_count, wal=wal, exact=exact)
+    _raise_differs(differs)
+    return digest
 
 
 def fsync_dir(directory: Path) -> None:
@@ -185,22 +216,44 @@ def _timed(started: float, fn, *args):
     return result, time.perf_counter() - started
 
 
+@dataclass(frozen=True)
+class SourcePages:
+    """What the child process needs to read the source's image (console/db/snapshot_pages.py)."""
+
+    path: Path
+    page_size: int
+    page_count: int
+
+
+def _raw_reader(function: str, *args, progress: Progress | None = None, **kwargs):
+    """console/db/snapshot_pages.py `function` in a child process, which holds no connection.
+
+    This process holds connections to the source (the upgrade's writer, the snapshot's reader):
+    opening and closing a descriptor of its main file or `-wal` here would drop their POSIX locks
+    (console/db/file_guard.py), so the reads that bypass SQLite happen in a process of their own.
+    """
+    forward = (lambda event: progress(*event)) if progress is not None else None
+    return call_isolated(f"console.db.snapshot_pages:{function}", *args, progress=forward, **kwargs)
+
+
+def _raise_differs(differs: Differs | None) -> None:
+    if differs is not None:
+        raise CopyDiffers(*differs)
+
+
 def copy_pages(
-    source: sqlite3.Connection, image: SourceImage, tmp: Path, block: bool, progress: Progress | None, step_pages: int
+    source: sqlite3.Connection, pages: SourcePages, tmp: Path, block: bool, progress: Progress | None, step_pages: int
 ) -> None:
     """Write the source's image into `tmp` as a single file in journal mode DELETE.
 
     `block`: the main file is the image (console/db/snapshot_pages.py `can_block_copy`), copied in
-    large blocks. Else SQLite's backup API reads it, WAL frames included, and then switches the
-    copy to DELETE. The temporary file is deleted on any failure, so it needs no journal and no
-    syncs of its own: one fsync of the finished file is the durability point.
+    large blocks by a child process. Else SQLite's backup API reads it, WAL frames included, and
+    then switches the copy to DELETE. The temporary file is deleted on any failure, so it needs no
+    journal and no syncs of its own: one fsync of the finished file is the durability point.
     """
     if block:
-        fd = os.open(tmp, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)  # the file create_exclusive made
-        try:
-            block_copy(image, fd, progress, step_pages)
-        finally:
-            os.close(fd)
+        _raise_differs(_raw_reader("copy_from_source", str(pages.path), str(tmp), pages.page_size,
+                                   pages.page_count, step_pages, progress=progress))
         return
     dest = sqlite_connection(str(tmp))
     try:
@@ -262,7 +315,7 @@ def take_snapshot(
         raise SnapshotFailed(f"The snapshot directory {directory} does not exist.")
     source = open_ro(db_path, any_thread=True)
     tmp: Path | None = None
-    image: SourceImage | None = None
+    tmp_fd: int | None = None
     checking: Future | None = None
     background = ThreadPoolExecutor(max_workers=3, thread_name_prefix="snapshot")
     try:
@@ -281,27 +334,32 @@ def take_snapshot(
         page_size = source.execute("PRAGMA page_size").fetchone()[0]
         mode = source.execute("PRAGMA journal_mode").fetchone()[0]
         block = can_block_copy(db_path, mode)
-        frames = {} if block else wal_frames(Path(f"{db_path}-wal"), page_size)
-        image = SourceImage(db_path, page_size, needed // page_size, frames)
+        pages = SourcePages(db_path, page_size, needed // page_size)
         counts = table_counts(source) if full_check else None
         lap("read the source's page map" + (" and row counts" if full_check else ""))
         tmp = create_exclusive(directory, f"{TMP_PREFIX}.{os.getpid()}.{target.name}.", ".tmp")
+        # Opened before the first connection to the copy and closed after its last, for the fsync.
+        tmp_fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # The comparing child starts now, so that its start-up overlaps the copy; it waits for this
+        # lock on the copy, let go once the copy is written (console/db/snapshot_pages.py).
+        fcntl.flock(tmp_fd, fcntl.LOCK_EX)
         started = clock()
+        comparing = background.submit(
+            _timed, started, lambda: compare_with_source(pages, tmp, wal=not block, exact=block)
+        )
         if block and not full_check:
             # The image is the main file, which the copy reads without this connection: its
             # quick_check runs meanwhile, in the same read transaction (the compare below proves
             # the copy is that image, so this is the copy's quick_check, done while it is written).
             checking = background.submit(_timed, started, quick_check, source, f"The database {db_path}")
-        copy_pages(source, image, tmp, block, progress, step_pages)
+        copy_pages(source, pages, tmp, block, progress, step_pages)
         lap("copy (block copy)" if block else "copy (backup API)")
         # fsync, compare-and-hash and check at once: the fsync waits on the disk, the rest on the
         # CPUs (hashlib and sqlite3 both release the GIL). All read the copy's bytes from the
         # kernel's page cache whether or not they have reached the disk yet; nothing gets the
         # snapshot's name before all of them have succeeded.
-        syncing = background.submit(_timed, started, fsync_path, tmp)
-        comparing = background.submit(
-            _timed, started, lambda: compare_and_hash(tmp, image, exact=block)
-        )
+        fcntl.flock(tmp_fd, fcntl.LOCK_UN)
+        syncing = background.submit(_timed, started, os.fsync, tmp_fd)
         if full_check:
             workers = {} if check_workers is None else {"workers": check_workers}
             tables, rows = verify_copy(tmp, counts, **workers)
@@ -332,7 +390,7 @@ def take_snapshot(
         raise
     except CopyDiffers as exc:  # the source ends before its page count while copying
         raise _differs(tmp or directory / target.name, exc) from None
-    except (OSError, sqlite3.Error) as exc:
+    except (OSError, sqlite3.Error, IsolatedError) as exc:
         raise SnapshotWriteFailed(
             f"The snapshot could not be written to {directory}: {getattr(exc, 'strerror', None) or exc}; "
             "its partial file was removed and nothing was migrated.",
@@ -341,10 +399,12 @@ def take_snapshot(
     finally:
         if checking is not None and not checking.done():
             source.interrupt()  # the copy failed: do not sit out the check
+        if tmp_fd is not None:
+            fcntl.flock(tmp_fd, fcntl.LOCK_UN)  # a failed copy: the comparing child ends too
         background.shutdown(wait=True)
-        if image is not None:
-            image.close()
         source.close()
+        if tmp_fd is not None:
+            os.close(tmp_fd)
         if tmp is not None:
             for path in (tmp, Path(f"{tmp}-journal"), Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
                 try:
@@ -358,6 +418,7 @@ __all__ = [
     "SnapshotFailed",
     "SnapshotWriteFailed",
     "check_pieces",
+    "compare_with_source",
     "copy_pages",
     "free_bytes",
     "integrity_messages",

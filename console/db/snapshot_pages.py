@@ -5,7 +5,12 @@ is compared with its source page by page, inside one read transaction on the sou
 holds it, so the source cannot change underneath), instead of re-deriving every index entry with
 `integrity_check` (six times the cost of the copy on a 1.7 GB file).
 
-The source's image is read here without SQLite, from the file format (SQLite's "Database File
+The source's image is read here without SQLite, and so never in a process that holds a
+connection to the source (closing a descriptor of the file would drop that process's locks, SQLite's
+included: console/db/file_guard.py). `copy_from_source` and `compare_with_source` are what
+console/db/snapshot.py runs in a child process (console/isolation.py), while it holds the read
+transaction that keeps the image still; everything else here serves them. The image is read from
+the file format (SQLite's "Database File
 Format" document, sections 1.3 and 4): the main file, overlaid for a WAL database by the newest
 frame of each page up to the last valid commit in the `-wal` (frames whose salts match the WAL
 header and whose cumulative checksums hold). The SQLite backup API, the other reader, makes the copy
@@ -27,6 +32,7 @@ application_id, the schema's B-tree) must match.
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import os
 import struct
@@ -48,7 +54,7 @@ class CopyDiffers(Exception):
 
     def __init__(self, page: int, why: str = "its bytes differ"):
         super().__init__(f"page {page}: {why}")
-        self.page = page
+        self.page, self.why = page, why
 
 
 def _checksum(data: bytes, s0: int, s1: int, order: str) -> tuple[int, int]:
@@ -264,4 +270,55 @@ def block_copy(
     os.pwrite(out_fd, DELETE_MODE, JOURNAL_VERSION[0])
 
 
-__all__ = ["CopyDiffers", "SourceImage", "block_copy", "can_block_copy", "compare_and_hash", "wal_frames"]
+Differs = tuple[int, str]  # (page, why) of a CopyDiffers, as it crosses from the child process
+
+
+def copy_from_source(
+    db_path: str, copy: str, page_size: int, page_count: int, step_pages: int,
+    progress: Callable[[tuple[int, int]], None] | None = None,
+) -> Differs | None:
+    """In a process with no connection to `db_path`: block-copy its main file into the existing `copy`."""
+    image = SourceImage(Path(db_path), page_size, page_count)
+    try:
+        fd = os.open(copy, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)  # the file create_exclusive made
+        try:
+            block_copy(image, fd, (lambda done, total: progress((done, total))) if progress else None, step_pages)
+        finally:
+            os.close(fd)
+    except CopyDiffers as exc:
+        return exc.page, exc.why
+    finally:
+        image.close()
+    return None
+
+
+def compare_with_source(
+    db_path: str, copy: str, page_size: int, page_count: int, *, wal: bool, exact: bool
+) -> tuple[str | None, Differs | None]:
+    """In a process with no connection to `db_path`: (the copy's SHA-256, None) once it proved equal
+    to the source's image (its `-wal`'s committed frames laid over when `wal`), else (None, differs).
+
+    Started while the copy is still being written, it first waits for the caller's `flock` on the
+    copy to be let go (flock, not SQLite's fcntl locks, which it leaves alone)."""
+    with open(copy, "rb") as waiting:
+        fcntl.flock(waiting.fileno(), fcntl.LOCK_SH)
+    frames = wal_frames(Path(f"{db_path}-wal"), page_size) if wal else {}
+    image = SourceImage(Path(db_path), page_size, page_count, frames)
+    try:
+        return compare_and_hash(Path(copy), image, exact=exact), None
+    except CopyDiffers as exc:
+        return None, (exc.page, exc.why)
+    finally:
+        image.close()
+
+
+__all__ = [
+    "CopyDiffers",
+    "SourceImage",
+    "block_copy",
+    "can_block_copy",
+    "compare_and_hash",
+    "compare_with_source",
+    "copy_from_source",
+    "wal_frames",
+]

@@ -43,6 +43,7 @@ from console.services.doctor.checks_integrity import (
     integrity_finding,
     integrity_messages,
     prefetch_foreign_keys,
+    read_header,
 )
 from console.services.doctor.checks_profiles import check_profiles
 from console.services.doctor.checks_schema import check_ledger, check_schema, reference_objects
@@ -128,9 +129,10 @@ def _run_on_path(path: Path, names, *, full, now, stale_after) -> tuple[list[Fin
     file that a starting archon checkpointed into), read again from a private copy."""
     for force_copy in (False, True):
         before = stat_token(path)
+        header = read_header(path)  # before the connection: never open the file while one is open
         conn, cleanup, opened = open_read_only(path, force_copy=force_copy)
         try:
-            findings = _run(conn, path, names, full=full, now=now, stale_after=stale_after)
+            findings = _run(conn, path, names, full=full, now=now, stale_after=stale_after, header=header)
         finally:
             conn.close()
             cleanup()
@@ -139,11 +141,13 @@ def _run_on_path(path: Path, names, *, full, now, stale_after) -> tuple[list[Fin
     raise AssertionError("unreachable")
 
 
-def _run(conn, path: Path, names: list[str], *, full: bool, now: datetime, stale_after: timedelta) -> list[Finding]:
+def _run(conn, path: Path, names: list[str], *, full: bool, now: datetime, stale_after: timedelta,
+         header: bytes | None = None) -> list[Finding]:
     # Workers only when a second connection can be opened on the same file without side effects.
     pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="doctor") if getattr(
         conn, "source_uri", None) else None
     ctx = Ctx(conn, path=path, now=now, stale_after=stale_after, full=full, names=names, pool=pool)
+    ctx.header = header
     findings: list[Finding] = []
     integrity: dict[str, list[str]] = {}
     thread = None

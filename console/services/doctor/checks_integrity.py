@@ -15,9 +15,31 @@ from console.text import one_line
 # --- file and integrity ----------------------------------------------------------------------
 
 
-def _header_facts(path: Path) -> dict[str, Any]:
-    with open(path, "rb") as handle:
-        header = handle.read(100)
+def read_header(path: Path) -> bytes | None:
+    """The file's first 100 bytes, read *before* doctor connects: once a connection is open, opening
+    and closing the file would drop its locks (console/db/file_guard.py)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(100)
+    except OSError:
+        return None
+
+
+def _pragma_facts(conn: sqlite3.Connection, path: Path) -> dict[str, Any]:
+    """The header facts as SQLite reports them, for a caller's connection (no header was read)."""
+    def pragma(name: str) -> Any:
+        return conn.execute(f"PRAGMA {name}").fetchone()[0]
+
+    return {
+        "size": path.stat().st_size if path.exists() else 0, "page_size": pragma("page_size"),
+        "header_pages": pragma("page_count"), "pages_valid": False,
+        "wal": str(pragma("journal_mode")).lower() == "wal", "freelist": pragma("freelist_count"),
+        "encoding": pragma("encoding"), "user_version": pragma("user_version"),
+        "application_id": pragma("application_id"), "sqlite_version": "?",
+    }
+
+
+def _header_facts(path: Path, header: bytes) -> dict[str, Any]:
     page_size = int.from_bytes(header[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
     return {
@@ -39,7 +61,7 @@ def _version(number: int) -> str:
 
 
 def check_file(ctx: Ctx) -> list[Finding]:
-    facts = _header_facts(ctx.path)
+    facts = _pragma_facts(ctx.conn, ctx.path) if ctx.header is None else _header_facts(ctx.path, ctx.header)
     side = {s: Path(f"{ctx.path}{s}") for s in ("-wal", "-shm", "-journal")}
     present = {s: p.stat().st_size for s, p in side.items() if p.exists()}
     try:

@@ -59,6 +59,7 @@ class Ctx:
         self._shape = None
         self._tasks: dict[str, Future] = {}
         self.fk_events_by_count = False
+        self.header: bytes | None = None  # the file's first bytes, read before connecting (checks_integrity)
 
     @property
     def tables(self) -> set[str]:

@@ -1,0 +1,195 @@
+"""No process opens a database's files outside SQLite while it holds a connection to them.
+
+POSIX record locks belong to a process and a file: closing *any* descriptor of the database, its
+`-wal`, `-shm` or `-journal` drops every lock the process holds on it, SQLite's own included. Another
+client that closes then believes it is the last connection, checkpoints and deletes the `-wal` under
+a live transaction. A descriptor opened now is closed later, so the rule is about opening: while
+`connected_file` names a database, this process opens none of its files by any means but SQLite.
+What must read them raw (a snapshot's block copy and page comparison, a lock probe, a private copy)
+runs where no connection is open: before the first or after the last, or in a child process
+(console/isolation.py; console/db/snapshot.py says how the snapshot does it).
+
+Two halves live here:
+
+* the registry: every connection the console opens is a `Connection` (console/db/connect.py
+  `sqlite_connection` registers it), known while open, by its main file's real path and inode (a
+  hard link is the same file); `connected_file(path)` answers, with `stat` only, whether `path` is
+  one of those files or their sidecars. Code that reads a file named by the database (a ledger's
+  snapshot) asks it first (console/db/snapshot.py `sha256_file`);
+* the check: an audit hook on `open` events (`open()`, `io.open`, `os.open`, hence `Path.read_bytes`,
+  `shutil.copy`...) that reports every breach. tests/conftest.py creates a log file, names it in
+  `ARCHON_CONSOLE_AUDIT_FILES` and installs the hook for the whole session; every console process the
+  tests start installs it too (console/__init__.py): the CLI in a subprocess, the TUI's isolated
+  children, the snapshot's reader. A breach appends one report to the log, and the test during which
+  it happened fails. Outside the tests the variable is unset and nothing is installed; when it is
+  set, the log must already exist as a regular file (it is never created, followed or truncated).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import sys
+import threading
+import weakref
+from pathlib import Path
+from urllib.parse import parse_qs, unquote
+
+ENV = "ARCHON_CONSOLE_AUDIT_FILES"
+SIDECARS = ("", "-wal", "-shm", "-journal")
+
+
+class Connection(sqlite3.Connection):
+    """A connection of the console's, registered while open (`connected_file`)."""
+
+    locked_file: str | None = None  # the main file's real path; None: no file, or no locks (immutable)
+    locked_inode: tuple[int, int] | None = None  # and its (device, inode)
+
+    def close(self) -> None:
+        super().close()  # raises (wrong thread) while still open: then it stays registered
+        _LIVE.discard(self)
+
+
+_LIVE: "weakref.WeakSet[Connection]" = weakref.WeakSet()  # a collected connection is closed too
+
+
+def _locked_file(target: str | Path, uri: bool) -> str | None:
+    """The file a connection to `target` takes locks on, or None (in memory, or `immutable=1`)."""
+    text = os.fspath(target)
+    if uri and text.startswith("file:"):
+        name, _, query = text[5:].partition("?")
+        params = parse_qs(query)
+        if params.get("immutable") == ["1"] or params.get("mode") == ["memory"]:
+            return None
+        text = unquote(name)
+    if text in ("", ":memory:"):
+        return None
+    return os.path.realpath(text)
+
+
+def register(conn: sqlite3.Connection, target: str | Path, uri: bool) -> sqlite3.Connection:
+    """Remember `conn` (a `Connection` to `target`) until it is closed; returns it."""
+    locked = _locked_file(target, uri)
+    if locked is not None and isinstance(conn, Connection):
+        conn.locked_file = locked
+        try:
+            st = os.stat(locked)
+            conn.locked_inode = (st.st_dev, st.st_ino)
+        except OSError:
+            pass
+        _LIVE.add(conn)
+    return conn
+
+
+def connected_files() -> set[str]:
+    """Real paths of the database files this process holds an open, locking connection to."""
+    return {conn.locked_file for conn in list(_LIVE) if conn.locked_file}
+
+
+def connected_file(path: str | os.PathLike[str]) -> str | None:
+    """The database this process holds a connection to whose main file, `-wal`, `-shm` or
+    `-journal` `path` is (by name, or by inode: a hard link is the same file); else None.
+    Only `stat`s: asking must not open anything."""
+    live = [conn for conn in list(_LIVE) if conn.locked_file]
+    if not live:
+        return None
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+        inode: tuple[int, int] | None = (st.st_dev, st.st_ino)
+    except OSError:
+        inode = None
+    for conn in live:
+        main = conn.locked_file or ""
+        if any(real == main + suffix for suffix in SIDECARS):
+            return main
+        if inode is None:
+            continue
+        if inode == conn.locked_inode:
+            return main
+        for suffix in SIDECARS[1:]:
+            try:
+                side = os.stat(main + suffix)
+            except OSError:
+                continue
+            if inode == (side.st_dev, side.st_ino):
+                return main
+    return None
+
+
+# --- the check, for the test suite ----------------------------------------------------------------
+
+_log: dict[str, int] = {}  # "fd": the log's descriptor, once installed
+
+
+def breach(opened: object, flags: object = None) -> str | None:
+    """The connected database whose file `opened` is, else None. A descriptor passed to `open()` is
+    already open, and an `O_PATH` one holds no lock to drop."""
+    if isinstance(opened, int) or (isinstance(flags, int) and flags & getattr(os, "O_PATH", 0)):
+        return None
+    try:
+        name = os.fsdecode(os.fspath(opened))
+    except TypeError:
+        return None
+    return connected_file(name)
+
+
+def _report(path: str, opened: object) -> str:
+    import traceback
+
+    stack = "".join(traceback.format_stack(limit=14)[:-2])
+    return (f"pid {os.getpid()} opened {os.fsdecode(os.fspath(opened))} outside SQLite while it holds a "
+            f"connection to {path}:\n{stack}\n")
+
+
+def install(log: str) -> bool:
+    """Install the audit hook (once for this process: it cannot be removed), reporting to the
+    existing regular file `log`; called again, it reports to the new log (a pytest-xdist worker
+    inherits its controller's variable before its own tests/conftest.py names its own log)."""
+    try:
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return False
+    installed = "fd" in _log
+    _log["fd"] = fd
+    if installed:
+        return True
+    busy = threading.local()
+
+    def hook(event: str, args: tuple) -> None:
+        if event != "open" or getattr(busy, "on", False) or not _LIVE:
+            return
+        busy.on = True  # the check itself stats and formats: never re-enter
+        try:
+            path = breach(args[0], args[2] if len(args) > 2 else None)
+            if path is not None:
+                os.write(_log["fd"], _report(path, args[0]).encode("utf-8", "replace"))
+        except Exception:  # noqa: BLE001 - a check that fails must not change what the code does
+            pass
+        finally:
+            busy.on = False
+
+    sys.addaudithook(hook)
+    return True
+
+
+def install_from_environment() -> None:
+    log = os.environ.get(ENV)
+    if log:
+        install(log)
+
+
+__all__ = [
+    "ENV",
+    "Connection",
+    "breach",
+    "connected_file",
+    "connected_files",
+    "install",
+    "install_from_environment",
+    "register",
+]
