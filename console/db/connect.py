@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # imported lazily: sqlite-utils costs ~40 ms at start-up
     import sqlite_utils
 
 
-from console.db.file_guard import Connection, register
+from console.db.file_guard import Connection, connected_file, register
 from console.db.paths import require_database_file
 from console.errors import DatabaseUnusable
 
@@ -58,13 +58,17 @@ def _uri(path: Path, **params: str) -> str:
 def check_file(path: Path) -> None:
     """Refuse what is plainly not a SQLite database, reading only its first bytes."""
     size = require_database_file(path).st_size
+    if size == 0:
+        raise DatabaseUnusable(f"{path} is empty (0 bytes), not an archon database.")
+    if connected_file(path) is not None:
+        # This process already holds a locking connection to the file, so SQLite accepted it; and
+        # opening it here would drop that connection's locks when the descriptor closes.
+        return
     try:
         with path.open("rb") as handle:
             header = handle.read(len(SQLITE_HEADER))
     except OSError as exc:
         raise DatabaseUnusable(f"Cannot read {path}: {exc.strerror or exc}.") from None
-    if size == 0:
-        raise DatabaseUnusable(f"{path} is empty (0 bytes), not an archon database.")
     if header != SQLITE_HEADER:
         raise DatabaseUnusable(f"{path} is not a SQLite database (its header is wrong).")
 

@@ -7,11 +7,11 @@ with archon's own message.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from typing import Any
 
 from console.db import execution_profiles as profiles
-from console.text import read_json
 
 PROJECT_POLICY_COLUMNS = (
     "required_check_definition_ids",
@@ -43,8 +43,8 @@ def active_rows_sql(versions: tuple[int, ...], extra_columns: tuple[str, ...] = 
 
 def _normalized(profile_json: str, revision_id: str, schema_version: int) -> dict[str, Any]:
     try:
-        normalized = profiles.normalize(read_json(profile_json), schema_version)
-    except ValueError:  # UnreadableJson too
+        normalized = profiles.normalize(json.loads(profile_json), schema_version)
+    except ValueError:
         normalized = profiles.Normalized(False)
     if not normalized.ok:
         raise BackfillError(f"Stored execution profile revision {revision_id} is invalid")

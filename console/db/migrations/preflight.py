@@ -33,7 +33,7 @@ from typing import Sequence
 from console.db.connect import scratch_connection
 from console.db.migrations.base import Migration
 from console.db.migrations.runner import MigrationFailed, apply_migration
-from console.text import one_line
+from console.text import UnreadableJson, one_line, read_json
 
 SAMPLE = 5
 
@@ -332,6 +332,19 @@ PROFILE_BACKFILLS = {
 WORKLOAD_BACKFILL = "022-profile-workload-eligibility"
 
 
+def _readable(profile_json: object) -> bool:
+    """Whether the bounded reader can parse a stored profile. The backfills' own parse is a released
+    step's code, frozen by its checksum, and unbounded: a profile nested too deeply or too large is
+    refused here, before step 001, instead of stopping a step half-way."""
+    if not isinstance(profile_json, str):
+        return True  # the backfill's own check names it
+    try:
+        read_json(profile_json)
+    except UnreadableJson:
+        return False
+    return True
+
+
 def _unmigratable_profiles(conn: sqlite3.Connection, pending: Sequence[Migration]) -> list[Blocker]:
     from console.db.migrations import backfills
 
@@ -347,13 +360,25 @@ def _unmigratable_profiles(conn: sqlite3.Connection, pending: Sequence[Migration
         except sqlite3.OperationalError:
             continue  # the columns come with earlier pending steps: nothing to migrate yet
         for _project, revision_id, profile_json in rows:
+            if not _readable(profile_json):
+                bad.setdefault(revision_id, step_id)
+                continue
             try:
                 backfills._normalized(profile_json, revision_id, target)
             except backfills.BackfillError:
                 bad.setdefault(revision_id, step_id)
     if WORKLOAD_BACKFILL in ids:
+        unreadable = False
         try:
-            backfills.workload_repairs(conn, 3)
+            for _project, revision_id, profile_json in conn.execute(backfills.active_rows_sql((3,))):
+                if not _readable(profile_json):
+                    bad.setdefault(revision_id, WORKLOAD_BACKFILL)
+                    unreadable = True
+        except sqlite3.OperationalError:
+            pass
+        try:
+            if not unreadable:  # the repair's own parse is unbounded
+                backfills.workload_repairs(conn, 3)
         except backfills.BackfillError as exc:
             bad.setdefault(str(exc).split("revision ", 1)[-1].split(" is invalid")[0], WORKLOAD_BACKFILL)
         except sqlite3.OperationalError:
