@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # imported lazily: sqlite-utils costs ~40 ms at start-up
     import sqlite_utils
 
 
-from console.db.file_guard import Connection, connected_file, register
+from console.db.file_guard import Connection, read_head, register
 from console.db.paths import require_database_file
 from console.errors import DatabaseUnusable
 
@@ -60,13 +60,8 @@ def check_file(path: Path) -> None:
     size = require_database_file(path).st_size
     if size == 0:
         raise DatabaseUnusable(f"{path} is empty (0 bytes), not an archon database.")
-    if connected_file(path) is not None:
-        # This process already holds a locking connection to the file, so SQLite accepted it; and
-        # opening it here would drop that connection's locks when the descriptor closes.
-        return
     try:
-        with path.open("rb") as handle:
-            header = handle.read(len(SQLITE_HEADER))
+        header = read_head(path, len(SQLITE_HEADER))
     except OSError as exc:
         raise DatabaseUnusable(f"Cannot read {path}: {exc.strerror or exc}.") from None
     if header != SQLITE_HEADER:
@@ -88,8 +83,7 @@ def untouched_read_uri(path: Path) -> str:
 
 def check_size(path: Path) -> None:
     """Refuse a file shorter than the page count its header promises (a truncated copy)."""
-    with path.open("rb") as handle:
-        header = handle.read(100)
+    header = read_head(path, 100)
     if len(header) < 100:
         raise DatabaseUnusable(f"{path} is truncated (shorter than a SQLite header).")
     page_size = int.from_bytes(header[16:18], "big")
@@ -109,8 +103,7 @@ def check_size(path: Path) -> None:
 
 def is_wal_file(path: Path) -> bool:
     """True when the header says WAL mode (bytes 18 and 19 are 2)."""
-    with path.open("rb") as handle:
-        header = handle.read(20)
+    header = read_head(path, 20)
     return len(header) >= 20 and header[18] == 2 and header[19] == 2
 
 

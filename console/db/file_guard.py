@@ -118,6 +118,40 @@ def connected_file(path: str | os.PathLike[str]) -> str | None:
     return None
 
 
+# --- reading a header without dropping a lock ------------------------------------------------------
+
+_HELD: dict[tuple[int, int], int] = {}  # (device, inode) -> a descriptor kept until the process exits
+_held_lock = threading.Lock()
+_holding = threading.local()  # set while `read_head` opens a descriptor it will never close
+
+
+def read_head(path: str | os.PathLike[str], size: int) -> bytes:
+    """The first `size` bytes of a database file, read so that this process's locks on it survive.
+
+    The header checks run on every open, and the TUI (or a test, or the restore code) may open a
+    file it already holds a connection to. Opening is harmless; closing is what drops the locks. So
+    while a connection to the file is open the bytes come through a descriptor this process keeps
+    until it exits (one per file), and otherwise through one opened and closed here."""
+    if connected_file(path) is None:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            return os.pread(fd, size, 0)
+        finally:
+            os.close(fd)
+    st = os.stat(path)
+    key = (st.st_dev, st.st_ino)
+    with _held_lock:
+        fd = _HELD.get(key)
+        if fd is None:
+            _holding.on = True
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            finally:
+                _holding.on = False
+            _HELD[key] = fd  # never closed: see above
+    return os.pread(fd, size, 0)
+
+
 # --- the check, for the test suite ----------------------------------------------------------------
 
 _log: dict[str, int] = {}  # "fd": the log's descriptor, once installed
@@ -161,7 +195,7 @@ def install(log: str) -> bool:
     busy = threading.local()
 
     def hook(event: str, args: tuple) -> None:
-        if event != "open" or getattr(busy, "on", False) or not _LIVE:
+        if event != "open" or getattr(busy, "on", False) or getattr(_holding, "on", False) or not _LIVE:
             return
         busy.on = True  # the check itself stats and formats: never re-enter
         try:
@@ -191,5 +225,6 @@ __all__ = [
     "connected_files",
     "install",
     "install_from_environment",
+    "read_head",
     "register",
 ]

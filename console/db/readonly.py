@@ -34,7 +34,7 @@ from typing import Callable
 from urllib.parse import quote
 
 from console.db.connect import sqlite_connection
-from console.db.file_guard import Connection
+from console.db.file_guard import Connection, read_head
 from console.db.files import create_exclusive, private_dir, publish, remove_stale, temp_prefix
 from console.db.locked_copy import (
     DEFAULT_LOCK_TIMEOUT_S,
@@ -218,8 +218,7 @@ def open_read_only(
     path = Path(path).expanduser()
     size = require_database_file(path).st_size
     try:
-        with open(path, "rb") as handle:
-            header = handle.read(100)
+        header = read_head(path, 100)
     except OSError as exc:
         raise DatabaseUnusable(f"Cannot read {path}: {exc.strerror or exc}.") from None
     check_header(path, header, size)
