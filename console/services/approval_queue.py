@@ -277,6 +277,11 @@ def same_person(a: str | None, b: str | None) -> bool:
     return bool(a and b) and a.strip().casefold() == b.strip().casefold()
 
 
+def requested_by_actor(requester: str | None, actor: str) -> bool:
+    """Deny's plain rule (docs/decisions.md, D1), for the declared name and the OS login alike."""
+    return any(same_person(requester, name) for name in four_eyes.approver_names(actor))
+
+
 def action_summary(kind: Any, action: Any, raw: Any = None) -> str:
     """One line naming what would run: remote/branch/commit for a push, the command for a check."""
     if isinstance(action, dict):
@@ -339,7 +344,7 @@ def decision_options(request: Mapping[str, Any], actor: str, now: datetime, *, p
             why = "overdue (past its expiry); it can only expire"
         elif action == "approve" and verdict.self_approval:
             why = verdict.self_approval
-        elif action == "deny" and same_person(requester, actor):
+        elif action == "deny" and requested_by_actor(requester, actor):
             why = "you requested it (four-eyes rule)"
         reasons[action] = why
     confirm: dict[str, str] = {}
@@ -405,6 +410,7 @@ __all__ = [
     "requester_of",
     "resolve_project",
     "retreat_cursor",
+    "requested_by_actor",
     "same_person",
     "show_request",
 ]

@@ -4,11 +4,15 @@ Archon stores the requester inside `authority_json`, whose contents the console 
 (docs/decisions.md, Q11: a string under `requested_by` or `requester`). A self-approval must be refused
 however that text is dressed up, so the rule fails closed:
 
+- The approver is two names: the one declared (`--as`) and the login of the OS account the console
+  runs as (console/services/identity.py). Either one naming the requester refuses.
 - Names are compared after Unicode NFKC, with invisible characters (format characters such as
   zero-width spaces, soft hyphens and bidi controls; control characters; fillers and variation
   selectors) removed, runs of whitespace collapsed, and case folded. Archon stores names as it
   was given them; "Alice" and "alice" are one person to an operator, so the comparison ignores
-  case (folding can only refuse more, never less).
+  case (folding can only refuse more, never less). They are also compared by their confusable
+  skeleton (console/services/confusables.py), so a Cyrillic `а` in `аlice` is still alice:
+  two names are one person when any of their forms (`name_keys`) agree.
 - When the requester cannot be determined with certainty (no authority, not JSON, not an object,
   no requester field, a requester that is not a string or is empty, two requester fields or
   duplicated keys naming different people, a field name dressed with invisible characters),
@@ -24,6 +28,9 @@ import threading
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
+
+from console.services import identity
+from console.services.confusables import map_confusables
 
 REQUESTER_KEYS = ("requested_by", "requester")
 
@@ -51,25 +58,57 @@ _ASCII_INVISIBLE = dict.fromkeys([*range(0x20), 0x7F])
 def canonical_name(text: str) -> str:
     """The form two names are compared in: NFKC, invisibles removed, whitespace collapsed, casefolded."""
     if text.isascii():
-        if not text.isprintable():  # printable ASCII holds no control character to remove
-            text = text.translate(_ASCII_INVISIBLE)
-        return " ".join(text.split()).lower()
+        return _clean_ascii(text).lower()
     return _canonical_unicode(text)
+
+
+def _clean_ascii(text: str) -> str:
+    if not text.isprintable():  # printable ASCII holds no control character to remove
+        text = text.translate(_ASCII_INVISIBLE)
+    return " ".join(text.split())
+
+
+def _clean_unicode(text: str) -> str:
+    """NFKC, invisibles removed, whitespace collapsed; case kept (`I` may stand for `l`)."""
+    text = unicodedata.normalize("NFKC", text)
+    text = "".join(ch for ch in text if not _invisible(ch))
+    return " ".join(text.split())
 
 
 def _canonical_unicode(text: str) -> str:
     """`canonical_name` for any text (the ASCII shortcut gives the same answer faster)."""
-    text = unicodedata.normalize("NFKC", text)
-    text = "".join(ch for ch in text if not _invisible(ch))
-    text = " ".join(text.split())
-    return unicodedata.normalize("NFKC", text.casefold())
+    return unicodedata.normalize("NFKC", _clean_unicode(text).casefold())
+
+
+def name_keys(text: str) -> frozenset[str]:
+    """Every form under which `text` is compared: canonical, its skeleton, and the skeleton taken
+    before folding case (so a capital `I` standing for `l` is seen, and so is a Cyrillic capital
+    among Latin ones). Two names are one person when their keys meet."""
+    canonical = canonical_name(text)
+    if text.isascii():
+        clean = _clean_ascii(text)
+        before = map_confusables(map_confusables(clean).lower())
+    else:
+        clean = _clean_unicode(text)
+        before = map_confusables(unicodedata.normalize("NFKC", map_confusables(clean).casefold()))
+    return frozenset(k for k in (canonical, map_confusables(canonical), before) if k)
 
 
 def same_name(a: str | None, b: str | None) -> bool:
     if not isinstance(a, str) or not isinstance(b, str):
         return False
-    a, b = canonical_name(a), canonical_name(b)
-    return bool(a) and a == b
+    return bool(name_keys(a) & name_keys(b))
+
+
+RESERVED_NAMES = ("archon", "system", "console")
+_RESERVED_KEYS = frozenset(k for name in RESERVED_NAMES for k in name_keys(name))
+
+
+def reserved_name(name: str) -> bool:
+    """True for names that belong to archon's own actors (`archon`, `system`, `console`, and
+    `archon-*`, `archon_*`, `archon <anything>`) in any spelling four-eyes would call the same."""
+    return any(key in _RESERVED_KEYS or (key.startswith("archon") and len(key) > 6 and not key[6].isalnum())
+               for key in name_keys(name))
 
 
 @dataclass(frozen=True)
@@ -119,9 +158,10 @@ def _mentions_of_text(text: str) -> frozenset[str]:
             decoded = json.loads(literal)
         except ValueError:
             decoded = literal[1:-1]
-        found.add(canonical_name(decoded))
-    canonical = canonical_name(_unescape(text))
-    found.update(token for token in _TOKEN_SPLIT.split(canonical) if token)
+        found.update(name_keys(decoded))
+    unescaped = _unescape(text)
+    for text_form in (canonical_name(unescaped), _clean_unicode(unescaped)):
+        found.update(k for token in _TOKEN_SPLIT.split(text_form) if token for k in name_keys(token))
     return frozenset(n for n in found if n)
 
 
@@ -166,7 +206,7 @@ def identify(authority_json: Any) -> Requester:
         except UnicodeDecodeError:
             return Requester(None, "its authority_json is not UTF-8 text")
     if not isinstance(authority_json, str):
-        return Requester(None, "its authority_json is not text", frozenset({canonical_name(str(authority_json))}))
+        return Requester(None, "its authority_json is not text", name_keys(str(authority_json)))
     pairs_seen: list[list[tuple[str, Any]]] = []
     _decoding.pairs = pairs_seen
     try:
@@ -177,7 +217,7 @@ def identify(authority_json: Any) -> Requester:
     def mentions() -> frozenset[str]:
         """Only an uncertain answer carries them (decisions are the hot path; most are certain)."""
         every = _strings(value) + [s for pairs in pairs_seen for pair in pairs for s in _strings(list(pair))]
-        return frozenset(n for n in (canonical_name(s) for s in every) if n)  # repeated keys included
+        return frozenset(k for s in every for k in name_keys(s))  # repeated keys included
 
     if not isinstance(value, dict):
         return Requester(None, f"its authority_json is {_kind(value)}, not an object", mentions())
@@ -203,25 +243,45 @@ def identify(authority_json: Any) -> Requester:
 
 @dataclass(frozen=True)
 class Verdict:
-    """`self_approval`: refuse outright. `unknown`: the problem an explicit confirmation must accept."""
+    """`self_approval`: refuse outright. `unknown`: the problem an explicit confirmation must accept.
+    `by_login`: the OS login, not the declared name, is what named the requester."""
 
     self_approval: str | None = None
     unknown: str | None = None
     requester: str | None = None  # as stored, when certain
+    by_login: bool = False
+
+
+def approver_names(actor: str) -> list[str]:
+    """The declared name, then the OS login when it is another name (identity.py)."""
+    login = identity.current().login
+    return [actor] if login is None or login == actor else [actor, login]
 
 
 def check_approver(authority_json: Any, actor: str) -> Verdict:
     requester = identify(authority_json)
+    names = approver_names(actor)
     if requester.certain:
-        if same_name(requester.name, actor):
-            return Verdict(self_approval="you requested it (four-eyes rule)", requester=requester.name)
+        for index, name in enumerate(names):
+            if same_name(requester.name, name):
+                return Verdict(self_approval=_self(index, name, "you requested it"), requester=requester.name,
+                               by_login=index > 0)
         return Verdict(requester=requester.name)
-    if canonical_name(actor) in requester.mentions:
-        return Verdict(self_approval=(
-            f"its requester cannot be determined with certainty ({requester.problem}) and its authority "
-            "names you (four-eyes rule)"
-        ))
+    for index, name in enumerate(names):
+        if name_keys(name) & requester.mentions:
+            return Verdict(self_approval=_self(index, name, (
+                f"its requester cannot be determined with certainty ({requester.problem}) and its authority "
+                "names you")), by_login=index > 0)
     return Verdict(unknown=requester.problem)
 
 
-__all__ = ["REQUESTER_KEYS", "Requester", "Verdict", "canonical_name", "check_approver", "identify", "same_name"]
+def _self(index: int, name: str, said: str) -> str:
+    if index == 0:
+        return f"{said} (four-eyes rule)"
+    return f"{said}: it names your OS login {name!r}, whatever name you act as (four-eyes rule)"
+
+
+__all__ = [
+    "REQUESTER_KEYS", "RESERVED_NAMES", "Requester", "Verdict", "approver_names", "canonical_name", "check_approver",
+    "identify", "name_keys", "reserved_name", "same_name",
+]
