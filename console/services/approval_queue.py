@@ -32,7 +32,7 @@ from console.db.queries import (
 from console.errors import Refusal, UsageError
 from console.models.approvals import ApprovalDetail, ApprovalEvent, ApprovalRequest, DecisionOptions
 from console.services import four_eyes
-from console.services.base import require_feature
+from console.services.base import require_feature, validate_actor
 from console.services.resolve import resolve_project  # noqa: F401 - also re-exported
 from console.text import one_line
 
@@ -328,6 +328,10 @@ def decision_options(request: Mapping[str, Any], actor: str, now: datetime, *, p
     determined with certainty is possible only with a confirmation (`options.confirm["approve"]`);
     deny keeps the plain rule (a requester named exactly may not deny either).
     """
+    try:
+        validate_actor(actor)  # archon's own names, an oversized name: no decision at all
+    except (Refusal, UsageError) as exc:
+        return DecisionOptions(dict.fromkeys(("approve", "deny", "revoke"), exc.reason), {})
     status = request.get("status")
     expires = parse_time(request.get("expires_at"))
     overdue = expires is not None and expires <= now

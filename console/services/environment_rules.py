@@ -147,7 +147,7 @@ def claim_options(env: EnvironmentView, actor: str) -> ClaimOptions:
     reasons: dict[str, str | None] = dict.fromkeys(CLAIM_ACTIONS)
     try:
         validate_actor(actor)
-    except Refusal as exc:
+    except (Refusal, UsageError) as exc:
         return ClaimOptions({action: exc.reason for action in CLAIM_ACTIONS})
     if env.project_deleting:
         return ClaimOptions({action: PROJECT_DELETING for action in CLAIM_ACTIONS})

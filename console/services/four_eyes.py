@@ -11,8 +11,8 @@ however that text is dressed up, so the rule fails closed:
   selectors) removed, runs of whitespace collapsed, and case folded. Archon stores names as it
   was given them; "Alice" and "alice" are one person to an operator, so the comparison ignores
   case (folding can only refuse more, never less). They are also compared by their confusable
-  skeleton (console/services/confusables.py), so a Cyrillic `а` in `аlice` is still alice:
-  two names are one person when any of their forms (`name_keys`) agree.
+  skeleton (console/services/confusables.py), so a Cyrillic `\u0430` in `\u0430lice` is still
+  alice: two names are one person when either form agrees (`NameForms`).
 - When the requester cannot be determined with certainty (no authority, not JSON, not an object,
   no requester field, a requester that is not a string or is empty, two requester fields or
   duplicated keys naming different people, a field name dressed with invisible characters),
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from console.services import identity
-from console.services.confusables import map_confusables
+from console.services.confusables import I_OR_L, skeleton, skeletons_match
 
 REQUESTER_KEYS = ("requested_by", "requester")
 
@@ -80,49 +80,61 @@ def _canonical_unicode(text: str) -> str:
     return unicodedata.normalize("NFKC", _clean_unicode(text).casefold())
 
 
-def name_keys(text: str) -> frozenset[str]:
-    """Every form under which `text` is compared: canonical, its skeleton, and the skeleton taken
-    before folding case (so a capital `I` standing for `l` is seen, and so is a Cyrillic capital
-    among Latin ones). Two names are one person when their keys meet."""
-    canonical = canonical_name(text)
-    if text.isascii():
-        clean = _clean_ascii(text)
-        before = map_confusables(map_confusables(clean).lower())
-    else:
-        clean = _clean_unicode(text)
-        before = map_confusables(unicodedata.normalize("NFKC", map_confusables(clean).casefold()))
-    return frozenset(k for k in (canonical, map_confusables(canonical), before) if k)
+@dataclass(frozen=True)
+class NameForms:
+    """The two forms a name is compared in: `canonical_name`, and its confusable skeleton
+    (console/services/confusables.py) taken from the cleaned text before case is folded."""
+
+    canonical: str
+    skeleton: str
+
+    def same(self, other: NameForms) -> bool:
+        return (bool(self.canonical) and self.canonical == other.canonical) or skeletons_match(
+            self.skeleton, other.skeleton)
+
+
+def name_forms(text: str) -> NameForms:
+    clean = _clean_ascii(text) if text.isascii() else _clean_unicode(text)
+    return NameForms(canonical_name(text), skeleton(clean))
 
 
 def same_name(a: str | None, b: str | None) -> bool:
     if not isinstance(a, str) or not isinstance(b, str):
         return False
-    return bool(name_keys(a) & name_keys(b))
+    return name_forms(a).same(name_forms(b))
 
 
 RESERVED_NAMES = ("archon", "system", "console")
-_RESERVED_KEYS = frozenset(k for name in RESERVED_NAMES for k in name_keys(name))
+_RESERVED = tuple(name_forms(name) for name in RESERVED_NAMES)
 
 
 def reserved_name(name: str) -> bool:
     """True for names that belong to archon's own actors (`archon`, `system`, `console`, and
     `archon-*`, `archon_*`, `archon <anything>`) in any spelling four-eyes would call the same."""
-    return any(key in _RESERVED_KEYS or (key.startswith("archon") and len(key) > 6 and not key[6].isalnum())
-               for key in name_keys(name))
+    forms = name_forms(name)
+    if any(forms.same(reserved) for reserved in _RESERVED):
+        return True
+    # "archon" holds no i or l, so a skeleton that starts with it starts with exactly these letters.
+    return any(len(key) > 6 and key.startswith("archon") and not (key[6].isalnum() or key[6] == I_OR_L)
+               for key in (forms.canonical, forms.skeleton))
 
 
 @dataclass(frozen=True)
 class Requester:
     """`name` as stored when it is certain; otherwise `problem` says why it is not, and
-    `mentions` holds every name-like string the authority contains (canonical forms)."""
+    `mentions` holds every name-like string the authority contains (their `NameForms`)."""
 
     name: str | None
     problem: str | None = None
-    mentions: frozenset[str] = field(default_factory=frozenset)
+    mentions: frozenset[NameForms] = field(default_factory=frozenset)
 
     @property
     def certain(self) -> bool:
         return self.problem is None
+
+    def mentions_name(self, name: str) -> bool:
+        forms = name_forms(name)
+        return any(forms.same(mention) for mention in self.mentions)
 
 
 def _strings(value: Any) -> list[str]:
@@ -150,7 +162,11 @@ def _unescape(text: str) -> str:
     return _ESCAPE.sub(one, text)
 
 
-def _mentions_of_text(text: str) -> frozenset[str]:
+def _forms_of(strings: Any) -> frozenset[NameForms]:
+    return frozenset(f for f in (name_forms(s) for s in strings) if f.canonical or f.skeleton)
+
+
+def _mentions_of_text(text: str) -> frozenset[NameForms]:
     """Every string literal (decoded) and every bare token in text that is not valid JSON."""
     found: set[str] = set()
     for literal in _STRING_LITERAL.findall(text):
@@ -158,11 +174,10 @@ def _mentions_of_text(text: str) -> frozenset[str]:
             decoded = json.loads(literal)
         except ValueError:
             decoded = literal[1:-1]
-        found.update(name_keys(decoded))
-    unescaped = _unescape(text)
-    for text_form in (canonical_name(unescaped), _clean_unicode(unescaped)):
-        found.update(k for token in _TOKEN_SPLIT.split(text_form) if token for k in name_keys(token))
-    return frozenset(n for n in found if n)
+        found.add(decoded)
+    clean = _clean_unicode(_unescape(text))  # tokens keep their case: a capital I may stand for l
+    found.update(token for token in _TOKEN_SPLIT.split(clean) if token)
+    return _forms_of(found)
 
 
 class _PairsDecoder(threading.local):
@@ -206,7 +221,7 @@ def identify(authority_json: Any) -> Requester:
         except UnicodeDecodeError:
             return Requester(None, "its authority_json is not UTF-8 text")
     if not isinstance(authority_json, str):
-        return Requester(None, "its authority_json is not text", name_keys(str(authority_json)))
+        return Requester(None, "its authority_json is not text", _forms_of([str(authority_json)]))
     pairs_seen: list[list[tuple[str, Any]]] = []
     _decoding.pairs = pairs_seen
     try:
@@ -214,10 +229,10 @@ def identify(authority_json: Any) -> Requester:
     except (ValueError, RecursionError):
         return Requester(None, "its authority_json is not valid JSON", _mentions_of_text(authority_json))
 
-    def mentions() -> frozenset[str]:
+    def mentions() -> frozenset[NameForms]:
         """Only an uncertain answer carries them (decisions are the hot path; most are certain)."""
         every = _strings(value) + [s for pairs in pairs_seen for pair in pairs for s in _strings(list(pair))]
-        return frozenset(k for s in every for k in name_keys(s))  # repeated keys included
+        return _forms_of(every)  # repeated keys included
 
     if not isinstance(value, dict):
         return Requester(None, f"its authority_json is {_kind(value)}, not an object", mentions())
@@ -268,7 +283,7 @@ def check_approver(authority_json: Any, actor: str) -> Verdict:
                                by_login=index > 0)
         return Verdict(requester=requester.name)
     for index, name in enumerate(names):
-        if name_keys(name) & requester.mentions:
+        if requester.mentions_name(name):
             return Verdict(self_approval=_self(index, name, (
                 f"its requester cannot be determined with certainty ({requester.problem}) and its authority "
                 "names you")), by_login=index > 0)
@@ -283,5 +298,5 @@ def _self(index: int, name: str, said: str) -> str:
 
 __all__ = [
     "REQUESTER_KEYS", "RESERVED_NAMES", "Requester", "Verdict", "approver_names", "canonical_name", "check_approver",
-    "identify", "name_keys", "reserved_name", "same_name",
+    "NameForms", "identify", "name_forms", "reserved_name", "same_name",
 ]
