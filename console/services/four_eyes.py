@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from console.services import identity
-from console.services.confusables import I_OR_L, skeleton, skeletons_match
+from console.services.confusables import I_OR_L, SKELETON, skeleton, skeletons_match
 
 REQUESTER_KEYS = ("requested_by", "requester")
 
@@ -94,8 +94,15 @@ class NameForms:
 
 
 def name_forms(text: str) -> NameForms:
-    clean = _clean_ascii(text) if text.isascii() else _clean_unicode(text)
-    return NameForms(canonical_name(text), skeleton(clean))
+    if text.isascii():
+        return NameForms(canonical_name(text), skeleton(_clean_ascii(text)))
+    return NameForms(_canonical_unicode(text), _skeleton_unicode(text))
+
+
+def _skeleton_unicode(text: str) -> str:
+    """Look-alikes are mapped before NFKC too: NFKC turns some into letters that no longer look
+    alike (the lunate sigma `\u03f2`, a `c`, becomes `\u03c3`)."""
+    return skeleton(_clean_unicode(text.translate(SKELETON)))
 
 
 def same_name(a: str | None, b: str | None) -> bool:
