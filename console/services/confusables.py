@@ -1,15 +1,16 @@
 """Look-alike letters, mapped to the Latin letters they imitate: a compact UTS #39 skeleton.
 
 Four-eyes compares names by their skeleton as well as by NFKC and case fold (four_eyes.py,
-`name_keys`), so `\u0430lice` with a Cyrillic `\u0430` is alice. Python has no UTS #39 skeleton,
+`name_forms`), so `\u0430lice` with a Cyrillic `\u0430` is alice. Python has no UTS #39 skeleton,
 and the PyPI packages that come close answer other questions: `confusable_homoglyphs` (last release
 January 2024) says whether one string mixes scripts, not whether two names look alike;
 `confusables` (last release March 2021) builds regular expressions. So the table is here
-(docs/decisions.md, D21). It covers what can pass for a login or a person's
-name: the Cyrillic, Greek, Armenian and Latin letters that look like Latin ones, the digits and
-marks that look like letters (`0`/`o`, `1`/`l`/`|`, and a capital `I`, which may stand for `i` or `l`), the letter pairs UTS #39 maps (`m`/`rn`,
-`d`/`cl`, `w`/`vv`) and the dashes that look like `-`. Full-width and mathematical letters need no
-entry: NFKC has already made them ASCII.
+(docs/decisions.md, D21). It covers what can pass for a login or a person's name: the Cyrillic,
+Greek, Armenian and Latin letters that look like Latin ones, the digits and marks that look like
+letters (`0`/`o`, `1`/`l`/`|`, and a capital `I`, which may stand for `i` or `l`), the letter
+pairs UTS #39 maps (`m`/`rn`, `d`/`cl`, `w`/`vv`) and the dashes that look like `-`. Full-width
+and mathematical letters need no entry: NFKC makes them ASCII. The table is applied before NFKC
+as well as after it, because NFKC turns a few look-alikes into letters that no longer look alike.
 
 Every target is lowercase ASCII that maps to nothing further, so the skeleton is idempotent
 (tests/adversarial/test_identity.py checks that and the known pairs). A wrong extra entry can only
