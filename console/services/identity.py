@@ -12,9 +12,7 @@ Tests may replace `current` (monkeypatch) to act as another account; nothing els
 
 from __future__ import annotations
 
-import hashlib
 import os
-import socket
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -41,7 +39,8 @@ def _probe() -> OsIdentity:
         login: str | None = pwd.getpwuid(uid).pw_name or None
     except KeyError:
         login = None
-    return OsIdentity(login, uid, socket.gethostname() or "host")
+    # uname's nodename is what socket.gethostname() returns, without importing socket at start.
+    return OsIdentity(login, uid, os.uname().nodename or "host")
 
 
 def current() -> OsIdentity:
@@ -62,6 +61,8 @@ def event_metadata(declared: str | None) -> dict[str, Any]:
 def claim_owner_tag(declared: str) -> str:
     """What ends every claim id this account creates as `declared` on this host. Ownership is this
     exact value at the exact end of the id, never a prefix or a name parsed from the id."""
+    import hashlib  # only claims need it
+
     me = current()
     seed = f"archon-console claim\0{me.uid}\0{me.host}\0{declared}".encode("utf-8", "surrogatepass")
     return hashlib.sha256(seed).hexdigest()[:CLAIM_TAG_LENGTH]

@@ -19,7 +19,6 @@ import json
 import os
 import pwd
 import shutil
-import socket
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -104,7 +103,7 @@ def test_declaring_another_name_does_not_hide_your_own_request(db, capsys, monke
 
 def test_every_event_records_the_os_account_beside_the_declared_name(db, capsys, monkeypatch):
     monkeypatch.delenv("ARCHON_CONSOLE_ACTOR", raising=False)
-    me = {"os_login": os_login(), "os_uid": os.geteuid(), "os_host": socket.gethostname(), "declared_as": "bob"}
+    me = {"os_login": os_login(), "os_uid": os.geteuid(), "os_host": os.uname().nodename, "declared_as": "bob"}
     assert cli(capsys, "approvals", "approve", "other", "--as", "bob", "--db", str(db))[0] == 0
     assert cli(capsys, "approvals", "revoke", "done", "--as", "bob", "--reason", "r", "--db", str(db))[0] == 0
     for rid in ("other", "done"):
