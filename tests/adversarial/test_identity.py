@@ -187,6 +187,23 @@ async def test_the_console_refuses_the_login_s_own_request_and_archon_s_names(de
         assert query(path, "SELECT status FROM approval_requests WHERE id='apr-00000192'")[0][0] == "pending"
 
 
+async def test_the_environments_screen_greys_every_claim_key_for_archon_s_names(demo_copy, make_app):
+    from console.screens.environments import EnvironmentsScreen
+    from tests.tui.test_flows import db as query, ready, select, settle
+
+    path = demo_copy()
+    app = make_app(path, actor="\u0455ystem", start="envs")  # Cyrillic s
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, EnvironmentsScreen)
+        await select(pilot, app, "env-0011")  # ready and unclaimed
+        for action in ("claim_stop", "claim_retire", "claim_reset", "claim_cleanup", "complete", "release", "takeover"):
+            assert "reserved" in app.screen.unavailable()[action], action
+        await pilot.press("s")
+        await settle(pilot, app)
+        assert isinstance(app.screen, EnvironmentsScreen)  # no dialog for a write the service refuses
+    assert query(path, "SELECT operation_claim_id FROM execution_environments WHERE id = 'env-0011'") == [(None,)]
+
+
 # --- the rule over generated names ---------------------------------------------------------------
 
 # Look-alikes from Unicode's confusables.txt (UTS #39), written out here independently of
