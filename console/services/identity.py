@@ -58,6 +58,25 @@ def event_metadata(declared: str | None) -> dict[str, Any]:
     return keys
 
 
+def account_of(metadata_json: Any) -> str | None:
+    """`login@host` (`uid N@host` without a login) as `event_metadata` recorded it, to show beside
+    an event's declared actor; None for events without it (archon's own, older consoles', or
+    unreadable metadata, which is database text: bounded and never trusted to parse)."""
+    import json
+
+    if not isinstance(metadata_json, str) or len(metadata_json) > 16384:
+        return None
+    try:
+        meta = json.loads(metadata_json)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(meta, dict) or "os_uid" not in meta:
+        return None
+    login, host = meta.get("os_login"), meta.get("os_host")
+    who = login if isinstance(login, str) and login else f"uid {meta.get('os_uid')}"
+    return f"{who}@{host}" if isinstance(host, str) and host else who
+
+
 def claim_owner_tag(declared: str) -> str:
     """What ends every claim id this account creates as `declared` on this host. Ownership is this
     exact value at the exact end of the id, never a prefix or a name parsed from the id."""
@@ -68,4 +87,4 @@ def claim_owner_tag(declared: str) -> str:
     return hashlib.sha256(seed).hexdigest()[:CLAIM_TAG_LENGTH]
 
 
-__all__ = ["CLAIM_TAG_LENGTH", "OsIdentity", "claim_owner_tag", "current", "event_metadata"]
+__all__ = ["CLAIM_TAG_LENGTH", "OsIdentity", "account_of", "claim_owner_tag", "current", "event_metadata"]

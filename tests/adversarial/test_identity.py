@@ -351,3 +351,21 @@ def test_another_account_declaring_the_same_name_does_not_hold_the_claim(db, mon
         with pytest.raises(Refusal, match="only its holder"):
             envs.release(handle, "env-free", "alice", now=datetime.now(timezone.utc))
     assert dump(db) == before
+
+
+def test_show_names_the_os_account_beside_the_declared_actor(db, capsys, monkeypatch):
+    monkeypatch.delenv("ARCHON_CONSOLE_ACTOR", raising=False)
+    account = f"{os_login()}@{os.uname().nodename}"
+    assert cli(capsys, "approvals", "approve", "other", "--as", "bob", "--db", str(db))[0] == 0
+    code, text = cli(capsys, "approvals", "show", "other", "--as", "bob", "--db", str(db))
+    assert code == 0 and f"bob (human; OS {account})" in text.replace("\n", " "), text
+    assert cli(capsys, "envs", "claim", "env-free", "--op", "stop", "--as", "bob", "--db", str(db))[0] == 0
+    code, text = cli(capsys, "envs", "show", "env-free", "--as", "bob", "--db", str(db))
+    assert code == 0 and f"bob (OS {account})" in text, text
+
+
+@pytest.mark.parametrize("metadata", [None, "", "{", "[" * 5000, '{"os_login": "x"}', '"text"', "{}"])
+def test_unreadable_or_foreign_metadata_shows_no_account(metadata):
+    from console.services.identity import account_of
+
+    assert account_of(metadata) is None
