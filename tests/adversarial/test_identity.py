@@ -369,3 +369,14 @@ def test_unreadable_or_foreign_metadata_shows_no_account(metadata):
     from console.services.identity import account_of
 
     assert account_of(metadata) is None
+
+
+def test_the_console_s_timelines_name_the_os_account(db, capsys, monkeypatch):
+    from console.screens.approval_detail import detail_events
+
+    monkeypatch.delenv("ARCHON_CONSOLE_ACTOR", raising=False)
+    assert cli(capsys, "approvals", "approve", "other", "--as", "bob", "--db", str(db))[0] == 0
+    with open_database(db) as handle:
+        request = approvals.show_request(handle, "other", actor="bob", now=NOW)
+    last = detail_events(request)[-1]
+    assert f"OS {os_login()}@{os.uname().nodename}" in str(last), last
