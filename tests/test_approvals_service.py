@@ -9,7 +9,7 @@ import pytest
 
 from console.db.connect import open_database
 from console.errors import Refusal
-from console.services import approvals
+from console.services import approvals, identity
 from console.services.approvals import DecisionRefused, Filters
 from tests.test_approvals_helpers import (
     NOW,
@@ -180,7 +180,8 @@ def test_approving_an_overdue_request_commits_the_expiry_then_refuses(db):
     last = events(db, "apr-7")[-1]
     assert (last["from_status"], last["to_status"], last["actor_classification"], last["actor_reference"]) == (
         "pending", "expired", "system", "archon-console")
-    assert json.loads(last["metadata_json"]) == {"during": "approve", "noticed_by": "dave"}
+    assert json.loads(last["metadata_json"]) == {"during": "approve", "noticed_by": "dave",
+                                                 **identity.event_metadata("dave")}  # who acted (issue 17)
     conn = connect(db)
     assert conn.execute("SELECT decision_at FROM approval_requests WHERE id = 'apr-7'").fetchone()[0] is None
 

@@ -363,9 +363,11 @@ def test_long_actor_names_still_recognise_their_cut_claim_id(db):
 
 
 def test_actor_with_at_sign_is_not_confused_with_a_prefix():
-    claim_id = "console:bob@x@host:0123456789ab"
+    claim_id = claim_id_for("bob@x")
     assert envs.claim_holder(claim_id) == "bob@x"
     assert envs.held_by(claim_id, "bob@x") and not envs.held_by(claim_id, "bob")
+    # A hand-written id naming bob@x is nobody's: only the id this account created owns (issue 17).
+    assert not envs.held_by("console:bob@x@host:0123456789ab", "bob@x")
 
 
 def test_pre_1_10_database_says_upgrade_required(schema_db):

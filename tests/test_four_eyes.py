@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from console.cli import main
 from console.db.connect import open_database
 from console.errors import Refusal
-from console.services import approvals, four_eyes
+from console.services import approvals, four_eyes, identity
 from tests.conftest import make_schema
 from tests.test_approvals_helpers import NOW, add_project, add_request, connect, dump, events, status_of
 
@@ -115,7 +115,7 @@ def test_a_certain_other_requester_needs_no_confirmation(db):
         request = approvals.show_request(h, "ok", actor="alice", now=NOW)
         assert request.confirm == {} and request.options["approve"] is None
         assert approvals.approve(h, "ok", actor="alice", now=NOW).ok
-    assert events(db, "ok")[-1]["metadata_json"] is None
+    assert json.loads(events(db, "ok")[-1]["metadata_json"]) == identity.event_metadata("alice")  # who acted only
 
 
 def test_deny_keeps_todays_rule(db):

@@ -8,7 +8,7 @@ import pytest
 
 from console.db import execution_profiles as ep
 from console.errors import Refusal
-from console.services import profiles
+from console.services import identity, profiles
 from tests.test_environments_support import T0, add_project, dump, handle, raw
 
 DOCKER = {"provider_preference": "docker_sandbox", "eligible_workloads": ["build", "chat_build", "check"],
@@ -111,7 +111,8 @@ def test_activate_rolls_back_with_projection_and_audit_event(db):
     assert event["profile_revision_id"] == "p1:execution-profile:r2"
     assert event["previous_profile_revision_id"] == "p1:execution-profile:1"
     assert event["created_at"] == "2026-11-01 09:30:00"
-    assert json.loads(event["metadata_json"]) == {"actor": "alice", "reason": "back to docker", "source": "archon-console"}
+    assert json.loads(event["metadata_json"]) == {"actor": "alice", "reason": "back to docker", "source": "archon-console",
+                                                  **identity.event_metadata("alice")}  # who acted (issue 17)
     # and back again to revision 1
     with handle(db) as h:
         profiles.activate(h, "p1:execution-profile:1", "bob", reason="undo", now=T0)

@@ -98,6 +98,14 @@ def _add_revoke(commands: argparse._SubParsersAction, parents: list[argparse.Arg
     p.set_defaults(handler=run_decide, decision="revoke")
 
 
+def _actor_cell(reference, classification, metadata_json) -> str:
+    """The declared actor, and the OS account the console recorded beside it (docs/decisions.md, D21)."""
+    from console.services.identity import account_of
+
+    account = account_of(metadata_json)
+    return f"{reference or '-'} ({classification}" + (f"; OS {account})" if account else ")")
+
+
 def _add_expire(commands: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
     p = commands.add_parser(
         "expire", parents=parents, help="mark every pending or approved request past its expiry as expired",
@@ -252,7 +260,7 @@ def run_show(ctx) -> int:
     say("\nauthority:\n" + _pretty(request.authority, request.authority_json))
     events = [
         [e.sequence, when(e.created_at), e.event_type, f"{e.from_status or '-'} -> {e.to_status}",
-         f"{e.actor_reference or '-'} ({e.actor_classification})", e.reason or ""]
+         _actor_cell(e.actor_reference, e.actor_classification, e.columns.get("metadata_json")), e.reason or ""]
         for e in request.events
     ]
     say("\nhistory:")

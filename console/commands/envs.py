@@ -83,6 +83,15 @@ def _with_view(handle, args):
             args.claimed or view.get("claimed") == "yes")
 
 
+def _actor_cell(event) -> str:
+    """The declared actor, and the OS account the console recorded beside it (docs/decisions.md, D21)."""
+    from console.services.identity import account_of
+
+    who = event.actor_reference or event.actor_classification or "-"
+    account = account_of(event.columns.get("metadata_json"))
+    return f"{who} (OS {account})" if account else who
+
+
 def cmd_list(ctx) -> int:
     args = ctx.args
     now = ctx.clock()
@@ -171,7 +180,7 @@ def cmd_show(ctx) -> int:
         print(table([
             (e.sequence, e.created_at, e.event_type,
              f"{e.from_state or '-'} -> {e.to_state or '-'}",
-             e.actor_reference or e.actor_classification or "-", e.reason or "")
+             _actor_cell(e), e.reason or "")
             for e in env.events
         ], ["#", "AT", "EVENT", "STATE", "ACTOR", "REASON"], max_width=60))
     else:

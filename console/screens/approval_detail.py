@@ -13,6 +13,7 @@ from rich.text import Text
 from console.clock import parse_time
 from console.models.approvals import ApprovalDetail, ApprovalRequest
 from console.services import approval_queue as queue
+from console.services.identity import account_of
 from widgets.humane import exact, relative
 from widgets.safe_text import clean, safe_text
 from widgets.timeline import TimelineEvent
@@ -79,10 +80,16 @@ def detail_events(r: ApprovalDetail) -> list[TimelineEvent]:
         TimelineEvent(parse_time(e.created_at),
                       f"{e.event_type}: {e.from_status or '∅'} → {e.to_status}",
                       " · ".join(x for x in (f"by {e.actor_reference or e.actor_classification}",
-                                             e.reason or "") if x))
+                                             _account(e.columns.get("metadata_json")), e.reason or "") if x))
         for e in r.events
     ]
     return events
+
+
+def _account(metadata_json) -> str:
+    """The OS account the console recorded beside the declared actor (docs/decisions.md, D21)."""
+    account = account_of(metadata_json)
+    return f"OS {account}" if account else ""
 
 
 def what_happens(verb: str, r: ApprovalDetail, now: datetime) -> Text:

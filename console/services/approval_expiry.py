@@ -12,7 +12,6 @@ from console.errors import Refusal
 from console.services.approval_queue import OPEN_STATUSES
 from console.services.approval_transitions import (
     SYSTEM_ACTOR,
-    json_metadata,
     load_for_decision,
     overdue,
     transition,
@@ -68,7 +67,7 @@ def expire_overdue(
             pass
     now = now or write_clock()
     db_key = str(handle.path)
-    metadata = json_metadata(initiated_by=actor) if actor else None
+    metadata = {"initiated_by": actor} if actor else None
     candidates = overdue_ids(handle, now)
     results: list[ActionResult] = []
     for start in range(0, len(candidates), batch_size):
@@ -91,7 +90,7 @@ def expire_overdue(
                     transition(
                         conn, db_key, locked, "expired",
                         actor_classification="system", actor_reference=SYSTEM_ACTOR, reason=None,
-                        now=now, metadata_json=metadata,
+                        now=now, declared_as=actor, metadata=metadata,
                     )
                     done.append(ActionResult(
                         True, request_id, "expired",

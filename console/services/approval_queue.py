@@ -32,7 +32,7 @@ from console.db.queries import (
 from console.errors import Refusal, UsageError
 from console.models.approvals import ApprovalDetail, ApprovalEvent, ApprovalRequest, DecisionOptions
 from console.services import four_eyes
-from console.services.base import require_feature
+from console.services.base import require_feature, validate_actor
 from console.services.resolve import resolve_project  # noqa: F401 - also re-exported
 from console.text import json_or_none, one_line, unparseable_note
 
@@ -273,6 +273,11 @@ def same_person(a: str | None, b: str | None) -> bool:
     return bool(a and b) and a.strip().casefold() == b.strip().casefold()
 
 
+def requested_by_actor(requester: str | None, actor: str) -> bool:
+    """Deny's plain rule (docs/decisions.md, D1), for the declared name and the OS login alike."""
+    return any(same_person(requester, name) for name in four_eyes.approver_names(actor))
+
+
 def action_summary(kind: Any, action: Any, raw: Any = None) -> str:
     """One line naming what would run: remote/branch/commit for a push, the command for a check."""
     if isinstance(action, dict):
@@ -321,6 +326,10 @@ def decision_options(request: Mapping[str, Any], actor: str, now: datetime, *, p
     determined with certainty is possible only with a confirmation (`options.confirm["approve"]`);
     deny keeps the plain rule (a requester named exactly may not deny either).
     """
+    try:
+        validate_actor(actor)  # archon's own names, an oversized name: no decision at all
+    except (Refusal, UsageError) as exc:
+        return DecisionOptions(dict.fromkeys(("approve", "deny", "revoke"), exc.reason), {})
     status = request.get("status")
     expires = parse_time(request.get("expires_at"))
     overdue = expires is not None and expires <= now
@@ -337,7 +346,7 @@ def decision_options(request: Mapping[str, Any], actor: str, now: datetime, *, p
             why = "overdue (past its expiry); it can only expire"
         elif action == "approve" and verdict.self_approval:
             why = verdict.self_approval
-        elif action == "deny" and same_person(requester, actor):
+        elif action == "deny" and requested_by_actor(requester, actor):
             why = "you requested it (four-eyes rule)"
         reasons[action] = why
     confirm: dict[str, str] = {}
@@ -403,6 +412,7 @@ __all__ = [
     "requester_of",
     "resolve_project",
     "retreat_cursor",
+    "requested_by_actor",
     "same_person",
     "show_request",
 ]

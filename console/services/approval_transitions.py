@@ -18,6 +18,7 @@ from console.db.connect import ArchonDatabase
 from console.db.tx import BUSY_HINT
 from console.errors import Refusal
 from console.services.approval_queue import load_request
+from console.services import identity
 from console.services.base import new_event_id
 from console.text import one_line
 
@@ -125,9 +126,14 @@ def transition(
     actor_reference: str,
     reason: str | None,
     now: datetime,
-    metadata_json: str | None = None,
+    declared_as: str | None,
+    metadata: dict[str, Any] | None = None,
 ) -> None:
-    """The UPDATE and its event, inside the caller's transaction (which read `locked`)."""
+    """The UPDATE and its event, inside the caller's transaction (which read `locked`).
+
+    The event's `metadata_json` always records who acted (console/services/identity.py: the OS
+    account, and `declared_as`, the name given with `--as`, for a person's action) beside the
+    caller's own keys."""
     request = locked.row
     from_status = request["status"]
     stamp = db_time(now)
@@ -159,7 +165,7 @@ def transition(
             actor_classification,
             actor_reference,
             reason,
-            metadata_json,
+            json_metadata(**{**(metadata or {}), **identity.event_metadata(declared_as)}),
             stamp,
         ),
     )

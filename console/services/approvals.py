@@ -40,6 +40,7 @@ from console.services.approval_queue import (  # noqa: F401  (re-exported API)
     load_request,
     parse_json_field,
     parse_statuses,
+    requested_by_actor,
     requester_of,
     same_person,
     show_request,
@@ -155,8 +156,11 @@ def decide(
             if decision == "approve":
                 verdict = four_eyes.check_approver(request.get("authority_json"), actor)
                 if verdict.self_approval:
+                    login = four_eyes.approver_names(actor)[-1]
                     said = (f"was requested by {one_line(verdict.requester)}; the requester may not approve it "
-                            "(four-eyes rule)" if verdict.requester is not None
+                            + (f"(four-eyes rule, which compares your OS login {one_line(login)!r} too, whatever "
+                               "name you act as)" if verdict.by_login else "(four-eyes rule)")
+                            if verdict.requester is not None
                             else f"cannot be approved by you: {verdict.self_approval}")
                     raise DecisionRefused(
                         request["id"], status, f"{rid} {said}. Nothing was written.", "Ask another approver.",
@@ -164,7 +168,7 @@ def decide(
                 unknown_requester = verdict.unknown
             elif decision == "deny":  # deny keeps the plain rule: an exactly named requester may not deny
                 requester = requester_of(parse_json_field(request.get("authority_json")))
-                if same_person(requester, actor):
+                if requested_by_actor(requester, actor):
                     raise DecisionRefused(
                         request["id"], status,
                         f"{rid} was requested by {one_line(requester)}; the requester may not decide it "
@@ -175,7 +179,7 @@ def decide(
                 transition(
                     conn, db_key, locked, "expired",
                     actor_classification="system", actor_reference=SYSTEM_ACTOR, reason=None, now=now,
-                    metadata_json=json_metadata(noticed_by=actor, during=decision),
+                    declared_as=actor, metadata={"noticed_by": actor, "during": decision},
                 )
                 return None, DecisionRefused(
                     request["id"], "expired",
@@ -195,8 +199,8 @@ def decide(
             transition(
                 conn, db_key, locked, to_status,
                 actor_classification="human", actor_reference=actor, reason=reason, now=now,
-                metadata_json=json_metadata(requester_unknown_confirmed=unknown_requester)
-                if unknown_requester else None,
+                declared_as=actor,
+                metadata={"requester_unknown_confirmed": unknown_requester} if unknown_requester else None,
             )
             done = {
                 "approve": f"{rid} approved." + (

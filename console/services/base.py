@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from console.db.connect import ArchonDatabase
-from console.errors import MissingArgument, Refusal
+from console.errors import MissingArgument, Refusal, UsageError
 
 ACTOR_MAX_BYTES = 200
 REASON_MAX_BYTES = 2000
@@ -42,12 +42,20 @@ class ActionResult:
 
 
 def validate_actor(actor: str) -> str:
+    """Every human action passes here (CLI and TUI alike): a name archon could store, and never one
+    of archon's own actors (four_eyes.py, `reserved_name`), so a person cannot record a decision
+    under archon's or the console's name."""
     size = len(actor.encode("utf-8"))
     if not 1 <= size <= ACTOR_MAX_BYTES:
         raise Refusal(
             f"The actor name must be 1 to {ACTOR_MAX_BYTES} bytes (it is {size}).",
             "Pass a shorter --as NAME.",
         )
+    from console.services.four_eyes import reserved_name
+
+    if reserved_name(actor):
+        raise UsageError(f"The actor name {actor!r} is reserved for archon's own actors; act under your own name "
+                         "with --as NAME.")
     return actor
 
 
@@ -77,15 +85,26 @@ def require_feature(handle: ArchonDatabase, feature: str, *, what: str) -> None:
         )
 
 
-def claim_id_for(actor: str) -> str:
-    """`console:<actor>@<host>:<random>`, cut to archon's 128-character limit."""
-    import socket  # socket and uuid are imported by the writes that need them, not at every start
-    import uuid
+CLAIM_RANDOM_LENGTH = 12  # hex digits of randomness ending a console claim id
 
-    host = socket.gethostname() or "host"
-    suffix = uuid.uuid4().hex[:12]
-    head = f"console:{actor}@{host}"
-    return f"{head[: 128 - len(suffix) - 1]}:{suffix}"
+
+def claim_id_stem(actor: str) -> str:
+    """What every claim id `actor` creates from this account on this host starts with, up to its
+    random part: the readable head `console:<actor>@<host>` (cut to fit archon's 128 characters)
+    and the owner tag (console/services/identity.py), `...:<tag>-`."""
+    from console.services import identity
+
+    tag = identity.claim_owner_tag(actor)
+    head = f"console:{actor}@{identity.current().host}"
+    return f"{head[: 128 - len(tag) - CLAIM_RANDOM_LENGTH - 2]}:{tag}-"
+
+
+def claim_id_for(actor: str) -> str:
+    """`console:<actor>@<host>:<owner tag>-<random>`, at most 128 characters (docs/decisions.md, D14
+    and D21): readers see who holds it; only its creator's account and name reproduce the tag."""
+    import uuid  # imported by the writes that need it, not at every start
+
+    return claim_id_stem(actor) + uuid.uuid4().hex[:CLAIM_RANDOM_LENGTH]
 
 
 def new_event_id() -> str:

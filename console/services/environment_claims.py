@@ -21,6 +21,7 @@ from console.db.connect import ArchonDatabase
 from console.db.tx import write_transaction
 from console.errors import Refusal, UsageError
 from console.models.environments import ClaimResult, Handoff
+from console.services import identity
 from console.services.base import (
     claim_id_for,
     new_event_id,
@@ -104,7 +105,8 @@ def _append_event(
         "actor_classification": "human",
         "actor_reference": actor,
         "reason": reason,
-        "metadata_json": json.dumps({**metadata, "source": "archon-console"}, sort_keys=True),
+        "metadata_json": json.dumps({**metadata, **identity.event_metadata(actor), "source": "archon-console"},
+                                    sort_keys=True),
         "created_at": db_time(now),
     }
     names = [n for n in _EVENT_COLUMNS if n in columns]

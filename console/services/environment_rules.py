@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import os
-import socket
 from datetime import timedelta
 
 import humanize
@@ -19,7 +18,7 @@ import humanize
 from console.clock import parse_time
 from console.errors import Refusal, UsageError
 from console.models.environments import ClaimOptions, EnvironmentView
-from console.services.base import validate_actor
+from console.services.base import CLAIM_RANDOM_LENGTH, claim_id_stem, validate_actor
 
 STATES = (
     "queued", "preparing", "ready", "running", "stopped",
@@ -121,19 +120,16 @@ def claim_holder(claim_id: str | None) -> str | None:
 
 
 def held_by(claim_id: str | None, actor: str) -> bool:
-    """True when a console claim id names `actor`.
-
-    `claim_id_for` cuts `console:<actor>@<host>` to fit 128 characters; for such a cut id (exactly
-    128 long) the surviving head must be a prefix of what this actor's id would be on this host.
+    """True when `claim_id` is one this account created as `actor` on this host: exactly
+    `claim_id_stem(actor)` followed by its random part (docs/decisions.md, D21). The name inside an
+    id is for reading; a declared name alone, or an id that a stem merely starts like, owns nothing.
     """
-    if not claim_id or not claim_id.startswith(CLAIM_PREFIX):
+    if not claim_id:
         return False
-    if claim_holder(claim_id) == actor:
-        return True
-    if len(claim_id) < 128:
-        return False
-    head = claim_id.rsplit(":", 1)[0]
-    return f"{CLAIM_PREFIX}{actor}@{socket.gethostname() or 'host'}".startswith(head)
+    stem = claim_id_stem(actor)
+    rest = claim_id[len(stem):]
+    return (claim_id.startswith(stem) and len(rest) == CLAIM_RANDOM_LENGTH
+            and all(ch in "0123456789abcdef" for ch in rest))
 
 
 # --- what the writes would do -------------------------------------------------------------
@@ -151,7 +147,7 @@ def claim_options(env: EnvironmentView, actor: str) -> ClaimOptions:
     reasons: dict[str, str | None] = dict.fromkeys(CLAIM_ACTIONS)
     try:
         validate_actor(actor)
-    except Refusal as exc:
+    except (Refusal, UsageError) as exc:
         return ClaimOptions({action: exc.reason for action in CLAIM_ACTIONS})
     if env.project_deleting:
         return ClaimOptions({action: PROJECT_DELETING for action in CLAIM_ACTIONS})

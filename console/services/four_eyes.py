@@ -4,11 +4,15 @@ Archon stores the requester inside `authority_json`, whose contents the console 
 (docs/decisions.md, Q11: a string under `requested_by` or `requester`). A self-approval must be refused
 however that text is dressed up, so the rule fails closed:
 
+- The approver is two names: the one declared (`--as`) and the login of the OS account the console
+  runs as (console/services/identity.py). Either one naming the requester refuses.
 - Names are compared after Unicode NFKC, with invisible characters (format characters such as
   zero-width spaces, soft hyphens and bidi controls; control characters; fillers and variation
   selectors) removed, runs of whitespace collapsed, and case folded. Archon stores names as it
   was given them; "Alice" and "alice" are one person to an operator, so the comparison ignores
-  case (folding can only refuse more, never less).
+  case (folding can only refuse more, never less). They are also compared by their confusable
+  skeleton (console/services/confusables.py), so a Cyrillic `\u0430` in `\u0430lice` is still
+  alice: two names are one person when either form agrees (`NameForms`).
 - When the requester cannot be determined with certainty (no authority, not JSON, not an object,
   no requester field, a requester that is not a string or is empty, two requester fields or
   duplicated keys naming different people, a field name dressed with invisible characters),
@@ -25,6 +29,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from console.services import identity
+from console.services.confusables import I_OR_L, SKELETON, skeleton, skeletons_match
 from console.text import UnreadableJson, read_json
 
 REQUESTER_KEYS = ("requested_by", "requester")
@@ -55,39 +61,90 @@ _ASCII_INVISIBLE = dict.fromkeys([*range(0x20), 0x7F])
 def canonical_name(text: str) -> str:
     """The form two names are compared in: NFKC, invisibles removed, whitespace collapsed, casefolded."""
     if text.isascii():
-        if not text.isprintable():  # printable ASCII holds no control character to remove
-            text = text.translate(_ASCII_INVISIBLE)
-        return " ".join(text.split()).lower()
+        return _clean_ascii(text).lower()
     return _canonical_unicode(text)
+
+
+def _clean_ascii(text: str) -> str:
+    if not text.isprintable():  # printable ASCII holds no control character to remove
+        text = text.translate(_ASCII_INVISIBLE)
+    return " ".join(text.split())
+
+
+def _clean_unicode(text: str) -> str:
+    """NFKC, invisibles removed, whitespace collapsed; case kept (`I` may stand for `l`)."""
+    text = unicodedata.normalize("NFKC", text)
+    text = "".join(ch for ch in text if not _invisible(ch))
+    return " ".join(text.split())
 
 
 def _canonical_unicode(text: str) -> str:
     """`canonical_name` for any text (the ASCII shortcut gives the same answer faster)."""
-    text = unicodedata.normalize("NFKC", text)
-    text = "".join(ch for ch in text if not _invisible(ch))
-    text = " ".join(text.split())
-    return unicodedata.normalize("NFKC", text.casefold())
+    return unicodedata.normalize("NFKC", _clean_unicode(text).casefold())
+
+
+@dataclass(frozen=True)
+class NameForms:
+    """The two forms a name is compared in: `canonical_name`, and its confusable skeleton
+    (console/services/confusables.py) taken from the cleaned text before case is folded."""
+
+    canonical: str
+    skeleton: str
+
+    def same(self, other: NameForms) -> bool:
+        return (bool(self.canonical) and self.canonical == other.canonical) or skeletons_match(
+            self.skeleton, other.skeleton)
+
+
+def name_forms(text: str) -> NameForms:
+    if text.isascii():
+        return NameForms(canonical_name(text), skeleton(_clean_ascii(text)))
+    return NameForms(_canonical_unicode(text), _skeleton_unicode(text))
+
+
+def _skeleton_unicode(text: str) -> str:
+    """Look-alikes are mapped before NFKC too: NFKC turns some into letters that no longer look
+    alike (the lunate sigma `\u03f2`, a `c`, becomes `\u03c3`)."""
+    return skeleton(_clean_unicode(text.translate(SKELETON)))
 
 
 def same_name(a: str | None, b: str | None) -> bool:
     if not isinstance(a, str) or not isinstance(b, str):
         return False
-    a, b = canonical_name(a), canonical_name(b)
-    return bool(a) and a == b
+    return name_forms(a).same(name_forms(b))
+
+
+RESERVED_NAMES = ("archon", "system", "console")
+_RESERVED = tuple(name_forms(name) for name in RESERVED_NAMES)
+
+
+def reserved_name(name: str) -> bool:
+    """True for names that belong to archon's own actors (`archon`, `system`, `console`, and
+    `archon-*`, `archon_*`, `archon <anything>`) in any spelling four-eyes would call the same."""
+    forms = name_forms(name)
+    if any(forms.same(reserved) for reserved in _RESERVED):
+        return True
+    # "archon" holds no i or l, so a skeleton that starts with it starts with exactly these letters.
+    return any(len(key) > 6 and key.startswith("archon") and not (key[6].isalnum() or key[6] == I_OR_L)
+               for key in (forms.canonical, forms.skeleton))
 
 
 @dataclass(frozen=True)
 class Requester:
     """`name` as stored when it is certain; otherwise `problem` says why it is not, and
-    `mentions` holds every name-like string the authority contains (canonical forms)."""
+    `mentions` holds every name-like string the authority contains (their `NameForms`)."""
 
     name: str | None
     problem: str | None = None
-    mentions: frozenset[str] = field(default_factory=frozenset)
+    mentions: frozenset[NameForms] = field(default_factory=frozenset)
 
     @property
     def certain(self) -> bool:
         return self.problem is None
+
+    def mentions_name(self, name: str) -> bool:
+        forms = name_forms(name)
+        return any(forms.same(mention) for mention in self.mentions)
 
 
 def _strings(value: Any) -> list[str]:
@@ -115,7 +172,11 @@ def _unescape(text: str) -> str:
     return _ESCAPE.sub(one, text)
 
 
-def _mentions_of_text(text: str) -> frozenset[str]:
+def _forms_of(strings: Any) -> frozenset[NameForms]:
+    return frozenset(f for f in (name_forms(s) for s in strings) if f.canonical or f.skeleton)
+
+
+def _mentions_of_text(text: str) -> frozenset[NameForms]:
     """Every string literal (decoded) and every bare token in text that is not valid JSON."""
     found: set[str] = set()
     for literal in _STRING_LITERAL.findall(text):
@@ -124,10 +185,10 @@ def _mentions_of_text(text: str) -> frozenset[str]:
         except UnreadableJson:
             decoded = _unescape(literal[1:-1] if len(literal) > 1 and literal.endswith('"') else literal[1:])
         if isinstance(decoded, str):
-            found.add(canonical_name(decoded))
-    canonical = canonical_name(_unescape(text))
-    found.update(token for token in _TOKEN_SPLIT.split(canonical) if token)
-    return frozenset(n for n in found if n)
+            found.add(decoded)
+    clean = _clean_unicode(_unescape(text))  # tokens keep their case: a capital I may stand for l
+    found.update(token for token in _TOKEN_SPLIT.split(clean) if token)
+    return _forms_of(found)
 
 
 class _PairsDecoder(threading.local):
@@ -171,7 +232,7 @@ def identify(authority_json: Any) -> Requester:
         except UnicodeDecodeError:
             return Requester(None, "its authority_json is not UTF-8 text")
     if not isinstance(authority_json, str):
-        return Requester(None, "its authority_json is not text", frozenset({canonical_name(str(authority_json))}))
+        return Requester(None, "its authority_json is not text", _forms_of([str(authority_json)]))
     pairs_seen: list[list[tuple[str, Any]]] = []
     _decoding.pairs = pairs_seen
     try:
@@ -180,10 +241,10 @@ def identify(authority_json: Any) -> Requester:
         why = str(exc) if exc.over_limit else "not valid JSON"
         return Requester(None, f"its authority_json is {why}", _mentions_of_text(authority_json))
 
-    def mentions() -> frozenset[str]:
+    def mentions() -> frozenset[NameForms]:
         """Only an uncertain answer carries them (decisions are the hot path; most are certain)."""
         every = _strings(value) + [s for pairs in pairs_seen for pair in pairs for s in _strings(list(pair))]
-        return frozenset(n for n in (canonical_name(s) for s in every) if n)  # repeated keys included
+        return _forms_of(every)  # repeated keys included
 
     if not isinstance(value, dict):
         return Requester(None, f"its authority_json is {_kind(value)}, not an object", mentions())
@@ -209,25 +270,45 @@ def identify(authority_json: Any) -> Requester:
 
 @dataclass(frozen=True)
 class Verdict:
-    """`self_approval`: refuse outright. `unknown`: the problem an explicit confirmation must accept."""
+    """`self_approval`: refuse outright. `unknown`: the problem an explicit confirmation must accept.
+    `by_login`: the OS login, not the declared name, is what named the requester."""
 
     self_approval: str | None = None
     unknown: str | None = None
     requester: str | None = None  # as stored, when certain
+    by_login: bool = False
+
+
+def approver_names(actor: str) -> list[str]:
+    """The declared name, then the OS login when it is another name (identity.py)."""
+    login = identity.current().login
+    return [actor] if login is None or login == actor else [actor, login]
 
 
 def check_approver(authority_json: Any, actor: str) -> Verdict:
     requester = identify(authority_json)
+    names = approver_names(actor)
     if requester.certain:
-        if same_name(requester.name, actor):
-            return Verdict(self_approval="you requested it (four-eyes rule)", requester=requester.name)
+        for index, name in enumerate(names):
+            if same_name(requester.name, name):
+                return Verdict(self_approval=_self(index, name, "you requested it"), requester=requester.name,
+                               by_login=index > 0)
         return Verdict(requester=requester.name)
-    if canonical_name(actor) in requester.mentions:
-        return Verdict(self_approval=(
-            f"its requester cannot be determined with certainty ({requester.problem}) and its authority "
-            "names you (four-eyes rule)"
-        ))
+    for index, name in enumerate(names):
+        if requester.mentions_name(name):
+            return Verdict(self_approval=_self(index, name, (
+                f"its requester cannot be determined with certainty ({requester.problem}) and its authority "
+                "names you")), by_login=index > 0)
     return Verdict(unknown=requester.problem)
 
 
-__all__ = ["REQUESTER_KEYS", "Requester", "Verdict", "canonical_name", "check_approver", "identify", "same_name"]
+def _self(index: int, name: str, said: str) -> str:
+    if index == 0:
+        return f"{said} (four-eyes rule)"
+    return f"{said}: it names your OS login {name!r}, whatever name you act as (four-eyes rule)"
+
+
+__all__ = [
+    "REQUESTER_KEYS", "RESERVED_NAMES", "Requester", "Verdict", "approver_names", "canonical_name", "check_approver",
+    "NameForms", "identify", "name_forms", "reserved_name", "same_name",
+]

@@ -30,6 +30,7 @@ from console.errors import Refusal
 from console.models.profiles import FingerprintCheck, ProfileRevision, RevisionDetail
 from console.models.projects import Project
 from console.services import profile_startup
+from console.services import identity
 from console.services.base import ActionResult, validate_actor, validate_reason
 from console.text import UnreadableJson, read_json
 
@@ -253,7 +254,7 @@ def activate(
         owned = previous and conn.execute(
             "SELECT 1 FROM execution_profile_revisions WHERE project_id = ? AND id = ?", (project_id, previous)
         ).fetchone()
-        metadata = {"actor": actor, "reason": reason, "source": "archon-console"}
+        metadata = {**identity.event_metadata(actor), "actor": actor, "reason": reason, "source": "archon-console"}
         if previous and not owned:  # a dangling pointer cannot satisfy the audit FK; keep it as text
             metadata["previous_active_revision_id"] = previous
         conn.execute(

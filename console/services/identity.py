@@ -1,0 +1,85 @@
+"""Who is acting: the operating-system account the console runs as, beside the name it was given.
+
+`--as NAME` (or `$ARCHON_CONSOLE_ACTOR`) is a declaration anyone can make, so it cannot carry
+four-eyes or claim ownership on its own (docs/decisions.md, D21). The account the process runs as
+(its effective uid, that uid's login, and the host) is what the kernel vouches for: every event the
+console writes records it beside the declared name (`event_metadata`), four-eyes compares the login
+as well as the declared name (four_eyes.py), and a claim id carries a tag only this account, host
+and declared name produce (`claim_owner_tag`).
+
+Tests may replace `current` (monkeypatch) to act as another account; nothing else can.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+CLAIM_TAG_LENGTH = 16  # hex digits of the owner tag at the end of a console claim id
+
+
+@dataclass(frozen=True)
+class OsIdentity:
+    """`login` is None when the uid has no passwd entry (some containers): then only the uid and
+    the declared name say who acted, and four-eyes compares the declared name alone."""
+
+    login: str | None
+    uid: int
+    host: str
+
+
+@lru_cache(maxsize=1)
+def _probe() -> OsIdentity:
+    import pwd
+
+    uid = os.geteuid()
+    try:
+        login: str | None = pwd.getpwuid(uid).pw_name or None
+    except KeyError:
+        login = None
+    # uname's nodename is what socket.gethostname() returns, without importing socket at start.
+    return OsIdentity(login, uid, os.uname().nodename or "host")
+
+
+def current() -> OsIdentity:
+    """The account this process acts as (read once; a process cannot change it under the console)."""
+    return _probe()
+
+
+def event_metadata(declared: str | None) -> dict[str, Any]:
+    """The keys every event the console writes adds to its `metadata_json`: the OS account, and the
+    name given with `--as` as `declared_as` (omitted for events nobody declared a name for)."""
+    me = current()
+    keys: dict[str, Any] = {"os_login": me.login, "os_uid": me.uid, "os_host": me.host}
+    if declared is not None:
+        keys["declared_as"] = declared
+    return keys
+
+
+def account_of(metadata_json: Any) -> str | None:
+    """`login@host` (`uid N@host` without a login) as `event_metadata` recorded it, to show beside
+    an event's declared actor; None for events without it (archon's own, older consoles', or
+    unreadable metadata, which is database text: bounded and never trusted to parse)."""
+    from console.text import json_or_none
+
+    meta = json_or_none(metadata_json) if isinstance(metadata_json, str) else None
+    if not isinstance(meta, dict) or "os_uid" not in meta:
+        return None
+    login, host = meta.get("os_login"), meta.get("os_host")
+    who = login if isinstance(login, str) and login else f"uid {meta.get('os_uid')}"
+    return f"{who}@{host}" if isinstance(host, str) and host else who
+
+
+def claim_owner_tag(declared: str) -> str:
+    """What ends every claim id this account creates as `declared` on this host. Ownership is this
+    exact value at the exact end of the id, never a prefix or a name parsed from the id."""
+    import hashlib  # only claims need it
+
+    me = current()
+    seed = f"archon-console claim\0{me.uid}\0{me.host}\0{declared}".encode("utf-8", "surrogatepass")
+    return hashlib.sha256(seed).hexdigest()[:CLAIM_TAG_LENGTH]
+
+
+__all__ = ["CLAIM_TAG_LENGTH", "OsIdentity", "account_of", "claim_owner_tag", "current", "event_metadata"]
