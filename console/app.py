@@ -27,6 +27,7 @@ from console.services.watch import arrivals, own_changes, pending_count, start_p
 from console.support import SupportInfo
 from console.session import Session
 from widgets.safe_text import clean
+from widgets.terminal_guard import GuardedApp
 
 POLL_SECONDS = 0.5
 PREFETCH_WAIT_SECONDS = 0.1
@@ -65,7 +66,10 @@ def known_binding_ids() -> set[str]:
     return ids
 
 
-class ArchonConsole(App):
+class ArchonConsole(GuardedApp, App):
+    """`GuardedApp` first: its `notify`, title validators and `copy_to_clipboard` clean or refuse database
+    text whatever the caller did, and its filter pictures any control left in a painted line."""
+
     CSS_PATH = "app.tcss"
     TITLE = "archon-console"
     COMMANDS = App.COMMANDS | {_navigation_commands}
@@ -107,6 +111,7 @@ class ArchonConsole(App):
             from widgets.plain_filter import PlainFilter
 
             self._filters = [f for f in self._filters if not isinstance(f, (Monochrome, NoColor))] + [PlainFilter()]
+        self.install_clean_filter()
         self.ctx = ctx
         self.support = support
         self.session = session or Session(ctx)
