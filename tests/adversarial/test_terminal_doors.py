@@ -171,8 +171,18 @@ async def test_the_clipboard_door_refuses_whatever_the_caller(hostile_copy, make
         assert any("[b]" in m for m in messages(app))  # markup shown as written, not parsed
 
 
-async def test_the_palette_shows_hostile_project_ids_as_written(hostile_copy, make_app):
-    app = make_app(hostile_copy, start="projects")
+@pytest.mark.parametrize("suffix", [HOSTILE_ID, "[b]x[/b][@click=app.quit]q"])
+async def test_the_palette_shows_hostile_project_ids_as_written(poisoned_names, tmp_path_factory, tmp_path,
+                                                                make_app, suffix):
+    from tests.tui.conftest import demo_file
+
+    path = tmp_path / "archon.db"
+    if suffix == HOSTILE_ID:
+        shutil.copyfile(poisoned_names, path)
+    else:  # markup alone, which Textual parses where the controls above made it give up
+        shutil.copyfile(demo_file(tmp_path_factory, "current", 200), path)
+        poison_ids(path, suffix)
+    app = make_app(path, start="upgrade")
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         await pilot.press("ctrl+p")
@@ -183,7 +193,7 @@ async def test_the_palette_shows_hostile_project_ids_as_written(hostile_copy, ma
         hits = [str(option.prompt) for option in app.screen.query_one(CommandList).options]
         # The help line is not markup: the id's `[@click=app.quit]` is shown, not made a link.
         helps = [hit.split("profiles of project")[1] for hit in hits if "profiles of project" in hit]
-        assert helps and all("[@click=app.quit]q" in help_line for help_line in helps), helps[:3]
+        assert helps and all(suffix[-12:].replace("\r", "\u240d") in line for line in helps), helps[:3]
 
 
 # --- the sweep: every screen, every key that toasts or copies ----------------------------------
