@@ -10,9 +10,9 @@ import json
 from typing import Any
 
 from rich.text import Text
-from textual.widgets import Static
 
 from widgets.safe_text import safe_text
+from widgets.safe_widgets import Static
 
 
 def pretty_json(value: Any) -> str | None:

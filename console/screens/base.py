@@ -20,7 +20,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Header, Static
+from textual.widgets import Header
 from textual.worker import Worker, WorkerState
 
 from console.errors import Refusal
@@ -30,6 +30,7 @@ from widgets.badge import Badge
 from widgets.key_footer import KeyFooter
 from widgets.lazy_table import LazyTable
 from widgets.safe_text import clean, safe_text
+from widgets.safe_widgets import Static
 from widgets.terminal_guard import SafeTitles
 
 if TYPE_CHECKING:

@@ -320,6 +320,10 @@ def test_the_clipboard_and_the_app_have_one_door_each():
                 names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
                 if "pyperclip" in names and rel != "widgets/clipboard.py":
                     bad.append(f"{rel}:{node.lineno} imports pyperclip")
+                if getattr(node, "module", None) == "textual.widgets" and rel != "widgets/safe_widgets.py":
+                    raw = {"Static", "Label", "DataTable"} & {a.name for a in node.names}
+                    if raw:
+                        bad.append(f"{rel}:{node.lineno} imports textual's {sorted(raw)} (use widgets/safe_widgets.py)")
             if isinstance(node, ast.Call) and _name(node.func) in ("Hit", "DiscoveryHit") \
                     and any(k.arg == "help" for k in node.keywords):
                 bad.append(f"{rel}:{node.lineno} a palette hit's help= (Textual parses it as markup)")
@@ -333,3 +337,26 @@ def test_the_clipboard_and_the_app_have_one_door_each():
                 if "Screen" in bases and "SafeTitles" not in bases:
                     bad.append(f"{rel}:{node.lineno} a Screen without SafeTitles")
     assert bad == []
+
+
+async def test_the_console_widgets_show_a_str_as_written():
+    from textual.app import App
+
+    from widgets.safe_widgets import DataTable, Static
+    from widgets.terminal_guard import GuardedApp
+
+    class Probe(GuardedApp, App):
+        def compose(self):
+            yield Static("s[@click=app.quit]q[/]\x1b]2;X\x07", id="one")
+            yield DataTable(id="table")
+
+    app = Probe()
+    async with app.run_test(size=(100, 10)) as pilot:
+        table = app.query_one(DataTable)
+        table.add_column("c[b]x")
+        table.add_row("[b]cell[/b]\x1b[201~")
+        app.query_one("#one", Static).update("u[@click=app.quit]q[/]\u202e")
+        await settle(pilot, app)
+        painted = "".join(_painted(app))
+        assert "u[@click=app.quit]q[/]⟨U+202E⟩" in painted and "[b]cell[/b]␛[201~" in painted
+        assert "c[b]x" in painted and unsafe_left(app, "probe") == []
