@@ -209,7 +209,9 @@ class ArchonConsole(GuardedApp, App):
 
     # ------------------------------------------------------------ navigation
     def navigate(self, name: str, argument: str | None = None) -> None:
-        entry, arg, word = parse_command(f"{name} {argument}" if argument else name)
+        entry, arg, word = parse_command(name)
+        if argument:  # a row's exact key: never re-split or stripped (an id may end in a line break)
+            arg = argument
         if word in ("q", "quit"):
             self.exit(0)
             return

@@ -63,6 +63,14 @@ class GuardedApp(SafeTitles):
         super().notify(clean(message), title=clean(title, one_line=True),  # type: ignore[misc]
                        severity=severity, timeout=timeout, markup=False)
 
+    def action_help_quit(self) -> None:
+        """Textual's ctrl+c hint is its one toast written in markup, which `notify` no longer
+        parses: the same words, plain."""
+        for key, active in getattr(self, "active_bindings").items():
+            if active.binding.action in ("quit", "app.quit"):
+                self.notify(f"Press {key} to quit the app.", title="Do you want to quit?")
+                return
+
     def copy_to_clipboard(self, text: str) -> None:
         """Textual's OSC 52 copy (also used by its own text selection): unsafe text is refused."""
         why = copy_refusal(text, structural_lines=True)

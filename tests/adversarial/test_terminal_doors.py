@@ -198,15 +198,34 @@ async def test_the_palette_shows_hostile_project_ids_as_written(poisoned_names, 
 
 # --- the sweep: every screen, every key that toasts or copies ----------------------------------
 
-SCREEN_KEYS = ("y", "Y", "w", "down", "y", "Y")
+# Keys that leave the console, or type into a box (then every later key would be typed text).
+NOT_PRESSED = {"escape", "q", "colon", "question_mark", "f1", "ctrl+t", "ctrl+p", "ctrl+c", "ctrl+q", "tab",
+               "shift+tab", "slash", "p"}
 
 
-async def _keys_on(pilot, app, where: str) -> list[str]:
+async def _back_to(pilot, app, screen) -> None:
+    """Close what a key opened (a dialog, a pushed screen) until `screen` is on top again."""
+    for _ in range(6):
+        if app.screen is screen:
+            return
+        await pilot.press("escape")
+        await settle(pilot, app)
+    assert app.screen is screen, f"could not get back to {screen!r} from {app.screen!r}"
+
+
+async def _every_key(pilot, app, where: str) -> list[str]:
+    """Press every key the screen binds (and `y`, `Y`, `w`), checking after each and after what it
+    opened; then come back."""
+    screen = app.screen
+    keys = sorted(key for key in screen.active_bindings if key not in NOT_PRESSED)
     bad = []
-    for key in SCREEN_KEYS:
+    for key in ["y", "Y", "w", *keys, "down", "y", "Y"]:
         await pilot.press(key)
         await settle(pilot, app)
         bad += unsafe_left(app, f"{where} {key}")
+        if app.screen is not screen:
+            bad += unsafe_left(app, f"{where} {key} -> {type(app.screen).__name__}")
+            await _back_to(pilot, app, screen)
     return bad
 
 
@@ -219,31 +238,34 @@ async def test_no_screen_or_key_lets_a_hostile_name_through(hostile_copy, make_a
     app = make_app(hostile_copy, read_only=read_only, start="approvals")
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot, app)
-        bad = await _keys_on(pilot, app, "approvals")
-        for command in ("approvals", "envs", "projects", "upgrade"):
+        bad = await _every_key(pilot, app, "approvals")
+        for command in ("envs", "projects", "upgrade"):
             await open_screen(pilot, command)
             await settle(pilot, app)
-            bad += await _keys_on(pilot, app, command)
-            await pilot.press("enter")  # the detail, a project's profiles, or an action dialog
-            await settle(pilot, app)
-            bad += unsafe_left(app, f"{command} enter")
-            bad += await _keys_on(pilot, app, f"{command} enter")
-            await pilot.press("escape")
-            await settle(pilot, app)
+            bad += await _every_key(pilot, app, command)
+        await open_screen(pilot, "projects")
+        await settle(pilot, app)
+        await pilot.press("enter")  # a project's profiles: its exact id, line break and all, is found
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "ProfilesScreen", what="profiles")
+        await settle(pilot, app)
+        assert type(app.screen).__name__ == "ProfilesScreen", app.screen
+        bad += await _every_key(pilot, app, "profiles")
         screen = await open_doctor(pilot, app)
+        bad += await _every_key(pilot, app, "doctor")
         findings = screen.query_one("#findings", DataTable)
         for index in range(len(screen.findings)):
             findings.focus()
             findings.move_cursor(row=index)
             await settle(pilot, app)
-            bad += unsafe_left(app, f"doctor finding {screen.findings[index].id}")
             await pilot.press("y", "Y", "enter")
             await settle(pilot, app)
             bad += unsafe_left(app, f"doctor enter {screen.findings[index].id}")
             if app.screen is not screen:
-                bad += await _keys_on(pilot, app, f"from doctor {screen.findings[index].id}")
-                app.pop_screen()
-                await wait_until(pilot, lambda: app.screen is screen, what="back on doctor")
+                bad += await _every_key(pilot, app, f"from doctor {screen.findings[index].id}")
+                await _back_to(pilot, app, screen)
+        svg = app.export_screenshot()
+        if not is_clean(svg):
+            bad.append("the SVG export")
     assert bad == []
     # Not vacuous: hostile ids and the hostile table were shown (pictured), and `y` was refused.
     seen = "".join(SEEN)
@@ -360,3 +382,12 @@ async def test_the_console_widgets_show_a_str_as_written():
         painted = "".join(_painted(app))
         assert "u[@click=app.quit]q[/]⟨U+202E⟩" in painted and "[b]cell[/b]␛[201~" in painted
         assert "c[b]x" in painted and unsafe_left(app, "probe") == []
+
+
+async def test_textuals_own_quit_hint_reads_plainly(demo_copy, make_app):
+    app = make_app(demo_copy())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("ctrl+c")
+        await wait_until(pilot, lambda: any("to quit the app" in m for m in messages(app)), what="the hint")
+        assert not any("[b]" in m for m in messages(app)) and "Press ctrl+q to quit the app." in messages(app)
