@@ -35,8 +35,9 @@ def copy_refusal(text: str, *, structural_lines: bool = False) -> str | None:
     """Why `text` must not reach a clipboard, or None. `structural_lines` allows the newlines of
     indented JSON, whose strings carry their own breaks escaped."""
     found = UNSAFE.search(text)
-    if found:
-        return f"it holds a control character ({clean(found.group())}) that could steer a terminal or shell"
+    if found or "\t" in text:
+        shown = clean(found.group()) if found else "\u2409"
+        return f"it holds a control character ({shown}) that could steer a terminal or shell"
     if not structural_lines and ("\n" in text or "\r" in text):
         return "it holds a line break, which a shell would run as Enter"
     return None

@@ -198,6 +198,8 @@ async def test_the_palette_shows_hostile_project_ids_as_written(poisoned_names, 
 
 # --- the sweep: every screen, every key that toasts or copies ----------------------------------
 
+UNSAFE_CHARS_FOR_COPY = "\x00\x07\x1b\x7f\x85\x9b\u200e\u202e\u2066"
+
 # Keys that leave the console, or type into a box (then every later key would be typed text).
 NOT_PRESSED = {"escape", "q", "colon", "question_mark", "f1", "ctrl+t", "ctrl+p", "ctrl+c", "ctrl+q", "tab",
                "shift+tab", "slash", "p"}
@@ -253,7 +255,8 @@ async def test_no_screen_or_key_lets_a_hostile_name_through(hostile_copy, make_a
         screen = await open_doctor(pilot, app)
         bad += await _every_key(pilot, app, "doctor")
         findings = screen.query_one("#findings", DataTable)
-        for index in range(len(screen.findings)):
+        # Enter on each finding (its rows' tables and ids are hostile); read-only shows the same.
+        for index in range(0 if read_only else len(screen.findings)):
             findings.focus()
             findings.move_cursor(row=index)
             await settle(pilot, app)
@@ -270,6 +273,21 @@ async def test_no_screen_or_key_lets_a_hostile_name_through(hostile_copy, make_a
     # Not vacuous: hostile ids and the hostile table were shown (pictured), and `y` was refused.
     seen = "".join(SEEN)
     assert "\u241b]2;IDPWN\u2407" in seen and "FKPWN" in seen and "The id was not copied" in seen
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list(UNSAFE_CHARS_FOR_COPY) + list("ab \n\r\t{}\"\\é")), max_size=20))
+def test_the_clipboard_takes_only_what_a_shell_cannot_run(text):
+    from widgets.clipboard import CopyRefused, copy, copy_refusal, json_text
+
+    if copy_refusal(text) is None:
+        assert is_clean(text, allow_newlines=False) and "\r" not in text
+    else:
+        with pytest.raises(CopyRefused):
+            copy(None, text)  # refused before any clipboard is touched
+    escaped = json_text({"id": text, "nested": [text]})
+    assert copy_refusal(escaped, structural_lines=True) is None and escaped.isascii()
+    assert json.loads(escaped)["id"] == text
 
 
 # --- the filter, and the doors in the code ------------------------------------------------------
