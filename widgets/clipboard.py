@@ -3,9 +3,9 @@
 pyperclip needs a local clipboard (a display, pbcopy, clip.exe); over SSH or in a bare tmux it
 fails or, worse, writes to a clipboard the operator cannot see. OSC 52 asks the terminal itself.
 
-What is copied gets pasted into a shell. An id holding ESC (`ESC [201~` ends bracketed paste
-early) or a line break would run as typed there, so such text is refused with its reason, never
-cleaned into something that looks like the id but is not. `copy_json` (`Y`) is the way to take
+What is copied gets pasted into a shell. An id holding a control character (`ESC [201~` ends
+bracketed paste early; a tab completes) or a line break would act there, so such text is refused
+with its reason, never cleaned into something that looks like the id but is not. `copy_json` (`Y`) is the way to take
 such a value: JSON with every control and non-ASCII character escaped (`\\u001b`), whose only
 line breaks are its own indentation. This module and `GuardedApp.copy_to_clipboard`
 (`widgets/terminal_guard.py`) are the only ways to a clipboard (a test forbids others).

@@ -11,8 +11,10 @@ did, with the one sanitiser (`widgets/safe_text.py` `clean`):
 - `GuardedApp.copy_to_clipboard` and `widgets/clipboard.py`: the clipboard refuses text that
   carries a control character, so a pasted id cannot end a shell's bracketed paste or run a line.
 
-Rich markup is the one thing a filter cannot undo (it is acted on before painting), so the layers
-test (`tests/adversarial/test_terminal_doors.py`) forbids building a markup string for a widget.
+Rich markup is the one thing a filter cannot undo (it is acted on before painting): the console's
+Static and DataTable (`widgets/safe_widgets.py`) never parse it, and
+`tests/adversarial/test_terminal_doors.py` forbids Textual's own, `markup=` other than False, a
+markup string built for a widget, a palette hit's `help=` and any other way to the clipboard.
 """
 
 from __future__ import annotations
