@@ -29,6 +29,7 @@ from console.services.watch import arrivals, own_changes, pending_count, start_p
 from console.support import SupportInfo
 from console.session import Session
 from widgets.safe_text import clean
+from widgets.terminal_guard import GuardedApp
 
 POLL_SECONDS = 0.5
 PREFETCH_WAIT_SECONDS = 0.1
@@ -67,7 +68,10 @@ def known_binding_ids() -> set[str]:
     return ids
 
 
-class ArchonConsole(App):
+class ArchonConsole(GuardedApp, App):
+    """`GuardedApp` first: its `notify`, title validators and `copy_to_clipboard` clean or refuse database
+    text whatever the caller did, and its filter pictures any control left in a painted line."""
+
     CSS_PATH = "app.tcss"
     TITLE = "archon-console"
     COMMANDS = App.COMMANDS | {_navigation_commands}
@@ -109,6 +113,7 @@ class ArchonConsole(App):
             from widgets.plain_filter import PlainFilter
 
             self._filters = [f for f in self._filters if not isinstance(f, (Monochrome, NoColor))] + [PlainFilter()]
+        self.install_clean_filter()
         self.ctx = ctx
         self.support = support
         self.session = session or Session(ctx)
@@ -230,7 +235,9 @@ class ArchonConsole(App):
 
     # ------------------------------------------------------------ navigation
     def navigate(self, name: str, argument: str | None = None) -> None:
-        entry, arg, word = parse_command(f"{name} {argument}" if argument else name)
+        entry, arg, word = parse_command(name)
+        if argument:  # a row's exact key: never re-split or stripped (an id may end in a line break)
+            arg = argument
         if word in ("q", "quit"):
             self.exit(0)
             return

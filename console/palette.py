@@ -18,6 +18,15 @@ from console.services import navigation
 from widgets.safe_text import clean
 
 
+def prompt(text: str, help_text: str) -> Text:
+    """A hit's two lines as one `Text`. Textual parses a hit's `help=` string as markup (a project
+    id holding `[@click=app.quit]` would become an action), so help is never passed that way."""
+    shown = Text(clean(text, one_line=True), end="")
+    shown.append("\n")
+    shown.append(clean(help_text, one_line=True), style="dim")
+    return shown
+
+
 class NavigationCommands(Provider):
     """Palette hits for every screen, and one per project (names shown literally)."""
 
@@ -43,18 +52,18 @@ class NavigationCommands(Provider):
 
     async def discover(self) -> Hits:
         for text, help_text, command in self._commands():
-            yield DiscoveryHit(Text(text), command, text=text, help=help_text)
+            yield DiscoveryHit(prompt(text, help_text), command, text=text)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for text, help_text, command in self._commands():
             score = matcher.match(text)
             if score > 0:
-                yield Hit(score, Text(text), command, text=text, help=help_text)
+                yield Hit(score, prompt(text, help_text), command, text=text)
         app: Any = self.app
         for project_id, name in getattr(self, "_names", []):
             label = f":project {clean(name, one_line=True)}"
             score = matcher.match(label)
             if score > 0:
-                yield Hit(score, Text(label), partial(app.navigate, "project", project_id),
-                          text=label, help=f"profiles of project {clean(project_id, one_line=True)}")
+                yield Hit(score, prompt(label, f"profiles of project {project_id}"),
+                          partial(app.navigate, "project", project_id), text=label)

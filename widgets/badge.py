@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import Static
 
 from widgets.safe_text import clean
+from widgets.safe_widgets import Static
 
 
 class Badge(Static):

@@ -1,15 +1,46 @@
-"""Copy that works locally and over SSH, and says which way it went.
+"""Copy that works locally and over SSH, says which way it went, and never carries a control.
 
 pyperclip needs a local clipboard (a display, pbcopy, clip.exe); over SSH or in a bare tmux it
 fails or, worse, writes to a clipboard the operator cannot see. OSC 52 asks the terminal itself.
+
+What is copied gets pasted into a shell. An id holding a control character (`ESC [201~` ends
+bracketed paste early; a tab completes) or a line break would act there, so such text is refused
+with its reason, never cleaned into something that looks like the id but is not. `copy_json` (`Y`) is the way to take
+such a value: JSON with every control and non-ASCII character escaped (`\\u001b`), whose only
+line breaks are its own indentation. This module and `GuardedApp.copy_to_clipboard`
+(`widgets/terminal_guard.py`) are the only ways to a clipboard (a test forbids others).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+from typing import Any
 
 from textual.app import App
+
+from widgets.safe_text import UNSAFE, clean
+
+
+class CopyRefused(Exception):
+    """The text was not copied; `reason` says why in words for a toast."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def copy_refusal(text: str, *, structural_lines: bool = False) -> str | None:
+    """Why `text` must not reach a clipboard, or None. `structural_lines` allows the newlines of
+    indented JSON, whose strings carry their own breaks escaped."""
+    found = UNSAFE.search(text)
+    if found or "\t" in text:
+        shown = clean(found.group()) if found else "\u2409"
+        return f"it holds a control character ({shown}) that could steer a terminal or shell"
+    if not structural_lines and ("\n" in text or "\r" in text):
+        return "it holds a line break, which a shell would run as Enter"
+    return None
 
 
 def local_clipboard_available() -> bool:
@@ -20,8 +51,12 @@ def local_clipboard_available() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
-def copy(app: App, text: str) -> str:
-    """Copy `text`; returns how ("system clipboard" or "terminal clipboard (OSC 52)")."""
+def copy(app: App, text: str, *, structural_lines: bool = False) -> str:
+    """Copy `text`; returns how ("system clipboard" or "terminal clipboard (OSC 52)"). Raises
+    `CopyRefused` when `text` holds a control character or (unless `structural_lines`) a line break."""
+    why = copy_refusal(text, structural_lines=structural_lines)
+    if why is not None:
+        raise CopyRefused(why)
     if local_clipboard_available():
         try:
             import pyperclip
@@ -32,3 +67,12 @@ def copy(app: App, text: str) -> str:
             pass
     app.copy_to_clipboard(text)
     return "terminal clipboard (OSC 52)"
+
+
+def json_text(payload: Any) -> str:
+    """What `Y` copies: indented JSON, every control and non-ASCII character a `\\uXXXX` escape."""
+    return json.dumps(payload, indent=2, sort_keys=True, default=str, ensure_ascii=True)
+
+
+def copy_json(app: App, payload: Any) -> str:
+    return copy(app, json_text(payload), structural_lines=True)

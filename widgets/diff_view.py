@@ -6,10 +6,10 @@ import difflib
 from typing import Any
 
 from rich.text import Text
-from textual.widgets import Static
 
 from widgets.json_view import pretty_json
 from widgets.safe_text import safe_text
+from widgets.safe_widgets import Static
 
 
 def diff_text(old: Any, new: Any, *, old_label: str = "old", new_label: str = "new") -> Text:

@@ -12,10 +12,10 @@ from typing import Any
 
 from rich.console import Group
 from rich.text import Text
-from textual.widgets import Static
 
 from widgets.safe_json import UnreadableJson, read_json, unparseable_note
 from widgets.safe_text import safe_text
+from widgets.safe_widgets import Static
 
 
 def pretty_json(value: Any) -> str | None:

@@ -7,10 +7,10 @@ from datetime import datetime
 from typing import Sequence
 
 from rich.text import Text
-from textual.widgets import Static
 
 from widgets.humane import exact
 from widgets.safe_text import safe_text
+from widgets.safe_widgets import Static
 
 
 @dataclass(frozen=True)

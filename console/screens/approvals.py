@@ -13,7 +13,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
-from textual.widgets import Static
 
 from console.clock import parse_time
 from console.errors import Refusal
@@ -38,6 +37,7 @@ from widgets.humane import countdown, plural
 from widgets.json_view import JsonView
 from widgets.lazy_table import Column, LazyTable, Preload
 from widgets.safe_text import clean, safe_text
+from widgets.safe_widgets import Static
 from widgets.timeline import Timeline
 from console.screens.pages import ApprovalsSource
 

@@ -10,7 +10,6 @@ shows it: `ArchonConsole.run_action` calls `explain_unavailable`).
 
 from __future__ import annotations
 
-import json
 import time
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
@@ -21,7 +20,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Header, Static
+from textual.widgets import Header
 from textual.worker import Worker, WorkerState
 
 from console.errors import Refusal
@@ -31,6 +30,8 @@ from widgets.badge import Badge
 from widgets.key_footer import KeyFooter
 from widgets.lazy_table import LazyTable
 from widgets.safe_text import clean, safe_text
+from widgets.safe_widgets import Static
+from widgets.terminal_guard import SafeTitles
 
 if TYPE_CHECKING:
     from console.app import ArchonConsole
@@ -48,7 +49,7 @@ class WriteOutcome(Protocol):
     def message(self) -> str: ...
 
 
-class ConsoleScreen(Screen):
+class ConsoleScreen(SafeTitles, Screen):
     COMMAND = ""  # the `:name` that opens this screen
     TITLE = ""
     WRITE_ACTIONS: frozenset[str] = frozenset()
@@ -258,17 +259,21 @@ class ConsoleScreen(Screen):
         if ident is None:
             self.notify("Nothing selected to copy.", severity="warning")
             return
-        how = clipboard.copy(self.app, str(ident))
-        self.notify(f"Copied the id to the {how}.", markup=False)
+        try:
+            how = clipboard.copy(self.app, str(ident))
+        except clipboard.CopyRefused as refused:
+            self.notify(f"The id was not copied: {refused.reason}. Y copies the row as JSON, with every "
+                        "control character escaped.", severity="warning", timeout=8)
+            return
+        self.notify(f"Copied the id to the {how}.")
 
     def action_copy_json(self) -> None:
         _, payload = self.copy_target()
         if payload is None:
             self.notify("Nothing selected to copy.", severity="warning")
             return
-        text = json.dumps(payload, indent=2, sort_keys=True, default=str)
-        how = clipboard.copy(self.app, text)
-        self.notify(f"Copied the row as JSON to the {how}.", markup=False)
+        how = clipboard.copy_json(self.app, payload)
+        self.notify(f"Copied the row as JSON to the {how}.")
 
     # ------------------------------------------------------------ errors
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:

@@ -10,9 +10,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Static
+from textual.widgets import Button
 
 from widgets.safe_text import safe_text
+from widgets.safe_widgets import Static
 
 
 class BulkResultsModal(ModalScreen[None]):

@@ -16,7 +16,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Static
+from textual.widgets import Button
+
+from widgets.safe_widgets import Static
 
 
 @dataclass(frozen=True)

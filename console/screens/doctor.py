@@ -23,11 +23,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import DataTable, Static
 
 from console.screens.base import ConsoleScreen
 from widgets.humane import plural
 from widgets.safe_text import safe_text
+from widgets.safe_widgets import DataTable, Static
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "cyan"}
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}

@@ -11,7 +11,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
-from textual.widgets import Static
 
 from console.clock import parse_time
 from console.screens.base import ConsoleScreen
@@ -25,6 +24,7 @@ from console.services.identity import account_of
 from widgets.humane import age, exact, plural, relative
 from widgets.lazy_table import Column, LazyTable
 from widgets.safe_text import clean, safe_text
+from widgets.safe_widgets import Static
 from widgets.timeline import Timeline, TimelineEvent
 
 STATE_STYLE = {

@@ -7,10 +7,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Static
+from textual.widgets import Button
 
 from console.errors import ConsoleError
 from widgets.safe_text import safe_text
+from widgets.safe_widgets import Static
 
 
 def describe_error(error: BaseException) -> tuple[str, Text]:

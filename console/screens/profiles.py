@@ -11,7 +11,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
-from textual.widgets import Static
 
 from console.clock import parse_time
 from console.models.profiles import ProfileRevision
@@ -28,6 +27,7 @@ from widgets.humane import exact, relative
 from widgets.json_view import JsonView
 from widgets.lazy_table import Column, LazyTable
 from widgets.safe_text import safe_text
+from widgets.safe_widgets import Static
 from widgets.timeline import Timeline, TimelineEvent
 
 

@@ -9,7 +9,6 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Static
 
 from console.models.projects import ProjectSummary
 from console.screens.base import ConsoleScreen
@@ -17,6 +16,7 @@ from console.screens.pages import ListSource
 from console.services import projects as projects_service
 from widgets.lazy_table import Column, LazyTable
 from widgets.safe_text import clean, safe_text
+from widgets.safe_widgets import Static
 
 
 def _envs(row: ProjectSummary) -> Text:

@@ -7,10 +7,11 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Input, Static
+from textual.widgets import Input
 
 from console.screens.confirm import ActionModal, Decision
 from console.services.base import REASON_MAX_BYTES
+from widgets.safe_widgets import Static
 
 
 class ReasonModal(ActionModal["Decision | None"]):

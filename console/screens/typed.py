@@ -6,10 +6,11 @@ from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.widgets import Input, Static
+from textual.widgets import Input
 
 from console.screens.confirm import ActionModal, Decision
 from widgets.safe_text import safe_text
+from widgets.safe_widgets import Static
 
 
 class TypedConfirmModal(ActionModal["Decision | None"]):

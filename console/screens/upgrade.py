@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
-from textual.widgets import ProgressBar, RichLog, Static
+from textual.widgets import ProgressBar, RichLog
 
 from console.errors import ConsoleError
 from console.isolation import call_isolated
@@ -25,6 +25,7 @@ from console.services import upgrade as upgrade_service
 from console.services.upgrade import UpgradePlan, UpgradeProgress, UpgradeResult
 from widgets.humane import size
 from widgets.safe_text import safe_text
+from widgets.safe_widgets import Static
 
 SAFETY_STYLE = {
     "additive": "green",

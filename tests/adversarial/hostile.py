@@ -50,3 +50,59 @@ def poison(path: Path, hostile: str = HOSTILE) -> dict[str, list[str]]:
     conn.execute("COMMIT")
     conn.close()
     return done
+
+
+# What an id or a schema name can carry: an OSC title change ended by BEL, the end of a shell's
+# bracketed paste followed by a command and a line break (Enter), a C1 CSI, a bidi override, markup.
+HOSTILE_ID = "\x1b]2;IDPWN\x07\x1b[201~touch /tmp/pwned\n\x9b1m\u202e\u2067[@click=app.quit]q\r"
+HOSTILE_TABLE = "tbl\x1b]2;FKPWN\x07"
+
+
+def poison_ids(path: Path, suffix: str = HOSTILE_ID) -> list[tuple[str, str]]:
+    """Append `suffix` to every id: primary and foreign keys, `id` and `*_id` columns. The same
+    suffix everywhere keeps every reference pointing at its row. Returns the (table, column) pairs."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA foreign_keys = OFF")
+    triggers = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'").fetchall()
+    done: list[tuple[str, str]] = []
+    conn.execute("BEGIN IMMEDIATE")
+    for name, _ in triggers:
+        conn.execute(f'DROP TRIGGER "{name}"')
+    tables = [r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+        "AND name NOT LIKE '\\_%' ESCAPE '\\'")]
+    for table in tables:
+        keys = {r[3] for r in conn.execute(f'PRAGMA foreign_key_list("{table}")')}
+        for _cid, column, _decl, _notnull, _default, pk in conn.execute(f'PRAGMA table_info("{table}")').fetchall():
+            if not (pk or column in keys or column == "id" or column.endswith("_id")):
+                continue
+            conn.execute("SAVEPOINT one")
+            try:
+                conn.execute(f'UPDATE "{table}" SET "{column}" = "{column}" || ? '
+                             f'WHERE typeof("{column}") = \'text\'', (suffix,))
+            except sqlite3.DatabaseError:
+                conn.execute("ROLLBACK TO one")
+                conn.execute("RELEASE one")
+                continue
+            conn.execute("RELEASE one")
+            done.append((table, column))
+    for _, sql in triggers:
+        conn.execute(sql)
+    conn.execute("COMMIT")
+    conn.close()
+    return done
+
+
+def poison_schema(path: Path, name: str = HOSTILE_TABLE, suffix: str = HOSTILE_ID) -> None:
+    """A table, column, index and trigger named by an attacker, with a foreign-key violation
+    doctor reports (the finding names the table and the row)."""
+    q = '"' + name.replace('"', '""') + '"'
+    column = '"col' + suffix.replace('"', '""') + '"'
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA foreign_keys = OFF")
+    conn.execute(f"CREATE TABLE {q} (id TEXT PRIMARY KEY, {column} TEXT, "
+                 "project_id TEXT REFERENCES projects(id))")
+    conn.execute(f"INSERT INTO {q} VALUES (?, ?, ?)", ("row" + suffix, "v" + suffix, "gone" + suffix))
+    conn.execute(f'CREATE INDEX "idx{suffix}" ON {q} ({column})')
+    conn.execute(f'CREATE TRIGGER "trg{suffix}" AFTER INSERT ON {q} BEGIN SELECT 1; END')
+    conn.close()
