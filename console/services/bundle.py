@@ -39,7 +39,7 @@ from console.clock import db_time
 from console.db.readonly import open_read_only
 from console.errors import EXIT_UNUSABLE, ConsoleError, UsageError
 from console.services.doctor import DEFAULT_STALE_AFTER, Finding, Report, run_doctor
-from console.services.redaction import Redactor, archon_object, redacted_copy
+from console.services.redaction import Redactor, known_definition, redacted_copy
 from console.text import json_text, strip_control
 
 EVIDENCE_PER_FINDING = 20
@@ -96,11 +96,12 @@ def _schema_sql(conn, redactor: Redactor) -> str:
         "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL "
         "ORDER BY CASE type WHEN 'table' THEN 0 WHEN 'index' THEN 1 WHEN 'trigger' THEN 2 ELSE 3 END, name"
     ):
-        if redactor.enabled and not archon_object(name):
-            parts.append(f"-- {kind} {redactor.name(name, kind)}: not one of archon's objects; "
+        known = known_definition(name, sql) if redactor.enabled else sql
+        if known is None:
+            parts.append(f"-- {kind} {redactor.name(name, kind)}: not archon's definition of this object; "
                          "its definition is withheld in a redacted bundle\n")
         else:
-            parts.append(f"-- {kind} {name}\n{sql};\n")
+            parts.append(f"-- {kind} {name}\n{known};\n")
     return "\n".join(parts)
 
 
@@ -110,7 +111,7 @@ def _row_counts(conn, redactor: Redactor) -> dict[str, Any]:
         try:
             count: Any = conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
         except sqlite3.DatabaseError as exc:
-            count = f"unreadable: {exc}"
+            count = f"unreadable: {redactor.error(exc)}"
         counts[redactor.name(table, "table")] = count
     return counts
 
@@ -219,7 +220,8 @@ def bundle_members(report: Report, source: str | Path, redactor: Redactor, *, no
         counts = _row_counts(conn, redactor)
         if redactor.enabled:
             copy = redacted_copy(conn, redactor)
-            foreign = any(not archon_object(name) for (name,) in conn.execute("SELECT name FROM sqlite_master"))
+            foreign = any(known_definition(name, sql) is None for name, sql in conn.execute(
+                "SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite^_%' ESCAPE '^'"))
             shown = redacted_report(report, copy, redactor, now=now, stale_after=stale_after,
                                     foreign_objects=foreign)
         else:
