@@ -448,3 +448,72 @@ def test_sqlite_messages_become_categories_and_schema_text_is_archons_by_content
     assert known_definition(trigger, sql.replace("'host'", "'host2'")) is None
     assert r.column_name("projects", "repo_path") == "repo_path" and r.column_name("zz", "id") == "id"
     assert r.column_name("projects", "S2COLNAMESECRET").startswith("column-")
+
+
+# --- audit --redact: every field of every record passes the redactor (issue 17, R2) ---
+# Main sent only the fields listed in `audit._ORIGIN` to the redactor: event_type, from/to state,
+# actor_classification and a created_at that is not a time were exported verbatim.
+
+AUDITED = ("approval_request_events", "execution_environment_events", "execution_profile_audit_events")
+
+
+def _plant_audit_secrets(db) -> set[str]:
+    """One row per audited table with a unique secret in every column (metadata_json holds the
+    profile events' actor and reason); triggers dropped and CHECKs off so every column takes it."""
+    secrets: set[str] = set()
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA ignore_check_constraints = ON")
+    conn.execute("PRAGMA foreign_keys = OFF")
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        conn.execute(f'DROP TRIGGER "{name}"')
+    for t, table in enumerate(AUDITED):
+        columns = [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
+        values = []
+        for c, column in enumerate(columns):
+            secret = f"Zq{t}{c:02d}x"
+            secrets.add(secret)
+            if column == "metadata_json":
+                values.append(json.dumps({"actor": secret + "a", "reason": secret + "r", "zz": secret}))
+                secrets |= {secret + "a", secret + "r"}
+            else:
+                values.append(secret)
+        conn.execute(f'INSERT INTO "{table}" ({", ".join(columns)}) VALUES ({", ".join("?" * len(columns))})',
+                     values)
+    conn.close()
+    return secrets
+
+
+def _audit(capsys, db, *extra) -> bytes:
+    code = main(["audit", "--db", str(db), *extra])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out.encode()
+
+
+def test_every_field_of_every_audit_format_passes_the_redactor(capsys, demo_copy):
+    from console.services.audit import COLUMNS, FIELDS
+
+    db = demo_copy()
+    secrets = _plant_audit_secrets(db)
+    shown: set[str] = set()
+    for fmt in ("text", "jsonl", "csv"):
+        plain = _audit(capsys, db, "--format", fmt)
+        shown |= {s for s in secrets if s.encode() in plain}
+        assert_absent({fmt: _audit(capsys, db, "--format", fmt, "--redact")}, secrets)
+    # the plain export shows a planted secret in every field but `kind` (the console's own word)
+    plain = [json.loads(line) for line in _audit(capsys, db, "--format", "jsonl").splitlines()]
+    planted = [e for e in plain if str(e["event_id"]).startswith("Zq")]
+    assert len(planted) == len(AUDITED)
+    for event in planted:  # every field read from the database carries its planted secret
+        fields = FIELDS[event["kind"]][1]
+        for field, (_expression, origin) in zip(COLUMNS, fields):
+            assert (origin is None) != str(event[field]).startswith("Zq"), (event["kind"], field)
+    assert len(shown) >= 3 * len(planted)
+
+
+def test_audit_fields_come_from_a_column_unless_they_are_the_consoles_constants():
+    from console.services.audit import FIELDS
+
+    for kind, (_table, fields) in FIELDS.items():
+        for expression, origin in fields:
+            assert origin is not None or expression in ("NULL", "rowid", f"'{kind}'"), (kind, expression)
