@@ -19,6 +19,7 @@ exist only in this process's memory and the staging schema is dropped before any
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from typing import Any
 
@@ -65,15 +66,19 @@ def move(conn: sqlite3.Connection, copy: sqlite3.Connection, table: str, redacto
          candidates: list[tuple[str, tuple[str, ...]]]) -> None:
     """Create `table`'s rebuilt form in the copy's main schema and move its staged rows there.
 
-    `candidates`: archon's DDL texts for this name with their columns; the one closest to the
-    original's columns is used (its CHECK lists are what doctor detects a release by), and the
-    original's other columns are added under their placeholders."""
+    `candidates`: archon's DDL texts for this name with their columns; the one the original extends
+    (`ALTER TABLE ... ADD COLUMN` inserts into archon's text), else the one closest to it, is
+    used (its CHECK lists are what doctor detects a release by), and the original's other columns are
+    added under their placeholders."""
     final = redactor.name(table, "table")
     columns = [name for name, _type, _pk in _columns(copy, table, STAGING)]
     targets = {name: redactor.column_name(table, name) for name in columns}
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
+    original = " ".join(str(row[0] if row else "").split())
     created = False
     if candidates:
-        text, known = max(reversed(candidates), key=lambda c: (len(set(c[1]) & set(columns)), -len(c[1])))
+        text, known = max(reversed(candidates), key=lambda c: (
+            _embedded(" ".join(c[0].split()), original), len(set(c[1]) & set(columns)), -len(c[1])))
         try:
             copy.execute(text)
             created = True
@@ -89,6 +94,14 @@ def move(conn: sqlite3.Connection, copy: sqlite3.Connection, table: str, redacto
                 copy.execute(f"DROP TABLE main.{_q(final)}")
     copy.execute(_synthetic(conn, table, final, targets, redactor))
     _insert(copy, table, final, targets)
+
+
+def _embedded(known: str, original: str) -> float:
+    """How much of archon's text `known` the original keeps around what was added in between (SQLite
+    adds a column's text after the last column), as a share: 1.0 when the original extends it."""
+    head = len(os.path.commonprefix([known, original]))
+    tail = len(os.path.commonprefix([known[::-1], original[::-1]]))
+    return min(head + tail, len(known)) / max(len(known), 1)
 
 
 def _insert(copy: sqlite3.Connection, table: str, final: str, targets: dict[str, str]) -> None:

@@ -518,3 +518,24 @@ def test_audit_fields_come_from_a_column_unless_they_are_the_consoles_constants(
     for kind, (_table, fields) in FIELDS.items():
         for expression, origin in fields:
             assert origin is not None or expression in ("NULL", "rowid", f"'{kind}'"), (kind, expression)
+
+
+@pytest.mark.parametrize("release", ["1.8.20", "1.8.22", "current"])
+def test_a_column_added_to_every_archon_table_keeps_the_report_but_not_its_name(tmp_path, demo_copy, release):
+    """Each archon table rebuilt from the DDL it extends: the same release is detected and every
+    finding is rebuilt (none withheld), while the added columns' names and DEFAULTs are gone."""
+    db = demo_copy(release)
+    conn = sqlite3.connect(db, isolation_level=None)
+    tables = [t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                         "AND name NOT LIKE 'sqlite%'").fetchall()]
+    for i, table in enumerate(tables):
+        conn.execute(f'ALTER TABLE "{table}" ADD COLUMN "Zcol{i}q" TEXT DEFAULT \'Zdef{i}q\'')
+    conn.close()
+    report = run_doctor(db, now=NOW)
+    plain = bundle_members(report, db, Redactor(False), now=NOW)
+    redacted = bundle_members(report, db, Redactor(True), now=NOW)
+    assert "withheld" not in redacted["report.txt"]
+    release_line = [line for line in plain["report.txt"].splitlines() if "shape;" in line]
+    assert release_line and release_line[0] in redacted["report.txt"]
+    assert_absent({k: v.encode() for k, v in redacted.items()},
+                  {f"Zcol{i}q" for i in range(len(tables))} | {f"Zdef{i}q" for i in range(len(tables))})
