@@ -10,10 +10,13 @@ the console's own sentences around redacted values, and ids, evidence and ledger
 other because they all come from the same copy. A finding the copy cannot reproduce exactly (same
 id, severity and count) keeps its title, why and what-to-do, and says its details are withheld.
 The file and integrity findings come from the original run: they hold sizes, page numbers and
-SQLite's own words about schema objects, no row values (integrity's are withheld when the schema has
-objects that are not archon's, whose names SQLite would quote). The schema is archon's DDL: archon's own
-objects are shown as they are (their names and CHECK lists are archon's vocabulary); any other
-object's definition is withheld and its name replaced.
+SQLite's own words about schema objects, no row values (integrity's are withheld when any object's
+definition is not archon's, since SQLite would quote its names). schema.sql shows a definition only
+when it is archon's DDL for that object at some release (`redaction.known_definition`: by what the SQL
+says, never by the object's name); any other definition is withheld and a name that is not archon's
+replaced, and the copy doctor re-runs on holds no other text either
+(console/services/redaction_schema.py). SQLite's messages (row_counts.json's "unreadable: ...") keep
+only their category: the rest quotes the database.
 
 The file is written under a random name made with `mkstemp` in the target directory (O_EXCL: a
 planted symlink or a leftover is never followed or reused), then linked to the requested name,
@@ -158,8 +161,8 @@ def redacted_report(report: Report, copy: sqlite3.Connection, redactor: Redactor
                     stale_after: timedelta = DEFAULT_STALE_AFTER, foreign_objects: bool = False) -> Report:
     """The report doctor gives on the redacted copy, finding for finding the original's.
 
-    `foreign_objects`: the schema has objects that are not archon's, whose names SQLite's integrity
-    messages could quote; those messages are then withheld too."""
+    `foreign_objects`: the schema has definitions that are not archon's DDL, whose names and text
+    SQLite's integrity messages could quote; those messages are then withheld too."""
     from console.db.connect import ArchonDatabase
 
     names = [c for c in report.checks_run if c not in FILE_CHECKS]
@@ -197,7 +200,9 @@ embed a name are replaced part by part, the same way everywhere in this bundle (
 profile:2 becomes id-1:execution-profile:2 wherever it appears). The same original always has the
 same placeholder within this bundle; the mapping is not in it. report.txt and report.json are the
 doctor report produced on the redacted data, so their wording is the console's own. schema.sql
-shows archon's own tables, indexes and triggers; any other object's definition is withheld.
+shows a definition only where it is archon's own DDL; any other definition is withheld, and names
+that are not archon's (tables, columns, indexes, triggers) are placeholders (table-1, column-2)
+everywhere in this bundle. SQLite's error messages keep only their kind (no such module, ...).
 MANIFEST.json lists which fields were replaced and how often; it never contains the originals.
 """
 

@@ -20,9 +20,12 @@ Ids are split at `:` and each part is judged alone, so `prj-atlas-api:execution-
 The same original always maps to the same placeholder within one bundle (the mapping is never
 written anywhere); different bundles number independently.
 
-`redacted_copy` builds an in-memory database with the same schema and every row redacted, so the
-doctor report in a redacted bundle is produced by running doctor on redacted data: the console's
-own sentences are never rewritten after the fact.
+`redacted_copy` builds an in-memory database with every row redacted and the schema as a redacted
+bundle may show it (archon's DDL where the definition is archon's, placeholders and no text
+elsewhere: console/services/redaction_schema.py), so the doctor report in a redacted bundle is
+produced by running doctor on redacted data: the console's own sentences are never rewritten after
+the fact. Names follow the same rule as values: a table, index or trigger name is kept when it is
+archon's, a column name when archon's schema has a column so named; any other is a placeholder.
 """
 
 from __future__ import annotations

@@ -418,7 +418,7 @@ def test_secrets_in_schema_positions_leave_no_trace_in_any_member(tmp_path, demo
 
 
 @settings(max_examples=4, deadline=None)
-@given(tag=st.text(alphabet="abcXYZ019 \"'-_]`;", min_size=3, max_size=8))
+@given(tag=st.text(alphabet="abcXYZ019 \"'-_]`;\n", min_size=3, max_size=8))
 def test_schema_secrets_with_hostile_characters_are_replaced(tmp_path_factory, tag):
     from tests.tui.conftest import demo_file
 
