@@ -20,6 +20,7 @@ exist only in this process's memory and the staging schema is dropped before any
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from typing import Any
 
@@ -78,7 +79,8 @@ def move(conn: sqlite3.Connection, copy: sqlite3.Connection, table: str, redacto
     created = False
     if candidates:
         text, known = max(reversed(candidates), key=lambda c: (
-            _embedded(" ".join(c[0].split()), original), len(set(c[1]) & set(columns)), -len(c[1])))
+            _shared_words(c[0], original), _embedded(" ".join(c[0].split()), original),
+            len(set(c[1]) & set(columns)), -len(c[1])))
         try:
             copy.execute(text)
             created = True
@@ -102,6 +104,14 @@ def _embedded(known: str, original: str) -> float:
     head = len(os.path.commonprefix([known, original]))
     tail = len(os.path.commonprefix([known[::-1], original[::-1]]))
     return min(head + tail, len(known)) / max(len(known), 1)
+
+
+def _shared_words(known: str, original: str) -> float:
+    """How alike two texts are by their words (a CHECK list's literals count): what tells archon's
+    own text of one release from another's when the original is written differently (archon's fresh
+    start writes columns inline that the console's steps add by ALTER)."""
+    a, b = set(re.findall(r"\w+", known)), set(re.findall(r"\w+", original))
+    return len(a & b) / max(len(a | b), 1)
 
 
 def _insert(copy: sqlite3.Connection, table: str, final: str, targets: dict[str, str]) -> None:
