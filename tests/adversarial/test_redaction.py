@@ -513,9 +513,10 @@ def test_every_field_of_every_audit_format_passes_the_redactor(capsys, demo_copy
 
 
 def test_audit_fields_come_from_a_column_unless_they_are_the_consoles_constants():
-    from console.services.audit import FIELDS
+    from console.services.audit import COLUMNS, FIELDS
 
     for kind, (_table, fields) in FIELDS.items():
+        assert len(fields) == len(COLUMNS) + 1  # every field of the record, and the rowid
         for expression, origin in fields:
             assert origin is not None or expression in ("NULL", "rowid", f"'{kind}'"), (kind, expression)
 
