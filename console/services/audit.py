@@ -37,38 +37,41 @@ _NAMES = ("at", "kind", "project_id", "subject_id", "event_type", "from_state", 
           "actor_class", "reason", "event_id", "sequence", "rowid")
 
 
-def _select(table: str, *exprs: str) -> str:
-    return "SELECT " + ", ".join(f"{e} AS {n}" for e, n in zip(exprs, _NAMES)) + f" FROM {table}"
-
-
 _META = "CASE WHEN json_valid(metadata_json) THEN json_extract(metadata_json, '$.{}') END"
-_SOURCES = {
-    "approval": ("approval_request_events", _select(
-        "approval_request_events", _AT.format(c="created_at"), "'approval'", "project_id",
-        "approval_request_id", "event_type", "from_status", "to_status", "actor_reference",
-        "actor_classification", "reason", "id", "sequence", "rowid")),
-    "environment": ("execution_environment_events", _select(
-        "execution_environment_events", _AT.format(c="created_at"), "'environment'", "project_id",
-        "environment_id", "event_type", "from_state", "to_state", "actor_reference", "actor_classification",
-        "reason", "id", "sequence", "rowid")),
-    "profile": ("execution_profile_audit_events", _select(
-        "execution_profile_audit_events", _AT.format(c="created_at"), "'profile'", "project_id",
-        "profile_revision_id", "event_type", "previous_profile_revision_id", "profile_revision_id",
-        _META.format("actor"), "NULL", _META.format("reason"), "id", "NULL", "rowid")),
+# Per kind: its table and, for each field of `_NAMES`, the SQL that reads it and where it comes from:
+# the column (or, inside metadata_json, the key) the redactor judges the value by. None only for
+# the console's own constants (the kind, NULL, rowid, which is never shown); `redacted` passes every
+# other field through the redactor, so no field can be left out of a redacted export.
+FIELDS: dict[str, tuple[str, tuple[tuple[str, str | None], ...]]] = {
+    "approval": ("approval_request_events", (
+        (_AT.format(c="created_at"), "created_at"), ("'approval'", None), ("project_id", "project_id"),
+        ("approval_request_id", "approval_request_id"), ("event_type", "event_type"),
+        ("from_status", "from_status"), ("to_status", "to_status"), ("actor_reference", "actor_reference"),
+        ("actor_classification", "actor_classification"), ("reason", "reason"), ("id", "id"),
+        ("sequence", "sequence"), ("rowid", None))),
+    "environment": ("execution_environment_events", (
+        (_AT.format(c="created_at"), "created_at"), ("'environment'", None), ("project_id", "project_id"),
+        ("environment_id", "environment_id"), ("event_type", "event_type"), ("from_state", "from_state"),
+        ("to_state", "to_state"), ("actor_reference", "actor_reference"),
+        ("actor_classification", "actor_classification"), ("reason", "reason"), ("id", "id"),
+        ("sequence", "sequence"), ("rowid", None))),
+    "profile": ("execution_profile_audit_events", (
+        (_AT.format(c="created_at"), "created_at"), ("'profile'", None), ("project_id", "project_id"),
+        ("profile_revision_id", "profile_revision_id"), ("event_type", "event_type"),
+        ("previous_profile_revision_id", "previous_profile_revision_id"),
+        ("profile_revision_id", "profile_revision_id"), (_META.format("actor"), "actor"), ("NULL", None),
+        (_META.format("reason"), "reason"), ("id", "id"), ("NULL", None), ("rowid", None))),
 }
+
+
+def _select(table: str, fields: tuple[tuple[str, str | None], ...]) -> str:
+    return "SELECT " + ", ".join(f"{e} AS {n}" for (e, _origin), n in zip(fields, _NAMES)) + f" FROM {table}"
+
+
+_SOURCES = {kind: (table, _select(table, fields)) for kind, (table, fields) in FIELDS.items()}
 
 COLUMNS = ("at", "kind", "project_id", "subject_id", "event_type", "from", "to", "actor", "actor_class",
            "reason", "event_id", "sequence")
-# The table and column each field comes from, for the redactor (console/services/redaction.py).
-_ORIGIN = {
-    "approval": {"project_id": "project_id", "subject_id": "approval_request_id", "actor": "actor_reference",
-                 "reason": "reason", "event_id": "id"},
-    "environment": {"project_id": "project_id", "subject_id": "environment_id", "actor": "actor_reference",
-                    "reason": "reason", "event_id": "id"},
-    "profile": {"project_id": "project_id", "subject_id": "profile_revision_id",
-                "from": "previous_profile_revision_id", "to": "profile_revision_id", "actor": "actor",
-                "reason": "reason", "event_id": "id"},
-}
 _WHY_MISSING = {
     "approval": "approval events: none here; this database has no approval_request_events table "
                 "(archon added approvals in 1.8.22)",
@@ -261,16 +264,14 @@ def open_stream(conn: sqlite3.Connection, flt: AuditFilter) -> AuditStream:
 
 
 def redacted(event: AuditEvent, redactor) -> AuditEvent:
-    """The event with people's names, free text and ids replaced by the bundle's stable placeholders."""
+    """The event as the redactor shows each of its fields (judged by the column it was read from):
+    people's names, free text, ids and anything not archon's own words become stable placeholders."""
     if redactor is None or not redactor.enabled:
         return event
-    origin = _ORIGIN[event.kind]
-    table = _SOURCES[event.kind][0]
-    fields = dict(zip(COLUMNS, event))
-    for name, column in origin.items():
-        fields[name] = redactor.column(table, column, fields[name])
-    return AuditEvent._make(fields[c] for c in COLUMNS)
+    table, fields = FIELDS[event.kind]
+    return AuditEvent._make(value if origin is None else redactor.column(table, origin, value)
+                            for value, (_expr, origin) in zip(event, fields))
 
 
-__all__ = ["AuditEvent", "AuditFilter", "AuditStream", "COLUMNS", "KINDS", "missing_kinds", "open_stream",
+__all__ = ["AuditEvent", "AuditFilter", "AuditStream", "COLUMNS", "FIELDS", "KINDS", "missing_kinds", "open_stream",
            "parse_moment", "redacted", "union_sql"]

@@ -10,10 +10,13 @@ the console's own sentences around redacted values, and ids, evidence and ledger
 other because they all come from the same copy. A finding the copy cannot reproduce exactly (same
 id, severity and count) keeps its title, why and what-to-do, and says its details are withheld.
 The file and integrity findings come from the original run: they hold sizes, page numbers and
-SQLite's own words about schema objects, no row values (integrity's are withheld when the schema has
-objects that are not archon's, whose names SQLite would quote). The schema is archon's DDL: archon's own
-objects are shown as they are (their names and CHECK lists are archon's vocabulary); any other
-object's definition is withheld and its name replaced.
+SQLite's own words about schema objects, no row values (integrity's are withheld when any object's
+definition is not archon's, since SQLite would quote its names). schema.sql shows a definition only
+when it is archon's DDL for that object at some release (`redaction.known_definition`: by what the SQL
+says, never by the object's name); any other definition is withheld and a name that is not archon's
+replaced, and the copy doctor re-runs on holds no other text either
+(console/services/redaction_schema.py). SQLite's messages (row_counts.json's "unreadable: ...") keep
+only their category: the rest quotes the database.
 
 The file is written under a random name made with `mkstemp` in the target directory (O_EXCL: a
 planted symlink or a leftover is never followed or reused), then linked to the requested name,
@@ -39,7 +42,7 @@ from console.clock import db_time
 from console.db.readonly import open_read_only
 from console.errors import EXIT_UNUSABLE, ConsoleError, UsageError
 from console.services.doctor import DEFAULT_STALE_AFTER, Finding, Report, run_doctor
-from console.services.redaction import Redactor, archon_object, redacted_copy
+from console.services.redaction import Redactor, known_definition, redacted_copy
 from console.text import json_text, strip_control
 
 EVIDENCE_PER_FINDING = 20
@@ -96,11 +99,12 @@ def _schema_sql(conn, redactor: Redactor) -> str:
         "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL "
         "ORDER BY CASE type WHEN 'table' THEN 0 WHEN 'index' THEN 1 WHEN 'trigger' THEN 2 ELSE 3 END, name"
     ):
-        if redactor.enabled and not archon_object(name):
-            parts.append(f"-- {kind} {redactor.name(name, kind)}: not one of archon's objects; "
+        known = known_definition(name, sql) if redactor.enabled else sql
+        if known is None:
+            parts.append(f"-- {kind} {redactor.name(name, kind)}: not archon's definition of this object; "
                          "its definition is withheld in a redacted bundle\n")
         else:
-            parts.append(f"-- {kind} {name}\n{sql};\n")
+            parts.append(f"-- {kind} {name}\n{known};\n")
     return "\n".join(parts)
 
 
@@ -110,7 +114,7 @@ def _row_counts(conn, redactor: Redactor) -> dict[str, Any]:
         try:
             count: Any = conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
         except sqlite3.DatabaseError as exc:
-            count = f"unreadable: {exc}"
+            count = f"unreadable: {redactor.error(exc)}"
         counts[redactor.name(table, "table")] = count
     return counts
 
@@ -157,8 +161,8 @@ def redacted_report(report: Report, copy: sqlite3.Connection, redactor: Redactor
                     stale_after: timedelta = DEFAULT_STALE_AFTER, foreign_objects: bool = False) -> Report:
     """The report doctor gives on the redacted copy, finding for finding the original's.
 
-    `foreign_objects`: the schema has objects that are not archon's, whose names SQLite's integrity
-    messages could quote; those messages are then withheld too."""
+    `foreign_objects`: the schema has definitions that are not archon's DDL, whose names and text
+    SQLite's integrity messages could quote; those messages are then withheld too."""
     from console.db.connect import ArchonDatabase
 
     names = [c for c in report.checks_run if c not in FILE_CHECKS]
@@ -196,7 +200,9 @@ embed a name are replaced part by part, the same way everywhere in this bundle (
 profile:2 becomes id-1:execution-profile:2 wherever it appears). The same original always has the
 same placeholder within this bundle; the mapping is not in it. report.txt and report.json are the
 doctor report produced on the redacted data, so their wording is the console's own. schema.sql
-shows archon's own tables, indexes and triggers; any other object's definition is withheld.
+shows a definition only where it is archon's own DDL; any other definition is withheld, and names
+that are not archon's (tables, columns, indexes, triggers) are placeholders (table-1, column-2)
+everywhere in this bundle. SQLite's error messages keep only their kind (no such module, ...).
 MANIFEST.json lists which fields were replaced and how often; it never contains the originals.
 """
 
@@ -219,7 +225,8 @@ def bundle_members(report: Report, source: str | Path, redactor: Redactor, *, no
         counts = _row_counts(conn, redactor)
         if redactor.enabled:
             copy = redacted_copy(conn, redactor)
-            foreign = any(not archon_object(name) for (name,) in conn.execute("SELECT name FROM sqlite_master"))
+            foreign = any(known_definition(name, sql) is None for name, sql in conn.execute(
+                "SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite^_%' ESCAPE '^'"))
             shown = redacted_report(report, copy, redactor, now=now, stale_after=stale_after,
                                     foreign_objects=foreign)
         else:

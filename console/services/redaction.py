@@ -20,9 +20,12 @@ Ids are split at `:` and each part is judged alone, so `prj-atlas-api:execution-
 The same original always maps to the same placeholder within one bundle (the mapping is never
 written anywhere); different bundles number independently.
 
-`redacted_copy` builds an in-memory database with the same schema and every row redacted, so the
-doctor report in a redacted bundle is produced by running doctor on redacted data: the console's
-own sentences are never rewritten after the fact.
+`redacted_copy` builds an in-memory database with every row redacted and the schema as a redacted
+bundle may show it (archon's DDL where the definition is archon's, placeholders and no text
+elsewhere: console/services/redaction_schema.py), so the doctor report in a redacted bundle is
+produced by running doctor on redacted data: the console's own sentences are never rewritten after
+the fact. Names follow the same rule as values: a table, index or trigger name is kept when it is
+archon's, a column name when archon's schema has a column so named; any other is a placeholder.
 """
 
 from __future__ import annotations
@@ -149,7 +152,7 @@ def shaped_columns() -> dict[tuple[str, str], Shape]:
 
 
 @lru_cache(maxsize=1)
-def _schema() -> tuple[frozenset[str], dict[tuple[str, str], Shape]]:
+def _schema() -> tuple[frozenset[str], dict[tuple[str, str], Shape], dict[str, dict[str, tuple[str, tuple[str, ...]]]]]:
     from console.db.detect import MIGRATION_SET
     from console.db.ledger import ensure_tables
     from console.db.migrations.registry import MIGRATIONS, RELEASES, SAFETY_CLASSES, migrations_through
@@ -158,25 +161,60 @@ def _schema() -> tuple[frozenset[str], dict[tuple[str, str], Shape]]:
     words: set[str] = set(EXTRA_VOCABULARY) | {MIGRATION_SET} | set(SAFETY_CLASSES) | set(RELEASES)
     words |= {m.id for m in MIGRATIONS}
     columns: dict[tuple[str, str], Shape] = {}
+    definitions: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {}
     for release in RELEASES:
         conn = scratch_connection()
         try:
             apply_all(conn, migrations_through(release))
             ensure_tables(conn)
-            for (sql,) in conn.execute("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL"):
+            for kind, name, sql in conn.execute("SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL"):
                 for literal in re.findall(r"'((?:[^']|'')*)'", sql):
                     literal = literal.replace("''", "'")
                     if re.fullmatch(r"[a-z][a-z0-9_]{0,40}", literal):
                         words.add(literal)
                     elif literal.startswith("{"):
                         words |= _json_words(literal)
+                names: tuple[str, ...] = ()
+                if kind == "table":
+                    names = tuple(r[1] for r in conn.execute("SELECT * FROM pragma_table_info(?)", (name,)))
+                definitions.setdefault(name, {})[_normal(sql)] = (sql, names)
             tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
             for table in tables:
                 for _cid, column, declared, *_rest in conn.execute("SELECT * FROM pragma_table_info(?)", (table,)):
                     columns[(table, column)] = _column_shape(column, declared or "")
         finally:
             conn.close()
-    return frozenset(words), columns
+    return frozenset(words), columns, definitions
+
+
+def _normal(sql: str) -> str:
+    return " ".join(sql.split())
+
+
+def known_definition(name: str, sql: str | None) -> str | None:
+    """Archon's DDL text for the object `name` that `sql` is (whitespace aside), or None.
+
+    The only schema text a redacted bundle shows: a definition is archon's by what it says, never by
+    its name (see console/services/redaction_schema.py)."""
+    if sql is None:
+        return None
+    found = _schema()[2].get(name, {}).get(_normal(sql))
+    return found[0] if found else None
+
+
+def known_tables(name: str) -> list[tuple[str, tuple[str, ...]]]:
+    """Archon's DDL texts for the table `name` at every release (oldest first), with their columns."""
+    return [(sql, columns) for sql, columns in _schema()[2].get(name, {}).values() if sql.startswith("CREATE TABLE")]
+
+
+# SQLite's messages name schema objects and quote their text ("no such module: <name>", "malformed
+# database schema (<name>) - ..."); a redacted bundle keeps only which of these it was.
+ERROR_CATEGORIES = (
+    "no such module", "no such table", "no such column", "no such collation sequence", "no such function",
+    "database disk image is malformed", "malformed database schema", "file is not a database",
+    "disk I/O error", "database is locked", "out of memory", "interrupted", "string or blob too big",
+    "unable to open database file", "parser stack overflow", "foreign key mismatch", "too many columns",
+)
 
 
 def _json_words(text: str) -> set[str]:
@@ -270,16 +308,28 @@ class Redactor:
         return out
 
     def _field(self, table: str, column: str) -> str:
-        """`table.column` for the manifest; a table that is not archon's is named by placeholders."""
-        if archon_object(table):
-            return f"{table}.{column}"
-        return f"{self.name(table, 'table')}.{self.placeholder(column, 'column')}"
+        """`table.column` for the manifest, named as the redacted copy names them."""
+        return f"{self.name(table, 'table')}.{self.column_name(table, column)}"
 
     def name(self, name: str, category: str) -> str:
         """A schema object's name: archon's own are kept, any other is replaced."""
         if not self.enabled or name in _archon_objects() or name.startswith("sqlite_"):
             return name
         return self.placeholder(name, category)
+
+    def column_name(self, table: str, column: str) -> str:
+        """A column's name: kept when archon's schema (at some release) names a column so, a word of its
+        vocabulary like a table's name (`id`, `project_id`); any other name is replaced."""
+        if not self.enabled or column in _archon_columns():
+            return column
+        return self.placeholder(column, "column")
+
+    def error(self, exc: BaseException) -> str:
+        """SQLite's message, or in a redacted bundle only its fixed category: the rest quotes the database."""
+        text = str(exc)
+        if not self.enabled:
+            return text
+        return next((c for c in ERROR_CATEGORIES if text.lower().startswith(c.lower())), "SQLite error")
 
     def _text(self, key: str, text: str, shapes: Shape, split: bool, json_paths: bool) -> str:
         """`key`: the column or JSON key (names the placeholder's category); `json_paths`: JSON inside
@@ -333,19 +383,30 @@ def _archon_objects() -> frozenset[str]:
     return frozenset(names)
 
 
+@lru_cache(maxsize=1)
+def _archon_columns() -> frozenset[str]:
+    return frozenset(column for _table, column in shaped_columns())
+
+
 def archon_object(name: str) -> bool:
     return name in _archon_objects() or name.startswith("sqlite_")
 
 
 def redacted_copy(conn: sqlite3.Connection, redactor: Redactor) -> sqlite3.Connection:
-    """An in-memory database with `conn`'s schema and every row passed through `redactor`.
+    """An in-memory database with `conn`'s schema as a redacted bundle may show it, and every row
+    passed through `redactor`.
 
-    Rows go in before indexes and triggers exist (archon's triggers would refuse some of them and
-    nothing here should fire), with CHECK constraints off (a placeholder can be longer or shorter
-    than what a CHECK measures); a table SQLite cannot read stays empty, as doctor reports it.
+    A table whose definition is archon's DDL (`known_definition`) is created from that text; any
+    other goes through console/services/redaction_schema.py (placeholder names, no text). Rows go in
+    before indexes and triggers exist (archon's triggers would refuse some of them and nothing here
+    should fire), with CHECK constraints off (a placeholder can be longer or shorter than what a CHECK
+    measures); a table SQLite cannot read stays empty, as doctor reports it.
     """
+    from console.services import redaction_schema as rebuilt
+
     copy = scratch_connection(check_same_thread=False)
     copy.execute("PRAGMA ignore_check_constraints = ON")
+    copy.execute(f"ATTACH ':memory:' AS {rebuilt.STAGING}")
     for pragma in ("user_version", "application_id"):
         copy.execute(f"PRAGMA {pragma} = {int(conn.execute(f'PRAGMA {pragma}').fetchone()[0])}")
     objects = conn.execute(
@@ -353,25 +414,41 @@ def redacted_copy(conn: sqlite3.Connection, redactor: Redactor) -> sqlite3.Conne
         "ORDER BY CASE type WHEN 'table' THEN 0 WHEN 'index' THEN 1 WHEN 'view' THEN 2 ELSE 3 END, rowid"
     ).fetchall()
     copy.execute("BEGIN")
+    staged = []
     for kind, name, _tbl, sql in objects:
         if kind != "table" or name.startswith("sqlite_"):
             continue
+        known = known_definition(name, sql)
         try:
-            copy.execute(sql)
+            if known is not None:
+                copy.execute(known)
+            else:
+                rebuilt.stage(conn, copy, name)
+                staged.append(name)
         except sqlite3.DatabaseError:
             continue  # a virtual table whose module this SQLite lacks
         try:
             _copy_rows(conn, copy, name, redactor)
         except sqlite3.DatabaseError:
             continue
-    for kind, name, _tbl, sql in objects:
+    for name in staged:
+        try:
+            rebuilt.move(conn, copy, name, redactor, known_tables(name))
+        except sqlite3.DatabaseError:
+            continue
+    for kind, name, tbl, sql in objects:
         if kind == "table" or name.startswith("sqlite_"):
             continue
+        known = known_definition(name, sql)
         try:
-            copy.execute(sql)
+            if known is not None:
+                copy.execute(known)
+            elif name in _archon_objects():
+                rebuilt.stand_in(copy, kind, name, tbl, redactor, conn)
         except sqlite3.DatabaseError:
             continue  # e.g. a UNIQUE index that damaged rows violate
     copy.execute("COMMIT")
+    copy.execute(f"DETACH {rebuilt.STAGING}")
     copy.execute("PRAGMA ignore_check_constraints = OFF")
     copy.row_factory = sqlite3.Row
     return copy
@@ -392,5 +469,5 @@ def _copy_rows(conn: sqlite3.Connection, copy: sqlite3.Connection, table: str, r
 
 ROWID = "__archon_console_rowid"
 
-__all__ = ["JSON_SHAPES", "Redactor", "Shape", "archon_object", "kept", "redacted_copy", "shaped_columns",
-           "vocabulary"]
+__all__ = ["ERROR_CATEGORIES", "JSON_SHAPES", "Redactor", "Shape", "archon_object", "kept", "known_definition",
+           "known_tables", "redacted_copy", "shaped_columns", "vocabulary"]

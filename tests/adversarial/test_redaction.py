@@ -336,3 +336,224 @@ def test_the_places_that_keep_shapes_are_archons_id_time_digest_and_number_colum
     assert places[("approval_requests", "expires_at")] == Shape.TIME | Shape.NUMBER
     assert places[("approval_requests", "id")] == ID
     assert places[("execution_environments", "template_digest")] == Shape.DIGEST
+
+
+# --- Schema positions: a definition is archon's by what it says, never by its name (issue 17, R1) ---
+# Main trusted any object named like archon's and never redacted column names or SQLite's messages:
+# a DEFAULT, a CHECK, an added column's name, a foreign table and its parent in a foreign-key
+# violation, a virtual table's module, a trigger body and an index WHERE under archon's names, and a
+# foreign table's columns all reached schema.sql, report.txt/json, evidence.json, MANIFEST.json or
+# row_counts.json verbatim.
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _lit(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def plant_schema_secrets(db, tag: str = "") -> dict[str, str]:
+    """A secret in every schema position the tester used (and the names of foreign objects), each
+    made unique by `tag` (which may hold quotes, spaces and dashes); returns position -> secret."""
+    s = {p: f"{p}{tag}zq" for p in ("S1DEFAULT", "S2COLNAME", "S3CHECK", "S4PARENT", "S4TABLE", "S5MODULE",
+                                    "S6TRIGGER", "S7INDEX", "S8FOREIGNCOL", "S9ONFOREIGN", "S10TYPE", "S11VIEW")}
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA foreign_keys = OFF")
+    url = _lit("https://hooks.example/" + s["S1DEFAULT"])
+    conn.execute(f"ALTER TABLE projects ADD COLUMN notify_url TEXT DEFAULT {url}")
+    conn.execute(f"ALTER TABLE projects ADD COLUMN {_q(s['S2COLNAME'])} TEXT")
+    conn.execute(f"UPDATE projects SET {_q(s['S2COLNAME'])} = 'x'")
+    conn.execute(f"ALTER TABLE projects ADD COLUMN pin {_q(s['S10TYPE'])} CHECK (pin <> {_lit(s['S3CHECK'])})")
+    conn.execute(f"CREATE TABLE {_q(s['S4PARENT'])} (id TEXT PRIMARY KEY)")
+    conn.execute(f"CREATE TABLE {_q(s['S4TABLE'])} (id TEXT PRIMARY KEY, {_q(s['S8FOREIGNCOL'])} TEXT "
+                 f"REFERENCES {_q(s['S4PARENT'])}(id))")
+    conn.execute(f"INSERT INTO {_q(s['S4TABLE'])} VALUES ('row1', 'nope')")
+    conn.execute(f"CREATE VIEW {_q(s['S11VIEW'])} AS SELECT {_lit(s['S11VIEW'])} AS x")
+    conn.execute("PRAGMA writable_schema = ON")
+    conn.execute("INSERT INTO sqlite_master (type, name, tbl_name, rootpage, sql) VALUES ('table', 'vt', 'vt', 0, ?)",
+                 (f"CREATE VIRTUAL TABLE vt USING {_q(s['S5MODULE'])}(a)",))
+    conn.execute("PRAGMA writable_schema = OFF")
+    conn.close()
+    conn = sqlite3.connect(db, isolation_level=None)  # a fresh schema (the virtual table is unreadable)
+    trigger = "validate_project_build_execution_provider_insert"
+    conn.execute(f"DROP TRIGGER {trigger}")
+    conn.execute(f"CREATE TRIGGER {trigger} BEFORE INSERT ON projects WHEN NEW.build_execution_provider NOT IN "
+                 f"('host', 'docker_sandbox') BEGIN SELECT RAISE(ABORT, {_lit(s['S6TRIGGER'])}); END")
+    index, sql = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' "
+                              "AND tbl_name = 'approval_requests' AND sql IS NOT NULL LIMIT 1").fetchone()
+    conn.execute(f"DROP INDEX {index}")
+    conn.execute(f"{sql} WHERE status <> {_lit(s['S7INDEX'])}")
+    (index2,) = conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' "
+                             "AND tbl_name = 'execution_environments' AND sql IS NOT NULL LIMIT 1").fetchone()
+    conn.execute(f"DROP INDEX {index2}")
+    conn.execute(f"CREATE TABLE {_q(s['S9ONFOREIGN'])} (x)")
+    conn.execute(f"CREATE INDEX {index2} ON {_q(s['S9ONFOREIGN'])} (x)")
+    conn.close()
+    return s
+
+
+def _redacted_bundle(tmp_path, source) -> dict[str, bytes]:
+    out = tmp_path / "out" / f"{source.stem}-{len(list(tmp_path.glob('out/*')))}.zip"
+    assert main(["doctor", str(source), "--bundle", str(out), "--redact"]) in (0, 1)
+    return members(out)
+
+
+def test_secrets_in_schema_positions_leave_no_trace_in_any_member(tmp_path, demo_copy):
+    db = demo_copy()
+    secrets = plant_schema_secrets(db, " a'b-")  # '"' in names: the hypothesis test below
+    files = _redacted_bundle(tmp_path, db)
+    assert_absent(files, set(secrets.values()))
+    report = files["report.txt"].decode()
+    # doctor still finds the violation, between placeholders, and the rest of the schema is archon's
+    assert re.search(r"foreign_keys\.violations.*\n  found: 1 row\(s\): table-\d+ -> table-\d+", report)
+    assert "archon 1.10.0 shape" in report
+    assert json.loads(files["row_counts.json"])["projects"] == 6
+    assert "unreadable: no such module" in json.loads(files["row_counts.json"]).values()
+    schema = files["schema.sql"].decode()
+    assert "CREATE TABLE approval_requests" in schema and "-- table projects: not archon's definition" in schema
+    fields = json.loads(files["MANIFEST.json"])["redaction"]["fields"]
+    assert any(re.fullmatch(r"projects\.column-\d+", f) for f in fields)
+
+
+@settings(max_examples=4, deadline=None)
+@given(tag=st.text(alphabet="abcXYZ019 \"'-_]`;\n", min_size=3, max_size=8))
+def test_schema_secrets_with_hostile_characters_are_replaced(tmp_path_factory, tag):
+    from tests.tui.conftest import demo_file
+
+    tmp = tmp_path_factory.mktemp("schema")
+    db = tmp / "archon.db"
+    db.write_bytes(demo_file(tmp_path_factory, "current", 200).read_bytes())
+    secrets = plant_schema_secrets(db, tag)
+    assert_absent(_redacted_bundle(tmp, db), set(secrets.values()))
+
+
+def test_sqlite_messages_become_categories_and_schema_text_is_archons_by_content():
+    from console.services.redaction import known_definition
+
+    r = Redactor(True)
+    assert r.error(sqlite3.OperationalError("no such module: S5MODULESECRET")) == "no such module"
+    assert r.error(sqlite3.DatabaseError("malformed database schema (x) - S6")) == "malformed database schema"
+    assert r.error(sqlite3.OperationalError("S7 near S7: syntax error")) == "SQLite error"
+    assert Redactor(False).error(sqlite3.OperationalError("no such module: m")) == "no such module: m"
+    trigger = "validate_project_build_execution_provider_insert"
+    assert known_definition(trigger, "CREATE TRIGGER x BEGIN SELECT 1; END") is None
+    conn = sqlite3.connect(":memory:")
+    from console.db.migrations.registry import migrations_through
+    from console.db.migrations.runner import apply_all
+
+    apply_all(conn, migrations_through("1.10.0"))
+    (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (trigger,)).fetchone()
+    assert known_definition(trigger, sql) == sql and known_definition(trigger, "  " + sql.replace(" ", "\n  ")) == sql
+    assert known_definition(trigger, sql.replace("'host'", "'host2'")) is None
+    assert r.column_name("projects", "repo_path") == "repo_path" and r.column_name("zz", "id") == "id"
+    assert r.column_name("projects", "S2COLNAMESECRET").startswith("column-")
+
+
+# --- audit --redact: every field of every record passes the redactor (issue 17, R2) ---
+# Main sent only the fields listed in `audit._ORIGIN` to the redactor: event_type, from/to state,
+# actor_classification and a created_at that is not a time were exported verbatim.
+
+AUDITED = ("approval_request_events", "execution_environment_events", "execution_profile_audit_events")
+
+
+def _plant_audit_secrets(db) -> set[str]:
+    """One row per audited table with a unique secret in every column (metadata_json holds the
+    profile events' actor and reason); triggers dropped and CHECKs off so every column takes it."""
+    secrets: set[str] = set()
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA ignore_check_constraints = ON")
+    conn.execute("PRAGMA foreign_keys = OFF")
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        conn.execute(f'DROP TRIGGER "{name}"')
+    for t, table in enumerate(AUDITED):
+        columns = [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
+        values = []
+        for c, column in enumerate(columns):
+            secret = f"Zq{t}{c:02d}x"
+            secrets.add(secret)
+            if column == "metadata_json":
+                values.append(json.dumps({"actor": secret + "a", "reason": secret + "r", "zz": secret}))
+                secrets |= {secret + "a", secret + "r"}
+            else:
+                values.append(secret)
+        conn.execute(f'INSERT INTO "{table}" ({", ".join(columns)}) VALUES ({", ".join("?" * len(columns))})',
+                     values)
+    conn.close()
+    return secrets
+
+
+def _audit(capsys, db, *extra) -> bytes:
+    code = main(["audit", "--db", str(db), *extra])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out.encode()
+
+
+def test_every_field_of_every_audit_format_passes_the_redactor(capsys, demo_copy):
+    db = demo_copy()
+    secrets = _plant_audit_secrets(db)
+    shown: set[str] = set()
+    for fmt in ("text", "jsonl", "csv"):
+        plain = _audit(capsys, db, "--format", fmt)
+        shown |= {s for s in secrets if s.encode() in plain}
+        assert_absent({fmt: _audit(capsys, db, "--format", fmt, "--redact")}, secrets)
+    # the plain export shows a planted secret in every field read from the database
+    from console.services.audit import COLUMNS, FIELDS
+
+    plain = [json.loads(line) for line in _audit(capsys, db, "--format", "jsonl").splitlines()]
+    planted = [e for e in plain if str(e["event_id"]).startswith("Zq")]
+    assert len(planted) == len(AUDITED)
+    for event in planted:  # every field read from the database carries its planted secret
+        fields = FIELDS[event["kind"]][1]
+        for field, (_expression, origin) in zip(COLUMNS, fields):
+            assert (origin is None) != str(event[field]).startswith("Zq"), (event["kind"], field)
+    assert len(shown) >= 3 * len(planted)
+
+
+def test_audit_fields_come_from_a_column_unless_they_are_the_consoles_constants():
+    from console.services.audit import COLUMNS, FIELDS
+
+    for kind, (_table, fields) in FIELDS.items():
+        assert len(fields) == len(COLUMNS) + 1  # every field of the record, and the rowid
+        for expression, origin in fields:
+            assert origin is not None or expression in ("NULL", "rowid", f"'{kind}'"), (kind, expression)
+
+
+@pytest.mark.parametrize("release", ["1.8.20", "1.8.22", "current"])
+def test_a_column_added_to_every_archon_table_keeps_the_report_but_not_its_name(tmp_path, demo_copy, release):
+    """Each archon table rebuilt from the DDL it extends: the same release is detected and every
+    finding is rebuilt (none withheld), while the added columns' names and DEFAULTs are gone."""
+    db = demo_copy(release)
+    conn = sqlite3.connect(db, isolation_level=None)
+    tables = [t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                         "AND name NOT LIKE 'sqlite%'").fetchall()]
+    for i, table in enumerate(tables):
+        conn.execute(f'ALTER TABLE "{table}" ADD COLUMN "Zcol{i}q" TEXT DEFAULT \'Zdef{i}q\'')
+    conn.close()
+    report = run_doctor(db, now=NOW)
+    plain = bundle_members(report, db, Redactor(False), now=NOW)
+    redacted = bundle_members(report, db, Redactor(True), now=NOW)
+    assert "withheld" not in redacted["report.txt"]
+    release_line = [line for line in plain["report.txt"].splitlines() if "shape;" in line]
+    assert release_line and release_line[0] in redacted["report.txt"]
+    assert_absent({k: v.encode() for k, v in redacted.items()},
+                  {f"Zcol{i}q" for i in range(len(tables))} | {f"Zdef{i}q" for i in range(len(tables))})
+
+
+@pytest.mark.parametrize("kind", ["fresh", "upgraded"])
+def test_archons_own_databases_keep_every_finding_when_redacted(tmp_path, kind):
+    """A database archon itself made (its text differs from the console's steps in places: columns
+    inline instead of added): definitions not byte-equal are withheld, but the copy is rebuilt from
+    the nearest archon text, so the same release is detected and no finding is withheld."""
+    from tests.reference import builder
+
+    for release in builder.RELEASES:
+        db = builder.variant(tmp_path / f"{release}-{kind}.db", release, kind)
+        report = run_doctor(db, now=NOW)
+        plain = bundle_members(report, db, Redactor(False), now=NOW)
+        redacted = bundle_members(report, db, Redactor(True), now=NOW)
+        assert "withheld" not in redacted["report.txt"], (release, redacted["report.txt"])
+        shape = [line for line in plain["report.txt"].splitlines() if "shape" in line]
+        assert shape and all(line in redacted["report.txt"] for line in shape), release
