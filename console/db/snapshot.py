@@ -95,8 +95,10 @@ def snapshot_name(db_path: Path, at: datetime) -> str:
 
 
 def snapshot_target(db_path: Path, at: datetime, snapshot_dir: Path | None = None) -> Path:
+    """Always absolute (symbolic links kept as given): the ledger records this path, and a relative
+    one would name another file from any other working directory."""
     directory = Path(snapshot_dir).expanduser() if snapshot_dir else db_path.parent
-    return directory / snapshot_name(db_path, at)
+    return (directory / snapshot_name(db_path, at)).absolute()
 
 
 def needed_bytes(conn: sqlite3.Connection) -> int:
@@ -111,10 +113,17 @@ def free_bytes(directory: Path) -> int:
 
 
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        while chunk := handle.read(4 * 1024 * 1024):
-            digest.update(chunk)
+        return sha256_fd(handle.fileno())
+
+
+def sha256_fd(fd: int) -> str:
+    """The SHA-256 of an open file's whole content, read by offset (the descriptor's own is kept)."""
+    digest = hashlib.sha256()
+    offset = 0
+    while chunk := os.pread(fd, 4 * 1024 * 1024, offset):
+        digest.update(chunk)
+        offset += len(chunk)
     return digest.hexdigest()
 
 
@@ -143,7 +152,7 @@ def remove_stale_temporaries(directory: Path) -> list[Path]:
     return remove_stale(directory)
 
 
-def _publish(tmp: Path, target: Path, sha256: str) -> Path:
+def _publish(tmp: Path, target: Path, sha256: str, source: Path) -> Path:
     """Give `tmp` a final name next to `target`, with its manifest, without ever overwriting a file.
 
     The manifest (console/db/snapshot_manifest.py) is created first, exclusively: a snapshot never
@@ -158,7 +167,7 @@ def _publish(tmp: Path, target: Path, sha256: str) -> Path:
 
     while True:
         try:
-            manifest = write_manifest(candidate, sha256)
+            manifest = write_manifest(candidate, sha256, source)
         except FileExistsError:
             candidate = next_name()
             continue
@@ -323,7 +332,7 @@ def take_snapshot(
             timings["  of which: comparison done at (from the copy's start)"] = compared
         source.execute("COMMIT")
         size = tmp.stat().st_size
-        final = _publish(tmp, target, digest)
+        final = _publish(tmp, target, digest, db_path.resolve())
         tmp = None
         fsync_dir(directory)
         lap("publish")

@@ -197,7 +197,7 @@ def test_a_swap_in_a_shared_directory_needs_unverified_and_says_so(tmp_path):
 @given(mode=st.integers(0o700, 0o7777))
 def test_directory_modes(tmp_path, mode):
     """Every directory mode: counted exactly when no one else can write it, or it is sticky."""
-    from console.db.snapshot_manifest import untrusted_because
+    from console.db.file_trust import untrusted_because
 
     directory = tmp_path / f"d{mode:o}"
     directory.mkdir(exist_ok=True)
