@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from console.db import snapshot_reuse
 from console.db.detect import LEDGER_META_TABLE
 from console.db.file_trust import open_judged, untrusted_because
-from console.errors import EXIT_OK, EXIT_REFUSED, EXIT_UNUSABLE
+from console.errors import EXIT_OK, EXIT_REFUSED, EXIT_UNUSABLE, DatabaseUnusable, Refusal
 from console.services.upgrade import restore as restore_module, run_upgrade
 from tests.adversarial.test_snapshot_identity import NOW, _restore, _tamper_one_byte, _upgraded
 from tests.upgrade_helpers import db_1820, dump, fingerprint_dir, sha256
@@ -160,11 +160,21 @@ def test_a_link_in_a_directory_anyone_can_write_needs_unverified(tmp_path):
     assert "other users can write the directory" in proc.stderr
 
 
-def test_check_hash_and_copy_read_one_file_whatever_the_path_names_meanwhile(tmp_path, monkeypatch):
-    """The link flipped at each step, as the attacker's inotify script did: evil while the file is
-    checked and hashed, good while its trust is judged, evil again before the copy. The restore
-    reads one file through one descriptor, so the flips change nothing that is restored."""
+FLIPS = {
+    # the attacker's inotify script: evil while checked and hashed, good while judged, evil for the copy
+    "as the attack did": {"_verify_snapshot": "evil", "untrusted_because": "good", "_write_restored_copy": "evil"},
+    "only before the copy": {"_write_restored_copy": "evil"},
+    "only before the trust is judged": {"untrusted_because": "evil", "_identify": "evil"},
+}
+
+
+@pytest.mark.parametrize("flips", list(FLIPS.values()), ids=list(FLIPS))
+def test_check_hash_and_copy_read_one_file_whatever_the_path_names_meanwhile(tmp_path, monkeypatch, flips):
+    """A link (here the operator's own, so only the read-once rule is tested) flipped between the
+    steps of a restore: the restore reads one file through one descriptor, so whatever the link names
+    meanwhile, it restores the file it judged and hashed, or refuses; never the other file."""
     path, snapshot, before = _unrecorded(tmp_path)
+    good_dir = snapshot.parent
     evil_dir = tmp_path / "evil"
     evil_dir.mkdir(mode=0o700)
     evil = evil_dir / snapshot.name
@@ -179,23 +189,22 @@ def test_check_hash_and_copy_read_one_file_whatever_the_path_names_meanwhile(tmp
         tmp.symlink_to(target)
         os.replace(tmp, link)
 
-    point(snapshot.parent)
-
-    def flipping(name, target):
+    point(good_dir)
+    for name, where in flips.items():
         real = getattr(restore_module, name)
 
-        def wrapper(*args, **kwargs):
-            point(target)
-            return real(*args, **kwargs)
+        def wrapper(*args, _real=real, _target=evil_dir if where == "evil" else good_dir, **kwargs):
+            point(_target)
+            return _real(*args, **kwargs)
 
         monkeypatch.setattr(restore_module, name, wrapper)
-
-    flipping("_verify_snapshot", evil_dir)
-    flipping("untrusted_because", snapshot.parent)
-    flipping("_write_restored_copy", evil_dir)
-    result = restore_module.restore_snapshot(path, link / snapshot.name, yes=True)
-    assert dump(path) == before, result.message
-    assert result.sha256 == sha256(snapshot)
+    try:
+        result = restore_module.restore_snapshot(path, link / snapshot.name, yes=True)
+    except (DatabaseUnusable, Refusal) as exc:
+        assert "nothing was restored" in exc.reason.lower(), exc.reason
+    else:
+        assert result.sha256 == sha256(snapshot), result.message
+    assert dump(path) == before
 
 
 # --- T3: a manifest speaks for the database it was taken from ------------------------------------

@@ -80,8 +80,9 @@ def _open_snapshot(snapshot: Path) -> Judged:
     """The snapshot, held open through the trust walk (console/db/file_trust.py), once it proved sound.
 
     Every later read (the hash, its manifest, the copy) goes through this descriptor and the
-    directory held with it. SQLite's soundness checks need a path; they must have read the held
-    file, so the path has to name it before and after them."""
+    directory held with it. SQLite's soundness checks need a path; the path must still name the
+    held file after them (a link flipped and flipped back in between is the one case left: the
+    restored bytes are still the hashed ones, and only a record or `--unverified` accepts those)."""
     try:
         held = open_judged(snapshot)
     except OSError as exc:
@@ -90,9 +91,16 @@ def _open_snapshot(snapshot: Path) -> Judged:
             f"{snapshot} cannot be opened ({exc.strerror or exc}). Nothing was restored.",
             "Use another snapshot.",
         ) from None
+    def names_held() -> bool:
+        try:
+            now = os.stat(snapshot)
+        except OSError:
+            return False
+        return held.still_named() and (now.st_dev, now.st_ino) == (held.status.st_dev, held.status.st_ino)
+
     try:
         _verify_snapshot(snapshot)
-        if not held.still_named():
+        if not names_held():
             raise DatabaseUnusable(
                 f"{snapshot} was replaced while it was being checked. Nothing was restored.",
                 "Make sure nobody else can write where the snapshot is, then run the restore again.",
