@@ -294,6 +294,24 @@ def test_the_ledger_of_a_database_another_user_can_write_does_not_vouch(tmp_path
     assert forced.returncode == EXIT_OK and "UNVERIFIED" in forced.stdout
 
 
+@needs_root
+def test_snapshots_kept_in_the_operators_own_directory_still_verify(tmp_path):
+    """The usual layout (archon's user owns the database's directory): the manifest of a snapshot
+    root kept in its own directory counts for a snapshot the ledger lists (docs/decisions.md, D8)."""
+    home = tmp_path / "archon"
+    home.mkdir()
+    mine = tmp_path / "backups"
+    mine.mkdir(mode=0o700)
+    path = db_1820(home / "archon.db")
+    before = dump(path)
+    snapshot = run_upgrade(path, force=True, now=NOW, snapshot_dir=mine).snapshot_path
+    os.chown(home, OTHER_UID, OTHER_UID)
+    os.chown(path, OTHER_UID, OTHER_UID)
+    proc = _restore(path, Path(snapshot))
+    assert proc.returncode == EXIT_OK and "matches its manifest" in proc.stdout, proc.stderr
+    assert dump(path) == before
+
+
 def test_a_ledger_that_is_not_the_consoles_history_does_not_vouch(tmp_path):
     path, _, snapshot = _upgraded(tmp_path)
     _swap_with_ledger_cell(path, snapshot)
