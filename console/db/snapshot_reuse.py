@@ -34,6 +34,8 @@ from console.db.file_trust import Judged, open_judged
 from console.db.snapshot import Snapshot, open_ro, quoted, sha256_fd
 from console.db.snapshot_manifest import manifest_beside
 
+MAX_CANDIDATES = 64  # snapshot-named files looked at, newest first (a shared directory may hold many)
+
 
 def _open_trusted(path: Path) -> Judged | None:
     try:
@@ -118,12 +120,14 @@ def _candidates(directory: Path, db_name: str) -> list[Path]:
 
 def _equal_to_database(conn: sqlite3.Connection, directory: Path, db_name: str) -> Snapshot | None:
     """The newest snapshot beside the database whose content equals the database's now."""
-    candidates = _candidates(directory, db_name)
-    if not candidates:
-        return None
-    newest = candidates[0]  # one candidate: each costs a full read
-    held = _open_trusted(newest)
-    if held is None:
+    # The newest one only another user could not have placed: each costs a full read, and a file
+    # planted with a future mtime must not hide the operator's own.
+    held, newest = None, None
+    for newest in _candidates(directory, db_name)[:MAX_CANDIDATES]:
+        held = _open_trusted(newest)
+        if held is not None:
+            break
+    if held is None or newest is None:
         return None
     with held:
         manifest = manifest_beside(held)

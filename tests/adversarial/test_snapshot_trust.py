@@ -4,7 +4,7 @@ Main trusted a snapshot's `.sha256` before the ledger: whoever swapped the snaps
 manifest too, and the restore said "verified", although the ledger inside the database being
 replaced recorded another SHA-256 for that very path. Now the ledger outranks every manifest, and a
 manifest counts only when nobody but the operator (or root) could have placed it and the snapshot
-(console/db/snapshot_manifest.py, `untrusted_because`). Every case below restored as verified on main.
+(console/db/file_trust.py, `untrusted_because`). Every case below restored as verified on main.
 """
 
 from __future__ import annotations

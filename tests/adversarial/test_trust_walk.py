@@ -102,6 +102,24 @@ def test_reuse_ignores_a_candidate_another_user_planted_in_a_sticky_directory(tm
     assert str(planted) not in {p for p, _ in _ledger_rows(db)}
 
 
+@needs_root
+def test_a_newer_planted_candidate_does_not_hide_the_operators_own(tmp_path):
+    db = db_1820(tmp_path / "archon.db")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    own = _candidate(db, shared)
+    planted = own.with_name(own.name.replace("20991231T235959Z", "20991231T235959Z-2"))
+    shutil.copyfile(own, planted)
+    _write_manifest(planted, sha256(planted))
+    for f in (planted, Path(f"{planted}.sha256")):
+        os.chown(f, OTHER_UID, OTHER_UID)
+    future = own.stat().st_mtime + 3600
+    os.utime(planted, (future, future))
+    result = run_upgrade(db, force=True, now=NOW, snapshot_dir=shared)
+    assert result.snapshot_reused and result.snapshot_path == str(own)
+
+
 def test_reuse_hashes_the_file_it_compared(tmp_path, monkeypatch):
     """Swapped between the content comparison and the hash: the held descriptor still reads the compared file."""
     db = db_1820(tmp_path / "archon.db")
