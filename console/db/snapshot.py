@@ -113,8 +113,10 @@ def snapshot_name(db_path: Path, at: datetime) -> str:
 
 
 def snapshot_target(db_path: Path, at: datetime, snapshot_dir: Path | None = None) -> Path:
+    """Always absolute (symbolic links kept as given): the ledger records this path, and a relative
+    one would name another file from any other working directory."""
     directory = Path(snapshot_dir).expanduser() if snapshot_dir else db_path.parent
-    return directory / snapshot_name(db_path, at)
+    return (directory / snapshot_name(db_path, at)).absolute()
 
 
 def needed_bytes(conn: sqlite3.Connection) -> int:
@@ -134,10 +136,17 @@ def sha256_file(path: Path) -> str:
     would drop the connection's locks (console/db/file_guard.py)."""
     if connected_file(path) is not None:
         raise OSError(errno.EBUSY, f"{path} is a file of a database this process has open")
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        while chunk := handle.read(4 * 1024 * 1024):
-            digest.update(chunk)
+        return sha256_fd(handle.fileno())
+
+
+def sha256_fd(fd: int) -> str:
+    """The SHA-256 of an open file's whole content, read by offset (the descriptor's own is kept)."""
+    digest = hashlib.sha256()
+    offset = 0
+    while chunk := os.pread(fd, 4 * 1024 * 1024, offset):
+        digest.update(chunk)
+        offset += len(chunk)
     return digest.hexdigest()
 
 
@@ -174,7 +183,7 @@ def remove_stale_temporaries(directory: Path) -> list[Path]:
     return remove_stale(directory)
 
 
-def _publish(tmp: Path, target: Path, sha256: str) -> Path:
+def _publish(tmp: Path, target: Path, sha256: str, source: Path) -> Path:
     """Give `tmp` a final name next to `target`, with its manifest, without ever overwriting a file.
 
     The manifest (console/db/snapshot_manifest.py) is created first, exclusively: a snapshot never
@@ -189,7 +198,7 @@ def _publish(tmp: Path, target: Path, sha256: str) -> Path:
 
     while True:
         try:
-            manifest = write_manifest(candidate, sha256)
+            manifest = write_manifest(candidate, sha256, source)
         except FileExistsError:
             candidate = next_name()
             continue
@@ -381,7 +390,7 @@ def take_snapshot(
             timings["  of which: comparison done at (from the copy's start)"] = compared
         source.execute("COMMIT")
         size = tmp.stat().st_size
-        final = _publish(tmp, target, digest)
+        final = _publish(tmp, target, digest, db_path.resolve())
         tmp = None
         fsync_dir(directory)
         lap("publish")

@@ -7,41 +7,59 @@ format (`<hex>  <file name>`; `sha256sum -c` reads it), and `restore` looks a sn
 hash of its content: the manifest beside it, a manifest of the same hash in its directory or the
 database's (a snapshot renamed without its manifest), or a ledger row.
 
+A manifest also names the database the snapshot was taken from: a second line
+`# source-database: "<absolute path>"` (a JSON string; `sha256sum -c` skips lines that start with
+`#`). A manifest without it was written by an older console and is "unbound".
+
 A manifest is written exclusively (`O_CREAT|O_EXCL|O_NOFOLLOW`), never over an existing file or
-through a symlink, and read without following one. Its text proves nothing about who wrote it: anyone
-who can write the directory can put a snapshot of their choosing beside a manifest of their choosing.
-So a manifest vouches for a snapshot only when nobody but the operator (or root) could have placed
-either (`untrusted_because`): both are regular files owned by the operator's effective uid or by
-root, neither is group- or world-writable, and every directory from theirs up to `/` is owned by the
-operator or root and is not group- or world-writable unless it has the sticky bit (a 1777 `/tmp`:
-there only a file's owner, the directory's owner and root can rename or remove a file). The ledger
-inside the database outranks any manifest (console/services/upgrade/restore.py).
+through a symlink, and read through a descriptor the trust walk handed over. Its text proves nothing
+about who wrote it: anyone who can write the directory can put a snapshot of their choosing beside a
+manifest of their choosing. So a manifest vouches for a snapshot only when nobody but the operator
+(or root) could have placed either (console/db/file_trust.py). The ledger inside the database
+outranks any manifest, and a manifest speaks only for the database it names
+(console/services/upgrade/restore.py).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
-import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from console.db.file_trust import Judged, open_judged
+
 SUFFIX = ".sha256"
-MAX_BYTES = 4096  # a manifest is one line; anything bigger is not one of ours
+MAX_BYTES = 16384  # two short lines (a path is at most 4096 bytes); anything bigger is not one of ours
 MAX_SCANNED = 2000  # directory entries looked at when searching for a manifest by hash
 _LINE = re.compile(r"^([0-9a-f]{64}) [ *](.+)$")
+_SOURCE = "# source-database: "
+
+
+@dataclass(frozen=True)
+class Manifest:
+    sha256: str
+    source: str | None  # the absolute path of the database it was taken from; None: an older manifest
+    untrusted: str | None  # why another user could have placed it or its snapshot; None: nobody could
 
 
 def manifest_path(snapshot: Path) -> Path:
     return snapshot.with_name(snapshot.name + SUFFIX)
 
 
-def write_manifest(snapshot: Path, sha256: str) -> Path:
-    """Create `<snapshot>.sha256`; `FileExistsError` if the name is taken (the caller picks another)."""
+def write_manifest(snapshot: Path, sha256: str, source: Path | None = None) -> Path:
+    """Create `<snapshot>.sha256`; `FileExistsError` if the name is taken (the caller picks another).
+
+    `source`: the database the snapshot was taken from (made absolute here)."""
     target = manifest_path(snapshot)
+    text = f"{sha256}  {snapshot.name}\n"
+    if source is not None:
+        text += f"{_SOURCE}{json.dumps(os.path.abspath(source))}\n"
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
-        os.write(fd, f"{sha256}  {snapshot.name}\n".encode())
+        os.write(fd, text.encode())
         os.fsync(fd)
     except BaseException:
         os.close(fd)
@@ -51,70 +69,66 @@ def write_manifest(snapshot: Path, sha256: str) -> Path:
     return target
 
 
-def read_manifest(path: Path) -> str | None:
-    """The SHA-256 a manifest records, or None when the file is absent or not a manifest."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        data = os.read(fd, MAX_BYTES + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+def parse_manifest(data: bytes) -> tuple[str, str | None] | None:
+    """(SHA-256, source database or None) from a manifest's bytes, or None when it is not one."""
     if len(data) > MAX_BYTES:
         return None
     try:
-        first = data.decode("ascii").splitlines()[0]
-    except (UnicodeDecodeError, IndexError):
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
         return None
-    match = _LINE.match(first.strip())
-    return match.group(1) if match else None
-
-
-def untrusted_because(manifest: Path, snapshot: Path) -> str | None:
-    """Why `manifest` cannot vouch for `snapshot` (another user could have placed one of them), or None.
-
-    Judged on what the paths name now; the restore re-hashes its copy, so a swap after this check
-    changes nothing that was restored."""
-    trusted_uids = {os.geteuid(), 0}
-    directories: list[Path] = []
-    for what, path in (("its manifest", manifest), ("the snapshot", snapshot)):
-        try:
-            status = os.lstat(path)
-            directory = path.parent.resolve(strict=True)
-        except OSError as exc:
-            return f"{what} {path} cannot be examined ({exc.strerror or exc})"
-        if not stat.S_ISREG(status.st_mode):
-            return f"{what} {path} is not a regular file"
-        if status.st_uid not in trusted_uids:
-            return f"{what} {path} is owned by uid {status.st_uid}, not by you or root"
-        if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            return f"{what} {path} can be written by other users"
-        directories.append(directory)
-    seen: set[Path] = set()
-    for directory in directories:
-        for folder in (directory, *directory.parents):
-            if folder in seen:
-                break
-            seen.add(folder)
+    match = _LINE.match(lines[0].strip()) if lines else None
+    if match is None:
+        return None
+    source = None
+    for line in lines[1:]:
+        if line.startswith(_SOURCE):
             try:
-                status = os.stat(folder)
-            except OSError as exc:
-                return f"the directory {folder} cannot be examined ({exc.strerror or exc})"
-            if status.st_uid not in trusted_uids:
-                return f"the directory {folder} is owned by uid {status.st_uid}, not by you or root"
-            if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not status.st_mode & stat.S_ISVTX:
-                return f"other users can write the directory {folder}, so they could have replaced what is in it"
-    return None
+                value = json.loads(line[len(_SOURCE):])
+            except ValueError:
+                return None
+            if not isinstance(value, str):
+                return None
+            source = value
+    return match.group(1), source
 
 
-def manifests_with_hash(directories: Iterable[Path], sha256: str) -> list[Path]:
-    """Manifests in `directories` (not below them) that record `sha256`."""
-    found: list[Path] = []
+def _read_held(held: Judged) -> Manifest | None:
+    try:
+        parsed = parse_manifest(os.pread(held.fd, MAX_BYTES + 1, 0))
+    except OSError:
+        return None
+    return None if parsed is None else Manifest(parsed[0], parsed[1], held.untrusted)
+
+
+def manifest_beside(snapshot: Judged) -> Manifest | None:
+    """The snapshot's own manifest, read through the directory the snapshot was opened in.
+
+    Its `untrusted` covers the snapshot too: a manifest cannot vouch for a file another user placed."""
+    try:
+        held = snapshot.sibling(snapshot.name + SUFFIX)
+    except OSError:
+        return None
+    with held:
+        found = _read_held(held)
+    if found is None:
+        return None
+    return Manifest(found.sha256, found.source, found.untrusted or snapshot.untrusted)
+
+
+def read_manifest(path: Path) -> Manifest | None:
+    """The manifest at `path` (judged, console/db/file_trust.py), or None when absent or not a manifest."""
+    try:
+        held = open_judged(path)
+    except OSError:
+        return None
+    with held:
+        return _read_held(held)
+
+
+def manifests_with_hash(directories: Iterable[Path], sha256: str) -> list[tuple[Path, Manifest]]:
+    """Manifests in `directories` (not below them) that record `sha256`, each judged as it was read."""
+    found: list[tuple[Path, Manifest]] = []
     seen: set[Path] = set()
     for directory in directories:
         try:
@@ -129,11 +143,23 @@ def manifests_with_hash(directories: Iterable[Path], sha256: str) -> list[Path]:
                 for count, entry in enumerate(entries):
                     if count >= MAX_SCANNED:
                         break
-                    if entry.name.endswith(SUFFIX) and read_manifest(Path(entry.path)) == sha256:
-                        found.append(Path(entry.path))
+                    if not entry.name.endswith(SUFFIX):
+                        continue
+                    manifest = read_manifest(Path(entry.path))
+                    if manifest is not None and manifest.sha256 == sha256:
+                        found.append((Path(entry.path), manifest))
         except OSError:
             continue
     return found
 
 
-__all__ = ["SUFFIX", "manifest_path", "manifests_with_hash", "read_manifest", "untrusted_because", "write_manifest"]
+__all__ = [
+    "SUFFIX",
+    "Manifest",
+    "manifest_beside",
+    "manifest_path",
+    "manifests_with_hash",
+    "parse_manifest",
+    "read_manifest",
+    "write_manifest",
+]

@@ -12,6 +12,13 @@ A snapshot is kept only when it is still what it claims to be:
   now, compared under the writer lock: schema, header values and every row of every table.
 
 Anything else (a file missing, changed, or the database written since) takes a new snapshot.
+
+A candidate counts only when nobody but the operator or root could have placed it and its manifest
+(console/db/file_trust.py): a file another user planted in a shared snapshot directory would
+otherwise be recorded in the ledger as this run's undo, and later restored as "verified". The
+candidate is opened once; its manifest is read through the same held directory, its size and hash
+come from that descriptor, and the content comparison (SQLite needs a path) is bracketed by checks
+that the path still names the held file, which the trust rule guarantees no other user can change.
 """
 
 from __future__ import annotations
@@ -23,23 +30,45 @@ from itertools import zip_longest
 from pathlib import Path
 
 from console.db import ledger
-from console.db.snapshot import Snapshot, open_ro, quoted, sha256_file
-from console.db.snapshot_manifest import manifest_path, read_manifest
+from console.db.file_trust import Judged, open_judged
+from console.db.snapshot import Snapshot, open_ro, quoted, sha256_fd
+from console.db.snapshot_manifest import manifest_beside
+
+MAX_CANDIDATES = 64  # snapshot-named files looked at, newest first (a shared directory may hold many)
+
+
+def _open_trusted(path: Path) -> Judged | None:
+    try:
+        held = open_judged(path)
+    except OSError:
+        return None
+    if held.untrusted is not None:
+        held.close()
+        return None
+    return held
+
+
+def _intact_held(held: Judged, path: Path, sha256: str, *, manifest_needed: bool) -> Snapshot | None:
+    """The snapshot, if the held file hashes to `sha256` and its trusted manifest (if any) agrees."""
+    manifest = manifest_beside(held)
+    if manifest is None and manifest_needed:
+        return None
+    if manifest is not None and (manifest.untrusted is not None or manifest.sha256 != sha256):
+        return None
+    try:
+        if sha256_fd(held.fd) != sha256 or not held.still_named():
+            return None
+    except OSError:
+        return None
+    return Snapshot(path=path, sha256=sha256, size=held.status.st_size, tables=0, rows=0)
 
 
 def _intact(path: Path, sha256: str) -> Snapshot | None:
-    """The snapshot, if its bytes still hash to `sha256` and its manifest (if any) agrees."""
-    try:
-        if not path.is_file() or path.is_symlink():
-            return None
-        manifest = read_manifest(manifest_path(path))
-        if manifest is not None and manifest != sha256:
-            return None
-        if sha256_file(path) != sha256:
-            return None
-        return Snapshot(path=path, sha256=sha256, size=path.stat().st_size, tables=0, rows=0)
-    except OSError:
+    held = _open_trusted(path)
+    if held is None:
         return None
+    with held:
+        return _intact_held(held, path, sha256, manifest_needed=False)
 
 
 def _from_interrupted_run(conn: sqlite3.Connection, target_release: str) -> Snapshot | None:
@@ -91,28 +120,34 @@ def _candidates(directory: Path, db_name: str) -> list[Path]:
 
 def _equal_to_database(conn: sqlite3.Connection, directory: Path, db_name: str) -> Snapshot | None:
     """The newest snapshot beside the database whose content equals the database's now."""
-    candidates = _candidates(directory, db_name)
-    if not candidates:
+    # The newest one only another user could not have placed: each costs a full read, and a file
+    # planted with a future mtime must not hide the operator's own.
+    held, newest = None, None
+    for newest in _candidates(directory, db_name)[:MAX_CANDIDATES]:
+        held = _open_trusted(newest)
+        if held is not None:
+            break
+    if held is None or newest is None:
         return None
-    newest = candidates[0]  # one candidate: each costs a full read
-    recorded = read_manifest(manifest_path(newest))
-    if recorded is None:
-        return None
-    size = conn.execute("PRAGMA page_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
-    try:
-        if newest.stat().st_size != size:
+    with held:
+        manifest = manifest_beside(held)
+        if manifest is None or manifest.untrusted is not None:
             return None
-        copy = open_ro(newest)
-    except (OSError, sqlite3.Error):
-        return None
-    try:
-        if not same_content(conn, copy):
+        size = conn.execute("PRAGMA page_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
+        if held.status.st_size != size or not held.still_named():
             return None
-    except sqlite3.Error:
-        return None
-    finally:
-        copy.close()
-    return _intact(newest, recorded)
+        try:
+            copy = open_ro(newest)
+        except (OSError, sqlite3.Error):
+            return None
+        try:
+            if not same_content(conn, copy):
+                return None
+        except sqlite3.Error:
+            return None
+        finally:
+            copy.close()
+        return _intact_held(held, newest, manifest.sha256, manifest_needed=True)
 
 
 def reusable_snapshot(

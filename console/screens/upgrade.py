@@ -38,7 +38,7 @@ def snapshot_label(plan: UpgradePlan) -> str:
     """Where the snapshot goes, said the same way on the screen and in the dialog: its name when
     it is next to the database, else its full path."""
     snapshot = Path(plan.snapshot_path)
-    if snapshot.parent == Path(plan.path).parent:
+    if snapshot.parent == Path(plan.path).absolute().parent:  # the planned path is absolute
         return f"{snapshot.name} (next to the database)"
     return str(snapshot)
 

@@ -81,8 +81,13 @@ class Holder:
         self.proc.wait(timeout=10)
 
 
-def _restore(path: Path, snapshot: str):
-    return run_cli("--db", str(path), "--busy-timeout", "0.2", "restore", snapshot, "--yes")
+def _restore(path: Path, snapshot: str, *extra: str):
+    return run_cli("--db", str(path), "--busy-timeout", "0.2", "restore", snapshot, "--yes", *extra)
+
+
+# A directory given to another user: its database's ledger and the snapshot beside it no longer vouch
+# (tests/adversarial/test_trust_walk.py), so a root restore from there is an --unverified one.
+UNVERIFIED = "--unverified"
 
 
 def _assert_refused_and_untouched(path: Path, proc, before, before_dump) -> None:
@@ -165,7 +170,7 @@ def test_refused_while_another_user_has_the_database_open(shared_dir):
     holder = Holder(path, "idle", user=OTHER_USER)
     try:
         before, before_dump = fingerprint_dir(shared_dir), dump(path)
-        _assert_refused_and_untouched(path, _restore(path, snapshot), before, before_dump)
+        _assert_refused_and_untouched(path, _restore(path, snapshot, UNVERIFIED), before, before_dump)
     finally:
         holder.stop()
 
@@ -174,7 +179,7 @@ def test_root_restore_keeps_the_owner_group_and_mode(shared_dir):
     user = _other_user()
     path, snapshot = _upgraded(shared_dir, wal=False)
     _give_to(user, shared_dir, 0o600)
-    proc = _restore(path, snapshot)
+    proc = _restore(path, snapshot, UNVERIFIED)
     assert proc.returncode == 0, proc.stderr
     st = path.stat()
     assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (user.pw_uid, user.pw_gid, 0o600)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -48,9 +49,13 @@ def _restore(path: Path, snapshot: Path, *extra: str):
 
 
 def test_the_manifest_is_written_beside_the_snapshot(tmp_path):
-    _, _, snapshot = _upgraded(tmp_path)
-    line = Path(f"{snapshot}.sha256").read_text()
-    assert line == f"{sha256(snapshot)}  {snapshot.name}\n"  # `sha256sum -c` format
+    path, _, snapshot = _upgraded(tmp_path)
+    text = Path(f"{snapshot}.sha256").read_text()
+    # `sha256sum -c` format, and the database it was taken from on a comment line it skips
+    assert text == f'{sha256(snapshot)}  {snapshot.name}\n# source-database: "{path.resolve()}"\n'
+    if shutil.which("sha256sum"):
+        check = subprocess.run(["sha256sum", "-c", "--strict", f"{snapshot.name}.sha256"], cwd=snapshot.parent)
+        assert check.returncode == 0
 
 
 def test_a_moved_snapshot_is_verified_by_its_manifest(tmp_path):

@@ -4,7 +4,7 @@ Main trusted a snapshot's `.sha256` before the ledger: whoever swapped the snaps
 manifest too, and the restore said "verified", although the ledger inside the database being
 replaced recorded another SHA-256 for that very path. Now the ledger outranks every manifest, and a
 manifest counts only when nobody but the operator (or root) could have placed it and the snapshot
-(console/db/snapshot_manifest.py, `untrusted_because`). Every case below restored as verified on main.
+(console/db/file_trust.py, `untrusted_because`). Every case below restored as verified on main.
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ def test_a_swap_in_a_shared_directory_needs_unverified_and_says_so(tmp_path):
 @given(mode=st.integers(0o700, 0o7777))
 def test_directory_modes(tmp_path, mode):
     """Every directory mode: counted exactly when no one else can write it, or it is sticky."""
-    from console.db.snapshot_manifest import untrusted_because
+    from console.db.file_trust import untrusted_because
 
     directory = tmp_path / f"d{mode:o}"
     directory.mkdir(exist_ok=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import sqlite3
 import stat
 from dataclasses import asdict, dataclass
@@ -21,8 +20,9 @@ from console.clock import system_clock
 from console.db import exclusive_lock, ledger, snapshot as snapshots
 from console.db.connect import check_file, check_size, is_wal_file, sqlite_connection, untouched_read_uri
 from console.db.files import create_exclusive, temp_prefix
+from console.db.file_trust import Judged, open_judged, untrusted_because
 from console.db.paths import nonempty_file
-from console.db.snapshot_manifest import manifest_path, manifests_with_hash, read_manifest, untrusted_because
+from console.db.snapshot_manifest import Manifest, manifest_beside, manifest_path, manifests_with_hash
 from console.errors import DatabaseUnusable, Refusal, UsageError
 from console.services.upgrade.decide import require_archon
 
@@ -48,8 +48,8 @@ class RestoreResult:
         return {**asdict(self), "verified": self.verified_by is not None, "message": self.message}
 
 
-def _verify_snapshot(snapshot: Path) -> str:
-    """The snapshot's SHA-256, once it proved to be a whole, self-contained archon database."""
+def _verify_snapshot(snapshot: Path) -> None:
+    """Refuse unless the snapshot is a whole, self-contained archon database."""
     try:
         check_file(snapshot)
         check_size(snapshot)
@@ -74,28 +74,86 @@ def _verify_snapshot(snapshot: Path) -> str:
         raise DatabaseUnusable(
             f"{snapshot} cannot be read as a SQLite database ({exc}). Nothing was restored."
         ) from None
-    return snapshots.sha256_file(snapshot)
 
 
-def _ledger_records(db_path: Path) -> list[tuple[str, str]]:
-    """(path, SHA-256) for every snapshot the database's ledger remembers (none if unreadable)."""
-    if not db_path.exists():
-        return []
+def _open_snapshot(snapshot: Path) -> Judged:
+    """The snapshot, held open through the trust walk (console/db/file_trust.py), once it proved sound.
+
+    Every later read (the hash, its manifest, the copy) goes through this descriptor and the
+    directory held with it. SQLite's soundness checks need a path; the path must still name the
+    held file after them (a link flipped and flipped back in between is the one case left: the
+    restored bytes are still the hashed ones, and only a record or `--unverified` accepts those)."""
+    try:
+        held = open_judged(snapshot)
+    except OSError as exc:
+        _verify_snapshot(snapshot)  # the plain-words refusal for a missing or unusable file
+        raise DatabaseUnusable(
+            f"{snapshot} cannot be opened ({exc.strerror or exc}). Nothing was restored.",
+            "Use another snapshot.",
+        ) from None
+    def names_held() -> bool:
+        try:
+            now = os.stat(snapshot)
+        except OSError:
+            return False
+        return held.still_named() and (now.st_dev, now.st_ino) == (held.status.st_dev, held.status.st_ino)
+
+    try:
+        _verify_snapshot(snapshot)
+        if not names_held():
+            raise DatabaseUnusable(
+                f"{snapshot} was replaced while it was being checked. Nothing was restored.",
+                "Make sure nobody else can write where the snapshot is, then run the restore again.",
+            )
+    except BaseException:
+        held.close()
+        raise
+    return held
+
+
+@dataclass(frozen=True)
+class _Ledger:
+    records: list[tuple[str, str]]  # (path, SHA-256) of every snapshot it remembers
+    untrusted: str | None  # why it cannot vouch for anything; None: it counts
+
+
+def _ledger(db_path: Path) -> _Ledger:
+    """The snapshots the database's upgrade ledger remembers, and whether it may vouch for them.
+
+    The ledger is a table in the database: whoever can write the database (or replace it, through
+    its directory) can write any row. So it counts only when the database passes the same rule as
+    a manifest (console/db/file_trust.py), and only when it is the exact history this console
+    writes (`ledger.read_verified`). Judged without opening the file outside SQLite."""
+    if not os.path.lexists(db_path):
+        return _Ledger([], None)
     try:
         conn = sqlite_connection(untouched_read_uri(db_path), uri=True)
     except (sqlite3.Error, OSError):
-        return []
+        return _Ledger([], None)
     try:
-        return ledger.recorded_snapshots(conn)
+        records = ledger.recorded_snapshots(conn)
+        if not records:
+            return _Ledger([], None)
+        ledger.read_verified(conn)
+    except DatabaseUnusable as exc:
+        first = exc.reason.split(". ")[0]
+        return _Ledger(records, f"it is not the history this console writes ({first})")
     except sqlite3.Error:
-        return []
+        return _Ledger([], None)
     finally:
         conn.close()
+    return _Ledger(records, untrusted_because(db_path))
 
 
-def _same_file(a: str, b: Path) -> bool:
+def _same_file(stored: str, snapshot: Path, db_path: Path) -> bool:
+    """The ledger's path names `snapshot`. Rows of older consoles may hold a path relative to the
+    working directory of the upgrade, unknown now: tried from here and from the database's directory."""
     try:
-        return Path(a).resolve() == b.resolve()
+        mine = snapshot.resolve()
+        stored_path = Path(stored)
+        if stored_path.is_absolute():
+            return stored_path.resolve() == mine
+        return mine in {stored_path.resolve(), (db_path.parent / stored_path).resolve()}
     except OSError:
         return False
 
@@ -108,42 +166,63 @@ def _changed(snapshot: Path, record: str, aside: str = "") -> DatabaseUnusable:
     )
 
 
-def _identify(db_path: Path, snapshot: Path, digest: str, unverified: bool) -> str | None:
+def _manifest_why(manifest: Manifest, db_path: Path, known: _Ledger, digest: str) -> str | None:
+    """Why a manifest of the right hash still cannot vouch for restoring onto `db_path`, or None.
+
+    It must be one only the operator or root could have placed (with the snapshot); it speaks only
+    for the database it names (an older manifest names none); and a database whose ledger records
+    snapshots is answered by its ledger alone, so a manifest for one it does not record does not
+    count (docs/decisions.md, "A manifest names its database")."""
+    if manifest.untrusted is not None:
+        return manifest.untrusted
+    target = str(db_path.resolve())
+    if manifest.source is not None and manifest.source != target:
+        return f"the snapshot was taken from {manifest.source}, not from {target}"
+    if known.records and digest not in {sha for _stored, sha in known.records}:
+        return f"{db_path.name}'s upgrade ledger records its own snapshots and this one is not among them"
+    return None
+
+
+def _identify(db_path: Path, held: Judged, digest: str, unverified: bool) -> str | None:
     """Which record vouches for the snapshot's content (console/db/snapshot_manifest.py), by hash.
 
     The ledger inside the database being replaced outranks every manifest: a manifest is a file
     beside the snapshot, and whoever could swap the snapshot could rewrite it too. So a ledger row
-    for this path with another SHA-256 refuses the restore whatever any manifest says, and a
-    manifest counts only when nobody but the operator or root could have placed it and the
-    snapshot (`untrusted_because`). In order: the ledger's rows for this path; the snapshot's own
-    trusted manifest; any ledger row with this hash (the snapshot was moved); a trusted manifest of
-    this hash beside it or beside the database (it was renamed). None (no record) is accepted only
-    with `unverified`; a record that disagrees is never overridden.
+    for this path with another SHA-256 refuses the restore whatever any manifest says, and a row
+    with this SHA-256 vouches for it, as long as the ledger itself counts (`_ledger`). In order: the
+    ledger's rows for this path; the snapshot's own manifest; any ledger row with this hash (the
+    snapshot was moved); a manifest of this hash beside it or beside the database (it was renamed);
+    each manifest counting only under `_manifest_why`.
+    None (no record) is accepted only with `unverified`; a record that disagrees is never overridden.
     """
-    records = _ledger_records(db_path)
+    snapshot = Path(held.path)
+    known = _ledger(db_path)
     ledger_record = f"{db_path.name}'s upgrade ledger"
-    here = {sha for stored, sha in records if _same_file(stored, snapshot)}
-    if here and digest not in here:
-        raise _changed(snapshot, ledger_record, ", whatever a manifest beside it says")
-    if here:
-        return f"the record in {ledger_record}"
-    own = manifest_path(snapshot)
-    recorded = read_manifest(own)
     not_counted: list[str] = []
-    if recorded == digest:
-        why = untrusted_because(own, snapshot)
+    if known.untrusted is None:
+        here = {sha for stored, sha in known.records if _same_file(stored, snapshot, db_path)}
+        if here and digest not in here:
+            raise _changed(snapshot, ledger_record, ", whatever a manifest beside it says")
+        if here:
+            return f"the record in {ledger_record}"
+    own = manifest_path(snapshot)
+    mine = manifest_beside(held)
+    if mine is not None and mine.sha256 == digest:
+        why = _manifest_why(mine, db_path, known, digest)
         if why is None:
             return f"its manifest {own}"
         not_counted.append(f"its manifest {own.name} does not count because {why}")
-    if digest in {sha for _stored, sha in records}:
-        return f"the record in {ledger_record}"
-    if recorded is not None and recorded != digest:
+    if digest in {sha for _stored, sha in known.records}:
+        if known.untrusted is None:
+            return f"the record in {ledger_record}"
+        not_counted.append(f"{ledger_record} does not count because {known.untrusted}")
+    if mine is not None and mine.sha256 != digest:
         raise _changed(snapshot, f"its manifest {own}")
     own_real = own.parent.resolve() / own.name
-    for other in manifests_with_hash([snapshot.parent, db_path.parent], digest):
+    for other, manifest in manifests_with_hash([snapshot.parent, db_path.parent], digest):
         if other == own_real:
             continue
-        why = untrusted_because(other, snapshot)
+        why = held.untrusted or _manifest_why(manifest, db_path, known, digest)
         if why is None:
             return f"the manifest {other}"
         not_counted.append(f"the manifest {other} does not count because {why}")
@@ -153,7 +232,8 @@ def _identify(db_path: Path, snapshot: Path, digest: str, unverified: bool) -> s
     raise Refusal(
         f"The SHA-256 of {snapshot} ({digest}) matches no record: no manifest that counts beside it "
         f"({own.name}) or in its directory or the database's, and no row of the database's "
-        f"upgrade ledger.{aside} It cannot be verified as a snapshot the console took. Nothing was restored.",
+        f"upgrade ledger that counts.{aside} It cannot be verified as a snapshot the console took. "
+        "Nothing was restored.",
         "If you know where this file comes from, run the restore again with --unverified.",
     )
 
@@ -220,14 +300,18 @@ def _copy_exclusive(locked_fd: int, target: Path, status: os.stat_result) -> Non
     os.close(out)
 
 
-def _write_restored_copy(snapshot: Path, directory: Path, db_name: str, digest: str) -> Path:
+def _write_restored_copy(held: Judged, directory: Path, db_name: str, digest: str) -> Path:
+    """Copy the held snapshot (the very file that was hashed), then hash what was written."""
     # The shared exclusive-create (console/db/files.py): its name carries our pid, so a copy a killed
     # restore left behind is recognised as ours by `remove_stale`.
     tmp = create_exclusive(directory, temp_prefix("restore") + db_name + ".", ".tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)  # never through a swapped-in link
-        with open(snapshot, "rb") as src, os.fdopen(fd, "wb") as dst:
-            shutil.copyfileobj(src, dst, 4 * 1024 * 1024)
+        with os.fdopen(fd, "wb") as dst:
+            offset = 0
+            while chunk := os.pread(held.fd, 4 * 1024 * 1024, offset):
+                dst.write(chunk)
+                offset += len(chunk)
             dst.flush()
             os.fsync(dst.fileno())
         if snapshots.sha256_file(tmp) != digest:
@@ -288,8 +372,25 @@ def restore_snapshot(
         )
     if os.path.lexists(db_path) and snapshot.resolve() == db_path.resolve():
         raise UsageError("The snapshot and the database are the same file.")
-    digest = _verify_snapshot(snapshot)
-    verified_by = _identify(db_path, snapshot, digest, unverified)
+    held = _open_snapshot(snapshot)
+    try:
+        return _restore_held(db_path, held, yes, unverified, confirm, at, busy_timeout_ms)
+    finally:
+        held.close()
+
+
+def _restore_held(
+    db_path: Path,
+    held: Judged,
+    yes: bool,
+    unverified: bool,
+    confirm: Callable[[str], bool] | None,
+    at: datetime,
+    busy_timeout_ms: int,
+) -> RestoreResult:
+    snapshot = Path(held.path)
+    digest = snapshots.sha256_fd(held.fd)
+    verified_by = _identify(db_path, held, digest, unverified)
     if not yes:
         if confirm is None:
             raise Refusal(
@@ -309,7 +410,7 @@ def restore_snapshot(
             raise _cannot_check(db_path, exc) from None
     directory = db_path.parent
     try:
-        tmp: Path | None = _write_restored_copy(snapshot, directory, db_path.name, digest)
+        tmp: Path | None = _write_restored_copy(held, directory, db_path.name, digest)
     except OSError as exc:
         raise Refusal(f"The restore failed: {exc}. The database was not replaced.") from None
     removed: list[str] = []
