@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # imported lazily: sqlite-utils costs ~40 ms at start-up
     import sqlite_utils
 
 
+from console.db.limits import explain, guard
 from console.db.paths import require_database_file
 from console.errors import DatabaseUnusable
 
@@ -35,9 +36,15 @@ def sqlite_connection(target: str | Path, *, uri: bool = False, **options: Any) 
     `isolation_level=None`: a deferred `BEGIN` that reads and then writes fails with SQLITE_BUSY at
     once, so writes issue their own `BEGIN IMMEDIATE` (tx.py). Keeping the one `sqlite3.connect`
     in this module (tests/test_layers.py checks it) leaves one place to read which files the
-    console opens and how; the callers name the file and its URI flags.
+    console opens and how; the callers name the file and its URI flags. Each one is bounded
+    (value size, statement time) and interruptible by a signal (console/db/limits.py `guard`).
     """
-    return sqlite3.connect(target, uri=uri, isolation_level=None, **options)
+    options.setdefault("factory", Connection)
+    return guard(sqlite3.connect(target, uri=uri, isolation_level=None, **options))
+
+
+class Connection(sqlite3.Connection):
+    """sqlite3's connection, as a subclass so that limits.py can keep weak references to it."""
 
 
 def scratch_connection(**options: Any) -> sqlite3.Connection:
@@ -174,8 +181,14 @@ class ArchonDatabase:
     def __enter__(self) -> "ArchonDatabase":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, _type: object, exc: BaseException | None, _tb: object) -> None:
+        try:
+            # A value or statement over the limits, named while the connection can still say where.
+            better = explain(exc, self.conn) if exc is not None else None
+            if better is not None:
+                raise better from None
+        finally:
+            self.close()
 
 
 def _configure(conn: sqlite3.Connection, busy_timeout_ms: int, read_only: bool) -> None:

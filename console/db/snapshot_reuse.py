@@ -22,8 +22,9 @@ import sqlite3
 from itertools import zip_longest
 from pathlib import Path
 
+from console.db.sql import quote_identifier, stored_columns
 from console.db import ledger
-from console.db.snapshot import Snapshot, open_ro, quoted, sha256_file
+from console.db.snapshot import Snapshot, open_ro, sha256_file
 from console.db.snapshot_manifest import manifest_path, read_manifest
 
 
@@ -58,7 +59,7 @@ def _tables(conn: sqlite3.Connection) -> list[tuple]:
 
 
 def _rows(conn: sqlite3.Connection, table: str):
-    for row in conn.execute(f"SELECT * FROM {quoted(table)}"):
+    for row in conn.execute(f"SELECT {stored_columns(conn, table)} FROM {quote_identifier(table)}"):
         yield tuple((type(value), value) for value in row)
 
 

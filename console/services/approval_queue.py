@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
+from console.db.sql import stored_columns
 from console.clock import TEXT_SLACK, db_time, parse_time, system_clock
 from console.db.connect import ArchonDatabase
 from console.db.queries import (
@@ -296,8 +297,8 @@ def action_summary(kind: Any, action: Any, raw: Any = None) -> str:
 
 def events_of(conn: sqlite3.Connection, project_id: str, request_id: str) -> list[ApprovalEvent]:
     cur = conn.execute(
-        "SELECT * FROM approval_request_events WHERE project_id = ? AND approval_request_id = ? "
-        "ORDER BY sequence",
+        f"SELECT {stored_columns(conn, 'approval_request_events')} FROM approval_request_events "
+        "WHERE project_id = ? AND approval_request_id = ? ORDER BY sequence",
         (project_id, request_id),
     )
     names = [d[0] for d in cur.description]
@@ -305,7 +306,8 @@ def events_of(conn: sqlite3.Connection, project_id: str, request_id: str) -> lis
 
 
 def load_request(conn: sqlite3.Connection, request_id: str) -> dict[str, Any]:
-    cur = conn.execute("SELECT * FROM approval_requests WHERE id = ?", (request_id,))
+    cur = conn.execute(f"SELECT {stored_columns(conn, 'approval_requests')} FROM approval_requests WHERE id = ?",
+                       (request_id,))
     row = cur.fetchone()
     if row is None:
         raise Refusal(

@@ -37,6 +37,7 @@ from typing import Any
 import console
 from console.clock import db_time
 from console.db.readonly import open_read_only
+from console.db.sql import quote_identifier, stored_columns
 from console.errors import EXIT_UNUSABLE, ConsoleError, UsageError
 from console.services.doctor import DEFAULT_STALE_AFTER, Finding, Report, run_doctor
 from console.services.redaction import Redactor, archon_object, redacted_copy
@@ -108,7 +109,7 @@ def _row_counts(conn, redactor: Redactor) -> dict[str, Any]:
     counts: dict[str, Any] = {}
     for table in _tables(conn):
         try:
-            count: Any = conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+            count: Any = conn.execute(f"SELECT count(*) FROM {quote_identifier(table)}").fetchone()[0]
         except sqlite3.DatabaseError as exc:
             count = f"unreadable: {exc}"
         counts[redactor.name(table, "table")] = count
@@ -117,7 +118,8 @@ def _row_counts(conn, redactor: Redactor) -> dict[str, Any]:
 
 def _dump(conn, table: str, where: str, params, limit: int) -> list[dict[str, Any]]:
     try:
-        cur = conn.execute(f'SELECT * FROM "{table}" WHERE {where} LIMIT {int(limit)}', params)
+        columns = stored_columns(conn, table)
+        cur = conn.execute(f"SELECT {columns} FROM {quote_identifier(table)} WHERE {where} LIMIT {int(limit)}", params)
     except sqlite3.DatabaseError:
         return []
     names = [d[0] for d in cur.description]

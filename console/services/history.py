@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from console.db.sql import quote_identifier, stored_columns
 from console.clock import db_time, parse_time
 from console.errors import Refusal, UsageError
 from console.text import one_line
@@ -78,7 +79,7 @@ def parse_as_of(text: str, now: datetime) -> datetime:
 
 
 def _table_columns(conn: sqlite3.Connection, table: str) -> set[str]:
-    return {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
+    return {r[1] for r in conn.execute(f"PRAGMA table_info({quote_identifier(table)})")}
 
 
 def _dicts(cursor) -> list[dict[str, Any]]:
@@ -103,7 +104,8 @@ def _split(events: list[dict[str, Any]], at: datetime) -> tuple[list[dict[str, A
 
 def approval_as_of(conn: sqlite3.Connection, request_id: str, at: datetime) -> AsOf:
     """The request as an approver would have seen it at `at`."""
-    cur = conn.execute("SELECT * FROM approval_requests WHERE id = ?", (request_id,))
+    cur = conn.execute(f"SELECT {stored_columns(conn, 'approval_requests')} FROM approval_requests WHERE id = ?",
+                       (request_id,))
     rows = _dicts(cur)
     if not rows:
         raise Refusal(f"No approval request {request_id!r}.")
@@ -133,7 +135,8 @@ def approval_as_of(conn: sqlite3.Connection, request_id: str, at: datetime) -> A
 
 def environment_as_of(conn: sqlite3.Connection, env_id: str, at: datetime) -> AsOf:
     """The environment's lifecycle state (and console claim) at `at`."""
-    rows = _dicts(conn.execute("SELECT * FROM execution_environments WHERE id = ?", (env_id,)))
+    rows = _dicts(conn.execute(
+        f"SELECT {stored_columns(conn, 'execution_environments')} FROM execution_environments WHERE id = ?", (env_id,)))
     if not rows:
         raise Refusal(f"No execution environment {env_id!r}.")
     env = rows[0]
