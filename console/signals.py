@@ -116,7 +116,10 @@ def _resume_statements() -> None:
 
 
 def as_stop(exc: BaseException) -> KeyboardInterrupt | None:
-    """The stop that `exc` stands for: a statement that failed as "interrupted" after a signal."""
+    """The stop that `exc` stands for: a statement that failed as "interrupted" after a signal.
+    Only in the main thread: a worker's statement fails as itself while the program stops."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
     if not _received or not isinstance(exc, sqlite3.OperationalError) or "interrupt" not in str(exc):
         return None
     signum = _received[0]

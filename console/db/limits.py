@@ -35,6 +35,9 @@ from console.errors import DatabaseUnusable
 
 MAX_VALUE_BYTES = 4 * 1024 * 1024
 STATEMENT_SECONDS = 60.0
+# Doctor's integrity scan and an upgrade's table rebuilds read every page of a file that may be
+# many gigabytes: a statement of theirs may take this long.
+LONG_STATEMENT_SECONDS = 900.0
 # The handler runs every this many virtual-machine instructions: about 0.1-1 ms of work.
 _PROGRESS_STEPS = 10_000
 
@@ -166,5 +169,5 @@ def explain(exc: BaseException, conn: sqlite3.Connection | None = None) -> Datab
     return None
 
 
-__all__ = ["MAX_VALUE_BYTES", "STATEMENT_SECONDS", "explain", "guard", "interrupt_all", "resume",
+__all__ = ["LONG_STATEMENT_SECONDS", "MAX_VALUE_BYTES", "STATEMENT_SECONDS", "explain", "guard", "interrupt_all", "resume",
            "statement_budget", "stopping"]
