@@ -110,13 +110,15 @@ def _partitions(handle: ArchonDatabase, filters: Filters, now: datetime) -> tupl
         params.append(db_time(bound))
     needle = (filters.search or "").strip().lower() or None
     text_clause = "instr(lower(id || ' ' || project_id || ' ' || action_kind || ' ' || action_json), ?) > 0"
+    columns = stored_columns(conn, "approval_requests")  # never a generated column (console/db/sql.py)
 
     def query(where: list[str], where_params: list[Any], project_name: str | None) -> KeysetQuery:
         clauses, values = list(where) + common, list(where_params) + params
         if needle and not (project_name and needle in project_name.lower()):
             clauses.append(text_clause)
             values.append(needle)
-        return KeysetQuery("approval_requests", ORDER_KEYS, where=tuple(clauses), params=tuple(values))
+        return KeysetQuery("approval_requests", ORDER_KEYS, where=tuple(clauses), params=tuple(values),
+                           columns=columns)
 
     if len(projects) * len(statuses) <= MAX_PARTITIONS:
         queries = [
