@@ -12,8 +12,11 @@ Python while SQLite runs inside one long `sqlite3_step`. So every connection the
   not values, so snapshots and private copies are unaffected, and an upgrade step that rewrites a
   table only meets it when a value is already over it (then it refuses, as every read does).
 - A progress handler ends a statement that has run longer than its budget (`STATEMENT_SECONDS`,
-  `ARCHON_CONSOLE_STATEMENT_SECONDS` overrides it; doctor and upgrade raise it for their checks
-  through `statement_budget`). The statement's start is taken from SQLite's trace callback.
+  `ARCHON_CONSOLE_STATEMENT_SECONDS` overrides it; doctor, upgrade and bundles raise it for their
+  checks through `statement_budget`). The statement's start is taken from SQLite's trace callback.
+  Only time SQLite spends is counted: the handler runs every `_PROGRESS_STEPS` instructions, well
+  under a millisecond apart while SQLite works, so a longer pause between two calls is the caller
+  consuming rows (`audit | less` waiting on the reader) and is not counted.
 - `interrupt_all()` (called by console/signals.py on SIGINT, SIGTERM and SIGHUP) interrupts every
   live connection; the progress handler also refuses to go on once a stop was asked, so any step
   ends within one handler period.
@@ -34,12 +37,14 @@ from typing import Iterator
 from console.errors import DatabaseUnusable
 
 MAX_VALUE_BYTES = 4 * 1024 * 1024
-STATEMENT_SECONDS = 60.0
+STATEMENT_SECONDS = 120.0
 # Doctor's integrity scan and an upgrade's table rebuilds read every page of a file that may be
 # many gigabytes: a statement of theirs may take this long.
 LONG_STATEMENT_SECONDS = 900.0
 # The handler runs every this many virtual-machine instructions: about 0.1-1 ms of work.
 _PROGRESS_STEPS = 10_000
+# A pause between two handler calls longer than this is the caller's, not SQLite's.
+_CALLER_PAUSE = 0.01
 
 _live: "weakref.WeakSet[sqlite3.Connection]" = weakref.WeakSet()
 _live_lock = threading.Lock()
@@ -76,16 +81,20 @@ def statement_budget(seconds: float) -> Iterator[None]:
 def guard(conn: sqlite3.Connection) -> sqlite3.Connection:
     """Bound `conn`'s values and statements, and make it interruptible by `interrupt_all`."""
     conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
-    started = [time.monotonic()]
+    clock = [time.monotonic(), 0.0]  # the last handler call (or the statement's start), time spent
     ref = weakref.ref(conn)
 
     def began(_sql: str) -> None:
-        started[0] = time.monotonic()
+        clock[0], clock[1] = time.monotonic(), 0.0
 
     def progress() -> int:
         if _state["stopping"]:
             return 1
-        if time.monotonic() - started[0] > statement_seconds():
+        now = time.monotonic()
+        gap, clock[0] = now - clock[0], now
+        if gap < _CALLER_PAUSE:
+            clock[1] += gap
+        if clock[1] > statement_seconds():
             owner = ref()
             if owner is not None:
                 _timed_out.add(owner)

@@ -36,6 +36,7 @@ from typing import Any
 
 import console
 from console.clock import db_time
+from console.db.limits import LONG_STATEMENT_SECONDS, statement_budget
 from console.db.readonly import open_read_only
 from console.db.sql import quote_identifier, stored_columns
 from console.errors import EXIT_UNUSABLE, ConsoleError, UsageError
@@ -268,7 +269,8 @@ def write_bundle(
     source = Path(source or report.path)
     out = check_output(out, source)
     redactor = Redactor(redact)
-    members = bundle_members(report, source, redactor, now=now, stale_after=stale_after)
+    with statement_budget(LONG_STATEMENT_SECONDS):  # the redacted copy reads every row of every table
+        members = bundle_members(report, source, redactor, now=now, stale_after=stale_after)
     order = ["README.txt", "MANIFEST.json", *[m for m in members if m not in ("README.txt", "MANIFEST.json")]]
     _write_zip(out, [(name, members[name]) for name in order])
     return BundleResult(out, redact, list(members), json.loads(members["MANIFEST.json"]))
