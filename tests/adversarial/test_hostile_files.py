@@ -155,3 +155,21 @@ def test_every_command_survives_a_hostile_file(healthy, tmp_path, kind):
             ended_cleanly(result)
         except AssertionError as exc:
             raise AssertionError(f"{kind}: {' '.join(argv)}: {exc}") from None
+
+
+async def test_the_detail_pane_shows_a_page_of_many_events(db, make_app):
+    """Issue 17 9c: the TUI froze ~75 s at 1.6 GB on a request with 300,000 events."""
+    from console.screens.approvals import ApprovalsScreen
+    from widgets.timeline import Timeline
+
+    add_events(db, "req-open", 20_000)
+    app = make_app(db, read_only=True, start="approvals")
+    async with app.run_test(size=(160, 50)) as pilot:
+        deadline = time.monotonic() + 60
+        while not (isinstance(app.screen, ApprovalsScreen) and app.screen.detail is not None):
+            assert time.monotonic() < deadline, "the detail pane never filled"
+            await pilot.pause(0.05)
+        assert app.screen.detail.id == "req-open" and len(app.screen.detail.events) == 200
+        await pilot.pause(0.1)
+        shown = str(app.screen.query_one("#detail-events", Timeline).render())
+        assert "…and 19,801 earlier events" in shown
