@@ -24,6 +24,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from console.small_files import read_small_text
+
 from widgets.safe_text import clean
 
 CONFIG_ENV = "ARCHON_CONSOLE_CONFIG"
@@ -59,7 +61,7 @@ def load_notify_config(path: Path | None = None, *, quiet: bool = False) -> tupl
     config, warning = NotifyConfig(), None
     if path.exists():
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            data = tomllib.loads(read_small_text(path))
             section = data.get("notify", {})
             if not isinstance(section, dict):
                 raise ValueError("[notify] must be a table")

@@ -21,7 +21,7 @@ from console.clock import Clock, frozen_now, frozen_write_note, system_clock, wr
 from console.errors import EXIT_REFUSED, EXIT_UNUSABLE, EXIT_USAGE, ConsoleError
 from console.commands.options import finite_number
 from console.db.paths import resolve_db_path
-from console.signals import Stopped, stop_signals_unwind
+from console.signals import Stopped, as_stop, stop_signals_unwind
 
 COMMAND_MODULES = (
     "console.commands.demo",
@@ -421,6 +421,17 @@ def _main(argv: list[str]) -> int:
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - see _unexpected
+        stop = as_stop(exc)  # a signal that interrupted a statement (console/signals.py)
+        if isinstance(stop, Stopped):
+            return _report(f"stopped by {stop.name}; nothing further was written and temporary copies were removed.",
+                           None, stop.exit_code, json=as_json)
+        if stop is not None:
+            return _report("interrupted; nothing further was written.", None, 130, json=as_json)
+        from console.db.limits import explain
+
+        limit = explain(exc)  # a value or a statement over the limits (console/db/limits.py)
+        if limit is not None:
+            return _report(limit.reason, limit.hint, limit.exit_code, json=as_json)
         return _unexpected(exc, json=as_json)
 
 

@@ -17,6 +17,8 @@ import os
 import tomllib
 from pathlib import Path
 
+from console.small_files import read_small_text
+
 ENV = "ARCHON_CONSOLE_KEYMAP"
 
 
@@ -34,7 +36,7 @@ def load_keymap(path: Path | None = None) -> tuple[dict[str, str], str | None]:
     if not path.exists():
         return {}, None
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_small_text(path))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         return {}, f"Ignored the keymap {path}: {exc}"
     keys = data.get("keys", {})

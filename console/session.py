@@ -9,6 +9,7 @@ app polls it to refresh what is on screen.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from datetime import datetime
 from pathlib import Path
@@ -55,9 +56,18 @@ class Session:
         return getattr(self.ctx, "write_note", None)
 
     def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """`fn(handle, *args, **kwargs)` with the connection to itself."""
+        """`fn(handle, *args, **kwargs)` with the connection to itself. A value or a statement over
+        the limits (console/db/limits.py) becomes its one sentence, as in the CLI."""
         with self.lock:
-            return fn(self.handle, *args, **kwargs)
+            try:
+                return fn(self.handle, *args, **kwargs)
+            except sqlite3.Error as exc:
+                from console.db.limits import explain
+
+                over = explain(exc, self.handle.conn)
+                if over is not None:
+                    raise over from None
+                raise
 
     def data_version(self) -> int:
         with self.lock:

@@ -10,16 +10,24 @@ An exception raised at an arbitrary point inside Textual's event loop skips the 
 (its input and writer threads then keep the process alive, and `on_unmount` never closes the
 session). So while the TUI runs it registers `graceful`: the first signal asks the app to exit
 instead, and only a second one raises.
+
+A signal cannot reach Python while SQLite runs one long statement: so the handler (SIGINT too)
+first interrupts every live connection (console/db/limits.py `interrupt_all`). When the handler
+itself ran inside SQLite's progress callback, SQLite swallows what it raised and the statement
+fails with "interrupted" instead; `as_stop` turns that error back into the stop it stands for.
 """
 
 from __future__ import annotations
 
 import signal
+import sqlite3
+import sys
 import threading
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
 HANDLED = (signal.SIGTERM, signal.SIGHUP)
+_received: list[int] = []
 
 
 class Stopped(KeyboardInterrupt):
@@ -57,10 +65,18 @@ def stop_signals_unwind() -> Iterator[None]:
         yield  # signal handlers can only be set from the main thread (tests call main() in others)
         return
     stopping = {"raised": False, "asked": False}
+    _received.clear()
+    _resume_statements()
 
     def handler(signum, _frame) -> None:
+        if signum == signal.SIGINT:  # as Python's own handler does, every time
+            _received.append(signum)
+            _interrupt_statements()
+            raise KeyboardInterrupt
         if stopping["raised"]:
             return
+        _received.append(signum)
+        _interrupt_statements()
         if not stopping["asked"] and _graceful and _graceful[-1](signum):
             stopping["asked"] = True
             return
@@ -68,7 +84,7 @@ def stop_signals_unwind() -> Iterator[None]:
         raise Stopped(signum)
 
     previous = {}
-    for signum in HANDLED:
+    for signum in (*HANDLED, signal.SIGINT):
         current = signal.getsignal(signum)
         if current is signal.SIG_IGN:
             continue
@@ -79,6 +95,35 @@ def stop_signals_unwind() -> Iterator[None]:
     finally:
         for signum, current in previous.items():
             signal.signal(signum, current)
+        _resume_statements()
 
 
-__all__ = ["Stopped", "graceful", "stop_signals_unwind"]
+def _limits():
+    """console/db/limits.py when it is loaded (no connection exists before), without importing it."""
+    return sys.modules.get("console.db.limits")
+
+
+def _interrupt_statements() -> None:
+    limits = _limits()
+    if limits is not None:
+        limits.interrupt_all()
+
+
+def _resume_statements() -> None:
+    limits = _limits()
+    if limits is not None:
+        limits.resume()
+
+
+def as_stop(exc: BaseException) -> KeyboardInterrupt | None:
+    """The stop that `exc` stands for: a statement that failed as "interrupted" after a signal.
+    Only in the main thread: a worker's statement fails as itself while the program stops."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if not _received or not isinstance(exc, sqlite3.OperationalError) or "interrupt" not in str(exc):
+        return None
+    signum = _received[0]
+    return KeyboardInterrupt() if signum == signal.SIGINT else Stopped(signum)
+
+
+__all__ = ["Stopped", "as_stop", "graceful", "stop_signals_unwind"]

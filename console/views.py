@@ -21,6 +21,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from console.small_files import read_small_text
 from console.errors import UsageError
 
 VIEWS_ENV = "ARCHON_CONSOLE_VIEWS"
@@ -117,7 +118,7 @@ def load(path: Path | None = None) -> tuple[dict[str, View], str | None]:
     """Every saved view, and a sentence about the entries that were skipped (never fatal)."""
     path = path or views_path()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_small_text(path))
     except FileNotFoundError:
         return {}, None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -264,6 +264,8 @@ def run_show(ctx) -> int:
         for e in request.events
     ]
     say("\nhistory:")
+    if request.events_hidden:
+        say(f"…and {request.events_hidden:,} earlier events (only the newest {len(events)} are shown; `audit` lists them all)")
     say(table(events, ["#", "WHEN", "EVENT", "STATUS", "ACTOR", "REASON"], max_width=60) if events else "(no events)")
     return 0
 

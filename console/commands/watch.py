@@ -88,13 +88,14 @@ class _Cursor:
         from console.errors import UsageError
         from console.services.watch import Position
         from console.text import read_json
+        from console.small_files import read_small_text
 
         if self.path is None:
             return None
         if not self.path.parent.is_dir():
             raise UsageError(f"--cursor {self.path}: its directory does not exist.")
         try:
-            text = self.path.read_text(encoding="utf-8")
+            text = read_small_text(self.path)
         except FileNotFoundError:
             return None
         except (OSError, UnicodeDecodeError) as exc:

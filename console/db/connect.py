@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # imported lazily: sqlite-utils costs ~40 ms at start-up
 
 
 from console.db.file_guard import Connection, read_head, register
+from console.db.limits import explain, guard
 from console.db.paths import require_database_file
 from console.errors import DatabaseUnusable
 
@@ -37,12 +38,13 @@ def sqlite_connection(target: str | Path, *, uri: bool = False, **options: Any) 
     once, so writes issue their own `BEGIN IMMEDIATE` (tx.py). Keeping the one `sqlite3.connect`
     in this module (tests/test_layers.py checks it) leaves one place to read which files the
     console opens and how; the callers name the file and its URI flags. Every connection is a
-    `Connection` (a `factory` must subclass it), registered while open (console/db/file_guard.py).
+    `Connection` (a `factory` must subclass it), registered while open (console/db/file_guard.py),
+    bounded (value size, statement time) and interruptible by a signal (console/db/limits.py `guard`).
     """
     options.setdefault("factory", Connection)
     if not issubclass(options["factory"], Connection):
         raise TypeError("a connection factory must subclass console.db.file_guard.Connection")
-    return register(sqlite3.connect(target, uri=uri, isolation_level=None, **options), target, uri)
+    return register(guard(sqlite3.connect(target, uri=uri, isolation_level=None, **options)), target, uri)
 
 
 def scratch_connection(**options: Any) -> sqlite3.Connection:
@@ -176,8 +178,14 @@ class ArchonDatabase:
     def __enter__(self) -> "ArchonDatabase":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, _type: object, exc: BaseException | None, _tb: object) -> None:
+        try:
+            # A value or statement over the limits, named while the connection can still say where.
+            better = explain(exc, self.conn) if exc is not None else None
+            if better is not None:
+                raise better from None
+        finally:
+            self.close()
 
 
 def _configure(conn: sqlite3.Connection, busy_timeout_ms: int, read_only: bool) -> None:

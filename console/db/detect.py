@@ -11,6 +11,8 @@ import re
 import sqlite3
 from dataclasses import dataclass, field
 
+from console.db.sql import quote_identifier
+
 LEDGER_TABLE = "_sqlite_migrations"
 LEDGER_META_TABLE = "_archon_console_ledger"
 MIGRATION_SET = "archon-console"
@@ -60,7 +62,7 @@ def _sql(conn, kind, name) -> str:
 
 def _columns(conn, table) -> set[str]:
     try:
-        return {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
+        return {row[1] for row in conn.execute(f"PRAGMA table_info({quote_identifier(table)})")}
     except sqlite3.DatabaseError:
         return set()
 

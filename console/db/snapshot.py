@@ -72,7 +72,6 @@ from console.db.snapshot_check import (
     SnapshotFailed,
     SnapshotWriteFailed,
     open_ro,
-    quoted,
     check_pieces,
     integrity_messages,
     quick_check,

@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
 
+from console.db.sql import quote_identifier
 from console.db.connect import sqlite_connection
 from console.errors import EXIT_UNUSABLE, DatabaseUnusable, Refusal
 
@@ -46,10 +47,6 @@ class SnapshotWriteFailed(SnapshotFailed):
     exit_code = EXIT_UNUSABLE
 
 
-def quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def table_counts(conn: sqlite3.Connection) -> dict[str, int]:
     names = [
         row[0]
@@ -57,7 +54,7 @@ def table_counts(conn: sqlite3.Connection) -> dict[str, int]:
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
         )
     ]
-    return {name: conn.execute(f"SELECT count(*) FROM {quoted(name)}").fetchone()[0] for name in names}
+    return {name: conn.execute(f"SELECT count(*) FROM {quote_identifier(name)}").fetchone()[0] for name in names}
 
 
 def usable_cpus() -> int:
@@ -86,7 +83,7 @@ def check_pieces(conn: sqlite3.Connection, counts: dict[str, int]) -> list[str]:
         "FROM sqlite_master t WHERE t.type = 'table'"
     ).fetchall()
     weighted = [
-        (counts.get(name, 0) * (1 + indexes), f"PRAGMA integrity_check({quoted(name)})")
+        (counts.get(name, 0) * (1 + indexes), f"PRAGMA integrity_check({quote_identifier(name)})")
         for name, indexes in tables
     ]
     weighted.append((sum(counts.values()), "PRAGMA quick_check"))
@@ -244,7 +241,6 @@ __all__ = [
     "check_pieces",
     "integrity_messages",
     "open_ro",
-    "quoted",
     "quick_check",
     "quick_check_copy",
     "table_counts",

@@ -31,8 +31,9 @@ from pathlib import Path
 
 from console.db import ledger
 from console.db.file_trust import Judged, open_judged
-from console.db.snapshot import Snapshot, open_ro, quoted, sha256_fd
+from console.db.snapshot import Snapshot, open_ro, sha256_fd
 from console.db.snapshot_manifest import manifest_beside
+from console.db.sql import quote_identifier, stored_columns
 
 MAX_CANDIDATES = 64  # snapshot-named files looked at, newest first (a shared directory may hold many)
 
@@ -87,7 +88,7 @@ def _tables(conn: sqlite3.Connection) -> list[tuple]:
 
 
 def _rows(conn: sqlite3.Connection, table: str):
-    for row in conn.execute(f"SELECT * FROM {quoted(table)}"):
+    for row in conn.execute(f"SELECT {stored_columns(conn, table)} FROM {quote_identifier(table)}"):
         yield tuple((type(value), value) for value in row)
 
 

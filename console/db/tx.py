@@ -79,8 +79,16 @@ BUSY_HINT = (
 )
 
 
-def translate(exc: BaseException) -> Refusal:
-    """Map a sqlite3 error to a plain-words refusal; unknown errors keep their text."""
+def translate(exc: BaseException) -> BaseException:
+    """Map a sqlite3 error to a plain-words refusal; unknown errors keep their text. A statement
+    that a signal interrupted is that signal's stop, and one over the limits says which
+    (console/db/limits.py)."""
+    from console.db.limits import explain
+    from console.signals import as_stop
+
+    over = as_stop(exc) or explain(exc)
+    if over is not None:
+        return over
     message = str(exc)
     if message in TRIGGER_MESSAGES:
         return Refusal(TRIGGER_MESSAGES[message], f"(archon's rule: {message})")

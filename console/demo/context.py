@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlite3
 import time
 from dataclasses import dataclass, field
+
+from console.db.sql import quote_identifier
 from datetime import datetime
 from random import Random
 from typing import Any, Callable
@@ -63,7 +65,7 @@ class DemoContext:
     def columns(self, table: str) -> tuple[str, ...]:
         if table not in self._columns:
             self._columns[table] = tuple(
-                row[1] for row in self.conn.execute(f'PRAGMA table_info("{table}")')
+                row[1] for row in self.conn.execute(f"PRAGMA table_info({quote_identifier(table)})")
             )
         return self._columns[table]
 
@@ -75,7 +77,7 @@ class DemoContext:
             raise KeyError(f"{table} has no column(s) {sorted(set(row) - set(present))}")
         placeholders = ", ".join("?" for _ in keys)
         self.conn.execute(
-            f'INSERT INTO "{table}" ({", ".join(keys)}) VALUES ({placeholders})',
+            f'INSERT INTO {quote_identifier(table)} ({", ".join(keys)}) VALUES ({placeholders})',
             [row[k] for k in keys],
         )
 

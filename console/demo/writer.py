@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from random import Random
 
+from console.db.sql import quote_identifier
 from console.clock import parse_time, system_clock
 from console.db.migrations.registry import CURRENT_RELEASE, migrations_through
 from console.db.migrations.runner import MigrationFailed, apply_all
@@ -152,7 +153,7 @@ def _counts(conn: sqlite3.Connection) -> dict[str, int]:
     tables = [row[0] for row in conn.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
         " ORDER BY name")]
-    return {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
+    return {t: conn.execute(f"SELECT count(*) FROM {quote_identifier(t)}").fetchone()[0] for t in tables}
 
 
 def _resolve_now(now: datetime | str | None) -> datetime:

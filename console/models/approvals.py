@@ -98,9 +98,15 @@ class ApprovalDetail(ApprovalRequest):
     requester_problem: str | None
     action_summary: str
     project_deleting: bool  # the project's deletion has started: its requests are read-only here
-    events: tuple[ApprovalEvent, ...]
+    events: tuple[ApprovalEvent, ...]  # the newest EVENT_PAGE (services/approval_queue.py), oldest first
     options: Mapping[str, str | None] | None = None  # None: read for no actor
     confirm: Mapping[str, str] | None = None
+    events_total: int | None = None  # how many the request has (None: all of them are in `events`)
+
+    @property
+    def events_hidden(self) -> int:
+        """How many older events `events` leaves out."""
+        return max(0, (self.events_total or 0) - len(self.events))
 
     def to_json(self) -> dict[str, Any]:
         data = {
@@ -113,6 +119,9 @@ class ApprovalDetail(ApprovalRequest):
             "project_deleting": self.project_deleting,
             "events": [event.to_json() for event in self.events],
         }
+        if self.events_hidden:  # only then, so the shape of every ordinary request stays as it was
+            data["events_total"] = self.events_total
+            data["events_truncated"] = True
         if self.options is not None:
             data["options"] = dict(self.options)
             data["confirm"] = dict(self.confirm or {})

@@ -83,6 +83,9 @@ def detail_events(r: ApprovalDetail) -> list[TimelineEvent]:
                                              _account(e.columns.get("metadata_json")), e.reason or "") if x))
         for e in r.events
     ]
+    if r.events_hidden:  # the service read the newest page only (services/approval_queue.py EVENT_PAGE)
+        events.insert(0, TimelineEvent(None, f"…and {r.events_hidden:,} earlier events",
+                                       "only the newest are read; `archon-console audit` lists them all"))
     return events
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
+from console.db.sql import stored_columns
 from console.clock import TEXT_SLACK, db_time, parse_time, system_clock
 from console.db.connect import ArchonDatabase
 from console.db.queries import (
@@ -109,13 +110,15 @@ def _partitions(handle: ArchonDatabase, filters: Filters, now: datetime) -> tupl
         params.append(db_time(bound))
     needle = (filters.search or "").strip().lower() or None
     text_clause = "instr(lower(id || ' ' || project_id || ' ' || action_kind || ' ' || action_json), ?) > 0"
+    columns = stored_columns(conn, "approval_requests")  # never a generated column (console/db/sql.py)
 
     def query(where: list[str], where_params: list[Any], project_name: str | None) -> KeysetQuery:
         clauses, values = list(where) + common, list(where_params) + params
         if needle and not (project_name and needle in project_name.lower()):
             clauses.append(text_clause)
             values.append(needle)
-        return KeysetQuery("approval_requests", ORDER_KEYS, where=tuple(clauses), params=tuple(values))
+        return KeysetQuery("approval_requests", ORDER_KEYS, where=tuple(clauses), params=tuple(values),
+                           columns=columns)
 
     if len(projects) * len(statuses) <= MAX_PARTITIONS:
         queries = [
@@ -297,18 +300,29 @@ def action_summary(kind: Any, action: Any, raw: Any = None) -> str:
     return unparseable_note(raw) or one_line(raw)
 
 
-def events_of(conn: sqlite3.Connection, project_id: str, request_id: str) -> list[ApprovalEvent]:
+# How many of a request's events `approvals show` and the detail pane read: archon writes a handful
+# per request, and a file with 300,000 on one request took 20 s, 634 MB and 29 MB of output to show.
+EVENT_PAGE = 200
+
+
+def events_of(conn: sqlite3.Connection, project_id: str, request_id: str,
+              limit: int | None = EVENT_PAGE) -> tuple[list[ApprovalEvent], int]:
+    """The request's newest `limit` events (all with None), oldest first, and how many it has."""
+    where = "WHERE project_id = ? AND approval_request_id = ?"
+    total = conn.execute(f"SELECT count(*) FROM approval_request_events {where}",
+                         (project_id, request_id)).fetchone()[0]
     cur = conn.execute(
-        "SELECT * FROM approval_request_events WHERE project_id = ? AND approval_request_id = ? "
-        "ORDER BY sequence",
+        f"SELECT {stored_columns(conn, 'approval_request_events')} FROM approval_request_events "
+        f"{where} ORDER BY sequence DESC" + (f" LIMIT {int(limit)}" if limit is not None else ""),
         (project_id, request_id),
     )
     names = [d[0] for d in cur.description]
-    return [ApprovalEvent.from_row(dict(zip(names, row))) for row in cur.fetchall()]
+    return [ApprovalEvent.from_row(dict(zip(names, row))) for row in cur.fetchall()][::-1], total
 
 
 def load_request(conn: sqlite3.Connection, request_id: str) -> dict[str, Any]:
-    cur = conn.execute("SELECT * FROM approval_requests WHERE id = ?", (request_id,))
+    cur = conn.execute(f"SELECT {stored_columns(conn, 'approval_requests')} FROM approval_requests WHERE id = ?",
+                       (request_id,))
     row = cur.fetchone()
     if row is None:
         raise Refusal(
@@ -370,6 +384,8 @@ def show_request(handle: ArchonDatabase, request_id: str, *, actor: str | None =
     action = parse_json_field(row.get("action_json"))
     authority = parse_json_field(row.get("authority_json"))
     options = confirm = None
+    events, events_total = events_of(conn, row["project_id"], row["id"])
+    events = tuple(events)
     if actor is not None:
         decided = decision_options(row, actor, now, project_deleting=project_deleting)
         options, confirm = dict(decided.reasons), dict(decided.confirm)
@@ -383,7 +399,8 @@ def show_request(handle: ArchonDatabase, request_id: str, *, actor: str | None =
         requester_problem=four_eyes.identify(row.get("authority_json")).problem,
         action_summary=action_summary(row.get("action_kind"), action, row.get("action_json")),
         project_deleting=project_deleting,
-        events=tuple(events_of(conn, row["project_id"], row["id"])),
+        events=events,
+        events_total=events_total,
         options=options,
         confirm=confirm,
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, TypeVar
 
+from console.db.sql import stored_columns
 from console.clock import db_time, parse_time
 from console.db.connect import ArchonDatabase
 from console.db.tx import BUSY_HINT
@@ -64,8 +65,8 @@ def who(event: dict[str, Any] | None) -> str:
 def event_into(conn: sqlite3.Connection, project_id: str, request_id: str, status: str) -> dict[str, Any] | None:
     """The most recent event that moved the request into `status` (who decided, and when)."""
     cur = conn.execute(
-        "SELECT * FROM approval_request_events WHERE project_id = ? AND approval_request_id = ? "
-        "AND to_status = ? ORDER BY sequence DESC LIMIT 1",
+        f"SELECT {stored_columns(conn, 'approval_request_events')} FROM approval_request_events "
+        "WHERE project_id = ? AND approval_request_id = ? AND to_status = ? ORDER BY sequence DESC LIMIT 1",
         (project_id, request_id, status),
     )
     row = cur.fetchone()
@@ -193,7 +194,7 @@ def load_for_decision(conn: sqlite3.Connection, request_id: str) -> LockedReques
     """The request, its project's deletion mark and its last sequence in one read (decisions are
     the hot path)."""
     cur = conn.execute(
-        "SELECT r.*, p.deletion_started_at AS project_deleting_, "
+        f"SELECT {stored_columns(conn, 'approval_requests', 'r')}, p.deletion_started_at AS project_deleting_, "
         "(SELECT MAX(e.sequence) FROM approval_request_events AS e "
         " WHERE e.project_id = r.project_id AND e.approval_request_id = r.id) AS last_sequence_ "
         "FROM approval_requests AS r "

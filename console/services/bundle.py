@@ -39,7 +39,9 @@ from typing import Any
 
 import console
 from console.clock import db_time
+from console.db.limits import LONG_STATEMENT_SECONDS, statement_budget
 from console.db.readonly import open_read_only
+from console.db.sql import quote_identifier, stored_columns
 from console.errors import EXIT_UNUSABLE, ConsoleError, UsageError
 from console.services.doctor import DEFAULT_STALE_AFTER, Finding, Report, run_doctor
 from console.services.redaction import Redactor, known_definition, redacted_copy
@@ -112,7 +114,7 @@ def _row_counts(conn, redactor: Redactor) -> dict[str, Any]:
     counts: dict[str, Any] = {}
     for table in _tables(conn):
         try:
-            count: Any = conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+            count: Any = conn.execute(f"SELECT count(*) FROM {quote_identifier(table)}").fetchone()[0]
         except sqlite3.DatabaseError as exc:
             count = f"unreadable: {redactor.error(exc)}"
         counts[redactor.name(table, "table")] = count
@@ -121,7 +123,8 @@ def _row_counts(conn, redactor: Redactor) -> dict[str, Any]:
 
 def _dump(conn, table: str, where: str, params, limit: int) -> list[dict[str, Any]]:
     try:
-        cur = conn.execute(f'SELECT * FROM "{table}" WHERE {where} LIMIT {int(limit)}', params)
+        columns = stored_columns(conn, table)
+        cur = conn.execute(f"SELECT {columns} FROM {quote_identifier(table)} WHERE {where} LIMIT {int(limit)}", params)
     except sqlite3.DatabaseError:
         return []
     names = [d[0] for d in cur.description]
@@ -273,7 +276,8 @@ def write_bundle(
     source = Path(source or report.path)
     out = check_output(out, source)
     redactor = Redactor(redact)
-    members = bundle_members(report, source, redactor, now=now, stale_after=stale_after)
+    with statement_budget(LONG_STATEMENT_SECONDS):  # the redacted copy reads every row of every table
+        members = bundle_members(report, source, redactor, now=now, stale_after=stale_after)
     order = ["README.txt", "MANIFEST.json", *[m for m in members if m not in ("README.txt", "MANIFEST.json")]]
     _write_zip(out, [(name, members[name]) for name in order])
     return BundleResult(out, redact, list(members), json.loads(members["MANIFEST.json"]))

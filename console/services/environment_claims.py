@@ -16,6 +16,7 @@ import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
 
+from console.db.sql import stored_columns
 from console.clock import db_time
 from console.db.connect import ArchonDatabase
 from console.db.tx import write_transaction
@@ -123,7 +124,8 @@ def _last_operation_event(conn: sqlite3.Connection, env_id: str) -> dict[str, An
     if not {"environment_id", "sequence", "event_type", "actor_reference"} <= names:
         return None
     row = conn.execute(
-        "SELECT * FROM execution_environment_events WHERE environment_id = ? AND event_type IN "
+        f"SELECT {stored_columns(conn, 'execution_environment_events')} FROM execution_environment_events "
+        "WHERE environment_id = ? AND event_type IN "
         f"({', '.join('?' for _ in EVENT_TYPES)}) ORDER BY sequence DESC LIMIT 1",
         (env_id, *EVENT_TYPES),
     ).fetchone()
@@ -132,7 +134,8 @@ def _last_operation_event(conn: sqlite3.Connection, env_id: str) -> dict[str, An
 
 def _load(conn: sqlite3.Connection, env_id: str) -> sqlite3.Row:
     env = conn.execute(
-        "SELECT e.*, p.deletion_started_at AS project_deletion_started_at "
+        f"SELECT {stored_columns(conn, 'execution_environments', 'e')}, "
+        "p.deletion_started_at AS project_deletion_started_at "
         "FROM execution_environments e LEFT JOIN projects p ON p.id = e.project_id WHERE e.id = ?",
         (env_id,),
     ).fetchone()

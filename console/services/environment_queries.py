@@ -12,6 +12,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
+from console.db.sql import quote_identifier, stored_columns
 from console.clock import db_time, parse_time, seconds_between
 from console.db.connect import ArchonDatabase
 from console.db.queries import Cursor, KeysetQuery, fetch_page
@@ -47,7 +48,7 @@ def claims_supported(handle: ArchonDatabase) -> bool:
 
 
 def table_columns(conn: sqlite3.Connection, table: str) -> list[sqlite3.Row]:
-    return conn.execute(f'PRAGMA table_info("{table}")').fetchall()
+    return conn.execute(f"PRAGMA table_info({quote_identifier(table)})").fetchall()
 
 
 def claim_age(claimed_at: Any, now: datetime) -> float:
@@ -182,7 +183,7 @@ def list_environments(
     query = replace(
         environment_query(handle, now=now, state=state, project=project, claimed=claimed, stale=stale,
                           stale_after=stale_after),
-        columns=f"e.*, {ACTIVE_LEASES} AS active_lease_count",
+        columns=f"{stored_columns(handle.conn, 'execution_environments', 'e')}, {ACTIVE_LEASES} AS active_lease_count",
     )
     if limit and limit > 0:
         page = fetch_page(handle.conn, query, cursor=Cursor((after,)) if after is not None else None, limit=limit)
@@ -203,7 +204,8 @@ def _events(conn: sqlite3.Connection, env_id: str, limit: int | None = None) -> 
     if "environment_id" not in names:
         return []
     order = "sequence" if "sequence" in names else "rowid"
-    sql = f"SELECT * FROM execution_environment_events WHERE environment_id = ? ORDER BY {order} DESC"
+    sql = (f"SELECT {stored_columns(conn, 'execution_environment_events')} FROM execution_environment_events "
+           f"WHERE environment_id = ? ORDER BY {order} DESC")
     if limit:
         sql += f" LIMIT {int(limit)}"
     return [dict(r) for r in conn.execute(sql, (env_id,))][::-1]
@@ -219,7 +221,8 @@ def show_environment(
 ) -> EnvironmentView:
     """The row with derived fields, its active leases, and its event timeline (oldest first)."""
     row = handle.conn.execute(
-        f"SELECT e.*, {ACTIVE_LEASES} AS active_lease_count FROM execution_environments e WHERE e.id = ?",
+        f"SELECT {stored_columns(handle.conn, 'execution_environments', 'e')}, {ACTIVE_LEASES} AS active_lease_count "
+        "FROM execution_environments e WHERE e.id = ?",
         (env_id,),
     ).fetchone()
     if row is None:
@@ -228,7 +231,8 @@ def show_environment(
         "SELECT deletion_started_at FROM projects WHERE id = ?", (row["project_id"],)
     ).fetchone()
     leases = handle.conn.execute(
-        "SELECT * FROM execution_environment_run_bindings WHERE environment_id = ? "
+        f"SELECT {stored_columns(handle.conn, 'execution_environment_run_bindings')} "
+        "FROM execution_environment_run_bindings WHERE environment_id = ? "
         "AND relationship = 'execution' AND released_at IS NULL ORDER BY bound_at",
         (env_id,),
     )

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from console.db.sql import quote_identifier, stored_columns
 from console.clock import db_time, parse_time
 from console.errors import Refusal, UsageError
 from console.text import one_line, read_json
@@ -42,6 +43,7 @@ class AsOf:
     fields: dict[str, Any] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
     later_events: int = 0
+    earlier_events: int = 0  # left out of `events`: only the newest EVENT_PAGE are kept
     current_state: str | None = None
     seconds_to_expiry: int | None = None
     claim: dict[str, Any] | None = None
@@ -53,7 +55,16 @@ class AsOf:
             "state": self.state, "current_state": self.current_state, "fields": self.fields,
             "seconds_to_expiry": self.seconds_to_expiry, "claim": self.claim,
             "events": self.events, "later_events": self.later_events, "notes": self.notes,
-        }
+        } | ({"earlier_events": self.earlier_events} if self.earlier_events else {})
+
+    def paged(self) -> "AsOf":
+        """Only the newest EVENT_PAGE events of `events` (the state is computed before paging)."""
+        from console.services.approval_queue import EVENT_PAGE
+
+        if len(self.events) > EVENT_PAGE:
+            self.earlier_events = len(self.events) - EVENT_PAGE
+            self.events = self.events[-EVENT_PAGE:]
+        return self
 
 
 def parse_as_of(text: str, now: datetime) -> datetime:
@@ -77,7 +88,7 @@ def parse_as_of(text: str, now: datetime) -> datetime:
 
 
 def _table_columns(conn: sqlite3.Connection, table: str) -> set[str]:
-    return {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
+    return {r[1] for r in conn.execute(f"PRAGMA table_info({quote_identifier(table)})")}
 
 
 def _dicts(cursor) -> list[dict[str, Any]]:
@@ -102,7 +113,8 @@ def _split(events: list[dict[str, Any]], at: datetime) -> tuple[list[dict[str, A
 
 def approval_as_of(conn: sqlite3.Connection, request_id: str, at: datetime) -> AsOf:
     """The request as an approver would have seen it at `at`."""
-    cur = conn.execute("SELECT * FROM approval_requests WHERE id = ?", (request_id,))
+    cur = conn.execute(f"SELECT {stored_columns(conn, 'approval_requests')} FROM approval_requests WHERE id = ?",
+                       (request_id,))
     rows = _dicts(cur)
     if not rows:
         raise Refusal(f"No approval request {request_id!r}.")
@@ -127,12 +139,13 @@ def approval_as_of(conn: sqlite3.Connection, request_id: str, at: datetime) -> A
         fields={k: request.get(k) for k in REQUEST_FIELDS},
         events=before, later_events=later, current_state=request.get("status"),
         seconds_to_expiry=seconds, notes=notes,
-    )
+    ).paged()
 
 
 def environment_as_of(conn: sqlite3.Connection, env_id: str, at: datetime) -> AsOf:
     """The environment's lifecycle state (and console claim) at `at`."""
-    rows = _dicts(conn.execute("SELECT * FROM execution_environments WHERE id = ?", (env_id,)))
+    rows = _dicts(conn.execute(
+        f"SELECT {stored_columns(conn, 'execution_environments')} FROM execution_environments WHERE id = ?", (env_id,)))
     if not rows:
         raise Refusal(f"No execution environment {env_id!r}.")
     env = rows[0]
@@ -169,7 +182,7 @@ def environment_as_of(conn: sqlite3.Connection, env_id: str, at: datetime) -> As
         kind="environment", id=env_id, at=at, exists=exists, state=state if exists else None,
         fields=fields, events=before, later_events=later, current_state=env.get("lifecycle_state"),
         claim=claim, notes=notes,
-    )
+    ).paged()
 
 
 def _meta(text: Any) -> dict[str, Any]:
@@ -218,7 +231,9 @@ def format_as_of(view: AsOf) -> str:
                 lines.append(f"  expiry then: OVERDUE by {_duration(-view.seconds_to_expiry)} (expires_at {one_line(view.fields.get('expires_at'))})")
     elif view.claim:
         lines.append(f"  claim then: {one_line(view.claim.get('kind'))} by {one_line(view.claim.get('claim_id'))} since {one_line(view.claim.get('since'))}")
-    lines.append(f"  events so far ({len(view.events)}):")
+    lines.append(f"  events so far ({len(view.events) + view.earlier_events}):")
+    if view.earlier_events:
+        lines.append(f"    …and {view.earlier_events:,} earlier events (only the newest {len(view.events)} are shown)")
     for event in view.events:
         frm = event.get("from_status", event.get("from_state"))
         to = event.get("to_status", event.get("to_state"))

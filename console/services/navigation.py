@@ -3,6 +3,7 @@ offers (`:project NAME`), and the project a `:project NAME` screen opens on."""
 
 from __future__ import annotations
 
+from console.db.sql import stored_columns
 from console.db.connect import ArchonDatabase
 from console.models.projects import ProfileAuditEvent, Project
 from console.services.approval_queue import any_pending
@@ -28,9 +29,11 @@ def project_with_audit(handle: ArchonDatabase, project: str) -> tuple[Project, l
 
     require_profiles(handle)
     row = resolve_project(handle.conn, project)
-    found = Project(dict(handle.conn.execute("SELECT * FROM projects WHERE id = ?", (row["id"],)).fetchone()))
+    found = Project(dict(handle.conn.execute(
+        f"SELECT {stored_columns(handle.conn, 'projects')} FROM projects WHERE id = ?", (row["id"],)).fetchone()))
     audit = [ProfileAuditEvent(dict(r)) for r in handle.conn.execute(
-        "SELECT * FROM execution_profile_audit_events WHERE project_id = ? ORDER BY created_at, id", (row["id"],))]
+        f"SELECT {stored_columns(handle.conn, 'execution_profile_audit_events')} FROM execution_profile_audit_events "
+        "WHERE project_id = ? ORDER BY created_at, id", (row["id"],))]
     return found, audit
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from console.db.sql import stored_columns
 from console.clock import db_time
 from console.db import execution_profiles
 from console.db.connect import ArchonDatabase
@@ -79,14 +80,16 @@ def _verify(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _project(conn, project_id: str) -> dict[str, Any]:
-    row = conn.execute("SELECT * FROM projects WHERE id = ?", (project_id,)).fetchone()
+    row = conn.execute(f"SELECT {stored_columns(conn, 'projects')} FROM projects WHERE id = ?", (project_id,)).fetchone()
     if row is None:
         raise Refusal(f"There is no project {project_id}.", "List them with `projects list`.")
     return dict(row)
 
 
 def _revision(conn, revision_id: str) -> dict[str, Any]:
-    row = conn.execute("SELECT * FROM execution_profile_revisions WHERE id = ?", (revision_id,)).fetchone()
+    row = conn.execute(
+        f"SELECT {stored_columns(conn, 'execution_profile_revisions')} FROM execution_profile_revisions WHERE id = ?",
+        (revision_id,)).fetchone()
     if row is None:
         raise Refusal(
             f"There is no execution profile revision {revision_id}.",
@@ -99,7 +102,8 @@ def _audit(conn, project_id: str) -> list[dict[str, Any]]:
     return [
         dict(r)
         for r in conn.execute(
-            "SELECT * FROM execution_profile_audit_events WHERE project_id = ? ORDER BY created_at, id",
+            f"SELECT {stored_columns(conn, 'execution_profile_audit_events')} FROM execution_profile_audit_events "
+            "WHERE project_id = ? ORDER BY created_at, id",
             (project_id,),
         )
     ]
@@ -116,7 +120,8 @@ def list_revisions(handle: ArchonDatabase, project_id: str) -> list[ProfileRevis
     audit = _audit(conn, project_id)
     rows = []
     for stored in conn.execute(
-        "SELECT * FROM execution_profile_revisions WHERE project_id = ? ORDER BY revision DESC", (project_id,)
+        f"SELECT {stored_columns(conn, 'execution_profile_revisions')} FROM execution_profile_revisions "
+        "WHERE project_id = ? ORDER BY revision DESC", (project_id,)
     ):
         columns = dict(stored)
         row = _verify(dict(columns))
@@ -145,7 +150,8 @@ def show_revision(handle: ArchonDatabase, revision_id: str) -> RevisionDetail:
     conn = handle.conn
     columns = _revision(conn, revision_id)
     row = _verify(dict(columns))
-    project = conn.execute("SELECT * FROM projects WHERE id = ?", (row["project_id"],)).fetchone()
+    project = conn.execute(f"SELECT {stored_columns(conn, 'projects')} FROM projects WHERE id = ?",
+                           (row["project_id"],)).fetchone()
     return RevisionDetail(
         columns=columns,
         check=FingerprintCheck.of(row),

@@ -11,6 +11,7 @@ import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
 
+from console.db.sql import quote_identifier, stored_columns
 from console.clock import TEXT_SLACK, db_time, parse_time, system_clock
 from console.db.connect import ArchonDatabase
 from console.models.projects import ProjectSummary
@@ -20,7 +21,7 @@ EXPIRING_SOON = timedelta(hours=1)
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
-    return {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
+    return {row[1] for row in conn.execute(f"PRAGMA table_info({quote_identifier(table)})")}
 
 
 def _pending_counts(conn: sqlite3.Connection, project_id: str, now: datetime) -> dict[str, int]:
@@ -51,7 +52,7 @@ def list_projects(
     conn = handle.conn
     shape = handle.shape
     project_columns = _columns(conn, "projects")
-    cur = conn.execute("SELECT * FROM projects ORDER BY name, id")
+    cur = conn.execute(f"SELECT {stored_columns(conn, 'projects')} FROM projects ORDER BY name, id")
     names = [d[0] for d in cur.description]
     projects = [dict(zip(names, row)) for row in cur.fetchall()]
 

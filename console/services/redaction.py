@@ -40,6 +40,7 @@ from typing import Any
 
 from console.db.connect import scratch_connection
 from console.text import read_json
+from console.db.sql import quote_identifier, stored_columns
 
 # Archon's words that are not string literals in its schema: event types, its own actor and claim
 # names, the console's own markers, and the kinds of runs it names ids after.
@@ -456,13 +457,14 @@ def redacted_copy(conn: sqlite3.Connection, redactor: Redactor) -> sqlite3.Conne
 
 def _copy_rows(conn: sqlite3.Connection, copy: sqlite3.Connection, table: str, redactor: Redactor) -> None:
     """Rows keep their rowids (doctor's foreign-key findings name them); WITHOUT ROWID tables have none."""
+    name, stored = quote_identifier(table), stored_columns(conn, table)  # generated ones are never read
     try:
-        cur = conn.execute(f'SELECT rowid AS "{ROWID}", * FROM "{table}"')
+        cur = conn.execute(f"SELECT rowid AS {quote_identifier(ROWID)}, {stored} FROM {name}")
     except sqlite3.OperationalError:
-        cur = conn.execute(f'SELECT * FROM "{table}"')
+        cur = conn.execute(f"SELECT {stored} FROM {name}")
     columns = [d[0] for d in cur.description]
-    targets = ", ".join("rowid" if c == ROWID else f'"{c}"' for c in columns)
-    insert = f'INSERT INTO "{table}" ({targets}) VALUES ({", ".join("?" * len(columns))})'
+    targets = ", ".join("rowid" if c == ROWID else quote_identifier(c) for c in columns)
+    insert = f'INSERT INTO {name} ({targets}) VALUES ({", ".join("?" * len(columns))})'
     for row in cur:
         copy.execute(insert, [v if c == ROWID else redactor.column(table, c, v) for c, v in zip(columns, row)])
 

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from console.db.sql import stored_columns
 from console.clock import db_time, parse_time
 
 _AT = ("CASE WHEN typeof({c}) IN ('integer', 'real') "
@@ -200,7 +201,8 @@ def still_pending(conn: sqlite3.Connection, ids: set[str]) -> set[str]:
 
 def request_json(conn: sqlite3.Connection, request_id: str) -> dict[str, Any] | None:
     """What a hook gets on stdin: the request row as `approvals show --json` names its columns."""
-    cursor = conn.execute("SELECT * FROM approval_requests WHERE id = ?", (request_id,))
+    cursor = conn.execute(f"SELECT {stored_columns(conn, 'approval_requests')} FROM approval_requests WHERE id = ?",
+                          (request_id,))
     row = cursor.fetchone()
     if row is None:
         return None

@@ -38,7 +38,7 @@ ALLOWED_SCANS: list[tuple[str, str, str]] = [
     ("projects", r"^SELECT id, name, deletion_started_at FROM projects ORDER BY id$",
      "the queue needs every project, one (project, status) partition each (approval_queue._projects); "
      "one row per project"),
-    ("projects", r"^SELECT \* FROM projects ORDER BY name, id$",
+    ("projects", r"^SELECT (\"[^\"]+\"(, )?)+ FROM projects ORDER BY name, id$",
      "the overview lists every project by name; archon has no index on projects(name); one row per project"),
     ("p", r"FROM projects AS p CROSS JOIN execution_profile_revisions AS r",
      "every project's active revision: a walk of projects, each revision found by seek"),

@@ -30,6 +30,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Sequence
 
+from console.db.sql import quote_identifier
 from console.db.connect import scratch_connection
 from console.db.migrations.base import Migration
 from console.db.migrations.runner import MigrationFailed, apply_migration
@@ -65,10 +66,6 @@ def _t(value: object) -> str:
     return one_line(value, 80)
 
 
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _tables(conn: sqlite3.Connection) -> list[str]:
     return [
         r[0]
@@ -79,7 +76,7 @@ def _tables(conn: sqlite3.Connection) -> list[str]:
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
-    return [r[1] for r in conn.execute(f"PRAGMA table_info({_q(table)})")]
+    return [r[1] for r in conn.execute(f"PRAGMA table_info({quote_identifier(table)})")]
 
 
 # --- foreign keys ----------------------------------------------------------------------------
@@ -90,7 +87,7 @@ def _dangling_parents(conn: sqlite3.Connection) -> list[Blocker]:
     existing = {t.lower() for t in tables}
     blockers = []
     for raw_table in tables:
-        parents = sorted({r[2] for r in conn.execute(f"PRAGMA foreign_key_list({_q(raw_table)})")})
+        parents = sorted({r[2] for r in conn.execute(f"PRAGMA foreign_key_list({quote_identifier(raw_table)})")})
         for raw_parent in parents:
             if raw_parent.lower() in existing:
                 continue
@@ -135,10 +132,10 @@ def _foreign_key_violations(conn: sqlite3.Connection, skip_parents: set[str]) ->
 
 def _describe_violation(conn, table: str, rowid, parent: str, fkid: int) -> str:
     """"child rowid N (col = value) -> parent": the key itself, so the row can be found."""
-    cols = [r[3] for r in conn.execute(f"PRAGMA foreign_key_list({_q(table)})") if r[0] == fkid]
+    cols = [r[3] for r in conn.execute(f"PRAGMA foreign_key_list({quote_identifier(table)})") if r[0] == fkid]
     try:
         values = conn.execute(
-            f"SELECT {', '.join(_q(c) for c in cols)} FROM {_q(table)} WHERE rowid = ?", (rowid,)
+            f"SELECT {', '.join(quote_identifier(c) for c in cols)} FROM {quote_identifier(table)} WHERE rowid = ?", (rowid,)
         ).fetchone()
     except sqlite3.OperationalError:
         values = None
@@ -228,8 +225,8 @@ def check_expressions(sql: str) -> list[str]:
 
 
 def _identity(conn: sqlite3.Connection, table: str) -> str:
-    pk = [r[1] for r in conn.execute(f"PRAGMA table_info({_q(table)})") if r[5]]
-    return _q(pk[0]) if len(pk) == 1 else "rowid"
+    pk = [r[1] for r in conn.execute(f"PRAGMA table_info({quote_identifier(table)})") if r[5]]
+    return quote_identifier(pk[0]) if len(pk) == 1 else "rowid"
 
 
 def _rejected_rows(conn, scratch, table: str) -> list[Blocker]:
@@ -244,13 +241,13 @@ def _rejected_rows(conn, scratch, table: str) -> list[Blocker]:
     for expr in check_expressions(new_sql):
         try:
             ids = [r[0] for r in conn.execute(
-                f"SELECT {ident} FROM {_q(table)} WHERE NOT ({expr}) LIMIT {SAMPLE}"
+                f"SELECT {ident} FROM {quote_identifier(table)} WHERE NOT ({expr}) LIMIT {SAMPLE}"
             )]
         except sqlite3.OperationalError:
             continue  # names a column the old table lacks: the copy gives it its default
         if ids:
             problems.append(f"CHECK ({_t(' '.join(expr.split()))}) rejects {', '.join(map(_t, ids))}")
-    for _cid, name, _type, notnull, default, _pk in scratch.execute(f"PRAGMA table_info({_q(table)})"):
+    for _cid, name, _type, notnull, default, _pk in scratch.execute(f"PRAGMA table_info({quote_identifier(table)})"):
         if not notnull:
             continue
         if name not in present:
@@ -258,13 +255,13 @@ def _rejected_rows(conn, scratch, table: str) -> list[Blocker]:
                 problems.append(f"column {name} is NOT NULL without a default and the table lacks it")
             continue
         ids = [r[0] for r in conn.execute(
-            f"SELECT {ident} FROM {_q(table)} WHERE {_q(name)} IS NULL LIMIT {SAMPLE}"
+            f"SELECT {ident} FROM {quote_identifier(table)} WHERE {quote_identifier(name)} IS NULL LIMIT {SAMPLE}"
         )]
         if ids:
             problems.append(f"NOT NULL {name} rejects {', '.join(map(_t, ids))}")
-    for _seq, index, unique, origin, _partial in scratch.execute(f"PRAGMA index_list({_q(table)})"):
+    for _seq, index, unique, origin, _partial in scratch.execute(f"PRAGMA index_list({quote_identifier(table)})"):
         if unique and origin in ("u", "pk"):
-            cols = [r[2] for r in scratch.execute(f"PRAGMA index_info({_q(index)})")]
+            cols = [r[2] for r in scratch.execute(f"PRAGMA index_info({quote_identifier(index)})")]
             dupes = _duplicates(conn, table, cols, None)
             if dupes:
                 problems.append(f"UNIQUE ({', '.join(cols)}) rejects duplicates of {dupes}")
@@ -282,13 +279,13 @@ def _rejected_rows(conn, scratch, table: str) -> list[Blocker]:
 def _duplicates(conn, table: str, cols: list[str | None], where: str | None) -> str | None:
     if not cols or any(c is None for c in cols) or not set(cols) <= set(_columns(conn, table)):
         return None
-    names = ", ".join(_q(c) for c in cols)
-    condition = " AND ".join(f"{_q(c)} IS NOT NULL" for c in cols)
+    names = ", ".join(quote_identifier(c) for c in cols)
+    condition = " AND ".join(f"{quote_identifier(c)} IS NOT NULL" for c in cols)
     if where:
         condition += f" AND ({where})"
     try:
         rows = conn.execute(
-            f"SELECT {names}, count(*) FROM {_q(table)} WHERE {condition} "
+            f"SELECT {names}, count(*) FROM {quote_identifier(table)} WHERE {condition} "
             f"GROUP BY {names} HAVING count(*) > 1 LIMIT {SAMPLE}"
         ).fetchall()
     except sqlite3.OperationalError:
@@ -307,7 +304,7 @@ def _new_unique_indexes(conn, scratch) -> list[Blocker]:
     ).fetchall():
         if name in existing or table not in tables or not re.match(r"\s*CREATE\s+UNIQUE", sql, re.I):
             continue
-        cols = [r[2] for r in scratch.execute(f"PRAGMA index_info({_q(name)})")]
+        cols = [r[2] for r in scratch.execute(f"PRAGMA index_info({quote_identifier(name)})")]
         where = re.search(r"\)\s*WHERE\s+(.*)$", sql, re.I | re.S)
         dupes = _duplicates(conn, table, cols, where.group(1) if where else None)
         if dupes:

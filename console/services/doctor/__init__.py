@@ -32,6 +32,7 @@ from typing import Callable, Sequence
 
 from console.clock import db_time
 from console.db.connect import ARCHON_CORE_TABLES, ArchonDatabase
+from console.db.limits import LONG_STATEMENT_SECONDS, statement_budget
 from console.db.readonly import open_read_only, reconnect, stat_token
 from console.db.paths import require_database_file
 from console.text import json_text
@@ -110,13 +111,14 @@ def run_doctor(
     Raises `DatabaseUnusable` only when the file is not SQLite at all (missing, empty, bad header).
     """
     names, whole, single = _select(checks)
-    if isinstance(target, ArchonDatabase):
-        path, opened = Path(target.path), "caller's connection"
-        findings = _run(target.conn, path, names, full=full, now=now, stale_after=stale_after)
-    else:
-        path = Path(target).expanduser()
-        require_database_file(path)
-        findings, opened = _run_on_path(path, names, full=full, now=now, stale_after=stale_after)
+    with statement_budget(LONG_STATEMENT_SECONDS):  # a full integrity scan of a large file
+        if isinstance(target, ArchonDatabase):
+            path, opened = Path(target.path), "caller's connection"
+            findings = _run(target.conn, path, names, full=full, now=now, stale_after=stale_after)
+        else:
+            path = Path(target).expanduser()
+            require_database_file(path)
+            findings, opened = _run_on_path(path, names, full=full, now=now, stale_after=stale_after)
     findings = [f for f in findings if f.check in whole or f.id in single or f.unusable]
     return DoctorReport(
         path=str(path), mode="full" if full else "quick", generated_at=db_time(now),

@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Sequence
 
+from console.db.sql import quote_identifier
 from console.db.readonly import is_wal_header
 from console.services.doctor.checks_approvals import EVENTS_TABLE, approval_events
 from console.services.doctor.context import Ctx, columns, ids_text, rows_of
@@ -159,8 +160,7 @@ def _events_fk_is_standard(conn: sqlite3.Connection) -> bool:
 def _fk_rows(conn: sqlite3.Connection, tables: Sequence[str]) -> list[tuple]:
     rows: list[tuple] = []
     for table in tables:
-        quoted = table.replace('"', '""')
-        rows.extend(tuple(r) for r in conn.execute(f'PRAGMA foreign_key_check("{quoted}")'))
+        rows.extend(tuple(r) for r in conn.execute(f"PRAGMA foreign_key_check({quote_identifier(table)})"))
     return rows
 
 
@@ -224,7 +224,7 @@ def _ids_for_rowids(conn, table: str, rowids: list[int]) -> list[str]:
         return [str(r) for r in rowids]
     marks = ",".join("?" for _ in rowids)
     try:
-        found = dict(conn.execute(f'SELECT rowid, "{key}" FROM "{table}" WHERE rowid IN ({marks})', rowids))
+        found = dict(conn.execute(f"SELECT rowid, {quote_identifier(key)} FROM {quote_identifier(table)} WHERE rowid IN ({marks})", rowids))
     except sqlite3.DatabaseError:
         return [str(r) for r in rowids]
     return [str(found.get(r, r)) for r in rowids]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
 from functools import lru_cache
 
+from console.db.sql import generated_columns
 from console.db.detect import LEDGER_META_TABLE, LEDGER_TABLE
 from console.services.doctor.context import Ctx, ids_text, rows_of
 from console.services.doctor.report import ROW_LIMIT, Finding
+from console.text import one_line
 
 # --- schema and ledger -----------------------------------------------------------------------
 
@@ -51,9 +54,32 @@ def reference_objects(release: str) -> frozenset[tuple[str, str]]:
         conn.close()
 
 
+def _generated_columns(ctx: Ctx) -> list[Finding]:
+    """Generated columns: archon declares none, and SQLite computes one at every read from an
+    expression the file's author chose (a 300 MB `printf`), so the console never reads them
+    (console/db/sql.py `stored_columns`); doctor says they are there."""
+    found = []
+    for (table,) in ctx.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"):
+        try:
+            found += [f"{one_line(table, 80)}.{one_line(c, 80)}" for c in generated_columns(ctx.conn, table)]
+        except sqlite3.DatabaseError:
+            continue  # a table SQLite cannot describe is the integrity check's finding
+    if not found:
+        return []
+    return [Finding(
+        "schema.generated_columns", "warning", "Tables have generated columns archon never declares",
+        f"{len(found)} generated column(s): {', '.join(found[:ROW_LIMIT])}.",
+        "SQLite computes a generated column at every read from an expression stored in the file; a hostile "
+        "expression can take any amount of memory or time. The console never reads them.",
+        "Find out who added them; archon does not need them (drop them on a copy with ALTER TABLE ... DROP "
+        "COLUMN).",
+        rows=[{"table": "sqlite_master", "id": name} for name in found][:ROW_LIMIT], count=len(found),
+    )]
+
+
 def check_schema(ctx: Ctx) -> list[Finding]:
     shape = ctx.shape
-    findings: list[Finding] = []
+    findings: list[Finding] = _generated_columns(ctx)
     if shape.newer:
         findings.append(Finding(
             "schema.newer", "error", "The schema is newer than this console knows",

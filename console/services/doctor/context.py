@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from console.db.sql import quote_identifier
 from console.clock import db_time
 from console.db.detect import detect_shape
 from console.db.readonly import reconnect
@@ -38,7 +39,7 @@ def table_names(conn: sqlite3.Connection) -> set[str]:
 
 
 def columns(conn: sqlite3.Connection, table: str) -> set[str]:
-    return {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
+    return {r[1] for r in conn.execute(f"PRAGMA table_info({quote_identifier(table)})")}
 
 
 class Ctx:

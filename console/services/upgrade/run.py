@@ -40,6 +40,7 @@ from pathlib import Path
 from console.clock import system_clock
 from console.db import ledger, snapshot as snapshots
 from console.db.connect import DEFAULT_BUSY_TIMEOUT_MS, connect_raw
+from console.db.limits import LONG_STATEMENT_SECONDS, statement_budget
 from console.db.detect import detect_shape
 from console.db.migrations.base import Migration
 from console.db.migrations.runner import MigrationFailed, apply_migration
@@ -232,6 +233,13 @@ def run_upgrade(
     snap_dir = Path(snapshot_dir).expanduser() if snapshot_dir else None
     if snap_dir is not None and not snap_dir.is_dir():
         raise Refusal(f"The snapshot directory {snap_dir} does not exist. Nothing was written.")
+    with statement_budget(LONG_STATEMENT_SECONDS):
+        return _run_upgrade(path, at, target=target, force=force, snap_dir=snap_dir, progress=progress,
+                            busy_timeout_ms=busy_timeout_ms, full_check=full_check)
+
+
+def _run_upgrade(path: Path, at: datetime, *, target: str, force: bool, snap_dir: Path | None,
+                 progress: ProgressCallback | None, busy_timeout_ms: int, full_check: bool) -> UpgradeResult:
     plan = plan_upgrade(path, target, snapshot_dir=snap_dir, now=at, _allow_recovery=True)
     if plan.up_to_date:
         return UpgradeResult("up-to-date", plan, [], [])

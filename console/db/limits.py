@@ -1,0 +1,182 @@
+"""What one SQLite connection may cost: the size of a value, the time of a statement, and a stop.
+
+A database file is hostile input. A 905 KB file can hold a generated column whose every read builds
+a 300 MB string, a crafted name can make a statement recurse for ever, and a signal cannot reach
+Python while SQLite runs inside one long `sqlite3_step`. So every connection the console opens
+(console/db/connect.py `sqlite_connection`) is `guard`ed here:
+
+- `SQLITE_LIMIT_LENGTH` is `MAX_VALUE_BYTES`. Archon's own CHECKs bound every value it writes to
+  64 KB at most (`approval_requests.action_json`); 4 MB is 64 times that, so no legitimate value
+  comes near it, while a hostile one fails at 4 MB instead of at the end of the machine's memory.
+  The limit is on values and rows only: the backup API, page copies and `VACUUM INTO` move pages,
+  not values, so snapshots and private copies are unaffected, and an upgrade step that rewrites a
+  table only meets it when a value is already over it (then it refuses, as every read does).
+- A progress handler ends a statement that has run longer than its budget (`STATEMENT_SECONDS`,
+  `ARCHON_CONSOLE_STATEMENT_SECONDS` overrides it; doctor, upgrade and bundles raise it for their
+  checks through `statement_budget`). The statement's start is taken from SQLite's trace callback.
+  Only time SQLite spends is counted: the handler runs every `_PROGRESS_STEPS` instructions, well
+  under a millisecond apart while SQLite works, so a longer pause between two calls is the caller
+  consuming rows (`audit | less` waiting on the reader) and is not counted.
+- `interrupt_all()` (called by console/signals.py on SIGINT, SIGTERM and SIGHUP) interrupts every
+  live connection; the progress handler also refuses to go on once a stop was asked, so any step
+  ends within one handler period.
+
+`explain` turns what these limits raise into the one sentence the operator reads (exit 3).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+import weakref
+from contextlib import contextmanager
+from typing import Iterator
+
+from console.errors import DatabaseUnusable
+
+MAX_VALUE_BYTES = 4 * 1024 * 1024
+STATEMENT_SECONDS = 120.0
+# Doctor's integrity scan and an upgrade's table rebuilds read every page of a file that may be
+# many gigabytes: a statement of theirs may take this long.
+LONG_STATEMENT_SECONDS = 900.0
+# The handler runs every this many virtual-machine instructions: about 0.1-1 ms of work.
+_PROGRESS_STEPS = 10_000
+# A pause between two handler calls longer than this is the caller's, not SQLite's.
+_CALLER_PAUSE = 0.01
+
+_live: "weakref.WeakSet[sqlite3.Connection]" = weakref.WeakSet()
+_live_lock = threading.Lock()
+_state = {"stopping": False, "budget": None}
+_timed_out: "weakref.WeakSet[sqlite3.Connection]" = weakref.WeakSet()
+
+
+def statement_seconds() -> float:
+    """The budget of one statement: `ARCHON_CONSOLE_STATEMENT_SECONDS`, else what the operation
+    in progress asked for (`statement_budget`), else `STATEMENT_SECONDS`."""
+    raw = os.environ.get("ARCHON_CONSOLE_STATEMENT_SECONDS")
+    if raw:
+        try:
+            value = float(raw)
+        except ValueError:
+            value = 0.0
+        if value > 0 and value == value and value != float("inf"):
+            return value
+    return _state["budget"] or STATEMENT_SECONDS
+
+
+@contextmanager
+def statement_budget(seconds: float) -> Iterator[None]:
+    """A longer budget per statement while the block runs (doctor's integrity scan, an upgrade's
+    table rebuilds read every page of a large file)."""
+    before = _state["budget"]
+    _state["budget"] = max(seconds, before or 0)
+    try:
+        yield
+    finally:
+        _state["budget"] = before
+
+
+def guard(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """Bound `conn`'s values and statements, and make it interruptible by `interrupt_all`."""
+    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+    clock = [time.monotonic(), 0.0]  # the last handler call (or the statement's start), time spent
+    ref = weakref.ref(conn)
+
+    def began(_sql: str) -> None:
+        clock[0], clock[1] = time.monotonic(), 0.0
+
+    def progress() -> int:
+        if _state["stopping"]:
+            return 1
+        now = time.monotonic()
+        gap, clock[0] = now - clock[0], now
+        if gap < _CALLER_PAUSE:
+            clock[1] += gap
+        if clock[1] > statement_seconds():
+            owner = ref()
+            if owner is not None:
+                _timed_out.add(owner)
+            return 1
+        return 0
+
+    conn.set_trace_callback(began)
+    conn.set_progress_handler(progress, _PROGRESS_STEPS)
+    with _live_lock:
+        _live.add(conn)
+    return conn
+
+
+def interrupt_all() -> None:
+    """Stop whatever every live connection is running (safe from a signal handler and any thread);
+    statements started afterwards stop at their first progress check."""
+    _state["stopping"] = True
+    with _live_lock:
+        live = list(_live)
+    for conn in live:
+        try:
+            conn.interrupt()
+        except sqlite3.Error:  # already closed
+            pass
+
+
+def resume() -> None:
+    """Statements may run again (tests run many commands in one process; the TUI after a refused
+    second signal)."""
+    _state["stopping"] = False
+
+
+def stopping() -> bool:
+    return _state["stopping"]
+
+
+def _oversize_table(conn: sqlite3.Connection) -> str | None:
+    """Which table holds a value over the limit: the first one whose values cannot all be measured."""
+    from console.db.sql import quote_identifier
+
+    try:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    except sqlite3.Error:
+        return None
+    for table in tables:
+        try:
+            columns = [r[1] for r in conn.execute(f"PRAGMA table_xinfo({quote_identifier(table)})")]
+            if not columns:
+                continue
+            sizes = " + ".join(f"coalesce(length(CAST({quote_identifier(c)} AS BLOB)), 0)" for c in columns)
+            conn.execute(f"SELECT count(*) FROM {quote_identifier(table)} WHERE {sizes} < 0").fetchone()
+        except sqlite3.DataError:
+            return table
+        except sqlite3.Error:
+            continue
+    return None
+
+
+def explain(exc: BaseException, conn: sqlite3.Connection | None = None) -> DatabaseUnusable | None:
+    """The sentence for what a limit raised, or None when `exc` is not one of them."""
+    from console.text import one_line
+
+    if not isinstance(exc, sqlite3.Error):
+        return None
+    name = getattr(exc, "sqlite_errorname", "")
+    if name == "SQLITE_TOOBIG" or "string or blob too big" in str(exc):
+        table = _oversize_table(conn) if conn is not None else None
+        where = f"table {one_line(table, 80)}" if table else "the database"
+        return DatabaseUnusable(
+            f"a value in {where} is larger than {MAX_VALUE_BYTES:,} bytes, more than archon ever "
+            "writes; the file was not read further.",
+            "Run `archon-console doctor` on it; it may be hostile.",
+        )
+    if name == "SQLITE_INTERRUPT" or str(exc) == "interrupted":
+        if conn is not None and conn in _timed_out or conn is None and not _state["stopping"]:
+            return DatabaseUnusable(
+                f"a database statement ran longer than {statement_seconds():g} seconds and was stopped; "
+                "the file may be hostile or very large.",
+                "Set ARCHON_CONSOLE_STATEMENT_SECONDS to allow longer statements.",
+            )
+    return None
+
+
+__all__ = ["LONG_STATEMENT_SECONDS", "MAX_VALUE_BYTES", "STATEMENT_SECONDS", "explain", "guard", "interrupt_all", "resume",
+           "statement_budget", "stopping"]

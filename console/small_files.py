@@ -1,0 +1,74 @@
+"""The one way the console reads its own small files: saved views, keymap, settings, watch cursor.
+
+Their paths come from the environment and from directories other people may share, so the file
+there can be anything: a FIFO blocks `open()` and `read()` for ever, `/dev/zero` (or a symlink to
+it) never ends, a 10 GB file fills memory. A file is read only when `lstat` shows a regular file
+(not a symlink, FIFO or device), it is opened `O_NONBLOCK | O_NOFOLLOW` (a file swapped in between
+cannot block or redirect the open), `fstat` on the open descriptor confirms the same regular file
+under `MAX_BYTES`, and at most `MAX_BYTES + 1` bytes are read whatever it claims.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+MAX_BYTES = 1024 * 1024  # a views file of a thousand views is ~100 KB
+
+
+class NotASmallFile(OSError):
+    """The path holds something other than a regular file under `MAX_BYTES`; `strerror` says what."""
+
+    def __init__(self, path: Path, why: str):
+        super().__init__(errno.EINVAL, why, str(path))
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"),
+                       (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_small_text(path: str | os.PathLike[str], *, limit: int = MAX_BYTES) -> str:
+    """The UTF-8 text of `path`. FileNotFoundError when absent; `NotASmallFile` (an OSError) when
+    it is not a regular file or is larger than `limit`; UnicodeDecodeError when not UTF-8."""
+    path = Path(path)
+    before = os.lstat(path)
+    if not stat.S_ISREG(before.st_mode):
+        raise NotASmallFile(path, f"{path} is {_kind(before.st_mode)}, not a regular file; it was not read")
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # swapped for a symlink after the lstat
+            raise NotASmallFile(path, f"{path} is a symbolic link, not a regular file; it was not read") from None
+        raise
+    try:
+        now = os.fstat(fd)
+        if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
+            raise NotASmallFile(path, f"{path} was replaced while it was opened; it was not read")
+        if now.st_size > limit:
+            raise NotASmallFile(path, f"{path} is {now.st_size:,} bytes, more than the {limit:,} a settings file "
+                                      "may have; it was not read")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise NotASmallFile(path, f"{path} grew past {limit:,} bytes while it was read; it was not read")
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8")
+
+
+__all__ = ["MAX_BYTES", "NotASmallFile", "read_small_text"]
