@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Iterable
 
 from console.db.file_trust import Judged, open_judged
+from console.text import UnreadableJson, read_json
 
 SUFFIX = ".sha256"
 MAX_BYTES = 16384  # two short lines (a path is at most 4096 bytes); anything bigger is not one of ours
@@ -84,8 +85,8 @@ def parse_manifest(data: bytes) -> tuple[str, str | None] | None:
     for line in lines[1:]:
         if line.startswith(_SOURCE):
             try:
-                value = json.loads(line[len(_SOURCE):])
-            except ValueError:
+                value = read_json(line[len(_SOURCE):])  # a file another user may have written
+            except UnreadableJson:
                 return None
             if not isinstance(value, str):
                 return None
