@@ -1,4 +1,5 @@
-"""SIGTERM and SIGHUP end a command the way Ctrl-C does, so its cleanup runs.
+"""SIGTERM, SIGHUP and every other signal that would end the process (`HANDLED`) end a command the
+way Ctrl-C does, so its cleanup runs.
 
 By default either signal kills the process on the spot: a read-only command on a WAL database
 then leaves its private copy of the user's data in the temp directory, and an upgrade its partial
@@ -19,16 +20,27 @@ import threading
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-HANDLED = (signal.SIGTERM, signal.SIGHUP)
+# Every signal whose default action ends the process and that a user or a program can send (not
+# the ones a fault raises: SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT): any of them would otherwise
+# kill the process with its private copies and partial files still in place. SIGPIPE and SIGXFSZ
+# stay ignored (Python ignores them at start; the check below leaves ignored signals alone).
+_TERMINATING = ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF",
+                "SIGXCPU", "SIGXFSZ", "SIGPIPE", "SIGIO", "SIGPWR", "SIGSTKFLT")
+HANDLED = tuple(getattr(signal, name) for name in _TERMINATING if hasattr(signal, name)) + tuple(
+    range(signal.SIGRTMIN, signal.SIGRTMAX + 1) if hasattr(signal, "SIGRTMIN") else ())
 
 
 class Stopped(KeyboardInterrupt):
     """SIGTERM or SIGHUP arrived; exit status 128 + the signal's number, as the shell reports it."""
 
     def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
+        try:
+            name = signal.Signals(signum).name
+        except ValueError:  # a real-time signal has no name of its own
+            name = f"signal {signum}"
+        super().__init__(name)
         self.signum = signum
-        self.name = signal.Signals(signum).name
+        self.name = name
 
     @property
     def exit_code(self) -> int:
