@@ -32,7 +32,7 @@ from pathlib import Path
 
 from console.db.connect import SQLITE_HEADER
 from console.db.files import private_dir
-from console.db.paths import nonempty_file
+from console.db.paths import nonempty_file, require_database_file
 from console.errors import DatabaseUnusable, Refusal
 
 PENDING_BYTE = 0x40000000
@@ -195,8 +195,8 @@ def private_copy(
         workdir = private_dir("copy")
     workdir = Path(workdir)
     workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if path.is_dir():
-        raise DatabaseUnusable(f"{path} is a directory, not a database file.")
+    # The main file and its side files are regular files (lstat only, before anything is opened).
+    require_database_file(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not hang us
     except FileNotFoundError:

@@ -129,8 +129,10 @@ def snapshot_copy(
         raise UsageError(f"{final} already exists; a snapshot never overwrites a file (or follows a link).",
                          "Choose another directory, or move that file away.")
     remove_stale(dest_dir)  # what killed runs left here: it takes space and holds user data
+    # From here on the directory checked is the one written: renaming it, or putting another in its
+    # place, changes nothing about where the snapshot lands.
+    dir_fd: int | None = open_output_dir(dest_dir, option)
     scratch: Path | None = None
-    dir_fd: int | None = None
     partial: str | None = None
     try:
         try:
@@ -146,7 +148,6 @@ def snapshot_copy(
         for leftover in (copy.path, *sidecars(copy.path).values()):
             leftover.unlink(missing_ok=True)  # room in the temp directory before the next copy
         reached("backed-up")
-        dir_fd = open_output_dir(dest_dir, option)
         out_fd, partial = create_exclusive_at(dir_fd, temp_prefix("keep") + final.name + ".", ".partial")
         _write_all(made, out_fd)
         reached("partial")

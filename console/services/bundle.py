@@ -37,6 +37,7 @@ from typing import Any
 import console
 from console.clock import db_time
 from console.db.readonly import open_read_only
+from console.db.files import require_output_dir
 from console.errors import EXIT_UNUSABLE, ConsoleError, UsageError
 from console.services.doctor import DEFAULT_STALE_AFTER, Finding, Report, run_doctor
 from console.services.redaction import Redactor, archon_object, redacted_copy
@@ -83,6 +84,7 @@ def check_output(out: str | os.PathLike[str], source: str | os.PathLike[str]) ->
     if not os.access(existing, os.W_OK | os.X_OK):
         raise BundleNotWritten(f"Cannot write the bundle into {existing} (not writable); choose a directory you can "
                                "write to.")
+    require_output_dir(existing, "--bundle")  # nobody else can swap or read what is written there
     return path
 
 
