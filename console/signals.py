@@ -20,14 +20,7 @@ import threading
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-# Every signal whose default action ends the process and that a user or a program can send (not
-# the ones a fault raises: SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT): any of them would otherwise
-# kill the process with its private copies and partial files still in place. SIGPIPE and SIGXFSZ
-# stay ignored (Python ignores them at start; the check below leaves ignored signals alone).
-_TERMINATING = ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF",
-                "SIGXCPU", "SIGXFSZ", "SIGPIPE", "SIGIO", "SIGPWR", "SIGSTKFLT")
-HANDLED = tuple(getattr(signal, name) for name in _TERMINATING if hasattr(signal, name)) + tuple(
-    range(signal.SIGRTMIN, signal.SIGRTMAX + 1) if hasattr(signal, "SIGRTMIN") else ())
+HANDLED = (signal.SIGTERM, signal.SIGHUP)
 
 
 class Stopped(KeyboardInterrupt):
@@ -49,6 +42,16 @@ class Stopped(KeyboardInterrupt):
 
 # Callbacks that end the running program cleanly on their own (the TUI's app.exit); the newest wins.
 _graceful: list[Callable[[int], bool]] = []
+
+
+# Beyond SIGTERM and SIGHUP: every other signal whose default action ends the process and that a
+# user or a program can send (not the ones a fault raises: SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT).
+# Any of them would otherwise kill the process with its private copies and partial files in place.
+# SIGPIPE and SIGXFSZ stay ignored where Python ignores them (ignored signals are left alone below).
+_TERMINATING = ("SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGXCPU", "SIGXFSZ",
+                "SIGPIPE", "SIGIO", "SIGPWR", "SIGSTKFLT")
+HANDLED = HANDLED + tuple(getattr(signal, name) for name in _TERMINATING if hasattr(signal, name)) + tuple(
+    range(signal.SIGRTMIN, signal.SIGRTMAX + 1) if hasattr(signal, "SIGRTMIN") else ())
 
 
 @contextmanager

@@ -248,7 +248,7 @@ def require_output_dir(directory: str | os.PathLike[str], option: str, *, create
 
 def reached(step: str) -> None:
     """A test hook at the steps where files of ours exist (tests/adversarial/test_scratch_swap.py,
-    test_hostile_files.py): tests replace it in-process; a child process whose environment has
+    test_hostile_sidecars.py): tests replace it in-process; a child process whose environment has
     ARCHON_CONSOLE_TEST_PAUSE="STEP:FILE" creates FILE at STEP and then waits for a signal."""
     wanted = os.environ.get("ARCHON_CONSOLE_TEST_PAUSE")
     if not wanted or wanted.partition(":")[0] != step:

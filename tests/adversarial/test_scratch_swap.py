@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,7 @@ from console.db import readonly
 from console.errors import UsageError
 from tests import damage
 
+ROOT = Path(__file__).resolve().parents[2]
 NOBODY = 65534
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="handing a directory to another uid needs root")
 
@@ -68,16 +71,22 @@ def _commands(db: Path, where: Path) -> dict[str, list[str]]:
 
 @root_only
 @pytest.mark.parametrize("command", list(_commands(Path("x"), Path("y"))))
-def test_every_output_option_refuses_a_directory_others_can_write(tmp_path, monkeypatch, capsys, command):
-    monkeypatch.setattr(console.tui, "run_tui", lambda ctx, support=None, **_: 0)
+def test_every_output_option_refuses_a_directory_others_can_write(tmp_path, command):
+    """Real processes (`approvals watch` would otherwise stream for ever): the timeout fails the test."""
     (tmp_path / "db").mkdir()
     db = damage.healthy(tmp_path / "db" / "archon.db", wal=True)
     for why, where in _hostile_dirs(tmp_path).items():
         before = sorted(os.listdir(where))
-        capsys.readouterr()
-        code = main(_commands(db, where)[command])
-        err = capsys.readouterr().err
-        assert code == 2, (why, err)
+        argv = _commands(db, where)[command]
+        if argv[0] == "inspect":  # refused before the TUI would start; no terminal is needed
+            argv = ["inspect", *argv[1:]]
+        try:
+            done = subprocess.run([sys.executable, "-m", "console", *argv], capture_output=True, text=True,
+                                  cwd=ROOT, timeout=60, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{command} into a directory {why} was not refused: it ran on")
+        err = done.stderr
+        assert done.returncode == 2, (why, err)
         assert "Traceback" not in err and err.count("\n") <= 2, (why, err)
         assert sorted(os.listdir(where)) == before, why  # nothing written, not even a scratch file
 

@@ -4,7 +4,7 @@ the copy a SIGKILLed run could not remove is removed at the next start (issue 9,
 The command is a real process caught right after its private copy is complete, before SQLite opens
 it: the test hook `console/db/files.py` `reached` pauses it there (ARCHON_CONSOLE_TEST_PAUSE) and
 creates a marker file the test waits for. Once SQLite has opened the copy it is unlinked, so from
-then on not even SIGKILL leaves it (tests/adversarial/test_hostile_files.py).
+then on not even SIGKILL leaves it (tests/adversarial/test_hostile_sidecars.py).
 """
 
 from __future__ import annotations
@@ -127,6 +127,7 @@ def test_the_console_closed_by_its_terminal_removes_its_private_copy(tmp_path):
     for suffix in ("", "-wal"):
         shutil.copyfile(f"{source}{suffix}", f"{db}{suffix}")
     primary, secondary = os.openpty()
+    proc = None
     try:
         proc = subprocess.Popen(
             [sys.executable, "-m", "console", "--read-only", "--db", str(db)],
@@ -134,16 +135,17 @@ def test_the_console_closed_by_its_terminal_removes_its_private_copy(tmp_path):
             env={**os.environ, "TMPDIR": str(tmpdir), "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24"},
         )
         os.close(secondary)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and proc.poll() is None:
+        seen = b""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and proc.poll() is None and b"apr-" not in seen:
             if select.select([primary], [], [], 0.1)[0]:
                 try:
-                    os.read(primary, 65536)  # keep the terminal drained
+                    seen += os.read(primary, 65536)  # keep the terminal drained
                 except OSError:
                     break
-            if any(tmpdir.iterdir()):
-                break
-        time.sleep(0.5)  # let it settle into the app (its private copy is unlinked once opened)
+        assert b"apr-" in seen, "the console never drew its first screen"
+        # Its private copy is already unlinked: SQLite holds it open (test_hostile_sidecars.py).
+        assert list(tmpdir.iterdir()) == []
         proc.send_signal(signal.SIGHUP)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline and proc.poll() is None:
@@ -159,6 +161,9 @@ def test_the_console_closed_by_its_terminal_removes_its_private_copy(tmp_path):
     finally:
         live.close()
         os.close(primary)
+        if proc is not None and proc.poll() is None:  # a failed assertion must not leave the TUI running
+            proc.kill()
+            proc.wait()
     assert proc.returncode == 128 + signal.SIGHUP
     assert list(tmpdir.iterdir()) == []
 
