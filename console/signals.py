@@ -1,4 +1,5 @@
-"""SIGTERM and SIGHUP end a command the way Ctrl-C does, so its cleanup runs.
+"""SIGTERM, SIGHUP and every other signal that would end the process (`HANDLED`) end a command the
+way Ctrl-C does, so its cleanup runs.
 
 By default either signal kills the process on the spot: a read-only command on a WAL database
 then leaves its private copy of the user's data in the temp directory, and an upgrade its partial
@@ -34,9 +35,13 @@ class Stopped(KeyboardInterrupt):
     """SIGTERM or SIGHUP arrived; exit status 128 + the signal's number, as the shell reports it."""
 
     def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
+        try:
+            name = signal.Signals(signum).name
+        except ValueError:  # a real-time signal has no name of its own
+            name = f"signal {signum}"
+        super().__init__(name)
         self.signum = signum
-        self.name = signal.Signals(signum).name
+        self.name = name
 
     @property
     def exit_code(self) -> int:
@@ -45,6 +50,16 @@ class Stopped(KeyboardInterrupt):
 
 # Callbacks that end the running program cleanly on their own (the TUI's app.exit); the newest wins.
 _graceful: list[Callable[[int], bool]] = []
+
+
+# Beyond SIGTERM and SIGHUP: every other signal whose default action ends the process and that a
+# user or a program can send (not the ones a fault raises: SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT).
+# Any of them would otherwise kill the process with its private copies and partial files in place.
+# SIGPIPE and SIGXFSZ stay ignored where Python ignores them (ignored signals are left alone below).
+_TERMINATING = ("SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGXCPU", "SIGXFSZ",
+                "SIGPIPE", "SIGIO", "SIGPWR", "SIGSTKFLT")
+HANDLED = HANDLED + tuple(getattr(signal, name) for name in _TERMINATING if hasattr(signal, name)) + tuple(
+    range(signal.SIGRTMIN, signal.SIGRTMAX + 1) if hasattr(signal, "SIGRTMIN") else ())
 
 
 @contextmanager

@@ -167,14 +167,14 @@ def save(name: str, view: View, path: Path | None = None) -> Path:
     path = path or views_path()
     views, _ = load(path)
     views[name] = view
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from console.db.files import create_exclusive, publish, require_output_dir, temp_prefix
+
+    require_output_dir(path.parent, "The views file's directory", create=True)
     lines = ["# Saved views of archon-console (:save NAME, :view NAME, `approvals list --view NAME`)."]
     for key in sorted(views):
         v = views[key]
         lines += ["", f"[views.{key}]", f"screen = {_toml_string(v.screen)}",
                   f"filters = {_toml_string(v.expression())}"]
-    from console.db.files import create_exclusive, publish, temp_prefix
-
     tmp = create_exclusive(path.parent, temp_prefix("views"))
     try:
         with open(tmp, "w", encoding="utf-8") as handle:

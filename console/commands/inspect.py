@@ -50,7 +50,7 @@ def prepare_inspection(path: str | Path, keep_dir: str | Path | None = None, *, 
         keep = Path(keep_dir).expanduser()
         if keep.resolve() == original.parent:
             raise UsageError("--keep-snapshot must not be the database's own directory (nothing is written there).")
-        return Inspection(original, snapshot_copy(original, keep, name=name), taken_at, None)
+        return Inspection(original, snapshot_copy(original, keep, name=name, option="--keep-snapshot"), taken_at, None)
     try:
         workdir = private_dir("inspect")  # mode 0700, named for this process (console/db/files.py)
     except OSError as exc:

@@ -94,6 +94,9 @@ class _Cursor:
             return None
         if not self.path.parent.is_dir():
             raise UsageError(f"--cursor {self.path}: its directory does not exist.")
+        from console.db.files import require_output_dir
+
+        require_output_dir(self.path.parent, "--cursor")  # another user there could swap the cursor
         try:
             text = read_small_text(self.path)
         except FileNotFoundError:

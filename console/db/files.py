@@ -14,6 +14,14 @@ opens its target). So nothing is ever created under a predictable name:
 * `private_dir` makes a 0700 directory (`mkdtemp`) whose name carries the process id, so that
   `remove_stale` can delete what a killed run (SIGKILL, power cut) left behind at the next start
   while leaving the files of runs still going alone.
+
+Exclusive names are not enough in a directory another user owns, or can write without the sticky
+bit: that user may rename or delete our entries, swap a subdirectory we work in for their own
+(they then read what we copy there, and what we publish is their file). `require_output_dir` is
+the one check every option naming an output directory or file passes (`--keep-snapshot`,
+`--snapshot-dir`, `--bundle`, `--cursor`, the views file): the directory and every directory above
+it must be owned by us or root and not writable by others unless sticky, and the named directory
+must not be a symlink. Scratch work happens only in `private_dir` in the temp directory.
 """
 
 from __future__ import annotations
@@ -88,6 +96,51 @@ def publish(tmp: str | os.PathLike[str], final: str | os.PathLike[str], *, no_cl
     return final
 
 
+def open_output_dir(directory: Path, option: str) -> int:
+    """A descriptor on the directory `require_output_dir` accepted, checked again through the
+    descriptor: whatever happens to the name afterwards, files are made in this very directory."""
+    from console.errors import UsageError
+
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    why = _unsafe_dir(os.fstat(fd))
+    if why is not None:
+        os.close(fd)
+        raise UsageError(f"{option} {directory} {why}, who could then swap what is written there.")
+    return fd
+
+
+def create_exclusive_at(dir_fd: int, prefix: str, suffix: str = "") -> tuple[int, str]:
+    """A new 0600 file under a random name in the directory `dir_fd` holds: (write descriptor, name)."""
+    for _ in range(100):
+        name = f"{prefix}{os.urandom(6).hex()}{suffix}"
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            return os.open(name, flags, 0o600, dir_fd=dir_fd), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", prefix)
+
+
+def publish_at(dir_fd: int, tmp: str, final: str) -> None:
+    """`publish` within the directory `dir_fd` holds: never onto, nor through, an existing name."""
+    if not stat.S_ISREG(os.stat(tmp, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+        raise FileExistsError(errno.EEXIST, "the temporary file was replaced by something else", tmp)
+    try:
+        os.link(tmp, final, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        if exc.errno not in _NO_LINKS:
+            raise
+        try:
+            os.stat(final, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            os.rename(tmp, final, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            return
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), final) from None
+    os.unlink(tmp, dir_fd=dir_fd)
+
+
 def numbered(target: Path, n: int) -> Path:
     """`target` for n == 1, else `stem-n.suffix` beside it."""
     return target if n == 1 else target.with_name(f"{target.stem}-{n}{target.suffix}")
@@ -143,6 +196,69 @@ def private_dir(kind: str, parent: str | os.PathLike[str] | None = None) -> Path
     import tempfile
 
     return Path(tempfile.mkdtemp(prefix=temp_prefix(kind, hidden=parent is not None), dir=parent))
+
+
+def _unsafe_dir(st: os.stat_result) -> str | None:
+    """Why another user could rename or replace entries in a directory with this stat, or None."""
+    if st.st_uid not in (0, os.geteuid()):
+        return f"is owned by another user (uid {st.st_uid})"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+        return "can be written by other users and has no sticky bit"
+    return None
+
+
+def require_output_dir(directory: str | os.PathLike[str], option: str, *, create: bool = False) -> Path:
+    """`directory`, made 0700 when missing and `create`, once it is safe to write in: a directory
+    (not a symlink to one), and it and every directory above it owned by us or root and not
+    writable by other users unless sticky (/tmp is fine). Else `UsageError` (exit 2) in one sentence.
+
+    Another user who can rename entries here swaps what we work in or publish (module docstring).
+    """
+    from console.errors import UsageError
+
+    path = Path(os.path.abspath(Path(directory).expanduser()))
+    if create and not os.path.lexists(path):
+        try:
+            path.mkdir(mode=0o700, parents=True)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise UsageError(f"{option} {path}: cannot create it ({exc.strerror or exc}).") from None
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise UsageError(f"{option} {path}: the directory does not exist.") from None
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: {exc.strerror or exc}.") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise UsageError(f"{option} {path} is a symbolic link; name the directory itself.")
+    if not stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"{option} {path} exists and is not a directory.")
+    real = Path(os.path.realpath(path))
+    for where in (real, *real.parents):
+        why = _unsafe_dir(os.stat(where))
+        if why is not None:
+            raise UsageError(
+                f"{option} {path}: {'it' if where == real else where} {why}, who could then swap what is "
+                "written there.", "Choose a directory only you (or root) can write to, or a sticky one like /tmp.")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"Cannot write in {path}: permission denied.", "Choose a directory you can write to.")
+    return path
+
+
+def reached(step: str) -> None:
+    """A test hook at the steps where files of ours exist (tests/adversarial/test_scratch_swap.py,
+    test_hostile_sidecars.py): tests replace it in-process; a child process whose environment has
+    ARCHON_CONSOLE_TEST_PAUSE="STEP:FILE" creates FILE at STEP and then waits for a signal."""
+    wanted = os.environ.get("ARCHON_CONSOLE_TEST_PAUSE")
+    if not wanted or wanted.partition(":")[0] != step:
+        return
+    import signal
+
+    fd = os.open(wanted.partition(":")[2], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    os.close(fd)
+    while True:
+        signal.pause()
 
 
 def _alive(pid: int) -> bool:
@@ -227,12 +343,17 @@ def remove_stale(directory: str | os.PathLike[str] | None = None) -> list[Path]:
 
 __all__ = [
     "create_exclusive",
+    "create_exclusive_at",
+    "open_output_dir",
+    "publish_at",
     "keep_aside",
     "leftovers_possible",
     "numbered",
     "private_dir",
     "publish",
     "publish_unique",
+    "reached",
     "remove_stale",
+    "require_output_dir",
     "temp_prefix",
 ]

@@ -25,13 +25,14 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from console.db.connect import SQLITE_HEADER
 from console.db.files import private_dir
-from console.db.paths import nonempty_file
+from console.db.paths import nonempty_file, require_database_file
 from console.errors import DatabaseUnusable, Refusal
 
 PENDING_BYTE = 0x40000000
@@ -106,14 +107,16 @@ def take_shared_lock(fd: int, deadline: float) -> None:
         _unlock(fd, PENDING_BYTE, 1)
 
 
-def _copy_fd(src_fd: int, dest: Path) -> int:
-    """Copy from an already open descriptor (kernel copy where possible)."""
+def _copy_fd(src_fd: int, dest: Path, limit: int) -> int:
+    """Copy at most `limit` bytes (the size stat'ed before the room was checked) from an open
+    descriptor into a new 0600 file (kernel copy where possible): a file that grows meanwhile
+    cannot fill the disk, and a WAL prefix is still a consistent commit point (module docstring)."""
     copied = 0
-    with open(dest, "wb") as out:
-        out_fd = out.fileno()
+    out_fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with open(out_fd, "wb") as out:
         try:
-            while True:
-                n = os.copy_file_range(src_fd, out_fd, COPY_CHUNK, copied, copied)
+            while copied < limit:
+                n = os.copy_file_range(src_fd, out_fd, min(COPY_CHUNK, limit - copied), copied, copied)
                 if n == 0:
                     break
                 copied += n
@@ -122,8 +125,8 @@ def _copy_fd(src_fd: int, dest: Path) -> int:
             out.seek(0)
             out.truncate()
             copied = 0
-            while True:
-                chunk = os.pread(src_fd, COPY_CHUNK, copied)
+            while copied < limit:
+                chunk = os.pread(src_fd, min(COPY_CHUNK, limit - copied), copied)
                 if not chunk:
                     break
                 out.write(chunk)
@@ -131,15 +134,36 @@ def _copy_fd(src_fd: int, dest: Path) -> int:
     return copied
 
 
-def _copy_path(src: Path, dest: Path) -> int | None:
+def _open_side(side: Path) -> int | None:
+    """A sidecar opened without following a link or waiting on a FIFO (`O_NOFOLLOW|O_NONBLOCK`),
+    and only when it is a regular file (console/db/paths.py `require_regular_sidecars` said so
+    already; this closes the gap between that `lstat` and the open). None when it is absent."""
     try:
-        fd = os.open(src, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(side, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
-    try:
-        return _copy_fd(fd, dest)
-    finally:
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise DatabaseUnusable(f"{side} is a symbolic link; SQLite's side file must be a regular file, "
+                                   "so the database is not read.") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
+        raise DatabaseUnusable(f"{side} is not a regular file; SQLite's side file must be one, so the "
+                               "database is not read.")
+    return fd
+
+
+def _require_room(path: Path, workdir: Path, sizes: list[int], room_factor: int) -> None:
+    """Refuse before copying when the copy cannot fit: apparent sizes count (a sparse 20 GB file
+    takes 20 GB once copied), so the temp directory is never filled before the error."""
+    needed = sum(sizes) * room_factor
+    vfs = os.statvfs(workdir)
+    free = vfs.f_bavail * vfs.f_frsize
+    if needed > free:
+        raise DatabaseUnusable(
+            f"{path} needs a private copy of {needed:,} bytes and {workdir.parent} has {free:,} free; "
+            "nothing was copied.", "Point TMPDIR at a directory with room for a copy of the database.")
 
 
 @dataclass
@@ -158,20 +182,23 @@ def private_copy(
     workdir: str | Path | None = None,
     *,
     timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+    room_factor: int = 1,
 ) -> CopyResult:
     """Copy `path` (and its -wal / -journal) into a private directory under SQLite's read locks.
 
-    Never creates, opens for writing, or modifies anything next to `path`.
+    Never creates, opens for writing, or modifies anything next to `path`. Side files are opened
+    `O_NOFOLLOW|O_NONBLOCK` and must be regular; every copy is bounded by the size stat'ed before
+    the free-space check (`room_factor` copies of it must fit: a caller that copies again).
     """
     path = Path(path).expanduser()
     if workdir is None:
         workdir = private_dir("copy")
     workdir = Path(workdir)
     workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if path.is_dir():
-        raise DatabaseUnusable(f"{path} is a directory, not a database file.")
+    # The main file and its side files are regular files (lstat only, before anything is opened).
+    require_database_file(path)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not hang us
     except FileNotFoundError:
         raise DatabaseUnusable(
             f"No database at {path}.",
@@ -183,8 +210,12 @@ def private_copy(
     result = CopyResult(path=dest, workdir=workdir, wal=False)
     shm_fd: int | None = None
     deadline = time.monotonic() + timeout_s
+    side_fds: dict[str, int] = {}
     try:
-        size = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise DatabaseUnusable(f"{path} is not a regular file, so it is not a database file.")
+        size = st.st_size
         header = os.pread(fd, 100, 0)
         check_header(path, header, size)
         take_shared_lock(fd, deadline)
@@ -193,28 +224,31 @@ def private_copy(
         side = sidecars(path)
         if result.wal:
             try:
-                shm_fd = os.open(side["-shm"], os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            except FileNotFoundError:
-                result.notes.append("no -shm: no live connection, nothing can checkpoint meanwhile")
+                shm_fd = _open_side(side["-shm"])
             except OSError as exc:
                 result.notes.append(f"-shm unreadable ({exc.strerror}); copied without the checkpoint lock")
-            if shm_fd is not None:
+            if shm_fd is None:
+                result.notes.append("no -shm: no live connection, nothing can checkpoint meanwhile")
+            else:
                 _lock(shm_fd, SHM_LOCK_BASE + WAL_CKPT_LOCK, 1, deadline, "the checkpoint lock")
-        result.copied["main"] = _copy_fd(fd, dest)
-        if result.wal:
-            copied = _copy_path(side["-wal"], Path(f"{dest}-wal"))
-            if copied is not None:
-                result.copied["-wal"] = copied
+            wanted = "-wal"
         else:
-            journal = side["-journal"]
-            if nonempty_file(journal):
-                # A journal beside a file we hold SHARED on is either hot (a crashed writer: the
-                # copy must roll it back) or an active writer's pre-images, equal to the main
-                # file while we hold the lock: rolling it back in the copy is harmless either way.
-                copied = _copy_path(journal, Path(f"{dest}-journal"))
-                if copied is not None:
-                    result.copied["-journal"] = copied
+            # A journal beside a file we hold SHARED on is either hot (a crashed writer: the copy
+            # must roll it back) or an active writer's pre-images, equal to the main file while we
+            # hold the lock: rolling it back in the copy is harmless either way.
+            wanted = "-journal" if nonempty_file(side["-journal"]) else None
+        if wanted is not None:
+            fd_side = _open_side(side[wanted])
+            if fd_side is not None:
+                side_fds[wanted] = fd_side
+        sizes = {"main": os.fstat(fd).st_size, **{k: os.fstat(v).st_size for k, v in side_fds.items()}}
+        _require_room(path, workdir, list(sizes.values()), room_factor)
+        result.copied["main"] = _copy_fd(fd, dest, sizes["main"])
+        for suffix, side_fd in side_fds.items():
+            result.copied[suffix] = _copy_fd(side_fd, Path(f"{dest}{suffix}"), sizes[suffix])
     finally:
+        for side_fd in side_fds.values():
+            os.close(side_fd)
         if shm_fd is not None:
             os.close(shm_fd)  # releases the checkpoint lock
         os.close(fd)  # releases the SHARED lock

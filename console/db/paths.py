@@ -4,6 +4,12 @@ path can be a database file at all, decided from `stat` alone.
 The stat comes first because opening is not harmless: `open()` on a FIFO blocks until a writer
 appears (the console hung forever), a device can be endless, and a symlink loop raises ELOOP
 from deep inside a read. None of these is a database, and each deserves one sentence.
+
+The same holds for SQLite's side files (`-wal`, `-shm`, `-journal`), which SQLite and the private
+copy (console/db/locked_copy.py) open by name: a FIFO as `-shm` hung every read-only command, a
+`-wal` linked to /dev/zero filled the temp directory. SQLite never makes them anything but regular
+files, so anything else is refused before any connection is opened (`lstat` only: no descriptor is
+opened, so no lock a connection of ours holds on the database can be dropped).
 """
 
 from __future__ import annotations
@@ -64,7 +70,36 @@ def require_database_file(path: str | os.PathLike[str], *, what: str = "database
         raise DatabaseUnusable(f"Cannot read {path}: {exc.strerror or exc}.") from None
     if not stat.S_ISREG(st.st_mode):
         raise DatabaseUnusable(f"{path} is {_kind(st.st_mode)}, not a {what} file.")
+    if what == "database":
+        require_regular_sidecars(path)
     return st
+
+
+SIDECAR_SUFFIXES = ("-wal", "-shm", "-journal")
+
+
+def require_regular_sidecars(path: str | os.PathLike[str]) -> None:
+    """Each existing `-wal`, `-shm`, `-journal` beside `path` (and beside the file a symlinked `path`
+    names, where SQLite looks) is a regular file, not a symlink; else `DatabaseUnusable` (exit 3).
+
+    Runs before any connection to the database exists: `lstat` only (module docstring).
+    """
+    bases = {os.fspath(path), os.path.realpath(path)}
+    for base in sorted(bases):
+        for suffix in SIDECAR_SUFFIXES:
+            side = f"{base}{suffix}"
+            try:
+                st = os.lstat(side)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise DatabaseUnusable(f"Cannot read {side}: {exc.strerror or exc}.") from None
+            if stat.S_ISLNK(st.st_mode):
+                raise DatabaseUnusable(f"{side} is a symbolic link; SQLite's {suffix} file must be a regular "
+                                       "file, so the database is not read.")
+            if not stat.S_ISREG(st.st_mode):
+                raise DatabaseUnusable(f"{side} is {_kind(st.st_mode)}; SQLite's {suffix} file must be a "
+                                       "regular file, so the database is not read.")
 
 
 def nonempty_file(path: str | os.PathLike[str]) -> bool:

@@ -26,6 +26,7 @@ beside it, or a WAL file with its readable `-wal` and `-shm`, is opened in place
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import time
@@ -35,7 +36,17 @@ from urllib.parse import quote
 
 from console.db.connect import sqlite_connection
 from console.db.file_guard import Connection, read_head
-from console.db.files import create_exclusive, private_dir, publish, remove_stale, temp_prefix
+from console.db.files import (
+    create_exclusive,
+    create_exclusive_at,
+    open_output_dir,
+    private_dir,
+    publish_at,
+    reached,
+    remove_stale,
+    require_output_dir,
+    temp_prefix,
+)
 from console.db.locked_copy import (
     DEFAULT_LOCK_TIMEOUT_S,
     CopyResult,
@@ -100,58 +111,85 @@ def snapshot_copy(
     *,
     name: str | None = None,
     timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+    option: str = "The snapshot directory",
 ) -> Path:
     """A consistent single-file copy of `path` made with the backup API, in `dest_dir`.
 
     The snapshot is in rollback-journal mode (no -wal needed beside it) and contains every commit
-    that was in the original's -wal when the copy was taken. `dest_dir` may be shared with other
-    users: everything in it is created exclusively under random names and the result is published
-    without following or replacing anything (console/db/files.py). A failed write (a full disk)
-    removes what it wrote and says so in one sentence (exit 3); the next attempt starts clean.
+    that was in the original's -wal when the copy was taken. All scratch work (the private copy,
+    the backup) happens in a private 0700 directory in the temp directory; `dest_dir` must be safe
+    to write in (console/db/files.py `require_output_dir`: `option` names it in refusals) and only
+    receives the finished bytes, through a descriptor held on that directory, in a file created
+    exclusively (0600) and published without following or replacing anything. A failed write (a
+    full disk) removes what it wrote and says so in one sentence (exit 3).
     """
-    import shutil  # only on the private-copy path, not at every start
-
     path = Path(path).expanduser()
-    dest_dir = Path(dest_dir)
+    dest_dir = require_output_dir(dest_dir, option, create=True)
     final = dest_dir / (name or f"{path.stem}.snapshot.sqlite")
-    _prepare_output_dir(dest_dir)
     if os.path.lexists(final):
         raise UsageError(f"{final} already exists; a snapshot never overwrites a file (or follows a link).",
                          "Choose another directory, or move that file away.")
     remove_stale(dest_dir)  # what killed runs left here: it takes space and holds user data
+    # From here on the directory checked is the one written: renaming it, or putting another in its
+    # place, changes nothing about where the snapshot lands.
+    dir_fd: int | None = open_output_dir(dest_dir, option)
     scratch: Path | None = None
-    partial: Path | None = None
+    partial: str | None = None
     try:
-        scratch = private_dir("scratch", dest_dir)
-        copy = private_copy(path, scratch, timeout_s=timeout_s)
-        partial = create_exclusive(dest_dir, temp_prefix("keep") + final.name + ".", ".partial")
-        _backup_into(copy, partial, path)
-        os.chmod(partial, 0o600)
-        publish(partial, final)
+        try:
+            scratch = private_dir("scratch")
+        except OSError as exc:
+            raise _no_private_copy(path, exc) from None
+        reached("scratch")
+        # Room for the private copy and the backup made from it, both in `scratch`.
+        copy = private_copy(path, scratch, timeout_s=timeout_s, room_factor=2)
+        reached("copied")
+        made = create_exclusive(scratch, "snapshot.", ".sqlite")
+        _backup_into(copy, made, path)
+        for leftover in (copy.path, *sidecars(copy.path).values()):
+            leftover.unlink(missing_ok=True)  # room in the temp directory before the next copy
+        reached("backed-up")
+        out_fd, partial = create_exclusive_at(dir_fd, temp_prefix("keep") + final.name + ".", ".partial")
+        _write_all(made, out_fd)
+        reached("partial")
+        publish_at(dir_fd, partial, final.name)
         partial = None
+        os.fsync(dir_fd)
     except FileExistsError:
         raise UsageError(f"{final} appeared while the snapshot was being written; it was left alone.",
                          "Choose another directory.") from None
     except (OSError, sqlite3.OperationalError) as exc:
         raise _write_failed(dest_dir, exc, "snapshot") from None
     finally:
-        if partial is not None:
-            partial.unlink(missing_ok=True)
+        if partial is not None and dir_fd is not None:
+            try:
+                os.unlink(partial, dir_fd=dir_fd)
+            except OSError:
+                pass
+        if dir_fd is not None:
+            os.close(dir_fd)
         if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+            _remove_tree(scratch)
     return final
 
 
-def _prepare_output_dir(dest_dir: Path) -> None:
-    """The output directory exists (made 0700 if missing), is a directory, and takes new files."""
-    if os.path.lexists(dest_dir) and not dest_dir.is_dir():
-        raise UsageError(f"{dest_dir} exists and is not a directory; the snapshot needs a directory.")
-    try:
-        dest_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"Cannot create the directory {dest_dir}: {exc.strerror or exc}.") from None
-    if not os.access(dest_dir, os.W_OK | os.X_OK):
-        raise UsageError(f"Cannot write in {dest_dir}: permission denied.", "Choose a directory you can write to.")
+def _write_all(source: Path, out_fd: int) -> None:
+    """Copy the finished snapshot into the open partial file (bounded by its size), then fsync;
+    refuse first when the directory cannot hold it."""
+    with open(source, "rb") as src, open(out_fd, "wb") as out:
+        size = os.fstat(src.fileno()).st_size
+        vfs = os.fstatvfs(out.fileno())
+        if size > vfs.f_bavail * vfs.f_frsize:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # before a byte is written
+        remaining = size
+        while remaining > 0:
+            chunk = src.read(min(8 << 20, remaining))
+            if not chunk:
+                break
+            out.write(chunk)
+            remaining -= len(chunk)
+        out.flush()
+        os.fsync(out.fileno())
 
 
 def _write_failed(where: Path, exc: BaseException, what: str) -> DatabaseUnusable:
@@ -251,8 +289,11 @@ def open_read_only(
         raise _no_private_copy(path, exc) from None
     try:
         copy = private_copy(path, workdir, timeout_s=max(1.0, busy_timeout_ms / 1000))
+        reached("private-copy")
         # Read-write on *our* copy, so a leftover journal can be rolled back; query_only after.
         conn = _open_copy(copy, busy_timeout_ms=busy_timeout_ms)
+        workdir_left = not _unlink_open_copy(conn, workdir)
+        reached("private-copy-open")
         _configure_read_only(conn, busy_timeout_ms)
     except (OSError, sqlite3.OperationalError) as exc:
         _remove_tree(workdir)
@@ -262,9 +303,29 @@ def open_read_only(
         raise
 
     def cleanup() -> None:
-        _remove_tree(workdir)
+        if workdir_left:
+            _remove_tree(workdir)
 
     return conn, cleanup, f"private copy ({reason})" if reason else "private copy"
+
+
+def _unlink_open_copy(conn: ReadOnlyConnection, workdir: Path) -> bool:
+    """Fold the copy's WAL into its main file, then remove the copy's directory while SQLite keeps
+    the file open: the user's data then lives only as long as this process's descriptor, so no
+    signal, not even SIGKILL, can leave it in the temp directory. SQLite reads an unlinked
+    rollback-journal file normally (the hot-journal check finds no journal in a directory that is
+    gone). A copy SQLite cannot switch (a corrupt one) keeps its name until `cleanup`.
+
+    False when the copy keeps its path; a second connection (`reconnect`) is then possible.
+    """
+    try:
+        conn.execute("PRAGMA journal_mode = DELETE").fetchone()
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError:
+        return False
+    _remove_tree(workdir)
+    conn.source_uri = None  # nothing is left at that path to reconnect to
+    return True
 
 
 def _remove_tree(path: Path) -> None:

@@ -41,6 +41,7 @@ import console
 from console.clock import db_time
 from console.db.limits import LONG_STATEMENT_SECONDS, statement_budget
 from console.db.readonly import open_read_only
+from console.db.files import require_output_dir
 from console.db.sql import quote_identifier, stored_columns
 from console.errors import EXIT_UNUSABLE, ConsoleError, UsageError
 from console.services.doctor import DEFAULT_STALE_AFTER, Finding, Report, run_doctor
@@ -88,6 +89,7 @@ def check_output(out: str | os.PathLike[str], source: str | os.PathLike[str]) ->
     if not os.access(existing, os.W_OK | os.X_OK):
         raise BundleNotWritten(f"Cannot write the bundle into {existing} (not writable); choose a directory you can "
                                "write to.")
+    require_output_dir(existing, "--bundle")  # nobody else can swap or read what is written there
     return path
 
 

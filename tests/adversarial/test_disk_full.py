@@ -112,7 +112,8 @@ def test_a_read_only_command_with_a_full_tmpdir(tmp_path, demo_copy, disk):
     )
     assert proc.returncode == 3, proc.stderr
     assert "Traceback" not in proc.stderr
-    assert "No space left on device" in proc.stderr and "TMPDIR" in proc.stderr
+    # Refused before a byte is copied: the copy's size is checked against the free space first.
+    assert "free; nothing was copied" in proc.stderr and "TMPDIR" in proc.stderr
     assert disk.entries() == []
     assert sorted(os.listdir(orphan)) == ["archon.db", "archon.db-wal"]
 
@@ -214,7 +215,7 @@ def test_inspect_with_a_full_tmpdir(demo_copy, disk, monkeypatch, capsys):
     code, err = run(capsys, "inspect", db)
     assert disk.entries() == []
     assert code == 3, err
-    assert "No space left on device" in err
+    assert "free; nothing was copied" in err
     disk.grow()
     assert run(capsys, "inspect", db)[0] == 0
     assert disk.entries() == []  # removed on exit

@@ -1,9 +1,10 @@
 """SIGTERM and SIGHUP during a read-only command leave no copy of the user's data behind, and
 the copy a SIGKILLed run could not remove is removed at the next start (issue 9, finding 9).
 
-The command is a real process caught in the middle of its private copy: the database is in WAL
-mode and its `-wal` is a FIFO, so the copy has written the main file into its private directory
-and then waits on the `-wal` for as long as the test likes.
+The command is a real process caught right after its private copy is complete, before SQLite opens
+it: the test hook `console/db/files.py` `reached` pauses it there (ARCHON_CONSOLE_TEST_PAUSE) and
+creates a marker file the test waits for. Once SQLite has opened the copy it is unlinked, so from
+then on not even SIGKILL leaves it (tests/adversarial/test_hostile_sidecars.py).
 """
 
 from __future__ import annotations
@@ -22,24 +23,38 @@ from tests import damage
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _wal_without_shm(db: Path) -> Path:
+    """A WAL database with commits in its -wal and no -shm: read through a private copy."""
+    import shutil
+    import sqlite3
+
+    source = damage.healthy(db.parent / "source.db", wal=True)
+    live = sqlite3.connect(source)
+    live.execute("CREATE TABLE wal_probe(x)")
+    live.commit()
+    for suffix in ("", "-wal"):  # the writer is idle: a byte copy of both is a commit point
+        shutil.copyfile(f"{source}{suffix}", f"{db}{suffix}")
+    live.close()
+    return db
+
+
 def _stuck_mid_copy(tmp_path: Path) -> tuple[subprocess.Popen, Path, Path]:
-    db = damage.healthy(tmp_path / "archon.db", wal=True)
-    os.mkfifo(f"{db}-wal")
+    db = _wal_without_shm(tmp_path / "archon.db")
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
+    marker = tmp_path / "paused"
     proc = subprocess.Popen(
         [sys.executable, "-m", "console", "--db", str(db), "approvals", "list"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
-        env={**os.environ, "TMPDIR": str(tmpdir)},
+        env={**os.environ, "TMPDIR": str(tmpdir), "ARCHON_CONSOLE_TEST_PAUSE": f"private-copy:{marker}"},
     )
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and proc.poll() is None and not marker.exists():
+        time.sleep(0.02)  # waits for the marker (a condition), bounded by the deadline
+    if marker.exists():
         copies = [p for p in tmpdir.iterdir() if (p / "archon.db").exists()]
-        if copies and (copies[0] / "archon.db").stat().st_size == db.stat().st_size:
-            return proc, tmpdir, copies[0]
-        if proc.poll() is not None:
-            break
-        time.sleep(0.02)
+        assert len(copies) == 1
+        return proc, tmpdir, copies[0]
     proc.kill()
     out, err = proc.communicate()
     pytest.fail(f"the command never reached its private copy: {proc.returncode} {err!r}")
@@ -112,6 +127,7 @@ def test_the_console_closed_by_its_terminal_removes_its_private_copy(tmp_path):
     for suffix in ("", "-wal"):
         shutil.copyfile(f"{source}{suffix}", f"{db}{suffix}")
     primary, secondary = os.openpty()
+    proc = None
     try:
         proc = subprocess.Popen(
             [sys.executable, "-m", "console", "--read-only", "--db", str(db)],
@@ -119,17 +135,17 @@ def test_the_console_closed_by_its_terminal_removes_its_private_copy(tmp_path):
             env={**os.environ, "TMPDIR": str(tmpdir), "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24"},
         )
         os.close(secondary)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and proc.poll() is None:
+        seen = b""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and proc.poll() is None and b"apr-" not in seen:
             if select.select([primary], [], [], 0.1)[0]:
                 try:
-                    os.read(primary, 65536)  # keep the terminal drained
+                    seen += os.read(primary, 65536)  # keep the terminal drained
                 except OSError:
                     break
-            if any(tmpdir.iterdir()):
-                break
-        assert any(tmpdir.iterdir()), "the console never opened its private copy"
-        time.sleep(0.5)  # let it settle into the app
+        assert b"apr-" in seen, "the console never drew its first screen"
+        # Its private copy is already unlinked: SQLite holds it open (test_hostile_sidecars.py).
+        assert list(tmpdir.iterdir()) == []
         proc.send_signal(signal.SIGHUP)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline and proc.poll() is None:
@@ -145,6 +161,9 @@ def test_the_console_closed_by_its_terminal_removes_its_private_copy(tmp_path):
     finally:
         live.close()
         os.close(primary)
+        if proc is not None and proc.poll() is None:  # a failed assertion must not leave the TUI running
+            proc.kill()
+            proc.wait()
     assert proc.returncode == 128 + signal.SIGHUP
     assert list(tmpdir.iterdir()) == []
 

@@ -18,6 +18,7 @@ from typing import Callable
 
 from console.clock import system_clock
 from console.db import snapshot as snapshots
+from console.db.files import require_output_dir
 from console.db.connect import (DEFAULT_BUSY_TIMEOUT_MS, check_file, check_size, connect_raw, is_wal_file,
                                 sqlite_connection, untouched_read_uri)
 from console.errors import DatabaseUnusable, Refusal
@@ -93,6 +94,10 @@ def plan_upgrade(
 
 def _plan(path: Path, target: str, snapshot_dir, now, allow_recovery: bool) -> UpgradePlan:
     at = now or system_clock()
+    if snapshot_dir is not None and Path(snapshot_dir).expanduser().is_dir():
+        # A directory another user can write lets them swap the snapshot (console/db/files.py);
+        # one that does not exist is refused by the run itself.
+        require_output_dir(snapshot_dir, "--snapshot-dir")
     cleanup: Callable[[], None] = lambda: None
     try:
         if allow_recovery:  # the upgrade itself: it is about to write anyway
