@@ -47,8 +47,9 @@ def _owner_why(status: os.stat_result, shown: str) -> str | None:
     return None
 
 
-def _directory_why(status: os.stat_result, shown: str) -> str | None:
-    """Why entries of this directory could have been replaced by another user, or None."""
+def directory_why(status: os.stat_result, shown: str) -> str | None:
+    """Why entries of this directory could have been replaced by another user, or None: the one rule
+    for trusting what is in a directory and for choosing where to write (console/db/files.py)."""
     if status.st_uid not in _trusted_uids():
         return f"the directory {shown} is owned by uid {status.st_uid}, not by you or root"
     if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not status.st_mode & stat.S_ISVTX:
@@ -122,7 +123,7 @@ class Judged:
 def _entry_why(dir_fd: int, name: str, shown: str) -> str | None:
     """The rule for one name in a held directory: the directory's, then the entry's owner."""
     directory = os.fstat(dir_fd)
-    why = _directory_why(directory, str(Path(shown).parent))
+    why = directory_why(directory, str(Path(shown).parent))
     if why:
         return why
     return _owner_why(os.stat(name, dir_fd=dir_fd, follow_symlinks=False), shown)
@@ -156,7 +157,7 @@ def _walk(path: str | os.PathLike[str]) -> tuple[int, str, list[str], str | None
                 current = parent
                 if shown:
                     shown.pop()
-                why = why or _directory_why(os.fstat(current), _join(shown))
+                why = why or directory_why(os.fstat(current), _join(shown))
                 continue
             here = _join([*shown, name])
             status = os.stat(name, dir_fd=current, follow_symlinks=False)
@@ -181,7 +182,7 @@ def _walk(path: str | os.PathLike[str]) -> tuple[int, str, list[str], str | None
             if (opened.st_dev, opened.st_ino) != (status.st_dev, status.st_ino):
                 why = why or f"{here} was replaced while it was examined"
             shown.append(name)
-            why = why or _directory_why(opened, here)
+            why = why or directory_why(opened, here)
     except BaseException:
         os.close(current)
         raise

@@ -33,6 +33,8 @@ import stat
 import sys
 from pathlib import Path
 
+from console.db.file_trust import directory_why
+
 # `shutil` and `tempfile` are imported where they are used: every CLI start imports this module
 # for `leftovers_possible`, and the two cost about as much as the rest of `approvals list`'s imports.
 
@@ -102,10 +104,10 @@ def open_output_dir(directory: Path, option: str) -> int:
     from console.errors import UsageError
 
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    why = _unsafe_dir(os.fstat(fd))
+    why = directory_why(os.fstat(fd), str(directory))
     if why is not None:
         os.close(fd)
-        raise UsageError(f"{option} {directory} {why}, who could then swap what is written there.")
+        raise UsageError(f"{option} {directory}: {why}, and could then swap what is written there.")
     return fd
 
 
@@ -198,15 +200,6 @@ def private_dir(kind: str, parent: str | os.PathLike[str] | None = None) -> Path
     return Path(tempfile.mkdtemp(prefix=temp_prefix(kind, hidden=parent is not None), dir=parent))
 
 
-def _unsafe_dir(st: os.stat_result) -> str | None:
-    """Why another user could rename or replace entries in a directory with this stat, or None."""
-    if st.st_uid not in (0, os.geteuid()):
-        return f"is owned by another user (uid {st.st_uid})"
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
-        return "can be written by other users and has no sticky bit"
-    return None
-
-
 def require_output_dir(directory: str | os.PathLike[str], option: str, *, create: bool = False) -> Path:
     """`directory`, made 0700 when missing and `create`, once it is safe to write in: a directory
     (not a symlink to one), and it and every directory above it owned by us or root and not
@@ -236,11 +229,11 @@ def require_output_dir(directory: str | os.PathLike[str], option: str, *, create
         raise UsageError(f"{option} {path} exists and is not a directory.")
     real = Path(os.path.realpath(path))
     for where in (real, *real.parents):
-        why = _unsafe_dir(os.stat(where))
+        why = directory_why(os.stat(where), str(where))
         if why is not None:
             raise UsageError(
-                f"{option} {path}: {'it' if where == real else where} {why}, who could then swap what is "
-                "written there.", "Choose a directory only you (or root) can write to, or a sticky one like /tmp.")
+                f"{option} {path}: {why}, and could then swap what is written there.",
+                "Choose a directory only you (or root) can write to, or a sticky one like /tmp.")
     if not os.access(path, os.W_OK | os.X_OK):
         raise UsageError(f"Cannot write in {path}: permission denied.", "Choose a directory you can write to.")
     return path

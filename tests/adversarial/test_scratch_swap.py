@@ -168,6 +168,6 @@ def test_a_replacement_owned_by_another_user_before_the_directory_is_opened_is_r
         return result
 
     monkeypatch.setattr(readonly, "require_output_dir", check_then_swap)
-    with pytest.raises(UsageError, match="owned by another user"):
+    with pytest.raises(UsageError, match="owned by uid"):
         readonly.snapshot_copy(db, keep, name="support.sqlite", option="--keep-snapshot")
     assert list(keep.iterdir()) == []
