@@ -52,14 +52,34 @@ def _read(stream: BinaryIO) -> tuple | None:
     return pickle.loads(stream.read(size))
 
 
+_PER_PROCESS = ("/proc", "/dev/fd", "/dev/stdin", "/dev/stdout", "/dev/stderr")
+
+
+def fixed_place(entry: str) -> bool:
+    """Whether a search-path entry (`sys.path`, `$PATH`) names one directory whoever reads it.
+
+    A relative entry names the working directory; so does `/proc/self/cwd`, and anything under
+    `/proc` (`/proc/<pid>/cwd`, `/proc/thread-self/...`) or `/dev/fd` (`/dev/stdin`...) names what
+    the reading process has open or where it stands. Such entries are dropped (console/cli.py
+    does it for `$PATH`), whatever their spelling (`//proc`, `/./proc`, `/x/../proc`)."""
+    if not entry or not os.path.isabs(entry):
+        return False
+    normal = "/" + os.path.normpath(entry).lstrip("/")
+    try:
+        real = os.path.realpath(entry)
+    except (OSError, ValueError):
+        return False
+    return not any(p == root or p.startswith(root + "/") for p in (normal, real) for root in _PER_PROCESS)
+
+
 def child_command() -> list[str]:
     """The argv of a child interpreter that cannot import from its working directory.
 
     Relative `sys.path` entries (`''` after `python -c`) are dropped: they name the working
-    directory, wherever that is. The directory holding the `console` package the parent runs comes
+    directory, wherever that is; so are `/proc/self/cwd` and the like (`fixed_place`). The directory holding the `console` package the parent runs comes
     first when it is not on that path already (the parent found it through `''`).
     """
-    path = [entry for entry in sys.path if entry and os.path.isabs(entry)]
+    path = [entry for entry in sys.path if fixed_place(entry)]
     home = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if home not in path:
         path.insert(0, home)
