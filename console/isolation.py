@@ -61,15 +61,32 @@ def fixed_place(entry: str) -> bool:
     A relative entry names the working directory; so does `/proc/self/cwd`, and anything under
     `/proc` (`/proc/<pid>/cwd`, `/proc/thread-self/...`) or `/dev/fd` (`/dev/stdin`...) names what
     the reading process has open or where it stands. Such entries are dropped (console/cli.py
-    does it for `$PATH`), whatever their spelling (`//proc`, `/./proc`, `/x/../proc`)."""
+    does it for `$PATH`), whatever their spelling (`//proc`, `/x/../proc`) and through any symbolic
+    link: links are followed one at a time here, since `realpath` would follow `/proc/self/cwd`
+    itself to wherever the working directory is."""
     if not entry or not os.path.isabs(entry):
         return False
-    normal = "/" + os.path.normpath(entry).lstrip("/")
-    try:
-        real = os.path.realpath(entry)
-    except (OSError, ValueError):
-        return False
-    return not any(p == root or p.startswith(root + "/") for p in (normal, real) for root in _PER_PROCESS)
+    resolved, pending, links = "/", [p for p in entry.split("/") if p not in ("", ".")], 0
+    while pending:
+        name = pending.pop(0)
+        if name == "..":
+            resolved = os.path.dirname(resolved)
+            continue
+        following = os.path.join(resolved, name)
+        if any(following == root or following.startswith(root + "/") for root in _PER_PROCESS):
+            return False
+        try:
+            target = os.readlink(following)
+        except OSError:  # not a link (or absent): a plain name
+            resolved = following
+            continue
+        links += 1
+        if links > 40:  # the kernel's own limit (ELOOP)
+            return False
+        if target.startswith("/"):
+            resolved = "/"
+        pending[:0] = [p for p in target.split("/") if p not in ("", ".")]
+    return True
 
 
 def child_command() -> list[str]:

@@ -14,10 +14,16 @@ Two halves live here:
 * the registry: every connection the console opens is a `Connection` (console/db/connect.py
   `sqlite_connection` registers it), known while open, by its main file's real path and inode (a
   hard link is the same file); `connected_file(path)` answers, with `stat` only, whether `path` is
-  one of those files or their sidecars. Code that reads a file named by the database (a ledger's
-  snapshot) asks it first (console/db/snapshot.py `sha256_file`);
+  one of those files or their sidecars. A raw descriptor through which the console holds a lock
+  (console/db/readonly.py) is registered beside them (`hold_descriptor`);
+* the openings of files that are not the console's own (manifests, snapshot candidates, a path a
+  ledger names: anything another user or the database's content can name): `open_foreign` refuses
+  a name that leads to a connected file (a hard link to `-shm` is no symbolic link), and judges the
+  descriptor it opened by `fstat`, keeping it for the process's life when a swapped name led there
+  after all. SQLite is such an opener too: `sqlite_target_refused` is asked by
+  console/db/connect.py `sqlite_connection` before and after it hands SQLite a name;
 * the check: an audit hook on `open` events (`open()`, `io.open`, `os.open`, hence `Path.read_bytes`,
-  `shutil.copy`...) that reports every breach. tests/conftest.py creates a log file, names it in
+  `shutil.copy`...) and `sqlite3.connect` events that reports every breach. tests/conftest.py creates a log file, names it in
   `ARCHON_CONSOLE_AUDIT_FILES` and installs the hook for the whole session; every console process the
   tests start installs it too (console/__init__.py): the CLI in a subprocess, the TUI's isolated
   children, the snapshot's reader. A breach appends one report to the log, and the test during which

@@ -325,8 +325,14 @@ def test_proc_self_cwd_finds_no_planted_program(tmp_path, monkeypatch, capsys):
     planted = tmp_path / "xclip"
     planted.write_text("#!/bin/sh\ntouch marker\n")
     planted.chmod(0o755)
+    links = tmp_path / "links"
+    links.mkdir()
+    (links / "bin").symlink_to("/proc/self/cwd")  # realpath would follow it to the working directory
+    (links / "up").symlink_to("/proc/self/cwd/sub")
+    (tmp_path / "sub").mkdir()
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("PATH", f"/proc/self/cwd:/proc/{os.getpid()}/cwd:{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("PATH", f"/proc/self/cwd:/proc/{os.getpid()}/cwd:{links}/bin:{links}/up/..:"
+                               f"{os.environ.get('PATH', '')}")
     assert main(["completion", "bash"]) == 0
     assert not (shutil.which("xclip") or "").startswith(("/proc", str(tmp_path)))
 
