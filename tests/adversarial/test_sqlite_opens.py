@@ -263,3 +263,62 @@ def test_the_quiet_wal_lock_descriptor_counts_as_a_connection(tmp_path):
         conn.close()
         cleanup()
     assert file_guard.connected_file(path) is None
+
+
+def _all_locks(path: Path) -> list[int]:
+    """This process's lock count on the database's main file, -wal and -shm."""
+    return [_locks_on(Path(f"{path}{suffix}")) for suffix in ("", "-wal", "-shm")]
+
+
+def _locks_on(file: Path) -> int:
+    ino = os.stat(file).st_ino
+    with open("/proc/locks") as table:
+        rows = [line.split() for line in table]
+    return sum(1 for f in rows for i in [2 if f[1] == "->" else 1]
+               if int(f[i + 3]) == os.getpid() and int(f[i + 4].split(":")[-1]) == ino)
+
+
+def _readers(directory: Path, conn):
+    from console.db import snapshot_manifest, snapshot_reuse
+    from console.db.file_trust import open_judged
+
+    def beside(name: str):
+        with open_judged(directory / name.removesuffix(".sha256")) as held:
+            return snapshot_manifest.manifest_beside(held)
+
+    return {
+        "read_manifest": lambda name: snapshot_manifest.read_manifest(directory / name),
+        "manifest_beside": beside,
+        "manifests_with_hash": lambda name: snapshot_manifest.manifests_with_hash([directory], "0" * 64),
+        "sha256_file": lambda name: sha256_file(directory / name),
+        "open_judged": lambda name: open_judged(directory / name).close(),
+        "reusable_snapshot": lambda name: snapshot_reuse.reusable_snapshot(conn, "9.9.9", directory, "archon.db"),
+    }
+
+
+@pytest.mark.parametrize("reader", ["read_manifest", "manifest_beside", "manifests_with_hash", "sha256_file",
+                                    "open_judged", "reusable_snapshot"])
+@pytest.mark.parametrize("leads_to", ["", "-wal", "-shm"])
+@pytest.mark.parametrize("by", ["hard link", "symbolic link"])
+def test_no_reader_of_foreign_files_drops_a_lock(writing, reader, leads_to, by):
+    """Every reader of files another user may have placed, handed a name that leads to one of the
+    writer's files: it refuses or finds nothing, and the writer keeps every lock it holds."""
+    path, conn = writing
+    directory = path.parent
+    candidate = directory / CANDIDATE
+    candidate.write_bytes(b"x")
+    name = candidate.name + ".sha256" if reader not in ("sha256_file", "open_judged") else "planted.sqlite3"
+    if reader == "reusable_snapshot" and leads_to:
+        candidate.unlink()
+        name = candidate.name
+    if by == "hard link":
+        os.link(f"{path}{leads_to}", directory / name)
+    else:
+        os.symlink(f"{path}{leads_to}", directory / name)
+    before = _all_locks(path)
+    assert before[2] > 0
+    try:
+        _readers(directory, conn)[reader](name)
+    except OSError:
+        pass  # refused: a file of a database this process has open, or a symbolic link
+    assert _all_locks(path) == before
