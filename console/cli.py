@@ -337,14 +337,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _search_path_without_working_directory() -> None:
-    """Drop `$PATH` entries that name the working directory (empty, `.`, any relative path).
+    """Drop `$PATH` entries that name the working directory (empty, `.`, any relative path,
+    `/proc/self/cwd` and anything else under `/proc` or `/dev/fd`: console/isolation.py `fixed_place`).
 
     Every program this process starts by name (a hook's commands, the clipboard's `xclip`) is found
     through PATH; a relative entry would find one planted beside the user's database instead
     (issue 17; console/isolation.py does the same for the child interpreter's `sys.path`).
     """
+    from console.isolation import fixed_place  # (lazily: the start-up import budget)
+
     entries = os.environ.get("PATH", "").split(os.pathsep)
-    kept = [entry for entry in entries if os.path.isabs(entry)]
+    kept = [entry for entry in entries if fixed_place(entry)]
     if "PATH" in os.environ and kept != entries:
         # (an empty PATH would again mean the working directory, to a shell and to execvp)
         os.environ["PATH"] = os.pathsep.join(kept) or os.defpath

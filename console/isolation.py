@@ -52,14 +52,51 @@ def _read(stream: BinaryIO) -> tuple | None:
     return pickle.loads(stream.read(size))
 
 
+_PER_PROCESS = ("/proc", "/dev/fd", "/dev/stdin", "/dev/stdout", "/dev/stderr")
+
+
+def fixed_place(entry: str) -> bool:
+    """Whether a search-path entry (`sys.path`, `$PATH`) names one directory whoever reads it.
+
+    A relative entry names the working directory; so does `/proc/self/cwd`, and anything under
+    `/proc` (`/proc/<pid>/cwd`, `/proc/thread-self/...`) or `/dev/fd` (`/dev/stdin`...) names what
+    the reading process has open or where it stands. Such entries are dropped (console/cli.py
+    does it for `$PATH`), whatever their spelling (`//proc`, `/x/../proc`) and through any symbolic
+    link: links are followed one at a time here, since `realpath` would follow `/proc/self/cwd`
+    itself to wherever the working directory is."""
+    if not entry or not os.path.isabs(entry):
+        return False
+    resolved, pending, links = "/", [p for p in entry.split("/") if p not in ("", ".")], 0
+    while pending:
+        name = pending.pop(0)
+        if name == "..":
+            resolved = os.path.dirname(resolved)
+            continue
+        following = os.path.join(resolved, name)
+        if any(following == root or following.startswith(root + "/") for root in _PER_PROCESS):
+            return False
+        try:
+            target = os.readlink(following)
+        except OSError:  # not a link (or absent): a plain name
+            resolved = following
+            continue
+        links += 1
+        if links > 40:  # the kernel's own limit (ELOOP)
+            return False
+        if target.startswith("/"):
+            resolved = "/"
+        pending[:0] = [p for p in target.split("/") if p not in ("", ".")]
+    return True
+
+
 def child_command() -> list[str]:
     """The argv of a child interpreter that cannot import from its working directory.
 
     Relative `sys.path` entries (`''` after `python -c`) are dropped: they name the working
-    directory, wherever that is. The directory holding the `console` package the parent runs comes
+    directory, wherever that is; so are `/proc/self/cwd` and the like (`fixed_place`). The directory holding the `console` package the parent runs comes
     first when it is not on that path already (the parent found it through `''`).
     """
-    path = [entry for entry in sys.path if entry and os.path.isabs(entry)]
+    path = [entry for entry in sys.path if fixed_place(entry)]
     home = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if home not in path:
         path.insert(0, home)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # imported lazily: sqlite-utils costs ~40 ms at start-up
     import sqlite_utils
 
 
-from console.db.file_guard import Connection, read_head, register
+from console.db.file_guard import Connection, keep_connection, read_head, register, sqlite_target_refused
 from console.db.limits import explain, guard
 from console.db.paths import require_database_file
 from console.errors import DatabaseUnusable
@@ -44,7 +44,15 @@ def sqlite_connection(target: str | Path, *, uri: bool = False, **options: Any) 
     options.setdefault("factory", Connection)
     if not issubclass(options["factory"], Connection):
         raise TypeError("a connection factory must subclass console.db.file_guard.Connection")
-    return register(guard(sqlite3.connect(target, uri=uri, isolation_level=None, **options)), target, uri)
+    refused = sqlite_target_refused(target, uri)  # a planted or swapped name leading to our own files
+    if refused is not None:
+        raise DatabaseUnusable(f"refused to open {refused}: closing it would drop that connection's locks.")
+    conn = sqlite3.connect(target, uri=uri, isolation_level=None, **options)
+    refused = sqlite_target_refused(target, uri)  # swapped in between the check and the open
+    if refused is not None:
+        keep_connection(conn)
+        raise DatabaseUnusable(f"refused to open {refused}: closing it would drop that connection's locks.")
+    return register(guard(conn), target, uri)
 
 
 def scratch_connection(**options: Any) -> sqlite3.Connection:

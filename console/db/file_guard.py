@@ -14,10 +14,16 @@ Two halves live here:
 * the registry: every connection the console opens is a `Connection` (console/db/connect.py
   `sqlite_connection` registers it), known while open, by its main file's real path and inode (a
   hard link is the same file); `connected_file(path)` answers, with `stat` only, whether `path` is
-  one of those files or their sidecars. Code that reads a file named by the database (a ledger's
-  snapshot) asks it first (console/db/snapshot.py `sha256_file`);
+  one of those files or their sidecars. A raw descriptor through which the console holds a lock
+  (console/db/readonly.py) is registered beside them (`hold_descriptor`);
+* the openings of files that are not the console's own (manifests, snapshot candidates, a path a
+  ledger names: anything another user or the database's content can name): `open_foreign` refuses
+  a name that leads to a connected file (a hard link to `-shm` is no symbolic link), and judges the
+  descriptor it opened by `fstat`, keeping it for the process's life when a swapped name led there
+  after all. SQLite is such an opener too: `sqlite_target_refused` is asked by
+  console/db/connect.py `sqlite_connection` before and after it hands SQLite a name;
 * the check: an audit hook on `open` events (`open()`, `io.open`, `os.open`, hence `Path.read_bytes`,
-  `shutil.copy`...) that reports every breach. tests/conftest.py creates a log file, names it in
+  `shutil.copy`...) and `sqlite3.connect` events that reports every breach. tests/conftest.py creates a log file, names it in
   `ARCHON_CONSOLE_AUDIT_FILES` and installs the hook for the whole session; every console process the
   tests start installs it too (console/__init__.py): the CLI in a subprocess, the TUI's isolated
   children, the snapshot's reader. A breach appends one report to the log, and the test during which
@@ -27,6 +33,7 @@ Two halves live here:
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import stat
@@ -82,6 +89,48 @@ def register(conn: sqlite3.Connection, target: str | Path, uri: bool) -> sqlite3
     return conn
 
 
+_RAW: dict[int, str] = {}  # a descriptor the console holds a lock through (readonly.py) -> real path
+
+
+def hold_descriptor(fd: int, path: str | os.PathLike[str]) -> None:
+    """Count the raw descriptor `fd`, through which this process holds a lock on the database at
+    `path` (console/db/readonly.py `_open_quiet_wal`), as a connection: its files are then not
+    opened by anything else here until `release_descriptor`."""
+    _RAW[fd] = os.path.realpath(path)
+
+
+def release_descriptor(fd: int) -> None:
+    _RAW.pop(fd, None)
+
+
+def _live_mains() -> list[tuple[str, tuple[int, int] | None]]:
+    """(real path, inode) of every database file this process holds locks on."""
+    found = [(conn.locked_file, conn.locked_inode) for conn in list(_LIVE) if conn.locked_file]
+    for fd, path in list(_RAW.items()):
+        try:
+            st = os.fstat(fd)
+            found.append((path, (st.st_dev, st.st_ino)))
+        except OSError:
+            found.append((path, None))
+    return found
+
+
+def _live_files() -> dict[tuple[int, int], tuple[str, str]]:
+    """(device, inode) of every connected main file and every sidecar that exists now -> (the
+    database's main file, the suffix: "" for the main file, "-wal", "-shm", "-journal")."""
+    files: dict[tuple[int, int], tuple[str, str]] = {}
+    for main, inode in _live_mains():
+        if inode is not None:
+            files[inode] = (main, "")
+        for suffix in SIDECARS[1:]:
+            try:
+                side = os.stat(main + suffix)
+            except OSError:
+                continue
+            files[(side.st_dev, side.st_ino)] = (main, suffix)
+    return files
+
+
 def connected_files() -> set[str]:
     """Real paths of the database files this process holds an open, locking connection to."""
     return {conn.locked_file for conn in list(_LIVE) if conn.locked_file}
@@ -91,31 +140,19 @@ def connected_file(path: str | os.PathLike[str]) -> str | None:
     """The database this process holds a connection to whose main file, `-wal`, `-shm` or
     `-journal` `path` is (by name, or by inode: a hard link is the same file); else None.
     Only `stat`s: asking must not open anything."""
-    live = [conn for conn in list(_LIVE) if conn.locked_file]
+    live = _live_mains()
     if not live:
         return None
     real = os.path.realpath(path)
-    try:
-        st = os.stat(real)
-        inode: tuple[int, int] | None = (st.st_dev, st.st_ino)
-    except OSError:
-        inode = None
-    for conn in live:
-        main = conn.locked_file or ""
+    for main, _ in live:
         if any(real == main + suffix for suffix in SIDECARS):
             return main
-        if inode is None:
-            continue
-        if inode == conn.locked_inode:
-            return main
-        for suffix in SIDECARS[1:]:
-            try:
-                side = os.stat(main + suffix)
-            except OSError:
-                continue
-            if inode == (side.st_dev, side.st_ino):
-                return main
-    return None
+    try:
+        st = os.stat(real)
+    except OSError:
+        return None
+    found = _live_files().get((st.st_dev, st.st_ino))
+    return None if found is None else found[0]
 
 
 # --- reading a header without dropping a lock ------------------------------------------------------
@@ -150,6 +187,98 @@ def read_head(path: str | os.PathLike[str], size: int) -> bytes:
                 _holding.on = False
             _HELD[key] = fd  # never closed: see above
     return os.pread(fd, size, 0)
+
+
+_KEPT: list[int] = []  # descriptors opened on a connected file by way of a foreign name: never closed
+
+
+_KEPT_CONNECTIONS: list[sqlite3.Connection] = []  # the same, for SQLite's own descriptors
+
+
+def _keep(fd: int) -> None:
+    with _held_lock:
+        _KEPT.append(fd)
+
+
+def keep_connection(conn: sqlite3.Connection) -> None:
+    """Never close `conn`: its target turned out, once open, to be a connected file (swapped in
+    between the check and the open); closing it would drop that connection's locks."""
+    with _held_lock:
+        _KEPT_CONNECTIONS.append(conn)
+
+
+def open_foreign(path: str | os.PathLike[str], flags: int = os.O_RDONLY, *, dir_fd: int | None = None) -> int:
+    """Open a file that is not the console's own (a manifest, a snapshot candidate, a path a ledger
+    names, anything in a shared directory): the one way to, while any connection is open.
+
+    Such a name may lead to a connected database's main file or sidecar: a hard link to `-shm` is no
+    symbolic link, and a name can be swapped between any check and the open. So the name is refused
+    before opening when it already leads there (by name or by inode), and the descriptor is judged
+    after opening by what it is (`fstat`): when it turns out to be a connected file, it is kept open
+    for the process's life, since closing it would drop the connection's locks, and the open is
+    refused (`EBUSY`). Never follows a final symbolic link; never blocks on a FIFO."""
+    flags |= os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    busy = OSError(errno.EBUSY, "a file of a database this process has open", os.fspath(path))
+    if _LIVE or _RAW:
+        try:
+            st = os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            st = None
+        if (st is not None and (st.st_dev, st.st_ino) in _live_files()) or (
+                dir_fd is None and connected_file(path) is not None):
+            raise busy
+    _holding.on = True  # the descriptor is judged below, and kept if it must be
+    try:
+        fd = os.open(path, flags, dir_fd=dir_fd)
+    finally:
+        _holding.on = False
+    if _LIVE or _RAW:
+        opened = os.fstat(fd)
+        if (opened.st_dev, opened.st_ino) in _live_files():
+            _keep(fd)
+            raise busy
+    return fd
+
+
+def sqlite_target_refused(target: str | os.PathLike[str], uri: bool) -> str | None:
+    """Why SQLite must not be handed `target` while this process holds its connections, or None.
+
+    SQLite opens (and, on close, closes) the file it is given and the sidecars named after it. A
+    second connection to a connected main file by its own name is harmless: SQLite shares one
+    descriptor and one set of locks per inode. Anything else that reaches a connected file is not:
+    a connected database's `-wal`, `-shm` or `-journal` given as the database (closing it drops the
+    locks on it), its main file under another name (SQLite would pair it with other sidecars), or a
+    name whose own sidecars are links to connected files."""
+    if not (_LIVE or _RAW):
+        return None
+    text = os.fsdecode(os.fspath(target))
+    if text.startswith("file:"):  # as a URI, also when not flagged one: the audit hook cannot tell
+        name, _, query = text[5:].partition("?")
+        if parse_qs(query).get("mode") == ["memory"]:
+            return None
+        text = unquote(name)
+    if text in ("", ":memory:"):
+        return None
+    files = _live_files()
+    real = os.path.realpath(text)
+    try:
+        st = os.stat(real)
+        if files.get((st.st_dev, st.st_ino)) == (real, ""):
+            return None  # a second connection to a connected main file, by its own name: same sidecars
+    except OSError:
+        pass
+    for suffix in SIDECARS:
+        try:
+            st = os.stat(real + suffix)
+        except OSError:
+            continue
+        found = files.get((st.st_dev, st.st_ino))
+        if found is None:
+            continue
+        main, kind = found
+        return (f"{text}{suffix} is {'the database' if not kind else 'the ' + kind + ' file of'} {main}, "
+                f"which this process has open")
+    return None
 
 
 # --- the check, for the test suite ----------------------------------------------------------------
@@ -195,10 +324,17 @@ def install(log: str) -> bool:
     busy = threading.local()
 
     def hook(event: str, args: tuple) -> None:
-        if event != "open" or getattr(busy, "on", False) or getattr(_holding, "on", False) or not _LIVE:
+        if event not in ("open", "sqlite3.connect") or not (_LIVE or _RAW):
+            return
+        if getattr(busy, "on", False) or getattr(_holding, "on", False):
             return
         busy.on = True  # the check itself stats and formats: never re-enter
         try:
+            if event == "sqlite3.connect":
+                why = sqlite_target_refused(args[0], False)
+                if why is not None:
+                    os.write(_log["fd"], _report(why, args[0]).encode("utf-8", "replace"))
+                return
             path = breach(args[0], args[2] if len(args) > 2 else None)
             if path is not None:
                 os.write(_log["fd"], _report(path, args[0]).encode("utf-8", "replace"))
@@ -223,8 +359,13 @@ __all__ = [
     "breach",
     "connected_file",
     "connected_files",
+    "hold_descriptor",
     "install",
     "install_from_environment",
+    "keep_connection",
+    "open_foreign",
     "read_head",
     "register",
+    "release_descriptor",
+    "sqlite_target_refused",
 ]

@@ -30,10 +30,9 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from console.db.file_guard import connected_file
+from console.db.file_guard import connected_file, open_foreign
 
 _DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 MAX_LINKS = 40  # as the kernel's own limit for one lookup (ELOOP)
 
 
@@ -89,7 +88,7 @@ class Judged:
         """Open `name` in the same held directory, judged by the same rule (`OSError` if absent)."""
         shown = str(Path(self.path).with_name(name))
         why = self.dir_untrusted or _entry_why(self.dir_fd, name, shown)
-        fd = os.open(name, _FILE_FLAGS, dir_fd=self.dir_fd)
+        fd = open_foreign(name, dir_fd=self.dir_fd)  # a hard link to a connected -shm is refused and kept
         try:
             status = os.fstat(fd)
             why = why or _file_why(status, shown)
@@ -202,7 +201,7 @@ def open_judged(path: str | os.PathLike[str]) -> Judged:
     dir_fd, name, shown, dir_why = _walk(path)
     try:
         here = _join([*shown, name])
-        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+        fd = open_foreign(name, dir_fd=dir_fd)  # judged again by what it opened (file_guard.py)
     except BaseException:
         os.close(dir_fd)
         raise

@@ -35,7 +35,7 @@ from typing import Callable
 from urllib.parse import quote
 
 from console.db.connect import sqlite_connection
-from console.db.file_guard import Connection, read_head
+from console.db.file_guard import Connection, hold_descriptor, read_head, release_descriptor
 from console.db.files import (
     create_exclusive,
     create_exclusive_at,
@@ -385,6 +385,14 @@ def _no_private_copy(path: Path, exc: BaseException) -> DatabaseUnusable:
     )
 
 
+def _let_go(fd: int) -> None:
+    release_descriptor(fd)
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
 def _open_quiet_wal(path: Path, busy_timeout_ms: int):
     """A WAL file nobody has open (no -wal, no -shm): every commit is in the main file.
 
@@ -394,23 +402,21 @@ def _open_quiet_wal(path: Path, busy_timeout_ms: int):
     callers that must be exact compare `stat_token` before and after (doctor does).
     """
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    hold_descriptor(fd, path)  # its lock counts like a connection's (console/db/file_guard.py)
     try:
         deadline = time.monotonic() + max(1.0, busy_timeout_ms / 1000)
         take_shared_lock(fd, deadline)
         if Path(f"{path}-wal").exists():  # someone opened it meanwhile: use a private copy
-            os.close(fd)
+            _let_go(fd)
             return None
         conn = _connect(ro_uri(path, immutable="1"), uri=True)
         _configure_read_only(conn, busy_timeout_ms)
     except BaseException:
-        os.close(fd)
+        _let_go(fd)
         raise
 
     def cleanup() -> None:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
+        _let_go(fd)
 
     return conn, cleanup, "in place (immutable: no -wal)"
 

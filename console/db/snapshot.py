@@ -50,7 +50,6 @@ Where the time goes (bench/bench_snapshot.py measures it)
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import hashlib
 import os
@@ -64,7 +63,7 @@ from pathlib import Path
 from typing import Callable
 
 from console.db.connect import sqlite_connection
-from console.db.file_guard import connected_file
+from console.db.file_guard import open_foreign
 from console.db.files import create_exclusive, remove_stale
 from console.db.snapshot_manifest import write_manifest
 from console.db.snapshot_pages import CopyDiffers, Differs, can_block_copy
@@ -133,10 +132,11 @@ def sha256_file(path: Path) -> str:
     """The file's SHA-256; an OSError when it is a file of a database this process is connected to
     (a ledger or a planted hard link may name the database itself as its snapshot): reading it here
     would drop the connection's locks (console/db/file_guard.py)."""
-    if connected_file(path) is not None:
-        raise OSError(errno.EBUSY, f"{path} is a file of a database this process has open")
-    with open(path, "rb") as handle:
-        return sha256_fd(handle.fileno())
+    fd = open_foreign(path)  # refused, and never closed, when it is one (console/db/file_guard.py)
+    try:
+        return sha256_fd(fd)
+    finally:
+        os.close(fd)
 
 
 def sha256_fd(fd: int) -> str:

@@ -34,6 +34,7 @@ from console.db.file_trust import Judged, open_judged
 from console.db.snapshot import Snapshot, open_ro, sha256_fd
 from console.db.snapshot_manifest import manifest_beside
 from console.db.sql import quote_identifier, stored_columns
+from console.errors import DatabaseUnusable
 
 MAX_CANDIDATES = 64  # snapshot-named files looked at, newest first (a shared directory may hold many)
 
@@ -139,7 +140,7 @@ def _equal_to_database(conn: sqlite3.Connection, directory: Path, db_name: str) 
             return None
         try:
             copy = open_ro(newest)
-        except (OSError, sqlite3.Error):
+        except (OSError, sqlite3.Error, DatabaseUnusable):  # refused: a name leading to our own files
             return None
         try:
             if not same_content(conn, copy):

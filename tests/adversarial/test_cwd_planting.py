@@ -304,6 +304,10 @@ def test_a_watch_with_a_hook_runs_nothing_from_the_working_directory(planted, tm
 @pytest.mark.parametrize("path, expected", [
     ("/usr/bin::/bin", "/usr/bin:/bin"), (".:/usr/bin", "/usr/bin"), ("/usr/bin:bin:./x:", "/usr/bin"),
     ("", os.defpath), (":", os.defpath), (".", os.defpath), ("/usr/local/bin:/usr/bin", "/usr/local/bin:/usr/bin"),
+    # names that depend on the process reading them (issue 17, second attack round, finding B)
+    ("/proc/self/cwd:/usr/bin", "/usr/bin"), ("//proc/self/cwd:/usr/bin", "/usr/bin"),
+    ("/usr/../proc/self/cwd:/usr/bin", "/usr/bin"), ("/proc/thread-self/cwd:/usr/bin", "/usr/bin"),
+    ("/proc/1/cwd:/usr/bin", "/usr/bin"), ("/dev/fd/3:/dev/stdin:/usr/bin", "/usr/bin"), ("/proc/self/cwd", os.defpath),
 ])
 def test_path_loses_every_entry_that_names_the_working_directory(monkeypatch, capsys, path, expected):
     from console.cli import main
@@ -311,3 +315,35 @@ def test_path_loses_every_entry_that_names_the_working_directory(monkeypatch, ca
     monkeypatch.setenv("PATH", path)
     assert main(["completion", "bash"]) == 0
     assert os.environ["PATH"] == expected
+
+
+def test_proc_self_cwd_finds_no_planted_program(tmp_path, monkeypatch, capsys):
+    """`/proc/self/cwd` is the working directory under an absolute name: a program planted there is
+    not found through PATH (console/isolation.py `fixed_place`)."""
+    from console.cli import main
+
+    planted = tmp_path / "xclip"
+    planted.write_text("#!/bin/sh\ntouch marker\n")
+    planted.chmod(0o755)
+    links = tmp_path / "links"
+    links.mkdir()
+    (links / "bin").symlink_to("/proc/self/cwd")  # realpath would follow it to the working directory
+    (links / "up").symlink_to("/proc/self/cwd/sub")
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"/proc/self/cwd:/proc/{os.getpid()}/cwd:{links}/bin:{links}/up/..:"
+                               f"{os.environ.get('PATH', '')}")
+    assert main(["completion", "bash"]) == 0
+    assert not (shutil.which("xclip") or "").startswith(("/proc", str(tmp_path)))
+
+
+def test_a_process_relative_sys_path_entry_is_not_passed_to_the_child(monkeypatch, tmp_path):
+    from console.isolation import call_isolated, child_command
+
+    markers = plant(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", ["/proc/self/cwd", f"/proc/{os.getpid()}/cwd", "/dev/fd/0", *sys.path])
+    argv = child_command()
+    assert "/proc/" not in argv[3] and "/dev/fd" not in argv[3]
+    assert call_isolated("os.path:basename", "/a/b.db") == "b.db"
+    assert markers_of(markers) == []

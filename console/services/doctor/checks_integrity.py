@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Sequence
 
+from console.db.file_guard import read_head
 from console.db.sql import quote_identifier
 from console.db.readonly import is_wal_header
 from console.services.doctor.checks_approvals import EVENTS_TABLE, approval_events
@@ -17,11 +18,11 @@ from console.text import one_line
 
 
 def read_header(path: Path) -> bytes | None:
-    """The file's first 100 bytes, read *before* doctor connects: once a connection is open, opening
-    and closing the file would drop its locks (console/db/file_guard.py)."""
+    """The file's first 100 bytes, read *before* doctor connects; through `read_head` all the same,
+    which keeps this process's locks whatever else holds a connection to the file
+    (console/db/file_guard.py)."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read(100)
+        return read_head(path, 100)
     except OSError:
         return None
 
