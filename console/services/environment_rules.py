@@ -123,8 +123,12 @@ def held_by(claim_id: str | None, actor: str) -> bool:
     """True when `claim_id` is one this account created as `actor` on this host: exactly
     `claim_id_stem(actor)` followed by its random part (docs/decisions.md, D21). The name inside an
     id is for reading; a declared name alone, or an id that a stem merely starts like, owns nothing.
+    Nothing is held by an account the kernel does not vouch for (identity.py, `unverified`): a
+    user namespace could report any uid, so such a console needs --takeover for every claim.
     """
-    if not claim_id:
+    from console.services import identity
+
+    if not claim_id or not identity.current().verified:
         return False
     stem = claim_id_stem(actor)
     rest = claim_id[len(stem):]
