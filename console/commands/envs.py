@@ -62,7 +62,7 @@ def _claim_cell(row: EnvironmentView) -> str:
     if not row.operation_claim_id:
         return "-"
     stale = " (stale)" if row.stale else ""
-    return f"{row.operation_kind} by {row.claim_holder}{stale}"
+    return f"{row.operation_kind} by {row.claimed_by}{stale}"
 
 
 def _age(row: EnvironmentView) -> str:
@@ -154,7 +154,7 @@ def cmd_show(ctx) -> int:
             lines.append((field, "-" if value is None else value))
     if env.operation_claim_id:
         age = _age(env)
-        lines.append(("claim", f"{env.operation_kind} by {env.claim_holder} since "
+        lines.append(("claim", f"{env.operation_kind} by {env.claimed_by} since "
                                f"{env.operation_claimed_at} ({age}){' - stale' if env.stale else ''}"))
         lines.append(("claim_id", env.operation_claim_id))
     else:

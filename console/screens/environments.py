@@ -203,7 +203,7 @@ class EnvironmentsScreen(ConsoleScreen):
 
         claim = "none"
         if e.operation_claim_id:
-            claim = (f"{e.operation_kind} by {e.claim_holder}, {when(e.operation_claimed_at)}"
+            claim = (f"{e.operation_kind} by {e.claimed_by}, {when(e.operation_claimed_at)}"
                      + (" — STALE" if e.stale else ""))
         rows = [
             ("state", e.lifecycle_state),
@@ -335,7 +335,7 @@ class EnvironmentsScreen(ConsoleScreen):
             modal: ActionModal = ConfirmModal("Release claim", self._summary("Release your claim on", body),
                                               watch_key=e.id)
         else:
-            modal = ReasonModal("Release a stale claim", self._summary(f"Release {e.claim_holder}'s stale claim on", body),
+            modal = ReasonModal("Release a stale claim", self._summary(f"Release {e.claimed_by}'s stale claim on", body),
                                 required=True, watch_key=e.id, danger=True)
         self._open(modal, lambda reason: self.write(envs.release, e.id, self.session.actor, now=self.session.write_now(),
                                                       takeover=not mine, reason=reason or None,
@@ -347,7 +347,7 @@ class EnvironmentsScreen(ConsoleScreen):
         e = self.detail
         op = e.operation_kind
         age = relative(parse_time(e.operation_claimed_at), self.session.now())
-        body = (f"{e.claim_holder}'s {op} claim (taken {age}) is replaced by yours for {op}. "
+        body = (f"{e.claimed_by}'s {op} claim (taken {age}) is replaced by yours for {op}. "
                 "Make sure they are no longer working on it.")
         modal = TypedConfirmModal("Take over a stale claim", self._summary("Take over", body), expected=e.id,
                                   ask_reason=True, reason_required=True, confirm_label="Take over", watch_key=e.id)
@@ -396,7 +396,7 @@ class EnvironmentsScreen(ConsoleScreen):
         if not modal.is_attached or modal is not self.modal or self._fingerprint(env) == self._seen:
             return
         text = self._summary("Now:", f"state {env.lifecycle_state}, claim "
-                             f"{env.operation_kind or 'none'} by {env.claim_holder or 'nobody'}.")
+                             f"{env.operation_kind or 'none'} by {env.claimed_by or 'nobody'}.")
         modal.changed_underneath(text, "The environment changed; cancel and look again.")
 
     def copy_target(self) -> tuple[str | None, Any]:
@@ -417,7 +417,7 @@ def _claim_cell(row: EnvironmentView) -> Text:
     if not row.operation_claim_id:
         return Text("—", style="dim")
     op = clean(row.operation_kind, one_line=True)
-    holder = clean(row.claim_holder, one_line=True)
+    holder = clean(row.claimed_by, one_line=True)
     how_old = age(row.claim_age_seconds)
     stale = " STALE" if row.stale else ""
     sep = SEP

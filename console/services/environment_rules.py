@@ -159,7 +159,7 @@ def claim_options(env: EnvironmentView, actor: str) -> ClaimOptions:
     held = env.operation_claim_id
     for op in OPERATIONS:
         if held:
-            reasons[op] = f"already claimed for {env.operation_kind} by {env.claim_holder}"
+            reasons[op] = f"already claimed for {env.operation_kind} by {env.claimed_by}"
         elif state not in ALLOWED_STATES[op]:
             reasons[op] = f"it is {state}: {WHY_ALLOWED[op]}"
     if not held:
@@ -168,7 +168,7 @@ def claim_options(env: EnvironmentView, actor: str) -> ClaimOptions:
         return ClaimOptions(reasons)
     op = env.operation_kind
     if not held_by(held, actor):
-        reasons["complete"] = f"the claim is {env.claim_holder}'s, not yours"
+        reasons["complete"] = f"the claim is {env.claimed_by}'s, not yours"
         if not env.stale:
             reasons["release"] = "only its holder can release a fresh claim"
             reasons["takeover"] = "the claim is not stale yet"
