@@ -86,8 +86,10 @@ def _with_view(handle, args):
 def _actor_cell(event) -> str:
     """The declared actor, and the OS account the console recorded beside it (docs/decisions.md, D21)."""
     from console.services.identity import account_of
+    from console.text import one_line
 
     who = event.actor_reference or event.actor_classification or "-"
+    who = one_line(who.strip() or repr(who), 40) if isinstance(who, str) else str(who)
     account = account_of(event.columns.get("metadata_json"))
     return f"{who} (OS {account})" if account else who
 

@@ -21,6 +21,7 @@ from console.screens.typed import TypedConfirmModal
 from console.services import environments as envs
 from console.services.environments import ClaimOptions, EnvironmentView
 from console.services.identity import account_of
+from console.text import one_line
 from widgets.humane import age, exact, plural, relative
 from widgets.lazy_table import Column, LazyTable
 from widgets.safe_text import clean, safe_text
@@ -239,7 +240,7 @@ class EnvironmentsScreen(ConsoleScreen):
             if ev.from_state or ev.to_state:
                 title += f": {ev.from_state or '∅'} → {ev.to_state or '∅'}"
             account = account_of(ev.columns.get("metadata_json"))  # who acted (docs/decisions.md, D21)
-            detail = " · ".join(str(x) for x in (ev.actor_reference, account and f"OS {account}", ev.reason) if x)
+            detail = " · ".join(str(x) for x in (ev.actor_reference and one_line(ev.actor_reference, 40), account and f"OS {account}", ev.reason) if x)
             events.append(TimelineEvent(parse_time(ev.created_at), title, detail))
         self.query_one("#detail-events", Timeline).show(events)
 
