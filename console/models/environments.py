@@ -90,13 +90,17 @@ _EVENT_FIELDS = ("sequence", "event_type", "from_state", "to_state", "actor_clas
                  "reason", "created_at")
 
 
+HOLDER_WIDTH = 24  # characters of a declared holder shown beside the OS account
+
+
 def claimed_by(holder: str | None, account: str | None) -> str | None:
-    """`bob (OS erin@host)`: the declared holder, cut to 40 characters so padding cannot push the
-    account out of sight, and the OS account that took the claim (docs/decisions.md, D21)."""
+    """`bob (OS erin@host)`: the declared holder, whitespace collapsed and cut to `HOLDER_WIDTH`
+    characters so padding cannot push the account out of a cell, and the OS account that took the
+    claim (docs/decisions.md, D21)."""
     if holder is None:
         return None
-    who = holder.strip() or repr(holder)
-    who = who if len(who) <= 40 else who[:39] + "\u2026"
+    who = " ".join(holder.split()) or repr(holder)
+    who = who if len(who) <= HOLDER_WIDTH else who[: HOLDER_WIDTH - 1] + "\u2026"
     return f"{who} (OS {account})" if account else who
 
 

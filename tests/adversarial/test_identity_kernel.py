@@ -271,3 +271,51 @@ def test_a_declared_name_that_does_not_show_as_itself_is_a_usage_error(db, capsy
 def test_any_control_bidi_or_invisible_character_in_a_declared_name_is_refused(head, bad, tail):
     with pytest.raises(UsageError):
         validate_actor(head + bad + tail)
+
+
+# --- 2. who acted: the OS account wherever the declared name is shown ------------------------------------
+
+def test_audit_shows_the_os_account_and_finds_events_by_login(db, capsys, monkeypatch):
+    monkeypatch.delenv("ARCHON_CONSOLE_ACTOR", raising=False)
+    as_account(monkeypatch, "erin")
+    host = identity.current().host
+    assert cli(capsys, "--db", str(db), "--as", "bob", "approvals", "deny", "carol-req", "--reason", "no")[0] == 0
+    code, out = cli(capsys, "--db", str(db), "audit", "--actor", "erin", "--format", "jsonl")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and [(r["actor"], r["os_account"]) for r in rows] == [("bob", f"erin@{host}")]
+    code, out = cli(capsys, "--db", str(db), "audit", "--kind", "approval")
+    assert code == 0 and f"by bob (human, OS erin@{host})" in out, out
+    code, out = cli(capsys, "--db", str(db), "audit", "--format", "csv", "--kind", "approval")
+    header, *lines = out.splitlines()
+    assert header.split(",")[-1] == "os_account" and any(line.endswith(f"erin@{host}") for line in lines)
+
+
+def test_watch_lines_and_json_name_the_os_account(db, monkeypatch):
+    from console.commands.watch import _line
+    from console.services import watch
+
+    as_account(monkeypatch, "erin")
+    host = identity.current().host
+    with open_database(db) as handle:
+        approvals.deny(handle, "carol-req", actor="bob", reason="no", now=NOW)
+    with open_database(db) as handle:
+        changes, _, _ = watch.changes_after(handle.conn, watch.Position(), watch.WatchFilter())
+    denied = [c for c in changes if c.request_id == "carol-req" and c.to_status == "denied"]
+    assert [c.to_json()["os_account"] for c in denied] == [f"erin@{host}"]
+    assert f"by bob (human, OS erin@{host})" in _line(denied[0], NOW)
+
+
+def test_claims_name_the_os_account_that_took_them(db, capsys, monkeypatch):
+    monkeypatch.delenv("ARCHON_CONSOLE_ACTOR", raising=False)
+    as_account(monkeypatch, "erin")
+    host = identity.current().host
+    padded = "bob" + " " * 150 + "x"  # padding cannot push the account out of sight
+    assert cli(capsys, "--db", str(db), "--as", padded, "envs", "claim", "env-free", "--op", "stop")[0] == 0
+    for argv in (("envs", "list"), ("envs", "show", "env-free")):
+        code, out = cli(capsys, "--db", str(db), *argv)
+        assert code == 0 and f"(OS erin@{host})" in out, out
+        assert all(len(line) < 400 for line in out.splitlines())
+    as_account(monkeypatch, "mallory", uid=1003)
+    before = dump(db)
+    code, out = cli(capsys, "--db", str(db), "--as", "mallory", "envs", "release", "env-free")
+    assert code == 1 and f"(OS erin@{host})" in out and dump(db) == before, out
