@@ -207,11 +207,20 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _declared(name: str) -> str:
+    """`--as=` names nobody: a usage error, never a silent fall back to the default."""
+    if not name:
+        from console.errors import UsageError
+
+        raise UsageError("--as was given an empty name; pass --as NAME, or leave it out to act under your login.")
+    return name
+
+
 def make_context(args: argparse.Namespace) -> Context:
     frozen_now()  # a `$ARCHON_CONSOLE_NOW` that is not a time is a usage error before anything runs
     return Context(
         db_path=resolve_db_path(args.db),
-        actor=args.actor or default_actor(),
+        actor=default_actor() if args.actor is None else _declared(args.actor),
         read_only=bool(args.read_only),
         json=bool(args.json),
         busy_timeout_ms=int(float(args.busy_timeout) * 1000),

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from console.db.connect import open_database
-from console.errors import Refusal
+from console.errors import Refusal, UsageError
 from console.services import approvals, identity
 from console.services.approvals import DecisionRefused, Filters
 from tests.test_approvals_helpers import (
@@ -163,9 +163,13 @@ def test_the_requester_may_not_decide(db, request_id, requester, decision):
     assert "four-eyes" in err.reason and requester in err.reason
 
 
-def test_four_eyes_ignores_case_and_surrounding_blanks(db):
+def test_four_eyes_ignores_case_and_refuses_surrounding_blanks(db):
     with open_rw(db) as h:
-        assert_unchanged(db, lambda: approvals.approve(h, "apr-1", actor=" Alice ", now=NOW))
+        assert_unchanged(db, lambda: approvals.approve(h, "apr-1", actor="ALICE", now=NOW))
+        before = dump(db)
+        with pytest.raises(UsageError, match="whitespace"):  # a declared name shows as what it is
+            approvals.approve(h, "apr-1", actor=" Alice ", now=NOW)
+        assert dump(db) == before
 
 
 # --- expiry --------------------------------------------------------------------------------------
@@ -254,7 +258,7 @@ def test_reason_over_2000_bytes_is_refused_not_cut(db):
     assert events(db, "apr-1")[-1]["reason"] == "é" * 1000
 
 
-@pytest.mark.parametrize("actor", ["", "x" * 201, "é" * 101])
+@pytest.mark.parametrize("actor", ["x" * 201, "é" * 101])  # "": a usage error (test_identity_kernel.py)
 def test_actor_outside_1_to_200_bytes_is_refused(db, actor):
     with open_rw(db) as h:
         err = assert_unchanged(db, lambda: approvals.approve(h, "apr-1", actor=actor, now=NOW))

@@ -152,7 +152,7 @@ def test_csv_has_a_header_exact_utc_and_defuses_formulas(db, capsys):
     assert code == 0
     rows = list(csv.DictReader(io.StringIO(out)))
     assert list(rows[0]) == ["at", "kind", "project_id", "subject_id", "event_type", "from", "to", "actor",
-                             "actor_class", "reason", "event_id", "sequence"]
+                             "actor_class", "reason", "event_id", "sequence", "os_account"]
     evil = rows[-1]
     assert evil["event_id"] == "evil" and evil["at"] == "2031-01-01T00:00:00.000Z"
     assert evil["actor"] == "'=HYPERLINK(\"x\")" and evil["reason"] == "'+1 line one\nline two"

@@ -63,7 +63,8 @@ def test_refusal_is_exit_1_with_one_json_object_and_nothing_written(db, capsys):
     result = json.loads(out)
     assert result["ok"] is False and "claimed for stop by alice" in result["message"]
     code, _, err = cli(capsys, "envs", "claim", "env-ready", "--op", "retire", "--as", "bob", "--db", db)
-    assert code == 1 and err.startswith("archon-console: env-ready is claimed for stop by alice since")
+    # the declared holder and the OS account that took the claim (docs/decisions.md, D21)
+    assert code == 1 and err.startswith("archon-console: env-ready is claimed for stop by alice (OS ")
     assert dump(db) == before
 
 

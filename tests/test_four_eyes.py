@@ -118,10 +118,12 @@ def test_a_certain_other_requester_needs_no_confirmation(db):
     assert json.loads(events(db, "ok")[-1]["metadata_json"]) == identity.event_metadata("alice")  # who acted only
 
 
-def test_deny_keeps_todays_rule(db):
-    """Deny is not restricted further: only an exactly named requester may not deny."""
+def test_deny_makes_the_same_comparison_as_approve(db):
+    """Deny refuses whatever approve would call the requester's own (round 2 of issue 17, finding 4:
+    `alice\u200b` was deniable by alice); an unknown requester that does not name you can be denied."""
     with open_database(db) as h:
-        assert approvals.deny(h, "r2", actor="alice", reason="no", now=NOW).ok  # "alice\u200b"
+        with pytest.raises(Refusal, match="four-eyes"):
+            approvals.deny(h, "r2", actor="alice", reason="no", now=NOW)  # "alice\u200b"
         assert approvals.deny(h, "u0", actor="dave", reason="no", now=NOW).ok  # unknown requester
 
 
@@ -136,7 +138,9 @@ def test_canonical_names():
     assert four_eyes.canonical_name("  A\u200bL\u00adI\u202eC\u2066E\ufe0f ") == "alice"
     assert four_eyes.canonical_name("\uff21lice") == "alice"
     assert four_eyes.canonical_name("al  ice") == "al ice"
-    assert not four_eyes.same_name("alice", "alicé") and not four_eyes.same_name("", "\u200b")
+    assert not four_eyes.same_name("", "\u200b")
+    # a combining mark does not make another name (it only refuses more): `eri\u0307n` is erin
+    assert four_eyes.same_name("alice", "alicé") and four_eyes.same_name("alice", "ali\u0307ce")
 
 
 def test_cli_refuses_without_the_flag_and_says_so(db, capsys, monkeypatch):

@@ -101,9 +101,11 @@ def _add_revoke(commands: argparse._SubParsersAction, parents: list[argparse.Arg
 def _actor_cell(reference, classification, metadata_json) -> str:
     """The declared actor, and the OS account the console recorded beside it (docs/decisions.md, D21)."""
     from console.services.identity import account_of
+    from console.text import one_line
 
     account = account_of(metadata_json)
-    return f"{reference or '-'} ({classification}" + (f"; OS {account})" if account else ")")
+    who = one_line(reference.strip() or repr(reference), 40) if isinstance(reference, str) and reference else "-"
+    return f"{who} ({classification}" + (f"; OS {account})" if account else ")")
 
 
 def _add_expire(commands: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:

@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
                    "or an age such as 30m, 24h, 7d)")
     p.add_argument("--until", metavar="TIME", help="before TIME (same forms as --since)")
     p.add_argument("--project", metavar="P", help="project id or name")
-    p.add_argument("--actor", metavar="A", help="only events by this actor (exact name)")
+    p.add_argument("--actor", metavar="A", help="only events by this actor (exact declared name, or the OS login that acted)")
     p.add_argument("--kind", metavar="K", action="append", choices=("approval", "environment", "profile"),
                    help="approval, environment or profile (repeat for several; default all)")
     p.add_argument("--format", choices=FORMATS, default=None,
@@ -132,9 +132,12 @@ def _text_line(event, now) -> str:
             change += f" (after {one_line(event.from_state, 60)})"
     elif event.from_state or event.to_state:
         change += f" ({event.from_state or '-'} -> {event.to_state or '-'})"
-    who = one_line(event.actor, 40) if event.actor else "-"
-    if event.actor_class:
-        who += f" ({event.actor_class})"
+    who = one_line(event.actor.strip() or repr(event.actor), 40) if event.actor else "-"
+    said = [event.actor_class] if event.actor_class else []
+    if event.os_account:  # who acted by the OS account, beside the declared name (docs/decisions.md, D21)
+        said.append("OS " + one_line(event.os_account, 80))
+    if said:
+        who += f" ({', '.join(said)})"
     parts = [when, relative(event.at, now), f"{event.kind:<11}", one_line(event.project_id, 40),
              one_line(event.subject_id, 60), one_line(change, 80), "by " + who]
     if event.reason:

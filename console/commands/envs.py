@@ -62,7 +62,7 @@ def _claim_cell(row: EnvironmentView) -> str:
     if not row.operation_claim_id:
         return "-"
     stale = " (stale)" if row.stale else ""
-    return f"{row.operation_kind} by {row.claim_holder}{stale}"
+    return f"{row.operation_kind} by {row.claimed_by}{stale}"
 
 
 def _age(row: EnvironmentView) -> str:
@@ -86,8 +86,10 @@ def _with_view(handle, args):
 def _actor_cell(event) -> str:
     """The declared actor, and the OS account the console recorded beside it (docs/decisions.md, D21)."""
     from console.services.identity import account_of
+    from console.text import one_line
 
     who = event.actor_reference or event.actor_classification or "-"
+    who = one_line(who.strip() or repr(who), 40) if isinstance(who, str) else str(who)
     account = account_of(event.columns.get("metadata_json"))
     return f"{who} (OS {account})" if account else who
 
@@ -154,7 +156,7 @@ def cmd_show(ctx) -> int:
             lines.append((field, "-" if value is None else value))
     if env.operation_claim_id:
         age = _age(env)
-        lines.append(("claim", f"{env.operation_kind} by {env.claim_holder} since "
+        lines.append(("claim", f"{env.operation_kind} by {env.claimed_by} since "
                                f"{env.operation_claimed_at} ({age}){' - stale' if env.stale else ''}"))
         lines.append(("claim_id", env.operation_claim_id))
     else:

@@ -176,8 +176,11 @@ def _line(change, now) -> str:
         parts.append(f"expired {when_expires} (overdue)" if when_expires.endswith(" ago")
                      else f"expires {when_expires}")
     else:
-        who = one_line(change.actor, 40) if change.actor else "-"
-        parts.append(f"by {who}" + (f" ({change.actor_class})" if change.actor_class else ""))
+        who = one_line(change.actor.strip() or repr(change.actor), 40) if change.actor else "-"
+        said = [change.actor_class] if change.actor_class else []
+        if change.os_account:  # who acted by the OS account, beside the declared name (D21)
+            said.append("OS " + one_line(change.os_account, 80))
+        parts.append(f"by {who}" + (f" ({', '.join(said)})" if said else ""))
         if change.reason:
             parts.append("reason: " + one_line(change.reason, 120))
     return "  ".join(parts)

@@ -90,6 +90,20 @@ _EVENT_FIELDS = ("sequence", "event_type", "from_state", "to_state", "actor_clas
                  "reason", "created_at")
 
 
+HOLDER_WIDTH = 24  # characters of a declared holder shown beside the OS account
+
+
+def claimed_by(holder: str | None, account: str | None) -> str | None:
+    """`bob (OS erin@host)`: the declared holder, whitespace collapsed and cut to `HOLDER_WIDTH`
+    characters so padding cannot push the account out of a cell, and the OS account that took the
+    claim (docs/decisions.md, D21)."""
+    if holder is None:
+        return None
+    who = " ".join(holder.split()) or repr(holder)
+    who = who if len(who) <= HOLDER_WIDTH else who[: HOLDER_WIDTH - 1] + "\u2026"
+    return f"{who} (OS {account})" if account else who
+
+
 @dataclass(frozen=True)
 class EnvironmentView:
     """An execution environment with what the console derives from it.
@@ -128,12 +142,20 @@ class EnvironmentView:
     active_leases: tuple[EnvironmentLease, ...] | None = None
     events: tuple[EnvironmentEvent, ...] | None = None
     project_deleting: bool = False
+    claim_account: str | None = None  # the OS account that took the claim, as its event recorded (D21)
+
+    @property
+    def claimed_by(self) -> str | None:
+        """Who holds the claim as every output shows it: the declared name (at most 40 characters,
+        so padding cannot push the account out of sight) and the OS account that took it."""
+        return claimed_by(self.claim_holder, self.claim_account)
 
     def to_json(self) -> dict[str, Any]:
         data = {
             **self.columns,
             "active_lease_count": self.active_lease_count,
             "claim_holder": self.claim_holder,
+            "claim_account": self.claim_account,
             "claim_age_seconds": self.claim_age_seconds,
             "stale": self.stale,
             "admits_leases": self.admits_leases,
@@ -217,4 +239,5 @@ __all__ = [
     "EnvironmentView",
     "Handoff",
     "PendingHandoff",
+    "claimed_by",
 ]

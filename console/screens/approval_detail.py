@@ -14,6 +14,7 @@ from console.clock import parse_time
 from console.models.approvals import ApprovalDetail, ApprovalRequest
 from console.services import approval_queue as queue
 from console.services.identity import account_of
+from console.text import one_line
 from widgets.humane import exact, relative
 from widgets.safe_text import clean, safe_text
 from widgets.timeline import TimelineEvent
@@ -79,7 +80,7 @@ def detail_events(r: ApprovalDetail) -> list[TimelineEvent]:
     events = [
         TimelineEvent(parse_time(e.created_at),
                       f"{e.event_type}: {e.from_status or '∅'} → {e.to_status}",
-                      " · ".join(x for x in (f"by {e.actor_reference or e.actor_classification}",
+                      " · ".join(x for x in (f"by {one_line(e.actor_reference or e.actor_classification, 40)}",
                                              _account(e.columns.get("metadata_json")), e.reason or "") if x))
         for e in r.events
     ]

@@ -21,6 +21,7 @@ from console.screens.typed import TypedConfirmModal
 from console.services import environments as envs
 from console.services.environments import ClaimOptions, EnvironmentView
 from console.services.identity import account_of
+from console.text import one_line
 from widgets.humane import age, exact, plural, relative
 from widgets.lazy_table import Column, LazyTable
 from widgets.safe_text import clean, safe_text
@@ -203,7 +204,7 @@ class EnvironmentsScreen(ConsoleScreen):
 
         claim = "none"
         if e.operation_claim_id:
-            claim = (f"{e.operation_kind} by {e.claim_holder}, {when(e.operation_claimed_at)}"
+            claim = (f"{e.operation_kind} by {e.claimed_by}, {when(e.operation_claimed_at)}"
                      + (" — STALE" if e.stale else ""))
         rows = [
             ("state", e.lifecycle_state),
@@ -239,7 +240,7 @@ class EnvironmentsScreen(ConsoleScreen):
             if ev.from_state or ev.to_state:
                 title += f": {ev.from_state or '∅'} → {ev.to_state or '∅'}"
             account = account_of(ev.columns.get("metadata_json"))  # who acted (docs/decisions.md, D21)
-            detail = " · ".join(str(x) for x in (ev.actor_reference, account and f"OS {account}", ev.reason) if x)
+            detail = " · ".join(str(x) for x in (ev.actor_reference and one_line(ev.actor_reference, 40), account and f"OS {account}", ev.reason) if x)
             events.append(TimelineEvent(parse_time(ev.created_at), title, detail))
         self.query_one("#detail-events", Timeline).show(events)
 
@@ -335,7 +336,7 @@ class EnvironmentsScreen(ConsoleScreen):
             modal: ActionModal = ConfirmModal("Release claim", self._summary("Release your claim on", body),
                                               watch_key=e.id)
         else:
-            modal = ReasonModal("Release a stale claim", self._summary(f"Release {e.claim_holder}'s stale claim on", body),
+            modal = ReasonModal("Release a stale claim", self._summary(f"Release {e.claimed_by}'s stale claim on", body),
                                 required=True, watch_key=e.id, danger=True)
         self._open(modal, lambda reason: self.write(envs.release, e.id, self.session.actor, now=self.session.write_now(),
                                                       takeover=not mine, reason=reason or None,
@@ -347,7 +348,7 @@ class EnvironmentsScreen(ConsoleScreen):
         e = self.detail
         op = e.operation_kind
         age = relative(parse_time(e.operation_claimed_at), self.session.now())
-        body = (f"{e.claim_holder}'s {op} claim (taken {age}) is replaced by yours for {op}. "
+        body = (f"{e.claimed_by}'s {op} claim (taken {age}) is replaced by yours for {op}. "
                 "Make sure they are no longer working on it.")
         modal = TypedConfirmModal("Take over a stale claim", self._summary("Take over", body), expected=e.id,
                                   ask_reason=True, reason_required=True, confirm_label="Take over", watch_key=e.id)
@@ -396,7 +397,7 @@ class EnvironmentsScreen(ConsoleScreen):
         if not modal.is_attached or modal is not self.modal or self._fingerprint(env) == self._seen:
             return
         text = self._summary("Now:", f"state {env.lifecycle_state}, claim "
-                             f"{env.operation_kind or 'none'} by {env.claim_holder or 'nobody'}.")
+                             f"{env.operation_kind or 'none'} by {env.claimed_by or 'nobody'}.")
         modal.changed_underneath(text, "The environment changed; cancel and look again.")
 
     def copy_target(self) -> tuple[str | None, Any]:
@@ -417,7 +418,7 @@ def _claim_cell(row: EnvironmentView) -> Text:
     if not row.operation_claim_id:
         return Text("—", style="dim")
     op = clean(row.operation_kind, one_line=True)
-    holder = clean(row.claim_holder, one_line=True)
+    holder = clean(row.claimed_by, one_line=True)
     how_old = age(row.claim_age_seconds)
     stale = " STALE" if row.stale else ""
     sep = SEP

@@ -272,15 +272,6 @@ def requester_of(authority: Any) -> str | None:
     return None
 
 
-def same_person(a: str | None, b: str | None) -> bool:
-    return bool(a and b) and a.strip().casefold() == b.strip().casefold()
-
-
-def requested_by_actor(requester: str | None, actor: str) -> bool:
-    """Deny's plain rule (docs/decisions.md, D1), for the declared name and the OS login alike."""
-    return any(same_person(requester, name) for name in four_eyes.approver_names(actor))
-
-
 def action_summary(kind: Any, action: Any, raw: Any = None) -> str:
     """One line naming what would run: remote/branch/commit for a push, the command for a check."""
     if isinstance(action, dict):
@@ -338,7 +329,7 @@ def decision_options(request: Mapping[str, Any], actor: str, now: datetime, *, p
     The services re-check all of this inside their transaction; this is for offering actions
     (the TUI's `check_action`) and explaining in advance. Approving when the requester cannot be
     determined with certainty is possible only with a confirmation (`options.confirm["approve"]`);
-    deny keeps the plain rule (a requester named exactly may not deny either).
+    deny makes the same comparison as approve (four_eyes.check_approver; docs/decisions.md, D1).
     """
     try:
         validate_actor(actor)  # archon's own names, an oversized name: no decision at all
@@ -347,7 +338,6 @@ def decision_options(request: Mapping[str, Any], actor: str, now: datetime, *, p
     status = request.get("status")
     expires = parse_time(request.get("expires_at"))
     overdue = expires is not None and expires <= now
-    requester = requester_of(parse_json_field(request.get("authority_json")))
     verdict = four_eyes.check_approver(request.get("authority_json"), actor)
     reasons: dict[str, str | None] = {}
     for action, needs in (("approve", "pending"), ("deny", "pending"), ("revoke", "approved")):
@@ -358,10 +348,10 @@ def decision_options(request: Mapping[str, Any], actor: str, now: datetime, *, p
             why = f"it is {status}, not {needs}"
         elif overdue:
             why = "overdue (past its expiry); it can only expire"
-        elif action == "approve" and verdict.self_approval:
+        elif action in ("approve", "deny") and verdict.self_approval:
             why = verdict.self_approval
-        elif action == "deny" and requested_by_actor(requester, actor):
-            why = "you requested it (four-eyes rule)"
+        elif action == "approve" and verdict.unverified:
+            why = verdict.unverified
         reasons[action] = why
     confirm: dict[str, str] = {}
     if reasons["approve"] is None and verdict.unknown:
@@ -429,7 +419,5 @@ __all__ = [
     "requester_of",
     "resolve_project",
     "retreat_cursor",
-    "requested_by_actor",
-    "same_person",
     "show_request",
 ]

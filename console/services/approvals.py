@@ -40,9 +40,7 @@ from console.services.approval_queue import (  # noqa: F401  (re-exported API)
     load_request,
     parse_json_field,
     parse_statuses,
-    requested_by_actor,
     requester_of,
-    same_person,
     show_request,
 )
 from console.services import four_eyes
@@ -153,28 +151,26 @@ def decide(
                     message = message.rstrip(".") + f"; only {article} {from_status} request can be {PAST_TENSE[decision]}."
                 raise DecisionRefused(request["id"], status, message, hint)
             unknown_requester: str | None = None
-            if decision == "approve":
+            if decision in ("approve", "deny"):  # one comparison for both (four_eyes.py; D1)
                 verdict = four_eyes.check_approver(request.get("authority_json"), actor)
+                verb = "approve" if decision == "approve" else "decide"
                 if verdict.self_approval:
                     login = four_eyes.approver_names(actor)[-1]
-                    said = (f"was requested by {one_line(verdict.requester)}; the requester may not approve it "
+                    said = (f"was requested by {one_line(verdict.requester)}; the requester may not {verb} it "
                             + (f"(four-eyes rule, which compares your OS login {one_line(login)!r} too, whatever "
                                "name you act as)" if verdict.by_login else "(four-eyes rule)")
                             if verdict.requester is not None
-                            else f"cannot be approved by you: {verdict.self_approval}")
+                            else f"cannot be {PAST_TENSE[decision]} by you: {verdict.self_approval}")
                     raise DecisionRefused(
                         request["id"], status, f"{rid} {said}. Nothing was written.", "Ask another approver.",
                     )
-                unknown_requester = verdict.unknown
-            elif decision == "deny":  # deny keeps the plain rule: an exactly named requester may not deny
-                requester = requester_of(parse_json_field(request.get("authority_json")))
-                if requested_by_actor(requester, actor):
+                if decision == "approve" and verdict.unverified:
                     raise DecisionRefused(
-                        request["id"], status,
-                        f"{rid} was requested by {one_line(requester)}; the requester may not decide it "
-                        "(four-eyes rule). Nothing was written.",
-                        "Ask another approver.",
+                        request["id"], status, f"{rid} cannot be approved here: {verdict.unverified}. Nothing was "
+                        "written.", "Approve it from your own login outside any user namespace, or ask another approver.",
                     )
+                if decision == "approve":
+                    unknown_requester = verdict.unknown
             if overdue(request, now):
                 transition(
                     conn, db_key, locked, "expired",

@@ -34,10 +34,19 @@ _AT = ("CASE WHEN typeof({c}) IN ('integer', 'real') "
 
 # One SELECT per kind, every one giving the same named columns in the same order (`COLUMNS`, rowid).
 _NAMES = ("at", "kind", "project_id", "subject_id", "event_type", "from_state", "to_state", "actor",
-          "actor_class", "reason", "event_id", "sequence", "rowid")
+          "actor_class", "reason", "event_id", "sequence", "os_account", "rowid")
 
 
 _META = "CASE WHEN json_valid(metadata_json) THEN json_extract(metadata_json, '$.{}') END"
+# Who acted by the OS account the console recorded (console/services/identity.py, `account_of`:
+# `login@host`, `uid N@host`, "(unverified)"), at most 200 characters; NULL for events without it.
+_J = "json_extract(metadata_json, '$.{}')"
+_ACCOUNT = (
+    f"CASE WHEN json_valid(metadata_json) AND {_J.format('os_uid')} IS NOT NULL THEN substr("
+    f"coalesce(nullif({_J.format('os_login')}, ''), 'uid ' || {_J.format('os_uid')})"
+    f" || coalesce('@' || nullif({_J.format('os_host')}, ''), '')"
+    f" || CASE WHEN {_J.format('os_identity')} = 'unverified' THEN ' (unverified)' ELSE '' END, 1, 200) END"
+)
 # Per kind: its table and, for each field of `_NAMES`, the SQL that reads it and where it comes from:
 # the column (or, inside metadata_json, the key) the redactor judges the value by. None only for
 # the console's own constants (the kind, NULL, rowid, which is never shown); `redacted` passes every
@@ -48,19 +57,20 @@ FIELDS: dict[str, tuple[str, tuple[tuple[str, str | None], ...]]] = {
         ("approval_request_id", "approval_request_id"), ("event_type", "event_type"),
         ("from_status", "from_status"), ("to_status", "to_status"), ("actor_reference", "actor_reference"),
         ("actor_classification", "actor_classification"), ("reason", "reason"), ("id", "id"),
-        ("sequence", "sequence"), ("rowid", None))),
+        ("sequence", "sequence"), (_ACCOUNT, "os_login"), ("rowid", None))),
     "environment": ("execution_environment_events", (
         (_AT.format(c="created_at"), "created_at"), ("'environment'", None), ("project_id", "project_id"),
         ("environment_id", "environment_id"), ("event_type", "event_type"), ("from_state", "from_state"),
         ("to_state", "to_state"), ("actor_reference", "actor_reference"),
         ("actor_classification", "actor_classification"), ("reason", "reason"), ("id", "id"),
-        ("sequence", "sequence"), ("rowid", None))),
+        ("sequence", "sequence"), (_ACCOUNT, "os_login"), ("rowid", None))),
     "profile": ("execution_profile_audit_events", (
         (_AT.format(c="created_at"), "created_at"), ("'profile'", None), ("project_id", "project_id"),
         ("profile_revision_id", "profile_revision_id"), ("event_type", "event_type"),
         ("previous_profile_revision_id", "previous_profile_revision_id"),
         ("profile_revision_id", "profile_revision_id"), (_META.format("actor"), "actor"), ("NULL", None),
-        (_META.format("reason"), "reason"), ("id", "id"), ("NULL", None), ("rowid", None))),
+        (_META.format("reason"), "reason"), ("id", "id"), ("NULL", None), (_ACCOUNT, "os_login"),
+        ("rowid", None))),
 }
 
 
@@ -71,7 +81,7 @@ def _select(table: str, fields: tuple[tuple[str, str | None], ...]) -> str:
 _SOURCES = {kind: (table, _select(table, fields)) for kind, (table, fields) in FIELDS.items()}
 
 COLUMNS = ("at", "kind", "project_id", "subject_id", "event_type", "from", "to", "actor", "actor_class",
-           "reason", "event_id", "sequence")
+           "reason", "event_id", "sequence", "os_account")
 _WHY_MISSING = {
     "approval": "approval events: none here; this database has no approval_request_events table "
                 "(archon added approvals in 1.8.22)",
@@ -98,6 +108,7 @@ class AuditEvent(NamedTuple):
     reason: str | None
     event_id: str | None
     sequence: int | None
+    os_account: str | None = None  # the OS account the console recorded (D21); added last, never renamed
 
     def to_json(self) -> dict[str, Any]:
         return dict(zip(COLUMNS, self))
@@ -156,9 +167,9 @@ def _query(kind: str, flt: AuditFilter, *, after_rowid: int | None = None,
         # Following: the new rows are a short rowid range; `+` keeps SQLite on it, not the project index.
         where.append("+project_id = ?" if after_rowid is not None else "project_id = ?")
         params.append(flt.project_id)
-    if flt.actor is not None:
-        where.append("actor = ?")
-        params.append(flt.actor)
+    if flt.actor is not None:  # the declared name, or the OS login (`login@host...`) that acted
+        where.append("(actor = ? OR substr(os_account, 1, length(?) + 1) = ? || '@')")
+        params.extend([flt.actor, flt.actor, flt.actor])
     if flt.since is not None:
         where.append("at >= ?")
         params.append(_bound(flt.since))
@@ -174,7 +185,7 @@ def _query(kind: str, flt: AuditFilter, *, after_rowid: int | None = None,
     sql = f"SELECT * FROM ({select})" + (" WHERE " + " AND ".join(where) if where else "")
     if as_json:
         pairs = ", ".join(f"'{name}', c{i}" for i, name in enumerate(COLUMNS))
-        names = ", ".join(f"c{i}" for i in range(13))
+        names = ", ".join(f"c{i}" for i in range(len(_NAMES)))
         return (f"WITH e({names}) AS ({sql}) SELECT coalesce(c0, ''), c1, coalesce(c10, ''), "
                 f"json_object({pairs}) FROM e ORDER BY 1, 2, 3"), params
     # `id` breaks ties between events of one second; rowid orders a follow batch as inserted.
@@ -195,7 +206,7 @@ def _rows(conn: sqlite3.Connection, sql: str, params: list[Any]) -> Iterator[tup
 
 
 def _event(row: tuple) -> AuditEvent:
-    return AuditEvent._make(row[:12])
+    return AuditEvent._make(row[:len(COLUMNS)])
 
 
 def _sort_key(row: tuple) -> tuple:
@@ -242,7 +253,7 @@ class AuditStream:
             sql, params = _query(kind, self.flt, after_rowid=self.high_water[kind])
             for row in _rows(self.conn, sql, params):
                 batch.append(row)
-                self.high_water[kind] = max(self.high_water[kind], row[12])
+                self.high_water[kind] = max(self.high_water[kind], row[-1])  # rowid is last
             # Rows filtered out still move the mark: they are not new next time either.
             top = self.conn.execute(f"SELECT max(rowid) FROM {_SOURCES[kind][0]}").fetchone()[0]
             if top is not None:

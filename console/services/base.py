@@ -42,17 +42,21 @@ class ActionResult:
 
 
 def validate_actor(actor: str) -> str:
-    """Every human action passes here (CLI and TUI alike): a name archon could store, and never one
-    of archon's own actors (four_eyes.py, `reserved_name`), so a person cannot record a decision
-    under archon's or the console's name."""
-    size = len(actor.encode("utf-8"))
+    """Every human action passes here (CLI and TUI alike): a name archon could store, that shows as
+    what it is (no control, bidi or invisible character, no edge whitespace: `bob\u200b` must not
+    pass for bob), and never one of archon's own actors (four_eyes.py, `reserved_name`), so a
+    person cannot record a decision under archon's or the console's name."""
+    from console.services.four_eyes import declared_name_problem, reserved_name
+
+    problem = declared_name_problem(actor)
+    if problem:
+        raise UsageError(f"The actor name {actor!r} {problem}; pass --as NAME with a plain name.")
+    size = len(actor.encode("utf-8", "surrogatepass"))
     if not 1 <= size <= ACTOR_MAX_BYTES:
         raise Refusal(
             f"The actor name must be 1 to {ACTOR_MAX_BYTES} bytes (it is {size}).",
             "Pass a shorter --as NAME.",
         )
-    from console.services.four_eyes import reserved_name
-
     if reserved_name(actor):
         raise UsageError(f"The actor name {actor!r} is reserved for archon's own actors; act under your own name "
                          "with --as NAME.")

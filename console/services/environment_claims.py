@@ -21,7 +21,7 @@ from console.clock import db_time
 from console.db.connect import ArchonDatabase
 from console.db.tx import write_transaction
 from console.errors import Refusal, UsageError
-from console.models.environments import ClaimResult, Handoff
+from console.models.environments import ClaimResult, Handoff, claimed_by
 from console.services import identity
 from console.services.base import (
     claim_id_for,
@@ -30,7 +30,7 @@ from console.services.base import (
     validate_actor,
     validate_reason,
 )
-from console.services.environment_queries import claim_age, table_columns
+from console.services.environment_queries import claim_account, claim_age, table_columns
 from console.services.environment_rules import (
     ALLOWED_STATES,
     DEFAULT_STALE_AFTER,
@@ -162,11 +162,16 @@ def _claim_age(env: sqlite3.Row, now: datetime) -> float:
     return claim_age(env["operation_claimed_at"], now)
 
 
-def _describe_claim(env: sqlite3.Row, now: datetime) -> str:
+def _holder(conn: sqlite3.Connection, env: sqlite3.Row, claim_id: Any) -> str:
+    """The claim's declared holder and the OS account that took it (docs/decisions.md, D21)."""
+    return claimed_by(claim_holder(claim_id), claim_account(conn, env["id"], claim_id)) or "-"
+
+
+def _describe_claim(conn: sqlite3.Connection, env: sqlite3.Row, now: datetime) -> str:
     age = _claim_age(env, now)
     age_text = f"{ago(age)} ago" if age != float("inf") else "an unreadable time"
     return (
-        f"{env['id']} is claimed for {env['operation_kind']} by {claim_holder(env['operation_claim_id'])} "
+        f"{env['id']} is claimed for {env['operation_kind']} by {_holder(conn, env, env['operation_claim_id'])} "
         f"since {exact_time(env['operation_claimed_at'])} ({age_text})"
     )
 
@@ -233,10 +238,10 @@ def claim(
                 f"complete or release it before claiming {op}. Nothing was written."
             )
         if held and not takeover:
-            raise Refusal(_describe_claim(env, now) + "; " + _stale_hint(env, now, stale_after, "take it over") + ".")
+            raise Refusal(_describe_claim(conn, env, now) + "; " + _stale_hint(env, now, stale_after, "take it over") + ".")
         if held and _claim_age(env, now) <= stale_after.total_seconds():
             raise Refusal(
-                _describe_claim(env, now) + "; a fresh claim cannot be taken over: "
+                _describe_claim(conn, env, now) + "; a fresh claim cannot be taken over: "
                 + _stale_hint(env, now, stale_after, "take it over") + "."
             )
         _require_allowed(env, op, f"a {op} claim")
@@ -262,7 +267,7 @@ def claim(
         logged = _append_event(conn, env, event_type=event_type, from_state=state, to_state=state,
                                actor=actor, reason=reason, metadata=metadata, now=now)
     if held:
-        message = (f"{env_id} taken over for {op} from {claim_holder(held)} "
+        message = (f"{env_id} taken over for {op} from {_holder(conn, env, held)} "
                    f"(their {env['operation_kind']} claim was {ago(_claim_age(env, now))} old).")
     else:
         message = f"{env_id} claimed for {op}; no new runs can be placed on it until the claim is completed or released."
@@ -304,10 +309,10 @@ def release(
         mine = held_by(held, actor)
         if not mine:
             if not takeover:
-                raise Refusal(_describe_claim(env, now) + "; only its holder can release it, or "
+                raise Refusal(_describe_claim(conn, env, now) + "; only its holder can release it, or "
                               + _stale_hint(env, now, stale_after, "release it") + ".")
             if _claim_age(env, now) <= stale_after.total_seconds():
-                raise Refusal(_describe_claim(env, now) + "; a fresh claim cannot be released by someone else: "
+                raise Refusal(_describe_claim(conn, env, now) + "; a fresh claim cannot be released by someone else: "
                               + _stale_hint(env, now, stale_after, "release it") + ".")
         changed = conn.execute(
             "UPDATE execution_environments SET operation_claim_id = NULL, operation_kind = NULL, "
@@ -320,7 +325,7 @@ def release(
                     "takeover": not mine}
         logged = _append_event(conn, env, event_type="operation_released", from_state=state, to_state=state,
                                actor=actor, reason=reason, metadata=metadata, now=now)
-    whose = "your" if mine else f"{claim_holder(held)}'s stale"
+    whose = "your" if mine else f"{_holder(conn, env, held)}'s stale"
     message = f"Released {whose} {env['operation_kind']} claim on {env_id}; its state stays {state}."
     if env["operation_kind"] == "retire":
         message += " The retirement request stays in place."
@@ -343,7 +348,7 @@ def complete(handle: ArchonDatabase, env_id: str, actor: str, *, now: datetime) 
                 return _result(env_id, state, f"{env_id} was already completed by you; nothing changed.", noop=True)
             raise Refusal(f"{env_id} holds no operation claim; claim an operation before completing it.")
         if not held_by(held, actor):
-            raise Refusal(_describe_claim(env, now) + "; only its holder can complete it.")
+            raise Refusal(_describe_claim(conn, env, now) + "; only its holder can complete it.")
         op = env["operation_kind"]
         handoff = HANDOFF.get(op)
         if handoff is None:

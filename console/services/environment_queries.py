@@ -26,6 +26,7 @@ from console.models.environments import (
     PendingHandoff,
 )
 from console.services.base import require_feature
+from console.services.identity import account_of
 from console.services.environment_rules import (
     ADMITTING_STATES,
     DEFAULT_STALE_AFTER,
@@ -196,7 +197,24 @@ def list_environments(
             sql += " WHERE " + " AND ".join(f"({w})" for w in query.where)
         rows = [dict(r) for r in handle.conn.execute(sql + " ORDER BY e.id", query.params)]
         next_after = None
-    return EnvironmentPage([environment_view(r, now, stale_after) for r in rows], next_after)
+    return EnvironmentPage([environment_view(r, now, stale_after, claim_account=claim_account(
+        handle.conn, r.get("id"), r.get("operation_claim_id"))) for r in rows], next_after)
+
+
+def claim_account(conn: sqlite3.Connection, env_id: Any, claim_id: Any) -> str | None:
+    """The OS account that took claim `claim_id`: what the newest event recording that id says
+    (identity.py, `account_of`; docs/decisions.md, D21), or None (archon's claims, older consoles')."""
+    if not claim_id or not isinstance(env_id, str):
+        return None
+    names = {c["name"] for c in table_columns(conn, "execution_environment_events")}
+    if not {"environment_id", "metadata_json"} <= names:
+        return None
+    order = "sequence" if "sequence" in names else "rowid"
+    row = conn.execute(
+        "SELECT metadata_json FROM execution_environment_events WHERE environment_id = ? AND CASE WHEN "
+        f"json_valid(metadata_json) THEN json_extract(metadata_json, '$.claim_id') END = ? ORDER BY {order} DESC "
+        "LIMIT 1", (env_id, claim_id)).fetchone()
+    return account_of(row[0]) if row else None
 
 
 def _events(conn: sqlite3.Connection, env_id: str, limit: int | None = None) -> list[dict[str, Any]]:
@@ -241,10 +259,12 @@ def show_environment(
         active_leases=tuple(EnvironmentLease.from_row(dict(r)) for r in leases),
         events=tuple(EnvironmentEvent.from_row(e) for e in _events(handle.conn, env_id, event_limit)),
         project_deleting=bool(project and project["deletion_started_at"]),
+        claim_account=claim_account(handle.conn, env_id, dict(row).get("operation_claim_id")),
     )
 
 
 __all__ = [
+    "claim_account",
     "claim_age",
     "claims_supported",
     "environment_query",

@@ -123,8 +123,12 @@ def held_by(claim_id: str | None, actor: str) -> bool:
     """True when `claim_id` is one this account created as `actor` on this host: exactly
     `claim_id_stem(actor)` followed by its random part (docs/decisions.md, D21). The name inside an
     id is for reading; a declared name alone, or an id that a stem merely starts like, owns nothing.
+    Nothing is held by an account the kernel does not vouch for (identity.py, `unverified`): a
+    user namespace could report any uid, so such a console needs --takeover for every claim.
     """
-    if not claim_id:
+    from console.services import identity
+
+    if not claim_id or not identity.current().verified:
         return False
     stem = claim_id_stem(actor)
     rest = claim_id[len(stem):]
@@ -155,7 +159,7 @@ def claim_options(env: EnvironmentView, actor: str) -> ClaimOptions:
     held = env.operation_claim_id
     for op in OPERATIONS:
         if held:
-            reasons[op] = f"already claimed for {env.operation_kind} by {env.claim_holder}"
+            reasons[op] = f"already claimed for {env.operation_kind} by {env.claimed_by}"
         elif state not in ALLOWED_STATES[op]:
             reasons[op] = f"it is {state}: {WHY_ALLOWED[op]}"
     if not held:
@@ -164,7 +168,7 @@ def claim_options(env: EnvironmentView, actor: str) -> ClaimOptions:
         return ClaimOptions(reasons)
     op = env.operation_kind
     if not held_by(held, actor):
-        reasons["complete"] = f"the claim is {env.claim_holder}'s, not yours"
+        reasons["complete"] = f"the claim is {env.claimed_by}'s, not yours"
         if not env.stale:
             reasons["release"] = "only its holder can release a fresh claim"
             reasons["takeover"] = "the claim is not stale yet"

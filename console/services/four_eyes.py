@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from console.services import identity
-from console.services.confusables import I_OR_L, SKELETON, skeleton, skeletons_match
+from console.services.confusables import I_OR_L, SKELETON, skeleton, skeletons_match, without_marks
 from console.text import UnreadableJson, read_json
 
 REQUESTER_KEYS = ("requested_by", "requester")
@@ -40,7 +40,10 @@ _INVISIBLE_EXTRA = frozenset(
     [0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, 0x3164, 0xFFA0]
     + list(range(0xFE00, 0xFE10))
     + list(range(0xE0100, 0xE01F0))
+    + [0x2800]  # the braille blank renders as a space: `erin\u2800` is erin
 )
+# Characters that render as blank space without being whitespace (braille blank, Hangul fillers).
+_BLANK_LIKE = frozenset([0x2800, 0x3164, 0xFFA0, 0x115F, 0x1160])
 _INVISIBLE_CATEGORIES = frozenset({"Cf", "Cc", "Cs", "Co", "Cn"})
 # A string literal, or one that never closes (it runs to the end): every quote starts a match, so
 # the scan is linear (a pattern that can fail from a quote rescans the rest from every later one).
@@ -105,13 +108,28 @@ def name_forms(text: str) -> NameForms:
 def _skeleton_unicode(text: str) -> str:
     """Look-alikes are mapped before NFKC too: NFKC turns some into letters that no longer look
     alike (the lunate sigma `\u03f2`, a `c`, becomes `\u03c3`)."""
-    return skeleton(_clean_unicode(text.translate(SKELETON)))
+    return skeleton(_clean_unicode(without_marks(text).translate(SKELETON)))
 
 
 def same_name(a: str | None, b: str | None) -> bool:
     if not isinstance(a, str) or not isinstance(b, str):
         return False
     return name_forms(a).same(name_forms(b))
+
+
+def declared_name_problem(name: str) -> str | None:
+    """Why a declared (`--as`) name cannot be recorded as who acted, or None: it must show exactly
+    as what it is, so nothing invisible, no control or bidi character, no edge whitespace."""
+    if not name:
+        return "is empty"
+    if name != name.strip() or not name.strip():
+        return "starts or ends with whitespace"
+    for ch in name:
+        if ch.isspace() and ch != " ":
+            return "holds a line break or another whitespace character than a space"
+        if _invisible(ch) or unicodedata.category(ch) in ("Zl", "Zp") or ord(ch) in _BLANK_LIKE:
+            return "holds a control, bidi or invisible character"
+    return None
 
 
 RESERVED_NAMES = ("archon", "system", "console")
@@ -129,22 +147,62 @@ def reserved_name(name: str) -> bool:
                for key in (forms.canonical, forms.skeleton))
 
 
+SHOWN_MAX = 200  # characters of a requester name or problem the console stores or prints
+
+
+def bounded(text: str) -> str:
+    """Requester text as the console quotes it in messages and event metadata: invisibles removed
+    and at most `SHOWN_MAX` characters, so a dressed-up name can never push an event past archon's
+    4096-byte metadata CHECK nor flood a terminal."""
+    text = text if text.isascii() and text.isprintable() else _clean_unicode(text)
+    return text if len(text) <= SHOWN_MAX else text[: SHOWN_MAX - 1] + "\u2026"
+
+
+def _tokens(text: str) -> list[str]:
+    """The words of a name: cleaned text split at every character that is neither a letter, a
+    digit nor a combining mark (`erin@corp`, `human|erin`, `Erin Smith`)."""
+    words, word = [], []
+    for ch in _clean_unicode(text):
+        if ch.isalnum() or unicodedata.category(ch)[0] == "M":
+            word.append(ch)
+        elif word:
+            words.append("".join(word))
+            word = []
+    if word:
+        words.append("".join(word))
+    return words
+
+
+def names_person(text: str | None, name: str | None) -> bool:
+    """True when `text` is `name`, or holds `name`'s words as consecutive words of its own, in any
+    spelling `same_name` calls the same: the one comparison four-eyes makes (approve and deny)."""
+    if not isinstance(text, str) or not isinstance(name, str):
+        return False
+    if same_name(text, name):
+        return True
+    wanted = _tokens(name)
+    if not wanted:
+        return False
+    words, size, joined = _tokens(text), len(wanted), " ".join(wanted)
+    return any(same_name(" ".join(words[i:i + size]), joined) for i in range(len(words) - size + 1))
+
+
 @dataclass(frozen=True)
 class Requester:
-    """`name` as stored when it is certain; otherwise `problem` says why it is not, and
-    `mentions` holds every name-like string the authority contains (their `NameForms`)."""
+    """`name` as stored when it is certain; otherwise `problem` says why it is not. `texts` holds
+    every string the authority contains (keys and values, repeated keys included; for text that is
+    not JSON, its string literals and bare tokens)."""
 
     name: str | None
     problem: str | None = None
-    mentions: frozenset[NameForms] = field(default_factory=frozenset)
+    texts: tuple[str, ...] = ()
 
     @property
     def certain(self) -> bool:
         return self.problem is None
 
     def mentions_name(self, name: str) -> bool:
-        forms = name_forms(name)
-        return any(forms.same(mention) for mention in self.mentions)
+        return any(names_person(text, name) for text in self.texts)
 
 
 def _strings(value: Any) -> list[str]:
@@ -172,11 +230,7 @@ def _unescape(text: str) -> str:
     return _ESCAPE.sub(one, text)
 
 
-def _forms_of(strings: Any) -> frozenset[NameForms]:
-    return frozenset(f for f in (name_forms(s) for s in strings) if f.canonical or f.skeleton)
-
-
-def _mentions_of_text(text: str) -> frozenset[NameForms]:
+def _mentions_of_text(text: str) -> tuple[str, ...]:
     """Every string literal (decoded) and every bare token in text that is not valid JSON."""
     found: set[str] = set()
     for literal in _STRING_LITERAL.findall(text):
@@ -188,7 +242,7 @@ def _mentions_of_text(text: str) -> frozenset[NameForms]:
             found.add(decoded)
     clean = _clean_unicode(_unescape(text))  # tokens keep their case: a capital I may stand for l
     found.update(token for token in _TOKEN_SPLIT.split(clean) if token)
-    return _forms_of(found)
+    return tuple(found)
 
 
 class _PairsDecoder(threading.local):
@@ -223,7 +277,12 @@ def _kind(value: Any) -> str:
 
 
 def identify(authority_json: Any) -> Requester:
-    """The requester `authority_json` names, or why it cannot be said with certainty."""
+    """The requester `authority_json` names, or why it cannot be said with certainty (`bounded`)."""
+    found = _identify(authority_json)
+    return Requester(found.name, bounded(found.problem) if found.problem else None, found.texts)
+
+
+def _identify(authority_json: Any) -> Requester:
     if authority_json is None:
         return Requester(None, "the request has no authority_json")
     if isinstance(authority_json, (bytes, bytearray)):
@@ -232,7 +291,7 @@ def identify(authority_json: Any) -> Requester:
         except UnicodeDecodeError:
             return Requester(None, "its authority_json is not UTF-8 text")
     if not isinstance(authority_json, str):
-        return Requester(None, "its authority_json is not text", _forms_of([str(authority_json)]))
+        return Requester(None, "its authority_json is not text", (str(authority_json),))
     pairs_seen: list[list[tuple[str, Any]]] = []
     _decoding.pairs = pairs_seen
     try:
@@ -241,10 +300,9 @@ def identify(authority_json: Any) -> Requester:
         why = str(exc) if exc.over_limit else "not valid JSON"
         return Requester(None, f"its authority_json is {why}", _mentions_of_text(authority_json))
 
-    def mentions() -> frozenset[NameForms]:
-        """Only an uncertain answer carries them (decisions are the hot path; most are certain)."""
+    def mentions() -> tuple[str, ...]:
         every = _strings(value) + [s for pairs in pairs_seen for pair in pairs for s in _strings(list(pair))]
-        return _forms_of(every)  # repeated keys included
+        return tuple(dict.fromkeys(every))  # repeated keys included
 
     if not isinstance(value, dict):
         return Requester(None, f"its authority_json is {_kind(value)}, not an object", mentions())
@@ -265,18 +323,21 @@ def identify(authority_json: Any) -> Requester:
         return Requester(None, "its requested_by and requester fields name different people", mentions())
     if names == {""}:
         return Requester(None, "its requester name is empty (or only invisible characters)", mentions())
-    return Requester(candidates[0][1], None)
+    return Requester(candidates[0][1], None, mentions())
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """`self_approval`: refuse outright. `unknown`: the problem an explicit confirmation must accept.
-    `by_login`: the OS login, not the declared name, is what named the requester."""
+    """`self_approval`: the request may be the approver's own; approving and denying are refused.
+    `unverified`: the kernel does not vouch for the approver's OS account; approving is refused.
+    `unknown`: the problem an explicit confirmation must accept. `by_login`: the OS login, not the
+    declared name, is what named the requester."""
 
     self_approval: str | None = None
     unknown: str | None = None
-    requester: str | None = None  # as stored, when certain
+    requester: str | None = None  # as stored (`bounded`), when certain
     by_login: bool = False
+    unverified: str | None = None
 
 
 def approver_names(actor: str) -> list[str]:
@@ -286,29 +347,40 @@ def approver_names(actor: str) -> list[str]:
 
 
 def check_approver(authority_json: Any, actor: str) -> Verdict:
+    """Four-eyes for approve and deny alike (docs/decisions.md, D1 and D21)."""
+    me = identity.current()
+    unverified = None if me.verified else (
+        f"your OS account cannot be verified ({me.unverified}), so four-eyes cannot tell who you are")
     requester = identify(authority_json)
     names = approver_names(actor)
     if requester.certain:
+        shown = bounded(requester.name or "")
         for index, name in enumerate(names):
-            if same_name(requester.name, name):
-                return Verdict(self_approval=_self(index, name, "you requested it"), requester=requester.name,
-                               by_login=index > 0)
-        return Verdict(requester=requester.name)
+            if names_person(requester.name, name):
+                return Verdict(self_approval=_self(index, name, "you requested it"), requester=shown,
+                               by_login=index > 0, unverified=unverified)
+        for index, name in enumerate(names):
+            if requester.mentions_name(name):  # {"requested_by": "bob", "on_behalf_of": "erin"}
+                return Verdict(self_approval=_self(index, name, (
+                    f"its authority names you as well as its requester {shown!r}, so it may be your own "
+                    "request")), by_login=index > 0, unverified=unverified)
+        return Verdict(requester=shown, unverified=unverified)
     for index, name in enumerate(names):
         if requester.mentions_name(name):
             return Verdict(self_approval=_self(index, name, (
                 f"its requester cannot be determined with certainty ({requester.problem}) and its authority "
-                "names you")), by_login=index > 0)
-    return Verdict(unknown=requester.problem)
+                "names you")), by_login=index > 0, unverified=unverified)
+    return Verdict(unknown=requester.problem, unverified=unverified)
 
 
 def _self(index: int, name: str, said: str) -> str:
     if index == 0:
         return f"{said} (four-eyes rule)"
-    return f"{said}: it names your OS login {name!r}, whatever name you act as (four-eyes rule)"
+    return f"{said}: it names your OS login {bounded(name)!r}, whatever name you act as (four-eyes rule)"
 
 
 __all__ = [
-    "REQUESTER_KEYS", "RESERVED_NAMES", "Requester", "Verdict", "approver_names", "canonical_name", "check_approver",
-    "NameForms", "identify", "name_forms", "reserved_name", "same_name",
+    "REQUESTER_KEYS", "RESERVED_NAMES", "SHOWN_MAX", "Requester", "Verdict", "approver_names", "bounded", "declared_name_problem",
+    "canonical_name", "check_approver", "NameForms", "identify", "name_forms", "names_person", "reserved_name",
+    "same_name",
 ]

@@ -22,12 +22,41 @@ CLAIM_TAG_LENGTH = 16  # hex digits of the owner tag at the end of a console cla
 
 @dataclass(frozen=True)
 class OsIdentity:
-    """`login` is None when the uid has no passwd entry (some containers): then only the uid and
-    the declared name say who acted, and four-eyes compares the declared name alone."""
+    """`login` is None when the uid has no passwd entry (some containers). `unverified` says why the
+    kernel does not vouch for this account (a user namespace maps any uid an unprivileged user
+    asks for; a uid without a passwd entry names nobody): then four-eyes refuses to approve and
+    no claim counts as this account's (four_eyes.py, environment_rules.py; docs/decisions.md, D21)."""
 
     login: str | None
     uid: int
     host: str
+    unverified: str | None = None
+
+    @property
+    def verified(self) -> bool:
+        return self.unverified is None
+
+
+IDENTITY_MAP = ["0", "0", "4294967295"]  # /proc/self/uid_map of the initial user namespace
+
+
+def namespace_problem() -> str | None:
+    """Why the uid this process reports is not the kernel's own account, or None. An unprivileged
+    `unshare --user --map-user=N` makes `geteuid()` return N; only the initial user namespace maps
+    uids one to one. Unreadable files (no /proc) say nothing either way."""
+    try:
+        with open("/proc/self/uid_map", encoding="ascii", errors="replace") as f:
+            uid_map = f.read(4096)
+    except OSError:
+        uid_map = None
+    if uid_map is not None and uid_map.split() != IDENTITY_MAP:
+        return "the console runs in a user namespace, where any user can choose the uid it reports"
+    try:
+        if os.readlink("/proc/self/ns/user") != os.readlink("/proc/1/ns/user"):
+            return "the console runs in another user namespace than the system's"
+    except OSError:
+        pass
+    return None
 
 
 @lru_cache(maxsize=1)
@@ -39,8 +68,11 @@ def _probe() -> OsIdentity:
         login: str | None = pwd.getpwuid(uid).pw_name or None
     except KeyError:
         login = None
+    problem = namespace_problem()
+    if problem is None and login is None:
+        problem = f"uid {uid} has no passwd entry, so no login names who acts"
     # uname's nodename is what socket.gethostname() returns, without importing socket at start.
-    return OsIdentity(login, uid, os.uname().nodename or "host")
+    return OsIdentity(login, uid, os.uname().nodename or "host", problem)
 
 
 def current() -> OsIdentity:
@@ -53,6 +85,9 @@ def event_metadata(declared: str | None) -> dict[str, Any]:
     name given with `--as` as `declared_as` (omitted for events nobody declared a name for)."""
     me = current()
     keys: dict[str, Any] = {"os_login": me.login, "os_uid": me.uid, "os_host": me.host}
+    if me.unverified:
+        keys["os_identity"] = "unverified"
+        keys["os_identity_problem"] = me.unverified
     if declared is not None:
         keys["declared_as"] = declared
     return keys
@@ -69,7 +104,8 @@ def account_of(metadata_json: Any) -> str | None:
         return None
     login, host = meta.get("os_login"), meta.get("os_host")
     who = login if isinstance(login, str) and login else f"uid {meta.get('os_uid')}"
-    return f"{who}@{host}" if isinstance(host, str) and host else who
+    who = f"{who}@{host}" if isinstance(host, str) and host else who
+    return f"{who} (unverified)" if meta.get("os_identity") == "unverified" else who
 
 
 def claim_owner_tag(declared: str) -> str:
@@ -82,4 +118,5 @@ def claim_owner_tag(declared: str) -> str:
     return hashlib.sha256(seed).hexdigest()[:CLAIM_TAG_LENGTH]
 
 
-__all__ = ["CLAIM_TAG_LENGTH", "OsIdentity", "account_of", "claim_owner_tag", "current", "event_metadata"]
+__all__ = ["CLAIM_TAG_LENGTH", "IDENTITY_MAP", "OsIdentity", "account_of", "claim_owner_tag", "current", "event_metadata",
+           "namespace_problem"]

@@ -23,6 +23,7 @@ from typing import Any
 
 from console.db.sql import stored_columns
 from console.clock import db_time, parse_time
+from console.services.identity import account_of
 
 _AT = ("CASE WHEN typeof({c}) IN ('integer', 'real') "
        "THEN strftime('%Y-%m-%dT%H:%M:%SZ', {c} / 1000.0, 'unixepoch') "
@@ -54,6 +55,7 @@ class QueueChange:
     expires_at: str | None
     event_id: str | None = None
     rowid: int | None = field(default=None, compare=False)
+    os_account: str | None = None  # the OS account the console recorded (docs/decisions.md, D21)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -128,7 +130,7 @@ def resume(conn: sqlite3.Connection, saved: Position) -> tuple[Position, str | N
 _EVENTS = f"""
     SELECT e.rowid, e.id, e.approval_request_id, e.project_id, p.name, r.action_kind, e.from_status,
            e.to_status, e.actor_reference, e.actor_classification, e.reason,
-           {_AT.format(c='e.created_at')}, {_AT.format(c='r.expires_at')}
+           {_AT.format(c='e.created_at')}, {_AT.format(c='r.expires_at')}, e.metadata_json
     FROM approval_request_events AS e
     LEFT JOIN approval_requests AS r ON r.id = e.approval_request_id AND r.project_id = e.project_id
     LEFT JOIN projects AS p ON p.id = e.project_id
@@ -143,7 +145,7 @@ def changes_after(conn: sqlite3.Connection, position: Position, flt: WatchFilter
     out = []
     for row in rows:
         (rowid, event_id, request_id, project_id, project_name, kind, from_status, to_status, actor,
-         actor_class, reason, at, expires) = tuple(row)
+         actor_class, reason, at, expires, metadata_json) = tuple(row)
         if flt.project_id is not None and project_id != flt.project_id:
             continue
         if flt.kind is not None and kind != flt.kind:
@@ -156,7 +158,8 @@ def changes_after(conn: sqlite3.Connection, position: Position, flt: WatchFilter
         if to_status == "invalidated" and actor_class == "human":
             change = "revoked"
         out.append(QueueChange(change, request_id, project_id, project_name, kind, from_status, to_status,
-                               actor, actor_class, reason, at, expires, event_id, rowid))
+                               actor, actor_class, reason, at, expires, event_id, rowid,
+                               account_of(metadata_json)))
     if not rows:
         return out, position, False
     return out, Position(rows[-1][0], rows[-1][1], position.reminded), len(rows) == limit
