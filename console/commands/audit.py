@@ -122,24 +122,25 @@ def _cell(value):
 
 
 def _text_line(event, now) -> str:
+    """One line per event; every field passes `line`'s `one_line`, so no stored text (an actor class,
+    a state, an event type) can carry a line break and forge the next event."""
     from console.output import relative
-    from console.text import one_line
+    from console.text import line
 
-    when = (event.at or "?")[:19].replace("T", " ")
-    change = event.event_type or "?"
+    change = line(event.event_type or "?", sep="")
     if event.kind == "profile":
         if event.from_state:
-            change += f" (after {one_line(event.from_state, 60)})"
+            change += " (after " + line((event.from_state, 60)) + ")"
     elif event.from_state or event.to_state:
-        change += f" ({event.from_state or '-'} -> {event.to_state or '-'})"
-    who = one_line(event.actor, 40) if event.actor else "-"
+        change += " (" + line(event.from_state or "-", "->", event.to_state or "-", sep=" ") + ")"
+    who = line((event.actor, 40)) if event.actor else "-"
     if event.actor_class:
-        who += f" ({event.actor_class})"
-    parts = [when, relative(event.at, now), f"{event.kind:<11}", one_line(event.project_id, 40),
-             one_line(event.subject_id, 60), one_line(change, 80), "by " + who]
+        who += " (" + line((event.actor_class, 40)) + ")"
+    fields = [(event.at or "?")[:19].replace("T", " "), relative(event.at, now), f"{line(event.kind):<11}",
+              (event.project_id, 40), (event.subject_id, 60), (change, 80), "by " + who]
     if event.reason:
-        parts.append("reason: " + one_line(event.reason, 120))
-    return "  ".join(parts)
+        fields.append("reason: " + line((event.reason, 120)))
+    return line(*fields)
 
 
 def run_audit(ctx) -> int:
