@@ -21,7 +21,7 @@ from typing import Any
 
 from textual.app import App
 
-from widgets.safe_text import UNSAFE, clean, is_shell_word
+from widgets.safe_text import clean, first_unsafe, is_shell_word
 
 
 class CopyRefused(Exception):
@@ -38,7 +38,7 @@ def copy_refusal(text: str, *, structural_lines: bool = False) -> str | None:
     an id holding `$(...)`, a backtick, `;` or a space would run or add something when pasted after
     a command. `structural_lines` (JSON, a text selection) allows the newlines of indented JSON and
     any printable text, never a control or invisible character."""
-    found = UNSAFE.search(text)
+    found = first_unsafe(text)
     if found or "\t" in text:
         shown = clean(found.group()) if found else "\u2409"
         return f"it holds a control character or an invisible one ({shown}) that could steer a terminal or shell"

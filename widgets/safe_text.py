@@ -20,16 +20,16 @@ on every line of output, so ASCII text takes a shorter path.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 if TYPE_CHECKING:  # rich is imported only by `safe_text`, which only the TUI calls
     from rich.text import Text
 
 MARK_RUN = 3
 # Unicode categories Mn and Me (nonspacing and enclosing marks) of Unicode 14.0, generated with
-# `unicodedata`; tests/adversarial/test_escapes.py checks that every such character of the running
+# `unicodedata`; tests/adversarial/test_invisible_text.py checks that every such character of the running
 # Python is here.
-_MARKS = (
+_MARKS_BMP = (
     r"\u0300-\u036f\u0483-\u0489\u0591-\u05bd\u05bf\u05c1-\u05c2\u05c4-\u05c5\u05c7\u0610-\u061a\u064b-\u065f"
     r"\u0670\u06d6-\u06dc\u06df-\u06e4\u06e7-\u06e8\u06ea-\u06ed\u0711\u0730-\u074a\u07a6-\u07b0\u07eb-\u07f3"
     r"\u07fd\u0816-\u0819\u081b-\u0823\u0825-\u0827\u0829-\u082d\u0859-\u085b\u0898-\u089f\u08ca-\u08e1"
@@ -51,8 +51,10 @@ _MARKS = (
     r"\ua66f-\ua672\ua674-\ua67d\ua69e-\ua69f\ua6f0-\ua6f1\ua802\ua806\ua80b\ua825-\ua826\ua82c\ua8c4-\ua8c5"
     r"\ua8e0-\ua8f1\ua8ff\ua926-\ua92d\ua947-\ua951\ua980-\ua982\ua9b3\ua9b6-\ua9b9\ua9bc-\ua9bd\ua9e5"
     r"\uaa29-\uaa2e\uaa31-\uaa32\uaa35-\uaa36\uaa43\uaa4c\uaa7c\uaab0\uaab2-\uaab4\uaab7-\uaab8\uaabe-\uaabf"
-    r"\uaac1\uaaec-\uaaed\uaaf6\uabe5\uabe8\uabed\ufb1e\ufe00-\ufe0f\ufe20-\ufe2f\U000101fd\U000102e0"
-    r"\U00010376-\U0001037a\U00010a01-\U00010a03\U00010a05-\U00010a06\U00010a0c-\U00010a0f"
+    r"\uaac1\uaaec-\uaaed\uaaf6\uabe5\uabe8\uabed\ufb1e\ufe00-\ufe0f\ufe20-\ufe2f"
+)
+_MARKS_ASTRAL = (
+    r"\U000101fd\U000102e0\U00010376-\U0001037a\U00010a01-\U00010a03\U00010a05-\U00010a06\U00010a0c-\U00010a0f"
     r"\U00010a38-\U00010a3a\U00010a3f\U00010ae5-\U00010ae6\U00010d24-\U00010d27\U00010eab-\U00010eac"
     r"\U00010f46-\U00010f50\U00010f82-\U00010f85\U00011001\U00011038-\U00011046\U00011070\U00011073-\U00011074"
     r"\U0001107f-\U00011081\U000110b3-\U000110b6\U000110b9-\U000110ba\U000110c2\U00011100-\U00011102"
@@ -80,13 +82,22 @@ _MARKS = (
 # One character each: C0 controls except tab and newline, DEL, C1 controls; the format characters
 # (category Cf, bidi controls among them) and the combining grapheme joiner; the line and paragraph
 # separators; the Hangul fillers; variation selectors; lone surrogates.
-_SINGLE = (
+_SINGLE_BMP = (
     r"\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2"
     r"\u115f\u1160\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ud800-\udfff"
-    r"\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
-    r"\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e007f\U000e0100-\U000e01ef"
+    r"\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb"
 )
-UNSAFE = re.compile(f"[{_MARKS}]{{{MARK_RUN + 1},}}|[{_SINGLE}]")
+_SINGLE_ASTRAL = (
+    r"\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    r"\U000e0000-\U000e007f\U000e0100-\U000e01ef"
+)
+# `re` tests a class holding only characters up to U+FFFF with one table look-up, but a class with
+# anything beyond by scanning its ranges one by one: so beyond-U+FFFF classes are tried only for
+# such a character (the lookahead), and text without any candidate is left by one quick search.
+_ASTRAL = r"(?=[\U00010000-\U0010ffff])"
+_MARK = f"(?:[{_MARKS_BMP}]|{_ASTRAL}[{_MARKS_ASTRAL}])"
+UNSAFE = re.compile(f"{_MARK}{{{MARK_RUN + 1},}}|[{_SINGLE_BMP}]|{_ASTRAL}[{_SINGLE_ASTRAL}]")
+_CANDIDATE = re.compile(f"[{_MARKS_BMP}{_SINGLE_BMP}\U00010000-\U0010ffff]")
 # ASCII text can hold only the C0 controls and DEL of all that: the common case stays one small scan.
 _ASCII_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _LINE_BREAKS = re.compile(r"\r\n|[\n\t]")
@@ -110,10 +121,41 @@ def _picture(match: re.Match[str]) -> str:
     return f"\u27e8U+{code:04X}\u27e9"
 
 
+def _matches(text: str) -> Iterator[re.Match[str]]:
+    """The matches of `UNSAFE` in `text`, left to right as `re.sub` finds them; `UNSAFE` is tried only
+    where a candidate character stands (trying its alternatives at every position of a long
+    non-ASCII text took ten times as long)."""
+    if text.isascii():
+        yield from _ASCII_UNSAFE.finditer(text)
+        return
+    search, match = _CANDIDATE.search, UNSAFE.match
+    found = search(text)
+    while found is not None:
+        hit = match(text, found.start())
+        if hit is not None:
+            yield hit
+        found = search(text, hit.end() if hit is not None else found.start() + 1)
+
+
+def first_unsafe(text: str) -> re.Match[str] | None:
+    """The first thing in `text` the sanitiser would picture, or None."""
+    return next(_matches(text), None)
+
+
 def replace_unsafe(text: str, replace: Callable[[re.Match[str]], str]) -> str:
-    """`text` with every match of `UNSAFE` replaced by `replace(match)`: the one scan that `clean`
+    """`text` with everything `UNSAFE` matches replaced by `replace(match)`: the one scan that `clean`
     (pictures) and the JSON writers (`\\uXXXX` escapes) share."""
-    return (_ASCII_UNSAFE if text.isascii() else UNSAFE).sub(replace, text)
+    if text.isascii():
+        return _ASCII_UNSAFE.sub(replace, text)
+    out: list[str] = []
+    last = 0
+    for hit in _matches(text):
+        out += (text[last:hit.start()], replace(hit))
+        last = hit.end()
+    if not out:
+        return text
+    out.append(text[last:])
+    return "".join(out)
 
 
 def clean(value: object, *, one_line: bool = False) -> str:
@@ -124,13 +166,15 @@ def clean(value: object, *, one_line: bool = False) -> str:
     text = str(value)
     if one_line:
         text = _LINE_BREAKS.sub(" ", text)
+    if text.isascii():  # most output: one small scan, no further call
+        return _ASCII_UNSAFE.sub(_picture, text)
     return replace_unsafe(text, _picture)
 
 
 def is_clean(text: str, *, allow_newlines: bool = True) -> bool:
     """True when nothing in `text` could steer a terminal, hide itself or break an encoder (what the
     adversarial tests assert)."""
-    if UNSAFE.search(text):
+    if first_unsafe(text) is not None:
         return False
     return allow_newlines or not _LINE_BREAKS.search(text)
 
@@ -147,4 +191,4 @@ def safe_text(value: object, style: str = "", *, one_line: bool = False) -> "Tex
     return Text(clean(value, one_line=one_line), style=style, no_wrap=one_line, end="")
 
 
-__all__ = ["MARK_RUN", "UNSAFE", "clean", "is_clean", "is_shell_word", "replace_unsafe", "safe_text"]
+__all__ = ["MARK_RUN", "UNSAFE", "clean", "first_unsafe", "is_clean", "is_shell_word", "replace_unsafe", "safe_text"]
