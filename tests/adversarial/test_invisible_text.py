@@ -336,3 +336,22 @@ def test_the_shell_word_test_is_whole_and_ascii():
     assert not is_shell_word("apr-1\n") and not is_shell_word("apr\u3164") and not is_shell_word("")
     assert not is_shell_word("apr\u0661")  # an Arabic-Indic digit is a \w digit, not ASCII
     assert is_shell_word("apr-1")
+
+
+async def test_y_refuses_an_id_with_shell_syntax_and_points_to_Y(demo_copy, make_app):
+    """Finding 1: `y` copied `apr-…$(touch${IFS}/tmp/ae-pwned)`id`;x`, which ran when pasted."""
+    from console.screens.approvals import ApprovalsScreen
+    from tests.tui.test_flows import wait_until
+    from widgets.lazy_table import LazyTable
+
+    path = demo_copy()
+    poison_ids(path, "$(touch${IFS}/tmp/ae-pwned)`id`;x")
+    app = make_app(path, start="approvals")
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, ApprovalsScreen)
+                         and app.screen.query_one(LazyTable).cursor_key, timeout=20, what="a request")
+        await pilot.press("y")
+        notes = lambda: [n.message for n in app._notifications]  # noqa: E731
+        await wait_until(pilot, lambda: any("not copied" in m for m in notes()), what="the refusal")
+        assert app.clipboard == ""
+        assert any("'$'" in m and "Y copies" in m for m in notes()), notes()
