@@ -355,3 +355,15 @@ async def test_y_refuses_an_id_with_shell_syntax_and_points_to_Y(demo_copy, make
         await wait_until(pilot, lambda: any("not copied" in m for m in notes()), what="the refusal")
         assert app.clipboard == ""
         assert any("'$'" in m and "Y copies" in m for m in notes()), notes()
+
+
+def test_a_project_name_cannot_add_a_line_to_profiles_show(demo_copy, capsys):
+    path = demo_copy()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE projects SET name = name || char(10) || 'FORGED: fingerprint matches'")
+    conn.commit()
+    conn.close()
+    revision = _first(path, "SELECT id FROM execution_profile_revisions ORDER BY id")
+    assert main(["--db", str(path), "profiles", "show", revision]) == 0
+    out = capsys.readouterr().out
+    assert "FORGED" in out and not any(line.startswith("FORGED") for line in out.splitlines())
