@@ -19,8 +19,9 @@ on every line of output, so ASCII text takes a shorter path.
 
 from __future__ import annotations
 
+import functools
 import re
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 if TYPE_CHECKING:  # rich is imported only by `safe_text`, which only the TUI calls
     from rich.text import Text
@@ -96,8 +97,22 @@ _SINGLE_ASTRAL = (
 # such a character (the lookahead), and text without any candidate is left by one quick search.
 _ASTRAL = r"(?=[\U00010000-\U0010ffff])"
 _MARK = f"(?:[{_MARKS_BMP}]|{_ASTRAL}[{_MARKS_ASTRAL}])"
-UNSAFE = re.compile(f"{_MARK}{{{MARK_RUN + 1},}}|[{_SINGLE_BMP}]|{_ASTRAL}[{_SINGLE_ASTRAL}]")
-_CANDIDATE = re.compile(f"[{_MARKS_BMP}{_SINGLE_BMP}\U00010000-\U0010ffff]")
+_UNSAFE = f"{_MARK}{{{MARK_RUN + 1},}}|[{_SINGLE_BMP}]|{_ASTRAL}[{_SINGLE_ASTRAL}]"
+_CANDIDATES = f"[{_MARKS_BMP}{_SINGLE_BMP}\U00010000-\U0010ffff]"
+
+
+@functools.cache
+def _compiled() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """`UNSAFE` and the candidate search, compiled on the first text beyond ASCII (~10 ms: a command
+    whose output is all ASCII never pays it at start-up)."""
+    return re.compile(_UNSAFE), re.compile(_CANDIDATES)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "UNSAFE":  # everything the sanitiser pictures: one character, or a run of marks
+        return _compiled()[0]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 # ASCII text can hold only the C0 controls and DEL of all that: the common case stays one small scan.
 _ASCII_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _LINE_BREAKS = re.compile(r"\r\n|[\n\t]")
@@ -128,7 +143,8 @@ def _matches(text: str) -> Iterator[re.Match[str]]:
     if text.isascii():
         yield from _ASCII_UNSAFE.finditer(text)
         return
-    search, match = _CANDIDATE.search, UNSAFE.match
+    unsafe, candidates = _compiled()
+    search, match = candidates.search, unsafe.match
     found = search(text)
     while found is not None:
         hit = match(text, found.start())
