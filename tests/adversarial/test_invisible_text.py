@@ -367,3 +367,25 @@ def test_a_project_name_cannot_add_a_line_to_profiles_show(demo_copy, capsys):
     assert main(["--db", str(path), "profiles", "show", revision]) == 0
     out = capsys.readouterr().out
     assert "FORGED" in out and not any(line.startswith("FORGED") for line in out.splitlines())
+
+
+def test_a_lone_surrogate_in_a_profile_breaks_no_command(demo_copy, capsys):
+    """F2: `json_set(profile_json, '$.x', json('"\\ud800"'))` made profiles list/show exit 3 (UTF-8
+    encode of the fingerprint) and doctor exit 2 with the codec's message."""
+    path = demo_copy()
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN")
+    triggers = without_triggers(conn)
+    conn.execute("""UPDATE execution_profile_revisions SET profile_json = json_set(profile_json, '$.x', json('"\\ud800"'))""")
+    for _, sql in triggers:
+        conn.execute(sql)
+    conn.execute("COMMIT")
+    conn.close()
+    project = _first(path, "SELECT project_id FROM execution_profile_revisions ORDER BY id")
+    revision = _first(path, "SELECT id FROM execution_profile_revisions ORDER BY id")
+    for argv, codes in ((["profiles", "list", project], (0,)), (["profiles", "show", revision], (0,)),
+                        (["profiles", "show", revision, "--json"], (0,)), (["doctor"], (0, 1))):
+        code = main(["--db", str(path), *argv])
+        captured = capsys.readouterr()
+        assert code in codes and "codec" not in captured.err, (argv, captured.err)
+        assert is_clean(captured.out)
