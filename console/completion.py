@@ -11,14 +11,12 @@ path (console/cli.py imports it only for `__complete`), so start-up stays as fas
 from __future__ import annotations
 
 import argparse
-import re
 import shlex
 import sys
 
+from console.text import clean, is_shell_word
+
 LIMIT = 200
-# Candidates a shell takes as one word, unquoted: letters, digits and punctuation with no meaning to a
-# shell (a hostile project name such as `[@click=app.quit]x[/]` is left out; its id still completes).
-_SHELL_SAFE = re.compile(r"^[\w.:@%+,/=-]+$")
 # Which database values an argument takes, by (command family, dest); `None` family: any command.
 _DYNAMIC = {
     ("approvals", "id"): "approval", ("approvals", "ids"): "approval",
@@ -152,7 +150,11 @@ def candidates(words: list[str]) -> list[str]:
             following = _positional(parser, positionals + 1)
             if action is not None and action.nargs == "?" and following is not None:
                 found += _values(following, path, prefix, seen)  # `profiles show [PROJECT] REVISION`
-    return [c for c in dict.fromkeys(found) if c.startswith(prefix) and _SHELL_SAFE.match(c)]
+    # Only candidates a shell takes as one word, unquoted, the test `y` copies by (a hostile project
+    # name such as `[@click=app.quit]x[/]`, an id ending in a newline or holding an invisible filler
+    # is left out; options start with `-` and are the parser's own).
+    return [c for c in dict.fromkeys(found)
+            if c.startswith(prefix) and (is_shell_word(c) or (c.startswith("-") and is_shell_word("a" + c)))]
 
 
 def complete_main(argv: list[str]) -> int:
@@ -175,7 +177,7 @@ def complete_main(argv: list[str]) -> int:
         out = [c[cut:] for c in candidates(words)]
     else:
         out = candidates(argv[1:] or [""])
-    sys.stdout.write("".join(f"{c}\n" for c in out))
+    sys.stdout.write(clean("".join(f"{c}\n" for c in out)))
     return 0
 
 

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, Iterable, Sequence, TextIO
 
 from console.clock import parse_time
+from console.text import cells as cell_count
 from console.text import json_text, one_line
 from widgets.safe_text import clean
 
@@ -22,17 +23,29 @@ def emit_json(value: Any) -> None:
 
 class SafeStream:
     """stdout or stderr with the one sanitiser in front: nothing written through it can steer the
-    terminal, whatever a command forgot. The console's own progress bars use `write_trusted`."""
+    terminal, whatever a command forgot. The console's own progress bars use `write_trusted`.
+
+    Writing never raises on encoding: on a stream that cannot encode a character (PYTHONIOENCODING=
+    latin-1, an ASCII locale; the sanitiser's own `␛` and `⟨U+…⟩` pictures are not Latin-1) it
+    becomes its backslash escape (`\\u241b`), never "unexpected UnicodeEncodeError"."""
 
     def __init__(self, stream: TextIO):
         self._stream = stream
 
+    def _write(self, text: str) -> int:
+        # A text stream encodes the whole string before writing any of it, so nothing is doubled.
+        try:
+            return self._stream.write(text)
+        except UnicodeEncodeError:
+            encoding = getattr(self._stream, "encoding", None) or "ascii"
+            return self._stream.write(text.encode(encoding, "backslashreplace").decode(encoding, "replace"))
+
     def write(self, text: str) -> int:
-        self._stream.write(clean(text))
+        self._write(clean(text))
         return len(text)
 
     def write_trusted(self, text: str) -> int:
-        return self._stream.write(text)
+        return self._write(text)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
@@ -60,10 +73,12 @@ def table(rows: Iterable[Sequence[Any]], headers: Sequence[str], *, max_width: i
     cells = [[one_line(h) for h in headers]] + [
         [one_line(c, max_width) for c in row] for row in rows
     ]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    # Widths and padding by terminal cells, not characters: a wide or zero-width character would
+    # otherwise push every later column of its row.
+    widths = [max(cell_count(r[i]) for r in cells) for i in range(len(headers))]
     lines = []
     for index, row in enumerate(cells):
-        lines.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip())
+        lines.append("  ".join(c + " " * (widths[i] - cell_count(c)) for i, c in enumerate(row)).rstrip())
         if index == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from widgets.safe_json import UnreadableJson, json_or_none, read_json, unparseable_note  # noqa: F401
-from widgets.safe_text import UNSAFE, clean
+from widgets.safe_text import clean, is_shell_word, replace_unsafe  # noqa: F401
 
 
 def strip_control(value: object, *, keep_newlines: bool = True) -> str:
@@ -17,15 +17,49 @@ def strip_control(value: object, *, keep_newlines: bool = True) -> str:
     return clean(value, one_line=not keep_newlines)
 
 
+def cells(text: str) -> int:
+    """How many terminal columns `text` takes (a CJK character two, a combining mark none), as Rich
+    counts them; after `clean` that is what terminals draw too (the fillers they disagree on are
+    pictured). ASCII text is its length, and never imports Rich."""
+    if text.isascii():
+        return len(text)
+    from rich.cells import cell_len
+
+    return cell_len(text)
+
+
 def one_line(value: object, width: int | None = None) -> str:
+    """`value` cleaned onto one line and, with `width`, cut to at most that many cells."""
     text = clean(value, one_line=True)
-    if width is not None and len(text) > width:
-        return text[: max(0, width - 1)] + "…"
+    if width is not None and cells(text) > width:
+        if text.isascii():
+            return text[: max(0, width - 1)] + "…"
+        from rich.cells import set_cell_size
+
+        return set_cell_size(text, max(0, width - 1)) + "…"
     return text
 
 
+def line(*fields: object, sep: str = "  ") -> str:
+    """One output line from several fields, each passed through `one_line` here (a field a caller
+    forgot cannot carry a line break and forge the next line). A field is a value, or a
+    `(value, width)` pair to cut at `width` cells; text the console writes itself passes through
+    unchanged, since `one_line` leaves such text as it is."""
+    return sep.join(one_line(*f) if isinstance(f, tuple) else one_line(f) for f in fields)
+
+
 def _json_escape(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
+    """Every character of what the sanitiser would picture (one, or a run of combining marks) as
+    JSON's own escape, characters beyond U+FFFF as their UTF-16 pair: the value stays exact."""
+    out = []
+    for char in match.group():
+        code = ord(char)
+        if code > 0xFFFF:
+            code -= 0x10000
+            out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+        else:
+            out.append(f"\\u{code:04x}")
+    return "".join(out)
 
 
 _LINE_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
@@ -42,11 +76,11 @@ def json_lines(values: Any) -> str:
 def json_escape(text: str) -> str:
     """Already-encoded JSON made terminal-safe the way `json_text` does it (C1 controls and bidi
     overrides as \\uXXXX), e.g. JSON that SQLite's json_object produced."""
-    return UNSAFE.sub(_json_escape, text)
+    return replace_unsafe(text, _json_escape)
 
 
 def json_text(value: Any, *, indent: int | None = 2, sort_keys: bool = False) -> str:
     """JSON that is safe on a terminal and still exact: `json` escapes C0 controls itself; C1
     controls and bidi overrides, which it leaves raw under `ensure_ascii=False`, become `\\uXXXX`."""
     text = json.dumps(value, indent=indent, ensure_ascii=False, default=str, sort_keys=sort_keys)
-    return UNSAFE.sub(_json_escape, text)
+    return replace_unsafe(text, _json_escape)

@@ -4,8 +4,9 @@ pyperclip needs a local clipboard (a display, pbcopy, clip.exe); over SSH or in 
 fails or, worse, writes to a clipboard the operator cannot see. OSC 52 asks the terminal itself.
 
 What is copied gets pasted into a shell. An id holding a control character (`ESC [201~` ends
-bracketed paste early; a tab completes) or a line break would act there, so such text is refused
-with its reason, never cleaned into something that looks like the id but is not. `copy_json` (`Y`) is the way to take
+bracketed paste early; a tab completes), a line break, `$(...)`, a quote or a space would act there,
+so `y` copies only an id that is one plain shell word, and refuses anything else with its reason,
+never cleaning it into something that looks like the id but is not. `copy_json` (`Y`) is the way to take
 such a value: JSON with every control and non-ASCII character escaped (`\\u001b`), whose only
 line breaks are its own indentation. This module and `GuardedApp.copy_to_clipboard`
 (`widgets/terminal_guard.py`) are the only ways to a clipboard (a test forbids others).
@@ -20,7 +21,7 @@ from typing import Any
 
 from textual.app import App
 
-from widgets.safe_text import UNSAFE, clean
+from widgets.safe_text import clean, first_unsafe, is_shell_word
 
 
 class CopyRefused(Exception):
@@ -32,15 +33,26 @@ class CopyRefused(Exception):
 
 
 def copy_refusal(text: str, *, structural_lines: bool = False) -> str | None:
-    """Why `text` must not reach a clipboard, or None. `structural_lines` allows the newlines of
-    indented JSON, whose strings carry their own breaks escaped."""
-    found = UNSAFE.search(text)
+    """Why `text` must not reach a clipboard, or None. Plain copies (`y`) take only one word a shell
+    reads as exactly itself (`widgets/safe_text.py` `is_shell_word`, the test completion uses too):
+    an id holding `$(...)`, a backtick, `;` or a space would run or add something when pasted after
+    a command. `structural_lines` (JSON, a text selection) allows the newlines of indented JSON and
+    any printable text, never a control or invisible character."""
+    found = first_unsafe(text)
     if found or "\t" in text:
         shown = clean(found.group()) if found else "\u2409"
-        return f"it holds a control character ({shown}) that could steer a terminal or shell"
-    if not structural_lines and ("\n" in text or "\r" in text):
+        return f"it holds a control character or an invisible one ({shown}) that could steer a terminal or shell"
+    if structural_lines:
+        return None
+    if "\n" in text or "\r" in text:
         return "it holds a line break, which a shell would run as Enter"
-    return None
+    if is_shell_word(text):
+        return None
+    if not text or text[0] in "-=":
+        return "it is empty or starts with - or =, which a shell or command would read as something else"
+    odd = next(c for c in text if not is_shell_word("a" + c))
+    return (f"it holds {clean(odd)!r}, which a shell would act on when pasted (only ASCII letters, digits "
+            "and . _ : @ + = , / - are copied as one word)")
 
 
 def local_clipboard_available() -> bool:
@@ -53,7 +65,8 @@ def local_clipboard_available() -> bool:
 
 def copy(app: App, text: str, *, structural_lines: bool = False) -> str:
     """Copy `text`; returns how ("system clipboard" or "terminal clipboard (OSC 52)"). Raises
-    `CopyRefused` when `text` holds a control character or (unless `structural_lines`) a line break."""
+    `CopyRefused` when `text` holds a control character or (unless `structural_lines`) is not one
+    plain shell word."""
     why = copy_refusal(text, structural_lines=structural_lines)
     if why is not None:
         raise CopyRefused(why)

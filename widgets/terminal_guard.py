@@ -26,7 +26,7 @@ from textual.color import Color
 from textual.filter import LineFilter
 
 from widgets.clipboard import copy_refusal
-from widgets.safe_text import UNSAFE, clean
+from widgets.safe_text import clean, first_unsafe
 
 
 class CleanFilter(LineFilter):
@@ -34,10 +34,10 @@ class CleanFilter(LineFilter):
     controls that would widen it are cut at its end), so the layout does not shift."""
 
     def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
-        if not any(UNSAFE.search(segment.text) for segment in segments if segment.control is None):
+        if not any(first_unsafe(segment.text) for segment in segments if segment.control is None):
             return segments
         width = Segment.get_line_length(segments)
-        cleaned = [segment if segment.control is not None or not UNSAFE.search(segment.text)
+        cleaned = [segment if segment.control is not None or not first_unsafe(segment.text)
                    else Segment(clean(segment.text), segment.style) for segment in segments]
         return Segment.adjust_line_length(cleaned, width)
 

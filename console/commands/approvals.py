@@ -202,10 +202,18 @@ def _with_view(handle, args, filters):
 def _pretty(value: Any, raw: Any) -> str:
     import json
 
-    from console.text import strip_control, unparseable_note
+    from console.text import UnreadableJson, json_text, read_json, strip_control, unparseable_note
 
-    if value is None:  # not JSON: shown as stored; over the reader's limits: only the note
-        return (unparseable_note(raw) or strip_control(raw)) if raw is not None else "-"
+    if raw is None:
+        return "-"
+    if value is None:  # JSON's `null`; over the reader's limits: only the note; not JSON: one quoted
+        # line, so text the requester wrote cannot pose as more sections of this page ("history:")
+        try:
+            read_json(raw)
+            return "null"
+        except UnreadableJson:
+            pass
+        return unparseable_note(raw) or "not JSON, as stored: " + json_text(str(raw), indent=None)
     # json.dumps escapes C0 controls but not C1 ones (U+0080-U+009F), so strip those too.
     return strip_control(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True))
 

@@ -122,27 +122,28 @@ def _cell(value):
 
 
 def _text_line(event, now) -> str:
+    """One line per event; every field passes `line`'s `one_line`, so no stored text (an actor class,
+    a state, an event type) can carry a line break and forge the next event."""
     from console.output import relative
-    from console.text import one_line
+    from console.text import line
 
-    when = (event.at or "?")[:19].replace("T", " ")
-    change = event.event_type or "?"
+    change = line(event.event_type or "?", sep="")
     if event.kind == "profile":
         if event.from_state:
-            change += f" (after {one_line(event.from_state, 60)})"
+            change += " (after " + line((event.from_state, 60)) + ")"
     elif event.from_state or event.to_state:
-        change += f" ({event.from_state or '-'} -> {event.to_state or '-'})"
-    who = one_line(event.actor.strip() or repr(event.actor), 40) if event.actor else "-"
-    said = [event.actor_class] if event.actor_class else []
+        change += " (" + line(event.from_state or "-", "->", event.to_state or "-", sep=" ") + ")"
+    who = line((event.actor.strip() or repr(event.actor), 40)) if event.actor else "-"
+    said = [line((event.actor_class, 40))] if event.actor_class else []
     if event.os_account:  # who acted by the OS account, beside the declared name (docs/decisions.md, D21)
-        said.append("OS " + one_line(event.os_account, 80))
+        said.append("OS " + line((event.os_account, 80)))
     if said:
         who += f" ({', '.join(said)})"
-    parts = [when, relative(event.at, now), f"{event.kind:<11}", one_line(event.project_id, 40),
-             one_line(event.subject_id, 60), one_line(change, 80), "by " + who]
+    fields = [(event.at or "?")[:19].replace("T", " "), relative(event.at, now), f"{line(event.kind):<11}",
+              (event.project_id, 40), (event.subject_id, 60), (change, 80), "by " + who]
     if event.reason:
-        parts.append("reason: " + one_line(event.reason, 120))
-    return "  ".join(parts)
+        fields.append("reason: " + line((event.reason, 120)))
+    return line(*fields)
 
 
 def run_audit(ctx) -> int:

@@ -14,6 +14,7 @@ import humanize
 
 from console.errors import Refusal
 from console.output import emit_json, relative, say, table
+from console.text import line
 from console.commands.options import stale_after, stale_after_parent, whole_number
 from console.services import environments as envs
 from console.services.base import ActionResult
@@ -168,7 +169,7 @@ def cmd_show(ctx) -> int:
         print("Handed to archon, not performed yet:")
         for handoff in env.pending_handoffs:
             late = " - overdue: archon not running?" if handoff.overdue else ""
-            say(f"  {handoff.text}{late}")
+            say("  " + line(handoff.text) + late)
     print()
     print("Active execution leases:")
     if env.active_leases:

@@ -6,7 +6,7 @@ from console.commands.envs import run_action
 from console.output import emit_json, relative, say, table
 from console.services import profiles
 from console.services.resolve import resolve_revision
-from console.text import json_or_none, strip_control
+from console.text import json_or_none, line, strip_control
 
 REVISION_SYNTAX = (
     "A project is its id or its unique name. A revision is its full id "
@@ -47,15 +47,17 @@ def cmd_show(ctx) -> int:
         data["profile"] = json_or_none(row.profile_json)
         emit_json(data)
         return 0
-    say(f"{row.id}: revision {row.revision} of {row.project_id} ({row.project_name or '?'}), "
-        f"schema {row.schema_version}, created {row.created_at} ({relative(row.created_at, now)})"
-        + (", ACTIVE" if row.active else ""))
+    # Each stored field through `line` (one_line): a line break in a name cannot add a line here.
+    say(line(f"{line(row.id)}: revision", row.revision, "of", row.project_id, f"({line(row.project_name or '?')}),",
+             "schema", row.schema_version, "created", row.created_at, f"({relative(row.created_at, now)})"
+             + (", ACTIVE" if row.active else ""), sep=" "))
     if row.fingerprint_matches:
-        say(f"fingerprint {row.fingerprint} (matches the canonical serialisation)")
+        say(line("fingerprint", row.fingerprint, "(matches the canonical serialisation)", sep=" "))
     else:
-        say(f"fingerprint MISMATCH: stored {row.fingerprint}"
+        say(line("fingerprint MISMATCH: stored", row.fingerprint, sep=" ")
             + ("" if row.fingerprint_well_formed else " (not 64 lowercase hex digits)"))
-        say(f"  recomputed {row.computed_fingerprint or '(profile is not a JSON object)'}; shown, not fixed")
+        say(line("  recomputed", row.computed_fingerprint or "(profile is not a JSON object)", sep=" ")
+            + "; shown, not fixed")
     print(strip_control(row.pretty_json))
     if row.audit_events:
         print()
@@ -74,7 +76,7 @@ def cmd_diff(ctx) -> int:
     if ctx.json:
         emit_json({"a": result.a, "b": result.b, "same": result.same, "diff": result.text})
     elif result.same:
-        say(f"{result.a} and {result.b} have the same profile.")
+        say(line(result.a, "and", result.b, "have the same profile.", sep=" "))
     else:
         print(strip_control(result.text), end="")
     return 0

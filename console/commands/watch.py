@@ -165,25 +165,27 @@ class _held_signals:
 
 
 def _line(change, now) -> str:
+    """One line per change; every field passes `line`'s `one_line` (a stored actor class or kind with
+    a line break would otherwise print a second, forged change)."""
     from console.output import relative
-    from console.text import one_line
+    from console.text import line
 
     when = (change.at or now.strftime("%Y-%m-%dT%H:%M:%SZ"))[:19].replace("T", " ")
-    project = one_line(change.project_name or change.project_id, 40)
-    parts = [when, f"{change.change:<10}", one_line(change.request_id, 60), project, change.kind or "-"]
+    fields = [when, f"{line(change.change):<10}", (change.request_id, 60),
+              (change.project_name or change.project_id, 40), change.kind or "-"]
     if change.change in ("new", "expiring", "pending"):
         when_expires = relative(change.expires_at, now)
-        parts.append(f"expired {when_expires} (overdue)" if when_expires.endswith(" ago")
-                     else f"expires {when_expires}")
+        fields.append(f"expired {when_expires} (overdue)" if when_expires.endswith(" ago")
+                      else f"expires {when_expires}")
     else:
-        who = one_line(change.actor.strip() or repr(change.actor), 40) if change.actor else "-"
-        said = [change.actor_class] if change.actor_class else []
+        who = line((change.actor.strip() or repr(change.actor), 40)) if change.actor else "-"
+        said = [line((change.actor_class, 40))] if change.actor_class else []
         if change.os_account:  # who acted by the OS account, beside the declared name (D21)
-            said.append("OS " + one_line(change.os_account, 80))
-        parts.append(f"by {who}" + (f" ({', '.join(said)})" if said else ""))
+            said.append("OS " + line((change.os_account, 80)))
+        fields.append(f"by {who}" + (f" ({', '.join(said)})" if said else ""))
         if change.reason:
-            parts.append("reason: " + one_line(change.reason, 120))
-    return "  ".join(parts)
+            fields.append("reason: " + line((change.reason, 120)))
+    return line(*fields)
 
 
 class _Emitter:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 from console.text import read_json
@@ -29,9 +30,15 @@ class Normalized:
     error: str | None = None
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def serialize(profile: dict[str, Any]) -> str:
-    """Canonical serialisation: sorted keys, compact separators, UTF-8 kept."""
-    return json.dumps(profile, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """Canonical serialisation: sorted keys, compact separators, UTF-8 kept. A lone surrogate (read
+    from a `\\ud800` escape) stays an escape, as JavaScript's `JSON.stringify` writes it: UTF-8
+    cannot encode it, and the fingerprint is taken over UTF-8."""
+    text = json.dumps(profile, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def fingerprint(profile: dict[str, Any]) -> str:

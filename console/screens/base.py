@@ -263,7 +263,7 @@ class ConsoleScreen(SafeTitles, Screen):
             how = clipboard.copy(self.app, str(ident))
         except clipboard.CopyRefused as refused:
             self.notify(f"The id was not copied: {refused.reason}. Y copies the row as JSON, with every "
-                        "control character escaped.", severity="warning", timeout=8)
+                        "special character escaped.", severity="warning", timeout=8)
             return
         self.notify(f"Copied the id to the {how}.")
 
