@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import quote
@@ -42,9 +43,25 @@ def sqlite_connection(target: str | Path, *, uri: bool = False, **options: Any) 
     bounded (value size, statement time) and interruptible by a signal (console/db/limits.py `guard`).
     """
     options.setdefault("factory", Connection)
+    options.setdefault("detect_types", sqlite3.PARSE_DECLTYPES)  # TEXT columns read as text: see _TEXT
     if not issubclass(options["factory"], Connection):
         raise TypeError("a connection factory must subclass console.db.file_guard.Connection")
-    return register(guard(sqlite3.connect(target, uri=uri, isolation_level=None, **options)), target, uri)
+    conn = sqlite3.connect(target, uri=uri, isolation_level=None, **options)
+    conn.text_factory = _TEXT
+    return register(guard(conn), target, uri)
+
+
+# The one decoding of stored text, for every connection. TEXT that is not valid UTF-8 (archon's
+# columns carry no encoding CHECK; `CAST(x'ff' AS TEXT)` is one statement away) decodes with U+FFFD
+# instead of raising `OperationalError` for the whole result: one such row must not make a list, the
+# audit trail or a decision unreadable. And a column *declared* TEXT reads as text whatever its value's
+# storage class: SQLite keeps a BLOB as a BLOB in a TEXT column and archon's CHECKs (`length(CAST(x AS
+# BLOB))`) and triggers accept it, and `bytes` where every reader expects `str` was a TypeError in
+# lists, the audit trail and the environment rules. Archon declares no BLOB column, so no stored value
+# is lost to this: it is shown, decoded. A C-level callable, so the cost per value stays that of
+# sqlite3's own decoder (tests/adversarial/test_hostile_values.py).
+_TEXT = partial(str, encoding="utf-8", errors="replace")
+sqlite3.register_converter("TEXT", _TEXT)
 
 
 def scratch_connection(**options: Any) -> sqlite3.Connection:
