@@ -29,7 +29,15 @@ def _json_escape(match: re.Match[str]) -> str:
     return f"\\u{ord(match.group()):04x}"
 
 
-_LINE_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str, allow_nan=False)
+def _default(value: Any) -> str:
+    """What JSON cannot hold as it is: bytes (a BLOB archon never declares) decoded as UTF-8 with
+    U+FFFD, like every stored text (console/db/connect.py); anything else as its `str`."""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    return str(value)
+
+
+_LINE_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_default, allow_nan=False)
 
 # Strict JSON only: `json` would write a stored 1e999 or NaN (archon's JSON columns and REAL columns
 # can hold them) as the bare tokens `Infinity`/`NaN`, which no strict parser (jq, JavaScript) reads. So
@@ -73,7 +81,8 @@ def json_escape(text: str) -> str:
 def json_text(value: Any, *, indent: int | None = 2, sort_keys: bool = False) -> str:
     """JSON that is safe on a terminal and still exact: `json` escapes C0 controls itself; C1
     controls and bidi overrides, which it leaves raw under `ensure_ascii=False`, become `\\uXXXX`."""
-    options = {"indent": indent, "ensure_ascii": False, "default": str, "sort_keys": sort_keys, "allow_nan": False}
+    options = {"indent": indent, "ensure_ascii": False, "default": _default, "sort_keys": sort_keys,
+               "allow_nan": False}
     try:
         text = json.dumps(value, **options)
     except ValueError:  # a non-finite float somewhere: strict JSON names it as a string

@@ -125,7 +125,7 @@ def _text_line(event, now) -> str:
     from console.output import relative
     from console.text import one_line
 
-    when = (event.at or "?")[:19].replace("T", " ")
+    when = one_line(event.at or "?")[:19].replace("T", " ")  # a time of any stored type, even a BLOB
     change = event.event_type or "?"
     if event.kind == "profile":
         if event.from_state:
