@@ -414,11 +414,16 @@ async def _settled(app, pilot) -> None:
 
 
 async def _tour(app, pilot) -> list[str]:
-    """The queue, its detail pane and search, then envs, projects, a project (its profiles), doctor."""
+    """The queue, its detail pane and search, then envs, projects, a project (its profiles)."""
+    from widgets.lazy_table import LazyTable
+
     await _settled(app, pilot)
+    _no_error_dialog(app)
+    assert app.screen.query_one(LazyTable).total, "the queue could not be read"
     for key in ("down", "up", "enter", "escape", "end"):
         await pilot.press(key)
         await _settled(app, pilot)
+        _no_error_dialog(app)
     await pilot.press("slash")
     for ch in "o":
         await pilot.press(ch)
@@ -430,8 +435,14 @@ async def _tour(app, pilot) -> list[str]:
         for key in ("down", "enter", "w"):
             await pilot.press(key)
             await _settled(app, pilot)
+            _no_error_dialog(app)
         await pilot.press("escape")
     return [str(note.message) for note in app._notifications]
+
+
+def _no_error_dialog(app) -> None:
+    """The unexpected-error dialog (console/screens: ErrorModal) is the screens' last line of defence."""
+    assert type(app.screen).__name__ != "ErrorModal", type(app.screen).__name__
 
 
 @pytest.mark.parametrize("kind", ["nan_text", "inf_real", "past_the_calendar", "invalid_utf8", "blob"])
