@@ -9,7 +9,7 @@ import math
 import re
 from typing import Any
 
-from widgets.safe_json import UnreadableJson, json_or_none, read_json, unparseable_note  # noqa: F401
+from widgets.safe_json import MAX_DEPTH, UnreadableJson, json_or_none, read_json, unparseable_note  # noqa: F401
 from widgets.safe_text import UNSAFE, clean
 
 

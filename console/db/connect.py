@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # imported lazily: sqlite-utils costs ~40 ms at start-up
 from console.db.file_guard import Connection, read_head, register
 from console.db.limits import explain, guard
 from console.db.paths import require_database_file
+from console.db.rows import text_row
 from console.errors import DatabaseUnusable
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -43,7 +44,6 @@ def sqlite_connection(target: str | Path, *, uri: bool = False, **options: Any) 
     bounded (value size, statement time) and interruptible by a signal (console/db/limits.py `guard`).
     """
     options.setdefault("factory", Connection)
-    options.setdefault("detect_types", sqlite3.PARSE_DECLTYPES)  # TEXT columns read as text: see _TEXT
     if not issubclass(options["factory"], Connection):
         raise TypeError("a connection factory must subclass console.db.file_guard.Connection")
     conn = sqlite3.connect(target, uri=uri, isolation_level=None, **options)
@@ -54,14 +54,10 @@ def sqlite_connection(target: str | Path, *, uri: bool = False, **options: Any) 
 # The one decoding of stored text, for every connection. TEXT that is not valid UTF-8 (archon's
 # columns carry no encoding CHECK; `CAST(x'ff' AS TEXT)` is one statement away) decodes with U+FFFD
 # instead of raising `OperationalError` for the whole result: one such row must not make a list, the
-# audit trail or a decision unreadable. And a column *declared* TEXT reads as text whatever its value's
-# storage class: SQLite keeps a BLOB as a BLOB in a TEXT column and archon's CHECKs (`length(CAST(x AS
-# BLOB))`) and triggers accept it, and `bytes` where every reader expects `str` was a TypeError in
-# lists, the audit trail and the environment rules. Archon declares no BLOB column, so no stored value
-# is lost to this: it is shown, decoded. A C-level callable, so the cost per value stays that of
-# sqlite3's own decoder (tests/adversarial/test_hostile_values.py).
+# audit trail or a decision unreadable. A C-level callable, so the cost per value stays that of
+# sqlite3's own decoder (tests/adversarial/test_hostile_values.py). Not `detect_types` converters for
+# BLOBs in TEXT columns: in Python 3.11 they read '' as None (console/text.py `as_text` instead).
 _TEXT = partial(str, encoding="utf-8", errors="replace")
-sqlite3.register_converter("TEXT", _TEXT)
 
 
 def scratch_connection(**options: Any) -> sqlite3.Connection:
@@ -221,7 +217,7 @@ def connect_raw(
         conn = sqlite_connection(_uri(path, mode="ro"), uri=True, check_same_thread=False)
     else:
         conn = sqlite_connection(str(path), check_same_thread=False)
-    conn.row_factory = sqlite3.Row
+    conn.row_factory = text_row  # a BLOB reads as text (console/db/rows.py)
     _configure(conn, busy_timeout_ms, read_only)
     return conn
 

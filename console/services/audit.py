@@ -23,6 +23,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator, NamedTuple
 
 from console.clock import parse_time
+from console.db.rows import textual
 from console.errors import UsageError
 
 KINDS = ("approval", "environment", "profile")
@@ -182,15 +183,10 @@ def _query(kind: str, flt: AuditFilter, *, after_rowid: int | None = None,
     return sql, params
 
 
-# A BLOB where archon keeps text (its CHECKs accept one): `json_object` refuses BLOBs and bytes do not
-# sort with str, so the trail reads it as text, decoded like every stored text (console/db/connect.py;
-# the UNION's columns carry no declared type for the connection's TEXT converter). After the filters,
-# so the indexes on project_id and the times still serve them.
+# A BLOB where archon keeps text (its CHECKs accept one): `json_object` refuses BLOBs, so the export
+# reads it as text, as every other reader does (console/db/rows.py). After the filters, so the indexes
+# on project_id and the times still serve them.
 _TEXTUAL = "CASE WHEN typeof({c}) = 'blob' THEN CAST({c} AS TEXT) ELSE {c} END"
-
-
-def _textual(row: tuple) -> tuple:
-    return tuple(v.decode("utf-8", "replace") if type(v) is bytes else v for v in row)
 
 
 def _rows(conn: sqlite3.Connection, sql: str, params: list[Any]) -> Iterator[tuple]:
@@ -203,7 +199,7 @@ def _rows(conn: sqlite3.Connection, sql: str, params: list[Any]) -> Iterator[tup
         if not batch:
             return
         for row in batch:
-            yield _textual(row) if bytes in map(type, row) else row
+            yield textual(row)
 
 
 def _event(row: tuple) -> AuditEvent:

@@ -39,9 +39,8 @@ from functools import lru_cache
 from typing import Any
 
 from console.db.connect import scratch_connection
-from console.text import read_json
+from console.text import MAX_DEPTH, read_json
 from console.db.sql import quote_identifier, stored_columns
-from widgets.safe_json import MAX_DEPTH
 
 # Archon's words that are not string literals in its schema: event types, its own actor and claim
 # names, the console's own markers, and the kinds of runs it names ids after.
