@@ -5,10 +5,11 @@ the database is read only through `read_json` (widgets/safe_json.py: bounded dep
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
-from widgets.safe_json import UnreadableJson, json_or_none, read_json, unparseable_note  # noqa: F401
+from widgets.safe_json import MAX_DEPTH, UnreadableJson, json_or_none, read_json, unparseable_note  # noqa: F401
 from widgets.safe_text import clean, is_shell_word, replace_unsafe  # noqa: F401
 
 
@@ -62,14 +63,46 @@ def _json_escape(match: re.Match[str]) -> str:
     return "".join(out)
 
 
-_LINE_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+def _default(value: Any) -> str:
+    """What JSON cannot hold as it is: bytes (a BLOB archon never declares) decoded as UTF-8 with
+    U+FFFD, like every stored text (console/db/connect.py); anything else as its `str`."""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    return str(value)
+
+
+_LINE_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_default, allow_nan=False)
+
+# Strict JSON only: `json` would write a stored 1e999 or NaN (archon's JSON columns and REAL columns
+# can hold them) as the bare tokens `Infinity`/`NaN`, which no strict parser (jq, JavaScript) reads. So
+# a non-finite number is written as the string naming it (README.md, "JSON output").
+_NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every non-finite float replaced by its name as a string (only called once the
+    strict encoder refused `value`; values read from the database are bounded in depth)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return _NON_FINITE.get(value, "NaN")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _line(value: Any) -> str:
+    try:
+        return _LINE_ENCODER.encode(value)
+    except ValueError:  # a non-finite float somewhere
+        return _LINE_ENCODER.encode(_finite(value))
 
 
 def json_lines(values: Any) -> str:
     """JSON Lines for many values at once, as safe as `json_text`: one encoder and one escaping pass
     for the whole batch (a per-value `json.dumps` builds a new encoder each call; at millions of
     audit events that was most of the export's time)."""
-    text = "\n".join(map(_LINE_ENCODER.encode, values))
+    text = "\n".join(map(_line, values))
     return json_escape(text) + "\n" if text else ""
 
 
@@ -82,5 +115,10 @@ def json_escape(text: str) -> str:
 def json_text(value: Any, *, indent: int | None = 2, sort_keys: bool = False) -> str:
     """JSON that is safe on a terminal and still exact: `json` escapes C0 controls itself; C1
     controls and bidi overrides, which it leaves raw under `ensure_ascii=False`, become `\\uXXXX`."""
-    text = json.dumps(value, indent=indent, ensure_ascii=False, default=str, sort_keys=sort_keys)
+    options = {"indent": indent, "ensure_ascii": False, "default": _default, "sort_keys": sort_keys,
+               "allow_nan": False}
+    try:
+        text = json.dumps(value, **options)
+    except ValueError:  # a non-finite float somewhere: strict JSON names it as a string
+        text = json.dumps(_finite(value), **options)
     return replace_unsafe(text, _json_escape)

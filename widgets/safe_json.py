@@ -30,6 +30,9 @@ _TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]|"', re.DOTALL)
 _OPENERS = frozenset("[{")
 
 
+_DECODER = json.JSONDecoder()
+
+
 class UnreadableJson(ValueError):
     """Text that is not read as JSON; `reason` is TOO_DEEP, TOO_LARGE or NOT_JSON. A ValueError, so
     code that already treats invalid JSON as data keeps doing so."""
@@ -74,18 +77,22 @@ def limit_problem(text: Any, *, max_depth: int = MAX_DEPTH, max_chars: int = MAX
 def read_json(text: Any, *, decoder: json.JSONDecoder | None = None, max_depth: int = MAX_DEPTH,
               max_chars: int = MAX_CHARS) -> Any:
     """The value `text` holds, or UnreadableJson saying why not; never RecursionError. `decoder`: a
-    caller's own (e.g. one keeping repeated keys), used only once the text is within the limits."""
+    caller's own (e.g. one keeping repeated keys), used only once the text is within the limits.
+
+    Bytes are decoded as UTF-8 (with U+FFFD) *before* the depth scan, and only that text is parsed:
+    `json.loads(bytes)` guesses UTF-16 or UTF-32 from the first bytes, so the scan and the parser
+    would read different documents (a UTF-16 one 900 deep passed a UTF-8 scan)."""
+    if isinstance(text, (bytes, bytearray)):
+        if len(text) > max_chars:
+            raise UnreadableJson(TOO_LARGE)
+        text = bytes(text).decode("utf-8", "replace")
     problem = limit_problem(text, max_depth=max_depth, max_chars=max_chars)
     if problem is not None:
         raise UnreadableJson(problem)
-    if not isinstance(text, (str, bytes, bytearray)):
+    if not isinstance(text, str):
         raise UnreadableJson(NOT_JSON)
     try:
-        if decoder is None:
-            return json.loads(text)
-        if not isinstance(text, str):
-            text = bytes(text).decode("utf-8")
-        return decoder.decode(text)
+        return (decoder or _DECODER).decode(text)
     except (ValueError, RecursionError, TypeError) as exc:  # ValueError includes JSONDecodeError
         raise UnreadableJson(NOT_JSON) from exc
 

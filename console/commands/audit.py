@@ -139,7 +139,8 @@ def _text_line(event, now) -> str:
         said.append("OS " + line((event.os_account, 80)))
     if said:
         who += f" ({', '.join(said)})"
-    fields = [(event.at or "?")[:19].replace("T", " "), relative(event.at, now), f"{line(event.kind):<11}",
+    fields = [line(event.at or "?")[:19].replace("T", " "),  # a time of any stored type, even a BLOB
+              relative(event.at, now), f"{line(event.kind):<11}",
               (event.project_id, 40), (event.subject_id, 60), (change, 80), "by " + who]
     if event.reason:
         fields.append("reason: " + line((event.reason, 120)))

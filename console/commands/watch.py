@@ -164,13 +164,23 @@ class _held_signals:
         self._signal.pthread_sigmask(self._signal.SIG_SETMASK, self._old)
 
 
+def _skipped(report, change, exc: BaseException) -> None:
+    """A change that could not be shown or handed to the hook (a value of a form nobody expected):
+    one sentence, and the stream goes on with the next; the cursor moves past it, so it is not retried
+    for ever. `approvals show ID` reads it on its own."""
+    from console.text import one_line
+
+    report(f"could not show or hand on a change of request {one_line(change.request_id, 60)} "
+           f"({type(exc).__name__}); skipped it, the watch goes on.")
+
+
 def _line(change, now) -> str:
     """One line per change; every field passes `line`'s `one_line` (a stored actor class or kind with
     a line break would otherwise print a second, forged change)."""
     from console.output import relative
     from console.text import line
 
-    when = (change.at or now.strftime("%Y-%m-%dT%H:%M:%SZ"))[:19].replace("T", " ")
+    when = line(change.at or now.strftime("%Y-%m-%dT%H:%M:%SZ"))[:19]  # a time of any stored type.replace("T", " ")
     fields = [when, f"{line(change.change):<10}", (change.request_id, 60),
               (change.project_name or change.project_id, 40), change.kind or "-"]
     if change.change in ("new", "expiring", "pending"):
@@ -286,13 +296,17 @@ def run_watch(ctx) -> int:
                         changes, after, more = svc.changes_after(conn, position, flt)
                         for change in changes:
                             position = svc.Position(change.rowid, change.event_id, position.reminded)
-                            with _held_signals():  # a clean stop never falls between line and cursor
-                                emit.change(change)
+                            try:
+                                with _held_signals():  # a clean stop never falls between line and cursor
+                                    emit.change(change)
+                                    cursor.save(position)
+                                if hooks is not None and change.change == "new":
+                                    request = svc.request_json(conn, change.request_id)
+                                    if request is not None:
+                                        hooks.submit(change.request_id, request)
+                            except Exception as exc:  # noqa: BLE001  one row never stops the stream
+                                _skipped(report, change, exc)
                                 cursor.save(position)
-                            if hooks is not None and change.change == "new":
-                                request = svc.request_json(conn, change.request_id)
-                                if request is not None:
-                                    hooks.submit(change.request_id, request)
                         if after.rowid != position.rowid:
                             position = after
                             cursor.save(position)

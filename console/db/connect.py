@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import quote
@@ -22,6 +23,7 @@ if TYPE_CHECKING:  # imported lazily: sqlite-utils costs ~40 ms at start-up
 from console.db.file_guard import Connection, keep_connection, read_head, register, sqlite_target_refused
 from console.db.limits import explain, guard
 from console.db.paths import require_database_file
+from console.db.rows import text_row
 from console.errors import DatabaseUnusable
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -52,7 +54,17 @@ def sqlite_connection(target: str | Path, *, uri: bool = False, **options: Any) 
     if refused is not None:
         keep_connection(conn)
         raise DatabaseUnusable(f"refused to open {refused}: closing it would drop that connection's locks.")
+    conn.text_factory = _TEXT
     return register(guard(conn), target, uri)
+
+
+# The one decoding of stored text, for every connection. TEXT that is not valid UTF-8 (archon's
+# columns carry no encoding CHECK; `CAST(x'ff' AS TEXT)` is one statement away) decodes with U+FFFD
+# instead of raising `OperationalError` for the whole result: one such row must not make a list, the
+# audit trail or a decision unreadable. A C-level callable, so the cost per value stays that of
+# sqlite3's own decoder (tests/adversarial/test_hostile_values.py). Not `detect_types` converters for
+# BLOBs in TEXT columns: in Python 3.11 they read '' as None (console/text.py `as_text` instead).
+_TEXT = partial(str, encoding="utf-8", errors="replace")
 
 
 def scratch_connection(**options: Any) -> sqlite3.Connection:
@@ -212,7 +224,7 @@ def connect_raw(
         conn = sqlite_connection(_uri(path, mode="ro"), uri=True, check_same_thread=False)
     else:
         conn = sqlite_connection(str(path), check_same_thread=False)
-    conn.row_factory = sqlite3.Row
+    conn.row_factory = text_row  # a BLOB reads as text (console/db/rows.py)
     _configure(conn, busy_timeout_ms, read_only)
     return conn
 

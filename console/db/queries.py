@@ -23,6 +23,8 @@ from itertools import islice
 from operator import itemgetter
 from typing import Any, Iterable, Iterator, Literal, Sequence
 
+from console.db.rows import textual
+
 Direction = Literal["after", "before"]
 
 
@@ -160,7 +162,8 @@ def _stream(
         while True:
             chunk = cur.fetchmany(size)
             for values in chunk:
-                yield tuple(sqlite_sort_key(values[i]) for i in positions), columns, values
+                # The order from the stored values (SQLite's); what is shown, with BLOBs as text.
+                yield tuple(sqlite_sort_key(values[i]) for i in positions), columns, textual(values)
             if len(chunk) < size:
                 return
             size = min(size * 2, most)

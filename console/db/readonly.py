@@ -36,6 +36,7 @@ from urllib.parse import quote
 
 from console.db.connect import sqlite_connection
 from console.db.file_guard import Connection, hold_descriptor, read_head, release_descriptor
+from console.db.rows import text_row
 from console.db.files import (
     create_exclusive,
     create_exclusive_at,
@@ -434,6 +435,6 @@ def stat_token(path: str | Path) -> tuple:
 
 
 def _configure_read_only(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
-    conn.row_factory = sqlite3.Row
+    conn.row_factory = text_row  # a BLOB reads as text (console/db/rows.py)
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     conn.execute("PRAGMA query_only = ON")

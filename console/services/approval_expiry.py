@@ -15,6 +15,8 @@ from console.services.approval_transitions import (
     load_for_decision,
     overdue,
     transition,
+    unreadable_expiry,
+    unreadable_expiry_sentence,
     with_busy_retry,
 )
 from console.services.base import ActionResult, require_feature, validate_actor
@@ -23,8 +25,11 @@ from console.text import one_line
 SWEEP_BATCH = 200
 
 
-def overdue_ids(handle: ArchonDatabase, now: datetime, *, project: str | None = None) -> list[str]:
-    """Ids of pending/approved requests whose `expires_at` has passed, through the expiry index."""
+def overdue_ids(handle: ArchonDatabase, now: datetime, *, project: str | None = None,
+                unreadable: list[tuple[str, object]] | None = None) -> list[str]:
+    """Ids of pending/approved requests whose `expires_at` has passed, through the expiry index.
+    `unreadable` (when given) collects (id, expires_at) of open requests whose expiry is not a time:
+    they are not expired (nothing says they are past), only reported."""
     conn = handle.conn
     if project is not None:
         projects = [project]
@@ -43,6 +48,19 @@ def overdue_ids(handle: ArchonDatabase, now: datetime, *, project: str | None = 
             ):
                 if overdue({"expires_at": expires_at}, now):
                     found.append(request_id)
+    if unreadable is not None:
+        # What SQLite cannot date, or is not text, or is past year 9998 (an offset can push it out of
+        # the calendar); `parse_time` then decides. Only open requests: a handful of rows.
+        marks = ", ".join("?" for _ in OPEN_STATUSES)
+        scope = "" if project is None else " AND project_id = ?"
+        for request_id, expires_at in conn.execute(
+            f"SELECT id, expires_at FROM approval_requests WHERE status IN ({marks}){scope} AND "
+            "(julianday(expires_at) IS NULL OR typeof(expires_at) <> 'text' OR expires_at >= '9998') "
+            "ORDER BY id",
+            (*OPEN_STATUSES, *(() if project is None else (project,))),
+        ):
+            if unreadable_expiry({"expires_at": expires_at}):
+                unreadable.append((request_id, expires_at))
     return found
 
 
@@ -68,8 +86,14 @@ def expire_overdue(
     now = now or write_clock()
     db_key = str(handle.path)
     metadata = {"initiated_by": actor} if actor else None
-    candidates = overdue_ids(handle, now)
-    results: list[ActionResult] = []
+    skipped: list[tuple[str, object]] = []
+    candidates = overdue_ids(handle, now, unreadable=skipped)
+    results: list[ActionResult] = [
+        ActionResult(False, request_id, None,
+                     f"{one_line(request_id)} was not expired: "
+                     f"{unreadable_expiry_sentence({'expires_at': expires_at})}.")
+        for request_id, expires_at in skipped
+    ]
     for start in range(0, len(candidates), batch_size):
         chunk = candidates[start : start + batch_size]
 

@@ -348,6 +348,8 @@ def decision_options(request: Mapping[str, Any], actor: str, now: datetime, *, p
             why = f"it is {status}, not {needs}"
         elif overdue:
             why = "overdue (past its expiry); it can only expire"
+        elif action == "approve" and expires is None:
+            why = "its expiry cannot be read as a time"
         elif action in ("approve", "deny") and verdict.self_approval:
             why = verdict.self_approval
         elif action == "approve" and verdict.unverified:

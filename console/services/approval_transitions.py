@@ -211,6 +211,16 @@ def load_for_decision(conn: sqlite3.Connection, request_id: str) -> LockedReques
 
 
 def overdue(request: dict[str, Any], now: datetime) -> bool:
+    """Past its expiry. An expiry that is not a time (`nan`, 9e999, a year past 9999, a BLOB) is not
+    past: nothing says it is, so the sweep leaves the request alone and says so, and it is not
+    approvable either (`unreadable_expiry`): the request fails closed without a guessed write."""
     expires = parse_time(request.get("expires_at"))
-    # An unreadable expiry is treated as past: never approve what we cannot date.
-    return expires is None or expires <= now
+    return expires is not None and expires <= now
+
+
+def unreadable_expiry(request: dict[str, Any]) -> bool:
+    return parse_time(request.get("expires_at")) is None
+
+
+def unreadable_expiry_sentence(request: dict[str, Any]) -> str:
+    return f"its expiry ({one_line(request.get('expires_at'), 40)}) cannot be read as a time"

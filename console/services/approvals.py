@@ -56,6 +56,8 @@ from console.services.approval_transitions import (  # noqa: F401  (re-exported 
     load_for_decision,
     overdue,
     transition,
+    unreadable_expiry,
+    unreadable_expiry_sentence,
     with_busy_retry,
 )
 from console.services.base import ActionResult, require_feature, validate_actor, validate_reason
@@ -171,6 +173,13 @@ def decide(
                     )
                 if decision == "approve":
                     unknown_requester = verdict.unknown
+            if decision == "approve" and unreadable_expiry(request):
+                raise DecisionRefused(
+                    request["id"], status,
+                    f"{rid} is not approved: {unreadable_expiry_sentence(request)}, so nobody can tell whether "
+                    "it is still valid. Nothing was written.",
+                    "Deny it, or have archon's operator correct its expires_at.",
+                )
             if overdue(request, now):
                 transition(
                     conn, db_key, locked, "expired",

@@ -39,7 +39,7 @@ from functools import lru_cache
 from typing import Any
 
 from console.db.connect import scratch_connection
-from console.text import read_json
+from console.text import MAX_DEPTH, read_json
 from console.db.sql import quote_identifier, stored_columns
 
 # Archon's words that are not string literals in its schema: event types, its own actor and claim
@@ -303,7 +303,7 @@ class Redactor:
             return self.placeholder(str(value), CATEGORY.get(column, "value"))
         split = column == "id" or column.endswith("_id") or column in ID_COLUMNS
         json_paths = (table, column) in shaped_columns()
-        out = self._text(column, str(value), shapes, split, json_paths)
+        out = self._text(column, str(value), shapes, split, json_paths, 0)
         if out != value:
             self.fields[self._field(table, column)] += 1
         return out
@@ -332,37 +332,40 @@ class Redactor:
             return text
         return next((c for c in ERROR_CATEGORIES if text.lower().startswith(c.lower())), "SQLite error")
 
-    def _text(self, key: str, text: str, shapes: Shape, split: bool, json_paths: bool) -> str:
+    def _text(self, key: str, text: str, shapes: Shape, split: bool, json_paths: bool, depth: int) -> str:
         """`key`: the column or JSON key (names the placeholder's category); `json_paths`: JSON inside
-        is archon's, so `JSON_SHAPES` applies to it."""
+        is archon's, so `JSON_SHAPES` applies to it. `depth`: the nesting already walked above this
+        text, counted across JSON held in strings of JSON: each re-parse may go only as deep as
+        `MAX_DEPTH` minus that, so layered documents (8 layers of 63 in 1.5 KB) are bounded as one."""
         if kept(text, shapes):
             return text
-        if text[:1] in "{[":
+        if text[:1] in "{[" and depth < MAX_DEPTH:
             try:
-                parsed = read_json(text)
+                parsed = read_json(text, max_depth=MAX_DEPTH - depth)
             except ValueError:  # not JSON or over the reader's limits: replaced whole, below
                 parsed = None
             if isinstance(parsed, (dict, list)):
                 spaced = ", " in text or ": " in text
-                return json.dumps(self._json(parsed, key, () if json_paths else None), ensure_ascii=False,
+                return json.dumps(self._json(parsed, key, () if json_paths else None, depth), ensure_ascii=False,
                                   separators=(", ", ": ") if spaced else (",", ":"))
         if split and ":" in text:
-            return ":".join(self._text(key, part, shapes, True, False) if part else part for part in text.split(":"))
+            return ":".join(self._text(key, part, shapes, True, False, depth) if part else part
+                            for part in text.split(":"))
         return self.placeholder(text, CATEGORY.get(key, "id" if split else "value"))
 
-    def _json(self, value: Any, key: str, path: tuple[str, ...] | None) -> Any:
+    def _json(self, value: Any, key: str, path: tuple[str, ...] | None, depth: int) -> Any:
         """`path`: the keys from the document's root, or None where no key path keeps a shape."""
         if isinstance(value, dict):
             return {(k if k in JSON_KEYS else self.placeholder(k, "key")):
-                    self._json(v, k, None if path is None else (*path, k)) for k, v in value.items()}
+                    self._json(v, k, None if path is None else (*path, k), depth + 1) for k, v in value.items()}
         if isinstance(value, list):
-            return [self._json(v, key, path) for v in value]
+            return [self._json(v, key, path, depth + 1) for v in value]
         if value is None or isinstance(value, bool):
             return value
         shapes = JSON_SHAPES.get(path, Shape.NONE) if path else Shape.NONE
         if isinstance(value, (int, float)):
             return value if shapes & Shape.NUMBER else self.placeholder(str(value), CATEGORY.get(key, "value"))
-        return self._text(key, str(value), shapes, key in ID_COLUMNS or key.endswith("_id"), False)
+        return self._text(key, str(value), shapes, key in ID_COLUMNS or key.endswith("_id"), False, depth)
 
     def manifest(self) -> dict[str, Any]:
         return {
