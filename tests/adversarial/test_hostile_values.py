@@ -196,7 +196,6 @@ def test_every_command_survives_a_hostile_value_in_every_column(demo_copy, tmp_p
     _sweep(demo_copy, tmp_path, capsys, KINDS[kind])
 
 
-@pytest.mark.xfail(strict=False, reason="F2: a lone surrogate in text output is the sanitiser's (widgets/safe_text.py)")
 def test_every_command_survives_a_lone_surrogate_in_every_column(demo_copy, tmp_path, capsys):
     _sweep(demo_copy, tmp_path, capsys, LONE_SURROGATE)
 
