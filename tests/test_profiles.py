@@ -7,7 +7,7 @@ import json
 import pytest
 
 from console.db import execution_profiles as ep
-from console.errors import Refusal
+from console.errors import Refusal, UsageError
 from console.services import identity, profiles
 from tests.test_environments_support import T0, add_project, dump, handle, raw
 
@@ -143,7 +143,10 @@ def test_refusals_write_nothing(db):
     refused(db, "being deleted", "gone:execution-profile:r2", "alice", reason="r")
     refused(db, "provider_preference 'cloud'", "p1:execution-profile:r4", "alice", reason="r")
     refused(db, "read-only", "p1:execution-profile:r2", "alice", reason="r", read_only=True)
-    refused(db, "1 to 200 bytes", "p1:execution-profile:r2", "", reason="r")
+    before = dump(db)  # an empty actor is a usage error before anything is read (identity.py)
+    with handle(db) as h, pytest.raises(UsageError, match="is empty"):
+        profiles.activate(h, "p1:execution-profile:r2", "", now=T0, reason="r")
+    assert dump(db) == before
 
 
 def test_revisions_stay_immutable_in_the_database(db):

@@ -460,7 +460,7 @@ AUDITED = ("approval_request_events", "execution_environment_events", "execution
 
 def _plant_audit_secrets(db) -> set[str]:
     """One row per audited table with a unique secret in every column (metadata_json holds the
-    profile events' actor and reason); triggers dropped and CHECKs off so every column takes it."""
+    profile events' actor and reason, and every event's OS account); triggers dropped and CHECKs off so every column takes it."""
     secrets: set[str] = set()
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("PRAGMA ignore_check_constraints = ON")
@@ -474,8 +474,9 @@ def _plant_audit_secrets(db) -> set[str]:
             secret = f"Zq{t}{c:02d}x"
             secrets.add(secret)
             if column == "metadata_json":
-                values.append(json.dumps({"actor": secret + "a", "reason": secret + "r", "zz": secret}))
-                secrets |= {secret + "a", secret + "r"}
+                values.append(json.dumps({"actor": secret + "a", "reason": secret + "r", "zz": secret,
+                                          "os_login": secret + "o", "os_uid": 4242}))
+                secrets |= {secret + "a", secret + "r", secret + "o"}
             else:
                 values.append(secret)
         conn.execute(f'INSERT INTO "{table}" ({", ".join(columns)}) VALUES ({", ".join("?" * len(columns))})',
