@@ -18,6 +18,13 @@ class ConsoleError(Exception):
     exit_code = EXIT_REFUSED
 
     def __init__(self, reason: str, hint: str | None = None):
+        # A refusal is one sentence (and one hint), whatever it quotes: the database text it names
+        # (an account, a claim kind, a time) cannot break it into a second, forged line. Made one
+        # line here, where every refusal is born, so no caller can forget it.
+        from widgets.safe_text import clean
+
+        reason = clean(reason, one_line=True)
+        hint = clean(hint, one_line=True) if hint is not None else None
         super().__init__(reason)
         self.reason = reason
         self.hint = hint
