@@ -82,9 +82,18 @@ def copy(app: App, text: str, *, structural_lines: bool = False) -> str:
     return "terminal clipboard (OSC 52)"
 
 
+# Characters a shell acts on inside the quotes people paste JSON into (`echo '...' | jq`): a `'`
+# ends the quotes, `$(`, a backtick or `!` runs or recalls something inside double quotes. As JSON
+# escapes the text stays exact for any JSON reader.
+_SHELL_ACTIVE = str.maketrans({c: f"\\u{ord(c):04x}" for c in "'$`!"})
+
+
 def json_text(payload: Any) -> str:
-    """What `Y` copies: indented JSON, every control and non-ASCII character a `\\uXXXX` escape."""
-    return json.dumps(payload, indent=2, sort_keys=True, default=str, ensure_ascii=True)
+    """What `Y` copies: indented JSON, every control and non-ASCII character a `\\uXXXX` escape, and so
+    are the characters a shell acts on inside quotes (`'`, `$`, backtick, `!`), so the copy can be
+    pasted into `echo '...' | jq` without running anything."""
+    text = json.dumps(payload, indent=2, sort_keys=True, default=str, ensure_ascii=True)
+    return text.translate(_SHELL_ACTIVE)
 
 
 def copy_json(app: App, payload: Any) -> str:

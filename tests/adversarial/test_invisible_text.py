@@ -390,3 +390,19 @@ def test_a_lone_surrogate_in_a_profile_breaks_no_command(demo_copy, capsys):
         captured = capsys.readouterr()
         assert code in codes and "codec" not in captured.err, (argv, captured.err)
         assert is_clean(captured.out)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=st.text(max_size=40))
+def test_what_Y_copies_pasted_into_single_quotes_runs_nothing_and_stays_exact(value):
+    """`Y` on a row whose text holds `'$(touch x)`: pasted into `echo '...' | jq` it ended the quotes
+    and ran the command (second attack round). The copy escapes what a shell acts on inside quotes."""
+    import json
+    import shlex
+
+    from widgets.clipboard import json_text
+
+    copied = json_text({"action": value})
+    assert not set("'$`!") & set(copied)
+    assert shlex.split(f"echo '{copied}'")[1] == copied  # one argument, as copied
+    assert json.loads(copied) == {"action": value}
