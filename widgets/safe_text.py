@@ -97,8 +97,12 @@ _SINGLE_ASTRAL = (
 # such a character (the lookahead), and text without any candidate is left by one quick search.
 _ASTRAL = r"(?=[\U00010000-\U0010ffff])"
 _MARK = f"(?:[{_MARKS_BMP}]|{_ASTRAL}[{_MARKS_ASTRAL}])"
-_UNSAFE = f"{_MARK}{{{MARK_RUN + 1},}}|[{_SINGLE_BMP}]|{_ASTRAL}[{_SINGLE_ASTRAL}]"
-_CANDIDATES = f"[{_MARKS_BMP}{_SINGLE_BMP}\U00010000-\U0010ffff]"
+# A Hangul medial vowel or final consonant that does not follow a leading consonant or a vowel (so
+# is part of no syllable) takes no cell on a terminal: pictured, so `erin` + U+1161 does not read as
+# erin. Decomposed Korean (L V T sequences, as NFD file names hold) is left as it is.
+_LONE_JAMO = r"(?<![\u1100-\u11ff\ua960-\ua97c\ud7b0-\ud7fb])[\u1160-\u11ff\ud7b0-\ud7ff]"
+_UNSAFE = f"{_MARK}{{{MARK_RUN + 1},}}|[{_SINGLE_BMP}]|{_LONE_JAMO}|{_ASTRAL}[{_SINGLE_ASTRAL}]"
+_CANDIDATES = f"[{_MARKS_BMP}{_SINGLE_BMP}\u1160-\u11ff\ud7b0-\ud7ff\U00010000-\U0010ffff]"
 
 
 @functools.cache

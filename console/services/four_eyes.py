@@ -41,6 +41,9 @@ _INVISIBLE_EXTRA = frozenset(
     + list(range(0xFE00, 0xFE10))
     + list(range(0xE0100, 0xE01F0))
     + [0x2800]  # the braille blank renders as a space: `erin\u2800` is erin
+    # Hangul medial vowels and final consonants left standing after NFKC (which composes every
+    # real syllable): they take no cell on a terminal, so `erin\u1161` reads as erin.
+    + list(range(0x1160, 0x1200)) + list(range(0xD7B0, 0xD800))
 )
 # Characters that render as blank space without being whitespace (braille blank, Hangul fillers).
 _BLANK_LIKE = frozenset([0x2800, 0x3164, 0xFFA0, 0x115F, 0x1160])

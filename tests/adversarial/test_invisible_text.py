@@ -406,3 +406,17 @@ def test_what_Y_copies_pasted_into_single_quotes_runs_nothing_and_stays_exact(va
     assert not set("'$`!") & set(copied)
     assert shlex.split(f"echo '{copied}'")[1] == copied  # one argument, as copied
     assert json.loads(copied) == {"action": value}
+
+
+@pytest.mark.parametrize("jamo", ["\u1161", "\u11a8", "\u11ff", "\ud7b0", "\ud7fb"])
+def test_a_lone_hangul_vowel_or_final_is_pictured_and_invisible_to_four_eyes(jamo):
+    """`erin` + U+1161 took no cell on the terminal, so an approver read it as erin, and four-eyes let
+    erin approve it (second attack round). Decomposed Korean keeps its letters."""
+    import unicodedata
+
+    from console.services.four_eyes import canonical_name
+
+    assert not is_clean("erin" + jamo) and clean("erin" + jamo).startswith("erin\u27e8U+")
+    assert canonical_name("erin" + jamo) == "erin"
+    korean = unicodedata.normalize("NFD", "한국어")
+    assert clean(korean) == korean and is_clean(korean)
