@@ -19,7 +19,6 @@ on stdin and its id in `$ARCHON_REQUEST_ID`. What the console guarantees around 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -74,7 +73,8 @@ class HookRunner:
             pass
 
     def submit(self, request_id: str, request: dict) -> None:
-        payload = (json.dumps(request, ensure_ascii=False, default=str) + "\n").encode("utf-8", "replace")
+        """Queue one hook run for `request` (its stdin: `hook_input`)."""
+        payload = hook_input(request)
         with self._cond:
             if len(self._queue) >= self.policy.backlog:
                 self.dropped += 1
@@ -182,6 +182,14 @@ def hook_environment(request_id: str) -> dict[str, str]:
     if env_safe(request_id):
         env["ARCHON_REQUEST_ID"] = request_id
     return env
+
+
+def hook_input(request: dict) -> bytes:
+    """What a hook reads on stdin: the request as one line of strict JSON (a stored 9e999 becomes the
+    string "Infinity", never a bare token a strict parser such as JSON.parse refuses)."""
+    from console.text import json_text
+
+    return (json_text(request, indent=None) + "\n").encode("utf-8", "replace")
 
 
 def _kill(proc: subprocess.Popen) -> None:

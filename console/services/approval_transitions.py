@@ -137,6 +137,16 @@ def transition(
     caller's own keys."""
     request = locked.row
     from_status = request["status"]
+    last = locked.last_sequence
+    if last is not None and (type(last) is not int or not 0 < last < 2**62):
+        # archon's CHECK (sequence >= 1) lets a text, a BLOB or a huge number through; no event can
+        # follow such a history without guessing its number, so refuse rather than crash or guess.
+        raise DecisionRefused(
+            request["id"], from_status,
+            f"{one_line(request['id'])} cannot be {to_status}: its last event's sequence is not a whole number "
+            f"({one_line(repr(last), 40)}), so the next event's number cannot be known. Nothing was written.",
+            "Run archon-console doctor on this database; archon's own writes to this request stop there too.",
+        )
     stamp = db_time(now)
     sets, values = ["status = ?", "updated_at = ?"], [to_status, stamp]
     if to_status in ("approved", "denied") and request.get("decision_at") is None:

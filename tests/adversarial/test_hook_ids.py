@@ -142,3 +142,17 @@ def test_a_report_that_cannot_be_written_does_not_end_the_worker_either():
     finally:
         runner.stop(grace=0)
     assert runner.gave_up == 3
+
+
+def test_a_hook_reads_strict_json_whatever_the_row_holds():
+    """A stored expires_at of 9e999 reached the hook as the bare token `Infinity`, which JSON.parse
+    refuses (second attack round): the hook's stdin is strict JSON."""
+    import math
+
+    from console.hooks import hook_input
+
+    line = hook_input({"id": "apr-1", "expires_at": math.inf, "n": [math.nan, -math.inf], "b": b"\xff"})
+    bare: list[str] = []
+    parsed = json.loads(line, parse_constant=bare.append)
+    assert not bare, f"bare {bare} in the hook's input"
+    assert parsed["expires_at"] == "Infinity" and parsed["n"] == ["NaN", "-Infinity"]

@@ -340,6 +340,29 @@ def test_an_unreadable_expiry_fails_closed_without_a_write(demo_copy, capsys, ex
     assert code == 0 and "denied" in out, err
 
 
+@pytest.mark.parametrize("sequence", ["'one'", "2.5", "9e999", "x'01'", "9223372036854775807"])
+def test_a_sequence_that_is_not_a_whole_number_refuses_its_request_only(demo_copy, capsys, sequence):
+    """The last event's `sequence` as text, a real, +Inf, a BLOB or 2^63-1 (archon's CHECK sequence >= 1
+    lets each through) made approve, deny and the whole expiry sweep stop with "unexpected TypeError"
+    (second attack round). Now that request is refused in one sentence, nothing is written, and the
+    sweep goes on for the others."""
+    path = demo_copy()
+    pending = first_pending(path)
+    last = ("(SELECT id FROM approval_request_events WHERE approval_request_id = '{r}' "
+            "ORDER BY rowid DESC LIMIT 1)")
+    _set(path, f"UPDATE approval_request_events SET sequence = {sequence} WHERE id = {last.format(r=pending)}")
+    for argv in (("approve", pending, "--requester-unknown-ok"), ("deny", pending, "--reason", "x")):
+        code, out, err = run(capsys, "--db", str(path), "approvals", *argv)
+        assert code == 1 and "not a whole number" in err and "Nothing was written" in err, (argv, err)
+        assert err.count("\n") <= 2 and "unexpected" not in err, err
+    _set(path, f"UPDATE approval_requests SET expires_at = '2000-01-01 00:00:00' WHERE status = 'pending'")
+    code, out, err = run(capsys, "--db", str(path), "approvals", "expire")
+    assert code == 1 and "unexpected" not in err, err
+    statuses = dict(sqlite3.connect(path).execute("SELECT id, status FROM approval_requests"))
+    assert statuses[pending] == "pending"
+    assert "expired" in set(statuses.values())  # the sweep went on past it
+
+
 # --- the watch stream ----------------------------------------------------------------------------
 
 def test_watch_goes_on_past_a_change_it_cannot_show(demo_copy, tmp_path):
