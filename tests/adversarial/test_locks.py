@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from console.clock import db_time, system_clock
+from tests.adversarial import proc_locks
 from tests.adversarial.tui import open_screen
 from tests.tui.test_flows import wait_until
 
@@ -30,24 +31,13 @@ pytestmark = pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs 
 
 def locks_held(pid: int, *paths: Path) -> list[tuple[str, str, str]]:
     """(file, mode, range) of every POSIX lock `pid` holds on `paths`, from /proc/locks."""
-    inodes = {}
+    held = []
     for path in paths:
         try:
-            st = os.stat(path)
+            rows = proc_locks.held(pid, path)
         except FileNotFoundError:
             continue
-        inodes[st.st_ino] = path.name
-    held = []
-    with open("/proc/locks") as handle:
-        for line in handle:
-            fields = line.split()
-            if "->" in fields:  # a waiter, not a holder
-                continue
-            if len(fields) < 8 or fields[1] != "POSIX" or int(fields[4]) != pid:
-                continue
-            inode = int(fields[5].split(":")[2])
-            if inode in inodes:
-                held.append((inodes[inode], fields[3], f"{fields[6]}-{fields[7]}"))
+        held += [(path.name, f[3], f"{f[6]}-{f[7]}") for f in rows if f[1] == "POSIX"]
     return sorted(held)
 
 

@@ -32,6 +32,7 @@ from console.db import file_guard
 from console.db.connect import sqlite_connection
 from console.db.snapshot import sha256_file
 from console.errors import DatabaseUnusable
+from tests.adversarial import proc_locks
 from tests.upgrade_helpers import REPO, db_1820
 
 CANDIDATE = "archon.db.pre-upgrade-20991231T235959Z.sqlite3"  # newest by name and by mtime
@@ -55,15 +56,9 @@ _WATCHED_UPGRADE = textwrap.dedent("""
         "    print('refused', exc)\\n")
 
     def shm_locks():
-        ino = os.stat(db + "-shm").st_ino
-        found = 0
-        with open("/proc/locks") as table:
-            for line in table:
-                f = line.split()
-                i = 2 if f[1] == "->" else 1
-                if int(f[i + 3]) == os.getpid() and int(f[i + 4].split(":")[-1]) == ino:
-                    found += 1
-        return found
+        from tests.adversarial import proc_locks  # this runs in the upgrade's own process
+
+        return proc_locks.count(db + "-shm")
 
     if mode == "symlink":
         open_ro = snapshot_reuse.open_ro
@@ -133,15 +128,7 @@ def test_a_planted_name_for_the_shm_never_drops_the_upgrades_locks(tmp_path, pla
 
 
 def _shm_locks(path: Path) -> int:
-    ino = os.stat(f"{path}-shm").st_ino
-    found = 0
-    with open("/proc/locks") as table:
-        for line in table:
-            f = line.split()
-            i = 2 if f[1] == "->" else 1
-            if int(f[i + 3]) == os.getpid() and int(f[i + 4].split(":")[-1]) == ino:
-                found += 1
-    return found
+    return proc_locks.count(f"{path}-shm")
 
 
 @pytest.fixture
@@ -271,11 +258,7 @@ def _all_locks(path: Path) -> list[int]:
 
 
 def _locks_on(file: Path) -> int:
-    ino = os.stat(file).st_ino
-    with open("/proc/locks") as table:
-        rows = [line.split() for line in table]
-    return sum(1 for f in rows for i in [2 if f[1] == "->" else 1]
-               if int(f[i + 3]) == os.getpid() and int(f[i + 4].split(":")[-1]) == ino)
+    return proc_locks.count(file)
 
 
 def _readers(directory: Path, conn):
