@@ -195,9 +195,13 @@ def _query(kind: str, flt: AuditFilter, *, after_rowid: int | None = None,
 
 
 # A BLOB where archon keeps text (its CHECKs accept one): `json_object` refuses BLOBs, so the export
-# reads it as text, as every other reader does (console/db/rows.py). After the filters, so the indexes
-# on project_id and the times still serve them.
-_TEXTUAL = "CASE WHEN typeof({c}) = 'blob' THEN CAST({c} AS TEXT) ELSE {c} END"
+# reads it as text, as every other reader does (console/db/rows.py); and a stored 9e999 (a sequence's
+# CHECK >= 1 accepts it), which `json_object` writes as the bare token `Inf`, is the string naming it,
+# as every other JSON output writes it (console/text.py). After the filters, so the indexes on
+# project_id and the times still serve them.
+_TEXTUAL = ("CASE typeof({c}) WHEN 'blob' THEN CAST({c} AS TEXT) WHEN 'real' THEN CASE "
+            "WHEN {c} > 1.7976931348623157e308 THEN 'Infinity' WHEN {c} < -1.7976931348623157e308 "
+            "THEN '-Infinity' ELSE {c} END ELSE {c} END")
 
 
 def _rows(conn: sqlite3.Connection, sql: str, params: list[Any]) -> Iterator[tuple]:

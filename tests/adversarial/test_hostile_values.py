@@ -363,6 +363,20 @@ def test_a_sequence_that_is_not_a_whole_number_refuses_its_request_only(demo_cop
     assert "expired" in set(statuses.values())  # the sweep went on past it
 
 
+def test_audit_jsonl_is_strict_when_a_sequence_is_infinite(demo_copy, capsys):
+    """An event's sequence of 9e999 (archon's CHECK sequence >= 1 accepts it) made `audit --format
+    jsonl` print SQLite's bare `Inf`, which no JSON parser reads (second attack round)."""
+    path = demo_copy()
+    _set(path, "UPDATE approval_request_events SET sequence = 9e999 WHERE rowid = (SELECT max(rowid) "
+               "FROM approval_request_events)")
+    _set(path, "UPDATE execution_environment_events SET sequence = -9e999 WHERE rowid = (SELECT max(rowid) "
+               "FROM execution_environment_events)")
+    code, out, err = run(capsys, "--db", str(path), "audit", "--format", "jsonl")
+    assert code == 0, err
+    events = [_strict(line) for line in out.splitlines()]
+    assert {"Infinity", "-Infinity"} <= {e.get("sequence") for e in events}
+
+
 # --- the watch stream ----------------------------------------------------------------------------
 
 def test_watch_goes_on_past_a_change_it_cannot_show(demo_copy, tmp_path):
