@@ -170,6 +170,10 @@ async def test_the_detail_pane_shows_a_page_of_many_events(db, make_app):
             assert time.monotonic() < deadline, "the detail pane never filled"
             await pilot.pause(0.05)
         assert app.screen.detail.id == "req-open" and len(app.screen.detail.events) == 200
-        await pilot.pause(0.1)
-        shown = str(app.screen.query_one("#detail-events", Timeline).render())
-        assert "…and 19,801 earlier events" in shown
+        def shown() -> str:
+            return str(app.screen.query_one("#detail-events", Timeline).render())
+
+        while "…and" not in shown():  # the timeline paints after the detail arrives
+            assert time.monotonic() < deadline, shown()
+            await pilot.pause(0.05)
+        assert "…and 19,801 earlier events" in shown()

@@ -115,10 +115,12 @@ async def test_every_screen_reads_a_schema_of_hostile_names(healthy, tmp_path, m
         plant(db, name, n)
     app = make_app(db, read_only=True, start="approvals")
     async with app.run_test(size=(160, 50)) as pilot:
-        await pilot.pause(0.5)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
         for command in ("envs", "projects", "project p1", "doctor", "upgrade", "approvals"):
             await open_screen(pilot, command)
-            await pilot.pause(0.4)
+            await app.workers.wait_for_complete()
+            await pilot.pause()
             for key in ("down", "enter", "escape"):
                 await pilot.press(key)
             assert app.is_running, command

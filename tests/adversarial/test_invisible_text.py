@@ -225,9 +225,10 @@ async def test_a_project_name_of_combining_marks_draws_at_once(demo_copy, make_a
     async with app.run_test(size=(160, 50)) as pilot:
         await wait_until(pilot, lambda: isinstance(app.screen, ApprovalsScreen)
                          and app.screen.query_one(LazyTable).cursor_key, timeout=20, what="the queue drawn")
-        await pilot.pause(0.2)
-        painted = "".join(s.text for strip in app.screen._compositor.render_strips() for s in strip)
-        assert "marks\u27e9" in painted
+        def painted() -> str:
+            return "".join(s.text for strip in app.screen._compositor.render_strips() for s in strip)
+
+        await wait_until(pilot, lambda: "marks\u27e9" in painted(), timeout=20, what="the name drawn as a picture")
 
 
 # --- lines built from several fields -------------------------------------------------------------
