@@ -5,11 +5,10 @@ the database is read only through `read_json` (widgets/safe_json.py: bounded dep
 from __future__ import annotations
 
 import json
-import math
 import re
 from typing import Any
 
-from widgets.safe_json import MAX_DEPTH, UnreadableJson, json_or_none, read_json, unparseable_note  # noqa: F401
+from widgets.safe_json import MAX_DEPTH, UnreadableJson, finite, json_or_none, read_json, unparseable_note  # noqa: F401
 from widgets.safe_text import clean, is_shell_word, replace_unsafe  # noqa: F401
 
 
@@ -73,29 +72,11 @@ def _default(value: Any) -> str:
 
 _LINE_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_default, allow_nan=False)
 
-# Strict JSON only: `json` would write a stored 1e999 or NaN (archon's JSON columns and REAL columns
-# can hold them) as the bare tokens `Infinity`/`NaN`, which no strict parser (jq, JavaScript) reads. So
-# a non-finite number is written as the string naming it (README.md, "JSON output").
-_NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
-
-
-def _finite(value: Any) -> Any:
-    """`value` with every non-finite float replaced by its name as a string (only called once the
-    strict encoder refused `value`; values read from the database are bounded in depth)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return _NON_FINITE.get(value, "NaN")
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
 def _line(value: Any) -> str:
     try:
         return _LINE_ENCODER.encode(value)
     except ValueError:  # a non-finite float somewhere
-        return _LINE_ENCODER.encode(_finite(value))
+        return _LINE_ENCODER.encode(finite(value))
 
 
 def json_lines(values: Any) -> str:
@@ -120,5 +101,5 @@ def json_text(value: Any, *, indent: int | None = 2, sort_keys: bool = False) ->
     try:
         text = json.dumps(value, **options)
     except ValueError:  # a non-finite float somewhere: strict JSON names it as a string
-        text = json.dumps(_finite(value), **options)
+        text = json.dumps(finite(value), **options)
     return replace_unsafe(text, _json_escape)

@@ -21,6 +21,7 @@ from typing import Any
 
 from textual.app import App
 
+from widgets.safe_json import finite
 from widgets.safe_text import clean, first_unsafe, is_shell_word
 
 
@@ -88,18 +89,6 @@ def copy(app: App, text: str, *, structural_lines: bool = False) -> str:
 _SHELL_ACTIVE = str.maketrans({c: f"\\u{ord(c):04x}" for c in "'$`!"})
 
 
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and value != value:
-        return "NaN"
-    if isinstance(value, float) and value in (float("inf"), float("-inf")):
-        return "Infinity" if value > 0 else "-Infinity"
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
 def json_text(payload: Any) -> str:
     """What `Y` copies: indented JSON, every control and non-ASCII character a `\\uXXXX` escape, and so
     are the characters a shell acts on inside quotes (`'`, `$`, backtick, `!`), so the copy can be
@@ -108,7 +97,7 @@ def json_text(payload: Any) -> str:
     try:
         text = json.dumps(payload, **options)
     except ValueError:  # a non-finite number: strict JSON names it as a string, as --json does
-        text = json.dumps(_finite(payload), **options)
+        text = json.dumps(finite(payload), **options)
     return text.translate(_SHELL_ACTIVE)
 
 

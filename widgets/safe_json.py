@@ -14,6 +14,7 @@ Like `safe_text`, it lives with the widgets (the JSON view uses it) and imports 
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -112,5 +113,23 @@ def unparseable_note(text: Any) -> str | None:
     return None if problem is None else f"unparseable ({problem})"
 
 
-__all__ = ["MAX_CHARS", "MAX_DEPTH", "NOT_JSON", "TOO_DEEP", "TOO_LARGE", "UnreadableJson", "json_or_none",
+# Strict JSON only: `json` would write a stored 1e999 or NaN (archon's JSON columns and REAL columns
+# can hold them) as the bare tokens `Infinity`/`NaN`, which no strict parser (jq, JavaScript) reads. So
+# a non-finite number is written as the string naming it (README.md, "JSON output").
+_NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
+
+
+def finite(value: Any) -> Any:
+    """`value` with every non-finite float replaced by its name as a string (called once a strict
+    encoder refused `value`; values read from the database are bounded in depth)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return _NON_FINITE.get(value, "NaN")
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+__all__ = ["MAX_CHARS", "finite", "MAX_DEPTH", "NOT_JSON", "TOO_DEEP", "TOO_LARGE", "UnreadableJson", "json_or_none",
            "limit_problem", "read_json", "unparseable_note"]
