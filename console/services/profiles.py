@@ -7,9 +7,10 @@ archon's projection trigger demands that the provider always equals the active p
 `provider_preference` (docs/archon-schema.md, execution profile activation).
 
 Fingerprints are recomputed with `console.db.execution_profiles`, which reconstructs archon's
-unseen canonical serialisation (docs/decisions.md, Q13). A mismatch is shown, never "fixed", and does not
-block a rollback: if our reconstruction is what is wrong, refusing would lock operators out of
-every revision archon made.
+unseen canonical serialisation (docs/decisions.md, Q13). A mismatch is shown, never "fixed". It
+blocks a rollback only where archon's next start re-reads the revision: there the console would
+have to predict that start with the algorithms the database contradicts (profile_startup.py
+`unpredictable`); elsewhere archon keeps the revision whatever the console makes of it.
 """
 
 from __future__ import annotations
