@@ -276,3 +276,13 @@ def test_those_checksums_are_refused_in_a_row_the_current_version_wrote(tmp_path
     assert main(["--db", str(path), "upgrade", "--force"]) == EXIT_UNUSABLE
     assert "checksum changed" in capsys.readouterr().err
     assert fingerprint_dir(tmp_path) == before
+
+
+def test_the_second_frozen_table_is_what_main_computed_before_0_2_0():
+    """Frozen from the code that wrote it; a step that reaches no project module hashes the same way
+    under both schemes, so its frozen value is its checksum today (the table was not invented)."""
+    from console.db.migrations.legacy_checksums import ACCEPTED_BY_VERSION, CHECKSUMS_0_1_0_PACKAGE
+
+    alone = [m for m in MIGRATIONS if base.step_sources(_module(m)) == [m.module]]
+    assert alone and all(CHECKSUMS_0_1_0_PACKAGE[m.id] == m.checksum for m in alone)
+    assert list(ACCEPTED_BY_VERSION) == ["0.1.0"]
