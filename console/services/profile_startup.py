@@ -87,16 +87,13 @@ def _normalized(profile_json: Any, schema_version: int) -> dict[str, Any] | None
     return normalized.profile if normalized.ok else None
 
 
-def evidence(conn: sqlite3.Connection) -> profile_evidence.ProfileEvidence:
-    """What `unpredictable` weighs: the same evidence the upgrade's gate reads (one pass, per listing)."""
-    return profile_evidence.verify(conn)
-
-
 def unpredictable(release: str | None, revision: dict[str, Any], project: dict[str, Any],
                   found: profile_evidence.ProfileEvidence) -> str | None:
     """Why the console cannot promise what archon `release`'s next start does with `revision` if it
     were made active: that start re-reads it (a schema below the current one, or 1.10.0's workload
-    repair of current-schema revisions) with algorithms the database contradicts. None otherwise."""
+    repair of current-schema revisions) with algorithms the database contradicts. None otherwise.
+    `found` is `profile_evidence.verify` of the database, the evidence the upgrade's gate reads
+    (taken once per listing, and again inside the activation's transaction)."""
     current_version = profiles.SCHEMA_VERSION_BY_RELEASE.get(release or "")
     if current_version is None or project.get("deletion_started_at") or found.status != profile_evidence.CONTRADICTED:
         return None
@@ -185,5 +182,4 @@ def replacement(conn: sqlite3.Connection, release: str | None, revision: dict[st
     return Replacement(release, current["id"], stored, current.get("revision"), " and ".join(reasons))
 
 
-__all__ = ["Replacement", "SCHEMA_BACKFILL_FROM", "WORKLOAD_REPAIR_RELEASES", "evidence", "replacement",
-           "unpredictable"]
+__all__ = ["Replacement", "SCHEMA_BACKFILL_FROM", "WORKLOAD_REPAIR_RELEASES", "replacement", "unpredictable"]

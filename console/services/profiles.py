@@ -25,7 +25,7 @@ from typing import Any
 
 from console.db.sql import stored_columns
 from console.clock import db_time
-from console.db import execution_profiles
+from console.db import execution_profiles, profile_evidence
 from console.db.connect import ArchonDatabase
 from console.db.tx import write_transaction
 from console.errors import DatabaseUnusable, Refusal
@@ -119,7 +119,7 @@ def list_revisions(handle: ArchonDatabase, project_id: str) -> list[ProfileRevis
     project_id = resolve_project(conn, project_id)["id"]  # an id or a unique name
     project = _project(conn, project_id)
     audit = _audit(conn, project_id)
-    found = profile_startup.evidence(conn)
+    found = profile_evidence.verify(conn)
     rows = []
     for stored in conn.execute(
         f"SELECT {stored_columns(conn, 'execution_profile_revisions')} FROM execution_profile_revisions "
@@ -248,7 +248,7 @@ def activate(
                 f"project's build provider ({' or '.join(PROVIDERS)}); it cannot be activated. Nothing was written."
             )
         unknown = profile_startup.unpredictable(handle.shape.release, revision, project,
-                                                profile_startup.evidence(conn))
+                                                profile_evidence.verify(conn))
         if unknown is not None:
             raise DatabaseUnusable(
                 f"{revision_id} cannot be activated: {unknown}. Nothing was written.",
