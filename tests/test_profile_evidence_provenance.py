@@ -110,3 +110,11 @@ def test_schema_3_evidence_archon_wrote_unlocks_the_schema_3_steps(tmp_path):
     gate = service.plan_upgrade(path).profile_evidence
     assert "021-profile-backfill-current-schema" in gate.steps
     assert gate.status == "verified" and gate.force_reason is None and gate.refusal is None
+
+
+def test_the_consoles_profile_steps_are_found_by_their_imports():
+    assert profile_evidence.CONSOLE_PROFILE_STEPS == {
+        "004-profile-revisions-rebuild-v2", "005-profile-backfill-initial", "006-profile-backfill-schema-v2",
+        "007-profile-guard-triggers", "020-profile-revisions-rebuild-v3", "021-profile-backfill-current-schema",
+        "022-profile-workload-eligibility",
+    }

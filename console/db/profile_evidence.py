@@ -20,8 +20,8 @@ archon itself left in the database:
 
 Evidence counts only when archon wrote it, and only for the schema version it is at:
 
-* never what the console's own upgrade wrote. The console's profile steps (004-007, 020-022)
-  write archon's fixed ids (`<project>:execution-profile:1`, `...:v<N>`, `...:<repair>-v<N>`, the
+* never what the console's own upgrade wrote. The console's profile steps (those that reach
+  console/db/execution_profiles.py: 004-007, 020-022) write archon's fixed ids (`<project>:execution-profile:1`, `...:v<N>`, `...:<repair>-v<N>`, the
   `:v2-backfill` / `:schema-backfill` events) and install `create_project_execution_profile`
   with its own defaults embedded, which archon then keeps (CREATE TRIGGER IF NOT EXISTS) and which
   writes revision 1 of every later project. Such rows cannot be told from archon's by their ids, so
@@ -35,21 +35,15 @@ Reads only; the cost is one pass over the revisions (a few per project).
 
 from __future__ import annotations
 
+import importlib
 import re
 import sqlite3
 from dataclasses import asdict, dataclass, field
 
 from console.db import execution_profiles as profiles
 from console.db import ledger
-from console.db.migrations.steps import (
-    s004_profile_revisions_rebuild_v2 as s004,
-    s005_profile_backfill_initial as s005,
-    s006_profile_backfill_schema_v2 as s006,
-    s007_profile_guard_triggers as s007,
-    s020_profile_revisions_rebuild_v3 as s020,
-    s021_profile_backfill_current_schema as s021,
-    s022_profile_workload_eligibility as s022,
-)
+from console.db.migrations.base import step_sources
+from console.db.migrations.registry import MIGRATIONS
 from console.text import UnreadableJson, read_json
 
 REVISIONS = "execution_profile_revisions"
@@ -59,8 +53,11 @@ SHOWN = 10  # contradictions spelled out in a summary
 
 VERIFIED, CONTRADICTED, NONE = "verified", "contradicted", "no-evidence"
 
-# The console's steps that write profile revisions, their events, or create_project_execution_profile.
-CONSOLE_PROFILE_STEPS = frozenset(m.ID for m in (s004, s005, s006, s007, s020, s021, s022))
+# The console's steps that may write profile revisions, their events or create_project_execution_profile:
+# every step that reaches the profile algorithms by its imports (the same walk as its checksum), so a
+# new profile step is set aside without being listed here.
+CONSOLE_PROFILE_STEPS = frozenset(
+    m.id for m in MIGRATIONS if profiles.__name__ in step_sources(importlib.import_module(m.module)))
 # Archon's fixed revision ids after `<project>:execution-profile:`, which those steps also write.
 _FIXED_SUFFIX = re.compile(r"1|v\d+|[a-z][a-z-]*-v\d+")
 
