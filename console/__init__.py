@@ -2,7 +2,7 @@
 
 import os as _os
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 if _os.environ.get("ARCHON_CONSOLE_AUDIT_FILES"):  # set by the test suite only (console/db/file_guard.py)
     from console.db.file_guard import install_from_environment

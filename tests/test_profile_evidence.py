@@ -118,7 +118,9 @@ def test_each_kind_of_contradiction_is_named(demos, tmp_path):
     assert evidence.contradicted_rows == [first, second, "create_project_execution_profile"]
 
 
-def test_console_upgraded_demo_still_verifies_including_its_backfills(demos, tmp_path):
+def test_console_upgraded_demo_keeps_only_archons_evidence(demos, tmp_path):
+    """Issue 18, finding 5: after the console's own upgrade, its backfilled revisions, events and the
+    trigger it rebuilt are not evidence; archon's own schema-2 revisions still are, for schema 2 only."""
     path = _copy(demos, "1.8.22", tmp_path)
     service.run_upgrade(path, force=True)
     conn = sqlite3.connect(path)
@@ -127,22 +129,33 @@ def test_console_upgraded_demo_still_verifies_including_its_backfills(demos, tmp
                              "WHERE id LIKE '%:schema-backfill'").fetchone()[0]
     conn.close()
     assert backfills > 0
-    assert evidence.status == profile_evidence.VERIFIED and evidence.trigger_schema_version == 3
+    assert evidence.status == profile_evidence.VERIFIED and evidence.schema_versions == [2]
+    assert evidence.trigger_schema_version is None and evidence.console_rows >= 3 + backfills + 1
+    assert evidence.proves(2) and not evidence.proves(3)
+    assert "are not evidence" in evidence.summary()
 
 
 # --- the upgrade gate ------------------------------------------------------------------------------
 
 
-def test_verified_evidence_is_shown_and_the_upgrade_proceeds(demos, tmp_path, capsys):
+def test_schema_2_evidence_does_not_prove_the_schema_3_steps(demos, tmp_path, capsys):
+    """Issue 18, finding 5: archon's 1.8.22 rows (schema 2, and its schema-2 trigger) agree with the
+    console, but steps 020/021 write schema 3, which nothing archon wrote here shows."""
     path = _copy(demos, "1.8.22", tmp_path)
     plan = service.plan_upgrade(path)
     gate = plan.profile_evidence
-    assert gate.status == "verified" and gate.refusal is None and gate.force_reason is None
+    assert gate.evidence["status"] == "verified" and gate.evidence["trigger_schema_version"] == 2
+    assert gate.status == "no-evidence" and gate.refusal is None
     assert gate.steps == ["020-profile-revisions-rebuild-v3", "021-profile-backfill-current-schema"]
-    assert not any("unverified" in r for r in plan.force_reasons)  # only adoption + 009 need --force
+    assert "unverified at schema 3" in gate.force_reason and gate.force_reason in plan.force_reasons
     assert main(["--db", str(path), "upgrade", "--plan"]) == EXIT_OK
     out = capsys.readouterr().out
-    assert f"Profile evidence: verified on {gate.evidence['revisions']} revision(s)" in out
+    assert gate.unverified + "." in out.splitlines() and "--force is required" in out
+    assert "Profile evidence: verified" not in out
+    before = fingerprint_dir(path.parent)
+    assert main(["--db", str(path), "upgrade"]) == EXIT_REFUSED
+    assert "unverified at schema 3" in capsys.readouterr().err
+    assert fingerprint_dir(path.parent) == before
     assert main(["--db", str(path), "upgrade", "--force"]) == EXIT_OK
     assert "Applied 29 step(s)" in capsys.readouterr().out
 
@@ -195,7 +208,7 @@ def test_a_trigger_with_other_defaults_refuses(demos, tmp_path, capsys):
 def test_contradiction_appearing_after_the_plan_is_caught_under_the_lock(demos, tmp_path, monkeypatch):
     path = _copy(demos, "1.8.22", tmp_path)
     plan = service.plan_upgrade(path, _allow_recovery=True)
-    assert plan.profile_evidence.status == "verified"
+    assert plan.profile_evidence.evidence["status"] == "verified" and not plan.profile_evidence.contradicted
     tampered, _rows = contradicting(demos, tmp_path / "t")
     shutil.copyfile(tampered, path)
     monkeypatch.setattr(upgrade_run, "plan_upgrade", lambda *a, **k: plan)  # the plan made before the change

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from console.db import execution_profiles as ep
-from console.errors import Refusal, UsageError
+from console.errors import DatabaseUnusable, Refusal, UsageError
 from console.services import identity, profiles
 from tests.test_environments_support import T0, add_project, dump, handle, raw
 
@@ -20,7 +20,7 @@ def add_revision(conn, project_id, revision, profile, *, fingerprint=None, rev_i
     conn.execute(
         "INSERT INTO execution_profile_revisions (id, project_id, revision, schema_version, fingerprint, profile_json, "
         "created_at) VALUES (?, ?, ?, 3, ?, ?, ?)",
-        (rev_id, project_id, revision, fingerprint or ep.fingerprint(profile), json.dumps(profile),
+        (rev_id, project_id, revision, fingerprint or ep.fingerprint(profile), ep.serialize(profile),
          f"2026-10-0{revision} 12:00:00"),
     )
     return rev_id
@@ -28,16 +28,30 @@ def add_revision(conn, project_id, revision, profile, *, fingerprint=None, rev_i
 
 @pytest.fixture
 def db(schema_db):
+    """Revisions the console's profile algorithms reproduce (archon stores canonical JSON)."""
     path = schema_db("1.10.0")
     conn = raw(path)
     add_project(conn, "p1")
     add_project(conn, "gone", deleting=True)
     add_revision(conn, "p1", 2, DOCKER)
-    add_revision(conn, "p1", 3, {**DOCKER, "provider_preference": "host", "note": "x"}, fingerprint="f" * 64)
-    add_revision(conn, "p1", 4, {"provider_preference": "cloud"})
     add_revision(conn, "gone", 2, DOCKER)
     conn.close()
     return path
+
+
+def add_broken(path):
+    """A fingerprint that does not recompute and a provider the console does not know: the database
+    then contradicts the console's reconstruction (console/db/profile_evidence.py)."""
+    conn = raw(path)
+    add_revision(conn, "p1", 3, {**DOCKER, "provider_preference": "host", "note": "x"}, fingerprint="f" * 64)
+    add_revision(conn, "p1", 4, {"provider_preference": "cloud"})
+    conn.close()
+    return path
+
+
+@pytest.fixture
+def broken_db(db):
+    return add_broken(db)
 
 
 def project(path, project_id="p1"):
@@ -66,8 +80,8 @@ def refused(path, match, *args, **kwargs):
     assert match in info.value.reason, info.value.reason
 
 
-def test_list_marks_active_and_checks_fingerprints(db):
-    with handle(db) as h:
+def test_list_marks_active_and_checks_fingerprints(broken_db):
+    with handle(broken_db) as h:
         rows = profiles.list_revisions(h, "p1")
     assert [r.revision for r in rows] == [4, 3, 2, 1]
     by_rev = {r.revision: r for r in rows}
@@ -78,11 +92,11 @@ def test_list_marks_active_and_checks_fingerprints(db):
     assert by_rev[2].fingerprint_short == by_rev[2].fingerprint[:12]
 
 
-def test_show_pretty_json_and_a_mismatch_is_shown_not_fixed(db):
-    before = dump(db)
-    with handle(db) as h:
+def test_show_pretty_json_and_a_mismatch_is_shown_not_fixed(broken_db):
+    before = dump(broken_db)
+    with handle(broken_db) as h:
         row = profiles.show_revision(h, "p1:execution-profile:r3")
-    assert dump(db) == before
+    assert dump(broken_db) == before
     assert row.fingerprint_matches is False and row.fingerprint == "f" * 64
     assert row.computed_fingerprint != row.fingerprint
     assert row.pretty_json.startswith("{\n  \"check_template_policy\"")
@@ -130,14 +144,33 @@ def test_activating_the_active_revision_is_a_noop(db):
     assert dump(db) == before
 
 
-def test_mismatched_fingerprint_activates_with_a_warning(db):
-    with handle(db) as h:
+def test_mismatched_fingerprint_is_refused_where_archons_start_rereads_it(broken_db):
+    """Issue 18, finding 6: on 1.10.0 archon's start re-reads every active revision with algorithms
+    this database contradicts, so no promise about that start can be made."""
+    before = dump(broken_db)
+    with handle(broken_db) as h, pytest.raises(DatabaseUnusable) as info:
+        profiles.activate(h, "p1:execution-profile:r3", "alice", reason="r", now=T0)
+    assert info.value.exit_code == 3 and "cannot promise what that start does" in info.value.reason
+    assert dump(broken_db) == before
+
+
+def test_mismatched_fingerprint_activates_with_a_warning_where_archon_leaves_it(schema_db):
+    """1.8.22's start re-reads schema-1 revisions only: a schema-2 one is kept whatever it holds."""
+    path = schema_db("1.8.22")
+    conn = raw(path)
+    add_project(conn, "p1")
+    profile = {"provider_preference": "docker_sandbox", "eligible_workloads": ["build"]}
+    conn.execute("INSERT INTO execution_profile_revisions (id, project_id, revision, schema_version, fingerprint, "
+                 "profile_json) VALUES ('p1:execution-profile:r3', 'p1', 3, 2, ?, ?)", ("f" * 64, ep.serialize(profile)))
+    conn.close()
+    with handle(path) as h:
         result = profiles.activate(h, "p1:execution-profile:r3", "alice", reason="r", now=T0)
     assert "does not match" in result.message
-    assert project(db)["build_execution_provider"] == "host"
+    assert project(path)["build_execution_provider"] == "docker_sandbox"
 
 
-def test_refusals_write_nothing(db):
+def test_refusals_write_nothing(broken_db):
+    db = broken_db
     refused(db, "reason is required", "p1:execution-profile:r2", "alice", reason=" ")
     refused(db, "no execution profile revision", "nope", "alice", reason="r")
     refused(db, "being deleted", "gone:execution-profile:r2", "alice", reason="r")

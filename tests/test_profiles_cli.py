@@ -19,9 +19,17 @@ def db(schema_db, monkeypatch):
     conn = raw(path)
     add_project(conn, "p1")
     add_revision(conn, "p1", 2, DOCKER)
-    add_revision(conn, "p1", 3, {"provider_preference": "host", "x": "\x1b[31m[red]"}, fingerprint="0" * 64)
     conn.close()
     return path
+
+
+@pytest.fixture
+def broken_db(db):
+    """With a revision whose fingerprint does not recompute (and control characters in its text)."""
+    conn = raw(db)
+    add_revision(conn, "p1", 3, {"provider_preference": "host", "x": "\x1b[31m[red]"}, fingerprint="0" * 64)
+    conn.close()
+    return db
 
 
 def cli(capsys, *argv):
@@ -30,7 +38,8 @@ def cli(capsys, *argv):
     return code, out, err
 
 
-def test_list_json_and_text(db, capsys):
+def test_list_json_and_text(broken_db, capsys):
+    db = broken_db
     code, out, _ = cli(capsys, "profiles", "list", "p1", "--db", db, "--json")
     rows = json.loads(out)
     assert code == 0 and [r["revision"] for r in rows] == [3, 2, 1]
@@ -40,7 +49,8 @@ def test_list_json_and_text(db, capsys):
     assert cli(capsys, "profiles", "list", "nope", "--db", db)[0] == 1
 
 
-def test_show_text_marks_mismatch_and_strips_controls(db, capsys):
+def test_show_text_marks_mismatch_and_strips_controls(broken_db, capsys):
+    db = broken_db
     code, out, _ = cli(capsys, "profiles", "show", "p1:execution-profile:r3", "--db", db)
     assert code == 0 and "fingerprint MISMATCH: stored " + "0" * 64 in out
     assert "\x1b" not in out and '"x": "\\u001b[31m[red]"' in out

@@ -28,35 +28,35 @@ from console.services.upgrade import plan_upgrade, run_upgrade
 from tests.upgrade_helpers import db_1820, fingerprint_dir
 
 PINNED = {
-    "001-archon-1.8.20-baseline": "51a4d61582e223aa7304e0d46916c6e53c44dd5a079eaf1579c73795087a7d2f",
-    "002-project-active-profile-column": "993e21def29c7ec1ea427366bb6aa6647543dabacabbfbc770c78ae7660bee6e",
-    "003-profile-tables": "11c45df26ffdd0535f0a46a99dc70e3c34317f428050483fdeeb758e2e13df69",
-    "004-profile-revisions-rebuild-v2": "57445c5bddd4b32d093b412f7a35de51b8ba788a16084cb0030cba729c74f500",
-    "005-profile-backfill-initial": "703994cde5dba153ea70973afb068031416f8bb547235928cc3560f2663d5a48",
-    "006-profile-backfill-schema-v2": "d37b3c6e65c060ba4cefe363cefeb084c837858dbe9e0f5fd9f61219feee130b",
-    "007-profile-guard-triggers": "8f5b6cc5f11ddda2d2428ec031f6842fbf5744d49ebe5613db48bb464b85e5f1",
-    "008-build-sequence-profile-columns": "47539d85c0766b989c11f5b476c9f3c5d0e92a883b74fa3919cb38380b6567b7",
-    "009-build-sequence-incomplete-sweep": "d20ec710a1c9e268a1ad5cec1cdc85b407c282a5a95f32e75c543288215b369b",
-    "010-build-sequence-profile-triggers": "c976feddf733d80406b3a656e6f118a62bdc44aac9c71c63abc8876644c6cea2",
-    "011-environment-profile-columns": "d38862151562cc093de69a0a6459c7935adc3f3aa7b318e38fc47d46cab3eadf",
-    "012-run-authorities": "a0c72724bbaa96df4cf7b552cbb6453accbe317e2107642a22a94c9c6eb2c09a",
-    "013-approval-tables": "bb1da83fc48ed03c18831a27c2f227a167e7f9b6fc99862ddb32f6c670de168d",
-    "014-approval-requests-rebuild-action-limit": "8129f713fa45c551c713da318db10483f3293cd73d0ea6685d27a9e77a8d1172",
-    "015-build-setup-evidence": "b4110e7a647b463635020b629b68187b112858bfb827ae18be348b4e9a86d42c",
-    "016-environment-identity-triggers": "4e5bbb2597f9076f63cef9492097f5825a88db1f7678c2910084292f2f0f8368",
+    "001-archon-1.8.20-baseline": "c1324fc4cb7a827efa022b04e681d9c8aa48bd02834176310700d2a03154ab6c",
+    "002-project-active-profile-column": "79cba2e3d98c06e272b6368c02862311eea8197f710180fbd39b2f1f24db4282",
+    "003-profile-tables": "22f8da1aafd5e8f5b6351b00f69d7714aa55ddce930b45534ffb5d5a4dc3753c",
+    "004-profile-revisions-rebuild-v2": "4d1e7a84ee00d0c1dbc7382efe3da5f672fec1a3a4fe9f5157722f47525dc0f4",
+    "005-profile-backfill-initial": "ee44d9edc95d13476f15b7ceee0c0b46e6de33b519132be2a0569ea56f83e803",
+    "006-profile-backfill-schema-v2": "b1db11a6fe46ff072152aa6d6b070b9db51353bb814c892c477c431ae44d57ce",
+    "007-profile-guard-triggers": "c3d597b769ad8af346c9ad2eda1a218bd76dcce9a1e3dded0faee367fedce1b7",
+    "008-build-sequence-profile-columns": "7632a545732092075362f68829565c516342ceca5b69148bb42f5c1f308bd104",
+    "009-build-sequence-incomplete-sweep": "8612b3dca7e773234679f1af0035936ef11ec03f67a9558c6efc2e8551355d20",
+    "010-build-sequence-profile-triggers": "b5a77ea0a336079f138373457146d51cc9cb5baf7cd68d45c1b19a3a068fc2f1",
+    "011-environment-profile-columns": "53b08fff4d2449210f9ad2c0d41f416f0e8798e7012be15d120b45afa68f9a29",
+    "012-run-authorities": "514ae8411e635f57bd7c7d5275b17580991f2507741152ec789d54d20870e0e7",
+    "013-approval-tables": "202dffdaf1fdb3fccc42287c49fe1e2066956d13d46aca3606ed3bdb0a1d84b9",
+    "014-approval-requests-rebuild-action-limit": "737c97234530b8c947006481359022d4f3aae1975647e2fae18493c85e3e39d2",
+    "015-build-setup-evidence": "ffabcd1a8ac7fc71462469d15c3cf922c5c0cb9f4bc66f9232891919ebbac074",
+    "016-environment-identity-triggers": "8125638865007391d2ca93082f39b0cb711ef9cf6ca7e519615c7b03d3c66122",
     "017-environment-reuse-index": "115c091b2ae474e14988c5906b358aa3507cc9c461922259f3f777e1774def11",
-    "018-check-attempt-outcome-ambiguous": "9a9ec70cb7d88ca3598b62f0864c78f54e12ad982cdf6042b9e8f03bc7e82f21",
+    "018-check-attempt-outcome-ambiguous": "a5875807660ec939a86166e9214aebe0c76703aee2d0754798216bfc5c209363",
     "019-build-sequence-activation-run-index": "4ff0aea4b93414b9610fd4db3d1cdfa06bb3c8db1ce8092951ca7798a91455ab",
-    "020-profile-revisions-rebuild-v3": "2efdae5ff45b172eecf0d9d00c7641e53c93fe63ccfbd6e9d812ab43e7018336",
-    "021-profile-backfill-current-schema": "c73dc50054c9c581e21fd78c83d2c8e477e5e29b9f143b74ad4718873e9ddfcf",
-    "022-profile-workload-eligibility": "d3538ab01c80402e60e78f24f07d89913c6a733d8c93cb027ade2f34fd907f14",
-    "023-service-run-details": "614d759fc437ba0632f05dab3bb8b8834675d5348a4e912337a7c36bf91e08f4",
-    "024-environment-operation-columns": "7f8384ecba27d33287a5b96f86d60db368c09c5f8eb7efe812909fc2257d7f4c",
-    "025-environment-operation-indexes": "168aa42422db08bf2dd5f0bae85b6655bd4c89eff6e559cba8efd8028d83666a",
-    "026-environment-operation-triggers": "2e3aac77270c22009beccae70ecbf6877d551f37d133645d39e74f09bd83df1e",
-    "027-check-environment-columns": "d4761917bbc94f63719f1ca3560dd568824fba9e4dfaf4cec5f645e7088b5480",
-    "028-check-attempt-outcome-environment-loss": "9674ea63a28d631c9a284d5c0efa38d679edd090d48cca0ce242e8083cbc2c2a",
-    "029-check-placement-triggers": "bf04fd06e009a43cfe110f10992f6818ede1479cca94b48fa76b55255e892b55",
+    "020-profile-revisions-rebuild-v3": "504cc44b5a130b9c99f96aa17169bb17705b8569fb4a2c027a2ddc124dcb423c",
+    "021-profile-backfill-current-schema": "f016dded8da046a611f2efc8c0fbced3917237084f42010ae68ce0bc3ff705ef",
+    "022-profile-workload-eligibility": "b08049df3ba84ba9624f337b4e9bb2a7bdd3831b4ae7ad7e2367672e69fc2c7e",
+    "023-service-run-details": "c7c44316b3b096fc2bd6d6813c5207ef59d76b8e0fb68c098b7ede0ff197073a",
+    "024-environment-operation-columns": "3cf50f674812985e3f129ca11dc1a04ec9e3588175ca4873f6e369e29348bca4",
+    "025-environment-operation-indexes": "7140a8110a14d79d52496d9b2559a26a52bc0a27049bece4dec4b198b30e5e6b",
+    "026-environment-operation-triggers": "e991dff2f234f3e9553871de84c0cfad9037e1ff6bb1d5fb64400e8e2be49925",
+    "027-check-environment-columns": "29001cb08ad236763229e4f6f14c85264d2141beb23c3e7c4f11b452443e7522",
+    "028-check-attempt-outcome-environment-loss": "de8cac49cb1a38321def9485427d3c9bb850a3905356bdf64d4607ee2d18b663",
+    "029-check-placement-triggers": "12d1e3aa862c4d4425004f90a1748bdbdde1fab5519c93027b87ea0efabd0adf",
 }
 
 # Steps whose own module changed after archon-console 0.1.0 (issue 8, rules 5 and 6).
@@ -161,3 +161,128 @@ def test_old_checksums_are_accepted_only_from_0_1_0(tmp_path, capsys):
     assert main(["--db", str(path), "upgrade", "--force"]) == EXIT_UNUSABLE
     assert "checksum changed" in capsys.readouterr().err
     assert fingerprint_dir(tmp_path) == before
+
+
+# --- issue 18, finding 7: everything a step's output depends on is inside its checksum ------------
+
+STEP_MODULE_NAMES = [m.module for m in MIGRATIONS]
+PROFILE_STEPS = ("s004", "s005", "s006", "s007", "s020", "s021", "s022")
+
+
+def _edit_one(monkeypatch, target: str) -> None:
+    """Make `inspect.getsource` see `target` with a comment appended (the file itself is untouched)."""
+    real = inspect.getsource
+
+    def edited(obj):
+        text = real(obj)
+        return text + "\n# an edit\n" if getattr(obj, "__name__", "") == target else text
+
+    monkeypatch.setattr(base.inspect, "getsource", edited)
+
+
+@pytest.mark.parametrize(
+    "step, source",
+    [(name, source) for name in STEP_MODULE_NAMES for source in base.step_sources(importlib.import_module(name))],
+)
+def test_editing_any_module_a_step_reaches_changes_its_checksum(monkeypatch, step, source):
+    module = importlib.import_module(step)
+    before = base.step_checksum(module)
+    _edit_one(monkeypatch, source)
+    assert base.step_checksum(module) != before
+
+
+@pytest.mark.parametrize("step", [n for n in STEP_MODULE_NAMES if n.rsplit(".", 1)[1][:4] in PROFILE_STEPS])
+def test_the_profile_algorithms_are_inside_the_profile_steps_checksums(monkeypatch, step):
+    """The defaults, normalisation, serialisation and fingerprint steps 004-007 and 020-022 write
+    (console/db/execution_profiles.py) and the JSON reader they parse with."""
+    module = importlib.import_module(step)
+    sources = base.step_sources(module)
+    assert "console.db.execution_profiles" in sources and "widgets.safe_json" in sources
+    before = base.step_checksum(module)
+    _edit_one(monkeypatch, "console.db.execution_profiles")
+    assert base.step_checksum(module) != before
+
+
+@pytest.mark.parametrize("step", STEP_MODULE_NAMES)
+def test_every_project_module_a_step_imports_at_any_depth_is_in_its_sources(step):
+    """Checked independently of the AST walk: a fresh interpreter imports the step and lists every
+    project module that loads (a package counts only through the modules it holds)."""
+    import subprocess
+    import sys
+
+    code = (  # the step's packages first: what their __init__ loads is theirs, not the step's
+        "import importlib, sys\n"
+        f"importlib.import_module({step.rpartition('.')[0]!r})\n"
+        "before = set(sys.modules)\n"
+        f"importlib.import_module({step!r})\n"
+        "for name, mod in sorted(sys.modules.items()):\n"
+        "    if name.split('.')[0] in ('console', 'widgets') and name not in before and not hasattr(mod, '__path__'):\n"
+        "        print(name)\n"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert step in loaded
+    assert set(loaded) <= set(base.step_sources(importlib.import_module(step)))
+
+
+def test_the_project_packages_are_pyprojects():
+    import tomllib
+    from pathlib import Path
+
+    config = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    include = config["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert sorted(p.rstrip("*") for p in include) == sorted(base.PROJECT_PACKAGES)
+
+
+def _as_written_by_main_before_0_2_0(path, tool_version="0.1.0"):
+    from console.db.migrations.legacy_checksums import CHECKSUMS_0_1_0_PACKAGE
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    for name, checksum in CHECKSUMS_0_1_0_PACKAGE.items():
+        conn.execute(
+            "UPDATE _archon_console_ledger SET checksum = ?, tool_version = ? WHERE name = ?",
+            (checksum, tool_version, name),
+        )
+    conn.close()
+
+
+def test_a_ledger_written_before_the_profile_algorithms_were_covered_is_accepted(tmp_path):
+    from console.db.migrations.legacy_checksums import CHECKSUMS_0_1_0_PACKAGE
+
+    assert list(CHECKSUMS_0_1_0_PACKAGE) == [m.id for m in MIGRATIONS]
+    for migration in MIGRATIONS:  # every step reaching the profile algorithms has a new checksum
+        if "console.db.execution_profiles" in base.step_sources(_module(migration)):
+            assert migration.checksum != CHECKSUMS_0_1_0_PACKAGE[migration.id]
+    path = db_1820(tmp_path / "archon.db")
+    run_upgrade(path, target="1.8.22", force=True)
+    _as_written_by_main_before_0_2_0(path)
+    plan = plan_upgrade(path)
+    assert plan.ledger_state == "versioned" and len(plan.applied) == 19
+    report = run_doctor(path, now=datetime.now(timezone.utc))
+    assert report.finding("ledger.checksum_mismatch") is None
+    result = run_upgrade(path, force=True)
+    assert result.release_after == "1.10.0" and len(result.applied) == 10
+
+
+def test_those_checksums_are_refused_in_a_row_the_current_version_wrote(tmp_path, capsys):
+    from console import __version__
+
+    assert __version__ != "0.1.0"
+    path = db_1820(tmp_path / "archon.db")
+    run_upgrade(path, target="1.8.22", force=True)
+    _as_written_by_main_before_0_2_0(path, tool_version=__version__)
+    for snap in tmp_path.glob("*.pre-upgrade-*"):
+        snap.unlink()
+    before = fingerprint_dir(tmp_path)
+    assert main(["--db", str(path), "upgrade", "--force"]) == EXIT_UNUSABLE
+    assert "checksum changed" in capsys.readouterr().err
+    assert fingerprint_dir(tmp_path) == before
+
+
+def test_the_second_frozen_table_is_what_main_computed_before_0_2_0():
+    """Frozen from the code that wrote it; a step that reaches no project module hashes the same way
+    under both schemes, so its frozen value is its checksum today (the table was not invented)."""
+    from console.db.migrations.legacy_checksums import ACCEPTED_BY_VERSION, CHECKSUMS_0_1_0_PACKAGE
+
+    alone = [m for m in MIGRATIONS if base.step_sources(_module(m)) == [m.module]]
+    assert alone and all(CHECKSUMS_0_1_0_PACKAGE[m.id] == m.checksum for m in alone)
+    assert list(ACCEPTED_BY_VERSION) == ["0.1.0"]

@@ -52,7 +52,7 @@ def test_plan_to_an_older_target_and_of_a_versioned_database(tmp_path):
         "(Fail active / cancel queued tickets of build sequences without a profile selection)",
         # A 1.8.20 database holds no profile evidence: the defaults 005/007 write are unverified.
         "profile defaults, serialisation and fingerprints are the console's reconstruction and unverified: "
-        "the database holds no profile revision or profile trigger to check them against "
+        "the database holds no profile revision or profile trigger archon wrote to check them against "
         "(steps 005-profile-backfill-initial, 007-profile-guard-triggers)",
     ]
 

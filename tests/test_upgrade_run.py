@@ -187,8 +187,11 @@ def test_stepwise_upgrade_by_release(tmp_path):
     second = run_upgrade(path, target="1.8.22", force=True, now=NOW)  # 009 needs it
     assert second.applied == ALL_IDS[1:19] and second.release_after == "1.8.22"
     plan = plan_upgrade(path)
-    assert not plan.force_required  # versioned, and nothing destructive is left
-    third = run_upgrade(path, now=NOW)
+    # Versioned, and nothing destructive is left; but the profile rows are the console's own, which
+    # prove nothing about archon's schema-3 profiles (issue 18, finding 5).
+    assert [r for r in plan.force_reasons if "unverified" not in r] == []
+    assert plan.force_required and "are not evidence" in plan.force_reasons[0]
+    third = run_upgrade(path, force=True, now=NOW)
     assert third.applied == ALL_IDS[19:]
     assert ledger_names(path) == ALL_IDS
     targets = [r[0] for r in _rows(path, "SELECT target_release FROM _archon_console_ledger ORDER BY position")]

@@ -126,7 +126,7 @@ def render_profile_evidence(gate) -> list[str]:
             lines.append(f"  and {len(contradictions) - 50} more")
         return lines
     if gate.force_reason:
-        return [service.UNVERIFIED_LINE + "."]
+        return [one_line(gate.unverified or service.UNVERIFIED_LINE, 600) + "."]
     return [f"Profile evidence: {one_line(gate.summary, 300)}; steps {', '.join(gate.steps)} write profile data."]
 
 

@@ -13,7 +13,11 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any
-from console.text import read_json
+
+# The bounded JSON reader itself, not console/text.py's re-export: every module imported here is in
+# the checksum of the steps that write profiles (console/db/migrations/base.py `step_sources`),
+# and console/text.py also carries the output sanitiser, which decides nothing they write.
+from widgets.safe_json import read_json
 
 PROVIDERS = ("host", "docker_sandbox")
 WORKLOADS = ("build", "chat_build", "check", "review", "service")

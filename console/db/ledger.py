@@ -25,7 +25,7 @@ import console
 from console.clock import db_time
 from console.db.detect import LEDGER_META_TABLE, LEDGER_TABLE, MIGRATION_SET
 from console.db.migrations.base import Migration
-from console.db.migrations.legacy_checksums import CHECKSUMS_0_1_0, LEGACY_TOOL_VERSION
+from console.db.migrations.legacy_checksums import ACCEPTED_BY_VERSION
 from console.db.migrations.registry import MIGRATIONS
 from console.errors import DatabaseUnusable
 
@@ -165,14 +165,13 @@ def verify(
 
 
 def checksum_accepted(entry: LedgerEntry, migration: Migration) -> bool:
-    """The row's checksum is this console's for the step, or the one archon-console 0.1.0 recorded
-    for it (a row that version wrote; console/db/migrations/legacy_checksums.py says what it means)."""
+    """The row's checksum is this console's for the step, or one an earlier console version recorded
+    for it in a row of that version (console/db/migrations/legacy_checksums.py says what it means)."""
     if entry.checksum == migration.checksum:
         return True
-    return (
-        entry.tool_version == LEGACY_TOOL_VERSION
-        and entry.checksum is not None
-        and entry.checksum == CHECKSUMS_0_1_0.get(entry.name)
+    return entry.checksum is not None and any(
+        entry.checksum == table.get(entry.name)
+        for table in ACCEPTED_BY_VERSION.get(entry.tool_version or "", ())
     )
 
 

@@ -18,16 +18,32 @@ archon itself left in the database:
 * an existing `create_project_execution_profile` trigger: the default JSON and fingerprints it
   embeds are the console's defaults for the schema version it embeds.
 
+Evidence counts only when archon wrote it, and only for the schema version it is at:
+
+* never what the console's own upgrade wrote. The console's profile steps (those that reach
+  console/db/execution_profiles.py: 004-007, 020-022) write archon's fixed ids (`<project>:execution-profile:1`, `...:v<N>`, `...:<repair>-v<N>`, the
+  `:v2-backfill` / `:schema-backfill` events) and install `create_project_execution_profile`
+  with its own defaults embedded, which archon then keeps (CREATE TRIGGER IF NOT EXISTS) and which
+  writes revision 1 of every later project. Such rows cannot be told from archon's by their ids, so
+  once the database's ledger records any of those steps, no row of those shapes and not the
+  trigger count (`console_rows`): evidence lost, never evidence invented;
+* a revision or trigger at schema version N proves the defaults and normaliser at N only
+  (`proves`): schema-2 evidence says nothing of what archon writes at schema 3.
+
 Reads only; the cost is one pass over the revisions (a few per project).
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 import sqlite3
 from dataclasses import asdict, dataclass, field
 
 from console.db import execution_profiles as profiles
+from console.db import ledger
+from console.db.migrations.base import step_sources
+from console.db.migrations.registry import MIGRATIONS
 from console.text import UnreadableJson, read_json
 
 REVISIONS = "execution_profile_revisions"
@@ -36,6 +52,14 @@ TRIGGER = "create_project_execution_profile"
 SHOWN = 10  # contradictions spelled out in a summary
 
 VERIFIED, CONTRADICTED, NONE = "verified", "contradicted", "no-evidence"
+
+# The console's steps that may write profile revisions, their events or create_project_execution_profile:
+# every step that reaches the profile algorithms by its imports (the same walk as its checksum), so a
+# new profile step is set aside without being listed here.
+CONSOLE_PROFILE_STEPS = frozenset(
+    m.id for m in MIGRATIONS if profiles.__name__ in step_sources(importlib.import_module(m.module)))
+# Archon's fixed revision ids after `<project>:execution-profile:`, which those steps also write.
+_FIXED_SUFFIX = re.compile(r"1|v\d+|[a-z][a-z-]*-v\d+")
 
 _TRIGGER_VERSION = re.compile(r"NEW\.id\s*,\s*1\s*,\s*(\d+)\s*,")
 _TRIGGER_CASE = re.compile(r"THEN\s*'((?:[^']|'')*)'\s*ELSE\s*'((?:[^']|'')*)'\s*END", re.S)
@@ -60,6 +84,13 @@ class ProfileEvidence:
     schema_versions: list[int] = field(default_factory=list)
     trigger_schema_version: int | None = None  # of a trigger whose defaults were checked
     contradictions: list[Contradiction] = field(default_factory=list)
+    console_rows: int = 0  # revisions and triggers set aside because the console may have written them
+    console_steps: list[str] = field(default_factory=list)  # the ledger's profile steps that made them so
+
+    def proves(self, schema_version: int) -> bool:
+        """Archon's own rows at `schema_version` agree with the console, and nothing contradicts it."""
+        return not self.contradictions and (
+            schema_version in self.schema_versions or self.trigger_schema_version == schema_version)
 
     @property
     def contradicted_rows(self) -> list[str]:
@@ -77,6 +108,12 @@ class ProfileEvidence:
             return VERIFIED
         return NONE
 
+    def _set_aside(self) -> str:
+        if not self.console_rows:
+            return ""
+        return (f"; {self.console_rows} row(s) the console's own upgrade wrote (steps "
+                f"{', '.join(self.console_steps)} in its ledger) are not evidence")
+
     def summary(self) -> str:
         if self.status == CONTRADICTED:
             rows = self.contradicted_rows
@@ -86,13 +123,15 @@ class ProfileEvidence:
             more = f"; and {len(rows) - SHOWN} more" if len(rows) > SHOWN else ""
             return f"contradicted by {len(rows)} row(s): {shown}{more}"
         if self.status == VERIFIED:
-            parts = [f"verified on {self.revisions} revision(s)"]
+            parts = [f"verified on {self.revisions} revision(s) archon wrote"]
             if self.schema_versions:
                 parts.append("schema " + ", ".join(map(str, self.schema_versions)))
             if self.trigger_schema_version is not None:
                 parts.append(f"and the {TRIGGER} trigger's schema-{self.trigger_schema_version} defaults")
-            return " ".join([parts[0]] + ([f"({'; '.join(parts[1:])})"] if parts[1:] else []))
-        return "no evidence: the database holds no profile revisions and no profile trigger"
+            text = " ".join([parts[0]] + ([f"({'; '.join(parts[1:])})"] if parts[1:] else []))
+            return text + self._set_aside()
+        return ("no evidence: the database holds no profile revision and no profile trigger archon wrote"
+                + self._set_aside())
 
     def to_json(self) -> dict:
         return {
@@ -101,6 +140,8 @@ class ProfileEvidence:
             "revisions": self.revisions,
             "schema_versions": list(self.schema_versions),
             "trigger_schema_version": self.trigger_schema_version,
+            "console_rows": self.console_rows,
+            "console_steps": list(self.console_steps),
             "contradictions": [asdict(c) for c in self.contradictions],
         }
 
@@ -155,7 +196,8 @@ def _check_default(rev_id: str, version, profile_json) -> str | None:
 
 
 def _check_backfills(conn: sqlite3.Connection) -> list[Contradiction]:
-    """Archon's schema backfills normalised the previous revision into the activated one."""
+    """Archon's schema backfills normalised the previous revision into the activated one (only
+    asked when the console's ledger records no profile step: its backfills write the same ids)."""
     if not _exists(conn, "table", EVENTS):
         return []
     found = []
@@ -204,9 +246,28 @@ def _check_trigger(sql: str) -> tuple[int | None, list[str]]:
     return version, problems
 
 
+def _console_fixed_id(rev_id, project_id) -> bool:
+    """A revision id of a shape the console's profile steps write (archon's fixed ids)."""
+    prefix = f"{project_id}:execution-profile:"
+    return (isinstance(rev_id, str) and rev_id.startswith(prefix)
+            and _FIXED_SUFFIX.fullmatch(rev_id[len(prefix):]) is not None)
+
+
+def console_profile_steps(conn: sqlite3.Connection) -> list[str]:
+    """The profile-writing steps the database's upgrade ledger records, verified or not: a ledger
+    that names one says the console may have written profile rows here."""
+    try:
+        names = [entry.name for entry in ledger.read_entries(conn)]
+    except sqlite3.Error:
+        return sorted(CONSOLE_PROFILE_STEPS)  # an unreadable ledger: assume the worst
+    return sorted(set(names) & CONSOLE_PROFILE_STEPS)
+
+
 def verify(conn: sqlite3.Connection) -> ProfileEvidence:
-    """Check the console's profile algorithms against every piece of evidence the database holds."""
+    """Check the console's profile algorithms against every piece of evidence archon left."""
     evidence = ProfileEvidence()
+    evidence.console_steps = console_profile_steps(conn)
+    console_wrote = bool(evidence.console_steps)
     versions: set[int] = set()
     if _exists(conn, "table", REVISIONS):
         has_events = _exists(conn, "table", EVENTS)
@@ -219,6 +280,9 @@ def verify(conn: sqlite3.Connection) -> ProfileEvidence:
         for rev_id, project_id, version, fp, profile_json in conn.execute(
             f"SELECT id, project_id, schema_version, fingerprint, profile_json FROM {REVISIONS} ORDER BY id"
         ):
+            if console_wrote and _console_fixed_id(rev_id, project_id):
+                evidence.console_rows += 1
+                continue
             evidence.revisions += 1
             if isinstance(version, int):
                 versions.add(version)
@@ -229,14 +293,19 @@ def verify(conn: sqlite3.Connection) -> ProfileEvidence:
                 what = _check_default(rev_id, version, profile_json)
                 if what:
                     evidence.contradictions.append(Contradiction(REVISIONS, str(rev_id), what))
-        evidence.contradictions.extend(_check_backfills(conn))
+        if not console_wrote:
+            evidence.contradictions.extend(_check_backfills(conn))
     evidence.schema_versions = sorted(versions)
     row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", (TRIGGER,)).fetchone()
     if row is not None and row[0]:
-        version, problems = _check_trigger(row[0])
-        evidence.trigger_schema_version = version
-        evidence.contradictions.extend(Contradiction("sqlite_master", TRIGGER, p) for p in problems)
+        if console_wrote:
+            evidence.console_rows += 1
+        else:
+            version, problems = _check_trigger(row[0])
+            evidence.trigger_schema_version = version
+            evidence.contradictions.extend(Contradiction("sqlite_master", TRIGGER, p) for p in problems)
     return evidence
 
 
-__all__ = ["CONTRADICTED", "NONE", "VERIFIED", "Contradiction", "ProfileEvidence", "verify"]
+__all__ = ["CONSOLE_PROFILE_STEPS", "CONTRADICTED", "NONE", "VERIFIED", "Contradiction", "ProfileEvidence",
+           "console_profile_steps", "verify"]

@@ -141,7 +141,7 @@ class UpgradeScreen(ConsoleScreen):
                 text.append("\n")
         elif gate is not None and gate.force_reason:
             text.append("\nUnverified: ", style="bold yellow")
-            text.append_text(safe_text(upgrade_service.UNVERIFIED_LINE + "."))
+            text.append_text(safe_text((gate.unverified or upgrade_service.UNVERIFIED_LINE) + "."))
             text.append("\n")
         elif gate is not None:
             text.append("\nprofile evidence: ", style="dim")

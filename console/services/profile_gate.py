@@ -3,8 +3,10 @@
 Only steps that would write profile data are gated: the backfills (005, 006, 021, 022) when they
 have rows to move, and the steps that install `create_project_execution_profile` with the
 console's default profiles embedded (007 when the trigger is missing, 020 when it rebuilds). A
-contradiction refuses the whole upgrade before anything is written, `--force` or not; no evidence
-at all is a risk the plan states and `--force` accepts.
+contradiction refuses the whole upgrade before anything is written, `--force` or not. Each
+writing step writes at its release's schema version, and only archon's own rows at that version
+prove what the step writes (profile_evidence.py `proves`): a step whose version nothing archon
+wrote proves is a risk the plan states and `--force` accepts, even when other versions are proven.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from console.db import profile_evidence
+from console.db.execution_profiles import SCHEMA_VERSION_BY_RELEASE
 from console.db.migrations.base import Migration, object_exists
 from console.db.migrations.steps import (
     s005_profile_backfill_initial as s005,
@@ -30,8 +33,26 @@ TRIGGER_STEPS = frozenset({s007.ID, s020.ID})
 
 UNVERIFIED_LINE = (
     "Profile defaults, serialisation and fingerprints are the console's reconstruction and unverified: "
-    "the database holds no profile revision or profile trigger to check them against"
+    "the database holds no profile revision or profile trigger archon wrote to check them against"
 )
+
+
+def _unverified_line(evidence: profile_evidence.ProfileEvidence, missing: list[int]) -> str:
+    """UNVERIFIED_LINE, or which schema versions are unproven when archon's rows prove others; then
+    which of the database's rows were set aside as the console's own."""
+    if evidence.status == profile_evidence.NONE:
+        line = UNVERIFIED_LINE
+    else:
+        at = ", ".join(map(str, missing))
+        proven = ", ".join(map(str, sorted(set(evidence.schema_versions)
+                                           | {evidence.trigger_schema_version} - {None})))
+        line = (f"Profile defaults, serialisation and fingerprints are the console's reconstruction and "
+                f"unverified at schema {at}: the database holds no profile revision or profile trigger archon "
+                f"wrote at schema {at} to check them against (its schema-{proven} evidence does not prove "
+                f"what archon writes at schema {at})")
+    if evidence.console_rows:
+        line += (f"; {evidence.console_rows} row(s) the console's own upgrade wrote are not evidence")
+    return line
 
 
 @dataclass
@@ -45,6 +66,7 @@ class ProfileGate:
     evidence: dict[str, Any] = field(default_factory=dict)
     refusal: str | None = None
     force_reason: str | None = None
+    unverified: str | None = None  # the plan's line when force_reason is set
 
     @property
     def contradicted(self) -> bool:
@@ -90,8 +112,14 @@ def check(conn: sqlite3.Connection, pending: Sequence[Migration]) -> ProfileGate
             f"{', '.join(gate.steps)} would use to write profile data: {len(rows)} row(s) differ ({named}). "
             f"Nothing was written; --force does not override this"
         )
-    elif evidence.status == profile_evidence.NONE:
-        gate.force_reason = UNVERIFIED_LINE[0].lower() + UNVERIFIED_LINE[1:] + f" (steps {', '.join(gate.steps)})"
+    else:
+        writes_at = {m.id: SCHEMA_VERSION_BY_RELEASE.get(m.release, 0) for m in writers}
+        missing = sorted({v for v in writes_at.values() if not evidence.proves(v)})
+        if missing:
+            unproven = [m.id for m in writers if writes_at[m.id] in missing]
+            gate.status = profile_evidence.NONE
+            gate.unverified = _unverified_line(evidence, missing)
+            gate.force_reason = gate.unverified[0].lower() + gate.unverified[1:] + f" (steps {', '.join(unproven)})"
     return gate
 
 

@@ -14,6 +14,12 @@ At every start archon re-runs two profile backfills over each project's *active*
 Their audit events have fixed ids inserted `OR IGNORE`, so after a second rollback archon's
 undo leaves no trace. Activating such a revision is therefore refused; this module says which
 revision archon would switch to, following both steps in archon's order.
+
+That prediction runs the console's reconstruction of archon's profile algorithms
+(console/db/execution_profiles.py). Where archon's own rows contradict it (the evidence that makes
+the upgrade refuse to write profile data, console/db/profile_evidence.py), the console cannot say
+what archon's next start does with a revision it re-reads, so `unpredictable` refuses those
+activations outright, for the CLI and the TUI alike.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.db import execution_profiles as profiles
+from console.db import profile_evidence
 from console.db.migrations.backfills import PROJECT_POLICY_COLUMNS
 from console.text import read_json
 
@@ -78,6 +85,30 @@ def _normalized(profile_json: Any, schema_version: int) -> dict[str, Any] | None
     except (TypeError, ValueError):  # UnreadableJson is a ValueError
         return None
     return normalized.profile if normalized.ok else None
+
+
+def unpredictable(release: str | None, revision: dict[str, Any], project: dict[str, Any],
+                  found: profile_evidence.ProfileEvidence) -> str | None:
+    """Why the console cannot promise what archon `release`'s next start does with `revision` if it
+    were made active: that start re-reads it (a schema below the current one, or 1.10.0's workload
+    repair of current-schema revisions) with algorithms the database contradicts. None otherwise.
+    `found` is `profile_evidence.verify` of the database, the evidence the upgrade's gate reads
+    (taken once per listing, and again inside the activation's transaction)."""
+    current_version = profiles.SCHEMA_VERSION_BY_RELEASE.get(release or "")
+    if current_version is None or project.get("deletion_started_at") or found.status != profile_evidence.CONTRADICTED:
+        return None
+    version = revision.get("schema_version")
+    reread = version in SCHEMA_BACKFILL_FROM.get(release, ()) or (
+        release in WORKLOAD_REPAIR_RELEASES and version == current_version)
+    if not reread:
+        return None
+    rows = found.contradicted_rows
+    named = ", ".join(rows[:profile_evidence.SHOWN]) + (
+        f" and {len(rows) - profile_evidence.SHOWN} more" if len(rows) > profile_evidence.SHOWN else "")
+    return (f"archon {release} re-reads this revision at its next start with its execution-profile algorithms, "
+            f"and this database's own profile data contradicts the console's reconstruction of them ({len(rows)} "
+            f"row(s) differ: {named}), so the console cannot promise what that start does with it; the upgrade "
+            "refuses to write profile data here for the same reason")
 
 
 def replacement(conn: sqlite3.Connection, release: str | None, revision: dict[str, Any],
@@ -151,4 +182,4 @@ def replacement(conn: sqlite3.Connection, release: str | None, revision: dict[st
     return Replacement(release, current["id"], stored, current.get("revision"), " and ".join(reasons))
 
 
-__all__ = ["Replacement", "SCHEMA_BACKFILL_FROM", "WORKLOAD_REPAIR_RELEASES", "replacement"]
+__all__ = ["Replacement", "SCHEMA_BACKFILL_FROM", "WORKLOAD_REPAIR_RELEASES", "replacement", "unpredictable"]

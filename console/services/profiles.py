@@ -7,9 +7,10 @@ archon's projection trigger demands that the provider always equals the active p
 `provider_preference` (docs/archon-schema.md, execution profile activation).
 
 Fingerprints are recomputed with `console.db.execution_profiles`, which reconstructs archon's
-unseen canonical serialisation (docs/decisions.md, Q13). A mismatch is shown, never "fixed", and does not
-block a rollback: if our reconstruction is what is wrong, refusing would lock operators out of
-every revision archon made.
+unseen canonical serialisation (docs/decisions.md, Q13). A mismatch is shown, never "fixed". It
+blocks a rollback only where archon's next start re-reads the revision: there the console would
+have to predict that start with the algorithms the database contradicts (profile_startup.py
+`unpredictable`); elsewhere archon keeps the revision whatever the console makes of it.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ from typing import Any
 
 from console.db.sql import stored_columns
 from console.clock import db_time
-from console.db import execution_profiles
+from console.db import execution_profiles, profile_evidence
 from console.db.connect import ArchonDatabase
 from console.db.tx import write_transaction
-from console.errors import Refusal
+from console.errors import DatabaseUnusable, Refusal
 from console.models.profiles import FingerprintCheck, ProfileRevision, RevisionDetail
 from console.models.projects import Project
 from console.services import profile_startup
@@ -118,6 +119,7 @@ def list_revisions(handle: ArchonDatabase, project_id: str) -> list[ProfileRevis
     project_id = resolve_project(conn, project_id)["id"]  # an id or a unique name
     project = _project(conn, project_id)
     audit = _audit(conn, project_id)
+    found = profile_evidence.verify(conn)
     rows = []
     for stored in conn.execute(
         f"SELECT {stored_columns(conn, 'execution_profile_revisions')} FROM execution_profile_revisions "
@@ -127,6 +129,7 @@ def list_revisions(handle: ArchonDatabase, project_id: str) -> list[ProfileRevis
         row = _verify(dict(columns))
         active = row["id"] == project.get("active_execution_profile_revision_id")
         undone = None if active else profile_startup.replacement(conn, handle.shape.release, row, project)
+        unknown = None if active else profile_startup.unpredictable(handle.shape.release, row, project, found)
         rows.append(ProfileRevision(
             columns=columns,
             check=FingerprintCheck.of(row),
@@ -134,7 +137,7 @@ def list_revisions(handle: ArchonDatabase, project_id: str) -> list[ProfileRevis
             activated_at=[e["created_at"] for e in audit
                           if e["event_type"] == "revision_activated" and e["profile_revision_id"] == row["id"]],
             archon_replaces_with=undone.revision_id if undone else None,
-            activation_refused=f"{undone.sentence()}" if undone else None,
+            activation_refused=unknown or (undone.sentence() if undone else None),
             created_event_at=next(
                 (e["created_at"] for e in audit
                  if e["event_type"] == "revision_created" and e["profile_revision_id"] == row["id"]),
@@ -213,7 +216,8 @@ def activate(
     """Make `revision_id` its project's active revision (a rollback), with its audit event.
 
     One transaction: re-read the revision and project, refuse a project being deleted, a
-    revision without a valid provider, or one archon's next start would replace (issue 8 rule 3,
+    revision without a valid provider, one archon's next start re-reads with algorithms the database
+    contradicts (exit 3: the console cannot predict that start), or one it would replace (issue 8 rule 3,
     profile_startup.py: archon's backfills would silently undo the rollback), then one UPDATE of the pointer and the provider projection
     (compare-and-set on the old pointer) and one `revision_activated` event naming the previous
     revision. Activating the revision that is already active is a no-op.
@@ -242,6 +246,14 @@ def activate(
             raise Refusal(
                 f"{revision_id} has provider_preference {provider!r}, which archon cannot project onto the "
                 f"project's build provider ({' or '.join(PROVIDERS)}); it cannot be activated. Nothing was written."
+            )
+        unknown = profile_startup.unpredictable(handle.shape.release, revision, project,
+                                                profile_evidence.verify(conn))
+        if unknown is not None:
+            raise DatabaseUnusable(
+                f"{revision_id} cannot be activated: {unknown}. Nothing was written.",
+                "Make the profile you want in archon itself (its settings), or let archon start once and "
+                "check `doctor --check profiles`.",
             )
         undone = profile_startup.replacement(conn, handle.shape.release, revision, project)
         if undone is not None:

@@ -1,11 +1,15 @@
 """What every migration step is made of, and the SQL helpers steps share.
 
 A step is a module with ID, RELEASE, SAFETY, DESCRIPTION, REBUILD, `up(conn)` and
-`estimate(conn)`. Its checksum covers everything that defines what it executes: the source of the
-step module and of every module of this package it imports, transitively (shared DDL such as
-steps/approval_ddl.py, backfills.py, profile_triggers.py, and this file's helpers), so editing a
-shared module changes the checksum of every released step that uses it and is noticed
-(`step_checksum`; the 0.1.0 per-module checksums are in legacy_checksums.py).
+`estimate(conn)`. Its checksum covers everything of this project that decides what it writes: the
+source of the step module and of every module of the project's packages (`PROJECT_PACKAGES`) it
+names in an import, at any depth (shared DDL such as steps/approval_ddl.py, backfills.py,
+profile_triggers.py, this file's helpers, and console/db/execution_profiles.py, whose defaults,
+normalisation, serialisation and fingerprint steps 004-007 and 020-022 write). So editing any module
+a released step reaches changes that step's checksum and is noticed (`step_checksum`; the
+checksums earlier console versions recorded are in legacy_checksums.py). A package's `__init__`
+is followed only when a step names the package itself: it runs on every import, but a step uses
+only what it names. The standard library and third-party packages are not followed.
 Steps are idempotent against every archon shape from 1.8.20 on, using archon's own tests
 (IF NOT EXISTS, column presence, marker substrings), so adopting a database archon already moved
 forward replays them harmlessly.
@@ -56,19 +60,32 @@ class Migration:
         )
 
 
-PACKAGE = "console.db.migrations"
+# The project's own top-level packages (pyproject.toml `[tool.setuptools.packages.find]`; a test
+# keeps the two equal): modules under them are followed into a step's checksum.
+PROJECT_PACKAGES = ("console", "widgets")
 
 
-def _imported_package_modules(module: ModuleType) -> set[str]:
-    """Modules of this package that `module` imports anywhere in its source (also inside functions)."""
+def _ours(name: str) -> bool:
+    return name.split(".")[0] in PROJECT_PACKAGES
+
+
+def _imported_project_modules(module: ModuleType) -> set[str]:
+    """Project modules that `module` names in an import anywhere in its source (also inside
+    functions and conditionals: a step that imports lazily still depends on what it imports)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(inspect.getsource(module))):
         if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith(PACKAGE))
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith(PACKAGE):
+            found.update(a.name for a in node.names if _ours(a.name))
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = module.__name__ if hasattr(module, "__path__") else module.__name__.rpartition(".")[0]
+                base = importlib.util.resolve_name("." * node.level + base, package)
+            if not _ours(base):
+                continue
             for alias in node.names:
-                submodule = f"{node.module}.{alias.name}"
-                found.add(submodule if _is_module(submodule) else node.module)
+                submodule = f"{base}.{alias.name}"
+                found.add(submodule if _is_module(submodule) else base)
     return found
 
 
@@ -80,7 +97,7 @@ def _is_module(name: str) -> bool:
 
 
 def step_sources(module: ModuleType) -> list[str]:
-    """The step module's name, then every package module it reaches by imports, sorted."""
+    """The step module's name, then every project module it reaches by imports, sorted."""
     seen: set[str] = set()
     todo = [module.__name__]
     while todo:
@@ -88,7 +105,7 @@ def step_sources(module: ModuleType) -> list[str]:
         if name in seen:
             continue
         seen.add(name)
-        todo.extend(_imported_package_modules(importlib.import_module(name)))
+        todo.extend(_imported_project_modules(importlib.import_module(name)))
     return [module.__name__] + sorted(seen - {module.__name__})
 
 

@@ -1,0 +1,102 @@
+"""Issue 18, finding 6: the rollback guard does not promise what archon's next start does when the
+database contradicts the console's reconstruction of archon's profile algorithms.
+
+Where the upgrade's evidence gate would refuse to write profile data (console/db/profile_evidence.py),
+activating a revision archon's next start re-reads is refused with one sentence (exit 3), the same
+sentence `profiles list` gives as the revision's `activation_refused` (what the TUI greys `A` with).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from console.cli import main
+from console.db import profile_evidence
+from console.db.migrations.profile_triggers import create_project_profile_trigger
+from console.errors import EXIT_UNUSABLE, DatabaseUnusable
+from console.services import profiles
+from tests.conftest import pin_real_clock
+from tests.test_environments_support import T0, add_project, dump, handle, raw
+from tests.test_profiles_rollback_refusal import DOCKER_V2, FULL, add_revision
+
+SENTENCE = "so the console cannot promise what that start does with it"
+
+
+def carry_unknown_key(path):
+    """Archon stored a check policy with a key the console's normaliser drops."""
+    conn = raw(path)
+    add_revision(conn, "p1", 5, {**FULL, "check_template_policy": {**FULL["check_template_policy"], "timeout": 5}})
+    conn.close()
+
+
+def other_trigger_default(path):
+    """Archon's trigger embeds a schema-3 default that is not the console's."""
+    conn = raw(path)
+    conn.execute("DROP TRIGGER create_project_execution_profile")
+    conn.execute(create_project_profile_trigger(3).replace('"agent":"opencode"', '"agent":"claude"'))
+    conn.close()
+
+
+@pytest.fixture
+def db(schema_db):
+    path = schema_db("1.10.0")
+    conn = raw(path)
+    add_project(conn, "p1")
+    add_revision(conn, "p1", 4, FULL)  # the console predicts archon 1.10.0 keeps it
+    conn.close()
+    return path
+
+
+def test_consistent_database_allows_the_rollback(db):
+    with handle(db) as h:
+        assert profiles.activate(h, "p1:execution-profile:r4", "alice", reason="r", now=T0).ok
+
+
+@pytest.mark.parametrize("contradict", [carry_unknown_key, other_trigger_default])
+def test_contradicted_database_refuses_with_the_sentence(db, contradict):
+    contradict(db)
+    with handle(db) as h:
+        [row] = [r for r in profiles.list_revisions(h, "p1") if r.id == "p1:execution-profile:r4"]
+    assert SENTENCE in row.activation_refused
+    assert profiles.activation_problem(row, None) == row.activation_refused
+    before = dump(db)
+    with handle(db) as h, pytest.raises(DatabaseUnusable) as info:
+        profiles.activate(h, "p1:execution-profile:r4", "alice", reason="r", now=T0)
+    assert info.value.exit_code == EXIT_UNUSABLE == 3
+    assert info.value.reason == f"p1:execution-profile:r4 cannot be activated: {row.activation_refused}. Nothing was written."
+    assert dump(db) == before
+
+
+def test_cli_exits_3_with_the_sentence_and_lists_it(db, capsys, monkeypatch):
+    pin_real_clock(monkeypatch, "2026-11-01T09:30:00Z")
+    carry_unknown_key(db)
+    before = dump(db)
+    code = main(["--db", str(db), "profiles", "activate", "p1:execution-profile:r4", "--reason", "r", "--as", "alice"])
+    err = capsys.readouterr().err
+    assert code == 3 and SENTENCE in err and "p1:execution-profile:r5" in err
+    assert dump(db) == before
+    assert main(["--json", "profiles", "list", "p1", "--db", str(db)]) == 0
+    rows = {r["id"]: r for r in json.loads(capsys.readouterr().out)}
+    assert SENTENCE in rows["p1:execution-profile:r4"]["activation_refused"]
+
+
+def test_a_revision_archons_start_does_not_reread_stays_allowed(schema_db):
+    """1.8.22 re-reads schema-1 revisions only; a schema-2 rollback is kept whatever the evidence says."""
+    path = schema_db("1.8.22")
+    conn = raw(path)
+    add_project(conn, "p1")
+    add_revision(conn, "p1", 2, DOCKER_V2, schema_version=2)
+    add_revision(conn, "p1", 3, {**DOCKER_V2, "check_template_policy": {"mode": "agent_template"}}, schema_version=2)
+    assert profile_evidence.verify(conn).status == profile_evidence.CONTRADICTED  # 2 drops that key
+    conn.close()
+    with handle(path) as h:
+        rows = {r.id: r for r in profiles.list_revisions(h, "p1")}
+        assert rows["p1:execution-profile:r2"].activation_refused is None
+        assert profiles.activate(h, "p1:execution-profile:r2", "alice", reason="r", now=T0).ok
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT active_execution_profile_revision_id FROM projects").fetchone()[0] == \
+        "p1:execution-profile:r2"
+    conn.close()
