@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from pathlib import Path
 import sqlite3
 from datetime import datetime, timezone
 
@@ -133,3 +134,35 @@ def test_archons_own_1_10_0_database_has_no_reconstructed_missing_warning(tmp_pa
         path = builder.variant(tmp_path / f"{kind}.db", "1.10.0", kind)
         found = _findings(path)
         assert "schema.reconstructed_missing" not in found, (kind, found["schema.reconstructed_missing"])
+
+
+PATHOLOGICAL = ("RAISE(ABORT, 'x " * 100_000, "'" * 300_001, '"' * 300_001 + "'", "/*" * 200_000,
+                "RAISE(ABORT, " + "''" * 200_000, "[" * 300_000, "`" * 300_001, "x'" * 200_000, ") " * 300_000)
+
+
+def test_a_hostile_trigger_text_is_read_in_linear_time(tmp_path):
+    """Trigger text is the database's, hence hostile: doctor now reads every trigger's text to find
+    what it RAISEs. 100,000 unclosed `RAISE(ABORT, 'x` in a comment (where SQLite keeps them) and
+    texts made of one opening character repeated (300,000 `[` took 42 s before every literal, name
+    and comment was allowed to run to the end) must each be read in one pass. The work runs in a
+    child process with a timeout, so a pattern that backtracks fails the test instead of hanging it."""
+    import subprocess
+    import sys
+
+    path = make_schema(tmp_path / "hostile.db", "1.10.0")
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("DROP TRIGGER preserve_execution_environment_binding_evidence")
+    noise = "RAISE(ABORT, 'x " * 100_000
+    conn.execute(f"CREATE TRIGGER hostile BEFORE DELETE ON execution_environment_run_bindings "
+                 f"BEGIN /* {noise} */ SELECT 1; END")
+    conn.close()
+    code = ("import sys; from datetime import datetime, timezone; from console.services.doctor import run_doctor\n"
+            "from console.db.rules import trigger_rule\n"
+            "from tests.test_doctor_renamed_rules import PATHOLOGICAL\n"
+            "for text in PATHOLOGICAL: trigger_rule('t', 'CREATE TRIGGER ' + text); trigger_rule('t', text)\n"
+            "r = run_doctor(sys.argv[1], checks=['schema'], now=datetime.now(timezone.utc))\n"
+            "print(sorted(f.id for f in r.findings))")
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr
+    assert "schema.reconstructed_missing" in done.stdout

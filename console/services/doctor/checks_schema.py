@@ -66,9 +66,11 @@ def held_under_another_name(ctx: Ctx, release: str, objects) -> dict[tuple[str, 
     """Those of `objects` (missing by the console's name) that the database enforces under its own
     name: same table, same event and RAISE messages (a trigger), same keys and WHERE (an index).
     -> the name the database holds each under (console/db/rules.py)."""
-    expected = _reference(release)[1]
-    present = rules_present(ctx.conn)
-    return {key: present[expected[key]] for key in objects if key in expected and expected[key] in present}
+    expected = {key: rule for key, rule in _reference(release)[1].items() if key in objects}
+    if not expected:
+        return {}
+    present = rules_present(ctx.conn, set(expected.values()))
+    return {key: present[rule] for key, rule in expected.items() if rule in present}
 
 
 def _generated_columns(ctx: Ctx) -> list[Finding]:
