@@ -166,3 +166,23 @@ def test_a_hostile_trigger_text_is_read_in_linear_time(tmp_path):
                           cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 0, done.stderr
     assert "schema.reconstructed_missing" in done.stdout
+
+
+def test_a_redacted_bundle_keeps_the_finding_and_not_the_name(built, tmp_path):
+    """The redacted copy doctor re-runs on holds the console's text of the rule under a placeholder
+    name, so the finding is not withheld, and neither the database's name nor its text is shown."""
+    from console.services.bundle import bundle_members
+    from console.services.redaction import Redactor
+
+    path = tmp_path / "db.sqlite"
+    shutil.copyfile(built, path)
+    name = "preserve_execution_environment_binding_evidence"
+    secret = "zsecretrulenameq"
+    _replace(path, "trigger", name, _renamed(_stored(path, "trigger", name), secret).replace(
+        "BEGIN", "BEGIN SELECT 'zsecretbodyq';", 1))
+    report = run_doctor(path, now=NOW)
+    files = bundle_members(report, path, Redactor(True), now=NOW)
+    text = "\n".join(v if isinstance(v, str) else v.decode("utf-8", "replace") for v in files.values())
+    assert "zsecret" not in text.lower()
+    finding = [line for line in files["report.txt"].splitlines() if line.startswith("  found: 1 held: trigger")]
+    assert finding and name in finding[0], files["report.txt"]

@@ -34,8 +34,9 @@ def _console_reached(ctx: Ctx, release: str) -> bool:
 
 
 @lru_cache(maxsize=4)
-def _reference(release: str) -> tuple[frozenset[tuple[str, str]], dict[tuple[str, str], tuple]]:
-    """The objects a database of `release` should have, and what each trigger and index enforces."""
+def _reference(release: str) -> tuple[frozenset[tuple[str, str]], dict[tuple[str, str], tuple[tuple, str]]]:
+    """The objects a database of `release` should have, and what each trigger and index enforces
+    (with its text)."""
     from console.db.migrations.registry import migrations_through
     from console.db.connect import scratch_connection
     from console.db.migrations.runner import apply_all
@@ -51,8 +52,12 @@ def _reference(release: str) -> tuple[frozenset[tuple[str, str]], dict[tuple[str
                 "AND name NOT LIKE 'sqlite_%'"
             )
         )
-        rules = {(kind, name): rule_of(conn, kind, name) for kind, name in objects}
-        return objects, {key: rule for key, rule in rules.items() if rule is not None}
+        rules = {}
+        for kind, name, sql in conn.execute("SELECT type, name, sql FROM sqlite_master WHERE type IN ('trigger', 'index')"):
+            rule = rule_of(conn, kind, name)
+            if rule is not None:
+                rules[(kind, name)] = (rule, sql)
+        return objects, rules
     finally:
         conn.close()
 
@@ -66,11 +71,26 @@ def held_under_another_name(ctx: Ctx, release: str, objects) -> dict[tuple[str, 
     """Those of `objects` (missing by the console's name) that the database enforces under its own
     name: same table, same event and RAISE messages (a trigger), same keys and WHERE (an index).
     -> the name the database holds each under (console/db/rules.py)."""
-    expected = {key: rule for key, rule in _reference(release)[1].items() if key in objects}
+    expected = {key: rule for key, (rule, _sql) in _reference(release)[1].items() if key in objects}
     if not expected:
         return {}
     present = rules_present(ctx.conn, set(expected.values()))
     return {key: present[rule] for key, rule in expected.items() if rule in present}
+
+
+@lru_cache(maxsize=1)
+def reconstructed_rules() -> dict[tuple, str]:
+    """What each trigger and index of the console's 1.8.20 reconstruction enforces, at any release
+    -> the console's text for it (a redacted copy stands one in for a rule held under another name)."""
+    from console.db.migrations.registry import RELEASES
+    from console.db.migrations.steps.s001_baseline_1_8_20 import reconstructed_objects
+
+    found: dict[tuple, str] = {}
+    for release in RELEASES:
+        for key, (rule, sql) in _reference(release)[1].items():
+            if key in reconstructed_objects():
+                found.setdefault(rule, sql)
+    return found
 
 
 def _generated_columns(ctx: Ctx) -> list[Finding]:
