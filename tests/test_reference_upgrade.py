@@ -13,12 +13,20 @@ from pathlib import Path
 
 import pytest
 
+from console.services.upgrade import run_upgrade
 from tests import upgrade_helpers as uh
 from tests.reference import builder, compare, scenarios
 
 READOPT = ("not covered by issue 8's rules: adopting a 1.8.22-shaped database replays 1.8.22's schema-v2 backfill "
            "(step 006), which archon 1.10.0 does not run; the console writes a :v2 revision and :v2-backfill event "
            "archon never writes, and numbers the following revisions one higher")
+
+
+def console_upgrade(start: Path, out: Path, target: str) -> Path:
+    """The console's `upgrade` service on a copy of `start` (the side tests/reference never imports)."""
+    path = Path(shutil.copy(start, out))
+    run_upgrade(path, target=target, force=True, snapshot_dir=out.parent)
+    return path
 
 
 def differences(console_db, archon_db) -> list[str]:
@@ -80,7 +88,7 @@ def run(tmp_path, name: str, target: str, **options):
     key = (name, target, tuple(sorted(options.items())))
     if key not in _RUNS:
         path, release = start(tmp_path, name)
-        ours = scenarios.console_upgrade(path, tmp_path / "console.db", target)
+        ours = console_upgrade(path, tmp_path / "console.db", target)
         theirs = scenarios.archon_upgrade(path, tmp_path / "archon.db", release, target, **options)
         _RUNS[key] = ours, theirs
     return _RUNS[key]
@@ -108,7 +116,7 @@ def test_console_upgrade_matches_archon(tmp_path, name, target, options):
 def test_console_made_1822_matches_archon_when_1822_started_first(tmp_path):
     """The same start as the READOPT case, but archon 1.8.22 starts before 1.10.0: then they agree."""
     path, _ = start(tmp_path, "console-1.8.22")
-    ours = scenarios.console_upgrade(path, tmp_path / "console.db", "1.10.0")
+    ours = console_upgrade(path, tmp_path / "console.db", "1.10.0")
     theirs = scenarios.archon_upgrade(path, tmp_path / "archon.db", "1.8.20", "1.10.0")
     assert_same(ours, theirs, "console-1.8.22 -> 1.8.22 start -> 1.10.0")
 
@@ -126,7 +134,7 @@ def test_rebuilds_reinstall_the_release_trigger_text(tmp_path):
 
 def test_rebuilds_from_1821_shape_agree_when_trigger_text_is_archons(tmp_path):
     path = scenarios.ref_1821_shape(tmp_path / "start.db", old_trigger_text=False)
-    ours = scenarios.console_upgrade(path, tmp_path / "console.db", "1.10.0")
+    ours = console_upgrade(path, tmp_path / "console.db", "1.10.0")
     theirs = scenarios.archon_upgrade(path, tmp_path / "archon.db", "1.8.20", "1.10.0")
     assert_same(ours, theirs, "1.8.21-shaped database")
 

@@ -449,6 +449,8 @@ def redacted_copy(conn: sqlite3.Connection, redactor: Redactor) -> sqlite3.Conne
                 copy.execute(known)
             elif name in _archon_objects():
                 rebuilt.stand_in(copy, kind, name, tbl, redactor, conn)
+            else:
+                rebuilt.renamed_rule(copy, kind, name, redactor, conn)
         except sqlite3.DatabaseError:
             continue  # e.g. a UNIQUE index that damaged rows violate
     copy.execute("COMMIT")

@@ -9,7 +9,8 @@ fresh* at a release is `archon_start` on an empty file; one *upgraded in place b
 `archon_start` of each earlier release first. Nothing here imports console.db.migrations.
 
 The profile algorithms (create / normalize / serialize / fingerprint, hasConfiguredCheckPolicy)
-are archon's `lib/` code, which the seeds only name; they come from console/db/execution_profiles.py.
+are archon's `lib/` code, which the seeds only name; tests/reference/profiles.py writes them from
+their call sites. Nothing in tests/reference imports console.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from console.db import execution_profiles as profiles
+from tests.reference import profiles
 
 DATA = Path(__file__).resolve().parent / "data"
 RELEASES = ("1.8.20", "1.8.22", "1.10.0")

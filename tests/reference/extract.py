@@ -1,8 +1,9 @@
 """Copy archon's SQL out of the seed diffs into tests/reference/data/, with its source lines.
 
-Run by hand when the seeds change: `.venv/bin/python tests/reference/extract.py SEED_DIR` (from the
-repository root; it also copies the borrowed 1.8.20 objects, see README.md here). The test suite never
-runs this script and never reads the seeds; it reads only the JSON it writes.
+`.venv/bin/python tests/reference/extract.py tests/reference/seeds [OUT_DIR]` (from the repository
+root) writes `archon_<release>.json`; tests/test_reference_extract.py runs it on the committed seeds
+and requires its output to equal tests/reference/data byte for byte, so the data cannot drift from
+the seeds. `borrowed_1.8.20.json` is not written here: it is frozen data (README.md here).
 
 A seed is a unified diff of archon's `db.js`. Each side of it (old = the earlier release, new =
 the later one) is rebuilt hunk by hunk from its context and changed lines; every string literal
@@ -190,9 +191,9 @@ def extract(seed: Path) -> dict[str, list[dict]]:
     return result
 
 
-def main(seed_dir: str) -> None:
-    out_dir = Path(__file__).resolve().parent / "data"
-    out_dir.mkdir(exist_ok=True)
+def main(seed_dir: str, out_dir: str | None = None) -> None:
+    out = Path(out_dir) if out_dir else Path(__file__).resolve().parent / "data"
+    out.mkdir(exist_ok=True)
     merged: dict[str, list[dict]] = {}
     for seed in sorted(Path(seed_dir).glob("*.txt")):
         if not any(seed.name.startswith(k) for k in SEEDS):
@@ -200,94 +201,12 @@ def main(seed_dir: str) -> None:
         for release, entries in extract(seed).items():
             merged.setdefault(release, []).extend(entries)
     for release, entries in merged.items():
-        path = out_dir / f"archon_{release}.json"
+        path = out / f"archon_{release}.json"
         path.write_text(json.dumps(entries, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"{path.name}: {len(entries)} entries")
 
 
-
-
-# --- what the seeds do not show, borrowed from the console's baseline -------------------------
-
-BASELINE = "console/db/migrations/steps/s001_baseline_1_8_20.py"
-# Objects of 1.8.20 whose full text no seed shows. Tables appear in the seeds only as context
-# lines (the builder checks every such line against the borrowed text); these triggers and
-# indexes have no body (or no line at all) in the seeds.
-BORROWED = {
-    "projects", "worktree_bundles", "tickets", "ticket_dependencies", "build_sequences",
-    "build_sequence_tickets", "execution_runs", "execution_environments", "execution_environment_events",
-    "execution_environment_run_bindings", "repository_graph_scans", "check_batch_details",
-    "check_attempt_details", "check_attempt_diagnostic_parsers", "project_links", "integration_connections",
-    "bundle_automation_state",
-    "validate_project_build_execution_provider_insert", "preserve_execution_environment_identity",
-    "validate_execution_environment_binding_identity", "preserve_execution_environment_binding_identity",
-    "preserve_execution_environment_binding_evidence", "preserve_check_batch_snapshots",
-    "preserve_completed_check_batch_details", "preserve_check_attempt_snapshots",
-    "preserve_completed_check_attempt_details",
-    "idx_execution_environment_bindings_run", "idx_execution_environment_active_execution_lease",
-    "idx_project_links_linked_project_id",
-}
-# Archon's trigger raising 'Execution environment binding evidence is immutable' has a name the
-# seeds do not show; the reference installs the borrowed body under this stand-in name.
-STAND_IN_NAMES = {"preserve_execution_environment_binding_evidence": "archon_binding_evidence_name_unseen"}
-
-
-# Where the borrowed text contradicts a line the seeds show, the seed wins: (old, new, why).
-ADJUSTMENTS = {
-    "check_batch_details": (
-        "    causal_source_run_id               TEXT,\n    completed_at                       DATETIME,\n",
-        "    causal_source_run_id               TEXT,\n",
-        "seed 000 lines 309-316 (db.js 1.8.23 lines 3364-3369) show causal_source_run_id followed directly by "
-        "the FOREIGN KEYs; completed_at (which the trigger preserve_completed_check_batch_details reads) is "
-        "moved above automation_boundary_purpose, where the seeds show nothing",
-    ),
-}
-ADJUSTMENTS_BEFORE = {"check_batch_details": (
-    "    automation_boundary_purpose        TEXT,\n",
-    "    completed_at                       DATETIME,\n    automation_boundary_purpose        TEXT,\n")}
-
-
-def borrow(repo: Path) -> list[dict]:
-    namespace: dict = {}
-    source = (repo / BASELINE).read_text(encoding="utf-8")
-    ddl = re.search(r'DDL = f"""(.*?)"""', source, re.S).group(1)
-    states = re.search(r'ENVIRONMENT_STATES = "(.*?)"', source).group(1)
-    ddl = ddl.replace("{ENVIRONMENT_STATES}", states)
-    entries = []
-    for first, last, sql in split_statements(list(enumerate(ddl.split("\n"), 1))):
-        m = CREATE.match(sql)
-        if not m or m.group(2) not in BORROWED:
-            continue
-        name = m.group(2)
-        adjusted = None
-        if name in ADJUSTMENTS:
-            old, new, adjusted = ADJUSTMENTS[name]
-            if old not in sql:
-                raise SystemExit(f"adjustment of {name} no longer applies")
-            sql = sql.replace(old, new, 1)
-            before, after = ADJUSTMENTS_BEFORE[name]
-            sql = sql.replace(before, after, 1)
-        if name in STAND_IN_NAMES:
-            sql = sql.replace(name, STAND_IN_NAMES[name], 1)
-            name = STAND_IN_NAMES[name]
-        entries.append({
-            "release": "1.8.20", "name": f"create {m.group(1).lower()} {name}", "complete": True,
-            "borrowed": "not from archon's text", "source": BASELINE, "lines": [first, last], "sql": sql,
-            **({"adjusted": adjusted} if adjusted else {}),
-        })
-    return entries
-
-
-def write_borrowed() -> None:
-    here = Path(__file__).resolve().parent
-    entries = borrow(here.parents[1])
-    (here / "data" / "borrowed_1.8.20.json").write_text(
-        json.dumps(entries, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"borrowed_1.8.20.json: {len(entries)} entries")
-
-
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: extract.py SEED_DIR")
-    main(sys.argv[1])
-    write_borrowed()
+    if len(sys.argv) not in (2, 3):
+        sys.exit("usage: extract.py SEED_DIR [OUT_DIR]")
+    main(sys.argv[1], sys.argv[2] if len(sys.argv) == 3 else None)

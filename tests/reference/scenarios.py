@@ -1,25 +1,28 @@
 """Starting databases for the oracle tests, and the two ways to move them to a release.
 
-Each scenario is a database at some release; `console_upgrade` runs the console's `upgrade`
-service on a copy, `archon_upgrade` runs the reference's archon start-ups on another copy, and
-the tests compare the two.
+Each scenario is a database at some release; the tests run the console's `upgrade` service on a
+copy (tests/test_reference_upgrade.py, `console_upgrade`: nothing in tests/reference imports
+console), `archon_upgrade` runs the reference's archon start-ups on another copy, and the tests
+compare the two.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from pathlib import Path
 
-from console.db.execution_profiles import fingerprint_json
-
-from console.services.upgrade import run_upgrade
 from tests import upgrade_helpers as uh
-from tests.reference import builder
+from tests.reference import builder, profiles
 
 T0 = uh.T0
 # A stand-in for old db.js line 3419, which no seed shows (see builder.insert_unseen_line).
 UNSEEN_CHECK_ATTEMPT_LINE = "CHECK (exit_code IS NULL OR exit_code BETWEEN -2147483648 AND 2147483647)"
+
+
+def fingerprint_json(text: str) -> str:
+    return profiles.fingerprint(json.loads(text))
 
 
 def populate(conn: sqlite3.Connection, release: str) -> None:
@@ -105,12 +108,6 @@ def ref_1821_shape(path: Path, *, old_trigger_text: bool = True) -> Path:
         )
     conn.execute("COMMIT")
     conn.close()
-    return path
-
-
-def console_upgrade(start: Path, out: Path, target: str) -> Path:
-    path = Path(shutil.copy(start, out))
-    run_upgrade(path, target=target, force=True, snapshot_dir=out.parent)
     return path
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from functools import lru_cache
 
+from console.db.rules import rule_of, rules_present
 from console.db.sql import generated_columns
 from console.db.detect import LEDGER_META_TABLE, LEDGER_TABLE
 from console.services.doctor.context import Ctx, ids_text, rows_of
@@ -33,8 +34,9 @@ def _console_reached(ctx: Ctx, release: str) -> bool:
 
 
 @lru_cache(maxsize=4)
-def reference_objects(release: str) -> frozenset[tuple[str, str]]:
-    """(type, name) of every table, index and trigger a database of `release` should have."""
+def _reference(release: str) -> tuple[frozenset[tuple[str, str]], dict[tuple[str, str], tuple[tuple, str]]]:
+    """The objects a database of `release` should have, and what each trigger and index enforces
+    (with its text)."""
     from console.db.migrations.registry import migrations_through
     from console.db.connect import scratch_connection
     from console.db.migrations.runner import apply_all
@@ -43,15 +45,52 @@ def reference_objects(release: str) -> frozenset[tuple[str, str]]:
     try:
         conn.execute("PRAGMA foreign_keys = ON")
         apply_all(conn, migrations_through(release))
-        return frozenset(
+        objects = frozenset(
             (r[0], r[1])
             for r in conn.execute(
                 "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'index', 'trigger') "
                 "AND name NOT LIKE 'sqlite_%'"
             )
         )
+        rules = {}
+        for kind, name, sql in conn.execute("SELECT type, name, sql FROM sqlite_master WHERE type IN ('trigger', 'index')"):
+            rule = rule_of(conn, kind, name)
+            if rule is not None:
+                rules[(kind, name)] = (rule, sql)
+        return objects, rules
     finally:
         conn.close()
+
+
+def reference_objects(release: str) -> frozenset[tuple[str, str]]:
+    """(type, name) of every table, index and trigger a database of `release` should have."""
+    return _reference(release)[0]
+
+
+def held_under_another_name(ctx: Ctx, release: str, objects) -> dict[tuple[str, str], str]:
+    """Those of `objects` (missing by the console's name) that the database enforces under its own
+    name: same table, same event and RAISE messages (a trigger), same keys and WHERE (an index).
+    -> the name the database holds each under (console/db/rules.py)."""
+    expected = {key: rule for key, (rule, _sql) in _reference(release)[1].items() if key in objects}
+    if not expected:
+        return {}
+    present = rules_present(ctx.conn, set(expected.values()))
+    return {key: present[rule] for key, rule in expected.items() if rule in present}
+
+
+@lru_cache(maxsize=1)
+def reconstructed_rules() -> dict[tuple, str]:
+    """What each trigger and index of the console's 1.8.20 reconstruction enforces, at any release
+    -> the console's text for it (a redacted copy stands one in for a rule held under another name)."""
+    from console.db.migrations.registry import RELEASES
+    from console.db.migrations.steps.s001_baseline_1_8_20 import reconstructed_objects
+
+    found: dict[tuple, str] = {}
+    for release in RELEASES:
+        for key, (rule, sql) in _reference(release)[1].items():
+            if key in reconstructed_objects():
+                found.setdefault(rule, sql)
+    return found
 
 
 def _generated_columns(ctx: Ctx) -> list[Finding]:
@@ -114,8 +153,20 @@ def check_schema(ctx: Ctx) -> list[Finding]:
     from console.db.migrations.steps.s001_baseline_1_8_20 import reconstructed_objects
 
     missing_all = reference_objects(shape.release) - present
-    reconstructed = sorted(missing_all & reconstructed_objects())
+    elsewhere = held_under_another_name(ctx, shape.release, missing_all & reconstructed_objects())
+    reconstructed = sorted(missing_all & reconstructed_objects() - set(elsewhere))
     missing = sorted(missing_all - reconstructed_objects())
+    if elsewhere:
+        findings.append(Finding(
+            "schema.reconstructed_renamed", "info",
+            "Rules of the console's 1.8.20 reconstruction are held under archon's own names",
+            f"{len(elsewhere)} held: " + ", ".join(
+                f"{t} {n} as {one_line(other, 80)}" for (t, n), other in sorted(elsewhere.items())) + ".",
+            "The console names these rules itself (archon's text never shows their names); the database "
+            "enforces the same rule (same table, event and RAISE message, or same index keys) under another name.",
+            "", rows=[{"table": "sqlite_master", "id": other} for other in sorted(elsewhere.values())][:ROW_LIMIT],
+            count=len(elsewhere),
+        ))
     if reconstructed:
         findings.append(Finding(
             "schema.reconstructed_missing", "warning",
