@@ -11,7 +11,7 @@ import errno
 import os
 import sqlite3
 import stat
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
@@ -60,7 +60,8 @@ class RestoreResult:
         return self.refusal.exit_code if self.refusal is not None else 0
 
     def to_json(self) -> dict[str, Any]:
-        data = {key: value for key, value in asdict(self).items() if key not in ("loss", "refusal")}
+        # not `asdict`: it would deep-copy the refusal, an exception
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("loss", "refusal")}
         return {**data, "verified": self.verified_by is not None, "loss": self.loss.to_json(),
                 "refused": None if self.refusal is None else self.refusal.reason, "message": self.message}
 

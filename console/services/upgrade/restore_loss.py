@@ -39,6 +39,14 @@ def _any_set_and_written(current: tuple, before: tuple | None) -> bool:
     return current != before
 
 
+def _decided(current: tuple, before: tuple | None) -> bool:
+    """A request decided (approved, denied, cancelled, expired, invalidated) since; its consumption
+    is its own kind, so `consumed` counts here as the approval it was."""
+    def decision(row: tuple) -> tuple:
+        return ("approved" if row[0] == "consumed" else row[0], *row[1:])
+    return before is None or decision(current) != decision(before)
+
+
 def _new(current: tuple, before: tuple | None) -> bool:
     return before is None  # events are append-only: a new id is a new event
 
@@ -62,14 +70,14 @@ class _Kind:
 
 KINDS = (
     _Kind("decisions", "approval decisions", "approval_requests", ("status", "decision_at"),
-          (("decision_at", "decision_at IS NOT NULL"),)),
+          (("status", "status <> 'pending'"),), lost=_decided),
     _Kind("consumed_approvals", "consumed approvals", "approval_requests", ("status", "consumed_at"),
           (("consumed_at", "consumed_at IS NOT NULL"), ("status", "status = 'consumed'"))),
     _Kind("claims", "environment claims", "execution_environments",
           ("operation_claim_id", "operation_kind", "operation_claimed_at", "cleanup_claim_id",
            "cleanup_claimed_at"), lost=_any_set_and_written),
     _Kind("lifecycle", "environment lifecycle changes", "execution_environments",
-          ("status", "retirement_requested_at", "retirement_started_at", "cleanup_pending_at", "retired_at",
+          ("lifecycle_state", "retirement_requested_at", "retirement_started_at", "cleanup_pending_at", "retired_at",
            "stopped_at", "failed_at", "idle_stop_at")),
     _Kind("profile_activations", "profile activations", "projects", ("active_execution_profile_revision_id",)),
     _Kind("approval_events", "approval events", "approval_request_events", (), lost=_new),
