@@ -16,6 +16,7 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from console.errors import EXIT_OK, EXIT_UNUSABLE
@@ -160,14 +161,10 @@ def test_a_restore_that_loses_nothing_says_so(tmp_path):
 
 # --- generated changes since the snapshot: the report counts exactly what differs --------------
 
-_TEMPLATE: dict[str, Path] = {}
-
-
-def _template() -> tuple[Path, Path]:
-    if not _TEMPLATE:
-        directory = Path(tempfile.mkdtemp(prefix="restore-loss-"))
-        _TEMPLATE["db"], _TEMPLATE["snapshot"] = _armed(directory)
-    return _TEMPLATE["db"], _TEMPLATE["snapshot"]
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> tuple[Path, Path]:
+    """One upgraded database and its snapshot; each example works on copies."""
+    return _armed(tmp_path_factory.mktemp("restore-loss"))
 
 
 CHANGES = st.fixed_dictionaries({
@@ -182,10 +179,10 @@ CHANGES = st.fixed_dictionaries({
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(changes=CHANGES)
-def test_the_report_counts_what_changed_since_the_snapshot(changes):
+def test_the_report_counts_what_changed_since_the_snapshot(template, changes):
     from console.services.upgrade.restore_loss import loss_since  # here: main had no such module
 
-    db, snapshot = _template()
+    db, snapshot = template
     with tempfile.TemporaryDirectory() as scratch:
         path, snap = Path(scratch) / "archon.db", Path(scratch) / snapshot.name
         shutil.copyfile(db, path)

@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator
 
 from console.db.connect import sqlite_connection, untouched_read_uri
 from console.db.sql import quote_identifier
+from console.errors import DatabaseUnusable
 
 FIRST = 5  # ids shown per kind of loss
 FIRST_REARMED = 20  # request ids named in the refusal
@@ -227,6 +228,8 @@ def loss_since(db_path: Path, snapshot: Path) -> LossReport:
             then.close()
     except sqlite3.Error as exc:
         return LossReport(unreadable=f"{db_path} or the snapshot cannot be read ({exc})")
+    except DatabaseUnusable as exc:  # a value or statement over the limits (console/db/limits.py)
+        return LossReport(unreadable=exc.reason.rstrip("."))
     finally:
         now.close()
     return report
