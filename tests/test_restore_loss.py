@@ -108,7 +108,7 @@ def test_undoing_a_consumption_is_refused_naming_the_request(tmp_path):
     forced = _restore(path, snapshot, "--yes", "--rearm-consumed")
     assert forced.returncode == EXIT_OK, forced.stderr
     assert "1 consumed approvals: apr-0" in forced.stdout
-    assert "become executable again: apr-0" in forced.stdout
+    assert "are executable again: apr-0" in forced.stdout
     assert dump(path) != consumed
     conn = connect(path)
     assert conn.execute("SELECT status, consumed_at FROM approval_requests WHERE id = 'apr-0'").fetchone() == (
@@ -156,7 +156,7 @@ def test_a_restore_that_loses_nothing_says_so(tmp_path):
     assert json.loads(plan.stdout)["loss"]["nothing_lost"] is True
     again = _restore(path, snapshot, "--yes")
     assert again.returncode == EXIT_OK, again.stderr
-    assert "Nothing written since the snapshot is lost." in again.stdout
+    assert "Nothing written since the snapshot was lost." in again.stdout
 
 
 # --- generated changes since the snapshot: the report counts exactly what differs --------------

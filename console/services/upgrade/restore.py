@@ -50,7 +50,7 @@ class RestoreResult:
             how = f" Its SHA-256 matches {self.verified_by}."
         whose = f" Taken from this database: {self.origin}." if self.origin else ""
         head = "Would restore" if self.planned else "Restored"
-        lines = [f"{head} {self.path} from {self.snapshot}.{how}{whose}{aside}", *self.loss.lines()]
+        lines = [f"{head} {self.path} from {self.snapshot}.{how}{whose}{aside}", *self.loss.lines(done=not self.planned)]
         if self.refusal is not None:
             lines.append(f"REFUSED: {self.refusal.reason}" + (f" {self.refusal.hint}" if self.refusal.hint else ""))
         return "\n".join(lines)

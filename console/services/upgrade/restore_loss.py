@@ -115,18 +115,21 @@ class LossReport:
     def consumed(self) -> Lost | None:
         return next((kind for kind in self.kinds if kind.name == "consumed_approvals"), None)
 
-    def lines(self) -> list[str]:
+    def lines(self, *, done: bool = False) -> list[str]:
+        """The report in words; `done`: said after the restore, in the past tense."""
         if self.unreadable is not None:
-            return [f"What would be lost cannot be told: {self.unreadable}."]
+            return [f"What {'was' if done else 'would be'} lost cannot be told: {self.unreadable}."]
         if self.nothing_lost:
-            return ["Nothing written since the snapshot is lost."]
-        lines = ["Restoring loses what was written since the snapshot (an upgrade's own writes included):"]
+            return [f"Nothing written since the snapshot {'was' if done else 'is'} lost."]
+        head = "The restore discarded" if done else "Restoring loses"
+        lines = [f"{head} what was written since the snapshot (an upgrade's own writes included):"]
         for kind in self.kinds:
             if kind.count:
                 more = f", and {kind.count - len(kind.first)} more" if kind.count > len(kind.first) else ""
                 lines.append(f"  {kind.count} {kind.label}: {', '.join(kind.first)}{more}")
         if self.rearmed_count:
-            lines.append(f"  {self.rearmed_count} request(s) archon already consumed become executable again: "
+            lines.append(f"  {self.rearmed_count} request(s) archon already consumed "
+                         f"{'are' if done else 'become'} executable again: "
                          + rearmed_text(self))
         return lines
 
