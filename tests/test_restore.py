@@ -63,10 +63,12 @@ def test_typed_confirmation(tmp_path):
     state = fingerprint_dir(tmp_path)
     asked = []
     with pytest.raises(Refusal, match="Not confirmed"):
-        restore_snapshot(path, result.snapshot_path, confirm=lambda name: asked.append(name) or False, now=LATER)
-    assert asked == ["archon.db"]
+        restore_snapshot(path, result.snapshot_path, confirm=lambda name, loss: asked.append((name, loss.lines())) or False,
+                         now=LATER)
+    # the prompt says what the restore loses: here the upgrade's own profile backfill
+    assert asked[0][0] == "archon.db" and "  2 profile activations: proj-1, proj-2" in asked[0][1]
     assert fingerprint_dir(tmp_path) == state
-    done = restore_snapshot(path, result.snapshot_path, confirm=lambda name: name == "archon.db", now=LATER)
+    done = restore_snapshot(path, result.snapshot_path, confirm=lambda name, _loss: name == "archon.db", now=LATER)
     assert done.replaced_path.endswith("archon.db.replaced-20260501T130000Z")
     assert dump(path) == before
 

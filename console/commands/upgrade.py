@@ -187,12 +187,14 @@ def _upgrade(ctx) -> int:
             + (" (kept from the interrupted run: SHA-256 verified, no second copy written)"
                if result.snapshot_reused else ""))
         say(f"SHA-256:  {result.snapshot_sha256}")
-        say("To undo: archon-console restore " + result.snapshot_path)
+        say("To undo: " + result.undo_command)
     return 0
 
 
-def typed_confirmation(name: str) -> bool:
-    """Ask on the terminal for the database file's name; anything else declines."""
+def typed_confirmation(name: str, loss: service.LossReport) -> bool:
+    """Say what would be lost, then ask on the terminal for the database file's name; anything else declines."""
+    for line in loss.lines():
+        say(line, err=True)
     sys.stderr.write(
         f"This replaces the database with the snapshot (the current file is kept aside).\n"
         f"Type the database file name ({name}) to confirm: "
@@ -224,26 +226,39 @@ def _require_snapshot_file(ctx) -> None:
 
 def _restore(ctx) -> int:
     args = ctx.args
-    if ctx.read_only:
-        raise Refusal("The console is in read-only mode; nothing was restored.")
+    if ctx.read_only and not args.plan:
+        raise Refusal("The console is in read-only mode; nothing was restored.",
+                      "`restore --plan` shows what a restore would do and lose.")
     _require_snapshot_file(ctx)
     interactive = sys.stdin is not None and sys.stdin.isatty()
-    result = service.restore_snapshot(
-        ctx.db_path,
-        args.snapshot,
-        yes=args.yes,
-        unverified=args.unverified,
-        confirm=typed_confirmation if interactive else None,
-        now=ctx.write_now(),
-        busy_timeout_ms=ctx.busy_timeout_ms,
-    )
+    try:
+        result = service.restore_snapshot(
+            ctx.db_path,
+            args.snapshot,
+            yes=args.yes,
+            unverified=args.unverified,
+            rearm_consumed=args.rearm_consumed,
+            other_database=args.other_database,
+            plan=args.plan,
+            confirm=typed_confirmation if interactive else None,
+            now=None if args.plan else ctx.write_now(),
+            busy_timeout_ms=ctx.busy_timeout_ms,
+        )
+    except service.RearmRefused as exc:
+        if not ctx.json:
+            for line in exc.loss.lines():
+                say(line)
+            raise
+        emit_json({"ok": False, "error": exc.reason, "hint": exc.hint, "exit": exc.exit_code,
+                   "status": "refused", "message": exc.reason, "loss": exc.loss.to_json()})
+        return exc.exit_code
     if ctx.json:
         emit_json(result.to_json())
     else:
         say(result.message)
         if result.removed:
             say("Removed stale files: " + ", ".join(result.removed))
-    return 0
+    return result.exit_code
 
 
 def register(subparsers: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
@@ -283,12 +298,31 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
         help="put a snapshot back in place of the database",
         description="Verify SNAPSHOT (its integrity, and its SHA-256 against the manifest written beside it "
         "or the database's upgrade ledger), then replace the database with it atomically; the replaced file "
-        "is kept as <file>.replaced-<UTC time> and the restored one gets its owner, group and mode. Refused "
-        "while any process holds a lock on the database. Exit codes: 0 restored, 1 refused (in use, not "
-        "confirmed, no record of the snapshot), 3 the snapshot is damaged or does not match its record.",
+        "is kept as <file>.replaced-<UTC time> and the restored one gets its owner, group and mode. First it "
+        "says what would be lost (everything written since the snapshot). Refused while any process holds a "
+        "lock on the database. Exit codes: 0 restored (or planned), 1 refused (in use, not confirmed, no "
+        "record of the snapshot), 3 the snapshot is damaged, does not match its record, was taken from "
+        "another database (--other-database) or would re-arm consumed approvals (--rearm-consumed).",
     )
     restore.add_argument("snapshot", metavar="SNAPSHOT", help="a snapshot written by `upgrade`")
     restore.add_argument("--yes", action="store_true", help="do not ask for the typed confirmation")
+    restore.add_argument(
+        "--plan",
+        action="store_true",
+        help="check the snapshot and say what the restore would lose (decisions, consumed approvals, "
+        "claims, lifecycle changes, profile activations, events); replace nothing",
+    )
+    restore.add_argument(
+        "--rearm-consumed",
+        action="store_true",
+        help="restore even though approval requests archon already consumed (its executor ran the action) "
+        "become approved again and may run a second time",
+    )
+    restore.add_argument(
+        "--other-database",
+        action="store_true",
+        help="restore a snapshot taken from another database than --db (or one that does not say which)",
+    )
     restore.add_argument(
         "--unverified",
         action="store_true",

@@ -233,10 +233,28 @@ def recorded_snapshots(conn: sqlite3.Connection) -> list[tuple[str, str]]:
     ]
 
 
+def instance_id(conn: sqlite3.Connection) -> str | None:
+    """The database's identity: the SHA-256 of the snapshot its first console upgrade took.
+
+    Recorded in the ledger by every upgrade anyway, so naming a database writes nothing archon
+    has not already tolerated; unique to the file's content when it was first upgraded, and kept
+    by every later upgrade. None: no upgrade of this console recorded a snapshot here (never
+    upgraded, or restored to its state before the first one). docs/decisions.md, "A snapshot
+    names its database"."""
+    if not _exists(conn, LEDGER_META_TABLE):
+        return None
+    row = conn.execute(
+        f'SELECT snapshot_sha256 FROM "{LEDGER_META_TABLE}" '
+        "WHERE snapshot_sha256 IS NOT NULL ORDER BY position LIMIT 1"
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
 __all__ = [
     "LedgerEntry",
     "checksum_accepted",
     "ensure_tables",
+    "instance_id",
     "read_entries",
     "read_verified",
     "record",

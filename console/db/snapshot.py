@@ -62,7 +62,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
+from console.db import ledger
 from console.db.connect import sqlite_connection
+from console.db.detect import read_ledger
 from console.db.file_guard import open_foreign
 from console.db.files import create_exclusive, remove_stale
 from console.db.snapshot_manifest import write_manifest
@@ -182,7 +184,7 @@ def remove_stale_temporaries(directory: Path) -> list[Path]:
     return remove_stale(directory)
 
 
-def _publish(tmp: Path, target: Path, sha256: str, source: Path) -> Path:
+def _publish(tmp: Path, target: Path, sha256: str, source: Path, identity: tuple[str | None, int]) -> Path:
     """Give `tmp` a final name next to `target`, with its manifest, without ever overwriting a file.
 
     The manifest (console/db/snapshot_manifest.py) is created first, exclusively: a snapshot never
@@ -197,7 +199,8 @@ def _publish(tmp: Path, target: Path, sha256: str, source: Path) -> Path:
 
     while True:
         try:
-            manifest = write_manifest(candidate, sha256, source)
+            instance, steps = identity  # a database never upgraded is named by this snapshot
+            manifest = write_manifest(candidate, sha256, source, instance=instance or sha256, ledger_steps=steps)
         except FileExistsError:
             candidate = next_name()
             continue
@@ -387,9 +390,10 @@ def take_snapshot(
             timings[f"  of which: {check_name} done at (from the copy's start)"] = checked
             timings["  of which: fsync done at (from the copy's start)"] = synced
             timings["  of which: comparison done at (from the copy's start)"] = compared
+        identity = (ledger.instance_id(source), len(read_ledger(source)))  # the copied image's
         source.execute("COMMIT")
         size = tmp.stat().st_size
-        final = _publish(tmp, target, digest, db_path.resolve())
+        final = _publish(tmp, target, digest, db_path.resolve(), identity)
         tmp = None
         fsync_dir(directory)
         lap("publish")

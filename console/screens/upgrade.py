@@ -251,6 +251,8 @@ class UpgradeScreen(ConsoleScreen):
             self.show_error(message.error)
         else:
             log.write(safe_text(message.result.message, "bold green"))
+            if message.result.undo_command:  # names --db: ARCHON_DB_PATH may name another file
+                log.write(safe_text(f"To undo: {message.result.undo_command}"))
             self.notify_result(message.result.message)
             self.console_app.release_label = f"archon {message.result.release_after or 'unknown'}"
         self._plan()

@@ -51,8 +51,11 @@ def _restore(path: Path, snapshot: Path, *extra: str):
 def test_the_manifest_is_written_beside_the_snapshot(tmp_path):
     path, _, snapshot = _upgraded(tmp_path)
     text = Path(f"{snapshot}.sha256").read_text()
-    # `sha256sum -c` format, and the database it was taken from on a comment line it skips
-    assert text == f'{sha256(snapshot)}  {snapshot.name}\n# source-database: "{path.resolve()}"\n'
+    # `sha256sum -c` format, and the database it was taken from on comment lines it skips: its path,
+    # its identity (never upgraded: this snapshot's own SHA-256) and its ledger's length then
+    digest = sha256(snapshot)
+    assert text == (f'{digest}  {snapshot.name}\n# source-database: "{path.resolve()}"\n'
+                    f'# source-instance: "{digest}"\n# source-ledger: 0\n')
     if shutil.which("sha256sum"):
         check = subprocess.run(["sha256sum", "-c", "--strict", f"{snapshot.name}.sha256"], cwd=snapshot.parent)
         assert check.returncode == 0

@@ -25,7 +25,7 @@ from console.db import snapshot_reuse
 from console.db.detect import LEDGER_META_TABLE
 from console.db.file_trust import open_judged, untrusted_because
 from console.errors import EXIT_OK, EXIT_REFUSED, EXIT_UNUSABLE, DatabaseUnusable, Refusal
-from console.services.upgrade import restore as restore_module, run_upgrade
+from console.services.upgrade import restore as restore_module, restore_records, run_upgrade
 from tests.adversarial.test_snapshot_identity import NOW, _restore, _tamper_one_byte, _upgraded
 from tests.upgrade_helpers import db_1820, dump, fingerprint_dir, sha256
 
@@ -182,8 +182,13 @@ FLIPS = {
     # the attacker's inotify script: evil while checked and hashed, good while judged, evil for the copy
     "as the attack did": {"_verify_snapshot": "evil", "untrusted_because": "good", "_write_restored_copy": "evil"},
     "only before the copy": {"_write_restored_copy": "evil"},
-    "only before the trust is judged": {"untrusted_because": "evil", "_identify": "evil"},
+    "only before the trust is judged": {"untrusted_because": "evil", "identify": "evil"},
 }
+
+
+def _owner(name: str):
+    """The module whose global `name` the restore calls (the records' checks live beside it)."""
+    return restore_records if hasattr(restore_records, name) and name != "identify" else restore_module
 
 
 @pytest.mark.parametrize("flips", list(FLIPS.values()), ids=list(FLIPS))
@@ -209,13 +214,14 @@ def test_check_hash_and_copy_read_one_file_whatever_the_path_names_meanwhile(tmp
 
     point(good_dir)
     for name, where in flips.items():
-        real = getattr(restore_module, name)
+        module = _owner(name)
+        real = getattr(module, name)
 
         def wrapper(*args, _real=real, _target=evil_dir if where == "evil" else good_dir, **kwargs):
             point(_target)
             return _real(*args, **kwargs)
 
-        monkeypatch.setattr(restore_module, name, wrapper)
+        monkeypatch.setattr(module, name, wrapper)
     try:
         result = restore_module.restore_snapshot(path, link / snapshot.name, yes=True)
     except (DatabaseUnusable, Refusal) as exc:
@@ -242,15 +248,19 @@ def _two_databases(tmp_path: Path):
     return a, b, snap_a, snap_b, before_b
 
 
-def test_another_databases_snapshot_is_not_verified_by_its_manifest(tmp_path):
+def test_another_databases_snapshot_is_refused_whatever_verifies_it(tmp_path):
+    """Its manifest vouches for its content, not for putting it over another database: exit 3, and
+    --unverified (which speaks of the content) does not override it; only --other-database does."""
     a, b, snap_a, _, _ = _two_databases(tmp_path)
     state = fingerprint_dir(tmp_path)
-    proc = _restore(b, snap_a)
-    assert proc.returncode == EXIT_REFUSED, proc.stdout + proc.stderr
-    assert f"taken from {a.resolve()}, not from {b.resolve()}" in proc.stderr
-    assert fingerprint_dir(tmp_path) == state
-    forced = _restore(b, snap_a, "--unverified")
-    assert forced.returncode == EXIT_OK and "UNVERIFIED" in forced.stdout
+    for extra in ((), ("--unverified",)):
+        proc = _restore(b, snap_a, *extra)
+        assert proc.returncode == EXIT_UNUSABLE, proc.stdout + proc.stderr
+        assert "another database" in proc.stderr and "--other-database" in proc.stderr
+        assert fingerprint_dir(tmp_path) == state
+    forced = _restore(b, snap_a, "--other-database")
+    assert forced.returncode == EXIT_OK, forced.stderr
+    assert "--other-database" in forced.stdout
 
 
 def test_the_databases_own_snapshot_still_restores_verified(tmp_path):
@@ -276,11 +286,16 @@ def test_an_unbound_manifest_does_not_count_where_the_ledger_records_other_snaps
     assert "records its own snapshots and this one is not among them" in proc.stderr
 
 
-def test_an_unbound_manifest_still_counts_for_a_database_without_ledger(tmp_path):
-    """Old manifests stay readable: a database whose ledger records nothing has only them."""
+def test_an_unbound_manifest_still_verifies_but_its_origin_needs_the_override(tmp_path):
+    """Old manifests stay readable: a database whose ledger records nothing has only them. They vouch
+    for the content but name no database, so the restore says so and needs --other-database
+    (docs/decisions.md, "A snapshot names its database")."""
     path, snapshot, before = _unrecorded(tmp_path)
     _unbind(snapshot)
     proc = _restore(path, snapshot)
+    assert proc.returncode == EXIT_UNUSABLE, proc.stdout + proc.stderr
+    assert "does not say which database it was taken from" in proc.stderr
+    proc = _restore(path, snapshot, "--other-database")
     assert proc.returncode == EXIT_OK and "matches its manifest" in proc.stdout, proc.stderr
     assert dump(path) == before
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -350,6 +351,9 @@ async def test_upgrade_with_force_confirmation(demo_db, make_app):
         await pilot.press("enter")
         await wait_until(pilot, lambda: isinstance(app.screen, UpgradeScreen) and app.screen.plan is not None
                          and app.screen.plan.up_to_date, timeout=30, what="upgrade finished")
+        # the undo line names the database (issue 18, finding 11): ARCHON_DB_PATH may name another
+        logged = "".join(seg.text for strip in app.screen.query_one("RichLog").lines for seg in strip)
+        assert f"To undo: archon-console --db {shlex.quote(str(path.resolve()))} restore " in logged
     ledger = db(path, "SELECT count(*) FROM _sqlite_migrations")[0][0]
     assert ledger == 29
 

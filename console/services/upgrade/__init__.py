@@ -7,7 +7,9 @@
 * plan.py — `plan_upgrade`: reads only, creates no file.
 * run.py — `run_upgrade`: the snapshot and each step in its own locked transaction (its docstring
   says why the lock is held that way).
-* restore.py — `restore_snapshot`: the verified snapshot put back, nobody else holding a lock.
+* restore.py — `restore_snapshot`: the verified snapshot put back, nobody else holding a lock;
+  restore_records.py (which record vouches for its content), restore_origin.py (which database it
+  was taken from) and restore_loss.py (what was written since) decide first.
 """
 
 from __future__ import annotations
@@ -24,13 +26,16 @@ from console.services.upgrade.model import (
     UpgradeResult,
 )
 from console.services.upgrade.plan import plan_upgrade
-from console.services.upgrade.restore import RestoreResult, restore_snapshot
+from console.services.upgrade.restore import RearmRefused, RestoreResult, restore_snapshot
+from console.services.upgrade.restore_loss import LossReport
 from console.services.upgrade.run import run_upgrade
 
 __all__ = [
     "DatabaseUnusable",
     "ForceRequired",
+    "LossReport",
     "ProfileEvidenceContradicted",
+    "RearmRefused",
     "PendingStep",
     "Refusal",
     "RestoreResult",

@@ -6,6 +6,8 @@ screen's attributes and the CLI's JSON cannot disagree.
 
 from __future__ import annotations
 
+import os
+import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
@@ -93,10 +95,15 @@ class UpgradeResult:
             text += f" {len(self.skipped)} step(s) were applied meanwhile by another upgrader."
         return text
 
+    @property
+    def undo_command(self) -> str | None:
+        return undo_command(self.plan.path, self.snapshot_path) if self.snapshot_path else None
+
     def to_json(self) -> dict[str, Any]:
         return {
             "status": self.status,
             "message": self.message,
+            "undo_command": self.undo_command,
             "applied": self.applied,
             "skipped": self.skipped,
             "snapshot_path": self.snapshot_path,
@@ -105,6 +112,13 @@ class UpgradeResult:
             "release_after": self.release_after,
             "plan": self.plan.to_json(),
         }
+
+
+def undo_command(db_path: str | os.PathLike[str], snapshot_path: str | os.PathLike[str]) -> str:
+    """The command that puts the snapshot back, naming the database: without `--db` it would replace
+    whatever ARCHON_DB_PATH names in the shell it is pasted into (issue 18, finding 11)."""
+    return (f"archon-console --db {shlex.quote(os.path.abspath(db_path))} restore "
+            f"{shlex.quote(os.path.abspath(snapshot_path))}")
 
 
 class ForceRequired(Refusal):
@@ -119,4 +133,4 @@ class ForceRequired(Refusal):
 
 
 
-__all__ = ["ForceRequired", "PendingStep", "ProgressCallback", "TARGETS", "UpgradePlan", "UpgradeProgress", "UpgradeResult"]
+__all__ = ["ForceRequired", "PendingStep", "ProgressCallback", "TARGETS", "UpgradePlan", "UpgradeProgress", "UpgradeResult", "undo_command"]

@@ -11,20 +11,22 @@ import errno
 import os
 import sqlite3
 import stat
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
 from console.clock import system_clock
-from console.db import exclusive_lock, ledger, snapshot as snapshots
+from console.db import exclusive_lock, snapshot as snapshots
 from console.db.connect import check_file, check_size, is_wal_file, sqlite_connection, untouched_read_uri
 from console.db.files import create_exclusive, temp_prefix
-from console.db.file_trust import Judged, open_judged, untrusted_because
+from console.db.file_trust import Judged, open_judged
 from console.db.paths import nonempty_file
-from console.db.snapshot_manifest import Manifest, manifest_beside, manifest_path, manifests_with_hash
-from console.errors import DatabaseUnusable, Refusal, UsageError
+from console.errors import ConsoleError, DatabaseUnusable, Refusal, UsageError
 from console.services.upgrade.decide import require_archon
+from console.services.upgrade.restore_loss import LossReport, loss_since, rearmed_text
+from console.services.upgrade.restore_origin import OtherDatabase, check_origin
+from console.services.upgrade.restore_records import identify
 
 @dataclass
 class RestoreResult:
@@ -34,6 +36,10 @@ class RestoreResult:
     replaced_path: str | None
     removed: list[str]
     verified_by: str | None = None  # the record the SHA-256 matched; None: restored --unverified
+    origin: str = ""  # how the snapshot is known to be this database's (restore_origin.py)
+    loss: LossReport = field(default_factory=LossReport)  # what was written since the snapshot
+    planned: bool = False  # --plan: nothing was replaced
+    refusal: ConsoleError | None = None  # --plan: why the restore itself would be refused
 
     @property
     def message(self) -> str:
@@ -42,10 +48,43 @@ class RestoreResult:
             how = " UNVERIFIED: its SHA-256 matches no record (--unverified)."
         else:
             how = f" Its SHA-256 matches {self.verified_by}."
-        return f"Restored {self.path} from {self.snapshot}.{how}{aside}"
+        whose = f" Taken from this database: {self.origin}." if self.origin else ""
+        head = "Would restore" if self.planned else "Restored"
+        lines = [f"{head} {self.path} from {self.snapshot}.{how}{whose}{aside}", *self.loss.lines(done=not self.planned)]
+        if self.refusal is not None:
+            lines.append(f"REFUSED: {self.refusal.reason}" + (f" {self.refusal.hint}" if self.refusal.hint else ""))
+        return "\n".join(lines)
+
+    @property
+    def exit_code(self) -> int:
+        return self.refusal.exit_code if self.refusal is not None else 0
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "verified": self.verified_by is not None, "message": self.message}
+        # not `asdict`: it would deep-copy the refusal, an exception
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("loss", "refusal")}
+        return {**data, "verified": self.verified_by is not None, "loss": self.loss.to_json(),
+                "refused": None if self.refusal is None else self.refusal.reason, "message": self.message}
+
+
+class RearmRefused(DatabaseUnusable):
+    """Restoring would undo a consumption archon's executor recorded (exit 3); carries the loss."""
+
+    def __init__(self, snapshot: Path, loss: LossReport):
+        consumed = loss.consumed
+        count = consumed.count if consumed is not None else 0
+        if loss.rearmed_count:
+            what = (f"{loss.rearmed_count} approval request(s) archon already consumed (its executor ran "
+                    f"the action) become approved again, so archon may run them a second time: "
+                    f"{rearmed_text(loss)}")
+        else:
+            what = (f"the record of {count} consumption(s) archon's executor made since is lost: "
+                    f"{', '.join(consumed.first) if consumed else ''}")
+        super().__init__(
+            f"Restoring {snapshot} is refused: {what}. Nothing was restored.",
+            "Run `restore --plan` to see everything it would lose; if running those actions again is "
+            "intended, run the restore again with --rearm-consumed.",
+        )
+        self.loss = loss
 
 
 def _verify_snapshot(snapshot: Path) -> None:
@@ -109,133 +148,6 @@ def _open_snapshot(snapshot: Path) -> Judged:
         held.close()
         raise
     return held
-
-
-@dataclass(frozen=True)
-class _Ledger:
-    records: list[tuple[str, str]]  # (path, SHA-256) of every snapshot it remembers
-    untrusted: str | None  # why it cannot vouch for anything; None: it counts
-
-
-def _ledger(db_path: Path) -> _Ledger:
-    """The snapshots the database's upgrade ledger remembers, and whether it may vouch for them.
-
-    The ledger is a table in the database: whoever can write the database (or replace it, through
-    its directory) can write any row. So it counts only when the database passes the same rule as
-    a manifest (console/db/file_trust.py), and only when it is the exact history this console
-    writes (`ledger.read_verified`). Judged without opening the file outside SQLite."""
-    if not os.path.lexists(db_path):
-        return _Ledger([], None)
-    try:
-        conn = sqlite_connection(untouched_read_uri(db_path), uri=True)
-    except (sqlite3.Error, OSError):
-        return _Ledger([], None)
-    try:
-        records = ledger.recorded_snapshots(conn)
-        if not records:
-            return _Ledger([], None)
-        ledger.read_verified(conn)
-    except DatabaseUnusable as exc:
-        first = exc.reason.split(". ")[0]
-        return _Ledger(records, f"it is not the history this console writes ({first})")
-    except sqlite3.Error:
-        return _Ledger([], None)
-    finally:
-        conn.close()
-    return _Ledger(records, untrusted_because(db_path))
-
-
-def _same_file(stored: str, snapshot: Path, db_path: Path) -> bool:
-    """The ledger's path names `snapshot`. Rows of older consoles may hold a path relative to the
-    working directory of the upgrade, unknown now: tried from here and from the database's directory."""
-    try:
-        mine = snapshot.resolve()
-        stored_path = Path(stored)
-        if stored_path.is_absolute():
-            return stored_path.resolve() == mine
-        return mine in {stored_path.resolve(), (db_path.parent / stored_path).resolve()}
-    except OSError:
-        return False
-
-
-def _changed(snapshot: Path, record: str, aside: str = "") -> DatabaseUnusable:
-    return DatabaseUnusable(
-        f"{snapshot} does not match the SHA-256 recorded in {record} when it was taken{aside}; "
-        "the snapshot (or the record) was changed. Nothing was restored.",
-        "Use another snapshot.",
-    )
-
-
-def _manifest_why(manifest: Manifest, db_path: Path, known: _Ledger, digest: str) -> str | None:
-    """Why a manifest of the right hash still cannot vouch for restoring onto `db_path`, or None.
-
-    It must be one only the operator or root could have placed (with the snapshot); it speaks only
-    for the database it names (an older manifest names none); and a database whose ledger records
-    snapshots is answered by its ledger alone, so a manifest for one it does not record does not
-    count (docs/decisions.md, "A manifest names its database")."""
-    if manifest.untrusted is not None:
-        return manifest.untrusted
-    target = str(db_path.resolve())
-    if manifest.source is not None and manifest.source != target:
-        return f"the snapshot was taken from {manifest.source}, not from {target}"
-    if known.records and digest not in {sha for _stored, sha in known.records}:
-        return f"{db_path.name}'s upgrade ledger records its own snapshots and this one is not among them"
-    return None
-
-
-def _identify(db_path: Path, held: Judged, digest: str, unverified: bool) -> str | None:
-    """Which record vouches for the snapshot's content (console/db/snapshot_manifest.py), by hash.
-
-    The ledger inside the database being replaced outranks every manifest: a manifest is a file
-    beside the snapshot, and whoever could swap the snapshot could rewrite it too. So a ledger row
-    for this path with another SHA-256 refuses the restore whatever any manifest says, and a row
-    with this SHA-256 vouches for it, as long as the ledger itself counts (`_ledger`). In order: the
-    ledger's rows for this path; the snapshot's own manifest; any ledger row with this hash (the
-    snapshot was moved); a manifest of this hash beside it or beside the database (it was renamed);
-    each manifest counting only under `_manifest_why`.
-    None (no record) is accepted only with `unverified`; a record that disagrees is never overridden.
-    """
-    snapshot = Path(held.path)
-    known = _ledger(db_path)
-    ledger_record = f"{db_path.name}'s upgrade ledger"
-    not_counted: list[str] = []
-    if known.untrusted is None:
-        here = {sha for stored, sha in known.records if _same_file(stored, snapshot, db_path)}
-        if here and digest not in here:
-            raise _changed(snapshot, ledger_record, ", whatever a manifest beside it says")
-        if here:
-            return f"the record in {ledger_record}"
-    own = manifest_path(snapshot)
-    mine = manifest_beside(held)
-    if mine is not None and mine.sha256 == digest:
-        why = _manifest_why(mine, db_path, known, digest)
-        if why is None:
-            return f"its manifest {own}"
-        not_counted.append(f"its manifest {own.name} does not count because {why}")
-    if digest in {sha for _stored, sha in known.records}:
-        if known.untrusted is None:
-            return f"the record in {ledger_record}"
-        not_counted.append(f"{ledger_record} does not count because {known.untrusted}")
-    if mine is not None and mine.sha256 != digest:
-        raise _changed(snapshot, f"its manifest {own}")
-    own_real = own.parent.resolve() / own.name
-    for other, manifest in manifests_with_hash([snapshot.parent, db_path.parent], digest):
-        if other == own_real:
-            continue
-        why = held.untrusted or _manifest_why(manifest, db_path, known, digest)
-        if why is None:
-            return f"the manifest {other}"
-        not_counted.append(f"the manifest {other} does not count because {why}")
-    if unverified:
-        return None
-    aside = "".join(f" {why[0].upper()}{why[1:]}." for why in not_counted)
-    raise Refusal(
-        f"The SHA-256 of {snapshot} ({digest}) matches no record: no manifest that counts beside it "
-        f"({own.name}) or in its directory or the database's, and no row of the database's "
-        f"upgrade ledger that counts.{aside} It cannot be verified as a snapshot the console took. "
-        "Nothing was restored.",
-        "If you know where this file comes from, run the restore again with --unverified.",
-    )
 
 
 def aside_name(db_path: Path, at: datetime) -> Path:
@@ -347,14 +259,20 @@ def restore_snapshot(
     *,
     yes: bool = False,
     unverified: bool = False,
-    confirm: Callable[[str], bool] | None = None,
+    rearm_consumed: bool = False,
+    other_database: bool = False,
+    plan: bool = False,
+    confirm: Callable[[str, LossReport], bool] | None = None,
     now: datetime | None = None,
     busy_timeout_ms: int = 2000,
 ) -> RestoreResult:
     """Put a verified snapshot back in place of `db_path`, keeping the replaced file aside.
 
-    `confirm(name)` must return True (the CLI asks the operator to type the file's name) unless
-    `yes` is set. Nobody else may hold a lock on the database (console/db/exclusive_lock.py): it is
+    Before anything is replaced: the snapshot must come from this database (restore_origin.py;
+    `other_database` overrides), and what it would lose is read from both files (restore_loss.py);
+    undoing a consumption archon recorded is refused unless `rearm_consumed`. `plan`: stop there,
+    with the refusal (if any) inside the result. `confirm(name, loss)` must return True (the CLI
+    shows the loss and asks the operator to type the file's name) unless `yes` is set. Nobody else may hold a lock on the database (console/db/exclusive_lock.py): it is
     checked through SQLite first (which also folds a WAL into the file), then held with raw locks
     across the swap, so no connection can start a transaction on the old file meanwhile. Stale
     `-wal`/`-shm`/`-journal` files are removed before the atomic rename, never after: a leftover
@@ -374,31 +292,67 @@ def restore_snapshot(
         raise UsageError("The snapshot and the database are the same file.")
     held = _open_snapshot(snapshot)
     try:
-        return _restore_held(db_path, held, yes, unverified, confirm, at, busy_timeout_ms)
+        checked = _check_held(db_path, held, unverified, rearm_consumed, other_database, plan)
+        if plan:
+            return checked
+        return _restore_held(db_path, held, checked, yes, confirm, at, busy_timeout_ms)
     finally:
         held.close()
+
+
+def _check_held(db_path: Path, held: Judged, unverified: bool, rearm_consumed: bool,
+                other_database: bool, plan: bool) -> RestoreResult:
+    """Everything decided before a restore replaces anything: the record that vouches for the content,
+    the database it was taken from, and what it would lose. `plan`: refusals go into the result."""
+    snapshot = Path(held.path)
+    digest = snapshots.sha256_fd(held.fd)
+    # Whose snapshot it is is asked before whether a record vouches for it: a snapshot of another
+    # database is refused as that (exit 3) even where its record does not count here.
+    found = identify(db_path, held, digest, True, other_database)
+    result = RestoreResult(path=str(db_path), snapshot=str(snapshot), sha256=digest, replaced_path=None,
+                           removed=[], verified_by=found.verified_by, planned=plan)
+    try:
+        result.origin = check_origin(
+            db_path, snapshot, digest, manifest=found.manifest, in_ledger=found.in_ledger,
+            this_instance=found.known.instance, unverified=unverified, other_database=other_database,
+        ).how
+    except OtherDatabase as exc:
+        if exc.unknown and found.verified_by is None and not unverified:
+            identify(db_path, held, digest, False, other_database)  # no record at all: that is the refusal
+        if not plan:
+            raise
+        result.refusal = exc
+    if found.verified_by is None and not unverified:
+        identify(db_path, held, digest, False, other_database)  # raises the "matches no record" refusal
+    result.loss = loss_since(db_path, snapshot)
+    consumed = result.loss.consumed
+    if consumed is not None and consumed.count and not rearm_consumed:
+        refused = RearmRefused(snapshot, result.loss)
+        if not plan:
+            raise refused
+        result.refusal = result.refusal or refused
+    return result
 
 
 def _restore_held(
     db_path: Path,
     held: Judged,
+    checked: RestoreResult,
     yes: bool,
-    unverified: bool,
-    confirm: Callable[[str], bool] | None,
+    confirm: Callable[[str, LossReport], bool] | None,
     at: datetime,
     busy_timeout_ms: int,
 ) -> RestoreResult:
     snapshot = Path(held.path)
-    digest = snapshots.sha256_fd(held.fd)
-    verified_by = _identify(db_path, held, digest, unverified)
+    digest = checked.sha256
     if not yes:
         if confirm is None:
             raise Refusal(
                 "Restoring replaces the database; confirmation is needed and there is no terminal to ask. "
                 "Nothing was restored.",
-                "Pass --yes to confirm.",
+                "Pass --yes to confirm (`restore --plan` shows what it would lose).",
             )
-        if not confirm(db_path.name):
+        if not confirm(db_path.name, checked.loss):
             raise Refusal("Not confirmed; nothing was restored.")
     exists = os.path.lexists(db_path)
     if exists:
@@ -444,14 +398,9 @@ def _restore_held(
     finally:
         if tmp is not None:
             tmp.unlink(missing_ok=True)
-    return RestoreResult(
-        path=str(db_path),
-        snapshot=str(snapshot),
-        sha256=digest,
-        replaced_path=str(aside) if aside else None,
-        removed=removed,
-        verified_by=verified_by,
-    )
+    checked.replaced_path = str(aside) if aside else None
+    checked.removed = removed
+    return checked
 
 
-__all__ = ["RestoreResult", "restore_snapshot"]
+__all__ = ["RearmRefused", "RestoreResult", "restore_snapshot"]

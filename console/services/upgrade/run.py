@@ -56,6 +56,7 @@ from console.services.upgrade.model import (
     UpgradePlan,
     UpgradeProgress,
     UpgradeResult,
+    undo_command,
 )
 from console.services.upgrade.plan import plan_upgrade
 
@@ -167,7 +168,8 @@ class UpgradeRun:
     def _restore_hint(self) -> str | None:
         if self.snapshot is None:
             return None
-        return f"The snapshot taken before this run is {self.snapshot.path}; `archon-console restore` puts it back."
+        return (f"The snapshot taken before this run is {self.snapshot.path}; "
+                f"`{undo_command(self.path, self.snapshot.path)}` puts it back.")
 
     def _apply(self, conn: sqlite3.Connection, step: Migration) -> bool:
         try:

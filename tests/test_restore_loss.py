@@ -1,0 +1,234 @@
+"""`restore` says what it would lose, and refuses to re-arm what archon already executed (issue 18, finding 1).
+
+Main put the snapshot back silently: an approval archon's executor had consumed since was `approved`
+again with `consumed_at` NULL, so archon could run the action a second time. Now both files are read
+first (console/services/upgrade/restore_loss.py) and what would be lost is in the prompt, `--plan`
+and `--json`; undoing a consumption is refused (exit 3, naming the request) unless --rearm-consumed.
+Real files, real CLI processes, changes written with sqlite3 exactly as archon's own statements would.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from console.errors import EXIT_OK, EXIT_UNUSABLE
+from console.services.upgrade import run_upgrade
+from tests.upgrade_helpers import FP, T0, connect, db_1822, dump, fingerprint_dir, run_cli
+
+NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
+LATER = "2026-05-01 12:30:00"
+REQUESTS = [f"apr-{i}" for i in range(6)]  # pending when the snapshot is taken, but apr-0: approved
+ENVS = ["proj-1-env", "proj-2-env"]
+
+
+def _armed(directory: Path) -> tuple[Path, Path]:
+    """An archon 1.8.22 file with approval requests (apr-0 approved, the rest pending), upgraded
+    by the console: the database and the snapshot the upgrade took."""
+    path = db_1822(directory / "archon.db", legacy_profile=False)
+    conn = connect(path)
+    conn.execute("BEGIN")
+    for i, request in enumerate(REQUESTS):
+        run = f"proj-1-apr-run-{i}"
+        conn.execute("INSERT INTO execution_runs (id, project_id, kind, status, created_at) "
+                     "VALUES (?, 'proj-1', 'build', 'running', ?)", (run, T0))
+        approved = i == 0
+        conn.execute(
+            "INSERT INTO approval_requests (id, project_id, execution_run_id, action_kind, action_schema_version, "
+            "action_json, action_fingerprint, authority_schema_version, authority_json, status, expires_at, "
+            "decision_at, created_at, updated_at) VALUES (?, 'proj-1', ?, 'git_push', 1, ?, ?, 1, '{}', ?, "
+            "'2099-01-01 00:00:00', ?, ?, ?)",
+            (request, run, '{"ref":"refs/heads/main"}', FP, "approved" if approved else "pending",
+             T0 if approved else None, T0, T0),
+        )
+        conn.execute(
+            "INSERT INTO approval_request_events (id, project_id, approval_request_id, sequence, event_type, "
+            "from_status, to_status, actor_classification, created_at) VALUES (?, 'proj-1', ?, 1, 'created', NULL, "
+            "'pending', 'system', ?)", (f"{request}-ev1", request, T0),
+        )
+    conn.execute("COMMIT")
+    conn.close()
+    snapshot = Path(run_upgrade(path, force=True, now=NOW).snapshot_path)
+    return path, snapshot
+
+
+def _event(conn: sqlite3.Connection, request: str, old: str, new: str, actor: str) -> None:
+    sequence = conn.execute("SELECT coalesce(max(sequence), 0) + 1 FROM approval_request_events "
+                            "WHERE approval_request_id = ?", (request,)).fetchone()[0]
+    conn.execute(
+        "INSERT INTO approval_request_events (id, project_id, approval_request_id, sequence, event_type, "
+        "from_status, to_status, actor_classification, created_at) VALUES (?, 'proj-1', ?, ?, ?, ?, ?, ?, ?)",
+        (f"{request}-ev{sequence}", request, sequence, f"{old}->{new}", old, new, actor, LATER),
+    )
+
+
+def _decide(conn: sqlite3.Connection, request: str, status: str) -> None:
+    conn.execute("UPDATE approval_requests SET status = ?, decision_at = ?, updated_at = ? WHERE id = ?",
+                 (status, LATER, LATER, request))
+    _event(conn, request, "pending", status, "human")
+
+
+def _consume(conn: sqlite3.Connection, request: str) -> None:
+    """What archon's executor writes once it ran the approved action (the schema's only path to it)."""
+    conn.execute("UPDATE approval_requests SET status = 'consumed', consumed_at = ?, updated_at = ? WHERE id = ?",
+                 (LATER, LATER, request))
+    _event(conn, request, "approved", "consumed", "action_executor")
+
+
+def _as_archon(path: Path, write) -> None:
+    conn = connect(path)
+    conn.execute("BEGIN IMMEDIATE")
+    write(conn)
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def _restore(path: Path, snapshot: Path, *extra: str):
+    return run_cli("--db", str(path), "restore", str(snapshot), *extra)
+
+
+def test_undoing_a_consumption_is_refused_naming_the_request(tmp_path):
+    path, snapshot = _armed(tmp_path)
+    _as_archon(path, lambda conn: _consume(conn, "apr-0"))
+    state = fingerprint_dir(tmp_path)
+    proc = _restore(path, snapshot, "--yes")
+    assert proc.returncode == EXIT_UNUSABLE, proc.stdout + proc.stderr
+    assert "apr-0" in proc.stderr and "--rearm-consumed" in proc.stderr
+    assert "executable again" in proc.stdout + proc.stderr or "approved again" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert fingerprint_dir(tmp_path) == state  # nothing replaced, nothing written beside it
+    consumed = dump(path)
+    forced = _restore(path, snapshot, "--yes", "--rearm-consumed")
+    assert forced.returncode == EXIT_OK, forced.stderr
+    assert "1 consumed approvals: apr-0" in forced.stdout
+    assert "are executable again: apr-0" in forced.stdout
+    assert dump(path) != consumed
+    conn = connect(path)
+    assert conn.execute("SELECT status, consumed_at FROM approval_requests WHERE id = 'apr-0'").fetchone() == (
+        "approved", None)  # what the operator accepted with --rearm-consumed
+    conn.close()
+
+
+def test_plan_and_json_say_what_would_be_lost_and_write_nothing(tmp_path):
+    path, snapshot = _armed(tmp_path)
+
+    def since(conn):
+        _consume(conn, "apr-0")
+        _decide(conn, "apr-1", "denied")
+        conn.execute("UPDATE execution_environments SET operation_claim_id = 'archon-worker:7', "
+                     "operation_kind = 'retire', operation_claimed_at = ?, lifecycle_state = 'retiring', "
+                     "retirement_requested_at = ? WHERE id = 'proj-1-env'", (LATER, LATER))
+
+    _as_archon(path, since)
+    state = fingerprint_dir(tmp_path)
+    plan = _restore(path, snapshot, "--plan")
+    assert plan.returncode == EXIT_UNUSABLE, plan.stdout + plan.stderr  # the restore itself would be refused
+    assert "Would restore" in plan.stdout and "REFUSED" in plan.stdout
+    assert "1 environment claims: proj-1-env" in plan.stdout
+    assert "1 environment lifecycle changes: proj-1-env" in plan.stdout
+    as_json = _restore(path, snapshot, "--plan", "--json")
+    report = json.loads(as_json.stdout)
+    assert report["planned"] is True and report["replaced_path"] is None
+    lost = report["loss"]["lost"]
+    assert lost["consumed_approvals"] == {"count": 1, "first": ["apr-0"]}
+    assert lost["decisions"] == {"count": 1, "first": ["apr-1"]}  # apr-0 was approved before the snapshot
+    assert lost["claims"]["first"] == ["proj-1-env"] and lost["lifecycle"]["first"] == ["proj-1-env"]
+    assert lost["approval_events"]["count"] == 2
+    assert report["loss"]["rearmed"] == {"count": 1, "first": ["apr-0"]}
+    refused = _restore(path, snapshot, "--yes", "--json")
+    assert refused.returncode == EXIT_UNUSABLE
+    assert json.loads(refused.stdout)["loss"]["rearmed"]["first"] == ["apr-0"]
+    assert fingerprint_dir(tmp_path) == state
+
+
+def test_a_restore_that_loses_nothing_says_so(tmp_path):
+    path, snapshot = _armed(tmp_path)
+    assert _restore(path, snapshot, "--yes").returncode == EXIT_OK  # back to the snapshot's content
+    plan = _restore(path, snapshot, "--plan", "--json")
+    assert plan.returncode == EXIT_OK, plan.stderr
+    assert json.loads(plan.stdout)["loss"]["nothing_lost"] is True
+    again = _restore(path, snapshot, "--yes")
+    assert again.returncode == EXIT_OK, again.stderr
+    assert "Nothing written since the snapshot was lost." in again.stdout
+
+
+# --- generated changes since the snapshot: the report counts exactly what differs --------------
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> tuple[Path, Path]:
+    """One upgraded database and its snapshot; each example works on copies."""
+    return _armed(tmp_path_factory.mktemp("restore-loss"))
+
+
+CHANGES = st.fixed_dictionaries({
+    "decided": st.dictionaries(st.sampled_from(REQUESTS[1:]), st.sampled_from(["approved", "denied", "consumed"])),
+    "consume_approved": st.booleans(),
+    "claimed": st.sets(st.sampled_from(ENVS)),
+    "stopped": st.sets(st.sampled_from(ENVS)),
+    "approval_events": st.integers(0, 4),
+    "environment_events": st.integers(0, 4),
+})
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(changes=CHANGES)
+def test_the_report_counts_what_changed_since_the_snapshot(template, changes):
+    from console.services.upgrade.restore_loss import loss_since  # here: main had no such module
+
+    db, snapshot = template
+    with tempfile.TemporaryDirectory() as scratch:
+        path, snap = Path(scratch) / "archon.db", Path(scratch) / snapshot.name
+        shutil.copyfile(db, path)
+        shutil.copyfile(snapshot, snap)
+        base = {kind.name: kind.count for kind in loss_since(path, snap).kinds}  # the upgrade's own writes
+        for name in ("decisions", "consumed_approvals", "claims", "lifecycle", "approval_events",
+                     "environment_events"):
+            assert base[name] == 0, name
+
+        def write(conn):
+            for request, outcome in changes["decided"].items():
+                _decide(conn, request, "approved" if outcome == "consumed" else outcome)
+                if outcome == "consumed":
+                    _consume(conn, request)
+            if changes["consume_approved"]:
+                _consume(conn, "apr-0")
+            for env in changes["claimed"]:
+                conn.execute("UPDATE execution_environments SET operation_claim_id = ?, operation_kind = 'stop', "
+                             "operation_claimed_at = ? WHERE id = ?", (f"archon-worker:{env}", LATER, env))
+            for env in changes["stopped"]:
+                conn.execute("UPDATE execution_environments SET lifecycle_state = 'stopped', stopped_at = ? "
+                             "WHERE id = ?", (LATER, env))
+            for _ in range(changes["approval_events"]):
+                _event(conn, "apr-5", "pending", "pending", "system")
+            for n in range(changes["environment_events"]):
+                conn.execute(
+                    "INSERT INTO execution_environment_events (id, project_id, environment_id, sequence, "
+                    "event_type, from_state, to_state, created_at) VALUES (?, 'proj-2', 'proj-2-env', ?, "
+                    "'lifecycle', 'ready', 'ready', ?)", (f"proj-2-env-new{n}", 10 + n, LATER),
+                )
+
+        _as_archon(path, write)
+        report = loss_since(path, snap)
+        counts = {kind.name: kind.count for kind in report.kinds}
+        consumed = [r for r, outcome in changes["decided"].items() if outcome == "consumed"]
+        consumed += ["apr-0"] if changes["consume_approved"] else []
+        # a consumption is not a decision: apr-0 was approved before the snapshot
+        assert counts["decisions"] == len(changes["decided"])
+        assert counts["consumed_approvals"] == len(consumed)
+        assert report.rearmed_count == len(consumed)  # each was pending or approved in the snapshot
+        assert sorted(report.rearmed) == sorted(consumed)
+        assert counts["claims"] == len(changes["claimed"])
+        assert counts["lifecycle"] == len(changes["stopped"])
+        events = changes["approval_events"] + len(changes["decided"]) + len(consumed)
+        assert counts["approval_events"] == events
+        assert counts["environment_events"] == changes["environment_events"]
+        assert counts["profile_activations"] == base["profile_activations"]
+        assert counts["profile_events"] == base["profile_events"]
+        assert report.nothing_lost == (sum(counts.values()) == 0)
