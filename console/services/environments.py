@@ -17,7 +17,8 @@ refuses claimed environments). The console cannot stop or delete a container, so
 *hands the operation off* to archon's own scheduling column and clears the claim, in one UPDATE:
 
 - stop: `idle_stop_at = now`; archon's idle-stop sweep (the one `idx_execution_environments_idle_stop`
-  serves) stops the environment.
+  serves) stops the environment. Refused while an execution lease is active: what the sweep does to
+  a running run is not known (docs/decisions.md, "Archon behaviour the environment claims assume").
 - retire: the claim already set `retirement_requested_at`, which archon's reuse index and lease
   admission honour; completing only clears the claim, and archon's retirement path
   (retiring -> cleanup_pending -> retired) does the rest. The request is never cleared (Q7).
@@ -62,6 +63,7 @@ from console.services.environment_rules import (
     claim_options,
     completion_effect,
     default_stale_after,
+    foreign_claim_assumption,
     held_by,
     operations_help,
 )
@@ -91,6 +93,7 @@ __all__ = [
     "completion_effect",
     "default_stale_after",
     "environment_query",
+    "foreign_claim_assumption",
     "held_by",
     "list_environments",
     "operations_help",
