@@ -65,6 +65,7 @@ from console.services.environment_rules import (
     default_stale_after,
     foreign_claim_assumption,
     held_by,
+    lease_blocks_stop,
     operations_help,
 )
 
@@ -95,6 +96,7 @@ __all__ = [
     "environment_query",
     "foreign_claim_assumption",
     "held_by",
+    "lease_blocks_stop",
     "list_environments",
     "operations_help",
     "pending_handoffs",
