@@ -19,6 +19,7 @@ from console.clock import parse_time
 from console.errors import Refusal, UsageError
 from console.models.environments import ClaimOptions, EnvironmentView
 from console.services.base import CLAIM_RANDOM_LENGTH, claim_id_stem, validate_actor
+from console.text import clean
 
 STATES = (
     "queued", "preparing", "ready", "running", "stopped",
@@ -154,17 +155,13 @@ def holder_to_confirm(claim_id: object) -> str | None:
     id as every output shows it (pictured controls, one line); None for a console claim."""
     if not claim_id or console_made(claim_id):
         return None
-    from widgets.safe_text import clean
-
     return clean(claim_id, one_line=True)
 
 
 def holder_confirmed(claim_id: object, given: str | None) -> bool:
     """`given` names this claim's holder: the id as stored or as shown, or a console claim's actor."""
-    if not given or not isinstance(claim_id, str):
+    if not given or not claim_id:
         return False
-    from widgets.safe_text import clean
-
     return given in (claim_id, clean(claim_id, one_line=True), claim_holder(claim_id))
 
 
