@@ -151,6 +151,8 @@ def test_a_console_claim_needs_no_holder_named(db):
     done = console(db, "envs", "claim", "env-3", "--takeover", "--reason", "bob went home", "--json")
     assert done.returncode == 0, done.stderr
     assert env_row(db, "env-3")["operation_kind"] == "stop"
+    done = console(db, "envs", "claim", "env-3")  # only a takeover may leave out --op
+    assert done.returncode == 2 and "--op" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
 def test_completing_a_stop_while_a_run_holds_the_environment_is_refused(db):

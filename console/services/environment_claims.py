@@ -287,7 +287,7 @@ def claim(
             raise Refusal(_describe_claim(conn, env, now) + "; " + _stale_hint(env, now, stale_after, "take it over") + ".")
         confirmed = None
         if held:
-            if op is None and held_kind not in OPERATIONS:
+            if held_kind not in OPERATIONS:
                 raise Refusal(f"{_describe_claim(conn, env, now)}; the console does not know that operation, so it "
                               "cannot take the claim over: release it first with --takeover --reason TEXT.")
             op = held_kind if op is None else op
