@@ -345,8 +345,8 @@ class EnvironmentsScreen(ConsoleScreen):
             modal: ActionModal = ConfirmModal("Release claim", self._summary("Release your claim on", body),
                                               watch_key=e.id)
         elif holder is not None:
-            body += (f" Note: {envs.foreign_claim_assumption(envs.default_stale_after())}; releasing it "
-                     "lets archon place new runs on it while it may still be working. Type the holder to confirm.")
+            body = (f"The {e.operation_kind} claim is dropped (the state stays {e.lifecycle_state}) and new runs may "
+                    f"be placed on it, though {envs.foreign_claim_assumption(envs.default_stale_after(), brief=True)}.")
             modal = TypedConfirmModal("Release a claim the console did not create",
                                       self._summary(f"Release {e.claimed_by}'s stale claim on", body), expected=holder,
                                       ask_reason=True, reason_required=True, confirm_label="Release", watch_key=e.id)
@@ -364,11 +364,11 @@ class EnvironmentsScreen(ConsoleScreen):
         op = e.operation_kind
         holder = self._foreign(e)
         age = relative(parse_time(e.operation_claimed_at), self.session.now())
-        body = (f"{e.claimed_by}'s {op} claim (taken {age}) is replaced by yours for {op}: a takeover keeps the "
-                "operation (to change it, release the claim first). Make sure they are no longer working on it.")
-        if holder is not None:
-            body += (f" Note: {envs.foreign_claim_assumption(envs.default_stale_after())}. "
-                     "Type the holder to confirm.")
+        body = f"{e.claimed_by}'s {op} claim (taken {age}) becomes yours, still a {op} (a takeover keeps the kind). "
+        if holder is None:
+            body += "Make sure they are no longer working on it."
+        else:
+            body += f"Archon may still be working on it: {envs.foreign_claim_assumption(envs.default_stale_after(), brief=True)}."
         modal = TypedConfirmModal("Take over a stale claim", self._summary("Take over", body),
                                   expected=holder if holder is not None else e.id, ask_reason=True,
                                   reason_required=True, confirm_label="Take over", watch_key=e.id)

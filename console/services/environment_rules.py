@@ -64,12 +64,16 @@ PROJECT_DELETING = "its project is being deleted"
 CONFIRM_HOLDER_OPTION = "--confirm-holder"
 
 
-def foreign_claim_assumption(stale_after: timedelta) -> str:
+def foreign_claim_assumption(stale_after: timedelta, *, brief: bool = False) -> str:
     """The console's assumption about a claim it did not create, in the words every refusal, the
-    help and the TUI use (docs/decisions.md, "Archon behaviour the environment claims assume")."""
+    help and the TUI use (docs/decisions.md, "Archon behaviour the environment claims assume");
+    `brief` for a dialog that must fit 80x24."""
+    threshold = ago(stale_after.total_seconds())
+    if brief:
+        return f"the console only assumes archon has abandoned it (older than {threshold})"
     return (f"the console assumes a claim it did not create is abandoned once it is older than "
-            f"{ago(stale_after.total_seconds())} (its stale threshold; how long archon keeps its own claims "
-            f"is not known), and archon may still be working on it")
+            f"{threshold} (its stale threshold; how long archon keeps its own claims is not known), "
+            f"and archon may still be working on it")
 
 
 def kind_kept(env_id: str, held_kind: object, op: str) -> str:

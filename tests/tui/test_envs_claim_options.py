@@ -106,7 +106,7 @@ async def test_releasing_archons_stale_claim_asks_for_its_holder(demo_db, make_a
         await pilot.press("l")
         await wait_until(pilot, lambda: isinstance(app.screen, TypedConfirmModal))
         assert app.screen.expected == "archon-worker:13"
-        assert "archon may still be working on it" in app.screen.summary.plain
+        assert "only assumes archon has abandoned it (older than 15 minutes)" in app.screen.summary.plain
         app.screen.query_one("#typed").value = "archon-worker:13"
         await pilot.press("enter")
         await type_text(pilot, "archon restarted")

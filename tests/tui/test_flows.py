@@ -299,7 +299,7 @@ async def test_takeover_of_a_stale_claim(demo_db, make_app):
         await pilot.press("t")
         await wait_until(pilot, lambda: isinstance(app.screen, TypedConfirmModal))
         assert app.screen.expected == "archon-worker:13"
-        assert "how long archon keeps its own claims is not known" in app.screen.summary.plain
+        assert "only assumes archon has abandoned it (older than 15 minutes)" in app.screen.summary.plain
         await type_text(pilot, "env-0005")
         await pilot.press("enter")
         await type_text(pilot, "worker 13 died")
