@@ -99,6 +99,9 @@ def completion_effect(op: str) -> str:
     column, performer = handoff
     if op == "retire":
         return f"keeps {column} and clears the claim; {performer} (retiring -> cleanup_pending -> retired) performs it"
+    if op == "stop":  # docs/decisions.md, "Archon behaviour the environment claims assume"
+        return (f"sets {column} = now and clears the claim, only while no execution lease is active; "
+                f"{performer} performs it")
     return f"sets {column} = now and clears the claim; {performer} performs it"
 
 

@@ -11,6 +11,9 @@ trigger only checks that the triple is all-or-nothing; it lets one claim overwri
 (docs/archon-schema.md, operation claims), so exclusivity lives here: every write is a compare-and-set that must change
 exactly one row, inside one `BEGIN IMMEDIATE` transaction that re-reads every precondition.
 
+A takeover (of a stale claim, with a reason) keeps the operation it takes over; a claim the console
+did not create also needs its holder named, since its staleness is only the console's assumption.
+
 A claim is an administrative hold (docs/decisions.md, Q6): it stops new leases at once (lease admission
 refuses claimed environments). The console cannot stop or delete a container, so it never writes
 `lifecycle_state` (that would claim a provider-side effect nobody performed). Completing a claim
