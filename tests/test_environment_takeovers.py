@@ -294,3 +294,24 @@ def _accepted_plain(h, env_id: str) -> bool:
     except ConsoleError:
         return False
     return result.ok and not result.noop
+
+
+def test_a_hostile_holder_is_confirmed_as_shown_and_never_printed_raw(db):
+    """A holder with terminal controls is named as every output shows it (controls pictured; results
+    are cleaned where they are printed, refusals where they are born)."""
+    hostile = "archon\x1b[2J\u202eworker:9"
+    conn = raw(db)
+    add_env(conn, "env-5", "ready")
+    set_claim(conn, "env-5", hostile, "stop", db_time(T0 - timedelta(hours=1)))
+    conn.close()
+    with handle(db) as h:
+        view = envs.show_environment(h, "env-5", now=T0, stale_after=STALE_AFTER)
+        shown = envs.claim_options(view, ACTOR, stale_after=STALE_AFTER).confirm_holder
+        assert shown and "\x1b" not in shown and "\u202e" not in shown
+        with pytest.raises(ConsoleError) as refused:
+            envs.claim(h, "env-5", None, ACTOR, now=T0, takeover=True, reason="r", stale_after=STALE_AFTER)
+        assert "\x1b" not in str(refused.value) and shown in str(refused.value)
+        result = envs.claim(h, "env-5", None, ACTOR, now=T0, takeover=True, reason="r", stale_after=STALE_AFTER,
+                            confirm_holder=shown)
+    assert result.ok
+    assert env_row(db, "env-5")["operation_kind"] == "stop"

@@ -235,7 +235,7 @@ def _foreign_confirmation(conn: sqlite3.Connection, env: sqlite3.Row, now: datet
     if confirm_holder is None:
         named = holder_to_confirm(held) or ""
         raise Refusal(
-            f"{_describe_claim(conn, env, now)}; {foreign_claim_assumption(stale_after)}, so {doing} it needs "
+            f"{_describe_claim(conn, env, now)}; {foreign_claim_assumption(stale_after)}, so {doing} needs "
             "its holder named. Nothing was written.",
             f"Confirm with {CONFIRM_HOLDER_OPTION} {shlex.quote(named)} (in the console: type the holder).",
         )
@@ -296,7 +296,7 @@ def claim(
             if _claim_age(env, now) <= stale_after.total_seconds():
                 raise Refusal(_describe_claim(conn, env, now) + "; a fresh claim cannot be taken over: "
                               + _stale_hint(env, now, stale_after, "take it over") + ".")
-            confirmed = _foreign_confirmation(conn, env, now, stale_after, confirm_holder, "taking over")
+            confirmed = _foreign_confirmation(conn, env, now, stale_after, confirm_holder, "taking it over")
         if op is None:
             raise Refusal(f"{env_id} holds no operation claim to take over; name the operation to claim with --op.")
         _require_allowed(env, op, f"a {op} claim")
@@ -378,7 +378,7 @@ def release(
             if _claim_age(env, now) <= stale_after.total_seconds():
                 raise Refusal(_describe_claim(conn, env, now) + "; a fresh claim cannot be released by someone else: "
                               + _stale_hint(env, now, stale_after, "release it") + ".")
-            confirmed = _foreign_confirmation(conn, env, now, stale_after, confirm_holder, "releasing")
+            confirmed = _foreign_confirmation(conn, env, now, stale_after, confirm_holder, "releasing it")
         changed = conn.execute(
             "UPDATE execution_environments SET operation_claim_id = NULL, operation_kind = NULL, "
             "operation_claimed_at = NULL WHERE id = ? AND operation_claim_id = ?",
