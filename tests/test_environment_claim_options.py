@@ -34,7 +34,9 @@ FRESH, STALE, UNREADABLE = "2026-11-01 09:25:00", "2026-11-01 08:00:00", "not a 
 
 
 def perform(h, view: envs.EnvironmentView, action: str, now: datetime):
-    """What the environments screen runs for `action` (console/screens/environments.py)."""
+    """What the environments screen runs for `action` (console/screens/environments.py): for a claim
+    the console did not create, the operator has typed the holder the options name."""
+    holder = envs.claim_options(view, ACTOR, stale_after=STALE_AFTER).confirm_holder
     if action in envs.OPERATIONS:
         return envs.claim(h, view.id, action, ACTOR, now=now, stale_after=STALE_AFTER)
     if action == "complete":
@@ -42,10 +44,10 @@ def perform(h, view: envs.EnvironmentView, action: str, now: datetime):
     if action == "release":
         mine = envs.held_by(view.operation_claim_id, ACTOR)
         return envs.release(h, view.id, ACTOR, now=now, takeover=not mine, reason=None if mine else "gone home",
-                            stale_after=STALE_AFTER)
+                            stale_after=STALE_AFTER, confirm_holder=holder)
     assert action == "takeover"
     return envs.claim(h, view.id, view.operation_kind, ACTOR, now=now, takeover=True, reason="gone home",
-                      stale_after=STALE_AFTER)
+                      stale_after=STALE_AFTER, confirm_holder=holder)
 
 
 def accepted(h, view: envs.EnvironmentView, action: str, now: datetime) -> bool:
@@ -119,7 +121,7 @@ def test_a_key_is_enabled_exactly_when_the_write_accepts_it(request, tmp_path, d
     with handle(copy) as h:
         h.conn.execute("PRAGMA synchronous = OFF")  # a throwaway copy: no fsync per write
         for view in views:
-            options = envs.claim_options(view, ACTOR)
+            options = envs.claim_options(view, ACTOR, stale_after=STALE_AFTER)
             if options.enabled(action) != accepted(h, view, action, now):
                 mismatches.append(f"{view.id}: offered={options.enabled(action)} ({options.why(action)})")
     assert not mismatches, "\n".join(mismatches)

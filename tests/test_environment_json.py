@@ -79,7 +79,7 @@ def test_claim_release_and_complete_results_keep_their_keys(db, capsys):
     _, repeated = cli_json(capsys, "envs", "complete", "env-ready", "--as", "alice", "--db", db, "--json")
     assert list(repeated) == base and repeated["noop"] is True
     _, released = cli_json(capsys, "envs", "release", "env-running", "--takeover", "--reason", "worker died",
-                           "--as", "alice", "--db", db, "--json")
+                           "--confirm-holder", "archon-worker:42", "--as", "alice", "--db", db, "--json")
     assert list(released) == base + ["operation_kind", "event_written"]
     _, shown = cli_json(capsys, "envs", "show", "env-running", "--db", db, "--json")
     assert [e["event_type"] for e in shown["events"]] == ["operation_released"]

@@ -231,23 +231,26 @@ def test_claim_held_by_someone_else_is_refused_with_who_and_since(db):
 def test_takeover_of_a_fresh_claim_is_refused_and_of_a_stale_one_succeeds(db):
     run(db, envs.claim, "env-ready", "stop", "alice", now=T0)
     old_claim = env_row(db, "env-ready")["operation_claim_id"]
-    error = refused(db, envs.claim, "env-ready", "retire", "bob", now=T0 + timedelta(minutes=10),
+    error = refused(db, envs.claim, "env-ready", "stop", "bob", now=T0 + timedelta(minutes=10),
                     takeover=True, reason="alice went home", match="a fresh claim cannot be taken over")
     assert "in 5 minutes" in error.reason
-    refused(db, envs.claim, "env-ready", "retire", "bob", now=T0 + timedelta(minutes=20), takeover=True,
+    refused(db, envs.claim, "env-ready", "stop", "bob", now=T0 + timedelta(minutes=20), takeover=True,
             match="A reason is required")
-    result = run(db, envs.claim, "env-ready", "retire", "bob", now=T0 + timedelta(minutes=20),
+    refused(db, envs.claim, "env-ready", "retire", "bob", now=T0 + timedelta(minutes=20), takeover=True,
+            reason="alice went home", match="a takeover keeps the operation it takes over")
+    result = run(db, envs.claim, "env-ready", None, "bob", now=T0 + timedelta(minutes=20),
                  takeover=True, reason="alice went home")
-    assert result.ok and "taken over" in result.message
+    assert result.ok and "taken over" in result.message and result.operation_kind == "stop"
     row = env_row(db, "env-ready")
-    assert row["operation_kind"] == "retire" and row["operation_claim_id"].startswith("console:bob@")
-    assert row["retirement_requested_at"] == "2026-11-01 09:50:00"
+    assert row["operation_kind"] == "stop" and row["operation_claim_id"].startswith("console:bob@")
+    assert row["retirement_requested_at"] is None
     last = events(db, "env-ready")[-1]
     assert last["event_type"] == "operation_taken_over" and last["reason"] == "alice went home"
     meta = json.loads(last["metadata_json"])
     assert meta["previous_claim_id"] == old_claim and meta["previous_operation_kind"] == "stop"
+    assert meta["console_claim"] is True and "confirmed_holder" not in meta
     # alice can no longer complete or release it
-    refused(db, envs.complete, "env-ready", "alice", now=T0 + timedelta(minutes=21), match="claimed for retire by bob")
+    refused(db, envs.complete, "env-ready", "alice", now=T0 + timedelta(minutes=21), match="claimed for stop by bob")
     refused(db, envs.release, "env-ready", "alice", now=T0 + timedelta(minutes=21), match="only its holder")
 
 
@@ -258,12 +261,12 @@ def test_stale_threshold_is_configurable(db):
     assert result.ok
 
 
-def test_takeover_needs_the_state_to_allow_the_new_operation(db):
+def test_takeover_needs_the_state_to_allow_the_operation(db):
     conn = raw(db)
-    set_claim(conn, "env-stopped", "archon-worker:1", "retire", "2026-11-01 08:00:00")
+    set_claim(conn, "env-stopped", "archon-worker:1", "stop", "2026-11-01 08:00:00")
     conn.close()
     refused(db, envs.claim, "env-stopped", "stop", "bob", now=T0, takeover=True, reason="x",
-            match="env-stopped is stopped; a stop claim needs ready or running")
+            confirm_holder="archon-worker:1", match="env-stopped is stopped; a stop claim needs ready or running")
 
 
 def test_idempotent_repeats(db):
@@ -310,10 +313,14 @@ def test_release_of_someone_elses_claim_needs_takeover_staleness_and_reason(db):
             match="a fresh claim cannot be released")
     refused(db, envs.release, "env-ready", "bob", now=T0 + timedelta(hours=1), takeover=True,
             match="A reason is required")
-    result = run(db, envs.release, "env-ready", "bob", now=T0 + timedelta(hours=1), takeover=True, reason="stuck")
+    refused(db, envs.release, "env-ready", "bob", now=T0 + timedelta(hours=1), takeover=True, reason="stuck",
+            match="needs its holder named")
+    result = run(db, envs.release, "env-ready", "bob", now=T0 + timedelta(hours=1), takeover=True, reason="stuck",
+                 confirm_holder="archon-worker:42")
     assert "archon-worker:42's stale stop claim" in result.message
     event = events(db, "env-ready")[-1]
-    assert event["reason"] == "stuck" and json.loads(event["metadata_json"])["takeover"] is True
+    meta = json.loads(event["metadata_json"])
+    assert event["reason"] == "stuck" and meta["takeover"] is True and meta["confirmed_holder"] == "archon-worker:42"
 
 
 def test_complete_rechecks_the_state(db):
@@ -472,5 +479,6 @@ def test_an_unreadable_claim_time_counts_as_stale_everywhere(db):
     with handle(db) as h:
         [row] = envs.list_environments(h, now=T0, stale=True).rows
     assert row.id == "env-ready" and row.stale and row.claim_age_seconds is None
-    result = run(db, envs.claim, "env-ready", "stop", "bob", now=T0, takeover=True, reason="garbled claim")
+    result = run(db, envs.claim, "env-ready", "stop", "bob", now=T0, takeover=True, reason="garbled claim",
+                 confirm_holder="archon-worker:7")
     assert result.ok and "taken over" in result.message

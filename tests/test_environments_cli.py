@@ -10,7 +10,7 @@ import pytest
 
 from console.cli import main
 from tests.conftest import pin_real_clock
-from tests.test_environments_support import add_env, add_lease, add_project, dump, env_row, raw
+from tests.test_environments_support import add_env, add_lease, add_project, dump, env_row, raw, release_lease
 
 
 @pytest.fixture
@@ -156,6 +156,9 @@ def test_complete_on_a_reset_claim_is_exit_1_and_writes_nothing(db, capsys):
 def test_complete_stop_via_cli_hands_off_and_show_says_so(db, capsys, monkeypatch):
     """Regression (issue 8, rule 2): `envs complete` on a stop claim printed `running -> stopped`."""
     cli(capsys, "envs", "claim", "env-running", "--op", "stop", "--as", "alice", "--db", db)
+    conn = raw(db)
+    release_lease(conn, "run-1")  # archon ended the run: a stop may be handed off now
+    conn.close()
     code, out, _ = cli(capsys, "envs", "complete", "env-running", "--as", "alice", "--db", db, "--json")
     result = json.loads(out)
     assert code == 0 and result["state"] == "running" and result["handoff"]["column"] == "idle_stop_at"

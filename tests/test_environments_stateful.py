@@ -110,8 +110,8 @@ class ClaimMachine(RuleBasedStateMachine):
         c = m.claim
         if c and c.holder == actor:
             outcome = "noop" if c.op == op else "refuse"
-        elif c and (not takeover or not self._stale(c)):
-            outcome = "refuse"
+        elif c and (not takeover or c.op != op or not self._stale(c)):
+            outcome = "refuse"  # a takeover keeps the operation it takes over
         elif m.state not in envs.ALLOWED_STATES[op]:
             outcome = "refuse"
         else:
@@ -155,8 +155,10 @@ class ClaimMachine(RuleBasedStateMachine):
             outcome = "noop" if m.last == ("operation_completed", actor) else "refuse"
         elif c.holder != actor or c.op == "reset" or m.state not in envs.ALLOWED_STATES[c.op]:
             outcome = "refuse"  # a reset claim is only ever released
+        elif c.op == "stop" and m.lease:
+            outcome = "refuse"  # no stop is handed to archon while a run holds the environment
         else:
-            outcome = "ok"  # an active lease does not matter: nothing is stopped or retired here
+            outcome = "ok"  # a lease does not stop the other hand-offs: nothing is stopped or retired here
         result = self._expect(outcome, lambda: envs.complete(self.h, env_id, actor, now=self.now))
         if outcome == "ok":
             if c.op == "stop":

@@ -147,10 +147,12 @@ WRITES = {
     "claim retire": _claimed("retire", "env-retire"),
     "claim reset": _claimed("reset", "env-reset"),
     "claim cleanup_retry": _claimed("cleanup_retry", "env-cleanup"),
-    "take over": lambda h, now: envs.claim(h, "env-stale", "stop", "dave", now=now, takeover=True, reason="stale"),
+    # "console:mallory:0" lacks the console's `@host`: not a claim the console created, so the holder is named
+    "take over": lambda h, now: envs.claim(h, "env-stale", "stop", "dave", now=now, takeover=True, reason="stale",
+                                           confirm_holder="console:mallory:0"),
     "release": _released,
     "release stale (take over)": lambda h, now: envs.release(h, "env-stale", "dave", now=now, takeover=True,
-                                                             reason="stale"),
+                                                             reason="stale", confirm_holder="console:mallory:0"),
     "complete stop": _complete("stop", "env-stop"),
     "complete retire": _complete("retire", "env-retire"),
     "claim reset, then release (reset has no completion)": lambda h, now: (

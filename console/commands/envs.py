@@ -27,10 +27,19 @@ CLAIM_EPILOG = (
     "delete a container, so it never changes the lifecycle state: the holder runs `envs complete ID` to hand "
     "the operation to archon's own scheduling column and clear the claim, or `envs release ID` to clear it "
     "with nothing handed off. `envs show ID` says what archon has been handed and since when. A reset claim "
-    "cannot be completed, only released. A claim older than the stale threshold (--stale-after, "
-    "$ARCHON_CONSOLE_STALE_MINUTES, default 15 minutes) can be taken over, or released by someone else, with "
-    "--takeover --reason TEXT. A retire claim records a retirement request, which stays after a release."
+    "cannot be completed, only released; a stop cannot be completed while an execution lease is active (what "
+    "archon's idle-stop sweep does to a running run is not known): wait for the run to end, or release the claim. "
+    "A claim older than the stale threshold (--stale-after, $ARCHON_CONSOLE_STALE_MINUTES, default 15 minutes) "
+    "can be taken over, or released by someone else, with --takeover --reason TEXT. A takeover keeps the "
+    "operation it takes over (leave out --op); to change the kind, release the claim first, with a reason. "
+    "For a claim the console did not create (archon's own, e.g. archon-worker:7) the same threshold is only "
+    "the console's assumption (how long archon keeps its claims is not known, and archon may still be working "
+    "on it), so taking it over or releasing it also needs --confirm-holder naming the holder exactly as shown. "
+    "A retire claim records a retirement request, which stays after a release."
 )
+CONFIRM_HELP = ("the holder of a claim the console did not create (e.g. archon-worker:7), exactly as shown: "
+                "required to take it over or release it, since the console only assumes such a claim is "
+                "abandoned once older than the stale threshold")
 
 
 def _stale_after(ctx) -> timedelta:
@@ -195,13 +204,14 @@ def cmd_claim(ctx) -> int:
     a = ctx.args
     return run_action(ctx, a.id, lambda h: envs.claim(
         h, a.id, a.op, ctx.actor, now=ctx.write_now(), takeover=a.takeover, reason=a.reason,
-        stale_after=_stale_after(ctx)))
+        stale_after=_stale_after(ctx), confirm_holder=a.confirm_holder))
 
 
 def cmd_release(ctx) -> int:
     a = ctx.args
     return run_action(ctx, a.id, lambda h: envs.release(
-        h, a.id, ctx.actor, now=ctx.write_now(), takeover=a.takeover, reason=a.reason, stale_after=_stale_after(ctx)))
+        h, a.id, ctx.actor, now=ctx.write_now(), takeover=a.takeover, reason=a.reason, stale_after=_stale_after(ctx),
+        confirm_holder=a.confirm_holder))
 
 
 def cmd_complete(ctx) -> int:
@@ -239,15 +249,20 @@ def register(subparsers, parents) -> None:
     p = sub.add_parser("claim", parents=[*parents, stale], help="claim an operation (see the states below)",
                        epilog=CLAIM_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("id", metavar="ID")
-    p.add_argument("--op", required=True, choices=envs.OPERATIONS, help="the operation to claim")
-    p.add_argument("--takeover", action="store_true", help="take over a stale claim (needs --reason)")
+    p.add_argument("--op", choices=envs.OPERATIONS, help="the operation to claim (required unless --takeover, "
+                   "which keeps the operation of the claim it takes over; another kind is refused)")
+    p.add_argument("--takeover", action="store_true", help="take over a stale claim, keeping its operation "
+                   "(needs --reason)")
     p.add_argument("--reason", metavar="TEXT", help="why (required with --takeover; at most 2000 bytes)")
+    p.add_argument("--confirm-holder", metavar="HOLDER", help=CONFIRM_HELP)
     p.set_defaults(handler=cmd_claim)
 
-    p = sub.add_parser("release", parents=[*parents, stale], help="drop a claim without a state change")
+    p = sub.add_parser("release", parents=[*parents, stale], help="drop a claim without a state change",
+                       epilog=CLAIM_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("id", metavar="ID")
     p.add_argument("--takeover", action="store_true", help="release someone else's stale claim (needs --reason)")
     p.add_argument("--reason", metavar="TEXT", help="why (required with --takeover)")
+    p.add_argument("--confirm-holder", metavar="HOLDER", help=CONFIRM_HELP)
     p.set_defaults(handler=cmd_release)
 
     p = sub.add_parser("complete", parents=parents, help="hand your claimed operation to archon and clear the claim",

@@ -184,9 +184,12 @@ class EnvironmentPage:
 class ClaimOptions:
     """For each claim action (an operation name to claim it, "complete", "release", "takeover"):
     None when the service would carry it out for this actor on the environment as read, else the
-    plain-words reason it would refuse. The write re-checks everything in its transaction."""
+    plain-words reason it would refuse. The write re-checks everything in its transaction.
+    `confirm_holder`: what the operator must type to take over or release the held claim, when the
+    console did not create it (the write refuses without it); None otherwise."""
 
     reasons: Mapping[str, str | None]
+    confirm_holder: str | None = None
 
     def why(self, action: str) -> str | None:
         return self.reasons[action]

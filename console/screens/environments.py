@@ -52,8 +52,12 @@ class EnvironmentsScreen(ConsoleScreen):
         "complete hands the operation to archon (stop: idle_stop_at = now; retire: the retirement\n"
         "request stays; cleanup_retry: cleanup_retry_at = now) and clears the claim; release clears it\n"
         "with nothing handed off. A reset claim can only be released. The detail pane shows what archon\n"
-        "has been handed and since when. A claim older than the stale limit\n"
-        "(ARCHON_CONSOLE_STALE_MINUTES, default 15) can be taken over.\n\n"
+        "has been handed and since when. A stop cannot be completed while an execution lease is\n"
+        "active: wait for the run to end, or release the claim. A claim older than the stale limit\n"
+        "(ARCHON_CONSOLE_STALE_MINUTES, default 15) can be taken over, for the operation it holds;\n"
+        "to change the kind, release it first. For a claim the console did not create (archon's own)\n"
+        "that limit is only the console's assumption, and archon may still be working on it: taking\n"
+        "it over or releasing it asks you to type its holder.\n\n"
         + envs.operations_help()
     )
 
@@ -257,7 +261,7 @@ class EnvironmentsScreen(ConsoleScreen):
     def _row_reasons(self, e: EnvironmentView) -> dict[str, str]:
         """Why the service would refuse each action (`envs.claim_options`), keyed by this screen's
         action names: the screen greys exactly what the write would refuse, and nothing else."""
-        options: ClaimOptions = envs.claim_options(e, self.session.actor)
+        options: ClaimOptions = envs.claim_options(e, self.session.actor, stale_after=envs.default_stale_after())
         return {ACTION_OF[key]: why for key, why in options.unavailable().items()}
 
     def unavailable(self) -> dict[str, str]:
@@ -326,35 +330,51 @@ class EnvironmentsScreen(ConsoleScreen):
         modal = ConfirmModal(f"Complete {op}", self._summary(f"Hand {op} to archon for", body), watch_key=e.id)
         self._open(modal, lambda reason: self.write(envs.complete, e.id, self.session.actor, now=self.session.write_now()))
 
+    def _foreign(self, e: EnvironmentView) -> str | None:
+        """The holder to type before taking over or releasing a claim the console did not create."""
+        return envs.claim_options(e, self.session.actor, stale_after=envs.default_stale_after()).confirm_holder
+
     def action_release(self) -> None:
         if not self._guard("release"):
             return
         e = self.detail
         mine = envs.held_by(e.operation_claim_id, self.session.actor)
+        holder = None if mine else self._foreign(e)
         body = f"The {e.operation_kind} claim is dropped; the state stays {e.lifecycle_state}."
         if mine:
             modal: ActionModal = ConfirmModal("Release claim", self._summary("Release your claim on", body),
                                               watch_key=e.id)
+        elif holder is not None:
+            body = (f"The {e.operation_kind} claim is dropped (the state stays {e.lifecycle_state}) and new runs may "
+                    f"be placed on it, though {envs.foreign_claim_assumption(envs.default_stale_after(), brief=True)}.")
+            modal = TypedConfirmModal("Release a claim the console did not create",
+                                      self._summary(f"Release {e.claimed_by}'s stale claim on", body), expected=holder,
+                                      ask_reason=True, reason_required=True, confirm_label="Release", watch_key=e.id)
         else:
             modal = ReasonModal("Release a stale claim", self._summary(f"Release {e.claimed_by}'s stale claim on", body),
                                 required=True, watch_key=e.id, danger=True)
         self._open(modal, lambda reason: self.write(envs.release, e.id, self.session.actor, now=self.session.write_now(),
                                                       takeover=not mine, reason=reason or None,
-                                                      stale_after=envs.default_stale_after()))
+                                                      stale_after=envs.default_stale_after(), confirm_holder=holder))
 
     def action_takeover(self) -> None:
         if not self._guard("takeover"):
             return
         e = self.detail
         op = e.operation_kind
+        holder = self._foreign(e)
         age = relative(parse_time(e.operation_claimed_at), self.session.now())
-        body = (f"{e.claimed_by}'s {op} claim (taken {age}) is replaced by yours for {op}. "
-                "Make sure they are no longer working on it.")
-        modal = TypedConfirmModal("Take over a stale claim", self._summary("Take over", body), expected=e.id,
-                                  ask_reason=True, reason_required=True, confirm_label="Take over", watch_key=e.id)
+        body = f"{e.claimed_by}'s {op} claim (taken {age}) becomes yours, still a {op} (a takeover keeps the kind). "
+        if holder is None:
+            body += "Make sure they are no longer working on it."
+        else:
+            body += f"Archon may still be working on it: {envs.foreign_claim_assumption(envs.default_stale_after(), brief=True)}."
+        modal = TypedConfirmModal("Take over a stale claim", self._summary("Take over", body),
+                                  expected=holder if holder is not None else e.id, ask_reason=True,
+                                  reason_required=True, confirm_label="Take over", watch_key=e.id)
         self._open(modal, lambda reason: self.write(envs.claim, e.id, op, self.session.actor, now=self.session.write_now(),
                                                       takeover=True, reason=reason,
-                                                      stale_after=envs.default_stale_after()))
+                                                      stale_after=envs.default_stale_after(), confirm_holder=holder))
 
     def _open(self, modal: ActionModal, then) -> None:
         self.modal, self._seen = modal, self._fingerprint(self.detail)

@@ -12,6 +12,7 @@ console/services/environments.py; the rules themselves are in `environment_rules
 from __future__ import annotations
 
 import json
+import shlex
 import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,6 +34,7 @@ from console.services.base import (
 from console.services.environment_queries import claim_account, claim_age, table_columns
 from console.services.environment_rules import (
     ALLOWED_STATES,
+    CONFIRM_HOLDER_OPTION,
     DEFAULT_STALE_AFTER,
     HANDOFF,
     OPERATIONS,
@@ -40,8 +42,14 @@ from console.services.environment_rules import (
     WHY_ALLOWED,
     ago,
     claim_holder,
+    console_made,
     exact_time,
+    foreign_claim_assumption,
     held_by,
+    holder_confirmed,
+    holder_to_confirm,
+    kind_kept,
+    lease_blocks_stop,
 )
 
 # Events the console writes; anything else in the table is archon's.
@@ -150,12 +158,13 @@ def _load(conn: sqlite3.Connection, env_id: str) -> sqlite3.Row:
     return env
 
 
-def _active_leases(conn: sqlite3.Connection, env_id: str) -> int:
-    return conn.execute(
-        "SELECT count(*) FROM execution_environment_run_bindings WHERE environment_id = ? "
-        "AND relationship = 'execution' AND released_at IS NULL",
+def _active_runs(conn: sqlite3.Connection, env_id: str) -> list[Any]:
+    """The runs holding an active execution lease on the environment (archon's unique index allows one)."""
+    return [row[0] for row in conn.execute(
+        "SELECT execution_run_id FROM execution_environment_run_bindings WHERE environment_id = ? "
+        "AND relationship = 'execution' AND released_at IS NULL ORDER BY bound_at",
         (env_id,),
-    ).fetchone()[0]
+    )]
 
 
 def _claim_age(env: sqlite3.Row, now: datetime) -> float:
@@ -177,12 +186,19 @@ def _describe_claim(conn: sqlite3.Connection, env: sqlite3.Row, now: datetime) -
 
 
 def _stale_hint(env: sqlite3.Row, now: datetime, stale_after: timedelta, verb: str) -> str:
+    """How to take over or release someone else's claim, and when; for a claim the console did not
+    create, with the holder to name and the console's assumption about its lifetime."""
     age = _claim_age(env, now)
     threshold = ago(stale_after.total_seconds())
+    held = env["operation_claim_id"]
+    how, note = "--takeover with a reason", ""
+    if not console_made(held):
+        how += f" and {CONFIRM_HOLDER_OPTION} {shlex.quote(holder_to_confirm(held) or '')}"
+        note = f" ({foreign_claim_assumption(stale_after)})"
     if age > stale_after.total_seconds():
-        return f"it is stale (older than {threshold}); use --takeover with a reason to {verb}"
+        return f"it is stale (older than {threshold}){note}; use {how} to {verb}"
     wait = ago(stale_after.total_seconds() - age)
-    return f"use --takeover with a reason once it is stale (older than {threshold}, in {wait})"
+    return f"use {how} once it is stale (older than {threshold}, in {wait}){note}"
 
 
 def _require_allowed(env: sqlite3.Row, op: str, doing: str, hint: str | None = None) -> None:
@@ -204,24 +220,53 @@ def _checks(handle: ArchonDatabase, actor: str) -> str:
     return validate_actor(actor)
 
 
+def _foreign_confirmation(conn: sqlite3.Connection, env: sqlite3.Row, now: datetime, stale_after: timedelta,
+                          confirm_holder: str | None, doing: str) -> str | None:
+    """Refuse `doing` (a takeover or a release) of a claim the console did not create unless the
+    operator named its holder (docs/decisions.md, "Archon behaviour the environment claims assume");
+    returns the holder confirmed, None for a console claim. A name given that is not the holder's
+    refuses for every claim: the operator meant someone else."""
+    held = env["operation_claim_id"]
+    if confirm_holder is not None and not holder_confirmed(held, confirm_holder):
+        raise Refusal(f"{_describe_claim(conn, env, now)}, not {confirm_holder!r}: the holder named with "
+                      f"{CONFIRM_HOLDER_OPTION} must be the claim's. Nothing was written.")
+    if console_made(held):
+        return None
+    if confirm_holder is None:
+        named = holder_to_confirm(held) or ""
+        raise Refusal(
+            f"{_describe_claim(conn, env, now)}; {foreign_claim_assumption(stale_after)}, so {doing} needs "
+            "its holder named. Nothing was written.",
+            f"Confirm with {CONFIRM_HOLDER_OPTION} {shlex.quote(named)} (in the console: type the holder).",
+        )
+    return held
+
+
 def claim(
     handle: ArchonDatabase,
     env_id: str,
-    op: str,
+    op: str | None,
     actor: str,
     *,
     now: datetime,
     takeover: bool = False,
     reason: str | None = None,
     stale_after: timedelta = DEFAULT_STALE_AFTER,
+    confirm_holder: str | None = None,
 ) -> ClaimResult:
     """Claim `op` on an environment for `actor`; with `takeover`, replace a stale claim.
 
-    The UPDATE is conditional on the claim seen (NULL, or the stale one being taken over) and on
-    the lifecycle state; exactly one row must change. A retire claim also records the durable
-    retirement request. Repeating a claim you already hold is a no-op.
+    A takeover keeps the operation it takes over (`op` None means that one; another kind is
+    refused: release first, with the reason recorded), and taking over a claim the console did not
+    create needs its holder named (`confirm_holder`). The UPDATE is conditional on the claim seen
+    (NULL, or the stale one being taken over) and on the lifecycle state; exactly one row must
+    change. A retire claim also records the durable retirement request. Repeating a claim you
+    already hold is a no-op.
     """
-    if op not in OPERATIONS:
+    if op is None and not takeover:
+        raise UsageError("Name the operation to claim with --op (only a takeover may leave it out: it keeps "
+                         "the operation it takes over).")
+    if op is not None and op not in OPERATIONS:
         raise UsageError(f"Unknown operation {op!r}; one of: {', '.join(OPERATIONS)}.")
     actor = _checks(handle, actor)
     reason = validate_reason(reason, required=takeover, what="taking over a claim")
@@ -229,21 +274,31 @@ def claim(
         env = _load(conn, env_id)
         held = env["operation_claim_id"]
         state = env["lifecycle_state"]
+        held_kind = env["operation_kind"]
         if held and held_by(held, actor):
-            if env["operation_kind"] == op:
-                return _result(env_id, state, f"{env_id} is already claimed for {op} by you; nothing changed.",
-                               noop=True, operation_kind=op, claim_id=held)
+            if op is None or held_kind == op:
+                return _result(env_id, state, f"{env_id} is already claimed for {held_kind} by you; nothing changed.",
+                               noop=True, operation_kind=held_kind, claim_id=held)
             raise Refusal(
-                f"You already hold a {env['operation_kind']} claim on {env_id}; "
+                f"You already hold a {held_kind} claim on {env_id}; "
                 f"complete or release it before claiming {op}. Nothing was written."
             )
         if held and not takeover:
             raise Refusal(_describe_claim(conn, env, now) + "; " + _stale_hint(env, now, stale_after, "take it over") + ".")
-        if held and _claim_age(env, now) <= stale_after.total_seconds():
-            raise Refusal(
-                _describe_claim(conn, env, now) + "; a fresh claim cannot be taken over: "
-                + _stale_hint(env, now, stale_after, "take it over") + "."
-            )
+        confirmed = None
+        if held:
+            if held_kind not in OPERATIONS:
+                raise Refusal(f"{_describe_claim(conn, env, now)}; the console does not know that operation, so it "
+                              "cannot take the claim over: release it first with --takeover --reason TEXT.")
+            op = held_kind if op is None else op
+            if held_kind != op:
+                raise Refusal(f"{kind_kept(env_id, held_kind, op)}. Nothing was written.")
+            if _claim_age(env, now) <= stale_after.total_seconds():
+                raise Refusal(_describe_claim(conn, env, now) + "; a fresh claim cannot be taken over: "
+                              + _stale_hint(env, now, stale_after, "take it over") + ".")
+            confirmed = _foreign_confirmation(conn, env, now, stale_after, confirm_holder, "taking it over")
+        if op is None:
+            raise Refusal(f"{env_id} holds no operation claim to take over; name the operation to claim with --op.")
         _require_allowed(env, op, f"a {op} claim")
         new_id = claim_id_for(actor)
         sets = "operation_claim_id = ?, operation_kind = ?, operation_claimed_at = ?"
@@ -251,8 +306,8 @@ def claim(
         if op == "retire":
             sets += ", retirement_requested_at = COALESCE(retirement_requested_at, ?)"
             params.append(db_time(now))
-        guard = "operation_claim_id = ?" if held else "operation_claim_id IS NULL"
-        params += [env_id, *([held] if held else []), *ALLOWED_STATES[op]]
+        guard = "operation_claim_id = ? AND operation_kind = ?" if held else "operation_claim_id IS NULL"
+        params += [env_id, *([held, held_kind] if held else []), *ALLOWED_STATES[op]]
         changed = conn.execute(
             f"UPDATE execution_environments SET {sets} WHERE id = ? AND {guard} "
             f"AND lifecycle_state IN ({', '.join('?' for _ in ALLOWED_STATES[op])})",
@@ -263,12 +318,17 @@ def claim(
         event_type = "operation_taken_over" if held else "operation_claimed"
         metadata = {"operation_kind": op, "claim_id": new_id, "previous_claim_id": held}
         if held:
-            metadata["previous_operation_kind"] = env["operation_kind"]
+            metadata["previous_operation_kind"] = held_kind
+            metadata["console_claim"] = confirmed is None
+            if confirmed is not None:
+                metadata["confirmed_holder"] = confirmed
         logged = _append_event(conn, env, event_type=event_type, from_state=state, to_state=state,
                                actor=actor, reason=reason, metadata=metadata, now=now)
     if held:
         message = (f"{env_id} taken over for {op} from {_holder(conn, env, held)} "
-                   f"(their {env['operation_kind']} claim was {ago(_claim_age(env, now))} old).")
+                   f"(their {held_kind} claim was {ago(_claim_age(env, now))} old).")
+        if confirmed is not None:
+            message += f" You confirmed the holder {holder_to_confirm(held)}, a claim the console did not create."
     else:
         message = f"{env_id} claimed for {op}; no new runs can be placed on it until the claim is completed or released."
     if op == "retire" and not env["retirement_requested_at"]:
@@ -293,8 +353,11 @@ def release(
     takeover: bool = False,
     reason: str | None = None,
     stale_after: timedelta = DEFAULT_STALE_AFTER,
+    confirm_holder: str | None = None,
 ) -> ClaimResult:
-    """Drop a claim without a lifecycle change: your own, or a stale one with `takeover`."""
+    """Drop a claim without a lifecycle change: your own, or a stale one with `takeover` (and, for a
+    claim the console did not create, its holder named in `confirm_holder`: archon may still be
+    working on it, and releasing it reopens lease admission)."""
     actor = _checks(handle, actor)
     reason = validate_reason(reason, required=takeover, what="releasing someone else's claim")
     with write_transaction(handle.conn, read_only=handle.read_only) as conn:
@@ -307,6 +370,7 @@ def release(
                 return _result(env_id, state, f"{env_id} was already released by you; nothing changed.", noop=True)
             raise Refusal(f"{env_id} holds no operation claim; there is nothing to release.")
         mine = held_by(held, actor)
+        confirmed = None
         if not mine:
             if not takeover:
                 raise Refusal(_describe_claim(conn, env, now) + "; only its holder can release it, or "
@@ -314,6 +378,7 @@ def release(
             if _claim_age(env, now) <= stale_after.total_seconds():
                 raise Refusal(_describe_claim(conn, env, now) + "; a fresh claim cannot be released by someone else: "
                               + _stale_hint(env, now, stale_after, "release it") + ".")
+            confirmed = _foreign_confirmation(conn, env, now, stale_after, confirm_holder, "releasing it")
         changed = conn.execute(
             "UPDATE execution_environments SET operation_claim_id = NULL, operation_kind = NULL, "
             "operation_claimed_at = NULL WHERE id = ? AND operation_claim_id = ?",
@@ -323,12 +388,19 @@ def release(
             raise Refusal(f"{env_id} changed while it was being released; nothing was written. Try again.")
         metadata = {"operation_kind": env["operation_kind"], "claim_id": None, "previous_claim_id": held,
                     "takeover": not mine}
+        if not mine:
+            metadata["console_claim"] = confirmed is None
+            if confirmed is not None:
+                metadata["confirmed_holder"] = confirmed
         logged = _append_event(conn, env, event_type="operation_released", from_state=state, to_state=state,
                                actor=actor, reason=reason, metadata=metadata, now=now)
     whose = "your" if mine else f"{_holder(conn, env, held)}'s stale"
     message = f"Released {whose} {env['operation_kind']} claim on {env_id}; its state stays {state}."
     if env["operation_kind"] == "retire":
         message += " The retirement request stays in place."
+    if confirmed is not None:
+        message += (f" You confirmed the holder {holder_to_confirm(held)}, a claim the console did not create; "
+                    "if archon is still working on it, nothing tells it the claim is gone.")
     return _finish(_result(env_id, state, message, operation_kind=env["operation_kind"]), logged)
 
 
@@ -357,6 +429,11 @@ def complete(handle: ArchonDatabase, env_id: str, actor: str, *, now: datetime) 
                 f"archon-console envs release {env_id}",
             )
         _require_allowed(env, op, f"completing {op}", hint=f"Release the claim instead: archon-console envs release {env_id}")
+        runs = _active_runs(conn, env_id)
+        if op == "stop" and runs:
+            raise Refusal(f"{env_id}: {lease_blocks_stop(tuple(runs))}. Nothing was written; your claim stays.",
+                          f"`archon-console envs show {env_id}` lists the lease; then `envs complete {env_id}` "
+                          f"once it has ended, or `envs release {env_id}`.")
         column, performer = handoff
         stamp = db_time(now)
         sets, params = ("", []) if op == "retire" else (f"{column} = ?, ", [stamp])
@@ -367,7 +444,6 @@ def complete(handle: ArchonDatabase, env_id: str, actor: str, *, now: datetime) 
         ).rowcount
         if changed != 1:
             raise Refusal(f"{env_id} changed while it was being completed; nothing was written. Try again.")
-        leases = _active_leases(conn, env_id)
         since = stamp if op != "retire" else env["retirement_requested_at"]
         logged = _append_event(conn, env, event_type="operation_completed", from_state=state, to_state=state,
                                actor=actor, reason=None,
@@ -377,16 +453,15 @@ def complete(handle: ArchonDatabase, env_id: str, actor: str, *, now: datetime) 
     if op == "cleanup_retry":
         message = f"{env_id}: cleanup retry requested now; archon's cleanup worker performs it. The claim is cleared."
     elif op == "stop":
-        message = (f"{env_id}: stop handed off to archon (idle_stop_at = now); archon's idle-stop sweep stops it. "
-                   f"The claim is cleared; the state stays {state} until archon has stopped it.")
-        if leases:
-            message += " An execution lease is still active: the console does not interrupt its run."
+        message = (f"{env_id}: stop handed off to archon (idle_stop_at = now, with no run holding it); archon's "
+                   f"idle-stop sweep stops it. The claim is cleared; the state stays {state} until archon has stopped it.")
     else:
         message = (f"{env_id}: retirement handed off to archon (requested since {exact_time(since)}); archon's retirement "
                    f"path (retiring -> cleanup_pending -> retired) performs it. The claim is cleared; the state "
                    f"stays {state} until archon moves it.")
-        if leases:
-            message += " An execution lease is still active: archon retires it after that run."
+        if runs:
+            message += (f" An execution lease is still active (run {', '.join(map(str, runs))}); the retirement "
+                        "request keeps new runs off, and the console assumes archon retires it after that run.")
     return _finish(_result(env_id, state, message, operation_kind=op,
                            handoff=Handoff(kind=op, column=column, since=since, performed_by=performer)),
                    logged)

@@ -19,6 +19,7 @@ from console.clock import parse_time
 from console.errors import Refusal, UsageError
 from console.models.environments import ClaimOptions, EnvironmentView
 from console.services.base import CLAIM_RANDOM_LENGTH, claim_id_stem, validate_actor
+from console.text import clean
 
 STATES = (
     "queued", "preparing", "ready", "running", "stopped",
@@ -60,6 +61,34 @@ DEFAULT_STALE_AFTER = timedelta(minutes=15)
 STALE_ENV = "ARCHON_CONSOLE_STALE_MINUTES"
 CLAIM_PREFIX = "console:"
 PROJECT_DELETING = "its project is being deleted"
+CONFIRM_HOLDER_OPTION = "--confirm-holder"
+
+
+def foreign_claim_assumption(stale_after: timedelta, *, brief: bool = False) -> str:
+    """The console's assumption about a claim it did not create, in the words every refusal, the
+    help and the TUI use (docs/decisions.md, "Archon behaviour the environment claims assume");
+    `brief` for a dialog that must fit 80x24."""
+    threshold = ago(stale_after.total_seconds())
+    if brief:
+        return f"the console only assumes archon has abandoned it (older than {threshold})"
+    return (f"the console assumes a claim it did not create is abandoned once it is older than "
+            f"{threshold} (its stale threshold; how long archon keeps its own claims is not known), "
+            f"and archon may still be working on it")
+
+
+def kind_kept(env_id: str, held_kind: object, op: str) -> str:
+    """Why a takeover cannot change the operation it takes over (docs/decisions.md, the same section)."""
+    return (f"The claim on {env_id} is a {held_kind}, and a takeover keeps the operation it takes over, so it "
+            f"cannot become a {op}: to change the kind, release it first with --takeover --reason TEXT "
+            f"(the reason is recorded), then claim {op}")
+
+
+def lease_blocks_stop(runs: tuple[object, ...] | None) -> str:
+    """Why a stop cannot be completed while a run holds the environment (docs/decisions.md, the same
+    section): what archon's idle-stop sweep does to a running run is not known."""
+    named = f" (run {', '.join(str(r) for r in runs)})" if runs else ""
+    return (f"an execution lease is active{named}, and the console does not hand a stop to archon's idle-stop "
+            f"sweep while a run holds the environment: wait for the run to end, or release the claim")
 
 
 def completion_effect(op: str) -> str:
@@ -70,6 +99,9 @@ def completion_effect(op: str) -> str:
     column, performer = handoff
     if op == "retire":
         return f"keeps {column} and clears the claim; {performer} (retiring -> cleanup_pending -> retired) performs it"
+    if op == "stop":  # docs/decisions.md, "Archon behaviour the environment claims assume"
+        return (f"sets {column} = now and clears the claim, only while no execution lease is active; "
+                f"{performer} performs it")
     return f"sets {column} = now and clears the claim; {performer} performs it"
 
 
@@ -110,13 +142,34 @@ def exact_time(value: object) -> str:
 
 # --- claim ids ----------------------------------------------------------------------------
 
+def console_made(claim_id: object) -> bool:
+    """Whether a claim id has the console's shape (`console:<actor>@<host>...`, D14): every other
+    claim is archon's or some other writer's, and taking it over needs the holder named."""
+    return isinstance(claim_id, str) and claim_id.startswith(CLAIM_PREFIX) and "@" in claim_id
+
+
 def claim_holder(claim_id: str | None) -> str | None:
     """Who a claim id names: the actor of a console claim, the raw id of anyone else's."""
     if not claim_id:
         return None
-    if claim_id.startswith(CLAIM_PREFIX) and "@" in claim_id:
+    if console_made(claim_id):
         return claim_id[len(CLAIM_PREFIX):].rsplit("@", 1)[0] or claim_id
     return claim_id
+
+
+def holder_to_confirm(claim_id: object) -> str | None:
+    """What an operator types to confirm taking over a claim the console did not create: the claim
+    id as every output shows it (pictured controls, one line); None for a console claim."""
+    if not claim_id or console_made(claim_id):
+        return None
+    return clean(claim_id, one_line=True)
+
+
+def holder_confirmed(claim_id: object, given: str | None) -> bool:
+    """`given` names this claim's holder: the id as stored or as shown, or a console claim's actor."""
+    if not given or not claim_id:
+        return False
+    return given in (claim_id, clean(claim_id, one_line=True), claim_holder(claim_id))
 
 
 def held_by(claim_id: str | None, actor: str) -> bool:
@@ -138,15 +191,18 @@ def held_by(claim_id: str | None, actor: str) -> bool:
 
 # --- what the writes would do -------------------------------------------------------------
 
-def claim_options(env: EnvironmentView, actor: str) -> ClaimOptions:
+def claim_options(env: EnvironmentView, actor: str, *, stale_after: timedelta = DEFAULT_STALE_AFTER) -> ClaimOptions:
     """For every action in `CLAIM_ACTIONS`: None when the write would carry it out on `env` (as
     `show_environment` read it) for `actor`, else why it would refuse, in plain words.
 
     An action that would only repeat what already took effect (claiming what you hold, releasing
     what you released) is not offered either. "takeover" means taking over the held claim for its
     own operation (`claim(..., takeover=True)`); "release" means releasing it, with a takeover
-    when the claim is someone else's stale one. The writes re-check all of this in their
-    transaction; this answer may be stale by the time a key is pressed.
+    when the claim is someone else's stale one. For a claim the console did not create, both need
+    the holder named (`confirm_holder`, which the screen asks the operator to type); `stale_after`
+    is the threshold `env` was read with, stated in the reasons as the console's assumption. The
+    writes re-check all of this in their transaction; this answer may be stale by the time a key
+    is pressed.
     """
     reasons: dict[str, str | None] = dict.fromkeys(CLAIM_ACTIONS)
     try:
@@ -172,6 +228,9 @@ def claim_options(env: EnvironmentView, actor: str) -> ClaimOptions:
         if not env.stale:
             reasons["release"] = "only its holder can release a fresh claim"
             reasons["takeover"] = "the claim is not stale yet"
+            if not console_made(held):
+                reasons["release"] = reasons["takeover"] = (
+                    f"the claim is not stale yet: {foreign_claim_assumption(stale_after)}")
         elif op not in OPERATIONS:
             reasons["takeover"] = f"the claim is for {op}, an operation the console does not know"
         elif state not in ALLOWED_STATES[op]:
@@ -182,7 +241,10 @@ def claim_options(env: EnvironmentView, actor: str) -> ClaimOptions:
             reasons["complete"] = RESET_NOT_COMPLETABLE.format(release="key l")
         elif state not in ALLOWED_STATES.get(op, ()):
             reasons["complete"] = f"it is {state}: {WHY_ALLOWED[op]}; release the claim instead"
-    return ClaimOptions(reasons)
+        elif op == "stop" and env.active_lease_count:
+            runs = tuple(lease.execution_run_id for lease in env.active_leases or ())
+            reasons["complete"] = lease_blocks_stop(runs or None)
+    return ClaimOptions(reasons, confirm_holder=None if held_by(held, actor) else holder_to_confirm(held))
 
 
 __all__ = [

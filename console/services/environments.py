@@ -11,13 +11,17 @@ trigger only checks that the triple is all-or-nothing; it lets one claim overwri
 (docs/archon-schema.md, operation claims), so exclusivity lives here: every write is a compare-and-set that must change
 exactly one row, inside one `BEGIN IMMEDIATE` transaction that re-reads every precondition.
 
+A takeover (of a stale claim, with a reason) keeps the operation it takes over; a claim the console
+did not create also needs its holder named, since its staleness is only the console's assumption.
+
 A claim is an administrative hold (docs/decisions.md, Q6): it stops new leases at once (lease admission
 refuses claimed environments). The console cannot stop or delete a container, so it never writes
 `lifecycle_state` (that would claim a provider-side effect nobody performed). Completing a claim
 *hands the operation off* to archon's own scheduling column and clears the claim, in one UPDATE:
 
 - stop: `idle_stop_at = now`; archon's idle-stop sweep (the one `idx_execution_environments_idle_stop`
-  serves) stops the environment.
+  serves) stops the environment. Refused while an execution lease is active: what the sweep does to
+  a running run is not known (docs/decisions.md, "Archon behaviour the environment claims assume").
 - retire: the claim already set `retirement_requested_at`, which archon's reuse index and lease
   admission honour; completing only clears the claim, and archon's retirement path
   (retiring -> cleanup_pending -> retired) does the rest. The request is never cleared (Q7).
@@ -62,7 +66,9 @@ from console.services.environment_rules import (
     claim_options,
     completion_effect,
     default_stale_after,
+    foreign_claim_assumption,
     held_by,
+    lease_blocks_stop,
     operations_help,
 )
 
@@ -91,7 +97,9 @@ __all__ = [
     "completion_effect",
     "default_stale_after",
     "environment_query",
+    "foreign_claim_assumption",
     "held_by",
+    "lease_blocks_stop",
     "list_environments",
     "operations_help",
     "pending_handoffs",

@@ -18,8 +18,10 @@ import asyncio
 import sqlite3
 
 from console.screens.confirm import ActionModal, ConfirmModal
+from console.screens.typed import TypedConfirmModal
 from console.screens.environments import EnvironmentsScreen
-from tests.tui.test_flows import db, ready, select, wait_until
+from console.services import environments as envs
+from tests.tui.test_flows import db, ready, select, settle, type_text, wait_until
 
 
 def execute(path, sql: str) -> None:
@@ -91,3 +93,50 @@ async def test_a_release_without_claims_greys_every_claim_key_and_says_why(demo_
         for action in EnvironmentsScreen.WRITE_ACTIONS:
             assert app.screen.check_action(action, ()) is None, action
             assert app.screen.unavailable()[action] == "operation claims need archon 1.10.0 (see :upgrade)"
+
+
+async def test_releasing_archons_stale_claim_asks_for_its_holder(demo_db, make_app):
+    """Issue 18, finding 2: on main `l` asked for a reason only and reopened lease admission on
+    env-0005 while archon-worker:13 may still be resetting it."""
+    path = demo_db()
+    app = make_app(path, start="envs")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, EnvironmentsScreen)
+        await select(pilot, app, "env-0005")  # stopped, archon-worker:13's reset claim, 3 hours old
+        await pilot.press("l")
+        await wait_until(pilot, lambda: isinstance(app.screen, TypedConfirmModal))
+        assert app.screen.expected == "archon-worker:13"
+        assert "only assumes archon has abandoned it (older than 15 minutes)" in app.screen.summary.plain
+        app.screen.query_one("#typed").value = "archon-worker:13"
+        await pilot.press("enter")
+        await type_text(pilot, "archon restarted")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: db(path, "SELECT operation_claim_id FROM execution_environments "
+                                                 "WHERE id = 'env-0005'") == [(None,)], what="the release")
+    [(reason, metadata)] = db(path, "SELECT reason, metadata_json FROM execution_environment_events "
+                                    "WHERE environment_id = 'env-0005' AND event_type = 'operation_released'")
+    assert reason == "archon restarted" and '"confirmed_holder": "archon-worker:13"' in metadata
+
+
+async def test_completing_a_stop_while_a_run_holds_the_environment_is_greyed(demo_db, make_app):
+    """Issue 18, finding 8: the key is greyed with the service's own words, and pressing it opens no dialog."""
+    path = demo_db()
+    [(idle_stop_at,)] = db(path, "SELECT idle_stop_at FROM execution_environments WHERE id = 'env-0015'")
+    app = make_app(path, start="envs")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, EnvironmentsScreen)
+        await select(pilot, app, "env-0015")  # running, a run holds its execution lease
+        await pilot.press("s")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        await pilot.press("y")
+        await wait_until(pilot, lambda: app.screen.check_action("complete", ()) is None
+                         and "execution lease" in app.screen.unavailable().get("complete", ""), what="greyed")
+        [(run,)] = db(path, "SELECT execution_run_id FROM execution_environment_run_bindings WHERE environment_id = "
+                            "'env-0015' AND relationship = 'execution' AND released_at IS NULL")
+        assert app.screen.unavailable()["complete"] == envs.lease_blocks_stop((run,))
+        screen = app.screen
+        await pilot.press("o")
+        await settle(pilot, app)
+        assert app.screen is screen
+    assert db(path, "SELECT idle_stop_at, operation_kind FROM execution_environments WHERE id = 'env-0015'") == [
+        (idle_stop_at, "stop")]  # archon's own schedule, untouched

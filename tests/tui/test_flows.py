@@ -289,6 +289,8 @@ async def test_retire_needs_the_typed_id(demo_db, make_app):
 
 
 async def test_takeover_of_a_stale_claim(demo_db, make_app):
+    """archon-worker:13's claim is not the console's: the dialog asks for the holder, not the id
+    (issue 18, finding 2), and the takeover keeps its kind."""
     path = demo_db()
     app = make_app(path, start="envs")
     async with app.run_test(size=(120, 40)) as pilot:
@@ -297,12 +299,21 @@ async def test_takeover_of_a_stale_claim(demo_db, make_app):
         assert app.screen.check_action("takeover", ()) is True
         await pilot.press("t")
         await wait_until(pilot, lambda: isinstance(app.screen, TypedConfirmModal))
+        assert app.screen.expected == "archon-worker:13"
+        assert "only assumes archon has abandoned it (older than 15 minutes)" in app.screen.summary.plain
         await type_text(pilot, "env-0005")
         await pilot.press("enter")
         await type_text(pilot, "worker 13 died")
         await pilot.press("enter")
+        await settle(pilot, app)
+        assert isinstance(app.screen, TypedConfirmModal)  # the environment id does not name the holder
+        app.screen.query_one("#typed").value = "archon-worker:13"
+        await pilot.press("enter")
         await wait_until(pilot, lambda: db(path, "SELECT operation_claim_id FROM execution_environments WHERE id='env-0005'")[0][0].startswith("console:alice@"))
     assert db(path, "SELECT operation_kind FROM execution_environments WHERE id='env-0005'")[0][0] == "reset"
+    [(metadata,)] = db(path, "SELECT metadata_json FROM execution_environment_events WHERE environment_id='env-0005' "
+                             "AND event_type='operation_taken_over'")
+    assert '"confirmed_holder": "archon-worker:13"' in metadata
 
 
 async def test_fresh_claim_cannot_be_taken_over(demo_db, make_app):

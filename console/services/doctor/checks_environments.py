@@ -100,11 +100,14 @@ def check_environments(ctx: Ctx) -> list[Finding]:
         f"Operation claims older than {minutes} minutes",
         lambda r: f"{r['id']} ({r['operation_kind']} since {r['operation_claimed_at']})",
         "A claim blocks new runs on the environment; an old one usually means its holder died.",
-        "`envs release ID --takeover --reason TEXT` (or `envs claim ID --op KIND --takeover --reason TEXT`), then complete it.")
+        "`envs release ID --takeover --reason TEXT`, or `envs claim ID --takeover --reason TEXT` (it keeps the claim's "
+        "operation) and complete it; a claim the console did not create also needs `--confirm-holder HOLDER`, "
+        "since the console only assumes it is abandoned.")
     add("dead_claim", "environments.claims_on_dead", "warning", "Claims on retired or failed environments",
         lambda r: f"{r['id']} ({r['lifecycle_state']}, {r['operation_kind']})",
         "The operation can no longer do anything; the claim is debris.",
-        "`envs release ID --takeover --reason TEXT`.")
+        "`envs release ID --takeover --reason TEXT` (with `--confirm-holder HOLDER` for a claim the console did "
+        "not create).")
     add("bad_claim", "environments.malformed_claims", "error", "Partial or malformed operation claims",
         lambda r: f"{r['id']}",
         "On upgraded databases nothing guards INSERTs; a partial claim confuses every writer.",
