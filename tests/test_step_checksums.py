@@ -20,7 +20,7 @@ import pytest
 
 from console.cli import main
 from console.db.migrations import base
-from console.db.migrations.legacy_checksums import CHECKSUMS_0_1_0
+from console.db.migrations.legacy_checksums import CHECKSUMS_0_1_0, EARLIER_CHECKSUMS_0_1_0
 from console.db.migrations.registry import MIGRATIONS, STEP_MODULES
 from console.errors import EXIT_UNUSABLE
 from console.services.doctor import run_doctor
@@ -32,8 +32,8 @@ PINNED = {
     "002-project-active-profile-column": "993e21def29c7ec1ea427366bb6aa6647543dabacabbfbc770c78ae7660bee6e",
     "003-profile-tables": "11c45df26ffdd0535f0a46a99dc70e3c34317f428050483fdeeb758e2e13df69",
     "004-profile-revisions-rebuild-v2": "57445c5bddd4b32d093b412f7a35de51b8ba788a16084cb0030cba729c74f500",
-    "005-profile-backfill-initial": "703994cde5dba153ea70973afb068031416f8bb547235928cc3560f2663d5a48",
-    "006-profile-backfill-schema-v2": "d37b3c6e65c060ba4cefe363cefeb084c837858dbe9e0f5fd9f61219feee130b",
+    "005-profile-backfill-initial": "61d0f364055a6c7050ac213d8eb0df7050168ec84835999ac010a3188a7b78dd",
+    "006-profile-backfill-schema-v2": "2e3c065934f6040c354f8b606a5ca2a6804b0386a916f5862985e69d43a61b6f",
     "007-profile-guard-triggers": "8f5b6cc5f11ddda2d2428ec031f6842fbf5744d49ebe5613db48bb464b85e5f1",
     "008-build-sequence-profile-columns": "47539d85c0766b989c11f5b476c9f3c5d0e92a883b74fa3919cb38380b6567b7",
     "009-build-sequence-incomplete-sweep": "d20ec710a1c9e268a1ad5cec1cdc85b407c282a5a95f32e75c543288215b369b",
@@ -48,8 +48,8 @@ PINNED = {
     "018-check-attempt-outcome-ambiguous": "9a9ec70cb7d88ca3598b62f0864c78f54e12ad982cdf6042b9e8f03bc7e82f21",
     "019-build-sequence-activation-run-index": "4ff0aea4b93414b9610fd4db3d1cdfa06bb3c8db1ce8092951ca7798a91455ab",
     "020-profile-revisions-rebuild-v3": "2efdae5ff45b172eecf0d9d00c7641e53c93fe63ccfbd6e9d812ab43e7018336",
-    "021-profile-backfill-current-schema": "c73dc50054c9c581e21fd78c83d2c8e477e5e29b9f143b74ad4718873e9ddfcf",
-    "022-profile-workload-eligibility": "d3538ab01c80402e60e78f24f07d89913c6a733d8c93cb027ade2f34fd907f14",
+    "021-profile-backfill-current-schema": "768e0f8774214364e6001c80b67cfe9ad2c89c83b85071dcd68306f38d750364",
+    "022-profile-workload-eligibility": "dee3543d53b823149d902ef1421ade6082b163ea42497ee355d6e3a00f970b73",
     "023-service-run-details": "614d759fc437ba0632f05dab3bb8b8834675d5348a4e912337a7c36bf91e08f4",
     "024-environment-operation-columns": "7f8384ecba27d33287a5b96f86d60db368c09c5f8eb7efe812909fc2257d7f4c",
     "025-environment-operation-indexes": "168aa42422db08bf2dd5f0bae85b6655bd4c89eff6e559cba8efd8028d83666a",
@@ -67,6 +67,11 @@ CHANGED_SINCE_0_1_0 = {
     "018-check-attempt-outcome-ambiguous",
     "020-profile-revisions-rebuild-v3",
     "028-check-attempt-outcome-environment-loss",
+    # issue 18, finding 4 (the direct upgrade path); their earlier checksums are in EARLIER_CHECKSUMS_0_1_0
+    "005-profile-backfill-initial",
+    "006-profile-backfill-schema-v2",
+    "021-profile-backfill-current-schema",
+    "022-profile-workload-eligibility",
 }
 
 
@@ -155,6 +160,49 @@ def test_old_checksums_are_accepted_only_from_0_1_0(tmp_path, capsys):
     path = db_1820(tmp_path / "archon.db")
     run_upgrade(path, target="1.8.22", force=True)
     _as_written_by_0_1_0(path, tool_version="0.2.0")
+    for snap in tmp_path.glob("*.pre-upgrade-*"):
+        snap.unlink()
+    before = fingerprint_dir(tmp_path)
+    assert main(["--db", str(path), "upgrade", "--force"]) == EXIT_UNUSABLE
+    assert "checksum changed" in capsys.readouterr().err
+    assert fingerprint_dir(tmp_path) == before
+
+
+def _with_earlier_checksums(path, tool_version="0.1.0"):
+    conn = sqlite3.connect(path, isolation_level=None)
+    for name, checksums in EARLIER_CHECKSUMS_0_1_0.items():
+        conn.execute(
+            "UPDATE _archon_console_ledger SET checksum = ?, tool_version = ? WHERE name = ?",
+            (checksums[-1], tool_version, name),
+        )
+    conn.close()
+
+
+def test_the_earlier_checksums_are_the_released_bodies_and_not_the_current_ones():
+    for name, checksums in EARLIER_CHECKSUMS_0_1_0.items():
+        assert name in CHANGED_SINCE_0_1_0
+        assert PINNED[name] not in checksums and CHECKSUMS_0_1_0[name] not in checksums
+
+
+def test_a_ledger_written_before_the_direct_path_is_accepted(tmp_path, capsys):
+    """A database the console upgraded before issue 18's direct path (steps 005/006/021/022 in
+    their earlier bodies, recorded by console 0.1.0) is not refused as a changed step; an upgrade
+    interrupted then continues."""
+    path = db_1820(tmp_path / "archon.db")
+    run_upgrade(path, target="1.8.22", force=True)
+    _with_earlier_checksums(path)
+    report = run_doctor(path, now=datetime.now(timezone.utc))
+    assert report.finding("ledger.checksum_mismatch") is None
+    result = run_upgrade(path, force=True)
+    assert result.release_after == "1.10.0" and len(result.applied) == 10
+    _with_earlier_checksums(path)
+    assert plan_upgrade(path).up_to_date
+
+
+def test_earlier_checksums_are_accepted_only_from_0_1_0(tmp_path, capsys):
+    path = db_1820(tmp_path / "archon.db")
+    run_upgrade(path, target="1.8.22", force=True)
+    _with_earlier_checksums(path, tool_version="0.2.0")
     for snap in tmp_path.glob("*.pre-upgrade-*"):
         snap.unlink()
     before = fingerprint_dir(tmp_path)

@@ -25,7 +25,7 @@ import console
 from console.clock import db_time
 from console.db.detect import LEDGER_META_TABLE, LEDGER_TABLE, MIGRATION_SET
 from console.db.migrations.base import Migration
-from console.db.migrations.legacy_checksums import CHECKSUMS_0_1_0, LEGACY_TOOL_VERSION
+from console.db.migrations.legacy_checksums import CHECKSUMS_0_1_0, EARLIER_CHECKSUMS_0_1_0, LEGACY_TOOL_VERSION
 from console.db.migrations.registry import MIGRATIONS
 from console.errors import DatabaseUnusable
 
@@ -165,14 +165,16 @@ def verify(
 
 
 def checksum_accepted(entry: LedgerEntry, migration: Migration) -> bool:
-    """The row's checksum is this console's for the step, or the one archon-console 0.1.0 recorded
-    for it (a row that version wrote; console/db/migrations/legacy_checksums.py says what it means)."""
+    """The row's checksum is this console's for the step, or one archon-console 0.1.0 recorded for
+    an earlier body of it (a row that version wrote; console/db/migrations/legacy_checksums.py says
+    what each means)."""
     if entry.checksum == migration.checksum:
         return True
     return (
         entry.tool_version == LEGACY_TOOL_VERSION
         and entry.checksum is not None
-        and entry.checksum == CHECKSUMS_0_1_0.get(entry.name)
+        and (entry.checksum == CHECKSUMS_0_1_0.get(entry.name)
+             or entry.checksum in EARLIER_CHECKSUMS_0_1_0.get(entry.name, ()))
     )
 
 

@@ -17,7 +17,8 @@ ran in its 0.1.0 form, and it is not re-run.
   column of the database's own table that the console did not know was not carried over; the
   snapshot recorded in the same ledger row holds the table as it was.
 
-Never edit this table; it describes what was released.
+Never edit this table; it describes what was released. EARLIER_CHECKSUMS_0_1_0 below keeps, the
+same way, the whole-step checksums of step bodies released and changed later.
 """
 
 LEGACY_TOOL_VERSION = "0.1.0"
@@ -52,4 +53,23 @@ CHECKSUMS_0_1_0: dict[str, str] = {
     "027-check-environment-columns": "ccf9fb0be94bff395b9c4456a1847c7dc0ae0a8a0eeaab76c8acfc115d659aaf",
     "028-check-attempt-outcome-environment-loss": "a9e92a3abda665c4e8ab6259a1184491783321a575e9e835510ace8443e400a9",
     "029-check-placement-triggers": "12d7748b7c2c11c27412e9e75724bc5d995c93686e057ecc009b0c2b599b6ae6",
+}
+
+
+# Whole-step checksums (base.py `step_checksum`) of earlier bodies of steps whose body changed after
+# they were released, each recorded by a console whose version was still 0.1.0. A ledger row carrying
+# one means the step ran in that form, and it is not re-run:
+#
+# * before the direct upgrade path (issue 18, finding 4): 005 and 006 ran 1.8.22's backfills even when
+#   the run's target was 1.10.0, so the file holds the chained history (revision 1 in schema 2, then
+#   `:v3` and the workload repair) that archon 1.8.22 followed by 1.10.0 would have left; 021 did not
+#   give revision 1 itself, 022 estimated differently. What they wrote is archon's chained path, which
+#   archon's own next start accepts as it is.
+#
+# Never edit an entry; add one when a released step's body changes again.
+EARLIER_CHECKSUMS_0_1_0: dict[str, tuple[str, ...]] = {
+    "005-profile-backfill-initial": ("703994cde5dba153ea70973afb068031416f8bb547235928cc3560f2663d5a48",),
+    "006-profile-backfill-schema-v2": ("d37b3c6e65c060ba4cefe363cefeb084c837858dbe9e0f5fd9f61219feee130b",),
+    "021-profile-backfill-current-schema": ("c73dc50054c9c581e21fd78c83d2c8e477e5e29b9f143b74ad4718873e9ddfcf",),
+    "022-profile-workload-eligibility": ("d3538ab01c80402e60e78f24f07d89913c6a733d8c93cb027ade2f34fd907f14",),
 }
