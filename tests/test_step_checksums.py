@@ -48,7 +48,7 @@ PINNED = {
     "018-check-attempt-outcome-ambiguous": "9a9ec70cb7d88ca3598b62f0864c78f54e12ad982cdf6042b9e8f03bc7e82f21",
     "019-build-sequence-activation-run-index": "4ff0aea4b93414b9610fd4db3d1cdfa06bb3c8db1ce8092951ca7798a91455ab",
     "020-profile-revisions-rebuild-v3": "2efdae5ff45b172eecf0d9d00c7641e53c93fe63ccfbd6e9d812ab43e7018336",
-    "021-profile-backfill-current-schema": "768e0f8774214364e6001c80b67cfe9ad2c89c83b85071dcd68306f38d750364",
+    "021-profile-backfill-current-schema": "9cf76bae37662dbc5f8542b7bbef2f9d5ec2f2945a0a2ebdaecb7f8897ff1162",
     "022-profile-workload-eligibility": "dee3543d53b823149d902ef1421ade6082b163ea42497ee355d6e3a00f970b73",
     "023-service-run-details": "614d759fc437ba0632f05dab3bb8b8834675d5348a4e912337a7c36bf91e08f4",
     "024-environment-operation-columns": "7f8384ecba27d33287a5b96f86d60db368c09c5f8eb7efe812909fc2257d7f4c",

@@ -9,7 +9,7 @@ from console.db.migrations.base import count, table_exists
 ID = "021-profile-backfill-current-schema"
 RELEASE = "1.10.0"
 SAFETY = "additive"
-DESCRIPTION = "Revision 1 (v3 default) where missing; active schema-1/2 profiles: new v3 revision, audited move"
+DESCRIPTION = "Revision 1 (v3) where missing; active schema-1/2 profiles: v3 revision, audited move"
 
 SCHEMA_VERSION = 3
 
