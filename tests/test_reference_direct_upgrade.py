@@ -17,6 +17,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from console.cli import main
 from console.db.execution_profiles import create, fingerprint, serialize
@@ -127,3 +128,45 @@ def test_an_interrupted_direct_upgrade_continues_only_to_its_target(tmp_path, ca
     assert main(["--db", str(path), "upgrade", "--force", "--snapshot-dir", str(tmp_path)]) == 0
     theirs = scenarios.archon_upgrade(start, tmp_path / "oracle.db", "1.8.20", "1.10.0", chain=False)
     assert_same(path, theirs, "ref-1.8.20 -> (killed after 010) -> 1.10.0")
+
+
+POLICY_COLUMNS = ("required_check_definition_ids", "pre_review_check_definition_ids",
+                  "post_build_check_definition_ids", "auto_fix_check_definition_ids")
+_project = st.fixed_dictionaries({
+    "provider": st.sampled_from(["host", "docker_sandbox"]),
+    "policies": st.tuples(*[st.sampled_from([None, "[]", '["lint"]']) for _ in POLICY_COLUMNS]),
+    "deleted": st.booleans(),
+})
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(projects=st.lists(_project, min_size=1, max_size=4), stops=st.sampled_from(
+    [("1.10.0",), ("1.8.22",), ("1.8.22", "1.10.0")]))
+def test_every_upgrade_path_writes_what_its_stops_start_write(tmp_path_factory, projects, stops):
+    """Generated 1.8.20 files (providers, configured check lists, deleted projects), upgraded by the
+    console through `stops` (each an `upgrade --to`): the same schema and rows as archon started at
+    exactly those releases, no other."""
+    work = tmp_path_factory.mktemp("paths")
+
+    def populate(conn, release):
+        conn.execute("BEGIN")
+        for n, p in enumerate(projects):
+            row = {"id": f"p{n}", "name": f"P{n}", "repo_path": f"/srv/p{n}", "created_at": scenarios.T0,
+                   "build_execution_provider": p["provider"], **dict(zip(POLICY_COLUMNS, p["policies"])),
+                   "deletion_started_at": scenarios.T0 if p["deleted"] else None}
+            conn.execute(f"INSERT INTO projects ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                         tuple(row.values()))
+        conn.execute("COMMIT")
+
+    start = builder.upgraded(work / "start.db", "1.8.20", populate=populate)
+    ours = Path(shutil.copy(start, work / "console.db"))
+    theirs = Path(shutil.copy(start, work / "archon.db"))
+    conn = builder.connect(theirs)
+    try:
+        for stop in stops:
+            run_upgrade(ours, target=stop, force=True, snapshot_dir=work)
+            builder.archon_start(conn, stop)
+        builder.archon_start(conn, stops[-1])  # once more: the state archon converges to (scenarios.archon_upgrade)
+    finally:
+        conn.close()
+    assert_same(ours, theirs, f"{len(projects)} project(s) through {' -> '.join(stops)}")
