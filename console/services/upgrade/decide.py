@@ -79,7 +79,7 @@ def decide(conn: sqlite3.Connection, path: Path, target: str) -> Decision:
         raise DatabaseUnusable(
             f"An upgrade to {started_for} was started on this database and did not finish: its steps were "
             f"written for archon {started_for}'s start (the backfills of the releases in between were left "
-            f"to it, docs/decisions.md), so the file cannot be finished as {target}. Nothing was changed.",
+            f"to it; docs/decisions.md, D22), so the file cannot be finished as {target}. Nothing was changed.",
             f"Continue it with `archon-console upgrade --to {started_for}`, or restore the snapshot it took.",
         )
     if not applied:
