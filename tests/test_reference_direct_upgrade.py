@@ -35,6 +35,13 @@ STARTS = {
 }
 
 
+def _console_upgrade(start: Path, out: Path, target: str) -> Path:
+    """The console's `upgrade --to target --force` on a copy of `start`."""
+    path = Path(shutil.copy(start, out))
+    run_upgrade(path, target=target, force=True, snapshot_dir=out.parent)
+    return path
+
+
 def _start(tmp_path: Path, name: str) -> Path:
     return STARTS[name](tmp_path / f"{name}.db")
 
@@ -63,7 +70,7 @@ def test_upgrade_to_1_10_0_matches_archon_1_10_0_started_directly(tmp_path, name
     """Schema objects and every row (revisions, events, active pointers, profile JSON and
     fingerprints) equal archon 1.10.0's start on the same file."""
     start = _start(tmp_path, name)
-    ours = scenarios.console_upgrade(start, tmp_path / "console.db", "1.10.0")
+    ours = _console_upgrade(start, tmp_path / "console.db", "1.10.0")
     theirs = scenarios.archon_upgrade(start, tmp_path / "archon.db", "1.8.20", "1.10.0", chain=False)
     assert_same(ours, theirs, f"{name} -> 1.10.0 (archon 1.10.0 started directly)")
 
@@ -72,7 +79,7 @@ def test_upgrade_to_1_10_0_matches_archon_1_10_0_started_directly(tmp_path, name
 def test_direct_upgrade_writes_one_schema_3_revision_and_one_created_event(tmp_path, name):
     """What 1.10.0's start writes, stated outright: no `:v3`, no `:chat-build*-v3`, no schema 2."""
     start = _start(tmp_path, name)
-    ours = scenarios.console_upgrade(start, tmp_path / "console.db", "1.10.0")
+    ours = _console_upgrade(start, tmp_path / "console.db", "1.10.0")
     rows = _profile_rows(ours)
     assert len(rows) >= 3
     for pid, row in rows.items():
