@@ -17,9 +17,6 @@ from console.services.upgrade import run_upgrade
 from tests import upgrade_helpers as uh
 from tests.reference import builder, compare, scenarios
 
-READOPT = ("not covered by issue 8's rules: adopting a 1.8.22-shaped database replays 1.8.22's schema-v2 backfill "
-           "(step 006), which archon 1.10.0 does not run; the console writes a :v2 revision and :v2-backfill event "
-           "archon never writes, and numbers the following revisions one higher")
 
 
 def console_upgrade(start: Path, out: Path, target: str) -> Path:
@@ -94,16 +91,19 @@ def run(tmp_path, name: str, target: str, **options):
     return _RUNS[key]
 
 
+# Upgrading to a release is compared with that release's start on the file (`chain: False`: the
+# releases in between never start on it, issue 18 finding 4); a start at 1.8.22 keeps the chained
+# history (tests/test_reference_direct_upgrade.py covers both paths in more shapes).
 CASES = [
     ("ref-1.8.20", "1.8.22", {}),
-    ("ref-1.8.20", "1.10.0", {}),
+    ("ref-1.8.20", "1.10.0", {"chain": False}),
     ("ref-1.8.22-upgraded", "1.8.22", {}),
     ("ref-1.8.22-fresh", "1.10.0", {}),
     ("ref-1.8.22-upgraded", "1.10.0", {}),
     ("ref-1.10.0-fresh", "1.10.0", {}),
     ("ref-1.10.0-upgraded", "1.10.0", {}),
-    pytest.param("console-1.8.20", "1.10.0", {}),
-    pytest.param("console-1.8.22", "1.10.0", {"chain": False}, marks=pytest.mark.xfail(strict=True, reason=READOPT)),
+    ("console-1.8.20", "1.10.0", {"chain": False}),
+    ("console-1.8.22", "1.10.0", {"chain": False}),
 ]
 
 
@@ -114,28 +114,32 @@ def test_console_upgrade_matches_archon(tmp_path, name, target, options):
 
 
 def test_console_made_1822_matches_archon_when_1822_started_first(tmp_path):
-    """The same start as the READOPT case, but archon 1.8.22 starts before 1.10.0: then they agree."""
+    """The console-made 1.8.22 start, but archon 1.8.22 really starts on it before the upgrade to
+    1.10.0: the chained history (its schema-v2 backfill) is kept."""
     path, _ = start(tmp_path, "console-1.8.22")
+    conn = builder.connect(path)
+    builder.archon_start(conn, "1.8.22")
+    conn.close()
     ours = console_upgrade(path, tmp_path / "console.db", "1.10.0")
-    theirs = scenarios.archon_upgrade(path, tmp_path / "archon.db", "1.8.20", "1.10.0")
+    theirs = scenarios.archon_upgrade(path, tmp_path / "archon.db", "1.8.22", "1.10.0")
     assert_same(ours, theirs, "console-1.8.22 -> 1.8.22 start -> 1.10.0")
 
 
 def test_check_attempt_rebuild_keeps_the_line_the_seeds_do_not_show(tmp_path):
-    ours, theirs = run(tmp_path, "ref-1.8.20-unseen-line", "1.10.0",
+    ours, theirs = run(tmp_path, "ref-1.8.20-unseen-line", "1.10.0", chain=False,
                        unseen_check_attempt_line=scenarios.UNSEEN_CHECK_ATTEMPT_LINE)
     assert_same(ours, theirs, "1.8.20 with the unseen check_attempt_details line")
 
 
 def test_rebuilds_reinstall_the_release_trigger_text(tmp_path):
-    ours, theirs = run(tmp_path, "ref-1.8.21-shape", "1.10.0")
+    ours, theirs = run(tmp_path, "ref-1.8.21-shape", "1.10.0", chain=False)
     assert_same(ours, theirs, "1.8.21-shaped database with older trigger text")
 
 
 def test_rebuilds_from_1821_shape_agree_when_trigger_text_is_archons(tmp_path):
     path = scenarios.ref_1821_shape(tmp_path / "start.db", old_trigger_text=False)
     ours = console_upgrade(path, tmp_path / "console.db", "1.10.0")
-    theirs = scenarios.archon_upgrade(path, tmp_path / "archon.db", "1.8.20", "1.10.0")
+    theirs = scenarios.archon_upgrade(path, tmp_path / "archon.db", "1.8.20", "1.10.0", chain=False)
     assert_same(ours, theirs, "1.8.21-shaped database")
 
 

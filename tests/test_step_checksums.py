@@ -32,8 +32,8 @@ PINNED = {
     "002-project-active-profile-column": "79cba2e3d98c06e272b6368c02862311eea8197f710180fbd39b2f1f24db4282",
     "003-profile-tables": "22f8da1aafd5e8f5b6351b00f69d7714aa55ddce930b45534ffb5d5a4dc3753c",
     "004-profile-revisions-rebuild-v2": "4d1e7a84ee00d0c1dbc7382efe3da5f672fec1a3a4fe9f5157722f47525dc0f4",
-    "005-profile-backfill-initial": "ee44d9edc95d13476f15b7ceee0c0b46e6de33b519132be2a0569ea56f83e803",
-    "006-profile-backfill-schema-v2": "b1db11a6fe46ff072152aa6d6b070b9db51353bb814c892c477c431ae44d57ce",
+    "005-profile-backfill-initial": "d29f787537f9473f815e341c6b7b4b2c2e49632cdc4c7a84d96f0e51d9511901",
+    "006-profile-backfill-schema-v2": "1f8e1927e1149de63d816158e501ce089aba59fdd2d96d30a440f8bebdc702fc",
     "007-profile-guard-triggers": "c3d597b769ad8af346c9ad2eda1a218bd76dcce9a1e3dded0faee367fedce1b7",
     "008-build-sequence-profile-columns": "7632a545732092075362f68829565c516342ceca5b69148bb42f5c1f308bd104",
     "009-build-sequence-incomplete-sweep": "8612b3dca7e773234679f1af0035936ef11ec03f67a9558c6efc2e8551355d20",
@@ -48,8 +48,8 @@ PINNED = {
     "018-check-attempt-outcome-ambiguous": "a5875807660ec939a86166e9214aebe0c76703aee2d0754798216bfc5c209363",
     "019-build-sequence-activation-run-index": "4ff0aea4b93414b9610fd4db3d1cdfa06bb3c8db1ce8092951ca7798a91455ab",
     "020-profile-revisions-rebuild-v3": "504cc44b5a130b9c99f96aa17169bb17705b8569fb4a2c027a2ddc124dcb423c",
-    "021-profile-backfill-current-schema": "f016dded8da046a611f2efc8c0fbced3917237084f42010ae68ce0bc3ff705ef",
-    "022-profile-workload-eligibility": "b08049df3ba84ba9624f337b4e9bb2a7bdd3831b4ae7ad7e2367672e69fc2c7e",
+    "021-profile-backfill-current-schema": "0d3ae5757ba3325c2cd5ef133d83e23389aedb5fa7b4b40dbeb4467c2890f283",
+    "022-profile-workload-eligibility": "050ba2efc4b6f6c97728a1e68b5abbd34ff4e2d3f23dc845c1065fb51c7853cd",
     "023-service-run-details": "c7c44316b3b096fc2bd6d6813c5207ef59d76b8e0fb68c098b7ede0ff197073a",
     "024-environment-operation-columns": "3cf50f674812985e3f129ca11dc1a04ec9e3588175ca4873f6e369e29348bca4",
     "025-environment-operation-indexes": "7140a8110a14d79d52496d9b2559a26a52bc0a27049bece4dec4b198b30e5e6b",
@@ -67,6 +67,11 @@ CHANGED_SINCE_0_1_0 = {
     "018-check-attempt-outcome-ambiguous",
     "020-profile-revisions-rebuild-v3",
     "028-check-attempt-outcome-environment-loss",
+    # issue 18, finding 4 (the direct upgrade path); their earlier checksums are in CHECKSUMS_0_1_0_PACKAGE
+    "005-profile-backfill-initial",
+    "006-profile-backfill-schema-v2",
+    "021-profile-backfill-current-schema",
+    "022-profile-workload-eligibility",
 }
 
 

@@ -103,7 +103,24 @@ def test_sweep_fails_active_and_cancels_queued_work(tmp_path):
 
 
 def test_1820_profile_backfill_ids_and_events(tmp_path):
+    """Straight to 1.10.0, as archon 1.10.0's own start: revision 1 in schema 3 and its `:created`
+    event, nothing of 1.8.22's path (issue 18, finding 4)."""
     path = db_1820(tmp_path / "archon.db")
+    run_upgrade(path, force=True, now=NOW)
+    revisions = _rows(path, "SELECT id, revision, schema_version FROM execution_profile_revisions "
+                            "WHERE project_id = 'proj-2' ORDER BY revision")
+    assert revisions == [("proj-2:execution-profile:1", 1, 3)]
+    events = _rows(path, "SELECT id, event_type, profile_revision_id, previous_profile_revision_id "
+                         "FROM execution_profile_audit_events WHERE project_id = 'proj-2' ORDER BY rowid")
+    assert events == [("proj-2:execution-profile:1:created", "revision_created", "proj-2:execution-profile:1", None)]
+    active = _rows(path, "SELECT active_execution_profile_revision_id FROM projects ORDER BY id")
+    assert [row[0] for row in active] == [f"proj-{i}:execution-profile:1" for i in range(1, len(active) + 1)]
+
+
+def test_1820_profile_backfill_ids_and_events_through_1_8_22(tmp_path):
+    """With a stop at 1.8.22 (its start ran first), the chained history: `:1` in schema 2, then `:v3`."""
+    path = db_1820(tmp_path / "archon.db")
+    run_upgrade(path, target="1.8.22", force=True, now=NOW)
     run_upgrade(path, force=True, now=NOW)
     revisions = _rows(path, "SELECT id, revision, schema_version FROM execution_profile_revisions "
                             "WHERE project_id = 'proj-2' ORDER BY revision")
@@ -115,24 +132,31 @@ def test_1820_profile_backfill_ids_and_events(tmp_path):
         ("proj-2:execution-profile:v3:schema-backfill", "revision_activated",
          "proj-2:execution-profile:v3", "proj-2:execution-profile:1"),
     ]
-    active = _rows(path, "SELECT active_execution_profile_revision_id FROM projects ORDER BY id")
-    assert all(row[0].startswith(f"proj-{i}:execution-profile:") for i, row in enumerate(active, 1))
 
 
-def test_1822_profile_backfill_ids_and_events(tmp_path):
-    """proj-1 runs on a schema-1 revision: 006 moves it to `:v2`, 021 to `:v3`, both audited."""
+@pytest.mark.parametrize("via_1822", [False, True])
+def test_1822_profile_backfill_ids_and_events(tmp_path, via_1822):
+    """proj-1 runs on a schema-1 revision: straight to 1.10.0, 021 moves it to `:v3`; with a stop at
+    1.8.22, 006 moves it to `:v2` first and 021 then to `:v3`; every move audited."""
     path = db_1822(tmp_path / "archon.db")
     events_before = _rows(path, "SELECT * FROM execution_profile_audit_events ORDER BY id")
+    if via_1822:
+        run_upgrade(path, target="1.8.22", force=True, now=NOW)
     run_upgrade(path, force=True, now=NOW)
     ids = [r[0] for r in _rows(path, "SELECT id FROM execution_profile_revisions WHERE project_id = 'proj-1' "
                                      "ORDER BY revision")]
-    assert ids[:4] == ["proj-1:execution-profile:1", "proj-1:legacy",
-                       "proj-1:execution-profile:v2", "proj-1:execution-profile:v3"]
     events = _rows(path, "SELECT id, profile_revision_id, previous_profile_revision_id "
                          "FROM execution_profile_audit_events WHERE project_id = 'proj-1' ORDER BY rowid")
-    assert ("proj-1:execution-profile:v2:v2-backfill", "proj-1:execution-profile:v2", "proj-1:legacy") in events
-    assert ("proj-1:execution-profile:v3:schema-backfill", "proj-1:execution-profile:v3",
-            "proj-1:execution-profile:v2") in events
+    if via_1822:
+        assert ids[:4] == ["proj-1:execution-profile:1", "proj-1:legacy",
+                           "proj-1:execution-profile:v2", "proj-1:execution-profile:v3"]
+        assert ("proj-1:execution-profile:v2:v2-backfill", "proj-1:execution-profile:v2", "proj-1:legacy") in events
+        moved_from = "proj-1:execution-profile:v2"
+    else:
+        assert ids[:3] == ["proj-1:execution-profile:1", "proj-1:legacy", "proj-1:execution-profile:v3"]
+        assert not any(":v2" in event[0] for event in events)
+        moved_from = "proj-1:legacy"
+    assert ("proj-1:execution-profile:v3:schema-backfill", "proj-1:execution-profile:v3", moved_from) in events
     # 020 rebuilt execution_profile_revisions: every audit event (its CASCADE child) survived.
     after = set(_rows(path, "SELECT * FROM execution_profile_audit_events"))
     assert set(events_before) <= after

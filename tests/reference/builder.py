@@ -6,7 +6,9 @@ that, in `db.js` order, using only the statements in tests/reference/data/ (copi
 diffs with their line numbers by extract.py) plus the few objects borrowed from the console's
 baseline, which carry `"borrowed": "not from archon's text"` in the data. A database *created
 fresh* at a release is `archon_start` on an empty file; one *upgraded in place by archon* is
-`archon_start` of each earlier release first. Nothing here imports console.db.migrations.
+`archon_start` of each earlier release first (`upgraded`, the chained path); one *started directly*
+is a 1.8.20 file started once by the release (`direct`: the releases in between never start on it).
+Nothing here imports console.db.migrations.
 
 The profile algorithms (create / normalize / serialize / fingerprint, hasConfiguredCheckPolicy)
 are archon's `lib/` code, which the seeds only name; tests/reference/profiles.py writes them from
@@ -642,6 +644,23 @@ def upgraded(path: Path, release: str, *, populate=None, **options: Any) -> Path
             archon_start(conn, step, **options)
             if populate:
                 populate(conn, step)
+    finally:
+        conn.close()
+    return path
+
+
+def direct(path: Path, release: str, *, populate=None, **options: Any) -> Path:
+    """A database created by 1.8.20 (`populate(conn, "1.8.20")` adds its rows) and then started once
+    by `release` directly, as by a user who skipped every release in between: the releases between
+    never start on it, so their backfills never run (1.10.0's own start gives each project revision
+    1 in schema 3, with one `:created` event)."""
+    conn = connect(path)
+    try:
+        archon_start(conn, "1.8.20", **options)
+        if populate:
+            populate(conn, "1.8.20")
+        if release != "1.8.20":
+            archon_start(conn, release, **options)
     finally:
         conn.close()
     return path

@@ -36,6 +36,36 @@ def populate(conn: sqlite3.Connection, release: str) -> None:
             "VALUES ('proj-gone', 'Gone', '/srv/gone', 'docker_sandbox', ?, ?)", (T0, T0))
 
 
+# Profile shapes for the direct path: provider x which check-definition list is configured x
+# deleted or not (archon's initial backfill covers deleted projects, the later ones skip them).
+SHAPE_PROJECTS = (
+    # id, provider, column with a configured policy (None: none), value, deleted
+    ("shape-docker-prereview", "docker_sandbox", "pre_review_check_definition_ids", '["unit"]', False),
+    ("shape-host-empty-lists", "host", "post_build_check_definition_ids", "[]", False),
+    ("shape-docker-autofix", "docker_sandbox", "auto_fix_check_definition_ids", '["fmt"]', False),
+    ("shape-host-postbuild", "host", "post_build_check_definition_ids", '["e2e"]', False),
+    ("shape-host-plain", "host", None, None, False),
+    ("shape-host-gone-lint", "host", "required_check_definition_ids", '["lint"]', True),
+    ("shape-docker-gone-plain", "docker_sandbox", None, None, True),
+    ("shape-o'quote", "docker_sandbox", "required_check_definition_ids", '["a","b"]', False),
+)
+
+
+def populate_shapes(conn: sqlite3.Connection, release: str) -> None:
+    """`populate`, plus one project per profile shape of SHAPE_PROJECTS (1.8.20 rows only)."""
+    populate(conn, release)
+    if release != "1.8.20":
+        return
+    conn.execute("BEGIN")
+    for pid, provider, column, value, deleted in SHAPE_PROJECTS:
+        extra = {column: value} if column else {}
+        row = {"id": pid, "name": pid, "repo_path": f"/srv/{pid}", "build_execution_provider": provider,
+               "created_at": T0, **extra, **({"deletion_started_at": T0} if deleted else {})}
+        conn.execute(f"INSERT INTO projects ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                     tuple(row.values()))
+    conn.execute("COMMIT")
+
+
 def add_legacy_profile(conn: sqlite3.Connection) -> None:
     """proj-1 runs on a schema-1 revision (as a 1.8.21 archon left it)."""
     conn.execute("BEGIN")
@@ -53,6 +83,10 @@ def add_legacy_profile(conn: sqlite3.Connection) -> None:
 
 def ref_1820(path: Path, **options) -> Path:
     return builder.upgraded(path, "1.8.20", populate=populate, **options)
+
+
+def ref_1820_shapes(path: Path) -> Path:
+    return builder.upgraded(path, "1.8.20", populate=populate_shapes)
 
 
 def ref_1822(path: Path, kind: str) -> Path:

@@ -1,8 +1,8 @@
 """Profile backfills shared by the 1.8.22 and 1.10.0 steps (archon's own routines, re-implemented).
 
-Each moves a project's active pointer with compare-and-set and records the move; nothing is ever
-deleted or edited. A profile that cannot be normalised stops the step, and so the upgrade,
-with archon's own message.
+The initial backfill gives revision 1 to projects without one; the others move a project's active
+pointer with compare-and-set and record the move. Nothing is ever deleted or edited. A profile
+that cannot be normalised stops the step, and so the upgrade, with archon's own message.
 """
 
 from __future__ import annotations
@@ -99,6 +99,38 @@ def _activate(conn, project_id: str, target: str, previous: str) -> bool:
             (target, project_id, previous),
         ).rowcount
     )
+
+
+INITIAL_ROWS_SQL = """
+    SELECT id, build_execution_provider, active_execution_profile_revision_id
+    FROM projects
+    WHERE active_execution_profile_revision_id = ''
+       OR NOT EXISTS (
+         SELECT 1 FROM execution_profile_revisions r
+         WHERE r.project_id = projects.id AND r.id = projects.active_execution_profile_revision_id
+       )
+"""
+
+
+def backfill_initial(conn: sqlite3.Connection, schema_version: int) -> int:
+    """`backfillExecutionProfiles`: every project (being deleted or not) without an owned active
+    revision gets revision 1, the release's default profile for its provider, and a `:created`
+    event. Returns the projects given one."""
+    rows = conn.execute(INITIAL_ROWS_SQL).fetchall()
+    for project_id, provider, _active in rows:
+        profile = profiles.create(provider, schema_version)
+        revision_id = f"{project_id}:execution-profile:1"
+        conn.execute(
+            "INSERT OR IGNORE INTO execution_profile_revisions "
+            "(id, project_id, revision, schema_version, fingerprint, profile_json) VALUES (?, ?, 1, ?, ?, ?)",
+            (revision_id, project_id, schema_version, profiles.fingerprint(profile), profiles.serialize(profile)),
+        )
+        conn.execute(
+            "UPDATE projects SET active_execution_profile_revision_id = ? WHERE id = ?",
+            (revision_id, project_id),
+        )
+        _audit(conn, f"{revision_id}:created", project_id, "revision_created", revision_id, None)
+    return len(rows)
 
 
 def backfill_to_schema(

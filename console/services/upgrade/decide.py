@@ -58,7 +58,8 @@ def complete_release(applied: tuple[str, ...]) -> str | None:
 def decide(conn: sqlite3.Connection, path: Path, target: str) -> Decision:
     """Every fail-closed check, in order (the module docstring lists them); raises `DatabaseUnusable`."""
     require_archon(conn, path)
-    applied = ledger.read_verified(conn)
+    entries = ledger.read_entries(conn)
+    applied = ledger.verify(entries)
     shape = detect_shape(conn)
     if shape.newer:
         raise DatabaseUnusable(
@@ -72,6 +73,14 @@ def decide(conn: sqlite3.Connection, path: Path, target: str) -> Decision:
             f"The database's ledger already goes past {target} (step {applied[len(wanted)]}); "
             "the console never downgrades. Nothing was changed.",
             "An archon older than the schema cannot start on it; restore a snapshot instead.",
+        )
+    started_for = _unfinished_target(entries, target)
+    if started_for is not None:
+        raise DatabaseUnusable(
+            f"An upgrade to {started_for} was started on this database and did not finish: its steps were "
+            f"written for archon {started_for}'s start (the backfills of the releases in between were left "
+            f"to it; docs/decisions.md, D22), so the file cannot be finished as {target}. Nothing was changed.",
+            f"Continue it with `archon-console upgrade --to {started_for}`, or restore the snapshot it took.",
         )
     if not applied:
         if shape.release is None:
@@ -104,6 +113,14 @@ def decide(conn: sqlite3.Connection, path: Path, target: str) -> Decision:
         if migration.safety == "historical-destructive":
             reasons.append(f"step {migration.id} is historical-destructive ({migration.description})")
     return Decision(shape, applied, target, pending, tuple(reasons))
+
+
+def _unfinished_target(entries, target: str) -> str | None:
+    """The release an applied step was recorded for, when it is later than `target`: that run chose
+    which releases are stops (console/db/migrations/stops.py), and a shorter one cannot undo it."""
+    aimed = [e.target_release for e in entries if e.target_release in RELEASES]
+    later = [r for r in aimed if RELEASES.index(r) > RELEASES.index(target)]
+    return max(later, key=RELEASES.index) if later else None
 
 
 def preflight(conn: sqlite3.Connection, pending: tuple[Migration, ...]) -> None:

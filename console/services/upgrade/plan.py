@@ -19,6 +19,7 @@ from typing import Callable
 from console.clock import system_clock
 from console.db import snapshot as snapshots
 from console.db.files import require_output_dir
+from console.db.migrations.stops import upgrading_to
 from console.db.connect import (DEFAULT_BUSY_TIMEOUT_MS, check_file, check_size, connect_raw, is_wal_file,
                                 sqlite_connection, untouched_read_uri)
 from console.errors import DatabaseUnusable, Refusal
@@ -111,14 +112,15 @@ def _plan(path: Path, target: str, snapshot_dir, now, allow_recovery: bool) -> U
     except sqlite3.Error as exc:
         raise DatabaseUnusable(f"Cannot open {path}: {exc}.") from None
     try:
-        decision = decide(conn, path, target)
-        preflight(conn, decision.pending)
-        steps = [
-            PendingStep(m.id, m.release, m.safety, m.description, m.rebuild, estimate(conn, m))
-            for m in decision.pending
-        ]
-        policy = policy_changes(conn, decision.pending)
-        gate = profile_gate.check(conn, decision.pending)
+        with upgrading_to(target):  # the steps' estimates depend on the stops (stops.py)
+            decision = decide(conn, path, target)
+            preflight(conn, decision.pending)
+            steps = [
+                PendingStep(m.id, m.release, m.safety, m.description, m.rebuild, estimate(conn, m))
+                for m in decision.pending
+            ]
+            policy = policy_changes(conn, decision.pending)
+            gate = profile_gate.check(conn, decision.pending)
         needed = snapshots.needed_bytes(conn)
     except sqlite3.DatabaseError as exc:
         if _hot_journal(path, exc):

@@ -44,6 +44,7 @@ from console.db.limits import LONG_STATEMENT_SECONDS, statement_budget
 from console.db.detect import detect_shape
 from console.db.migrations.base import Migration
 from console.db.migrations.runner import MigrationFailed, apply_migration
+from console.db.migrations.stops import upgrading_to
 from console.db.snapshot import Snapshot
 from console.db.snapshot_reuse import reusable_snapshot
 from console.errors import DatabaseUnusable, Refusal
@@ -260,7 +261,8 @@ def _run_upgrade(path: Path, at: datetime, *, target: str, force: bool, snap_dir
     upgrade = UpgradeRun(path, plan, force=force, at=at, snapshot_dir=snap_dir, emit=emit, full_check=full_check)
     conn = connect_raw(path, busy_timeout_ms=busy_timeout_ms)
     try:
-        release_after = upgrade.run(conn)
+        with upgrading_to(upgrade.target):  # which releases' backfills run (stops.py)
+            release_after = upgrade.run(conn)
     finally:
         conn.close()
     emit(UpgradeProgress("done", len(upgrade.applied), len(plan.pending), "upgrade finished"))

@@ -5,7 +5,7 @@ Nothing is discarded, but a project's effective policy changes: the plan lists t
 """
 
 from console.db.migrations.backfills import backfill_workload_eligibility, workload_repairs
-from console.db.migrations.base import count, table_exists
+from console.db.migrations.base import table_exists
 
 ID = "022-profile-workload-eligibility"
 RELEASE = "1.10.0"
@@ -18,10 +18,11 @@ def up(conn):
 
 
 def estimate(conn):
-    """Projects whose active profile will be repaired. Before the profile tables exist every live
-    project will hold the 1.8.22 default (build, check; no chat_build), which this step repairs."""
+    """Projects whose active profile will be repaired. Before the profile tables exist, every
+    project gets 1.10.0's default at step 021 (1.8.22 never starts on such a file), which already
+    has chat_build and the agent template: nothing to repair."""
     if not table_exists(conn, "execution_profile_revisions"):
-        return count(conn, "SELECT count(*) FROM projects WHERE deletion_started_at IS NULL")
+        return 0
     try:
         return len(workload_repairs(conn, 3))
     except Exception:
