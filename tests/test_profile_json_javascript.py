@@ -11,18 +11,24 @@ machine has it (optional: CI has no node).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
 import shutil
+import sqlite3
 import struct
 import subprocess
+from datetime import datetime
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from console.db import execution_profiles as profiles
+from console.db import profile_evidence
+from console.demo import generate
+from console.services.doctor import run_doctor
 from tests.reference import profiles as oracle
 
 # Number::toString(10) (ECMA-262, 6.1.6.1.20): k shortest digits s, n the decimal point's place.
@@ -163,6 +169,39 @@ def test_text_javascript_cannot_parse_is_not_a_profile(token):
     assert profiles.fingerprint_json(text) is None
     with pytest.raises(ValueError):
         profiles.parse(text)
+
+
+# --- what archon wrote is recognised as archon's -------------------------------------------------
+
+# A schema-3 profile as archon (Node) writes it, by hand: keys in UTF-16 order (U+10000 before
+# U+FFFF), 2**60 as its shortest digits, 1e-7 with an exponent, -0 as 0. Its fingerprint is the
+# SHA-256 of exactly this text (A10).
+ARCHON_TEXT = ('{"check_template_policy":{"agent":"opencode","mode":"agent_template"},'
+               '"eligible_workloads":["build","chat_build","check"],'
+               '"limits":{"cpu":0.5,"max":1152921504606847000,"min":1e-7,"zero":0},'
+               '"provider_preference":"host","\U00010000":1,"\uffff":2}')
+NOW = "2026-03-01T12:00:00+00:00"
+
+
+def test_a_profile_archon_wrote_with_numbers_and_astral_keys_is_not_a_contradiction(tmp_path):
+    """On main the evidence gate called it a contradiction (no byte-for-byte round trip) and doctor
+    a fingerprint mismatch: the console wrote `1.0`-style numbers and sorted keys by code point."""
+    path = tmp_path / "archon.db"
+    generate(path, release="current", requests=4, projects=3, environments=2, wal=False, now=NOW)
+    revision = "prj-atlas-api:execution-profile:3"
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert json.loads(conn.execute("SELECT profile_json FROM execution_profile_revisions WHERE id = ?",
+                                   (revision,)).fetchone()[0])["provider_preference"] == "host"
+    conn.execute("DROP TRIGGER preserve_execution_profile_revision")
+    conn.execute("UPDATE execution_profile_revisions SET profile_json = ?, fingerprint = ? WHERE id = ?",
+                 (ARCHON_TEXT, hashlib.sha256(ARCHON_TEXT.encode("utf-8")).hexdigest(), revision))
+    conn.execute("CREATE TRIGGER preserve_execution_profile_revision BEFORE UPDATE ON execution_profile_revisions "
+                 "BEGIN SELECT RAISE(ABORT, 'Execution profile revisions are immutable'); END")
+    evidence = profile_evidence.verify(conn)
+    conn.close()
+    assert evidence.contradictions == [] and evidence.status == profile_evidence.VERIFIED
+    report = run_doctor(path, now=datetime.fromisoformat(NOW))
+    assert report.finding("profiles.fingerprint_mismatch") is None, report.finding("profiles.fingerprint_mismatch")
 
 
 # --- Node itself, where installed (optional) ---------------------------------------------------
