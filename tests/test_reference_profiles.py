@@ -160,31 +160,19 @@ def test_normalize_disagreements(value, version):
     assert _normalized(console_profiles, value, version) == _normalized(oracle, value, version)
 
 
-NUMBERS = "archon is JavaScript (JSON.parse in db.js): a number is a double written by Number#toString; "
-DISAGREE_SERIALIZE = [
-    pytest.param({"provider_preference": "host", "weight": 1.0},
-                 marks=pytest.mark.xfail(strict=True, reason=NUMBERS + "the console writes 1.0, archon 1"),
-                 id="float-integer"),
-    pytest.param({"provider_preference": "host", "weight": 1e-7},
-                 marks=pytest.mark.xfail(strict=True, reason=NUMBERS + "the console writes 1e-07, archon 1e-7"),
-                 id="small-float"),
-    pytest.param({"provider_preference": "host", "limit": 12345678901234567890},
-                 marks=pytest.mark.xfail(strict=True, reason=NUMBERS + (
-                     "the console writes every digit of an integer beyond 2**53, archon the nearest double")),
-                 id="big-integer"),
-    pytest.param({"provider_preference": "host", "offset": -0.0},
-                 marks=pytest.mark.xfail(strict=True, reason=NUMBERS + "the console writes -0.0, archon 0"),
-                 id="negative-zero"),
-    pytest.param({"provider_preference": "host", "\uffff": 1, "\U00010000": 2},
-                 marks=pytest.mark.xfail(strict=True, reason=UNSEEN.format("A9") + (
-                     "keys sorted as JavaScript sorts (UTF-16 code units) put U+10000 before U+FFFF; the "
-                     "console sorts by code point")),
-                 id="astral-key-order"),
+# Once disagreements, now fixed (issue 18): the console writes numbers and orders keys as JSON.stringify
+# does (A9); tests/test_profile_json_javascript.py attacks both broadly.
+JAVASCRIPT_SERIALIZE = [
+    pytest.param({"provider_preference": "host", "weight": 1.0}, id="float-integer"),
+    pytest.param({"provider_preference": "host", "weight": 1e-7}, id="small-float"),
+    pytest.param({"provider_preference": "host", "limit": 12345678901234567890}, id="big-integer"),
+    pytest.param({"provider_preference": "host", "offset": -0.0}, id="negative-zero"),
+    pytest.param({"provider_preference": "host", "\uffff": 1, "\U00010000": 2}, id="astral-key-order"),
 ]
 
 
-@pytest.mark.parametrize("value", DISAGREE_SERIALIZE)
-def test_serialize_disagreements(value):
+@pytest.mark.parametrize("value", JAVASCRIPT_SERIALIZE)
+def test_serialize_agrees_on_numbers_and_key_order(value):
     assert console_profiles.serialize(value) == oracle.serialize(value)
     assert console_profiles.fingerprint(value) == oracle.fingerprint(value)
 

@@ -4,12 +4,18 @@ The seeds call `createExecutionProfile`, `normalizeExecutionProfile`, `serialize
 and `fingerprintExecutionProfile` but do not show them (docs/decisions.md, Q13). We assume the obvious
 forms: canonical JSON (sorted keys, no spaces) and SHA-256 hex of it. Everything that writes or
 checks a profile goes through here, so a real archon definition replaces one module.
+
+Archon runs on Node, so the JSON is JavaScript's: `parse` reads stored text as `JSON.parse` does
+(every number a double, no `NaN`/`Infinity` tokens) and `serialize` writes it as `JSON.stringify`
+does (numbers as `Number#toString`, keys in JavaScript's default sort order). Python's own `json`
+differs on both (`1.0`, `1e-07`, exact big integers, `-0.0`, code-point key order).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +23,7 @@ from typing import Any
 # The bounded JSON reader itself, not console/text.py's re-export: every module imported here is in
 # the checksum of the steps that write profiles (console/db/migrations/base.py `step_sources`),
 # and console/text.py also carries the output sanitiser, which decides nothing they write.
-from widgets.safe_json import read_json
+from widgets.safe_json import NOT_JSON, UnreadableJson, read_json
 
 PROVIDERS = ("host", "docker_sandbox")
 WORKLOADS = ("build", "chat_build", "check", "review", "service")
@@ -37,12 +43,81 @@ class Normalized:
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def serialize(profile: dict[str, Any]) -> str:
-    """Canonical serialisation: sorted keys, compact separators, UTF-8 kept. A lone surrogate (read
-    from a `\\ud800` escape) stays an escape, as JavaScript's `JSON.stringify` writes it: UTF-8
-    cannot encode it, and the fingerprint is taken over UTF-8."""
-    text = json.dumps(profile, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+def _not_javascript(token: str) -> Any:
+    raise UnreadableJson(NOT_JSON)  # `NaN`, `Infinity`, `-Infinity`: JSON.parse throws on them
+
+
+# JSON.parse: every number is a double (`float` of the literal is the nearest one, as JavaScript's
+# conversion is; an integer beyond 2**53 is rounded, 1e400 is Infinity), and the non-standard
+# constants Python accepts are not JSON.
+_JAVASCRIPT = json.JSONDecoder(parse_int=float, parse_constant=_not_javascript)
+
+
+def parse(text: Any) -> Any:
+    """Stored profile JSON as archon's `JSON.parse` reads it (bounded like every read, `read_json`);
+    UnreadableJson (a ValueError) where JSON.parse would throw."""
+    return read_json(text, decoder=_JAVASCRIPT)
+
+
+def _number(value: int | float) -> str:
+    """ECMAScript Number::toString(10) of the double nearest `value`, as JSON.stringify writes it
+    (a non-finite number is `null`). `repr` gives the shortest digits that round-trip, which is the
+    digit string the specification asks for; only the placement of point and exponent differs."""
+    try:
+        x = float(value)
+    except OverflowError:  # an int beyond the largest double is Infinity in JavaScript
+        return "null"
+    if not math.isfinite(x):
+        return "null"
+    if x == 0:
+        return "0"  # -0 too
+    mantissa, _, exponent = repr(abs(x)).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = whole + fraction
+    point = len(whole) + int(exponent or 0)  # x = 0.<digits> * 10**point
+    stripped = digits.lstrip("0")
+    point -= len(digits) - len(stripped)
+    digits = stripped.rstrip("0")
+    k, n = len(digits), point
+    if k <= n <= 21:
+        text = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        text = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        text = "0." + "0" * -n + digits
+    else:
+        e = n - 1
+        text = digits[0] + ("." + digits[1:] if k > 1 else "") + ("e+" if e > 0 else "e-") + str(abs(e))
+    return "-" + text if x < 0 else text
+
+
+def _string(text: str) -> str:
+    """JSON.stringify of a string: non-ASCII kept, a lone surrogate (read from a `\\ud800` escape)
+    written as its escape, since UTF-8 cannot encode it and the fingerprint is taken over UTF-8."""
+    quoted = json.dumps(text, ensure_ascii=False)
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
+
+
+def _utf16(key: str) -> bytes:
+    """JavaScript's default sort compares UTF-16 code units: U+10000 (D800 DC00) before U+FFFF."""
+    return key.encode("utf-16-be", "surrogatepass")
+
+
+def serialize(profile: Any) -> str:
+    """Canonical serialisation: JSON.stringify with keys sorted at every level (JavaScript's order),
+    no spaces. Values come from `parse` or the console's own dicts, so bounded in depth."""
+    if profile is None or isinstance(profile, bool):
+        return {None: "null", True: "true", False: "false"}[profile]
+    if isinstance(profile, (int, float)):
+        return _number(profile)
+    if isinstance(profile, str):
+        return _string(profile)
+    if isinstance(profile, list):
+        return "[" + ",".join(serialize(item) for item in profile) + "]"
+    if isinstance(profile, dict):
+        return "{" + ",".join(_string(key) + ":" + serialize(profile[key])
+                              for key in sorted(profile, key=_utf16)) + "}"
+    raise TypeError(f"not a JSON value: {type(profile).__name__}")
 
 
 def fingerprint(profile: dict[str, Any]) -> str:
@@ -52,7 +127,7 @@ def fingerprint(profile: dict[str, Any]) -> str:
 def fingerprint_json(profile_json: str) -> str | None:
     """Fingerprint of stored JSON after canonicalisation; None when it is not a JSON object."""
     try:
-        value = read_json(profile_json)
+        value = parse(profile_json)
     except ValueError:  # UnreadableJson
         return None
     if not isinstance(value, dict):

@@ -44,7 +44,7 @@ from console.db import execution_profiles as profiles
 from console.db import ledger
 from console.db.migrations.base import step_sources
 from console.db.migrations.registry import MIGRATIONS
-from console.text import UnreadableJson, read_json
+from console.text import UnreadableJson
 
 REVISIONS = "execution_profile_revisions"
 EVENTS = "execution_profile_audit_events"
@@ -162,7 +162,7 @@ def _first_difference(stored: str, ours: str) -> str:
 def _check_revision(rev_id: str, version, stored_fp: str, profile_json) -> list[str]:
     """What differs for one revision (empty when the console's algorithms reproduce it)."""
     try:
-        parsed = read_json(profile_json)
+        parsed = profiles.parse(profile_json)
     except UnreadableJson as exc:
         return [f"profile_json is {exc}" if exc.over_limit else "profile_json is not JSON"]
     if not isinstance(parsed, dict):
@@ -186,7 +186,7 @@ def _check_revision(rev_id: str, version, stored_fp: str, profile_json) -> list[
 
 def _check_default(rev_id: str, version, profile_json) -> str | None:
     try:
-        provider = read_json(profile_json).get("provider_preference")
+        provider = profiles.parse(profile_json).get("provider_preference")
     except (ValueError, AttributeError):
         return None  # reported by _check_revision
     expected = profiles.serialize(profiles.create(provider, version))
@@ -212,7 +212,7 @@ def _check_backfills(conn: sqlite3.Connection) -> list[Contradiction]:
     ).fetchall()
     for event_id, version, fp, old_json in rows:
         try:
-            normalized = profiles.normalize(read_json(old_json), version)
+            normalized = profiles.normalize(profiles.parse(old_json), version)
         except (TypeError, ValueError):
             continue  # the previous revision's own check reports it
         if not normalized.ok:

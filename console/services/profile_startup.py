@@ -31,7 +31,6 @@ from typing import Any
 from console.db import execution_profiles as profiles
 from console.db import profile_evidence
 from console.db.migrations.backfills import PROJECT_POLICY_COLUMNS
-from console.text import read_json
 
 # Schema versions each release's start moves to the current one (seeds: 001 and 000).
 SCHEMA_BACKFILL_FROM = {"1.8.22": (1,), "1.10.0": (1, 2)}
@@ -81,7 +80,7 @@ def _by_id(conn, revision_id: str) -> dict[str, Any] | None:
 
 def _normalized(profile_json: Any, schema_version: int) -> dict[str, Any] | None:
     try:
-        normalized = profiles.normalize(read_json(profile_json), schema_version)
+        normalized = profiles.normalize(profiles.parse(profile_json), schema_version)
     except (TypeError, ValueError):  # UnreadableJson is a ValueError
         return None
     return normalized.profile if normalized.ok else None

@@ -92,10 +92,6 @@ OWN_TEXT = {
     ("console/demo/projects.py", "write_projects"): "the demo generator's own check definitions",
     ("console/services/bundle.py", "write_bundle"): "the MANIFEST.json this bundle has just written",
     ("console/services/redaction.py", "_json_words"): "archon's default profiles in the console's own DDL",
-    # Not the console's own text, but a released step's code, frozen by its checksum
-    # (tests/test_step_checksums.py): preflight reads every profile it would parse with read_json
-    # first and refuses an unreadable one before step 001 (preflight `_readable`).
-    ("console/db/migrations/backfills.py", "_normalized"): "a released step's frozen parse, guarded by preflight",
 }
 
 

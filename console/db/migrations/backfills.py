@@ -7,7 +7,6 @@ that cannot be normalised stops the step, and so the upgrade, with archon's own 
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from typing import Any
 
@@ -43,7 +42,7 @@ def active_rows_sql(versions: tuple[int, ...], extra_columns: tuple[str, ...] = 
 
 def _normalized(profile_json: str, revision_id: str, schema_version: int) -> dict[str, Any]:
     try:
-        normalized = profiles.normalize(json.loads(profile_json), schema_version)
+        normalized = profiles.normalize(profiles.parse(profile_json), schema_version)
     except ValueError:
         normalized = profiles.Normalized(False)
     if not normalized.ok:

@@ -330,9 +330,9 @@ WORKLOAD_BACKFILL = "022-profile-workload-eligibility"
 
 
 def _readable(profile_json: object) -> bool:
-    """Whether the bounded reader can parse a stored profile. The backfills' own parse is a released
-    step's code, frozen by its checksum, and unbounded: a profile nested too deeply or too large is
-    refused here, before step 001, instead of stopping a step half-way."""
+    """Whether the bounded reader can parse a stored profile: one nested too deeply or too large is
+    refused here, before step 001, instead of stopping a step half-way (the backfills read with
+    `execution_profiles.parse`, which refuses the same text, as a step failure)."""
     if not isinstance(profile_json, str):
         return True  # the backfill's own check names it
     try:
@@ -374,7 +374,7 @@ def _unmigratable_profiles(conn: sqlite3.Connection, pending: Sequence[Migration
         except sqlite3.OperationalError:
             pass
         try:
-            if not unreadable:  # the repair's own parse is unbounded
+            if not unreadable:
                 backfills.workload_repairs(conn, 3)
         except backfills.BackfillError as exc:
             bad.setdefault(str(exc).split("revision ", 1)[-1].split(" is invalid")[0], WORKLOAD_BACKFILL)
