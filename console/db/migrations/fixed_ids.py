@@ -27,7 +27,6 @@ database only; nothing the steps write is changed here.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import dataclass
 from typing import Sequence
@@ -38,6 +37,7 @@ from console.db.migrations.base import Migration
 from console.db.migrations.replay import replay_schema
 from console.db.migrations.runner import MigrationFailed, apply_migration
 from console.db.migrations.steps import s005_profile_backfill_initial as s005
+from console.text import read_json
 
 REVISIONS = "execution_profile_revisions"
 INITIAL = "005-profile-backfill-initial"
@@ -66,8 +66,8 @@ class _Insert:
 
 def _normalized(profile_json: object, schema_version: int) -> dict | None:
     try:
-        result = profiles.normalize(json.loads(profile_json), schema_version)  # type: ignore[arg-type]
-    except (TypeError, ValueError, RecursionError):
+        result = profiles.normalize(read_json(profile_json), schema_version)  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # unreadable (bounded reader): the preflight's other blocker
         return None
     return result.profile if result.ok else None  # an invalid one is the preflight's other blocker
 
