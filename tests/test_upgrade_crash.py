@@ -107,9 +107,10 @@ sys.exit(main(sys.argv[1:]))
 
 
 def test_two_concurrent_upgraders_apply_each_step_once(tmp_path, original, expected):
-    """Each is the other's "other user of the file" (issue 18, finding 12): with --wait, one may
-    still be refused ("stop archon first", exit 3) when it meets the other's lock under its own,
-    before its first write; neither applies a step twice and a rerun completes the rest."""
+    """Each is the other's "other user of the file" (issue 18, finding 12): with --wait, the second
+    usually waits for the first to let go and finds the work done; it may still be refused ("stop
+    archon first", exit 3) when it meets the other's lock under its own, before its first write.
+    Neither applies a step twice, and a rerun completes whatever a refusal left."""
     path = tmp_path / "archon.db"
     shutil.copyfile(original, path)
     barrier = tmp_path / "barrier"
@@ -135,7 +136,8 @@ def test_two_concurrent_upgraders_apply_each_step_once(tmp_path, original, expec
         results.append(json.loads(out))
     applied = [step for r in results for step in r["applied"]]
     assert len(applied) == len(set(applied))  # each step at most once, between the two of them
-    assert all(r["plan"]["pending"] for r in results), [r["status"] for r in results]
+    if len(results) == 2:  # neither refused: the one that waited found the work done, or shared it
+        assert sorted(applied) == ALL_IDS
     rerun = run_cli("--db", str(path), "upgrade", "--force")
     assert rerun.returncode == 0, rerun.stderr
     assert ledger_names(path) == ALL_IDS
