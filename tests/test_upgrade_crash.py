@@ -107,6 +107,10 @@ sys.exit(main(sys.argv[1:]))
 
 
 def test_two_concurrent_upgraders_apply_each_step_once(tmp_path, original, expected):
+    """Each is the other's "other user of the file" (issue 18, finding 12): with --wait, the second
+    usually waits for the first to let go and finds the work done; it may still be refused ("stop
+    archon first", exit 3) when it meets the other's lock under its own, before its first write.
+    Neither applies a step twice, and a rerun completes whatever a refusal left."""
     path = tmp_path / "archon.db"
     shutil.copyfile(original, path)
     barrier = tmp_path / "barrier"
@@ -114,21 +118,28 @@ def test_two_concurrent_upgraders_apply_each_step_once(tmp_path, original, expec
     env = {**os.environ, "UPGRADE_BARRIER": str(barrier)}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", SLOW_STEP, "--db", str(path), "--busy-timeout", "30", "--json", "upgrade", "--force"],
+            [sys.executable, "-c", SLOW_STEP, "--db", str(path), "--busy-timeout", "30", "--json", "upgrade",
+             "--force", "--wait"],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         )
         for _ in range(2)
     ]
     outputs = [p.communicate(timeout=120) for p in procs]
-    for proc, (out, err) in zip(procs, outputs):
-        assert proc.returncode == 0, err
     import json
 
-    results = [json.loads(out) for out, _ in outputs]
+    results = []
+    for proc, (out, err) in zip(procs, outputs):
+        if proc.returncode == 3:
+            assert "stop archon first" in out + err, (out, err)
+            continue
+        assert proc.returncode == 0, err
+        results.append(json.loads(out))
     applied = [step for r in results for step in r["applied"]]
-    assert sorted(applied) == ALL_IDS  # each step exactly once, between the two of them
-    # Both planned while work was pending, so the second really met the first under the lock.
-    assert all(r["plan"]["pending"] for r in results), [r["status"] for r in results]
+    assert len(applied) == len(set(applied))  # each step at most once, between the two of them
+    if len(results) == 2:  # neither refused: the one that waited found the work done, or shared it
+        assert sorted(applied) == ALL_IDS
+    rerun = run_cli("--db", str(path), "upgrade", "--force")
+    assert rerun.returncode == 0, rerun.stderr
     assert ledger_names(path) == ALL_IDS
     assert normalized_dump(path) == expected
 

@@ -32,6 +32,10 @@ class ProgressBar:
         self._open = False
 
     def __call__(self, event: service.UpgradeProgress) -> None:
+        if event.kind == "wait":  # said on any stderr: the operator must know why nothing moves
+            self.finish()
+            say(f"Waiting: {one_line(event.message, 400)}", err=True)
+            return
         if not self.enabled:
             return
         if event.kind == "done":
@@ -74,6 +78,11 @@ def render_plan(plan: service.UpgradePlan) -> str:
     if plan.up_to_date:
         lines.append("Pending steps:   none; the database is up to date.")
         return "\n".join(lines)
+    if plan.in_use_by:
+        lines.append(
+            "In use:          " + one_line("; ".join(plan.in_use_by), 300)
+            + "\n                 the upgrade would be refused: stop archon first (or run it with --wait)"
+        )
     lines.append(
         f"Snapshot:        {plan.snapshot_path}\n"
         f"                 needs ~{humanize.naturalsize(plan.snapshot_bytes, binary=True)}, "
@@ -157,6 +166,7 @@ def _upgrade(ctx) -> int:
             progress=bar,
             now=ctx.write_now(),
             busy_timeout_ms=ctx.busy_timeout_ms,
+            wait=args.wait,
         )
     except service.ProfileEvidenceContradicted as exc:
         bar.finish()
@@ -267,7 +277,9 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
         parents=parents,
         help="plan or apply the guarded schema upgrade (snapshot first)",
         description="Bring the database's schema to an archon release, with a verified snapshot first. "
-        "Exit codes: 0 done or up to date, 1 refused (e.g. --force needed), 3 database unusable or divergent.",
+        "Refused (exit 3) while another process holds a SQLite lock on the file: stop archon first. "
+        "Exit codes: 0 done or up to date, 1 refused (e.g. --force needed), 3 database unusable, divergent "
+        "or in use.",
     )
     upgrade.add_argument("--plan", action="store_true", help="show what would happen; write nothing")
     upgrade.add_argument(
@@ -284,6 +296,12 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
         help="stop at this archon release (1.8.20, 1.8.22, 1.10.0 or current; default current)",
     )
     upgrade.add_argument("--snapshot-dir", metavar="DIR", help="write the snapshot here instead of beside the database")
+    upgrade.add_argument(
+        "--wait",
+        action="store_true",
+        help="when another process (archon) holds the database, wait up to --busy-timeout for it to let go "
+        "instead of refusing at once",
+    )
     upgrade.add_argument(
         "--full-check",
         action="store_true",

@@ -26,12 +26,17 @@ import errno
 import fcntl
 import os
 import sqlite3
+import struct
+import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 from urllib.parse import quote
 
+from console.db import file_guard
 from console.db.connect import sqlite_connection
+from console.text import one_line
 
 # sqlite3 os_unix.c / sqliteInt.h
 PENDING_BYTE = 0x40000000
@@ -135,4 +140,134 @@ def held_exclusively(path: Path) -> Iterator[tuple[int, os.stat_result]]:
             os.close(fd)
 
 
-__all__ = ["CannotCheck", "InUse", "held_exclusively", "settle"]
+# --- who holds it: asked without taking anything -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A process holding a SQLite lock on the file: its pid (None when the kernel cannot name it:
+    another pid namespace) and its command line (None when /proc does not show it to us)."""
+
+    pid: int | None
+    command: str | None
+
+    def describe(self) -> str:
+        if self.pid is None:
+            return "a process the kernel does not name to this console (another container or pid namespace)"
+        return f"pid {self.pid} ({self.command})" if self.command else f"pid {self.pid}"
+
+
+def _command(pid: int) -> str | None:
+    """The holder's command line, bounded; None when /proc hides it (another user under hidepid)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read(4096)
+    except OSError:
+        return None
+    words = [w.decode("utf-8", "replace") for w in raw.split(b"\0") if w]
+    return one_line(" ".join(words), 200) or None
+
+
+def _key(path: str) -> str | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+
+
+def _overlaps(start: str, end: str, first: int, length: int) -> bool:
+    try:
+        lo = int(start)
+        hi = float("inf") if end == "EOF" else int(end)
+    except ValueError:
+        return True
+    return lo <= first + length - 1 and hi >= first
+
+
+def _from_proc_locks(path: Path) -> set[int | None] | None:
+    """Pids holding a lock in SQLite's ranges of the main file or its `-shm`, from /proc/locks (which
+    lists every process's locks, of any user, by device and inode); None when it cannot be read."""
+    ranges = {}
+    main = _key(str(path))
+    if main is not None:
+        ranges[main.lower()] = (PENDING_BYTE, LOCK_RANGE)
+    shm = _key(f"{path}-shm")
+    if shm is not None:
+        ranges[shm.lower()] = (SHM_LOCK_FIRST, SHM_LOCK_BYTES)
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as table:
+            lines = table.readlines()
+    except OSError:
+        return None
+    pids: set[int | None] = set()
+    for line in lines:
+        fields = line.split()
+        if "->" in fields or len(fields) < 8 or fields[1] not in ("POSIX", "OFDLCK"):
+            continue  # a waiter, or a flock(2) lock (SQLite takes none)
+        wanted = ranges.get(fields[5].lower())
+        if wanted is None or not _overlaps(fields[6], fields[7], *wanted):
+            continue
+        try:
+            pid = int(fields[4])
+        except ValueError:
+            pid = 0
+        pids.add(pid if pid > 0 else None)  # 0: another pid namespace; -1: an OFD lock
+    return pids
+
+
+_FLOCK = struct.Struct("hhqqi4x")  # struct flock on Linux: l_type, l_whence, l_start, l_len, l_pid
+
+
+def _from_getlk(path: Path) -> set[int | None]:
+    """The kernel's F_GETLK, where /proc/locks is unreadable: one holder at most, never this process.
+    Opens and closes the files, so only for a process without a connection to them."""
+    pids: set[int | None] = set()
+    for name, first, length in ((str(path), PENDING_BYTE, LOCK_RANGE), (f"{path}-shm", SHM_LOCK_FIRST, SHM_LOCK_BYTES)):
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            answer = fcntl.fcntl(fd, fcntl.F_GETLK, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, first, length, 0))
+        except OSError:
+            pids.add(None)  # cannot ask: count it as in use (fail closed)
+            continue
+        finally:
+            os.close(fd)
+        kind, _whence, _start, _len, pid = _FLOCK.unpack(answer[:_FLOCK.size])
+        if kind != fcntl.F_UNLCK:
+            pids.add(pid if pid > 0 else None)
+    return pids
+
+
+def holders(path: Path, *, ignore: Iterable[int] = ()) -> list[Holder]:
+    """Every other process holding a SQLite lock on `path` (main file or `-shm`), whoever runs it.
+
+    Nothing is taken, so nobody is disturbed, and this process's own connections never count; nor
+    do the pids in `ignore` (the TUI that started an isolated upgrade: its own connection holds a
+    SHARED lock on a WAL file for its whole life). /proc/locks names every holder; where it cannot
+    be read the kernel's F_GETLK names one (only in a process without a connection to the file: it
+    opens and closes the files, which would drop that connection's locks). Blind to what no lock shows: a connection to a
+    rollback-journal file that is open but idle (the module docstring).
+    """
+    skip = {os.getpid(), *ignore}
+    pids = _from_proc_locks(path)
+    if pids is None:
+        pids = set() if file_guard.connected_file(path) is not None else _from_getlk(path)
+    return [Holder(pid, _command(pid) if pid is not None else None)
+            for pid in sorted((p for p in pids if p not in skip), key=lambda p: (p is None, p or 0))]
+
+
+def wait_until_free(path: Path, seconds: float, *, ignore: Iterable[int] = (), poll: float = 0.05) -> list[Holder]:
+    """`holders`, asked again until there are none or `seconds` have passed (the busy-timeout bound)."""
+    deadline = time.monotonic() + max(seconds, 0.0)
+    ignore = tuple(ignore)
+    while True:
+        found = holders(path, ignore=ignore)
+        if not found or time.monotonic() >= deadline:
+            return found
+        time.sleep(min(poll, max(deadline - time.monotonic(), 0.0)))
+
+
+__all__ = ["CannotCheck", "Holder", "InUse", "held_exclusively", "holders", "settle", "wait_until_free"]

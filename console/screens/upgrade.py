@@ -4,6 +4,7 @@ log. Anything that needs --force is confirmed by typing the database file's name
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from rich.console import Group, RenderableType
@@ -99,8 +100,9 @@ class UpgradeScreen(ConsoleScreen):
     def _plan(self) -> None:
         # Planning and running open the database's files: in a child process, so this process's
         # connection keeps its locks (console/isolation.py says why).
+        # This process's own connection holds a lock on the file too: it is not "another user".
         plan = call_isolated("console.services.upgrade:plan_upgrade", self.session.db_path, "current",
-                             now=self.session.now())
+                             now=self.session.now(), others_ignored=(os.getpid(),))
         self.post_message(self.Planned(plan))
 
     def on_upgrade_screen_planned(self, message: Planned) -> None:
@@ -129,6 +131,11 @@ class UpgradeScreen(ConsoleScreen):
         if plan.up_to_date:
             text.append("\nUp to date: nothing to apply.", style="bold green")
             return text
+        if plan.in_use_by:
+            text.append("\nRefused: ", style="bold red")
+            text.append_text(safe_text(f"in use by {'; '.join(plan.in_use_by)}: stop archon first, then "
+                                       "re-plan (g)."))
+            text.append("\n")
         gate = plan.profile_evidence
         if gate is not None and gate.contradicted:
             text.append("\nRefused: ", style="bold red")
@@ -178,6 +185,9 @@ class UpgradeScreen(ConsoleScreen):
             return {"run_upgrade": "still planning"}
         if self.plan.up_to_date:
             return {"run_upgrade": "the database is up to date"}
+        if self.plan.in_use_by:
+            return {"run_upgrade": "another process holds the database (" + "; ".join(self.plan.in_use_by)
+                                   + "): stop archon first"}
         if not self.plan.enough_space:
             return {"run_upgrade": "not enough free space for the snapshot"}
         gate = self.plan.profile_evidence
@@ -222,7 +232,7 @@ class UpgradeScreen(ConsoleScreen):
                 "console.services.upgrade:run_upgrade",
                 self.session.db_path, target="current", force=force, now=self.session.write_now(),
                 progress=lambda event: self.post_message(self.Progress(event)),
-                busy_timeout_ms=self.session.ctx.busy_timeout_ms,
+                busy_timeout_ms=self.session.ctx.busy_timeout_ms, others_ignored=(os.getpid(),),
             )
         except ConsoleError as exc:
             self.post_message(self.Finished(error=exc))

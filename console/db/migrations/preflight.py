@@ -16,6 +16,9 @@ therefore refuses up front (exit 3, nothing written, not even the snapshot) when
 * a UNIQUE index a pending step creates would reject rows already there;
 * a project's active profile revision cannot be normalised by a pending profile backfill (006,
   021, 022 stop on it with archon's own "Stored execution profile revision ... is invalid");
+* a fixed revision id a pending profile step would insert (`<project>:execution-profile:1`, `:v2`,
+  `:v3`, `:chat-build-v3`...) is already held by a row with other content: archon's `INSERT OR
+  IGNORE` skips it and the step stops or activates the wrong row (console/db/migrations/fixed_ids.py);
 * a pending step fails on the database's schema itself (for example a trigger or view naming a
   missing table makes every ALTER TABLE ... RENAME fail): found by replaying the schema, without
   rows, into a private in-memory database and running the pending steps there.
@@ -31,8 +34,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from console.db.sql import quote_identifier
-from console.db.connect import scratch_connection
+from console.db.migrations import fixed_ids
 from console.db.migrations.base import Migration
+from console.db.migrations.replay import replay_schema
 from console.db.migrations.runner import MigrationFailed, apply_migration
 from console.text import UnreadableJson, one_line, read_json
 
@@ -146,29 +150,8 @@ def _describe_violation(conn, table: str, rowid, parent: str, fkid: int) -> str:
 # --- the schema, replayed without rows -------------------------------------------------------
 
 
-def _replay_schema(conn: sqlite3.Connection) -> sqlite3.Connection:
-    scratch = scratch_connection()
-    order = {"table": 0, "index": 1, "view": 2, "trigger": 3}
-    entries = sorted(
-        (
-            (order.get(r[0], 4), i, r[1])
-            for i, r in enumerate(conn.execute(
-                "SELECT type, sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' "
-                "ORDER BY rowid"
-            ))
-        ),
-    )
-    for _rank, _i, sql in entries:
-        try:
-            scratch.execute(sql)
-        except sqlite3.Error:
-            continue  # a virtual table's shadow tables and the like: not ours to judge
-    scratch.execute("PRAGMA foreign_keys = ON")
-    return scratch
-
-
 def _dry_run(conn: sqlite3.Connection, pending: Sequence[Migration]) -> tuple[list[Blocker], sqlite3.Connection]:
-    scratch = _replay_schema(conn)
+    scratch = replay_schema(conn)
     for migration in pending:
         try:
             apply_migration(scratch, migration)
@@ -394,6 +377,26 @@ def _unmigratable_profiles(conn: sqlite3.Connection, pending: Sequence[Migration
     )]
 
 
+def _taken_fixed_ids(conn: sqlite3.Connection, pending: Sequence[Migration]) -> list[Blocker]:
+    taken = fixed_ids.collisions(conn, pending)
+    if not taken:
+        return []
+    listed = "; ".join(
+        f"{_t(c.revision_id)} for project {_t(c.project)} (step {c.step}) is held by {_t(c.held_by)}"
+        for c in taken[:SAMPLE]
+    ) + (f"; and {len(taken) - SAMPLE} more" if len(taken) > SAMPLE else "")
+    return [Blocker(
+        "profiles.fixed_id_taken",
+        tuple(c.revision_id for c in taken),
+        f"{len(taken)} fixed revision id(s) a pending step would insert are already taken: {listed}; "
+        "archon's INSERT OR IGNORE skips such an insert, so the step would stop (or point the project at "
+        "the wrong revision) after the earlier steps had committed",
+        "Resolve each named id by hand before upgrading (archon writes that id only with the content the "
+        "step would write, and its own start stops on it the same way), or restore a backup; the console "
+        "does not edit or delete profile revisions.",
+    )]
+
+
 # --- all of it -------------------------------------------------------------------------------
 
 
@@ -408,7 +411,7 @@ def find_blockers(conn: sqlite3.Connection, pending: Sequence[Migration]) -> lis
     """Every reason a pending step would fail on this database; empty when the upgrade can run."""
     if not pending:
         return []
-    blockers = _dangling_parents(conn) + _unmigratable_profiles(conn, pending)
+    blockers = _dangling_parents(conn) + _unmigratable_profiles(conn, pending) + _taken_fixed_ids(conn, pending)
     rebuilding = [m for m in pending if m.rebuild and _needed_now(conn, m)]
     if rebuilding:
         missing = {b.objects[1].lower() for b in blockers if b.code == "foreign_key.missing_parent"}

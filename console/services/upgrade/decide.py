@@ -11,7 +11,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from console.db import ledger
+from console.db import exclusive_lock, ledger
 from console.db.connect import ARCHON_CORE_TABLES
 from console.db.detect import Shape, detect_shape
 from console.db.migrations.base import Migration
@@ -130,6 +130,23 @@ def preflight(conn: sqlite3.Connection, pending: tuple[Migration, ...]) -> None:
         raise DatabaseUnusable(*refusal_text(blockers))
 
 
+def in_use_refusal(path: Path, holders: list[str], *, waited: float | None = None) -> DatabaseUnusable:
+    """The one sentence for a file other processes hold (console/db/exclusive_lock.py `holders`)."""
+    who = "; ".join(holders)
+    after = f" after waiting {waited:g} s" if waited is not None else ""
+    return DatabaseUnusable(
+        f"{path} is in use by another process{after} ({who}): stop archon first, a running archon keeps "
+        "executing its own release's code against the changed schema. Nothing was written.",
+        "Stop archon and everything else that uses the file, then run the upgrade again, or pass --wait "
+        "to wait up to --busy-timeout for them to stop.",
+    )
+
+
+def others_using(path: Path, ignore: tuple[int, ...] = ()) -> list[str]:
+    """Who else holds a SQLite lock on the file, described for the operator; `ignore`: the TUI's pid."""
+    return [h.describe() for h in exclusive_lock.holders(path, ignore=ignore)]
+
+
 def estimate(conn: sqlite3.Connection, migration: Migration) -> int | None:
     try:
         return int(migration.estimate(conn))
@@ -156,4 +173,5 @@ def policy_changes(conn: sqlite3.Connection, pending: tuple[Migration, ...]) -> 
 
 
 
-__all__ = ["Decision", "decide", "estimate", "policy_changes", "preflight", "require_archon", "resolve_target"]
+__all__ = ["Decision", "decide", "estimate", "in_use_refusal", "others_using", "policy_changes", "preflight",
+           "require_archon", "resolve_target"]

@@ -21,7 +21,8 @@ TARGETS = RELEASES + ("current",)
 
 @dataclass(frozen=True)
 class UpgradeProgress:
-    """One tick for a progress bar: `kind` is "snapshot" (pages), "migration" (steps) or "done"."""
+    """One tick for a progress bar: `kind` is "snapshot" (pages), "migration" (steps), "done", or
+    "wait" (`--wait`: other processes hold the file; its message names them)."""
 
     kind: str
     done: int
@@ -58,6 +59,9 @@ class UpgradePlan:
     force_reasons: list[str] = field(default_factory=list)
     policy_changes: list[str] = field(default_factory=list)
     profile_evidence: ProfileGate | None = None  # rule 1's gate, when a pending step writes profiles
+    # Other processes holding a SQLite lock on the file (console/db/exclusive_lock.py `holders`), as
+    # the plan found them: the run refuses while there are any ("stop archon first").
+    in_use_by: list[str] = field(default_factory=list)
 
     @property
     def up_to_date(self) -> bool:

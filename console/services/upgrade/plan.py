@@ -24,7 +24,7 @@ from console.db.connect import (DEFAULT_BUSY_TIMEOUT_MS, check_file, check_size,
                                 sqlite_connection, untouched_read_uri)
 from console.errors import DatabaseUnusable, Refusal
 from console.services import profile_gate
-from console.services.upgrade.decide import decide, estimate, policy_changes, preflight, resolve_target
+from console.services.upgrade.decide import decide, estimate, others_using, policy_changes, preflight, resolve_target
 from console.services.upgrade.model import PendingStep, UpgradePlan
 
 def _read_only_connection(path: Path, *, allow_recovery: bool) -> sqlite3.Connection:
@@ -64,6 +64,7 @@ def plan_upgrade(
     *,
     snapshot_dir: str | os.PathLike[str] | None = None,
     now: datetime | None = None,
+    others_ignored: tuple[int, ...] = (),
     _allow_recovery: bool = False,
 ) -> UpgradePlan:
     """What `upgrade` would do. Reads only; creates and changes no file (see module docstring).
@@ -72,13 +73,16 @@ def plan_upgrade(
     place without rolling that transaction back, which is a write: the plan reads a private copy
     (rolled back there); the upgrade itself (`_allow_recovery`) lets SQLite roll the original back
     first, as archon's next start would.
+
+    The plan works while archon has the file open, and lists who holds it (`in_use_by`: the run
+    would be refused); `others_ignored` are pids that are this console (the TUI that started it).
     """
     path = Path(path).expanduser()
     target = resolve_target(target)
     check_file(path)
     check_size(path)
     try:
-        return _plan(path, target, snapshot_dir, now, _allow_recovery)
+        plan = _plan(path, target, snapshot_dir, now, _allow_recovery)
     except _HotJournal:
         if not _allow_recovery:
             raise Refusal(
@@ -86,11 +90,16 @@ def plan_upgrade(
                 "reading it needs a rollback, so the read-only plan stops here. Nothing was written.",
                 "Run `archon-console upgrade` (it lets SQLite roll it back first) or start archon once.",
             ) from None
-    try:
-        _roll_back_hot_journal(path)
-    except sqlite3.Error as exc:
-        raise DatabaseUnusable(f"{path} could not be recovered from an interrupted transaction ({exc}).") from None
-    return _plan(path, target, snapshot_dir, now, _allow_recovery)
+        try:
+            _roll_back_hot_journal(path)
+        except sqlite3.Error as exc:
+            raise DatabaseUnusable(
+                f"{path} could not be recovered from an interrupted transaction ({exc})."
+            ) from None
+        plan = _plan(path, target, snapshot_dir, now, _allow_recovery)
+    if not plan.up_to_date:
+        plan.in_use_by = others_using(path, others_ignored)  # its own connection is closed by now
+    return plan
 
 
 def _plan(path: Path, target: str, snapshot_dir, now, allow_recovery: bool) -> UpgradePlan:

@@ -50,7 +50,8 @@ from console.db.snapshot_reuse import reusable_snapshot
 from console.errors import DatabaseUnusable, Refusal
 from console.services import profile_gate
 from console.services.profile_gate import ProfileEvidenceContradicted
-from console.services.upgrade.decide import Decision, decide, preflight
+from console.db import exclusive_lock
+from console.services.upgrade.decide import Decision, decide, in_use_refusal, others_using, preflight
 from console.services.upgrade.model import (
     ForceRequired,
     ProgressCallback,
@@ -82,8 +83,10 @@ class UpgradeRun:
     """
 
     def __init__(self, path: Path, plan: UpgradePlan, *, force: bool, at: datetime,
-                 snapshot_dir: Path | None, emit: ProgressCallback, full_check: bool = False) -> None:
+                 snapshot_dir: Path | None, emit: ProgressCallback, full_check: bool = False,
+                 others_ignored: tuple[int, ...] = ()) -> None:
         self.path, self.plan, self.force, self.at = path, plan, force, at
+        self.others_ignored = others_ignored
         self.full_check = full_check
         self.snapshot_dir, self.emit = snapshot_dir, emit
         self.target = plan.target
@@ -113,6 +116,9 @@ class UpgradeRun:
         return True
 
     def _guard_and_snapshot(self, conn: sqlite3.Connection, under: Decision) -> None:
+        holders = others_using(self.path, self.others_ignored)  # archon may have started since the check
+        if holders:
+            raise in_use_refusal(self.path, holders)
         preflight(conn, under.pending)  # again under the lock, before the snapshot
         gate = profile_gate.check(conn, under.pending)  # the evidence, again under the lock
         if gate is not None and gate.contradicted:
@@ -225,8 +231,17 @@ def run_upgrade(
     now: datetime | None = None,
     busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
     full_check: bool = False,
+    wait: bool = False,
+    others_ignored: tuple[int, ...] = (),
 ) -> UpgradeResult:
     """Plan, then (if allowed) snapshot and apply each pending step in its own locked transaction.
+
+    Refused (exit 3, nothing written) while another process holds a SQLite lock on the file:
+    archon keeps running its own release's code against the changed schema. Asked of the locks
+    (console/db/exclusive_lock.py `holders`) before the first connection and again under the writer
+    lock before the snapshot; with `wait`, the first check asks again until they are gone or
+    `busy_timeout_ms` has passed. `others_ignored`: pids that are this console (the TUI that started
+    this run in a child process holds its own connection).
 
     The snapshot is proven equal to the database page by page and quick_checked; `full_check` adds
     `integrity_check` (console/db/snapshot.py says why it is not the default).
@@ -238,14 +253,32 @@ def run_upgrade(
         raise Refusal(f"The snapshot directory {snap_dir} does not exist. Nothing was written.")
     with statement_budget(LONG_STATEMENT_SECONDS):
         return _run_upgrade(path, at, target=target, force=force, snap_dir=snap_dir, progress=progress,
-                            busy_timeout_ms=busy_timeout_ms, full_check=full_check)
+                            busy_timeout_ms=busy_timeout_ms, full_check=full_check, wait=wait,
+                            others_ignored=tuple(others_ignored))
 
 
 def _run_upgrade(path: Path, at: datetime, *, target: str, force: bool, snap_dir: Path | None,
-                 progress: ProgressCallback | None, busy_timeout_ms: int, full_check: bool) -> UpgradeResult:
-    plan = plan_upgrade(path, target, snapshot_dir=snap_dir, now=at, _allow_recovery=True)
+                 progress: ProgressCallback | None, busy_timeout_ms: int, full_check: bool, wait: bool,
+                 others_ignored: tuple[int, ...]) -> UpgradeResult:
+    plan = plan_upgrade(path, target, snapshot_dir=snap_dir, now=at, others_ignored=others_ignored,
+                        _allow_recovery=True)
     if plan.up_to_date:
         return UpgradeResult("up-to-date", plan, [], [])
+    if plan.in_use_by:
+        if not wait:
+            raise in_use_refusal(path, plan.in_use_by)
+        seconds = max(busy_timeout_ms, 0) / 1000
+        (progress or (lambda event: None))(UpgradeProgress(
+            "wait", 0, 1, f"waiting up to {seconds:g} s for {'; '.join(plan.in_use_by)} to let go of the file"))
+        still = exclusive_lock.wait_until_free(path, seconds, ignore=others_ignored)
+        if still:
+            raise in_use_refusal(path, [h.describe() for h in still], waited=seconds)
+        plan = plan_upgrade(path, target, snapshot_dir=snap_dir, now=at, others_ignored=others_ignored,
+                            _allow_recovery=True)  # what the holder left is what the run starts from
+        if plan.up_to_date:
+            return UpgradeResult("up-to-date", plan, [], [])
+        if plan.in_use_by:
+            raise in_use_refusal(path, plan.in_use_by)
     if plan.profile_evidence is not None and plan.profile_evidence.contradicted:
         raise ProfileEvidenceContradicted(plan.profile_evidence, plan)  # before --force is weighed
     if plan.force_required and not force:
@@ -258,7 +291,8 @@ def _run_upgrade(path: Path, at: datetime, *, target: str, force: bool, snap_dir
             "Free some space or pass --snapshot-dir DIR on a larger disk.",
         )
     emit = progress or (lambda event: None)
-    upgrade = UpgradeRun(path, plan, force=force, at=at, snapshot_dir=snap_dir, emit=emit, full_check=full_check)
+    upgrade = UpgradeRun(path, plan, force=force, at=at, snapshot_dir=snap_dir, emit=emit, full_check=full_check,
+                         others_ignored=others_ignored)
     conn = connect_raw(path, busy_timeout_ms=busy_timeout_ms)
     try:
         with upgrading_to(upgrade.target):  # which releases' backfills run (stops.py)

@@ -1,0 +1,58 @@
+"""A private in-memory copy of a database's schema, for running pending steps where nothing is written.
+
+The preflight (console/db/migrations/preflight.py) runs the pending steps there to find a step that
+fails on the schema itself, and the fixed-id prediction (console/db/migrations/fixed_ids.py) runs
+them with the rows the profile steps read, to see what each would insert as the chain reaches it.
+Rows are copied after the tables and before the triggers, so no trigger of the file fires on them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Iterable
+
+from console.db.connect import scratch_connection
+from console.db.sql import quote_identifier
+
+ORDER = {"table": 0, "index": 1, "view": 2, "trigger": 3}
+
+
+def replay_schema(conn: sqlite3.Connection, rows_of: Iterable[str] = ()) -> sqlite3.Connection:
+    """The schema of `conn` in a new in-memory database, with the rows of the tables `rows_of`."""
+    scratch = scratch_connection()
+    entries = sorted(
+        (ORDER.get(r[0], 4), i, r[0], r[1], r[2])
+        for i, r in enumerate(conn.execute(
+            "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' "
+            "ORDER BY rowid"
+        ))
+    )
+    copied = False
+    wanted = set(rows_of)
+    for rank, _i, _type, _name, sql in entries:
+        if rank > 0 and not copied:
+            _copy_rows(conn, scratch, wanted)
+            copied = True
+        try:
+            scratch.execute(sql)
+        except sqlite3.Error:
+            continue  # a virtual table's shadow tables and the like: not ours to judge
+    if not copied:
+        _copy_rows(conn, scratch, wanted)
+    scratch.execute("PRAGMA foreign_keys = ON")
+    return scratch
+
+
+def _copy_rows(conn: sqlite3.Connection, scratch: sqlite3.Connection, tables: set[str]) -> None:
+    present = {r[0] for r in scratch.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for table in sorted(tables & present):
+        names = [r[1] for r in conn.execute(f"PRAGMA table_info({quote_identifier(table)})")]
+        if not names:
+            continue
+        cols = ", ".join(quote_identifier(n) for n in names)
+        marks = ", ".join("?" for _ in names)
+        rows = conn.execute(f"SELECT {cols} FROM {quote_identifier(table)}")
+        scratch.executemany(f"INSERT INTO {quote_identifier(table)} ({cols}) VALUES ({marks})", rows)
+
+
+__all__ = ["replay_schema"]

@@ -1,0 +1,62 @@
+"""The upgrade screen refuses while another process holds the database (issue 18, finding 12).
+
+The TUI's own connection holds a SHARED lock on a WAL file for its whole life; that is this
+console, not another user, so the plan must not count it. A second process that has the file open
+(as archon does) is named in the plan's refusal, and `U` is greyed with "stop archon first".
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from console.screens.upgrade import UpgradeScreen
+from tests.adversarial.test_upgrade_while_open import Holder
+from tests.tui.test_flows import settle, wait_until
+
+
+def _wal(path) -> None:
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert conn.execute("PRAGMA journal_mode = WAL").fetchone()[0] == "wal"
+    conn.close()
+
+
+def _planned(app):
+    return lambda: isinstance(app.screen, UpgradeScreen) and app.screen.plan is not None
+
+
+def _text(screen) -> str:
+    rendered = screen._render_plan(screen.plan)
+    return "".join(getattr(r, "plain", "") for r in getattr(rendered, "renderables", [rendered]))
+
+
+async def test_the_screen_names_the_holder_and_greys_the_run(demo_db, make_app):
+    path = demo_db(release="1.8.22", requests=20)
+    _wal(path)
+    holder = Holder(path, "idle")
+    try:
+        app = make_app(path, start="upgrade")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, _planned(app), timeout=15)
+            screen = app.screen
+            assert [h.split()[1] for h in screen.plan.in_use_by] == [str(holder.proc.pid)]
+            assert "stop archon first" in screen.unavailable()["run_upgrade"]
+            text = _text(screen)
+            assert "Refused: " in text and f"pid {holder.proc.pid}" in text and "stop archon first" in text
+            await pilot.press("U")  # greyed: nothing is written
+            await settle(pilot, app)
+    finally:
+        holder.stop()
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = '_sqlite_migrations'").fetchone()[0] == 0
+    conn.close()
+
+
+async def test_its_own_connection_is_not_another_user(demo_db, make_app):
+    path = demo_db(release="1.8.22", requests=20)
+    _wal(path)
+    app = make_app(path, start="upgrade")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, _planned(app), timeout=15)
+        screen = app.screen
+        assert screen.plan.in_use_by == []
+        assert "stop archon" not in screen.unavailable().get("run_upgrade", "")
