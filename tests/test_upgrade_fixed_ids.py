@@ -76,20 +76,28 @@ def original(tmp_path_factory) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def inserted_ids(original, tmp_path_factory) -> dict[str, tuple[str, str]]:
-    """The fixed ids a clean upgrade of `original` inserts (each family at least once), with the
-    project and fingerprint the step gives each."""
-    path = tmp_path_factory.mktemp("clean") / "archon.db"
+def _clean_upgrade(original: Path, directory: Path, target: str) -> dict[str, tuple[str, str, str]]:
+    path = directory / "archon.db"
     shutil.copyfile(original, path)
     before = _revision_ids(path)
-    run_upgrade(path, force=True)
+    run_upgrade(path, target=target, force=True)
     conn = sqlite3.connect(path)
-    rows = {r[0]: (r[1], r[2]) for r in conn.execute("SELECT id, project_id, fingerprint FROM execution_profile_revisions")}
+    rows = {r[0]: (r[1], r[2], target) for r in conn.execute("SELECT id, project_id, fingerprint FROM execution_profile_revisions")}
     conn.close()
     added = {i: rows[i] for i in sorted(_revision_ids(path) - before)}
-    assert {i.split(":execution-profile:")[1] for i in added} >= {"v2", "v3", "chat-build-v3", "chat-build-check-v3"}
-    added["proj-3:execution-profile:1"] = rows["proj-3:execution-profile:1"]  # 005: reused by id, same content
+    added["proj-3:execution-profile:1"] = rows["proj-3:execution-profile:1"]  # revision 1: reused by id
+    return added
+
+
+@pytest.fixture(scope="module")
+def inserted_ids(original, tmp_path_factory) -> dict[str, tuple[str, str, str]]:
+    """The fixed ids a clean upgrade of `original` inserts (each family at least once), with the
+    project and fingerprint the step gives each and the upgrade's target: `:v2` only where 1.8.22
+    is the target (a direct upgrade to 1.10.0 runs no 1.8.22 backfill, docs/decisions.md D22)."""
+    added = _clean_upgrade(original, tmp_path_factory.mktemp("clean"), "current")
+    to_1822 = _clean_upgrade(original, tmp_path_factory.mktemp("clean-1822"), "1.8.22")
+    added.update({i: row for i, row in to_1822.items() if i.endswith(":v2")})
+    assert {i.split(":execution-profile:")[1] for i in added} >= {"1", "v2", "v3", "chat-build-v3", "chat-build-check-v3"}
     return added
 
 
@@ -150,9 +158,10 @@ def test_the_same_id_with_the_same_content_is_fine(original, tmp_path):
 def test_any_taken_fixed_id_is_refused_before_any_write(original, inserted_ids, tmp_path, data):
     """Every family (`:1`, `:v2`, `:v3`, `:chat-build-v3`, `:chat-build-check-v3`), held by any
     project with any valid profile: refused, nothing written, unless it is the very row the step
-    would insert (same project, same fingerprint)."""
+    would insert (same project, same fingerprint) or, for revision 1, the project's own revision
+    (archon activates it as it is)."""
     revision_id = data.draw(st.sampled_from(sorted(inserted_ids)), label="fixed id")
-    project, target_print = inserted_ids[revision_id]
+    project, target_print, target = inserted_ids[revision_id]
     owner = data.draw(st.sampled_from(["proj-1", "proj-2", "proj-3"]), label="held by")
     raw = {
         "provider_preference": data.draw(st.sampled_from(profiles.PROVIDERS), label="provider"),
@@ -165,14 +174,14 @@ def test_any_taken_fixed_id_is_refused_before_any_write(original, inserted_ids, 
     path = directory / "archon.db"
     shutil.copyfile(original, path)
     _take(path, revision_id, owner, profile_json)
-    if owner == project and profiles.fingerprint_json(profile_json) == target_print:
-        plan_upgrade(path)  # the same content under the same id: no refusal
+    if owner == project and (revision_id.endswith(":1") or profiles.fingerprint_json(profile_json) == target_print):
+        plan_upgrade(path, target=target)  # the project's own revision 1, or the very row: no refusal
         return
     before = _schema_and_rows(path)
     with pytest.raises(DatabaseUnusable) as refused:
-        plan_upgrade(path)
+        plan_upgrade(path, target=target)
     assert revision_id in refused.value.reason and f"for project {project}" in refused.value.reason
     with pytest.raises(DatabaseUnusable):
-        run_upgrade(path, force=True)
+        run_upgrade(path, target=target, force=True)
     assert _schema_and_rows(path) == before
     assert sorted(p.name for p in directory.iterdir()) == ["archon.db"]  # no snapshot either

@@ -14,9 +14,12 @@ The rule, as archon's `INSERT OR IGNORE` and re-lookup make it:
 * a step that reuses by fingerprint (006, 021, 022) inserts only when the project has no revision
   with that fingerprint; the id then collides with whatever row holds it (a row with the same id,
   project and content would have been found by the fingerprint lookup: it is fine);
-* 005 inserts revision 1 and activates the id whatever the insert did: an existing row with that id
-  is fine only with the same project and fingerprint; a project that already has a revision 1 or a
-  revision with that fingerprint under another id makes the insert a no-op and the pointer dangle.
+* `backfillExecutionProfiles` (005 where 1.8.22 starts, and the first half of 021) inserts revision 1
+  and activates the id whatever the insert did: an existing row with that id is fine when the
+  project owns it (archon activates it as it is, and 021's schema move then moves it on); a row of
+  another project under that id, or a project that already has a revision 1 or a revision with that
+  fingerprint under another id, makes the insert a no-op and the pointer name a revision the project
+  does not own.
 
 Each step's inserts depend on what the earlier steps did (022 repairs the profile 021 activated), so
 the pending steps run, in order, in a private in-memory copy of the schema with the rows of
@@ -36,13 +39,15 @@ from console.db.migrations import backfills
 from console.db.migrations.base import Migration
 from console.db.migrations.replay import replay_schema
 from console.db.migrations.runner import MigrationFailed, apply_migration
-from console.db.migrations.steps import s005_profile_backfill_initial as s005
-from console.text import read_json
+from console.db.migrations.stops import is_stop
 
 REVISIONS = "execution_profile_revisions"
 INITIAL = "005-profile-backfill-initial"
+CURRENT = "021-profile-backfill-current-schema"
+# steps that run archon's `backfillExecutionProfiles` (revision 1) first: step id -> (schema, release)
+INITIAL_FIRST = {INITIAL: (2, "1.8.22"), CURRENT: (3, None)}  # None: on every path
 # step id -> (schema versions it reads, the version it writes) for the reuse-by-fingerprint backfills
-TO_SCHEMA = {"006-profile-backfill-schema-v2": ((1,), 2), "021-profile-backfill-current-schema": ((1, 2), 3)}
+TO_SCHEMA = {"006-profile-backfill-schema-v2": ((1,), 2), CURRENT: ((1, 2), 3)}
 WORKLOADS = "022-profile-workload-eligibility"
 STEPS = frozenset({INITIAL, WORKLOADS, *TO_SCHEMA})
 
@@ -62,39 +67,57 @@ class _Insert:
     project: str
     revision_id: str
     fingerprint: str
+    initial: bool = False  # revision 1: the id is activated whatever the insert did
 
 
 def _normalized(profile_json: object, schema_version: int) -> dict | None:
     try:
-        result = profiles.normalize(read_json(profile_json), schema_version)  # type: ignore[arg-type]
+        result = profiles.normalize(profiles.parse(profile_json), schema_version)  # as the backfills read it
     except (TypeError, ValueError):  # unreadable (bounded reader): the preflight's other blocker
         return None
     return result.profile if result.ok else None  # an invalid one is the preflight's other blocker
 
 
-def inserts(scratch: sqlite3.Connection, step_id: str) -> list[_Insert]:
-    """What `step_id` would insert on the state of `scratch`, computed as the step computes it."""
-    if step_id == INITIAL:
-        return [
-            _Insert(project, f"{project}:execution-profile:1",
-                    profiles.fingerprint(profiles.create(provider, s005.SCHEMA_VERSION)))
-            for project, provider, _active in scratch.execute(s005.SELECT).fetchall()
-        ]
-    if step_id in TO_SCHEMA:
-        versions, target = TO_SCHEMA[step_id]
-        found = []
-        for project, _revision, profile_json in scratch.execute(backfills.active_rows_sql(versions)).fetchall():
-            profile = _normalized(profile_json, target)
-            if profile is not None:
-                found.append(_Insert(project, f"{project}:execution-profile:v{target}", profiles.fingerprint(profile)))
-        return found
-    if step_id == WORKLOADS:
-        return [
-            _Insert(r["project_id"], f"{r['project_id']}:execution-profile:{r['repair_key']}-v3",
-                    profiles.fingerprint(r["profile"]))
-            for r in backfills.workload_repairs(scratch, 3)
-        ]
-    return []
+def _initial(scratch: sqlite3.Connection, step_id: str) -> list[_Insert]:
+    """Revision 1 of `backfillExecutionProfiles` (005 where 1.8.22 starts, the first half of 021)."""
+    schema_version, release = INITIAL_FIRST[step_id]
+    if release is not None and not is_stop(release):  # 005 runs only where 1.8.22 starts (stops.py)
+        return []
+    return [
+        _Insert(project, f"{project}:execution-profile:1",
+                profiles.fingerprint(profiles.create(provider, schema_version)), initial=True)
+        for project, provider, _active in scratch.execute(backfills.INITIAL_ROWS_SQL).fetchall()
+    ]
+
+
+def _to_schema(scratch: sqlite3.Connection, step_id: str) -> list[_Insert]:
+    versions, target = TO_SCHEMA[step_id]
+    found = []
+    for project, _revision, profile_json in scratch.execute(backfills.active_rows_sql(versions)).fetchall():
+        profile = _normalized(profile_json, target)
+        if profile is not None:
+            found.append(_Insert(project, f"{project}:execution-profile:v{target}", profiles.fingerprint(profile)))
+    return found
+
+
+def _workloads(scratch: sqlite3.Connection, step_id: str) -> list[_Insert]:
+    return [
+        _Insert(r["project_id"], f"{r['project_id']}:execution-profile:{r['repair_key']}-v3",
+                profiles.fingerprint(r["profile"]))
+        for r in backfills.workload_repairs(scratch, 3)
+    ]
+
+
+def _split(step_id: str) -> bool:
+    """Whether `step_id` runs another routine after its revision-1 backfill (021)."""
+    return step_id in INITIAL_FIRST and step_id in TO_SCHEMA
+
+
+def _phases(step_id: str) -> list:
+    """The routines `step_id` runs, in its order; each is predicted on the state the one before left
+    (021 moves to `:v3` the revision 1 its first half activated)."""
+    return ([_initial] if step_id in INITIAL_FIRST else []) + ([_to_schema] if step_id in TO_SCHEMA else []) + (
+        [_workloads] if step_id == WORKLOADS else [])
 
 
 def _collision(scratch: sqlite3.Connection, step_id: str, insert: _Insert) -> Collision | None:
@@ -105,7 +128,7 @@ def _collision(scratch: sqlite3.Connection, step_id: str, insert: _Insert) -> Co
     held = scratch.execute(
         f"SELECT project_id, fingerprint FROM {REVISIONS} WHERE id = ?", (insert.revision_id,)
     ).fetchone()
-    if step_id != INITIAL:
+    if not insert.initial:
         if same_print or held is None:
             return None  # reused by fingerprint, or inserted
     elif held is None:
@@ -114,8 +137,8 @@ def _collision(scratch: sqlite3.Connection, step_id: str, insert: _Insert) -> Co
         return Collision(step_id, insert.project, insert.revision_id,
                          "no row, but the project already has a revision 1 or this profile under another id, "
                          "so the insert would be skipped and the project pointed at a revision that does not exist")
-    elif tuple(held) == (insert.project, insert.fingerprint):
-        return None  # the same id with the same content
+    elif held[0] == insert.project:
+        return None  # the project's own revision under that id: archon activates it as it is
     owner, _print = held
     what = f"a revision of project {owner}" if owner != insert.project else "a revision with other content"
     return Collision(step_id, insert.project, insert.revision_id, what)
@@ -137,9 +160,11 @@ def collisions(conn: sqlite3.Connection, pending: Sequence[Migration]) -> list[C
     scratch = replay_schema(conn, rows_of=("projects", REVISIONS))
     try:
         for migration in pending:
-            if migration.id in STEPS:
+            for phase in _phases(migration.id):
                 try:
-                    found = [c for i in inserts(scratch, migration.id) if (c := _collision(scratch, migration.id, i))]
+                    found = [c for i in phase(scratch, migration.id) if (c := _collision(scratch, migration.id, i))]
+                    if not found and phase is _initial and _split(migration.id):
+                        backfills.backfill_initial(scratch, INITIAL_FIRST[migration.id][0])  # as the step does
                 except (sqlite3.Error, backfills.BackfillError):
                     return []  # the step fails on its rows for another reason: the preflight's other checks
                 if found:
@@ -153,4 +178,4 @@ def collisions(conn: sqlite3.Connection, pending: Sequence[Migration]) -> list[C
     return []
 
 
-__all__ = ["Collision", "STEPS", "collisions", "inserts"]
+__all__ = ["Collision", "STEPS", "collisions"]
