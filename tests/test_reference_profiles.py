@@ -2,7 +2,8 @@
 disagree, a test says so.
 
 tests/reference is the reference the console is held to, so it may not borrow the console's code:
-no module there imports `console`, directly or through another module it imports. Its profile
+no module there imports `console` (or `widgets`), directly or through another module it imports,
+and every test module it imports is inside tests/reference. Its profile
 algorithms (tests/reference/profiles.py) are written from the seeds' call sites; the console's
 (console/db/execution_profiles.py) decide what the upgrade steps write. Both are readings of code
 the seeds do not show: they must agree on every profile archon's own text can produce, and each
@@ -28,41 +29,112 @@ ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "tests" / "reference"
 
 
+BLOCKED = ("console", "widgets")  # the console's code: its services, its database layer, its screens
+
+
+def _blocked(name: str) -> bool:
+    return any(name == top or name.startswith(top + ".") for top in BLOCKED)
+
+
+def _module_file(name: str) -> Path | None:
+    """The file of a module of this repository (`tests.reference.builder`), or None."""
+    base = ROOT.joinpath(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
 def _imports(path: Path) -> list[str]:
+    """Every module `path` imports: plain, `from` (a name that is a module counts as one), relative,
+    and by `import_module` / `__import__` with a constant name."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = _module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.append(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            found.append(base)
+            found += [f"{base}.{alias.name}" for alias in node.names if _module_file(f"{base}.{alias.name}")]
         elif isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in (
                 "import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant):
             found.append(str(node.args[0].value))
     return found
 
 
-def test_no_module_of_the_reference_imports_console():
-    modules = sorted(REFERENCE.glob("*.py"))
-    assert len(modules) >= 5, modules
-    found = {p.name: m for p in modules for m in _imports(p) if m == "console" or m.startswith("console.")}
-    assert not found, found
+def _reference_closure() -> dict[str, list[str]]:
+    """Each module of this repository that tests/reference reaches, directly or through another
+    one it imports, with the modules it imports."""
+    todo = [_module_name(p) for p in sorted(REFERENCE.glob("*.py"))]
+    seen: dict[str, list[str]] = {}
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        path = _module_file(name)
+        seen[name] = _imports(path) if path else []
+        todo += [m for m in seen[name] if (m == "tests" or m.startswith("tests.")) and _module_file(m)]
+    return seen
 
 
-def test_the_oracle_loads_without_console():
-    """Not even through another module: the oracle's own modules load with `console` unimportable."""
-    code = (
-        "import sys\n"
-        "class Block:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name == 'console' or name.startswith('console.'):\n"
-        "            raise ImportError('the oracle imported ' + name)\n"
-        "sys.meta_path.insert(0, Block())\n"
-        "import tests.reference.builder, tests.reference.compare, tests.reference.profiles, tests.reference.extract\n"
-        "print('ok')\n"
-    )
+def test_no_module_the_reference_reaches_imports_console():
+    """Not directly, nor through a test helper: every `tests.*` module the oracle reaches is one of
+    its own, and none of them imports `console` or `widgets`."""
+    closure = _reference_closure()
+    assert len([m for m in closure if m.startswith("tests.reference.")]) >= 5, closure
+    outside = sorted(m for m in closure if m not in ("tests", "tests.reference") and not m.startswith("tests.reference."))
+    assert not outside, f"tests/reference reaches test modules outside it: {outside}"
+    found = {m: sorted(i for i in imports if _blocked(i)) for m, imports in closure.items()}
+    assert not {m: i for m, i in found.items() if i}, found
+
+
+# Run in a fresh interpreter: both ways of refusing a module, so neither an import statement nor
+# importlib nor a module already half-imported can reach the console's code.
+_LOAD_BLOCKED = """
+import importlib, sys
+BLOCKED = {blocked!r}
+def blocked(name):
+    return any(name == top or name.startswith(top + '.') for top in BLOCKED)
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if blocked(name):
+            raise ImportError('the oracle imported ' + name)
+sys.meta_path.insert(0, Refuse())
+for top in BLOCKED:
+    sys.modules[top] = None
+for name in {modules!r}:
+    importlib.import_module(name)
+leaked = sorted(m for m, v in sys.modules.items() if blocked(m) and v is not None)
+assert not leaked, leaked
+print('ok', len({modules!r}))
+"""
+
+
+def test_every_module_of_the_oracle_loads_with_console_blocked():
+    modules = ["tests.reference"] + [_module_name(p) for p in sorted(REFERENCE.glob("*.py")) if p.name != "__init__.py"]
+    assert len(modules) >= 6, modules
+    code = _LOAD_BLOCKED.format(blocked=BLOCKED, modules=modules)
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+    assert done.returncode == 0 and done.stdout.split() == ["ok", str(len(modules))], done.stderr
+
+
+def test_the_guard_sees_a_console_import_through_a_test_helper():
+    """The guard itself can fail: a module importing a helper that imports `console` is refused."""
+    code = _LOAD_BLOCKED.format(blocked=BLOCKED, modules=["tests.upgrade_helpers"])
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "console" in done.stderr, (done.stdout, done.stderr)
 
 
 # --- agreement on what archon's own text can produce ----------------------------------------------

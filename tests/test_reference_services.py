@@ -19,8 +19,7 @@ from console.db import execution_profiles as profiles
 from console.db.connect import open_database
 from console.errors import Refusal
 from console.services import approvals, environments as envs, profiles as profile_service
-from tests import upgrade_helpers as uh
-from tests.reference import builder, compare
+from tests.reference import builder, compare, rows
 
 RULE2 = "issue 8 rule 2: envs complete writes lifecycle_state ({}) instead of handing off to archon"
 STALE = "2024-03-01 10:00:00"
@@ -35,8 +34,8 @@ def _env(conn, env_id: str, state: str, **extra) -> None:
     values = {
         "id": env_id, "project_id": "proj-2", "provider_kind": "host", "provider_version": "1",
         "target_kind": "repo_root", "target_key": env_id, "target_workspace_path": "/srv/repo2",
-        "environment_revision": 1, "workspace_mode": "direct", "environment_validation_fingerprint": uh.FP,
-        "template_identity": "tmpl:1", "lifecycle_state": state, "created_at": uh.T0, "updated_at": uh.T0, **extra,
+        "environment_revision": 1, "workspace_mode": "direct", "environment_validation_fingerprint": rows.FP,
+        "template_identity": "tmpl:1", "lifecycle_state": state, "created_at": rows.T0, "updated_at": rows.T0, **extra,
     }
     conn.execute(f"INSERT INTO execution_environments ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})",
                  tuple(values.values()))
@@ -47,7 +46,7 @@ def _revision(conn, rev_id: str, profile: dict, schema_version: int) -> None:
     conn.execute(
         "INSERT INTO execution_profile_revisions (id, project_id, revision, schema_version, fingerprint, profile_json, "
         "created_at) VALUES (?, 'proj-2', ?, ?, ?, ?, ?)",
-        (rev_id, number, schema_version, profiles.fingerprint(profile), profiles.serialize(profile), uh.T0),
+        (rev_id, number, schema_version, profiles.fingerprint(profile), profiles.serialize(profile), rows.T0),
     )
 
 
@@ -66,18 +65,18 @@ def populate_1100(conn) -> None:
     for i, (status, expires, authority) in enumerate(requests):
         run = f"proj-1-apr-run-{i}"
         conn.execute("INSERT INTO execution_runs (id, project_id, kind, status, created_at) "
-                     "VALUES (?, 'proj-1', 'build', 'running', ?)", (run, uh.T0))
+                     "VALUES (?, 'proj-1', 'build', 'running', ?)", (run, rows.T0))
         conn.execute(
             "INSERT INTO approval_requests (id, project_id, execution_run_id, action_kind, action_schema_version, "
             "action_json, action_fingerprint, authority_schema_version, authority_json, status, expires_at, "
             "decision_at, created_at, updated_at) VALUES (?, 'proj-1', ?, 'git_push', 1, '{}', ?, 1, ?, ?, ?, ?, ?, ?)",
-            (f"apr-{i}", run, uh.FP, authority, status, expires,
-             uh.T0 if status == "approved" else None, uh.T0, uh.T0),
+            (f"apr-{i}", run, rows.FP, authority, status, expires,
+             rows.T0 if status == "approved" else None, rows.T0, rows.T0),
         )
     _env(conn, "env-stop", "ready")
     _env(conn, "env-retire", "ready")
-    _env(conn, "env-reset", "failed", failed_at=uh.T0)
-    _env(conn, "env-cleanup", "cleanup_pending", cleanup_pending_at=uh.T0)
+    _env(conn, "env-reset", "failed", failed_at=rows.T0)
+    _env(conn, "env-cleanup", "cleanup_pending", cleanup_pending_at=rows.T0)
     _env(conn, "env-stale", "ready", operation_claim_id="console:mallory:0", operation_kind="stop",
          operation_claimed_at=STALE)
     conn.execute("COMMIT")
@@ -85,7 +84,7 @@ def populate_1100(conn) -> None:
 
 def _populate(conn, release):
     if release == "1.8.20":
-        uh.populate_1820_rows(conn)
+        rows.populate_1820_rows(conn)
     if release == "1.10.0":
         populate_1100(conn)
 
@@ -96,7 +95,7 @@ def template(request, tmp_path_factory):
     if request.param == "fresh":
         builder.fresh(path, "1.10.0")
         conn = builder.connect(path)
-        uh.populate_1820_rows(conn)
+        rows.populate_1820_rows(conn)
         populate_1100(conn)
         conn.close()
     else:

@@ -15,7 +15,7 @@ import pytest
 
 from console.services.upgrade import run_upgrade
 from tests import upgrade_helpers as uh
-from tests.reference import builder, compare, scenarios
+from tests.reference import builder, compare, rows, scenarios
 
 
 
@@ -65,7 +65,7 @@ def _build(path, name: str):
                                **({"populate": scenarios.populate} if name.endswith("upgraded") else {}))
         if name.endswith("fresh"):
             conn = builder.connect(path)
-            uh.populate_1820_rows(conn)
+            rows.populate_1820_rows(conn)
             conn.close()
         return path, "1.10.0"
     if name == "ref-1.8.21-shape":

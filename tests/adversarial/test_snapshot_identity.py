@@ -39,7 +39,7 @@ def _move(snapshot: Path, directory: Path, *, manifest: bool) -> Path:
 def _tamper_one_byte(snapshot: Path) -> None:
     """Change one letter of a row's text: still a sound SQLite file, no longer the one taken."""
     data = bytearray(snapshot.read_bytes())
-    at = data.index(b"/srv/repo1")  # a project's repo_path (tests/upgrade_helpers.py), not indexed
+    at = data.index(b"/srv/repo1")  # a project's repo_path (tests/reference/rows.py), not indexed
     data[at + 1] = ord("S")
     snapshot.write_bytes(bytes(data))
 

@@ -13,10 +13,9 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from tests import upgrade_helpers as uh
 from tests.reference import builder, profiles
+from tests.reference.rows import FP, T0, populate_1820_rows
 
-T0 = uh.T0
 # A stand-in for old db.js line 3419, which no seed shows (see builder.insert_unseen_line).
 UNSEEN_CHECK_ATTEMPT_LINE = "CHECK (exit_code IS NULL OR exit_code BETWEEN -2147483648 AND 2147483647)"
 
@@ -29,7 +28,7 @@ def populate(conn: sqlite3.Connection, release: str) -> None:
     """Rows of a working archon: projects (one with a configured check policy), in-flight build
     sequences, an environment with a lease, check batches with attempts and parsers."""
     if release == "1.8.20":
-        uh.populate_1820_rows(conn)
+        populate_1820_rows(conn)
         # A project being deleted: the initial backfill gives it a revision, the later ones skip it.
         conn.execute(
             "INSERT INTO projects (id, name, repo_path, build_execution_provider, deletion_started_at, created_at) "
@@ -93,7 +92,7 @@ def ref_1822(path: Path, kind: str) -> Path:
     if kind == "fresh":
         builder.fresh(path, "1.8.22")
         conn = builder.connect(path)
-        uh.populate_1820_rows(conn)
+        populate_1820_rows(conn)
         conn.close()
     else:
         builder.upgraded(path, "1.8.22", populate=populate)
@@ -138,7 +137,7 @@ def ref_1821_shape(path: Path, *, old_trigger_text: bool = True) -> Path:
             "INSERT INTO approval_requests (id, project_id, execution_run_id, action_kind, action_schema_version, "
             "action_json, action_fingerprint, authority_schema_version, authority_json, status, expires_at, "
             "created_at, updated_at) VALUES (?, ?, ?, 'git_push', 1, '{}', ?, 1, '{}', 'pending', ?, ?, ?)",
-            (f"apr-{p}", p, f"{p}-run-build", uh.FP, "2024-03-02 10:00:00", T0, T0),
+            (f"apr-{p}", p, f"{p}-run-build", FP, "2024-03-02 10:00:00", T0, T0),
         )
     conn.execute("COMMIT")
     conn.close()
