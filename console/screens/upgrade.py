@@ -58,9 +58,11 @@ class UpgradeScreen(ConsoleScreen):
     ]
 
     class Planned(Message):
-        def __init__(self, plan: UpgradePlan) -> None:
+        """The plan, or the refusal planning ended in (a preflight that stops before the first write)."""
+
+        def __init__(self, plan: UpgradePlan | None, refusal: ConsoleError | None = None) -> None:
             super().__init__()
-            self.plan = plan
+            self.plan, self.refusal = plan, refusal
 
     class Progress(Message):
         def __init__(self, event: UpgradeProgress) -> None:
@@ -78,6 +80,7 @@ class UpgradeScreen(ConsoleScreen):
         super().__init__()
         self.argument = argument
         self.plan: UpgradePlan | None = None
+        self.refusal: ConsoleError | None = None
         self.running = False
 
     def compose_content(self) -> ComposeResult:
@@ -101,13 +104,27 @@ class UpgradeScreen(ConsoleScreen):
         # Planning and running open the database's files: in a child process, so this process's
         # connection keeps its locks (console/isolation.py says why).
         # This process's own connection holds a lock on the file too: it is not "another user".
-        plan = call_isolated("console.services.upgrade:plan_upgrade", self.session.db_path, "current",
-                             now=self.session.now(), others_ignored=(os.getpid(),))
+        try:
+            plan = call_isolated("console.services.upgrade:plan_upgrade", self.session.db_path, "current",
+                                 now=self.session.now(), others_ignored=(os.getpid(),))
+        except ConsoleError as exc:  # the preflight refused: shown here, as `upgrade --plan` prints it
+            self.post_message(self.Planned(None, exc))
+            return
         self.post_message(self.Planned(plan))
 
     def on_upgrade_screen_planned(self, message: Planned) -> None:
-        self.plan = message.plan
-        self.query_one("#upgrade-plan", Static).update(self._render_plan(message.plan))
+        self.plan, self.refusal = message.plan, message.refusal
+        body = self.query_one("#upgrade-plan", Static)
+        if message.refusal is not None:
+            text = Text("Refused: ", style="bold red")
+            text.append_text(safe_text(message.refusal.reason))
+            if message.refusal.hint:
+                text.append("\n")
+                text.append_text(safe_text(message.refusal.hint))
+            text.append("\n\nNothing was written. Re-plan with g.", style="dim")
+            body.update(text)
+        else:
+            body.update(self._render_plan(message.plan))
         self.refresh_bindings()
 
     def _render_plan(self, plan: UpgradePlan) -> RenderableType:
@@ -181,6 +198,8 @@ class UpgradeScreen(ConsoleScreen):
             return reasons
         if self.running:
             return {"run_upgrade": "an upgrade is running"}
+        if self.refusal is not None:
+            return {"run_upgrade": "the plan was refused: " + self.refusal.reason}
         if self.plan is None:
             return {"run_upgrade": "still planning"}
         if self.plan.up_to_date:

@@ -147,7 +147,7 @@ def test_report_prose_is_the_same_apart_from_placeholders(tmp_path, demo_copy, w
     assert "withheld" not in text  # every finding was rebuilt from the redacted data
     assert text.startswith("archon-console doctor: path-")
     if which == "demo":
-        assert "Check that archon is running" in text and "`envs claim ID --op KIND" in text
+        assert "Check that archon is running" in text and "`envs claim ID --takeover --reason TEXT`" in text
     else:
         assert "req-secret" not in text and "env-secret" not in text
         assert len(set(PLACEHOLDER.findall(text))) >= 3  # the path and the two ids

@@ -70,6 +70,8 @@ _WATCHED_UPGRADE = textwrap.dedent("""
 
     scan = upgrade_run.reusable_snapshot
     def watched(conn, *a, **k):
+        if mode == "hardlink":  # planted while the upgrade runs (it refuses to start beside a holder)
+            os.link(db + "-shm", candidate + ".sha256")
         before = shm_locks()
         kept = scan(conn, *a, **k)
         after = shm_locks()
@@ -91,26 +93,21 @@ def _write_manifest(candidate: Path, sha256: str) -> None:
 @pytest.mark.parametrize("planted", ["a manifest hard-linked to -shm", "a candidate swapped for a symlink to -shm"])
 def test_a_planted_name_for_the_shm_never_drops_the_upgrades_locks(tmp_path, planted):
     path = db_1820(tmp_path / "archon.db", wal=True)
-    holder = sqlite3.connect(path)  # archon, idle: -shm exists and stays
-    try:
-        holder.execute("SELECT count(*) FROM projects").fetchone()
-        candidate = tmp_path / CANDIDATE
-        if planted.startswith("a manifest"):
-            candidate.write_bytes(b"x")
-            os.link(f"{path}-shm", candidate.with_name(candidate.name + ".sha256"))
-            mode = "hardlink"
-        else:  # a good-looking candidate: same size as the database, a matching manifest
-            copy = sqlite3.connect(candidate)
-            holder.backup(copy)
-            copy.close()
-            _write_manifest(candidate, sha256_file(candidate))
-            mode = "symlink"
-        env = {k: v for k, v in os.environ.items() if k != "ARCHON_DB_PATH"}
-        proc = subprocess.run([sys.executable, "-c", _WATCHED_UPGRADE, str(path), mode, str(candidate)],
-                              cwd=REPO, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=300)
-    finally:
-        holder.close()
+    candidate = tmp_path / CANDIDATE
+    if planted.startswith("a manifest"):  # hard-linked to the upgrade's -shm once it exists
+        candidate.write_bytes(b"x")
+        mode = "hardlink"
+    else:  # a good-looking candidate: same size as the database, a matching manifest
+        source, copy = sqlite3.connect(path), sqlite3.connect(candidate)
+        source.backup(copy)
+        copy.close()
+        source.close()
+        _write_manifest(candidate, sha256_file(candidate))
+        mode = "symlink"
+    env = {k: v for k, v in os.environ.items() if k != "ARCHON_DB_PATH"}
+    proc = subprocess.run([sys.executable, "-c", _WATCHED_UPGRADE, str(path), mode, str(candidate)],
+                          cwd=REPO, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=300)
     lines = proc.stderr.splitlines()
     locks = [line.split()[1:] for line in lines if line.startswith("LOCKS ")]
     intruder = [line for line in lines if line.startswith("INTRUDER ")]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from console.db import execution_profiles as profiles
 from console.screens.upgrade import UpgradeScreen
 from tests.adversarial.test_upgrade_while_open import Holder
 from tests.tui.test_flows import settle, wait_until
@@ -60,3 +61,38 @@ async def test_its_own_connection_is_not_another_user(demo_db, make_app):
         screen = app.screen
         assert screen.plan.in_use_by == []
         assert "stop archon" not in screen.unavailable().get("run_upgrade", "")
+
+
+async def test_a_refused_plan_is_shown_and_greys_the_run(demo_db, make_app):
+    """A preflight that refuses (here: a fixed revision id step 021 would insert is held by another
+    project) ends the plan in a refusal the screen shows, as `upgrade --plan` prints it; the worker
+    does not fail and `U` is greyed with the same reason."""
+    path = demo_db(release="1.8.22", requests=20)
+    conn = sqlite3.connect(path, isolation_level=None)
+    projects = [r[0] for r in conn.execute("SELECT id FROM projects ORDER BY id LIMIT 2")]
+    triggers = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'").fetchall()
+    conn.execute("BEGIN")
+    for name, _sql in triggers:
+        conn.execute(f'DROP TRIGGER "{name}"')
+    profile = profiles.normalize({"provider_preference": "host", "eligible_workloads": ["check"]}, 2).profile
+    conn.execute("INSERT INTO execution_profile_revisions (id, project_id, revision, schema_version, fingerprint, "
+                 "profile_json) VALUES (?, ?, 900, 2, ?, ?)",
+                 (f"{projects[0]}:execution-profile:v3", projects[1], profiles.fingerprint(profile),
+                  profiles.serialize(profile)))
+    for _name, sql in triggers:
+        conn.execute(sql)
+    conn.execute("COMMIT")
+    conn.close()
+    app = make_app(path, start="upgrade")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, UpgradeScreen) and app.screen.refusal is not None,
+                         timeout=15)
+        await settle(pilot, app)  # the plan's worker ended without an error
+        screen = app.screen
+        assert f"{projects[0]}:execution-profile:v3" in screen.refusal.reason
+        assert screen.unavailable()["run_upgrade"].startswith("the plan was refused: ")
+        await pilot.press("U")
+        await settle(pilot, app)
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = '_sqlite_migrations'").fetchone()[0] == 0
+    conn.close()
