@@ -249,8 +249,11 @@ def check_ledger(ctx: Ctx) -> list[Finding]:
     if not entries:
         findings.append(Finding(
             "ledger.state", "info", "Upgrade ledger",
-            "No ledger: the console has never upgraded this database (archon itself keeps none).",
-            "An unversioned database is adopted by the first `upgrade --force`, after a safety copy.", "",
+            "No ledger: the console never upgraded this database, or its ledger tables were dropped "
+            "(archon itself keeps none).",
+            "An unversioned database is adopted by the first `upgrade --force`, after a safety copy. Without "
+            "its ledger the console cannot tell rows its own upgrade wrote from archon's: they then count as "
+            "archon's evidence (docs/decisions.md D6).", "",
         ))
     else:
         last = entries[-1]
