@@ -168,6 +168,7 @@ def test_a_holder_that_appears_mid_run_stops_it_at_the_next_step(tmp_path, wal, 
         assert "Earlier steps stay applied" in text and applied[0].split("-")[0] in text
         assert "run the upgrade again once archon is stopped" in text
         assert "Nothing was written" not in text
+        assert "restore" in refused.value.hint and "--db" in refused.value.hint  # this run's snapshot
     finally:
         for holder in holders:
             holder.stop()

@@ -131,11 +131,12 @@ def preflight(conn: sqlite3.Connection, pending: tuple[Migration, ...]) -> None:
 
 
 def in_use_refusal(path: Path, holders: list[str], *, waited: float | None = None,
-                   applied: tuple[str, ...] | list[str] = ()) -> DatabaseUnusable:
+                   applied: tuple[str, ...] | list[str] = (), undo: str | None = None) -> DatabaseUnusable:
     """The one sentence for a file other processes hold (console/db/exclusive_lock.py `holders`).
 
     `applied`: the steps this run already committed before the holder appeared (the run re-checks
-    under every step's lock, console/services/upgrade/run.py); they stay, and the sentence says so.
+    under every step's lock, console/services/upgrade/run.py); they stay, and the sentence says so,
+    with `undo` (how to put this run's snapshot back) for an operator who would rather go back.
     """
     who = "; ".join(holders)
     after = f" after waiting {waited:g} s" if waited is not None else ""
@@ -152,7 +153,7 @@ def in_use_refusal(path: Path, holders: list[str], *, waited: float | None = Non
         f"{reason} The upgrade stopped before its next step; nothing of that step was written. "
         f"Earlier steps stay applied ({len(applied)} in this run: {steps}), recorded in the upgrade ledger.",
         "Stop archon and everything else that uses the file; run the upgrade again once archon is stopped "
-        "(it continues from its ledger).",
+        "(it continues from its ledger)." + (f" {undo}" if undo else ""),
     )
 
 

@@ -117,7 +117,7 @@ class UpgradeRun:
         # write (one read of /proc/locks; this process and `others_ignored` never count).
         holders = others_using(self.path, self.others_ignored)
         if holders:
-            raise in_use_refusal(self.path, holders, applied=self.applied)
+            raise in_use_refusal(self.path, holders, applied=self.applied, undo=self._restore_hint())
         if self.snapshot is None:
             self._guard_and_snapshot(conn, under)
         return True
