@@ -127,6 +127,89 @@ def test_another_rule_under_another_name_is_still_a_finding(built, tmp_path, kin
         assert name in found.get("schema.reconstructed_missing", ""), (what, changed, found)
 
 
+TRIGGERS = [(t, n) for t, n in RULES if t == "trigger"]
+RAISE = re.compile(r"SELECT\s+(RAISE\(ABORT, '(?:[^']|'')*'\))\s*;")
+CONDITIONS = st.one_of(st.integers(-5, 5).map(str), st.integers(0, 9).map(lambda n: f"{n} > 0"),
+                       st.sampled_from(["0", "NULL", "(SELECT 0)", "'' = 'x'", "1 = 2",
+                                        "(SELECT count(*) FROM sqlite_master) < 0"]))
+
+
+def _weakened(sql: str, how: str, condition: str) -> str:
+    """The console's text with its RAISE under a condition of the trigger's own (or without its WHEN):
+    the same claim (table, event, message), not the same rule."""
+    when = re.search(r"\sWHEN\s", sql)
+    begin = re.search(r"\sBEGIN\s", sql)
+    if how == "when":  # WHEN <cond> [AND (the console's WHEN)]
+        if when:
+            return sql[:when.end()] + f"({condition}) AND (" + sql[when.end():begin.start()] + ")" + sql[begin.start():]
+        return sql[:begin.start()] + f" WHEN {condition}" + sql[begin.start():]
+    if how == "no-when":
+        return sql[:when.start()] + sql[begin.start():] if when else sql + " "
+    if how == "case":
+        return RAISE.sub(lambda m: f"SELECT CASE WHEN {condition} THEN {m.group(1)} END;", sql)
+    if how == "where":
+        return RAISE.sub(lambda m: f"SELECT {m.group(1)} WHERE {condition};", sql)
+    assert how == "from-where"
+    return RAISE.sub(lambda m: f"SELECT {m.group(1)} FROM (SELECT 1 AS one) WHERE {condition};", sql)
+
+
+@pytest.mark.parametrize(("kind", "name"), TRIGGERS, ids=[n for _t, n in TRIGGERS])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(how=st.sampled_from(["when", "no-when", "case", "where", "from-where"]), condition=CONDITIONS,
+       new_name=NAMES)
+def test_the_same_message_under_a_condition_of_its_own_is_never_the_rule(built, tmp_path_factory, kind, name,
+                                                                         how, condition, new_name):
+    """atk18 upgrade finding 3: `WHEN 0` (or any WHEN, CASE WHEN or WHERE of the trigger's own around
+    its RAISE) raises the console's message less often or never; doctor said "the database enforces
+    the same rule". Such a trigger is now a warning to check it, never the info."""
+    path = tmp_path_factory.mktemp("weak") / "db.sqlite"
+    shutil.copyfile(built, path)
+    conn = sqlite3.connect(path)
+    taken = {r[0].lower() for r in conn.execute("SELECT name FROM sqlite_master")}
+    conn.close()
+    if new_name.lower() in taken:
+        return
+    sql = _stored(path, kind, name)
+    weak = _weakened(sql, how, condition)
+    assert weak != sql
+    _replace(path, kind, name, _renamed(weak, new_name))
+    found = _findings(path)
+    assert name not in found.get("schema.reconstructed_renamed", ""), (how, weak)
+    held = found["schema.reconstructed_renamed_unproven"]
+    assert name in held, (how, weak, found)
+
+
+def _rewritten(sql: str, random) -> str:
+    """The same trigger written differently: whitespace and comments, keyword case, FOR EACH ROW."""
+    if random.random() < 0.5:
+        sql = re.sub(r"\s(WHEN|BEGIN)\s", lambda m: f" FOR EACH ROW {m.group(1)} ", sql, count=1)
+    parts = re.split(r"('(?:[^']|'')*')", sql)
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2:  # a string literal: exactly as it is
+            out.append(part)
+            continue
+        part = "".join(c.swapcase() if random.random() < 0.5 else c for c in part)
+        out.append(re.sub(r"\s+", lambda m: random.choice([" ", "\n\t", "  /* note */ ", " -- x\n"]), part))
+    return "".join(out)
+
+
+@pytest.mark.parametrize(("kind", "name"), TRIGGERS, ids=[n for _t, n in TRIGGERS])
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32))
+def test_the_same_rule_written_differently_is_still_recognised(built, tmp_path_factory, kind, name, seed):
+    """What may differ without changing what is enforced (console/db/rules.py `same_strength`)."""
+    import random as randomness
+
+    random = randomness.Random(seed)  # one draw per character: a seed keeps hypothesis's input small
+    path = tmp_path_factory.mktemp("same") / "db.sqlite"
+    shutil.copyfile(built, path)
+    _replace(path, kind, name, _rewritten(_renamed(_stored(path, kind, name), "archon_own_name"), random))
+    found = _findings(path)
+    assert "schema.reconstructed_renamed_unproven" not in found, found
+    assert name in found["schema.reconstructed_renamed"]
+
+
 @pytest.mark.parametrize("release", ["1.8.20", "1.8.22", "1.10.0"])
 def test_doctor_warns_nothing_on_archons_own_databases(tmp_path, release):
     """A genuine archon database, created by `release` or upgraded to it by archon: no warning (and
@@ -190,3 +273,38 @@ def test_a_redacted_bundle_keeps_the_finding_and_not_the_name(built, tmp_path):
     assert "zsecret" not in text.lower()
     finding = [line for line in files["report.txt"].splitlines() if line.startswith("  found: 1 held: trigger")]
     assert finding and name in finding[0], files["report.txt"]
+
+
+def test_a_redacted_bundle_does_not_make_a_weak_trigger_the_rule(built, tmp_path):
+    """atk18 upgrade finding 3: the redacted copy doctor re-runs on put the console's full-strength
+    text in place of a renamed trigger that raises the same message under `WHEN 0`, so the bundle's
+    report vouched for a rule the database does not enforce. It keeps the warning instead, and the
+    copy holds no trigger as strong as the console's for it (nor the original's text)."""
+    from console.db.connect import connect_raw
+    from console.db.rules import same_strength
+    from console.services.bundle import bundle_members
+    from console.services.redaction import Redactor, redacted_copy
+
+    path = tmp_path / "db.sqlite"
+    shutil.copyfile(built, path)
+    name = "preserve_execution_environment_binding_evidence"
+    console_text = _stored(path, "trigger", name)
+    _replace(path, "trigger", name, _renamed(_weakened(console_text, "when", "0 /* zsecretbodyq */"),
+                                             "zsecretrulenameq"))
+    report = run_doctor(path, now=NOW)
+    assert report.finding("schema.reconstructed_renamed_unproven") is not None
+    files = bundle_members(report, path, Redactor(True), now=NOW)
+    text = "\n".join(v if isinstance(v, str) else v.decode("utf-8", "replace") for v in files.values())
+    assert "zsecret" not in text.lower()
+    shown = files["report.txt"]
+    assert "held under another name, but with a condition" in shown and name in shown, shown
+    assert "Rules of the console's 1.8.20 reconstruction are held under archon's own names" not in shown
+    conn = connect_raw(path)
+    try:
+        copy = redacted_copy(conn, Redactor(True))
+        texts = [r[0] for r in copy.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' "
+                                            "AND sql LIKE '%binding evidence is immutable%'")]
+        copy.close()
+    finally:
+        conn.close()
+    assert len(texts) == 1 and not same_strength("trigger", texts[0], console_text), texts

@@ -174,17 +174,37 @@ _HEAD = re.compile(r"(CREATE\s+(?:UNIQUE\s+)?(?:TRIGGER|INDEX)\s+)(\S+)", re.I)
 
 def renamed_rule(copy: sqlite3.Connection, kind: str, name: str, redactor: Any, conn: sqlite3.Connection) -> bool:
     """A trigger or index that holds a rule of the console's 1.8.20 reconstruction under a name of its
-    own (archon's, which the console does not know): in the copy, the console's text of that rule
-    under a placeholder name, so doctor recognises it there too (console/db/rules.py). None of the
-    original's text is used."""
-    from console.db.rules import rule_of
+    own (archon's, which the console does not know): in the copy, under a placeholder name, the
+    console's text of that rule, so doctor recognises it there too (console/db/rules.py). Only when
+    it enforces the rule as strongly (`same_strength`): a trigger that raises the same message under a
+    condition of its own (`WHEN 0`) must not become the console's full-strength rule in the copy, so
+    it stands in as `_conditioned`. None of the original's text is used."""
+    from console.db.rules import rule_of, same_strength
     from console.services.doctor.checks_schema import reconstructed_rules
 
-    sql = reconstructed_rules().get(rule_of(conn, kind, name))
-    if sql is None:
+    rule = rule_of(conn, kind, name)
+    texts = reconstructed_rules().get(rule)
+    if not texts:
         return False
-    copy.execute(_HEAD.sub(lambda m: m.group(1) + "main." + _q(redactor.name(name, kind)), sql, count=1))
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE type = ? AND name = ?", (kind, name)).fetchone()
+    strong = [sql for sql in texts if same_strength(kind, row[0] if row else None, sql)]
+    placeholder = "main." + _q(redactor.name(name, kind))
+    if strong:
+        copy.execute(_HEAD.sub(lambda m: m.group(1) + placeholder, strong[0], count=1))
+    else:
+        copy.execute(_conditioned(rule, placeholder))
     return True
+
+
+def _conditioned(rule: tuple, placeholder: str) -> str:
+    """A trigger of the same claim as `rule` (table, timing, event, columns, RAISE messages) under
+    `WHEN 0`: what doctor reports as held with a condition the console's rule does not have, as it
+    does for the original, with none of the original's text (its real condition is not shown)."""
+    _kind, table, timing, event, columns, messages = rule
+    of = f" OF {', '.join(_q(c) for c in sorted(columns))}" if columns else ""
+    raises = " ".join(f"SELECT RAISE({how}, '{text.replace(chr(39), chr(39) * 2)}');"
+                      for how, text in sorted(messages))
+    return f"CREATE TRIGGER {placeholder} {timing} {event}{of} ON {_q(table)} WHEN 0 BEGIN {raises} END"
 
 
 __all__ = ["STAGING", "affinity", "move", "renamed_rule", "stage", "stand_in"]

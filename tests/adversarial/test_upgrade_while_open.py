@@ -138,3 +138,39 @@ def test_the_consoles_own_connection_does_not_count(tmp_path):
         assert result.status == "upgraded"
     finally:
         own.close()
+
+
+@pytest.mark.parametrize("wal, how", CASES, ids=IDS)
+def test_a_holder_that_appears_mid_run_stops_it_at_the_next_step(tmp_path, wal, how):
+    """Archon started between two steps (atk18 upgrade finding 2): the check ran only once, before
+    the snapshot, and the run then applied all its steps beside the live archon. Every step asks
+    again under its own lock, before its first write; the run stops there, and the steps it already
+    committed stay applied and recorded."""
+    from console.errors import DatabaseUnusable
+    from console.services.upgrade import run_upgrade
+
+    path = db_1820(tmp_path / "archon.db", wal=wal)
+    holders: list[Holder] = []
+
+    def progress(event) -> None:
+        if event.kind == "migration" and not holders:  # step 1 committed: archon starts now
+            holders.append(Holder(path, how))
+
+    try:
+        with pytest.raises(DatabaseUnusable) as refused:
+            run_upgrade(path, force=True, snapshot_dir=tmp_path, progress=progress)
+        assert len(holders) == 1
+        applied = ledger_names(path)
+        assert len(applied) == 1, applied  # step 1 only: nothing after the holder appeared
+        text = f"{refused.value.reason} {refused.value.hint}"
+        assert "stop archon first" in text
+        assert f"pid {holders[0].proc.pid}" in text
+        assert "Earlier steps stay applied" in text and applied[0].split("-")[0] in text
+        assert "run the upgrade again once archon is stopped" in text
+        assert "Nothing was written" not in text
+        assert "restore" in refused.value.hint and "--db" in refused.value.hint  # this run's snapshot
+    finally:
+        for holder in holders:
+            holder.stop()
+    result = run_upgrade(path, force=True, snapshot_dir=tmp_path)  # archon stopped: it continues
+    assert result.status == "upgraded" and ledger_names(path)[0] == applied[0]

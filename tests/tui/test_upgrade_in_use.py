@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
+
 from console.db import execution_profiles as profiles
+from console.screens.typed import TypedConfirmModal
 from console.screens.upgrade import UpgradeScreen
 from tests.adversarial.test_upgrade_while_open import Holder
-from tests.tui.test_flows import settle, wait_until
+from tests.tui.test_flows import settle, type_text, wait_until
 
 
 def _wal(path) -> None:
@@ -95,4 +98,26 @@ async def test_a_refused_plan_is_shown_and_greys_the_run(demo_db, make_app):
         await settle(pilot, app)
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = '_sqlite_migrations'").fetchone()[0] == 0
+    conn.close()
+
+
+@pytest.mark.slow
+async def test_its_own_connection_does_not_stop_any_step(demo_db, make_app):
+    """The run re-asks who holds the file under every step's lock (atk18 upgrade finding 2); the
+    TUI's own WAL connection stays open through the whole run, so its pid must reach every one of
+    those checks (`others_ignored`), or the run would stop at its first step."""
+    path = demo_db(release="1.8.22", requests=20)
+    _wal(path)
+    app = make_app(path, start="upgrade")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, _planned(app), timeout=15)
+        assert app.screen.plan.in_use_by == [] and app.screen.plan.force_required
+        await pilot.press("U")
+        await wait_until(pilot, lambda: isinstance(app.screen, TypedConfirmModal))
+        await type_text(pilot, path.name)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, UpgradeScreen) and app.screen.plan is not None
+                         and app.screen.plan.up_to_date, timeout=60, what="upgrade finished")
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT count(*) FROM _sqlite_migrations").fetchone()[0] == 29
     conn.close()

@@ -67,29 +67,31 @@ def reference_objects(release: str) -> frozenset[tuple[str, str]]:
     return _reference(release)[0]
 
 
-def held_under_another_name(ctx: Ctx, release: str, objects) -> dict[tuple[str, str], str]:
-    """Those of `objects` (missing by the console's name) that the database enforces under its own
+def held_under_another_name(ctx: Ctx, release: str, objects) -> dict[tuple[str, str], tuple[str, bool]]:
+    """Those of `objects` (missing by the console's name) that the database claims under its own
     name: same table, same event and RAISE messages (a trigger), same keys and WHERE (an index).
-    -> the name the database holds each under (console/db/rules.py)."""
-    expected = {key: rule for key, (rule, _sql) in _reference(release)[1].items() if key in objects}
+    -> the name the database holds each under, and whether it enforces the rule as strongly as the
+    console's text (console/db/rules.py `same_strength`: a trigger's text apart from its name)."""
+    expected = {key: (rule, sql) for key, (rule, sql) in _reference(release)[1].items() if key in objects}
     if not expected:
         return {}
-    present = rules_present(ctx.conn, set(expected.values()))
-    return {key: present[rule] for key, rule in expected.items() if rule in present}
+    present = rules_present(ctx.conn, {rule: sql for rule, sql in expected.values()})
+    return {key: present[rule] for key, (rule, _sql) in expected.items() if rule in present}
 
 
 @lru_cache(maxsize=1)
-def reconstructed_rules() -> dict[tuple, str]:
+def reconstructed_rules() -> dict[tuple, tuple[str, ...]]:
     """What each trigger and index of the console's 1.8.20 reconstruction enforces, at any release
-    -> the console's text for it (a redacted copy stands one in for a rule held under another name)."""
+    -> the console's texts for it (a redacted copy stands one in for a rule held under another name,
+    the one the original is as strong as, console/services/redaction_schema.py `renamed_rule`)."""
     from console.db.migrations.registry import RELEASES
     from console.db.migrations.steps.s001_baseline_1_8_20 import reconstructed_objects
 
-    found: dict[tuple, str] = {}
+    found: dict[tuple, tuple[str, ...]] = {}
     for release in RELEASES:
         for key, (rule, sql) in _reference(release)[1].items():
-            if key in reconstructed_objects():
-                found.setdefault(rule, sql)
+            if key in reconstructed_objects() and sql not in found.get(rule, ()):
+                found[rule] = (*found.get(rule, ()), sql)
     return found
 
 
@@ -153,9 +155,26 @@ def check_schema(ctx: Ctx) -> list[Finding]:
     from console.db.migrations.steps.s001_baseline_1_8_20 import reconstructed_objects
 
     missing_all = reference_objects(shape.release) - present
-    elsewhere = held_under_another_name(ctx, shape.release, missing_all & reconstructed_objects())
-    reconstructed = sorted(missing_all & reconstructed_objects() - set(elsewhere))
+    held = held_under_another_name(ctx, shape.release, missing_all & reconstructed_objects())
+    elsewhere = {key: other for key, (other, strong) in held.items() if strong}
+    conditioned = {key: other for key, (other, strong) in held.items() if not strong}
+    reconstructed = sorted(missing_all & reconstructed_objects() - set(held))
     missing = sorted(missing_all - reconstructed_objects())
+    if conditioned:
+        findings.append(Finding(
+            "schema.reconstructed_renamed_unproven", "warning",
+            "Rules of the console's 1.8.20 reconstruction are held under another name, but with a condition "
+            "the console's rule does not have",
+            f"{len(conditioned)} held: " + ", ".join(
+                f"{t} {n} as {one_line(other, 80)}" for (t, n), other in sorted(conditioned.items())) + ".",
+            "A trigger of another name raises the same message on the same table and event, but its text "
+            "differs from the console's rule (a WHEN, a CASE or a WHERE around its RAISE may make it raise "
+            "less often, or never); the console does not vouch for a rule it cannot show equal.",
+            "Check it enforces the rule: compare its text in `schema.sql` of a support bundle with the "
+            "console's reconstruction and with archon's own schema.",
+            rows=[{"table": "sqlite_master", "id": other} for other in sorted(conditioned.values())][:ROW_LIMIT],
+            count=len(conditioned),
+        ))
     if elsewhere:
         findings.append(Finding(
             "schema.reconstructed_renamed", "info",
@@ -163,7 +182,8 @@ def check_schema(ctx: Ctx) -> list[Finding]:
             f"{len(elsewhere)} held: " + ", ".join(
                 f"{t} {n} as {one_line(other, 80)}" for (t, n), other in sorted(elsewhere.items())) + ".",
             "The console names these rules itself (archon's text never shows their names); the database "
-            "enforces the same rule (same table, event and RAISE message, or same index keys) under another name.",
+            "enforces the same rule (the same trigger text apart from its name, or the same index keys and WHERE) "
+            "under another name.",
             "", rows=[{"table": "sqlite_master", "id": other} for other in sorted(elsewhere.values())][:ROW_LIMIT],
             count=len(elsewhere),
         ))
@@ -229,8 +249,11 @@ def check_ledger(ctx: Ctx) -> list[Finding]:
     if not entries:
         findings.append(Finding(
             "ledger.state", "info", "Upgrade ledger",
-            "No ledger: the console has never upgraded this database (archon itself keeps none).",
-            "An unversioned database is adopted by the first `upgrade --force`, after a safety copy.", "",
+            "No ledger: the console never upgraded this database, or its ledger tables were dropped "
+            "(archon itself keeps none).",
+            "An unversioned database is adopted by the first `upgrade --force`, after a safety copy. Without "
+            "its ledger the console cannot tell rows its own upgrade wrote from archon's: they then count as "
+            "archon's evidence (docs/decisions.md D6).", "",
         ))
     else:
         last = entries[-1]

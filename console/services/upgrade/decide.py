@@ -130,15 +130,30 @@ def preflight(conn: sqlite3.Connection, pending: tuple[Migration, ...]) -> None:
         raise DatabaseUnusable(*refusal_text(blockers))
 
 
-def in_use_refusal(path: Path, holders: list[str], *, waited: float | None = None) -> DatabaseUnusable:
-    """The one sentence for a file other processes hold (console/db/exclusive_lock.py `holders`)."""
+def in_use_refusal(path: Path, holders: list[str], *, waited: float | None = None,
+                   applied: tuple[str, ...] | list[str] = (), undo: str | None = None) -> DatabaseUnusable:
+    """The one sentence for a file other processes hold (console/db/exclusive_lock.py `holders`).
+
+    `applied`: the steps this run already committed before the holder appeared (the run re-checks
+    under every step's lock, console/services/upgrade/run.py); they stay, and the sentence says so,
+    with `undo` (how to put this run's snapshot back) for an operator who would rather go back.
+    """
     who = "; ".join(holders)
     after = f" after waiting {waited:g} s" if waited is not None else ""
+    reason = (f"{path} is in use by another process{after} ({who}): stop archon first, a running archon keeps "
+              "executing its own release's code against the changed schema.")
+    if not applied:
+        return DatabaseUnusable(
+            f"{reason} Nothing was written.",
+            "Stop archon and everything else that uses the file, then run the upgrade again, or pass --wait "
+            "to wait up to --busy-timeout for them to stop.",
+        )
+    steps = applied[0] if len(applied) == 1 else f"{applied[0]} to {applied[-1]}"
     return DatabaseUnusable(
-        f"{path} is in use by another process{after} ({who}): stop archon first, a running archon keeps "
-        "executing its own release's code against the changed schema. Nothing was written.",
-        "Stop archon and everything else that uses the file, then run the upgrade again, or pass --wait "
-        "to wait up to --busy-timeout for them to stop.",
+        f"{reason} The upgrade stopped before its next step; nothing of that step was written. "
+        f"Earlier steps stay applied ({len(applied)} in this run: {steps}), recorded in the upgrade ledger.",
+        "Stop archon and everything else that uses the file; run the upgrade again once archon is stopped "
+        "(it continues from its ledger)." + (f" {undo}" if undo else ""),
     )
 
 

@@ -11,7 +11,9 @@ the console does the same:
   releases the lock.
 
 So every step runs as: set `foreign_keys` for this step (OFF for a rebuild), `BEGIN IMMEDIATE`,
-re-read and re-verify the ledger *under the lock*, then the step, `foreign_key_check`, its ledger
+re-read and re-verify the ledger *under the lock*, ask the kernel again whether another process
+holds the file (archon may have started since the last step: the run stops, exit 3, and the
+steps it committed stay applied), then the step, `foreign_key_check`, its ledger
 rows, COMMIT. The snapshot is taken inside the *first* step's transaction, after the decision was
 re-made under the lock and before the step's first write; the second connection that copies the
 file therefore sees exactly the state the first step starts from, and nobody can write between
@@ -111,14 +113,16 @@ class UpgradeRun:
                     "nothing further was changed."
                 )
             return False
+        # Archon may have started since the last step: under every step's lock, before its first
+        # write (one read of /proc/locks; this process and `others_ignored` never count).
+        holders = others_using(self.path, self.others_ignored)
+        if holders:
+            raise in_use_refusal(self.path, holders, applied=self.applied, undo=self._restore_hint())
         if self.snapshot is None:
             self._guard_and_snapshot(conn, under)
         return True
 
     def _guard_and_snapshot(self, conn: sqlite3.Connection, under: Decision) -> None:
-        holders = others_using(self.path, self.others_ignored)  # archon may have started since the check
-        if holders:
-            raise in_use_refusal(self.path, holders)
         preflight(conn, under.pending)  # again under the lock, before the snapshot
         gate = profile_gate.check(conn, under.pending)  # the evidence, again under the lock
         if gate is not None and gate.contradicted:
@@ -239,7 +243,8 @@ def run_upgrade(
     Refused (exit 3, nothing written) while another process holds a SQLite lock on the file:
     archon keeps running its own release's code against the changed schema. Asked of the locks
     (console/db/exclusive_lock.py `holders`) before the first connection and again under the writer
-    lock before the snapshot; with `wait`, the first check asks again until they are gone or
+    lock of every step, before its first write (a holder that appears mid-run stops the run there,
+    exit 3; the steps already committed stay applied and recorded); with `wait`, the first check asks again until they are gone or
     `busy_timeout_ms` has passed. `others_ignored`: pids that are this console (the TUI that started
     this run in a child process holds its own connection).
 
