@@ -38,6 +38,8 @@ from console.services.environment_rules import (
     claim_holder,
 )
 
+# Execution leases only, as archon's admission and its unique index count them; what holds an
+# environment against a stop hand-off is wider (environment_rules.HOLDING_BINDING).
 ACTIVE_LEASES = (
     "(SELECT count(*) FROM execution_environment_run_bindings b WHERE b.environment_id = e.id "
     "AND b.relationship = 'execution' AND b.released_at IS NULL)"
