@@ -43,6 +43,7 @@ from tests.test_environments_support import (
     add_env,
     add_lease,
     add_project,
+    add_validation,
     dump,
     env_row,
     events,
@@ -182,6 +183,28 @@ def test_completing_a_stop_while_a_run_holds_the_environment_is_refused(db):
     assert env_row(db, "env-4")["idle_stop_at"] is not None
 
 
+def test_a_validation_binding_blocks_the_stop_hand_off_too(db):
+    """Attack round, finding 8 (on main): with the execution lease released and a validation binding
+    still active, `complete` wrote idle_stop_at = now "with no run holding it"."""
+    conn = raw(db)
+    add_env(conn, "env-6", "ready")
+    add_lease(conn, "env-6", "run-6", released=True)
+    add_validation(conn, "env-6", "val-6")
+    conn.close()
+    assert console(db, "envs", "claim", "env-6", "--op", "stop").returncode == 0
+    before = dump(db)
+    done = console(db, "envs", "complete", "env-6")
+    assert done.returncode == 1, done.stdout
+    assert "a validation binding is active (run val-6)" in done.stderr and "your claim stays" in done.stderr
+    assert dump(db) == before and env_row(db, "env-6")["idle_stop_at"] is None
+    with handle(db, read_only=True) as h:  # the TUI greys `complete` with the same words
+        view = envs.show_environment(h, "env-6", now=datetime.now(timezone.utc))
+    why = envs.claim_options(view, "alice").why("complete")
+    assert why == envs.lease_blocks_stop((("validation", "val-6"),)) and why in done.stderr
+    shown = console(db, "envs", "show", "env-6")
+    assert "Other runs bound to it, not released:" in shown.stdout and "val-6" in shown.stdout
+
+
 def test_help_states_the_assumption_and_the_rules():
     for command in ("claim", "release"):
         done = subprocess.run([sys.executable, "-m", "console", "envs", command, "--help"], capture_output=True,
@@ -197,7 +220,9 @@ def test_help_states_the_assumption_and_the_rules():
 # ---------------------------------------------------------------- generated: every combination
 ACTOR = "alice"
 STALE_AFTER = timedelta(minutes=15)
-HOLDERS = ("mine", "console", "archon")
+HOLDERS = ("mine", "console", "archon", "lookalike")
+LOOKALIKE = "console:archon-worker@7"  # the console's prefix, not its shape (attack round, finding 7)
+FOREIGN = {"archon": ARCHON, "lookalike": LOOKALIKE}
 _counter = itertools.count()
 
 
@@ -212,16 +237,18 @@ def shared_db(tmp_path_factory) -> Path:
 
 
 def _claim_id(holder: str) -> str:
-    return {"mine": claim_id_for(ACTOR), "console": claim_id_for("bob"), "archon": ARCHON}[holder]
+    return {"mine": claim_id_for(ACTOR), "console": claim_id_for("bob"), **FOREIGN}[holder]
 
 
-def _environment(path: Path, state: str, kind: str, holder: str, age, lease: bool) -> str:
+def _environment(path: Path, state: str, kind: str, holder: str, age, lease: str) -> str:
     env_id = f"env-{next(_counter)}"
     conn = raw(path)
     try:
         add_env(conn, env_id, state)
-        if lease:  # archon admits a lease only before the claim
+        if lease == "execution":  # archon admits a lease only before the claim
             add_lease(conn, env_id, f"run-{env_id}")
+        elif lease == "validation":  # archon's admission does not look at these: any state
+            add_validation(conn, env_id, f"val-{env_id}")
         at = "not a time" if age is None else db_time(T0 - timedelta(minutes=age))
         set_claim(conn, env_id, _claim_id(holder), kind, at)
     finally:
@@ -251,16 +278,17 @@ def _attempt(h, env_id: str, action: str, op, confirm):
     holder=st.sampled_from(HOLDERS),
     age=st.one_of(st.none(), st.integers(min_value=0, max_value=300)),
     op=st.one_of(st.none(), st.sampled_from(envs.OPERATIONS)),
-    lease=st.booleans(),
+    lease=st.sampled_from(("none", "execution", "validation")),
     confirm=st.sampled_from(("none", "holder", "shown", "other")),
     action=st.sampled_from(("takeover", "release", "complete")),
 )
 def test_no_takeover_changes_the_kind_or_skips_the_holder_and_greying_agrees(
         shared_db, state, kind, holder, age, op, lease, confirm, action):
-    lease = lease and state in envs.ADMITTING_STATES
+    lease = "none" if lease == "execution" and state not in envs.ADMITTING_STATES else lease
     claim_id = _claim_id(holder)
     given_confirm = {"none": None, "holder": claim_id, "shown": envs.claim_holder(claim_id),
                      "other": "archon-worker:8"}[confirm]
+    foreign = holder in FOREIGN
     # One environment for the operator's own attempt, an identical one for what the screen does.
     tried = _environment(shared_db, state, kind, holder, age, lease)
     screen = _environment(shared_db, state, kind, holder, age, lease)
@@ -270,16 +298,18 @@ def test_no_takeover_changes_the_kind_or_skips_the_holder_and_greying_agrees(
         after = env_row(shared_db, tried)
         if accepted and action == "takeover":
             assert after["operation_kind"] == kind, "a takeover changed the claim's kind"
-        if accepted and holder == "archon" and action in ("takeover", "release"):
-            assert given_confirm == ARCHON, "a claim the console did not create went without its holder named"
+        if accepted and foreign and action in ("takeover", "release"):
+            assert given_confirm == claim_id, "a claim the console did not create went without its holder named"
         if accepted and action == "complete" and kind == "stop":
-            assert not lease, "a stop was handed to archon while a run held the environment"
+            assert lease == "none", "a stop was handed to archon while a run held the environment"
         if not accepted:
             assert after == before
         # The screen: the key is enabled exactly when the write, as the screen runs it, is carried out.
         view = envs.show_environment(h, screen, now=T0, stale_after=STALE_AFTER)
         options = envs.claim_options(view, ACTOR, stale_after=STALE_AFTER)
-        assert (options.confirm_holder is not None) == (holder == "archon")
+        assert (options.confirm_holder is not None) == foreign
+        if foreign:  # never described by a name parsed out of an id the console did not write
+            assert view.claim_holder == claim_id
         mine = envs.held_by(view.operation_claim_id, ACTOR)
         if action == "release" and mine:
             carried = _accepted_plain(h, screen)

@@ -412,7 +412,7 @@ def test_unknown_events_table_skips_the_event_and_says_so(schema_db):
 def test_list_filters_derived_fields_and_keyset_pages(db):
     conn = raw(db)
     set_claim(conn, "env-ready", "archon-worker:42", "stop", "2026-11-01 09:00:00")
-    set_claim(conn, "env-stopped", "console:alice@h:abc", "retire", "2026-11-01 09:25:00")
+    set_claim(conn, "env-stopped", "console:alice@h:0123456789abcdef-0123456789ab", "retire", "2026-11-01 09:25:00")
     add_lease(conn, "env-running", "run-1")
     conn.close()
     with handle(db) as h:

@@ -66,6 +66,18 @@ def add_lease(conn, env_id: str, run_id: str, project_id: str = "p1", *, release
         release_lease(conn, run_id)
 
 
+def add_validation(conn, env_id: str, run_id: str, project_id: str = "p1") -> None:
+    """A validation binding not released (archon's admission does not look at these, so it may go in
+    while a claim is held)."""
+    conn.execute("INSERT OR IGNORE INTO execution_runs (id, project_id) VALUES (?, ?)", (run_id, project_id))
+    conn.execute(
+        "INSERT INTO execution_environment_run_bindings (id, environment_id, execution_run_id, project_id, "
+        "relationship, environment_revision, environment_validation_fingerprint) "
+        "VALUES (?, ?, ?, ?, 'validation', 1, ?)",
+        (f"b-{run_id}", env_id, run_id, project_id, FP),
+    )
+
+
 def release_lease(conn, run_id: str) -> None:
     conn.execute(
         "UPDATE execution_environment_run_bindings SET released_at = '2026-11-01 09:00:00' WHERE id = ?",

@@ -11,16 +11,22 @@ still has none after.
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from console.cli import main
 from console.db import profile_evidence
 from console.db.migrations.profile_triggers import create_project_profile_trigger
 from console.demo import generate
-from console.errors import EXIT_OK, EXIT_REFUSED
+from console.errors import EXIT_OK, EXIT_REFUSED, EXIT_UNUSABLE
 from console.services import upgrade as service
 from tests.untouched import fingerprint_dir
-from tests.upgrade_helpers import db_1820
+from tests.upgrade_helpers import db_1820, db_1822, run_cli
 
 NOW = "2026-03-01T12:00:00+00:00"
 
@@ -118,3 +124,93 @@ def test_the_consoles_profile_steps_are_found_by_their_imports():
         "007-profile-guard-triggers", "020-profile-revisions-rebuild-v3", "021-profile-backfill-current-schema",
         "022-profile-workload-eligibility",
     }
+
+
+# --- attack round on issue 18, finding 9: set aside as proof, never as a contradiction ------------
+# On main every revision under a fixed-id shape was skipped on a console-upgraded file, its
+# contradictions too: a row whose fingerprint does not recompute was ignored as
+# `proj-1:execution-profile:v2` (evidence "verified", activation allowed, exit 0) but refused the
+# activation as `...:settings-9` (exit 3). The console writes every row as `serialize(p)` beside
+# `fingerprint(p)`, so such a row cannot be the console's: it counts as a contradiction whatever its id.
+BAD_JSON = '{"eligible_workloads":["build","check"],"provider_preference":"host","retry":1}'
+
+
+@pytest.fixture(scope="module")
+def upgraded(tmp_path_factory) -> Path:
+    """An archon 1.8.22 file the console upgraded to 1.10.0 (its ledger names the profile steps)."""
+    path = db_1822(tmp_path_factory.mktemp("provenance") / "archon.db", legacy_profile=False)
+    service.run_upgrade(path, force=True)
+    return path
+
+
+def _settings_revision(conn) -> str:
+    """A valid schema-3 revision archon made in its settings (a free id, consistent with the console)."""
+    from console.db import execution_profiles as profiles
+
+    profile = profiles.normalize({"check_template_policy": {"agent": None, "mode": "project_commands"},
+                                  "eligible_workloads": ["build", "check", "chat_build"],
+                                  "provider_preference": "docker_sandbox"}, 3).profile
+    conn.execute("INSERT INTO execution_profile_revisions (id, project_id, revision, schema_version, profile_json, "
+                 "fingerprint, created_at) VALUES ('proj-2:execution-profile:settings-7', 'proj-2', 40, 3, ?, ?, "
+                 "'2026-05-01 12:40:00')", (profiles.serialize(profile), profiles.fingerprint(profile)))
+    return "proj-2:execution-profile:settings-7"
+
+
+@pytest.mark.parametrize("bad_id", ["proj-1:execution-profile:v2", "proj-1:execution-profile:settings-9"])
+def test_a_row_the_console_cannot_have_written_contradicts_whatever_its_id(upgraded, tmp_path, bad_id):
+    path = tmp_path / "archon.db"
+    shutil.copyfile(upgraded, path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    target = _settings_revision(conn)
+    conn.execute("INSERT INTO execution_profile_revisions (id, project_id, revision, schema_version, profile_json, "
+                 "fingerprint, created_at) VALUES (?, 'proj-1', 41, 2, ?, ?, '2026-05-01 12:40:00')",
+                 (bad_id, BAD_JSON, "0" * 64))
+    conn.close()
+    evidence = _evidence(path)
+    assert evidence.console_steps and evidence.status == profile_evidence.CONTRADICTED
+    assert evidence.contradicted_rows == [bad_id]
+    before = fingerprint_dir(tmp_path)
+    done = run_cli("--db", str(path), "profiles", "activate", target, "--reason", "rollback", "--as", "alice")
+    assert done.returncode == EXIT_UNUSABLE, done.stderr
+    assert "so the console cannot promise what that start does with it" in done.stderr and bad_id in done.stderr
+    assert fingerprint_dir(tmp_path) == before
+
+
+SUFFIXES = st.one_of(st.just("1"), st.integers(0, 99).map(lambda n: f"v{n}"),
+                     st.tuples(st.sampled_from(["chat-build", "chat-build-check", "configured-check", "x"]),
+                               st.integers(0, 9)).map(lambda t: f"{t[0]}-v{t[1]}"))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(suffix=SUFFIXES, damage=st.sampled_from(["fingerprint", "spacing", "key order", "trailing space"]),
+       project=st.sampled_from(["proj-1", "proj-2"]))
+def test_set_aside_rows_still_contradict_when_the_console_cannot_have_written_them(upgraded, suffix, damage,
+                                                                                   project):
+    from console.db import execution_profiles as profiles
+
+    profile = profiles.create("host", 3)
+    text, fp = profiles.serialize(profile), profiles.fingerprint(profile)
+    if damage == "fingerprint":
+        fp = ("1" if fp[0] != "1" else "2") + fp[1:]
+    elif damage == "spacing":
+        text = json.dumps(json.loads(text), indent=1)
+    elif damage == "key order":
+        text = json.dumps(dict(reversed(list(json.loads(text).items()))), separators=(",", ":"))
+    else:
+        text = text + " "
+    conn = sqlite3.connect(upgraded, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        rev_id = f"{project}:execution-profile:{suffix}"
+        exists = conn.execute("SELECT 1 FROM execution_profile_revisions WHERE id = ?", (rev_id,)).fetchone()
+        if not exists:
+            conn.execute("INSERT INTO execution_profile_revisions (id, project_id, revision, schema_version, "
+                         "profile_json, fingerprint) VALUES (?, ?, 90, 3, ?, ?)", (rev_id, project, text, fp))
+        evidence = profile_evidence.verify(conn)
+        if not exists:
+            assert rev_id in evidence.contradicted_rows, (rev_id, damage)
+        else:  # the console's own row under that id: never a contradiction
+            assert rev_id not in evidence.contradicted_rows
+    finally:
+        conn.execute("ROLLBACK")
+        conn.close()

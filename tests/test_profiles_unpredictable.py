@@ -100,3 +100,53 @@ def test_a_revision_archons_start_does_not_reread_stays_allowed(schema_db):
     assert conn.execute("SELECT active_execution_profile_revision_id FROM projects").fetchone()[0] == \
         "p1:execution-profile:r2"
     conn.close()
+
+
+# --- attack round on issue 18, finding 1: a database no release the console knows ----------------
+# On main `replacement` and `unpredictable` returned None (allowed) when the file's release was
+# unknown: after `DROP TABLE service_run_details` (partly 1.10.0), or on a file a newer archon left
+# (profile schema 4 allowed), a schema-2 rollback went through although the console cannot say which
+# start comes next or what it re-reads. Now every activation there is refused (exit 3) with the
+# "cannot promise" sentence, which the listing (and so the TUI's `A`) carries too.
+UNKNOWN = "so the console cannot promise what archon's next start does with it"
+
+
+def partly_1_10_0(path):
+    conn = raw(path)
+    conn.execute("DROP TABLE service_run_details")
+    conn.close()
+
+
+def newer_archon(path):
+    conn = raw(path)
+    conn.execute("PRAGMA writable_schema = ON")
+    conn.execute("UPDATE sqlite_master SET sql = replace(sql, 'schema_version IN (1, 2, 3)', "
+                 "'schema_version IN (1, 2, 3, 4)') WHERE name = 'execution_profile_revisions'")
+    conn.execute("PRAGMA writable_schema = OFF")
+    conn.close()
+
+
+@pytest.mark.parametrize("unknown_shape", [partly_1_10_0, newer_archon])
+@pytest.mark.parametrize("schema_version, profile", [(2, DOCKER_V2), (3, FULL)])
+def test_no_activation_is_promised_on_a_release_the_console_does_not_know(schema_db, capsys, monkeypatch,
+                                                                           unknown_shape, schema_version, profile):
+    path = schema_db("1.10.0")
+    conn = raw(path)
+    add_project(conn, "p1")
+    target = add_revision(conn, "p1", 4, profile, schema_version=schema_version)
+    conn.close()
+    unknown_shape(path)
+    with handle(path) as h:
+        assert h.shape.release is None
+        [row] = [r for r in profiles.list_revisions(h, "p1") if r.id == target]
+    assert UNKNOWN in row.activation_refused and profiles.activation_problem(row, None) == row.activation_refused
+    before = dump(path)
+    with handle(path) as h, pytest.raises(DatabaseUnusable) as info:
+        profiles.activate(h, target, "alice", reason="r", now=T0)
+    assert info.value.exit_code == 3
+    assert info.value.reason == f"{target} cannot be activated: {row.activation_refused}. Nothing was written."
+    pin_real_clock(monkeypatch, "2026-11-01T09:30:00Z")
+    code = main(["--db", str(path), "profiles", "activate", target, "--reason", "r", "--as", "alice"])
+    err = capsys.readouterr().err
+    assert code == 3 and UNKNOWN in err and len(err.strip().splitlines()) <= 2
+    assert dump(path) == before

@@ -27,7 +27,8 @@ CLAIM_EPILOG = (
     "delete a container, so it never changes the lifecycle state: the holder runs `envs complete ID` to hand "
     "the operation to archon's own scheduling column and clear the claim, or `envs release ID` to clear it "
     "with nothing handed off. `envs show ID` says what archon has been handed and since when. A reset claim "
-    "cannot be completed, only released; a stop cannot be completed while an execution lease is active (what "
+    "cannot be completed, only released; a stop cannot be completed while an execution lease is active or a "
+    "validation binding is not released (what "
     "archon's idle-stop sweep does to a running run is not known): wait for the run to end, or release the claim. "
     "A claim older than the stale threshold (--stale-after, $ARCHON_CONSOLE_STALE_MINUTES, default 15 minutes) "
     "can be taken over, or released by someone else, with --takeover --reason TEXT. A takeover keeps the "
@@ -186,6 +187,12 @@ def cmd_show(ctx) -> int:
                      for lease in env.active_leases], ["RUN", "BOUND AT", "AGE"]))
     else:
         print("  none")
+    others = [lease for lease in env.bound_runs or () if lease.relationship != "execution"]
+    if others:  # they hold it against a stop hand-off too (envs.lease_blocks_stop)
+        print()
+        print("Other runs bound to it, not released:")
+        print(table([(lease.relationship, lease.execution_run_id, lease.bound_at, relative(lease.bound_at, now))
+                     for lease in others], ["RELATIONSHIP", "RUN", "BOUND AT", "AGE"]))
     print()
     print("Timeline:")
     if env.events:

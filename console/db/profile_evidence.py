@@ -26,7 +26,10 @@ Evidence counts only when archon wrote it, and only for the schema version it is
   with its own defaults embedded, which archon then keeps (CREATE TRIGGER IF NOT EXISTS) and which
   writes revision 1 of every later project. Such rows cannot be told from archon's by their ids, so
   once the database's ledger records any of those steps, no row of those shapes and not the
-  trigger count (`console_rows`): evidence lost, never evidence invented;
+  trigger count as proof (`console_rows`): evidence lost, never evidence invented. They still count
+  as contradictions where the console cannot have written them: every row it writes is
+  `serialize(p)` beside `fingerprint(p)`, so a set-aside row whose fingerprint does not recompute or
+  whose JSON does not round-trip is not the console's (`_check_written`);
 * a revision or trigger at schema version N proves the defaults and normaliser at N only
   (`proves`): schema-2 evidence says nothing of what archon writes at schema 3.
 
@@ -159,14 +162,16 @@ def _first_difference(stored: str, ours: str) -> str:
             f"the console writes {ours[start:at + 12]!r}")
 
 
-def _check_revision(rev_id: str, version, stored_fp: str, profile_json) -> list[str]:
-    """What differs for one revision (empty when the console's algorithms reproduce it)."""
+def _check_written(stored_fp, profile_json) -> tuple[dict | None, list[str]]:
+    """The parsed profile and what differs between the row and what the console would write for it:
+    `serialize(p)` beside `fingerprint(p)` of one object, which is how every row the console writes
+    is made. A row with a difference here is therefore never the console's, whatever its id."""
     try:
         parsed = profiles.parse(profile_json)
     except UnreadableJson as exc:
-        return [f"profile_json is {exc}" if exc.over_limit else "profile_json is not JSON"]
+        return None, [f"profile_json is {exc}" if exc.over_limit else "profile_json is not JSON"]
     if not isinstance(parsed, dict):
-        return ["profile_json is not a JSON object"]
+        return None, ["profile_json is not a JSON object"]
     problems = []
     ours = profiles.serialize(parsed)
     if ours != profile_json:
@@ -174,6 +179,15 @@ def _check_revision(rev_id: str, version, stored_fp: str, profile_json) -> list[
     fp = profiles.fingerprint(parsed)
     if fp != stored_fp:
         problems.append(f"fingerprint {str(stored_fp)[:12]}… does not recompute (the console gets {fp[:12]}…)")
+    return parsed, problems
+
+
+def _check_revision(rev_id: str, version, stored_fp: str, profile_json) -> list[str]:
+    """What differs for one revision (empty when the console's algorithms reproduce it)."""
+    parsed, problems = _check_written(stored_fp, profile_json)
+    if parsed is None:
+        return problems
+    ours = profiles.serialize(parsed)
     if version in profiles.SCHEMA_VERSION_BY_RELEASE.values():
         normalized = profiles.normalize(parsed, version)
         if not normalized.ok:
@@ -281,7 +295,14 @@ def verify(conn: sqlite3.Connection) -> ProfileEvidence:
             f"SELECT id, project_id, schema_version, fingerprint, profile_json FROM {REVISIONS} ORDER BY id"
         ):
             if console_wrote and _console_fixed_id(rev_id, project_id):
+                # Set aside as proof; but a row the console could not have written (its fingerprint
+                # does not recompute, its JSON does not round-trip) is archon's or someone's, and
+                # still contradicts.
                 evidence.console_rows += 1
+                for what in _check_written(fp, profile_json)[1]:
+                    evidence.contradictions.append(Contradiction(
+                        REVISIONS, str(rev_id), f"{what} (under an id the console's upgrade also writes, but "
+                                                "the console never writes such a row)"))
                 continue
             evidence.revisions += 1
             if isinstance(version, int):

@@ -50,15 +50,17 @@ class Handoff:
 
 @dataclass(frozen=True)
 class EnvironmentLease:
-    """An active execution lease (a run bound to the environment, not released)."""
+    """A run bound to the environment, not released: an active execution lease, or a validation binding."""
 
     execution_run_id: Any
     bound_at: Any
     columns: Mapping[str, Any] = field(repr=False)
+    relationship: Any = "execution"
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> "EnvironmentLease":
-        return cls(execution_run_id=_value(row, "execution_run_id"), bound_at=_value(row, "bound_at"), columns=dict(row))
+        return cls(execution_run_id=_value(row, "execution_run_id"), bound_at=_value(row, "bound_at"),
+                   columns=dict(row), relationship=_value(row, "relationship"))
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.columns)
@@ -108,7 +110,7 @@ def claimed_by(holder: str | None, account: str | None) -> str | None:
 class EnvironmentView:
     """An execution environment with what the console derives from it.
 
-    A list row carries no `active_leases` and no `events` (None); `show_environment` fills both,
+    A list row carries no `active_leases`, `bound_runs` or `events` (None); `show_environment` fills them,
     and `project_deleting`, which the claim rules need (a project being deleted is read-only in
     the console) and which is not printed: it is the project's column, not the environment's.
     """
@@ -140,6 +142,8 @@ class EnvironmentView:
     # every column of the row as stored, in table order (the JSON's first keys)
     columns: Mapping[str, Any] = field(repr=False)
     active_leases: tuple[EnvironmentLease, ...] | None = None
+    # every binding not released, of either relationship: what holds it against a stop hand-off
+    bound_runs: tuple[EnvironmentLease, ...] | None = None
     events: tuple[EnvironmentEvent, ...] | None = None
     project_deleting: bool = False
     claim_account: str | None = None  # the OS account that took the claim, as its event recorded (D21)
@@ -164,6 +168,8 @@ class EnvironmentView:
         }
         if self.active_leases is not None:
             data["active_leases"] = [lease.to_json() for lease in self.active_leases]
+        if self.bound_runs is not None:
+            data["bound_runs"] = [lease.to_json() for lease in self.bound_runs]
         if self.events is not None:
             data["events"] = [event.to_json() for event in self.events]
         return data

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from console.db.connect import ArchonDatabase
 from console.errors import MissingArgument, Refusal, UsageError
+from console.services.identity import CLAIM_TAG_LENGTH
 
 ACTOR_MAX_BYTES = 200
 REASON_MAX_BYTES = 2000
@@ -90,6 +92,16 @@ def require_feature(handle: ArchonDatabase, feature: str, *, what: str) -> None:
 
 
 CLAIM_RANDOM_LENGTH = 12  # hex digits of randomness ending a console claim id
+CLAIM_ID_MAX = 128  # characters: archon's operation-claim trigger allows 1 to 128
+_CLAIM_HEAD = "console:"
+# The exact shape `claim_id_for` writes (D14): the head `console:<actor>@<host>` cut so the whole
+# fits CLAIM_ID_MAX (so the `@` and the host may be cut away), then `:<owner tag>-<random>`. Only an
+# id of this shape is the console's; `console:archon-worker@7` is not.
+CONSOLE_CLAIM_ID = re.compile(
+    rf"{_CLAIM_HEAD}(?P<head>.{{1,{CLAIM_ID_MAX - len(_CLAIM_HEAD) - CLAIM_TAG_LENGTH - CLAIM_RANDOM_LENGTH - 2}}})"
+    rf":[0-9a-f]{{{CLAIM_TAG_LENGTH}}}-[0-9a-f]{{{CLAIM_RANDOM_LENGTH}}}",
+    re.DOTALL,
+)
 
 
 def claim_id_stem(actor: str) -> str:
@@ -99,8 +111,8 @@ def claim_id_stem(actor: str) -> str:
     from console.services import identity
 
     tag = identity.claim_owner_tag(actor)
-    head = f"console:{actor}@{identity.current().host}"
-    return f"{head[: 128 - len(tag) - CLAIM_RANDOM_LENGTH - 2]}:{tag}-"
+    head = f"{_CLAIM_HEAD}{actor}@{identity.current().host}"
+    return f"{head[: CLAIM_ID_MAX - len(tag) - CLAIM_RANDOM_LENGTH - 2]}:{tag}-"
 
 
 def claim_id_for(actor: str) -> str:

@@ -37,10 +37,12 @@ from console.services.environment_rules import (
     CONFIRM_HOLDER_OPTION,
     DEFAULT_STALE_AFTER,
     HANDOFF,
+    HOLDING_BINDING,
     OPERATIONS,
     RESET_NOT_COMPLETABLE,
     WHY_ALLOWED,
     ago,
+    bound_runs_words,
     claim_holder,
     console_made,
     exact_time,
@@ -158,13 +160,14 @@ def _load(conn: sqlite3.Connection, env_id: str) -> sqlite3.Row:
     return env
 
 
-def _active_runs(conn: sqlite3.Connection, env_id: str) -> list[Any]:
-    """The runs holding an active execution lease on the environment (archon's unique index allows one)."""
-    return [row[0] for row in conn.execute(
-        "SELECT execution_run_id FROM execution_environment_run_bindings WHERE environment_id = ? "
-        "AND relationship = 'execution' AND released_at IS NULL ORDER BY bound_at",
+def _holding_bindings(conn: sqlite3.Connection, env_id: str) -> tuple[tuple[Any, Any], ...]:
+    """(relationship, run) of every binding holding the environment (`HOLDING_BINDING`): its active
+    execution lease (archon's unique index allows one) and any validation binding not released."""
+    return tuple((row[0], row[1]) for row in conn.execute(
+        "SELECT relationship, execution_run_id FROM execution_environment_run_bindings WHERE environment_id = ? "
+        f"AND {HOLDING_BINDING} ORDER BY bound_at",
         (env_id,),
-    )]
+    ))
 
 
 def _claim_age(env: sqlite3.Row, now: datetime) -> float:
@@ -429,11 +432,11 @@ def complete(handle: ArchonDatabase, env_id: str, actor: str, *, now: datetime) 
                 f"archon-console envs release {env_id}",
             )
         _require_allowed(env, op, f"completing {op}", hint=f"Release the claim instead: archon-console envs release {env_id}")
-        runs = _active_runs(conn, env_id)
-        if op == "stop" and runs:
-            raise Refusal(f"{env_id}: {lease_blocks_stop(tuple(runs))}. Nothing was written; your claim stays.",
-                          f"`archon-console envs show {env_id}` lists the lease; then `envs complete {env_id}` "
-                          f"once it has ended, or `envs release {env_id}`.")
+        bindings = _holding_bindings(conn, env_id)
+        if op == "stop" and bindings:
+            raise Refusal(f"{env_id}: {lease_blocks_stop(bindings)}. Nothing was written; your claim stays.",
+                          f"`archon-console envs show {env_id}` lists the runs bound to it; then "
+                          f"`envs complete {env_id}` once they have ended, or `envs release {env_id}`.")
         column, performer = handoff
         stamp = db_time(now)
         sets, params = ("", []) if op == "retire" else (f"{column} = ?, ", [stamp])
@@ -459,9 +462,10 @@ def complete(handle: ArchonDatabase, env_id: str, actor: str, *, now: datetime) 
         message = (f"{env_id}: retirement handed off to archon (requested since {exact_time(since)}); archon's retirement "
                    f"path (retiring -> cleanup_pending -> retired) performs it. The claim is cleared; the state "
                    f"stays {state} until archon moves it.")
-        if runs:
-            message += (f" An execution lease is still active (run {', '.join(map(str, runs))}); the retirement "
-                        "request keeps new runs off, and the console assumes archon retires it after that run.")
+        if bindings:
+            words = bound_runs_words(bindings, still=True)
+            message += (f" {words[0].upper()}{words[1:]}; the retirement request keeps new runs off, and the "
+                        "console assumes archon retires it after that run.")
     return _finish(_result(env_id, state, message, operation_kind=op,
                            handoff=Handoff(kind=op, column=column, since=since, performed_by=performer)),
                    logged)

@@ -32,11 +32,14 @@ from console.services.environment_rules import (
     DEFAULT_STALE_AFTER,
     HANDOFF,
     HANDOFF_LABEL,
+    HOLDING_BINDING,
     STATES,
     ago,
     claim_holder,
 )
 
+# Execution leases only, as archon's admission and its unique index count them; what holds an
+# environment against a stop hand-off is wider (environment_rules.HOLDING_BINDING).
 ACTIVE_LEASES = (
     "(SELECT count(*) FROM execution_environment_run_bindings b WHERE b.environment_id = e.id "
     "AND b.relationship = 'execution' AND b.released_at IS NULL)"
@@ -237,7 +240,8 @@ def show_environment(
     stale_after: timedelta = DEFAULT_STALE_AFTER,
     event_limit: int | None = 200,
 ) -> EnvironmentView:
-    """The row with derived fields, its active leases, and its event timeline (oldest first)."""
+    """The row with derived fields, its active leases and every other binding not released, and its
+    event timeline (oldest first)."""
     row = handle.conn.execute(
         f"SELECT {stored_columns(handle.conn, 'execution_environments', 'e')}, {ACTIVE_LEASES} AS active_lease_count "
         "FROM execution_environments e WHERE e.id = ?",
@@ -248,15 +252,15 @@ def show_environment(
     project = handle.conn.execute(
         "SELECT deletion_started_at FROM projects WHERE id = ?", (row["project_id"],)
     ).fetchone()
-    leases = handle.conn.execute(
+    bound = tuple(EnvironmentLease.from_row(dict(r)) for r in handle.conn.execute(
         f"SELECT {stored_columns(handle.conn, 'execution_environment_run_bindings')} "
-        "FROM execution_environment_run_bindings WHERE environment_id = ? "
-        "AND relationship = 'execution' AND released_at IS NULL ORDER BY bound_at",
+        f"FROM execution_environment_run_bindings WHERE environment_id = ? AND {HOLDING_BINDING} ORDER BY bound_at",
         (env_id,),
-    )
+    ))
     return environment_view(
         dict(row), now, stale_after,
-        active_leases=tuple(EnvironmentLease.from_row(dict(r)) for r in leases),
+        active_leases=tuple(lease for lease in bound if lease.relationship == "execution"),
+        bound_runs=bound,
         events=tuple(EnvironmentEvent.from_row(e) for e in _events(handle.conn, env_id, event_limit)),
         project_deleting=bool(project and project["deletion_started_at"]),
         claim_account=claim_account(handle.conn, env_id, dict(row).get("operation_claim_id")),

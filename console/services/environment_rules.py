@@ -18,7 +18,7 @@ import humanize
 from console.clock import parse_time
 from console.errors import Refusal, UsageError
 from console.models.environments import ClaimOptions, EnvironmentView
-from console.services.base import CLAIM_RANDOM_LENGTH, claim_id_stem, validate_actor
+from console.services.base import CLAIM_RANDOM_LENGTH, CONSOLE_CLAIM_ID, claim_id_stem, validate_actor
 from console.text import clean
 
 STATES = (
@@ -59,7 +59,6 @@ RESET_NOT_COMPLETABLE = (
 ADMITTING_STATES = ("ready", "running", "stopped")
 DEFAULT_STALE_AFTER = timedelta(minutes=15)
 STALE_ENV = "ARCHON_CONSOLE_STALE_MINUTES"
-CLAIM_PREFIX = "console:"
 PROJECT_DELETING = "its project is being deleted"
 CONFIRM_HOLDER_OPTION = "--confirm-holder"
 
@@ -83,12 +82,32 @@ def kind_kept(env_id: str, held_kind: object, op: str) -> str:
             f"(the reason is recorded), then claim {op}")
 
 
-def lease_blocks_stop(runs: tuple[object, ...] | None) -> str:
+# A binding that holds an environment against a stop hand-off: one not released yet, whatever its
+# relationship. Archon's admission and its unique index count only `execution` leases, but a
+# `validation` binding is a run bound to the environment too, and what archon's idle-stop sweep does
+# to either is not known (docs/decisions.md, "Archon behaviour the environment claims assume").
+HOLDING_BINDING = "released_at IS NULL"
+BINDING_WORDS = {"execution": "an execution lease", "validation": "a validation binding"}
+
+
+def bound_runs_words(bindings: tuple[tuple[object, object], ...], *, still: bool = False) -> str:
+    """`(relationship, run)` pairs of the bindings holding an environment, in words: "an execution
+    lease is active (run r1) and a validation binding is active (run r2)"."""
+    grouped: dict[str, list[str]] = {}
+    for relationship, run in bindings:
+        words = BINDING_WORDS.get(relationship) if isinstance(relationship, str) else None
+        grouped.setdefault(words or f"a binding of relationship {clean(str(relationship), one_line=True)!r}",
+                           []).append(clean(str(run), one_line=True))
+    active = "still active" if still else "active"
+    return " and ".join(f"{words} is {active} (run {', '.join(runs)})" for words, runs in grouped.items())
+
+
+def lease_blocks_stop(bindings: tuple[tuple[object, object], ...]) -> str:
     """Why a stop cannot be completed while a run holds the environment (docs/decisions.md, the same
-    section): what archon's idle-stop sweep does to a running run is not known."""
-    named = f" (run {', '.join(str(r) for r in runs)})" if runs else ""
-    return (f"an execution lease is active{named}, and the console does not hand a stop to archon's idle-stop "
-            f"sweep while a run holds the environment: wait for the run to end, or release the claim")
+    section): what archon's idle-stop sweep does to a run bound to it is not known."""
+    return (f"{bound_runs_words(bindings) or 'a run is bound to it'}, and the console does not hand a stop to "
+            f"archon's idle-stop sweep while a run holds the environment: wait for the run to end, or release "
+            f"the claim")
 
 
 def completion_effect(op: str) -> str:
@@ -100,7 +119,8 @@ def completion_effect(op: str) -> str:
     if op == "retire":
         return f"keeps {column} and clears the claim; {performer} (retiring -> cleanup_pending -> retired) performs it"
     if op == "stop":  # docs/decisions.md, "Archon behaviour the environment claims assume"
-        return (f"sets {column} = now and clears the claim, only while no execution lease is active; "
+        return (f"sets {column} = now and clears the claim, only while no run is bound to it (no execution "
+                f"lease or validation binding active); "
                 f"{performer} performs it")
     return f"sets {column} = now and clears the claim; {performer} performs it"
 
@@ -143,18 +163,21 @@ def exact_time(value: object) -> str:
 # --- claim ids ----------------------------------------------------------------------------
 
 def console_made(claim_id: object) -> bool:
-    """Whether a claim id has the console's shape (`console:<actor>@<host>...`, D14): every other
-    claim is archon's or some other writer's, and taking it over needs the holder named."""
-    return isinstance(claim_id, str) and claim_id.startswith(CLAIM_PREFIX) and "@" in claim_id
+    """Whether a claim id has exactly the shape the console writes (`CONSOLE_CLAIM_ID`, next to
+    `claim_id_for`; D14): every other claim, `console:archon-worker@7` included, is archon's or some
+    other writer's, and taking it over needs the holder named."""
+    return isinstance(claim_id, str) and CONSOLE_CLAIM_ID.fullmatch(claim_id) is not None
 
 
 def claim_holder(claim_id: str | None) -> str | None:
-    """Who a claim id names: the actor of a console claim, the raw id of anyone else's."""
+    """Who a claim id names: the actor in a console claim's readable head, the raw id of anyone
+    else's (never a name parsed out of an id the console did not write)."""
     if not claim_id:
         return None
-    if console_made(claim_id):
-        return claim_id[len(CLAIM_PREFIX):].rsplit("@", 1)[0] or claim_id
-    return claim_id
+    match = CONSOLE_CLAIM_ID.fullmatch(claim_id) if isinstance(claim_id, str) else None
+    if match is None:
+        return claim_id
+    return match["head"].rsplit("@", 1)[0] or claim_id
 
 
 def holder_to_confirm(claim_id: object) -> str | None:
@@ -241,9 +264,9 @@ def claim_options(env: EnvironmentView, actor: str, *, stale_after: timedelta = 
             reasons["complete"] = RESET_NOT_COMPLETABLE.format(release="key l")
         elif state not in ALLOWED_STATES.get(op, ()):
             reasons["complete"] = f"it is {state}: {WHY_ALLOWED[op]}; release the claim instead"
-        elif op == "stop" and env.active_lease_count:
-            runs = tuple(lease.execution_run_id for lease in env.active_leases or ())
-            reasons["complete"] = lease_blocks_stop(runs or None)
+        elif op == "stop" and (env.bound_runs or env.active_lease_count):
+            reasons["complete"] = lease_blocks_stop(tuple(
+                (lease.relationship, lease.execution_run_id) for lease in env.bound_runs or ()))
     return ClaimOptions(reasons, confirm_holder=None if held_by(held, actor) else holder_to_confirm(held))
 
 
@@ -254,14 +277,17 @@ __all__ = [
     "DEFAULT_STALE_AFTER",
     "HANDOFF",
     "HANDOFF_LABEL",
+    "HOLDING_BINDING",
     "OPERATIONS",
     "RESET_NOT_COMPLETABLE",
     "STATES",
     "WHY_ALLOWED",
     "ago",
+    "bound_runs_words",
     "claim_holder",
     "claim_options",
     "completion_effect",
+    "console_made",
     "default_stale_after",
     "exact_time",
     "held_by",

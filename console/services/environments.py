@@ -20,8 +20,8 @@ refuses claimed environments). The console cannot stop or delete a container, so
 *hands the operation off* to archon's own scheduling column and clears the claim, in one UPDATE:
 
 - stop: `idle_stop_at = now`; archon's idle-stop sweep (the one `idx_execution_environments_idle_stop`
-  serves) stops the environment. Refused while an execution lease is active: what the sweep does to
-  a running run is not known (docs/decisions.md, "Archon behaviour the environment claims assume").
+  serves) stops the environment. Refused while a run is bound to it (an execution lease or a
+  validation binding not released): what the sweep does to a running run is not known (docs/decisions.md, "Archon behaviour the environment claims assume").
 - retire: the claim already set `retirement_requested_at`, which archon's reuse index and lease
   admission honour; completing only clears the claim, and archon's retirement path
   (retiring -> cleanup_pending -> retired) does the rest. The request is never cleared (Q7).

@@ -16,10 +16,12 @@ undo leaves no trace. Activating such a revision is therefore refused; this modu
 revision archon would switch to, following both steps in archon's order.
 
 That prediction runs the console's reconstruction of archon's profile algorithms
-(console/db/execution_profiles.py). Where archon's own rows contradict it (the evidence that makes
-the upgrade refuse to write profile data, console/db/profile_evidence.py), the console cannot say
-what archon's next start does with a revision it re-reads, so `unpredictable` refuses those
-activations outright, for the CLI and the TUI alike.
+(console/db/execution_profiles.py) for a release the console knows. Where archon's own rows
+contradict it (the evidence that makes the upgrade refuse to write profile data,
+console/db/profile_evidence.py), the console cannot say what archon's next start does with a
+revision it re-reads, and where the database is no release the console knows it cannot say which
+start comes next at all: `unpredictable` refuses those activations outright, for the CLI and the
+TUI alike.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 
 from console.db import execution_profiles as profiles
 from console.db import profile_evidence
+from console.db.detect import Shape
 from console.db.migrations.backfills import PROJECT_POLICY_COLUMNS
 
 # Schema versions each release's start moves to the current one (seeds: 001 and 000).
@@ -86,15 +89,32 @@ def _normalized(profile_json: Any, schema_version: int) -> dict[str, Any] | None
     return normalized.profile if normalized.ok else None
 
 
-def unpredictable(release: str | None, revision: dict[str, Any], project: dict[str, Any],
+def unpredictable(shape: Shape, revision: dict[str, Any], project: dict[str, Any],
                   found: profile_evidence.ProfileEvidence) -> str | None:
-    """Why the console cannot promise what archon `release`'s next start does with `revision` if it
-    were made active: that start re-reads it (a schema below the current one, or 1.10.0's workload
-    repair of current-schema revisions) with algorithms the database contradicts. None otherwise.
-    `found` is `profile_evidence.verify` of the database, the evidence the upgrade's gate reads
-    (taken once per listing, and again inside the activation's transaction)."""
+    """Why the console cannot promise what archon's next start does with `revision` if it were made
+    active, or None. Two causes:
+
+    * the database's shape is not a release whose profile start-up the console knows (no known
+      release: partly upgraded, an intermediate pre-release, or a newer archon's file). Then which
+      release starts next, and what its backfills re-read, is unknown: a newer archon moves every
+      older schema to its own, and a partly upgraded file is finished by a release the console
+      cannot name. `replacement` has nothing to predict with, so every activation is refused, not
+      allowed (D5);
+    * that start re-reads it (a schema below the current one, or 1.10.0's workload repair of
+      current-schema revisions) with algorithms the database contradicts. `found` is
+      `profile_evidence.verify` of the database, the evidence the upgrade's gate reads (taken once
+      per listing, and again inside the activation's transaction).
+    """
+    if project.get("deletion_started_at"):
+        return None  # refused on its own grounds
+    release = shape.release
     current_version = profiles.SCHEMA_VERSION_BY_RELEASE.get(release or "")
-    if current_version is None or project.get("deletion_started_at") or found.status != profile_evidence.CONTRADICTED:
+    if current_version is None:
+        known = " or ".join(f"archon {r}" for r in profiles.SCHEMA_VERSION_BY_RELEASE)
+        return (f"this database's shape is not a release whose start-up the console knows ({shape.reason}; it "
+                f"knows what {known} do with profile revisions at start), so the console cannot promise what "
+                "archon's next start does with it")
+    if found.status != profile_evidence.CONTRADICTED:
         return None
     version = revision.get("schema_version")
     reread = version in SCHEMA_BACKFILL_FROM.get(release, ()) or (
@@ -115,7 +135,7 @@ def replacement(conn: sqlite3.Connection, release: str | None, revision: dict[st
     """None when archon `release`'s next start would leave `revision` active."""
     current_version = profiles.SCHEMA_VERSION_BY_RELEASE.get(release or "")
     if current_version is None or project.get("deletion_started_at"):
-        return None  # unknown release: the console cannot say; a project being deleted is skipped
+        return None  # unknown release: `unpredictable` refuses; a project being deleted is skipped
     project_id = revision["project_id"]
     current = {"id": revision["id"], "revision": revision.get("revision"),
                "schema_version": revision.get("schema_version"), "profile_json": revision.get("profile_json")}

@@ -27,6 +27,7 @@ from console.db.sql import stored_columns
 from console.clock import db_time
 from console.db import execution_profiles, profile_evidence
 from console.db.connect import ArchonDatabase
+from console.db.detect import detect_shape
 from console.db.tx import write_transaction
 from console.errors import DatabaseUnusable, Refusal
 from console.models.profiles import FingerprintCheck, ProfileRevision, RevisionDetail
@@ -129,7 +130,7 @@ def list_revisions(handle: ArchonDatabase, project_id: str) -> list[ProfileRevis
         row = _verify(dict(columns))
         active = row["id"] == project.get("active_execution_profile_revision_id")
         undone = None if active else profile_startup.replacement(conn, handle.shape.release, row, project)
-        unknown = None if active else profile_startup.unpredictable(handle.shape.release, row, project, found)
+        unknown = None if active else profile_startup.unpredictable(handle.shape, row, project, found)
         rows.append(ProfileRevision(
             columns=columns,
             check=FingerprintCheck.of(row),
@@ -247,15 +248,15 @@ def activate(
                 f"{revision_id} has provider_preference {provider!r}, which archon cannot project onto the "
                 f"project's build provider ({' or '.join(PROVIDERS)}); it cannot be activated. Nothing was written."
             )
-        unknown = profile_startup.unpredictable(handle.shape.release, revision, project,
-                                                profile_evidence.verify(conn))
+        shape = detect_shape(conn)  # as the file is now, inside the transaction
+        unknown = profile_startup.unpredictable(shape, revision, project, profile_evidence.verify(conn))
         if unknown is not None:
             raise DatabaseUnusable(
                 f"{revision_id} cannot be activated: {unknown}. Nothing was written.",
                 "Make the profile you want in archon itself (its settings), or let archon start once and "
                 "check `doctor --check profiles`.",
             )
-        undone = profile_startup.replacement(conn, handle.shape.release, revision, project)
+        undone = profile_startup.replacement(conn, shape.release, revision, project)
         if undone is not None:
             raise Refusal(
                 f"{revision_id} cannot be activated: {undone.sentence()}. Nothing was written.",

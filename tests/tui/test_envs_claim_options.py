@@ -131,9 +131,10 @@ async def test_completing_a_stop_while_a_run_holds_the_environment_is_greyed(dem
         await pilot.press("y")
         await wait_until(pilot, lambda: app.screen.check_action("complete", ()) is None
                          and "execution lease" in app.screen.unavailable().get("complete", ""), what="greyed")
-        [(run,)] = db(path, "SELECT execution_run_id FROM execution_environment_run_bindings WHERE environment_id = "
-                            "'env-0015' AND relationship = 'execution' AND released_at IS NULL")
-        assert app.screen.unavailable()["complete"] == envs.lease_blocks_stop((run,))
+        bound = db(path, "SELECT relationship, execution_run_id FROM execution_environment_run_bindings WHERE "
+                         "environment_id = 'env-0015' AND released_at IS NULL ORDER BY bound_at")
+        assert ("execution",) in {(relationship,) for relationship, _ in bound}
+        assert app.screen.unavailable()["complete"] == envs.lease_blocks_stop(tuple(map(tuple, bound)))
         screen = app.screen
         await pilot.press("o")
         await settle(pilot, app)

@@ -50,3 +50,35 @@ async def test_contradicted_database_greys_activate_with_the_services_sentence(d
         await wait_until(pilot, lambda: SENTENCE in str(app.screen.query_one("#detail-head").render()))
         assert not isinstance(app.screen, ReasonModal)
     assert db(path, "SELECT active_execution_profile_revision_id FROM projects WHERE id='prj-atlas-api'") == active_before
+
+
+async def test_a_release_the_console_does_not_know_greys_activate_with_the_services_sentence(demo_db, make_app):
+    """Attack round on issue 18, finding 1: on a partly 1.10.0 file the console cannot say which
+    start comes next, so `A` is greyed for every revision with the service's sentence."""
+    from console.screens.profiles import ProfilesScreen
+
+    path = demo_db()
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE service_run_details")
+    conn.commit()
+    conn.close()
+    handle = open_database(path, read_only=True)
+    try:
+        listed = [r for r in profiles.list_revisions(handle, "prj-atlas-api") if not r.active]
+    finally:
+        handle.close()
+    assert listed and all("cannot promise what archon's next start does" in r.activation_refused for r in listed)
+    target = listed[0]
+    app = make_app(path, start="projects")
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.navigate("project", "atlas-api")
+        await ready(pilot, app, ProfilesScreen)
+        t = table(app)
+        await wait_until(pilot, lambda: t.cursor_row is not None)
+        while t.cursor_key != target.id:
+            await pilot.press("down")
+        await wait_until(pilot, lambda: "activate" in app.screen.unavailable())
+        assert app.screen.unavailable()["activate"] == target.activation_refused
+        await pilot.press("A")
+        await wait_until(pilot, lambda: "cannot promise" in str(app.screen.query_one("#detail-head").render()))
+        assert not isinstance(app.screen, ReasonModal)
