@@ -229,7 +229,7 @@ def _require_snapshot_file(ctx) -> None:
         raise UsageError(
             f"There is no snapshot file at {snapshot}; nothing was restored. SNAPSHOT is the file "
             f"`upgrade` wrote; the database it would replace is --db ({ctx.db_path}).",
-            "`upgrade` prints the snapshot's path after it runs (\"To undo: archon-console restore ...\"); "
+            "`upgrade` prints the snapshot's path after it runs (\"To undo: archon-console --db DATABASE restore SNAPSHOT\"); "
             "snapshots are written beside the database unless --snapshot-dir was given.",
         )
 
