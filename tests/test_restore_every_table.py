@@ -158,3 +158,29 @@ def test_the_typed_confirmation_and_the_refusal_keep_ids_on_one_line(tmp_path, m
     assert refused.returncode == EXIT_UNUSABLE, refused.stdout + refused.stderr
     assert "REFUSED: fake" in refused.stderr and not _forged(refused.stderr + refused.stdout)
     assert dump(path)  # still readable, nothing replaced
+
+
+def test_a_table_that_cannot_be_compared_is_said_and_refuses_when_it_holds_the_requests(tmp_path):
+    """Two files whose WITHOUT ROWID tables declare different keys: the rows cannot be paired. Said
+    table by table (never "nothing lost"), the other tables still compared; when it is
+    approval_requests, whether a request is re-armed cannot be told, so the restore is refused."""
+    import sqlite3
+
+    from console.services.upgrade.restore_loss import loss_since
+
+    now, then = tmp_path / "now.db", tmp_path / "then.db"
+    for path, key in ((now, "PRIMARY KEY (id)"), (then, "PRIMARY KEY (id, status)")):
+        conn = sqlite3.connect(path)
+        conn.execute(f"CREATE TABLE approval_requests (id TEXT NOT NULL, status TEXT NOT NULL, {key}) WITHOUT ROWID")
+        conn.execute("CREATE TABLE execution_runs (id TEXT PRIMARY KEY, status TEXT)")
+        conn.execute("INSERT INTO approval_requests VALUES ('apr-0', 'approved')")
+        conn.execute("INSERT INTO execution_runs VALUES ('run-1', ?)", ("running" if path == then else "completed",))
+        conn.commit()
+        conn.close()
+    report = loss_since(now, then)
+    assert report.unreadable is None and not report.nothing_lost
+    tables = {table.table: table for table in report.tables}
+    assert tables["approval_requests"].unreadable
+    assert tables["execution_runs"].changed.first == ["run-1"]
+    assert report.refuses and report.rearm_unknown
+    assert "cannot be compared" in "\n".join(report.lines())

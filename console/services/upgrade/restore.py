@@ -27,6 +27,7 @@ from console.services.upgrade.decide import require_archon
 from console.services.upgrade.restore_loss import REARM_WORDS, LossReport, ids_text, loss_since, rearmed_text
 from console.services.upgrade.restore_origin import OtherDatabase, check_origin
 from console.services.upgrade.restore_records import identify
+from console.text import one_line
 
 @dataclass
 class RestoreResult:
@@ -77,6 +78,9 @@ class RearmRefused(DatabaseUnusable):
             what = (f"{loss.rearmed_count} approval request(s) that archon {REARM_WORDS} since the snapshot "
                     f"become approved (or pending) again, so archon may run an action a second time or one "
                     f"that was withdrawn: {rearmed_text(loss)}")
+        elif loss.rearm_unknown is not None:
+            what = (f"whether approval requests archon consumed, invalidated or withdrew since become executable "
+                    f"again cannot be told (approval_requests cannot be compared: {one_line(loss.rearm_unknown)})")
         else:
             what = (f"the record of {count} consumption(s) archon's executor made since is lost: "
                     f"{ids_text(consumed.first, count) if consumed else ''}")

@@ -69,10 +69,11 @@ class TableDiff:
     added: Change = field(default_factory=Change)  # rows the snapshot lacks: lost
     changed: Change = field(default_factory=Change)  # rows that go back to the snapshot's values
     deleted: Change = field(default_factory=Change)  # rows deleted since: they come back
+    unreadable: str | None = None  # why the rows could not be compared (what was counted before stays)
 
     @property
     def differs(self) -> bool:
-        return bool(self.only_in or self.columns_only_in_database or self.columns_only_in_snapshot
+        return bool(self.unreadable or self.only_in or self.columns_only_in_database or self.columns_only_in_snapshot
                     or self.added.count or self.changed.count or self.deleted.count)
 
     def line(self) -> str:
@@ -94,10 +95,12 @@ class TableDiff:
             parts.append("columns only in the snapshot: " + ", ".join(one_line(c) for c in self.columns_only_in_snapshot))
         if self.columns_only_in_database or self.columns_only_in_snapshot:
             parts.append("rows compared on the columns both have")
+        if self.unreadable:
+            parts.append(f"the rows cannot be compared ({one_line(self.unreadable)}): what it loses is not known")
         return f"{one_line(self.table)}: {'; '.join(parts)}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"only_in": self.only_in, "columns_only_in_database": self.columns_only_in_database,
+        return {"unreadable": self.unreadable, "only_in": self.only_in, "columns_only_in_database": self.columns_only_in_database,
                 "columns_only_in_snapshot": self.columns_only_in_snapshot, "added": self.added.to_json(),
                 "changed": self.changed.to_json(), "deleted": self.deleted.to_json()}
 

@@ -116,6 +116,7 @@ class LossReport:
     tables: list[TableDiff] = field(default_factory=list)  # only the tables that differ
     rearmed: list[str] = field(default_factory=list)  # approved (or pending) in the snapshot, not now
     rearmed_count: int = 0
+    rearm_unknown: str | None = None  # approval_requests could not be compared: why
     unreadable: str | None = None
 
     @property
@@ -131,7 +132,7 @@ class LossReport:
     def refuses(self) -> bool:
         """Restoring would undo a consumption or re-arm a request: refused without --rearm-consumed."""
         consumed = self.consumed
-        return bool(self.rearmed_count or (consumed is not None and consumed.count))
+        return bool(self.rearmed_count or self.rearm_unknown or (consumed is not None and consumed.count))
 
     def lines(self, *, done: bool = False) -> list[str]:
         """The report in words; `done`: said after the restore, in the past tense."""
@@ -159,6 +160,7 @@ class LossReport:
             "lost": {kind.name: kind.to_json() for kind in self.kinds},
             "tables": {table.table: table.to_json() for table in self.tables},
             "rearmed": {"count": self.rearmed_count, "first": self.rearmed},
+            "rearm_unknown": self.rearm_unknown,
         }
 
 
@@ -209,7 +211,15 @@ def _compare(now: sqlite3.Connection, then: sqlite3.Connection, report: LossRepo
     report.kinds = [Lost(kind.name, kind.label) for kind in KINDS]
     tables_now, tables_then = table_names(now), table_names(then)
     for table in sorted(tables_now | tables_then):
-        diff = diff_table(now, then, table, table in tables_now, table in tables_then, _summarise(report, table))
+        try:
+            diff = diff_table(now, then, table, table in tables_now, table in tables_then,
+                              _summarise(report, table))
+        except sqlite3.DatabaseError as exc:  # said, table by table: the other tables are still compared
+            if isinstance(exc, sqlite3.OperationalError) and "interrupt" in str(exc):
+                raise
+            diff = TableDiff(table, unreadable=str(exc))
+            if table == "approval_requests":
+                report.rearm_unknown = str(exc)
         if diff.differs:
             report.tables.append(diff)
 
