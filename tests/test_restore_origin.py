@@ -175,3 +175,10 @@ def test_the_undo_line_names_the_file_behind_a_symbolic_link(tmp_path):
     restored = _cli(*words[1:], "--plan")
     assert restored.returncode == EXIT_OK, restored.stdout + restored.stderr
     assert "Taken from this database" in restored.stdout
+
+
+def test_no_text_quotes_the_undo_line_without_its_database():
+    """Attack round, finding 10: restore's hint still quoted "To undo: archon-console restore ...",
+    the form that replaced whatever ARCHON_DB_PATH named."""
+    for source in (Path(REPO) / "console").rglob("*.py"):
+        assert "To undo: archon-console restore" not in source.read_text(encoding="utf-8"), source
