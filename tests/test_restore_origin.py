@@ -126,3 +126,59 @@ def test_an_older_manifest_is_judged_by_its_path(tmp_path):
     again = _cli("--db", str(a), "restore", str(snapshot), "--yes")  # no ledger now: the path decides
     assert again.returncode == EXIT_OK, again.stderr
     assert f"its manifest names {a.resolve()}" in again.stdout and dump(a) == before
+
+
+def test_a_copys_equal_identity_does_not_outweigh_the_recorded_path(tmp_path):
+    """Attack round, finding 4: A upgraded (it gets an identity), copied to B, both upgraded again;
+    main put A's snapshot over B with `--unverified` as "Taken from this database: it carries the
+    database's identity". The path the manifest records decides; a moved database says so itself."""
+    import shutil
+    import sqlite3
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = db_1820(tmp_path / "a" / "archon.db")
+    run_upgrade(a, target="1.8.22", force=True, now=NOW)
+    b = tmp_path / "b" / "archon.db"
+    shutil.copyfile(a, b)
+    conn = sqlite3.connect(a)
+    conn.execute("UPDATE projects SET name = name || '-A-only'")
+    conn.commit()
+    conn.close()
+    snapshot_a = run_upgrade(a, force=True, now=LATER).snapshot_path
+    run_upgrade(b, force=True, now=LATER)
+    state = fingerprint_dir(tmp_path)
+    for extra in ((), ("--unverified",)):
+        refused = _cli("--db", str(b), "restore", snapshot_a, "--yes", *extra)
+        assert refused.returncode == EXIT_UNUSABLE, refused.stdout + refused.stderr
+        assert f"was taken from another database, {a}" in refused.stderr
+        assert "same identity" in refused.stderr and "--other-database" in refused.stderr
+    assert fingerprint_dir(tmp_path) == state
+    plan = _cli("--db", str(b), "restore", snapshot_a, "--plan", "--unverified", "--other-database")
+    assert plan.returncode == EXIT_OK, plan.stderr  # the operator who moved the database says so
+    own = _cli("--db", str(a), "restore", snapshot_a, "--plan")
+    assert own.returncode == EXIT_OK and "Taken from this database" in own.stdout, own.stderr
+
+
+def test_the_undo_line_names_the_file_behind_a_symbolic_link(tmp_path):
+    """Attack round, finding 5: `--db link.db upgrade` printed `--db …/link.db`, which restore refuses
+    (it would replace the link); the line names the resolved file and runs as printed."""
+    (tmp_path / "real").mkdir()
+    real = db_1820(tmp_path / "real" / "archon.db")
+    link = tmp_path / "link.db"
+    os.symlink(real, link)
+    upgraded = _cli("--db", str(link), "upgrade", "--force")
+    assert upgraded.returncode == EXIT_OK, upgraded.stderr
+    undo = next(line for line in upgraded.stdout.splitlines() if line.startswith("To undo: "))
+    words = shlex.split(undo[len("To undo: "):])
+    assert words[:3] == ["archon-console", "--db", os.path.realpath(real)]
+    restored = _cli(*words[1:], "--plan")
+    assert restored.returncode == EXIT_OK, restored.stdout + restored.stderr
+    assert "Taken from this database" in restored.stdout
+
+
+def test_no_text_quotes_the_undo_line_without_its_database():
+    """Attack round, finding 10: restore's hint still quoted "To undo: archon-console restore ...",
+    the form that replaced whatever ARCHON_DB_PATH named."""
+    for source in (Path(REPO) / "console").rglob("*.py"):
+        assert "To undo: archon-console restore" not in source.read_text(encoding="utf-8"), source

@@ -229,7 +229,7 @@ def _require_snapshot_file(ctx) -> None:
         raise UsageError(
             f"There is no snapshot file at {snapshot}; nothing was restored. SNAPSHOT is the file "
             f"`upgrade` wrote; the database it would replace is --db ({ctx.db_path}).",
-            "`upgrade` prints the snapshot's path after it runs (\"To undo: archon-console restore ...\"); "
+            "`upgrade` prints the snapshot's path after it runs (\"To undo: archon-console --db DATABASE restore SNAPSHOT\"); "
             "snapshots are written beside the database unless --snapshot-dir was given.",
         )
 
@@ -320,7 +320,8 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
         "says what would be lost (everything written since the snapshot). Refused while any process holds a "
         "lock on the database. Exit codes: 0 restored (or planned), 1 refused (in use, not confirmed, no "
         "record of the snapshot), 3 the snapshot is damaged, does not match its record, was taken from "
-        "another database (--other-database) or would re-arm consumed approvals (--rearm-consumed).",
+        "another database or from this one at another path (--other-database), or would re-arm approvals "
+        "archon consumed, invalidated, let expire or deleted since (--rearm-consumed).",
     )
     restore.add_argument("snapshot", metavar="SNAPSHOT", help="a snapshot written by `upgrade`")
     restore.add_argument("--yes", action="store_true", help="do not ask for the typed confirmation")
@@ -328,13 +329,14 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
         "--plan",
         action="store_true",
         help="check the snapshot and say what the restore would lose (decisions, consumed approvals, "
-        "claims, lifecycle changes, profile activations, events); replace nothing",
+        "claims, lifecycle changes, profile activations, events, and every table's rows added, changed "
+        "or deleted since); replace nothing",
     )
     restore.add_argument(
         "--rearm-consumed",
         action="store_true",
-        help="restore even though approval requests archon already consumed (its executor ran the action) "
-        "become approved again and may run a second time",
+        help="restore even though approval requests archon consumed (its executor ran the action), "
+        "invalidated, let expire or deleted since the snapshot become approved (executable) again",
     )
     restore.add_argument(
         "--other-database",

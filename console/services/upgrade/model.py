@@ -120,9 +120,11 @@ class UpgradeResult:
 
 def undo_command(db_path: str | os.PathLike[str], snapshot_path: str | os.PathLike[str]) -> str:
     """The command that puts the snapshot back, naming the database: without `--db` it would replace
-    whatever ARCHON_DB_PATH names in the shell it is pasted into (issue 18, finding 11)."""
-    return (f"archon-console --db {shlex.quote(os.path.abspath(db_path))} restore "
-            f"{shlex.quote(os.path.abspath(snapshot_path))}")
+    whatever ARCHON_DB_PATH names in the shell it is pasted into (issue 18, finding 11). The resolved
+    paths: `restore` refuses a symbolic link as --db (it would replace the link), so a database
+    reached through one must be named by the file the console actually opened."""
+    return (f"archon-console --db {shlex.quote(os.path.realpath(db_path))} restore "
+            f"{shlex.quote(os.path.realpath(snapshot_path))}")
 
 
 class ForceRequired(Refusal):

@@ -24,9 +24,10 @@ from console.db.file_trust import Judged, open_judged
 from console.db.paths import nonempty_file
 from console.errors import ConsoleError, DatabaseUnusable, Refusal, UsageError
 from console.services.upgrade.decide import require_archon
-from console.services.upgrade.restore_loss import LossReport, loss_since, rearmed_text
+from console.services.upgrade.restore_loss import REARM_WORDS, LossReport, ids_text, loss_since, rearmed_text
 from console.services.upgrade.restore_origin import OtherDatabase, check_origin
 from console.services.upgrade.restore_records import identify
+from console.text import one_line
 
 @dataclass
 class RestoreResult:
@@ -67,22 +68,26 @@ class RestoreResult:
 
 
 class RearmRefused(DatabaseUnusable):
-    """Restoring would undo a consumption archon's executor recorded (exit 3); carries the loss."""
+    """Restoring would make executable again a request archon has since consumed, invalidated, let
+    expire or deleted, or undo a consumption its executor recorded (exit 3); carries the loss."""
 
     def __init__(self, snapshot: Path, loss: LossReport):
         consumed = loss.consumed
         count = consumed.count if consumed is not None else 0
         if loss.rearmed_count:
-            what = (f"{loss.rearmed_count} approval request(s) archon already consumed (its executor ran "
-                    f"the action) become approved again, so archon may run them a second time: "
-                    f"{rearmed_text(loss)}")
+            what = (f"{loss.rearmed_count} approval request(s) that archon {REARM_WORDS} since the snapshot "
+                    f"become approved (or pending) again, so archon may run an action a second time or one "
+                    f"that was withdrawn: {rearmed_text(loss)}")
+        elif loss.rearm_unknown is not None:
+            what = (f"whether approval requests archon consumed, invalidated or withdrew since become executable "
+                    f"again cannot be told (approval_requests cannot be compared: {one_line(loss.rearm_unknown)})")
         else:
             what = (f"the record of {count} consumption(s) archon's executor made since is lost: "
-                    f"{', '.join(consumed.first) if consumed else ''}")
+                    f"{ids_text(consumed.first, count) if consumed else ''}")
         super().__init__(
             f"Restoring {snapshot} is refused: {what}. Nothing was restored.",
-            "Run `restore --plan` to see everything it would lose; if running those actions again is "
-            "intended, run the restore again with --rearm-consumed.",
+            "Run `restore --plan` to see everything it would lose; if making those requests executable "
+            "again is intended, run the restore again with --rearm-consumed.",
         )
         self.loss = loss
 
@@ -270,7 +275,8 @@ def restore_snapshot(
 
     Before anything is replaced: the snapshot must come from this database (restore_origin.py;
     `other_database` overrides), and what it would lose is read from both files (restore_loss.py);
-    undoing a consumption archon recorded is refused unless `rearm_consumed`. `plan`: stop there,
+    re-arming a request archon consumed, invalidated, let expire or deleted since is refused
+    unless `rearm_consumed`. `plan`: stop there,
     with the refusal (if any) inside the result. `confirm(name, loss)` must return True (the CLI
     shows the loss and asks the operator to type the file's name) unless `yes` is set. Nobody else may hold a lock on the database (console/db/exclusive_lock.py): it is
     checked through SQLite first (which also folds a WAL into the file), then held with raw locks
@@ -325,8 +331,7 @@ def _check_held(db_path: Path, held: Judged, unverified: bool, rearm_consumed: b
     if found.verified_by is None and not unverified:
         identify(db_path, held, digest, False, other_database)  # raises the "matches no record" refusal
     result.loss = loss_since(db_path, snapshot)
-    consumed = result.loss.consumed
-    if consumed is not None and consumed.count and not rearm_consumed:
+    if result.loss.refuses and not rearm_consumed:
         refused = RearmRefused(snapshot, result.loss)
         if not plan:
             raise refused

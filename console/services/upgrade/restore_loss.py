@@ -1,14 +1,13 @@
 """What a restore would lose: everything written to the database since its snapshot was taken.
 
 A restore puts back the snapshot's bytes; every decision, consumption, claim, lifecycle change,
-profile activation and event written since is gone, and an approval archon's executor already
-consumed becomes `approved` (executable) again. So before anything is replaced both files are read
-(read-only SQLite connections, console/db/connect.py `untouched_read_uri`; never their files
-directly) and compared row by row, by primary key and the columns that carry each kind of change.
-
-Memory stays bounded whatever the tables hold: each side is one ordered cursor, merged as it is read
-(`_merge`); only counts and the first `FIRST` ids of each kind are kept. Keys are compared by the
-hex of their bytes, the order SQLite's `ORDER BY` gives them and Python's, for text and numbers alike.
+profile activation and event written since is gone, whatever table holds it, and an approval archon
+has since consumed, invalidated, let expire or deleted becomes `approved` (executable) again. So
+before anything is replaced both files are read (read-only SQLite connections,
+console/db/connect.py `untouched_read_uri`; never their files directly) and every table compared row
+by row (console/services/upgrade/restore_diff.py: streamed, bounded memory). The kinds archon's
+operators think in (decisions, consumed approvals, claims, ...) are a summary read from the same
+rows; the per-table counts under it are the whole answer.
 """
 
 from __future__ import annotations
@@ -16,40 +15,52 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from console.db.connect import sqlite_connection, untouched_read_uri
-from console.db.sql import quote_identifier
 from console.errors import DatabaseUnusable
+from console.services.upgrade.restore_diff import FIRST, TableDiff, diff_table, table_names
+from console.text import one_line
 
-FIRST = 5  # ids shown per kind of loss
 FIRST_REARMED = 20  # request ids named in the refusal
 
-_Predicate = Callable[[tuple, "tuple | None"], bool]
+_Predicate = Callable[[tuple | None, tuple | None], bool]
 
 
-def _written(current: tuple, before: tuple | None) -> bool:
+def _written(current: tuple | None, before: tuple | None) -> bool:
     """The row is new since the snapshot, or these columns changed."""
-    return before is None or current != before
+    return current is not None and (before is None or current != before)
 
 
-def _any_set_and_written(current: tuple, before: tuple | None) -> bool:
+def _any_set_and_written(current: tuple | None, before: tuple | None) -> bool:
     """A claim taken, changed or released since: new rows count only when they hold one."""
+    if current is None:
+        return False
     if before is None:
         return any(value is not None for value in current)
     return current != before
 
 
-def _decided(current: tuple, before: tuple | None) -> bool:
+def _decided(current: tuple | None, before: tuple | None) -> bool:
     """A request decided (approved, denied, cancelled, expired, invalidated) since; its consumption
     is its own kind, so `consumed` counts here as the approval it was."""
+    if current is None or current[0] == "pending":
+        return False
+
     def decision(row: tuple) -> tuple:
         return ("approved" if row[0] == "consumed" else row[0], *row[1:])
     return before is None or decision(current) != decision(before)
 
 
-def _new(current: tuple, before: tuple | None) -> bool:
-    return before is None  # events are append-only: a new id is a new event
+def _consumed(current: tuple | None, before: tuple | None) -> bool:
+    """Consumed now (status or `consumed_at`), and not so in the snapshot."""
+    if current is None or (current[0] != "consumed" and current[1] is None):
+        return False
+    return before is None or current != before
+
+
+def _new(current: tuple | None, before: tuple | None) -> bool:
+    return current is not None and before is None  # events are append-only: a new id is a new event
 
 
 @dataclass(frozen=True)
@@ -57,23 +68,14 @@ class _Kind:
     name: str
     label: str  # "N <label>"
     table: str
-    columns: tuple[str, ...]  # compared; those the table lacks are left out
-    where: tuple[tuple[str, str], ...] = ()  # (column, condition): the current rows that can carry it
+    columns: tuple[str, ...]  # compared; a column one side lacks compares as NULL
     lost: _Predicate = _written
-
-    def condition(self, present: list[str]) -> str | None:
-        """The WHERE clause over the columns the current file has; None: no row can carry it."""
-        if not self.where:
-            return "1"
-        usable = [sql for column, sql in self.where if column in present]
-        return " OR ".join(usable) if usable else None
 
 
 KINDS = (
-    _Kind("decisions", "approval decisions", "approval_requests", ("status", "decision_at"),
-          (("status", "status <> 'pending'"),), lost=_decided),
+    _Kind("decisions", "approval decisions", "approval_requests", ("status", "decision_at"), lost=_decided),
     _Kind("consumed_approvals", "consumed approvals", "approval_requests", ("status", "consumed_at"),
-          (("consumed_at", "consumed_at IS NOT NULL"), ("status", "status = 'consumed'"))),
+          lost=_consumed),
     _Kind("claims", "environment claims", "execution_environments",
           ("operation_claim_id", "operation_kind", "operation_claimed_at", "cleanup_claim_id",
            "cleanup_claimed_at"), lost=_any_set_and_written),
@@ -85,6 +87,8 @@ KINDS = (
     _Kind("environment_events", "environment events", "execution_environment_events", (), lost=_new),
     _Kind("profile_events", "profile audit events", "execution_profile_audit_events", (), lost=_new),
 )
+
+REARM_WORDS = "consumed, invalidated, expired or deleted"
 
 
 @dataclass
@@ -98,39 +102,55 @@ class Lost:
         return {"count": self.count, "first": self.first}
 
 
+def ids_text(ids: list[str], count: int) -> str:
+    """Ids on one line each way they are shown: a newline in an id would forge a line of the report."""
+    more = count - len(ids)
+    return ", ".join(one_line(i) for i in ids) + (f", and {more} more" if more > 0 else "")
+
+
 @dataclass
 class LossReport:
     """What restoring the snapshot would undo; `unreadable` says why it could not be told."""
 
     kinds: list[Lost] = field(default_factory=list)
-    rearmed: list[str] = field(default_factory=list)  # consumed here, approved or pending in the snapshot
+    tables: list[TableDiff] = field(default_factory=list)  # only the tables that differ
+    rearmed: list[str] = field(default_factory=list)  # approved (or pending) in the snapshot, not now
     rearmed_count: int = 0
+    rearm_unknown: str | None = None  # approval_requests could not be compared: why
     unreadable: str | None = None
 
     @property
     def nothing_lost(self) -> bool:
-        return self.unreadable is None and not any(kind.count for kind in self.kinds)
+        return (self.unreadable is None and not any(kind.count for kind in self.kinds)
+                and not self.tables and not self.rearmed_count)
 
     @property
     def consumed(self) -> Lost | None:
         return next((kind for kind in self.kinds if kind.name == "consumed_approvals"), None)
 
+    @property
+    def refuses(self) -> bool:
+        """Restoring would undo a consumption or re-arm a request: refused without --rearm-consumed."""
+        consumed = self.consumed
+        return bool(self.rearmed_count or self.rearm_unknown or (consumed is not None and consumed.count))
+
     def lines(self, *, done: bool = False) -> list[str]:
         """The report in words; `done`: said after the restore, in the past tense."""
         if self.unreadable is not None:
-            return [f"What {'was' if done else 'would be'} lost cannot be told: {self.unreadable}."]
+            return [f"What {'was' if done else 'would be'} lost cannot be told: {one_line(self.unreadable)}."]
         if self.nothing_lost:
             return [f"Nothing written since the snapshot {'was' if done else 'is'} lost."]
         head = "The restore discarded" if done else "Restoring loses"
         lines = [f"{head} what was written since the snapshot (an upgrade's own writes included):"]
         for kind in self.kinds:
             if kind.count:
-                more = f", and {kind.count - len(kind.first)} more" if kind.count > len(kind.first) else ""
-                lines.append(f"  {kind.count} {kind.label}: {', '.join(kind.first)}{more}")
+                lines.append(f"  {kind.count} {kind.label}: {ids_text(kind.first, kind.count)}")
         if self.rearmed_count:
-            lines.append(f"  {self.rearmed_count} request(s) archon already consumed "
-                         f"{'are' if done else 'become'} executable again: "
-                         + rearmed_text(self))
+            lines.append(f"  {self.rearmed_count} request(s) approved in the snapshot that archon {REARM_WORDS} "
+                         f"since {'are' if done else 'become'} executable again: " + rearmed_text(self))
+        if self.tables:
+            lines.append("  Every table that differs (added and changed rows are lost, deleted ones come back):")
+            lines.extend(f"    {table.line()}" for table in self.tables)
         return lines
 
     def to_json(self) -> dict[str, Any]:
@@ -138,77 +158,70 @@ class LossReport:
             "nothing_lost": self.nothing_lost,
             "unreadable": self.unreadable,
             "lost": {kind.name: kind.to_json() for kind in self.kinds},
+            "tables": {table.table: table.to_json() for table in self.tables},
             "rearmed": {"count": self.rearmed_count, "first": self.rearmed},
+            "rearm_unknown": self.rearm_unknown,
         }
 
 
 def rearmed_text(report: LossReport) -> str:
-    more = report.rearmed_count - len(report.rearmed)
-    return ", ".join(report.rearmed) + (f" and {more} more" if more > 0 else "")
+    return ids_text(report.rearmed, report.rearmed_count)
 
 
-def _columns(conn: sqlite3.Connection, table: str) -> list[str] | None:
-    """The table's columns, or None when it has none (absent)."""
-    names = [str(row[1]) for row in conn.execute(f"PRAGMA table_info({quote_identifier(table)})")]
-    return names or None
+def _armed(row: dict[str, Any] | None) -> bool:
+    """Executable by archon: approved and not consumed."""
+    return row is not None and row.get("status") == "approved" and row.get("consumed_at") is None
 
 
-def _key(conn: sqlite3.Connection, table: str) -> str:
-    """The single-column primary key, else the rowid (archon's event tables may have no declared key)."""
-    keys = [row for row in conn.execute(f"PRAGMA table_info({quote_identifier(table)})") if row[5]]
-    return quote_identifier(str(keys[0][1])) if len(keys) == 1 else "rowid"
+def _rearms(current: dict[str, Any] | None, before: dict[str, Any] | None) -> bool:
+    """The restore makes the request executable (or, pending, decidable) again though archon has
+    since consumed, invalidated, let expire or deleted it."""
+    if before is None:
+        return False
+    if _armed(before):
+        return not _armed(current)
+    return before.get("status") == "pending" and current is not None and (
+        current.get("status") == "consumed" or current.get("consumed_at") is not None)
 
 
-def _rows(conn: sqlite3.Connection, kind: _Kind, columns: tuple[str, ...], present: list[str] | None,
-          where: str) -> Iterator[tuple[str, Any, tuple]]:
-    """(hex of the key's bytes, key, compared columns) of the table's rows, in key order."""
-    if present is None:
-        return iter(())
-    key = _key(conn, kind.table)
-    picked = ", ".join(quote_identifier(c) if c in present else "NULL" for c in columns) or "NULL"
-    return (
-        (row[0], row[1], tuple(row[2:]) if columns else ())
-        for row in conn.execute(
-            f"SELECT hex(CAST({key} AS BLOB)) AS k, {key}, {picked} FROM {quote_identifier(kind.table)} "
-            f"WHERE {where} ORDER BY k"
-        )
-    )
+def _summarise(report: LossReport, table: str) -> Callable[[str, dict | None, dict | None], None] | None:
+    """The callback that reads the named kinds (and re-armed requests) off the table's differing rows."""
+    kinds = [(kind, lost) for kind, lost in zip(KINDS, report.kinds) if kind.table == table]
+    if not kinds:
+        return None
 
+    def pick(row: dict | None, columns: tuple[str, ...]) -> tuple | None:
+        return None if row is None else tuple(row.get(c) for c in columns)
 
-def _merge(current: Iterator, before: Iterator) -> Iterator[tuple[Any, tuple, tuple | None]]:
-    """Each current row with the snapshot's row of the same key (None when it has none)."""
-    other = next(before, None)
-    for hexkey, key, values in current:
-        while other is not None and other[0] < hexkey:
-            other = next(before, None)
-        yield key, values, (other[2] if other is not None and other[0] == hexkey else None)
+    def on_row(key: str, current: dict | None, before: dict | None) -> None:
+        for kind, lost in kinds:
+            if kind.lost(pick(current, kind.columns), pick(before, kind.columns)):
+                lost.count += 1
+                if len(lost.first) < FIRST:
+                    lost.first.append(key)
+        if table == "approval_requests" and _rearms(current, before):
+            report.rearmed_count += 1
+            if len(report.rearmed) < FIRST_REARMED:
+                report.rearmed.append(key)
+
+    return on_row
 
 
 def _compare(now: sqlite3.Connection, then: sqlite3.Connection, report: LossReport) -> None:
-    for kind in KINDS:
-        present_now = _columns(now, kind.table)
-        lost = Lost(kind.name, kind.label)
-        report.kinds.append(lost)
-        where = None if present_now is None else kind.condition(present_now)
-        if present_now is None or where is None:
-            continue
-        present_then = _columns(then, kind.table)
-        columns = tuple(c for c in kind.columns if c in present_now)
-        # the rearm check needs the snapshot's status beside the compared columns
-        wanted = columns + (("status",) if kind.name == "consumed_approvals" else ())
-        current = _rows(now, kind, columns, present_now, where)
-        before = _rows(then, kind, wanted, present_then, "1")
-        for key, values, old in _merge(current, before):
-            compared = None if old is None else old[: len(columns)]
-            if not kind.lost(values, compared):
-                continue
-            lost.count += 1
-            if len(lost.first) < FIRST:
-                lost.first.append(str(key))
-            if kind.name == "consumed_approvals" and old is not None and old[-1] in ("approved", "pending"):
-                report.rearmed_count += 1
-                if len(report.rearmed) < FIRST_REARMED:
-                    report.rearmed.append(str(key))
+    report.kinds = [Lost(kind.name, kind.label) for kind in KINDS]
+    tables_now, tables_then = table_names(now), table_names(then)
+    for table in sorted(tables_now | tables_then):
+        try:
+            diff = diff_table(now, then, table, table in tables_now, table in tables_then,
+                              _summarise(report, table))
+        except sqlite3.DatabaseError as exc:  # said, table by table: the other tables are still compared
+            if isinstance(exc, sqlite3.OperationalError) and "interrupt" in str(exc):
+                raise
+            diff = TableDiff(table, unreadable=str(exc))
+            if table == "approval_requests":
+                report.rearm_unknown = str(exc)
+        if diff.differs:
+            report.tables.append(diff)
 
 
 def loss_since(db_path: Path, snapshot: Path) -> LossReport:
@@ -238,4 +251,4 @@ def loss_since(db_path: Path, snapshot: Path) -> LossReport:
     return report
 
 
-__all__ = ["FIRST", "KINDS", "LossReport", "Lost", "loss_since", "rearmed_text"]
+__all__ = ["FIRST", "KINDS", "LossReport", "Lost", "REARM_WORDS", "ids_text", "loss_since", "rearmed_text"]

@@ -10,7 +10,10 @@ been upgraded before. The rules, in order (docs/decisions.md, "A snapshot names 
 2. both identities are known: they must be equal, except that a snapshot of a database never
    upgraded before is named by its own SHA-256, which the database forgets when it is restored and
    upgraded again; then the path decides;
-3. the path the manifest records must be the database's;
+3. the path the manifest records must be the database's (resolved), equal identities or not: the
+   identity is derived from content, so a copy of a database (`cp` to staging) carries it too, and
+   only the path tells the copy from the original; a database moved to another path is restored
+   with `--other-database`;
 4. nothing says where it comes from (a manifest of an older console, or no record at all): only
    `--unverified`, the operator vouching for the file, accepts it.
 
@@ -19,6 +22,7 @@ Every refusal says what was found; `--other-database` overrides it.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,8 +71,9 @@ def _short(identity: str | None) -> str:
 def _refuse(snapshot: Path, db_path: Path, why: str) -> OtherDatabase:
     return OtherDatabase(
         f"{snapshot} {why}; a restore would put one database's snapshot over another. Nothing was restored.",
-        f"Check --db (and ARCHON_DB_PATH): name the database the snapshot was taken from. To put it over "
-        f"{db_path} all the same, run the restore again with {OVERRIDE}.",
+        f"Check --db (and ARCHON_DB_PATH): name the database the snapshot was taken from. If the database "
+        f"was moved since the snapshot, or to put it over {db_path} all the same, run the restore again "
+        f"with {OVERRIDE}.",
     )
 
 
@@ -100,17 +105,26 @@ def check_origin(
         return decided(f"{db_path.name}'s upgrade ledger records it")
     if other_database:
         return decided(f"not checked ({OVERRIDE})")
-    if this_instance is not None and claimed is not None:
-        if claimed == this_instance:
-            return decided(f"it carries the database's identity {_short(claimed)}")
-        if claimed != digest:  # not merely the snapshot's own name for a never-upgraded database
-            taken = f" ({source})" if source else ""
-            raise _refuse(snapshot, db_path, f"was taken from another database{taken}, identity "
-                          f"{_short(claimed)}; {db_path} is identity {_short(this_instance)}")
+    same = this_instance is not None and claimed == this_instance
+    if this_instance is not None and claimed is not None and not same and claimed != digest:
+        # (an identity that is the snapshot's own hash: its database had never been upgraded)
+        taken = f" ({source})" if source else ""
+        raise _refuse(snapshot, db_path, f"was taken from another database{taken}, identity "
+                      f"{_short(claimed)}; {db_path} is identity {_short(this_instance)}")
+    identity = f" and it carries the database's identity {_short(claimed)}" if same else ""
     if source is not None:
-        if source == target:
-            return decided(f"its manifest names {target}")
-        raise _refuse(snapshot, db_path, f"was taken from another database, {source}, not from {target}")
+        if source == target or os.path.realpath(source) == target:
+            return decided(f"its manifest names {target}{identity}")
+        # An equal identity does not outweigh the path: a copy of a database carries its identity.
+        copy = (f" (it carries the same identity, {_short(claimed)}: this database is a copy of that one, "
+                f"or that one moved here)" if same else "")
+        raise _refuse(snapshot, db_path, f"was taken from another database, {source}, not from {target}{copy}")
+    if same:
+        if unverified:
+            return decided(f"it carries the database's identity {_short(claimed)}; no path is recorded "
+                           "(--unverified)")
+        raise _refuse(snapshot, db_path, f"carries {db_path.name}'s identity {_short(claimed)} but records no "
+                      "path, and a copy of a database carries its identity too")
     if unverified:
         return decided("not known (--unverified)")
     unknown = _refuse(snapshot, db_path, "does not say which database it was taken from (its record was "
