@@ -23,7 +23,7 @@ The rule, as archon's `INSERT OR IGNORE` and re-lookup make it:
 
 Each step's inserts depend on what the earlier steps did (022 repairs the profile 021 activated), so
 the pending steps run, in order, in a private in-memory copy of the schema with the rows of every
-table the profile steps read or write (`ROW_TABLES`, and the tables they name in a FOREIGN KEY:
+table the profile steps read or update (`ROW_TABLES`, and the tables they name in a FOREIGN KEY:
 console/db/migrations/replay.py), each step's inserts predicted from the copy's state just before
 it, with the same functions the steps use. The same run is the preflight's rehearsal of the whole
 chain: a pending step that fails there for any reason (a guard trigger's RAISE, a backfill's
@@ -49,8 +49,10 @@ from console.db.migrations.runner import MigrationFailed, apply_migration
 from console.db.migrations.stops import is_stop
 
 REVISIONS = "execution_profile_revisions"
-# the tables whose rows the profile steps (005, 006, 021, 022) read or write
-ROW_TABLES = ("projects", REVISIONS, "execution_profile_audit_events")
+# the tables whose rows the profile steps (005, 006, 021, 022) read or update. Their audit events
+# are only inserted, with INSERT OR IGNORE, which no row already there can make fail, so that table
+# comes empty (its rows can be many, and a dangling one is the preflight's foreign-key blocker)
+ROW_TABLES = ("projects", REVISIONS)
 INITIAL = "005-profile-backfill-initial"
 CURRENT = "021-profile-backfill-current-schema"
 # steps that run archon's `backfillExecutionProfiles` (revision 1) first: step id -> (schema, release)

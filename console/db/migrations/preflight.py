@@ -20,7 +20,7 @@ therefore refuses up front (exit 3, nothing written, not even the snapshot) when
   `:v3`, `:chat-build-v3`...) is already held by a row with other content: archon's `INSERT OR
   IGNORE` skips it and the step stops or activates the wrong row (console/db/migrations/fixed_ids.py);
 * a pending step fails on the database's rows: the whole pending chain runs, in order, on a private
-  in-memory copy with the rows of the tables the profile steps read and write (fixed_ids.py
+  in-memory copy with the rows of the tables the profile steps read or update (fixed_ids.py
   `rehearse`); the first step that fails there (a guard trigger's RAISE, an invalid stored profile
   that only becomes active part-way, anything) refuses the upgrade, naming the step and its message;
 * a pending step fails on the database's schema itself (for example a trigger or view naming a

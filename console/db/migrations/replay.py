@@ -2,7 +2,7 @@
 
 The preflight (console/db/migrations/preflight.py) runs the pending steps there to find a step that
 fails on the schema itself, and the fixed-id prediction (console/db/migrations/fixed_ids.py) runs
-them with the rows the profile steps read and write (and their FOREIGN KEY parents), to see what
+them with the rows the profile steps read or update (and their FOREIGN KEY parents), to see what
 each would insert and whether each runs to the end as the chain reaches it.
 Rows are copied after the tables and before the triggers, so no trigger of the file fires on them.
 """
