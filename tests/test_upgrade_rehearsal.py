@@ -19,7 +19,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from hypothesis import HealthCheck, event, given, settings, strategies as st
+from hypothesis import HealthCheck, event, example, given, settings, strategies as st
 
 from console.cli import main
 from console.errors import EXIT_UNUSABLE
@@ -193,6 +193,12 @@ def _hostile(path: Path, kind: str, states: list[dict]) -> None:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(kind=st.sampled_from(("1.8.21", "1.8.22")), states=st.lists(project_state, min_size=2, max_size=2))
+@example(kind="1.8.21", states=[  # an unmigratable active profile: archon's start stops too
+    {"provider": "host", "extra": {"provider_preference": "podman"}, "pointer": "extra", "delete_extra": False},
+    {"provider": "podman", "extra": None, "pointer": "dangling", "delete_extra": False}])
+@example(kind="1.8.22", states=[  # 1a's shape: a dangling docker pointer, an unknown provider beside it
+    {"provider": "docker_sandbox", "extra": None, "pointer": "dangling", "delete_extra": False},
+    {"provider": "podman", "extra": None, "pointer": "keep", "delete_extra": False}])
 def test_generated_starts_upgrade_as_archon_does_or_refuse_before_step_001(tmp_path_factory, kind, states):
     """Either the upgrade completes equal to archon 1.10.0's start on the same file, or it refuses
     before step 001 with the file unchanged; never a stop part-way."""
