@@ -10,6 +10,7 @@ keep being accepted.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
 import inspect
@@ -28,35 +29,35 @@ from console.services.upgrade import plan_upgrade, run_upgrade
 from tests.upgrade_helpers import db_1820, fingerprint_dir
 
 PINNED = {
-    "001-archon-1.8.20-baseline": "c1324fc4cb7a827efa022b04e681d9c8aa48bd02834176310700d2a03154ab6c",
-    "002-project-active-profile-column": "79cba2e3d98c06e272b6368c02862311eea8197f710180fbd39b2f1f24db4282",
-    "003-profile-tables": "22f8da1aafd5e8f5b6351b00f69d7714aa55ddce930b45534ffb5d5a4dc3753c",
-    "004-profile-revisions-rebuild-v2": "b5c7777eade914b0012d08ee92d7ce9d84efc7fd1c736c2236f7f6e69794f0c8",
-    "005-profile-backfill-initial": "09e7041f22ddfcce635e9dbd7bf99593c7e863f3e077b6b80c995439b17b7396",
-    "006-profile-backfill-schema-v2": "dacabfa5b0e477da8e10cec12e3929598213d63a40c70f40425e88bbcc959748",
-    "007-profile-guard-triggers": "3c8844e0ef576ff52d97e877e10f5abddc1de70f3b2c0fcff8d533345f843d7a",
-    "008-build-sequence-profile-columns": "7632a545732092075362f68829565c516342ceca5b69148bb42f5c1f308bd104",
-    "009-build-sequence-incomplete-sweep": "8612b3dca7e773234679f1af0035936ef11ec03f67a9558c6efc2e8551355d20",
-    "010-build-sequence-profile-triggers": "b5a77ea0a336079f138373457146d51cc9cb5baf7cd68d45c1b19a3a068fc2f1",
-    "011-environment-profile-columns": "53b08fff4d2449210f9ad2c0d41f416f0e8798e7012be15d120b45afa68f9a29",
-    "012-run-authorities": "514ae8411e635f57bd7c7d5275b17580991f2507741152ec789d54d20870e0e7",
-    "013-approval-tables": "202dffdaf1fdb3fccc42287c49fe1e2066956d13d46aca3606ed3bdb0a1d84b9",
-    "014-approval-requests-rebuild-action-limit": "737c97234530b8c947006481359022d4f3aae1975647e2fae18493c85e3e39d2",
-    "015-build-setup-evidence": "ffabcd1a8ac7fc71462469d15c3cf922c5c0cb9f4bc66f9232891919ebbac074",
-    "016-environment-identity-triggers": "8125638865007391d2ca93082f39b0cb711ef9cf6ca7e519615c7b03d3c66122",
-    "017-environment-reuse-index": "115c091b2ae474e14988c5906b358aa3507cc9c461922259f3f777e1774def11",
-    "018-check-attempt-outcome-ambiguous": "a5875807660ec939a86166e9214aebe0c76703aee2d0754798216bfc5c209363",
-    "019-build-sequence-activation-run-index": "4ff0aea4b93414b9610fd4db3d1cdfa06bb3c8db1ce8092951ca7798a91455ab",
-    "020-profile-revisions-rebuild-v3": "b94ae0d29cd316ca09afdbd73b445c08aded8b97169214ad96847b2c2c7dfb2d",
-    "021-profile-backfill-current-schema": "02c3c041af55526674334a3f5ed2d4a814172ae79da0ab2bfd4c3d4c975d53f3",
-    "022-profile-workload-eligibility": "f7e139b9a7039010aa922028477a9c59c664a2a702efd6ecc12367224aef7b0c",
-    "023-service-run-details": "c7c44316b3b096fc2bd6d6813c5207ef59d76b8e0fb68c098b7ede0ff197073a",
-    "024-environment-operation-columns": "3cf50f674812985e3f129ca11dc1a04ec9e3588175ca4873f6e369e29348bca4",
-    "025-environment-operation-indexes": "7140a8110a14d79d52496d9b2559a26a52bc0a27049bece4dec4b198b30e5e6b",
-    "026-environment-operation-triggers": "e991dff2f234f3e9553871de84c0cfad9037e1ff6bb1d5fb64400e8e2be49925",
-    "027-check-environment-columns": "29001cb08ad236763229e4f6f14c85264d2141beb23c3e7c4f11b452443e7522",
-    "028-check-attempt-outcome-environment-loss": "de8cac49cb1a38321def9485427d3c9bb850a3905356bdf64d4607ee2d18b663",
-    "029-check-placement-triggers": "12d1e3aa862c4d4425004f90a1748bdbdde1fab5519c93027b87ea0efabd0adf",
+    "001-archon-1.8.20-baseline": "5c6140293723ddb59757b696ee05814312e7a89bc201becb2601dc5afbbd4b69",
+    "002-project-active-profile-column": "c0ce64a686eca160b13831a24c5073fd5084ede33584b57e33e4992a37524011",
+    "003-profile-tables": "814b004ddc405387e1cba0b8b417b9d307e990ed014be28922fefc4c1cbc259a",
+    "004-profile-revisions-rebuild-v2": "7626d2cd63989fa9fd266f97a3fa36ca4a28cd0308436de6733f9c96b6f6a589",
+    "005-profile-backfill-initial": "f269ef02a1fbb565b27d063b7aa2be9a2646b2e53dde0121735cb4f1abfa3cf0",
+    "006-profile-backfill-schema-v2": "7ac5e14f973402944e9235c1ba13e757f3999aca469f9fda0de6d3fc6dfcac88",
+    "007-profile-guard-triggers": "1773278b12b56949c7e661164327a8fa7340e8020fe5d9fc3b66355a7482de48",
+    "008-build-sequence-profile-columns": "afb3ce757d10f5a446370e8f8bd261c46a79e0589bf97e321e03b15bb2fd4212",
+    "009-build-sequence-incomplete-sweep": "a36cce127575a979b74e1e03936bb20b2cad904ed8f59cfbd622d7fcbdcafa32",
+    "010-build-sequence-profile-triggers": "f6ffcf993898a446f2743d8c66d7e1a6bf779ccc57f4986bfc82a504d4764772",
+    "011-environment-profile-columns": "46c762f5c1f446a9321c27ec75bc63b40a715d112e3dc16bf031fab0fb68f044",
+    "012-run-authorities": "22ed3d04a3c8b53295e92b9ca38e0d3792b76de1a1462ffc190bc2cbab2b42bb",
+    "013-approval-tables": "063a2ca9d05ec0ade404f952effe19d35572047fc108fb3738c8e8b8b3e38221",
+    "014-approval-requests-rebuild-action-limit": "4c73e154be7df15233e384137205188d6b684bceef0beecbf83c962dd47c3c2c",
+    "015-build-setup-evidence": "a8a53a80c4bb3957c12aa0c269e6fd51313c7a6036e7a6101eae994320e91ea0",
+    "016-environment-identity-triggers": "c1e2c7b94f395ce912f48aa4ba33075fb56dcc6c424ddc8dc157e498aa5d4896",
+    "017-environment-reuse-index": "ff8cbe4d8d5f66f1849c32c30549096b7fdb3e3a39cba1f7fe024d98f5155d11",
+    "018-check-attempt-outcome-ambiguous": "46c6ff0f830e4184d573529c9f62aea2d93e99c32b9de2d40d8dc98b1bf35435",
+    "019-build-sequence-activation-run-index": "2134477132ec76ce427b6f57573066a0911934aa4260d84b83511ea605faa427",
+    "020-profile-revisions-rebuild-v3": "cbf26b93f5e948635023a952ebee26f058f15519e3d92d1c345cce71756214e5",
+    "021-profile-backfill-current-schema": "b90540b426820f2fdea8905440e7c269739bd229d0197a46d911988f03b468e6",
+    "022-profile-workload-eligibility": "02f8be6ca3ab229c5b4c2dbc6c952713bc860f655db24bb7efa86887ca8e0966",
+    "023-service-run-details": "42a00eb551dc6d89e34a2a9c98c4fa477c60567f0ece783b8d37cf37681338a1",
+    "024-environment-operation-columns": "2d15a018ed55a5012b6b1889fea834c4e96b8e1c970667a2150ab7034925274a",
+    "025-environment-operation-indexes": "0274a08f7a8dab210a603bc892494e3104fd30f02ecc3ed1cedd85621940e42f",
+    "026-environment-operation-triggers": "9ea5ba24b2ac47bc66efe7554f035692b5418566159e21c1ca2356fe9f944265",
+    "027-check-environment-columns": "a6320378e05fb6c9d8847eaa99ad193911411949f95a2cbdd14a362acc5a027f",
+    "028-check-attempt-outcome-environment-loss": "52a8e490c589a5e0a68ae3ac40341d70ea566eca28e8fd3cf11258c89ff72943",
+    "029-check-placement-triggers": "59b9935ee0191947cc05e28c285ace303258478d01119e63eac8ca507f8a2f2f",
 }
 
 # Steps whose own module changed after archon-console 0.1.0 (issue 8, rules 5 and 6).
@@ -284,10 +285,42 @@ def test_those_checksums_are_refused_in_a_row_the_current_version_wrote(tmp_path
 
 
 def test_the_second_frozen_table_is_what_main_computed_before_0_2_0():
-    """Frozen from the code that wrote it; a step that reaches no project module hashes the same way
-    under both schemes, so its frozen value is its checksum today (the table was not invented)."""
+    """Frozen from the code that wrote it; a step that imports no project module hashed its name and
+    source alone under that scheme, so its frozen value is that hash today (the table was not
+    invented). Today's checksum of every step also covers the runner (base.py `RUNNER`)."""
     from console.db.migrations.legacy_checksums import ACCEPTED_BY_VERSION, CHECKSUMS_0_1_0_PACKAGE
 
-    alone = [m for m in MIGRATIONS if base.step_sources(_module(m)) == [m.module]]
-    assert alone and all(CHECKSUMS_0_1_0_PACKAGE[m.id] == m.checksum for m in alone)
+    def before_the_runner_counted(module) -> str:  # the scheme of then: name and source, nothing else
+        digest = hashlib.sha256()
+        for part in (module.__name__, inspect.getsource(module)):
+            digest.update(part.encode("utf-8"))
+            digest.update(b"\0")
+        return digest.hexdigest()
+
+    def imports_nothing_of_ours(module) -> bool:
+        return not any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in ast.walk(ast.parse(inspect.getsource(module))))
+
+    alone = [m for m in MIGRATIONS if imports_nothing_of_ours(_module(m))]
+    assert alone and all(CHECKSUMS_0_1_0_PACKAGE[m.id] == before_the_runner_counted(_module(m)) for m in alone)
     assert list(ACCEPTED_BY_VERSION) == ["0.1.0"]
+
+
+# --- attack round on issue 18, finding 4: the runner decides what a step writes -------------------
+
+RUNNER_MODULES = ("console.db.migrations.runner", "console.db.tx")
+
+
+@pytest.mark.parametrize("step", STEP_MODULE_NAMES)
+def test_the_runner_and_what_it_imports_are_every_steps_sources(monkeypatch, step):
+    """The runner turns foreign keys off around a rebuild (with them on, step 020's DROP TABLE
+    cascades into the audit events) and owns the transaction; no step imports it, so it is a source
+    of every step by base.py's mechanism (`RUNNER`): editing it, or a module it imports, changes
+    every step's checksum."""
+    module = importlib.import_module(step)
+    sources = base.step_sources(module)
+    for name in RUNNER_MODULES:
+        assert name in sources
+        before = base.step_checksum(module)
+        _edit_one(monkeypatch, name)
+        assert base.step_checksum(module) != before
+        monkeypatch.undo()

@@ -8,7 +8,8 @@ that cannot be normalised stops the step, and so the upgrade, with archon's own 
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from console.db import execution_profiles as profiles
 
@@ -98,6 +99,50 @@ def _activate(conn, project_id: str, target: str, previous: str) -> bool:
             (target, project_id, previous),
         ).rowcount
     )
+
+
+UNKNOWN_PROVIDERS_TO_HOST = (
+    "UPDATE projects SET build_execution_provider = 'host' "
+    "WHERE build_execution_provider IS NULL OR build_execution_provider NOT IN ('host', 'docker_sandbox')"
+)
+
+
+def reset_unknown_providers(conn: sqlite3.Connection) -> None:
+    """Archon's start-up statement (db.js since 1.8.20, before the profile tables and their
+    rebuild): a project whose provider is not one archon knows (a column `ensureColumn` added
+    without the CHECK lets one in) runs on the host. Every start runs it, so the steps standing for
+    1.8.22's and 1.10.0's starts (004 and 020, the first of each release that rebuilds the profile
+    table, as archon does right after this statement) run it before their rebuild, with the triggers
+    as they stand then."""
+    if "build_execution_provider" in {r[1] for r in conn.execute("PRAGMA table_info(projects)")}:
+        conn.execute(UNKNOWN_PROVIDERS_TO_HOST)
+
+
+@contextmanager
+def without_revision_triggers(conn: sqlite3.Connection) -> Iterator[None]:
+    """Run 1.10.0's backfills as its start runs them: without the triggers that name
+    execution_profile_revisions, put back afterwards from their stored text, in the caller's
+    transaction.
+
+    Archon's rebuild of the table (1.10.0 widening it to schema 3, step 020) drops every trigger
+    whose text contains `execution_profile_revisions` (the owner and projection guards on projects
+    among them) and its start re-creates them only after `backfillExecutionProfiles`,
+    `...ToCurrentSchema` and `...WorkloadEligibility` have run. So archon's backfills move a pointer
+    the guards would refuse (a project whose provider does not project its active profile, one
+    pointing at a revision that is gone) and its start succeeds; steps 021 and 022 run theirs the
+    same way. Step 020 has already put these triggers back in the release's text, so the text
+    they come back in is the text archon re-creates. docs/decisions.md ("Direct and chained upgrade
+    paths") states the assumption: a file with 021 pending is one archon's 1.10.0 start would
+    rebuild (its table lacks the schema-3 text), since 1.10.0 runs all three in one start.
+    """
+    triggers = conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND instr(sql, 'execution_profile_revisions') > 0"
+    ).fetchall()
+    for name, _sql in triggers:
+        conn.execute(f'DROP TRIGGER IF EXISTS "{name.replace(chr(34), chr(34) * 2)}"')
+    yield
+    for _name, sql in triggers:
+        conn.execute(sql)
 
 
 INITIAL_ROWS_SQL = """

@@ -5,7 +5,8 @@ A step is a module with ID, RELEASE, SAFETY, DESCRIPTION, REBUILD, `up(conn)` an
 source of the step module and of every module of the project's packages (`PROJECT_PACKAGES`) it
 names in an import, at any depth (shared DDL such as steps/approval_ddl.py, backfills.py,
 profile_triggers.py, this file's helpers, and console/db/execution_profiles.py, whose defaults,
-normalisation, serialisation and fingerprint steps 004-007 and 020-022 write). So editing any module
+normalisation, serialisation and fingerprint steps 004-007 and 020-022 write), and of the runner
+that applies every step (`RUNNER`) and the modules it imports. So editing any module
 a released step reaches changes that step's checksum and is noticed (`step_checksum`; the
 checksums earlier console versions recorded are in legacy_checksums.py). A package's `__init__`
 is followed only when a step names the package itself: it runs on every import, but a step uses
@@ -96,10 +97,17 @@ def _is_module(name: str) -> bool:
         return False
 
 
+# The module that applies every step (console/db/migrations/runner.py): it decides what a step
+# writes as much as the step does (foreign keys off around a rebuild, so DROP TABLE cascades
+# nothing; the transaction; the foreign-key check before COMMIT), so it and whatever it imports are
+# sources of every step, by this mechanism rather than by each step importing it.
+RUNNER = "console.db.migrations.runner"
+
+
 def step_sources(module: ModuleType) -> list[str]:
-    """The step module's name, then every project module it reaches by imports, sorted."""
+    """The step module's name, then every project module it or the runner reaches by imports, sorted."""
     seen: set[str] = set()
-    todo = [module.__name__]
+    todo = [module.__name__, RUNNER]
     while todo:
         name = todo.pop()
         if name in seen:

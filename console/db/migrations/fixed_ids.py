@@ -22,10 +22,17 @@ The rule, as archon's `INSERT OR IGNORE` and re-lookup make it:
   does not own.
 
 Each step's inserts depend on what the earlier steps did (022 repairs the profile 021 activated), so
-the pending steps run, in order, in a private in-memory copy of the schema with the rows of
-`projects` and `execution_profile_revisions` (console/db/migrations/replay.py), each step's inserts
-predicted from the copy's state just before it, with the same functions the steps use. Reads the
-database only; nothing the steps write is changed here.
+the pending steps run, in order, in a private in-memory copy of the schema with the rows of every
+table the profile steps read or update (`ROW_TABLES`, and the tables they name in a FOREIGN KEY:
+console/db/migrations/replay.py), each step's inserts predicted from the copy's state just before
+it, with the same functions the steps use. The same run is the preflight's rehearsal of the whole
+chain: a pending step that fails there for any reason (a guard trigger's RAISE, a backfill's
+"Stored execution profile revision ... is invalid", a constraint) is `Rehearsal.failure`, which the
+preflight turns into a refusal before step 001; a failure is never read as "no problem". Only
+those tables' rows are copied, so memory stays bounded by the profile data, not by the file (run
+history, events and check output stay on disk); what the other steps do to rows is checked by the
+preflight's own rules (rebuilt rows against the new table text, foreign keys, new UNIQUE indexes).
+Reads the database only; nothing the steps write is changed here.
 """
 
 from __future__ import annotations
@@ -42,6 +49,10 @@ from console.db.migrations.runner import MigrationFailed, apply_migration
 from console.db.migrations.stops import is_stop
 
 REVISIONS = "execution_profile_revisions"
+# the tables whose rows the profile steps (005, 006, 021, 022) read or update. Their audit events
+# are only inserted, with INSERT OR IGNORE, which no row already there can make fail, so that table
+# comes empty (its rows can be many, and a dangling one is the preflight's foreign-key blocker)
+ROW_TABLES = ("projects", REVISIONS)
 INITIAL = "005-profile-backfill-initial"
 CURRENT = "021-profile-backfill-current-schema"
 # steps that run archon's `backfillExecutionProfiles` (revision 1) first: step id -> (schema, release)
@@ -60,6 +71,23 @@ class Collision:
     project: str
     revision_id: str
     held_by: str  # what holds it: "project X's revision", "other content", "no row: ..."
+
+
+@dataclass(frozen=True)
+class StepFailure:
+    """A pending step that fails on the private copy: the upgrade would stop there, part-way."""
+
+    step: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Rehearsal:
+    """What running the pending chain on the private copy found: the first step's taken ids, or
+    the first step that fails; both empty when every pending step ran to the end."""
+
+    collisions: tuple[Collision, ...] = ()
+    failure: StepFailure | None = None
 
 
 @dataclass(frozen=True)
@@ -144,38 +172,51 @@ def _collision(scratch: sqlite3.Connection, step_id: str, insert: _Insert) -> Co
     return Collision(step_id, insert.project, insert.revision_id, what)
 
 
-def _predictable(conn: sqlite3.Connection) -> bool:
-    """Only rows already there can take an id: none when the table is missing or empty."""
+def _first_half(scratch: sqlite3.Connection, step_id: str) -> bool:
+    """Run the revision-1 backfill of `step_id` as the step does, so its second half is predicted on
+    what it leaves; False (and nothing kept) when it fails: the step, run next, says why."""
+    scratch.execute("SAVEPOINT first_half")
     try:
-        return conn.execute(f"SELECT 1 FROM {REVISIONS} LIMIT 1").fetchone() is not None
-    except sqlite3.OperationalError:
+        with backfills.without_revision_triggers(scratch):
+            backfills.backfill_initial(scratch, INITIAL_FIRST[step_id][0])
+    except (sqlite3.Error, backfills.BackfillError):
+        scratch.execute("ROLLBACK TO first_half")
+        scratch.execute("RELEASE first_half")
         return False
+    scratch.execute("RELEASE first_half")
+    return True
 
 
-def collisions(conn: sqlite3.Connection, pending: Sequence[Migration]) -> list[Collision]:
-    """Every taken fixed id of the first pending step that meets one (a later step runs only after
-    it; its ids are predicted again once these are resolved). Empty when the steps can insert."""
-    if not any(m.id in STEPS for m in pending) or not _predictable(conn):
-        return []
-    scratch = replay_schema(conn, rows_of=("projects", REVISIONS))
+def rehearse(conn: sqlite3.Connection, pending: Sequence[Migration]) -> Rehearsal:
+    """Run every pending step, in order, on a private copy with the rows of `ROW_TABLES`; stop at
+    the first step whose fixed ids are taken (a later step runs only after it; its ids are
+    predicted again once these are resolved) or that fails."""
+    if not pending:
+        return Rehearsal()
+    scratch = replay_schema(conn, rows_of=ROW_TABLES)
     try:
         for migration in pending:
             for phase in _phases(migration.id):
                 try:
                     found = [c for i in phase(scratch, migration.id) if (c := _collision(scratch, migration.id, i))]
-                    if not found and phase is _initial and _split(migration.id):
-                        backfills.backfill_initial(scratch, INITIAL_FIRST[migration.id][0])  # as the step does
                 except (sqlite3.Error, backfills.BackfillError):
-                    return []  # the step fails on its rows for another reason: the preflight's other checks
+                    break  # the step itself, run below, fails with its own message
                 if found:
-                    return found
+                    return Rehearsal(collisions=tuple(found))
+                if phase is _initial and _split(migration.id) and not _first_half(scratch, migration.id):
+                    break
             try:
                 apply_migration(scratch, migration)
-            except MigrationFailed:
-                return []  # likewise
+            except MigrationFailed as exc:
+                return Rehearsal(failure=StepFailure(migration.id, exc.message))
     finally:
         scratch.close()
-    return []
+    return Rehearsal()
 
 
-__all__ = ["Collision", "STEPS", "collisions"]
+def collisions(conn: sqlite3.Connection, pending: Sequence[Migration]) -> list[Collision]:
+    """The taken fixed ids of the first pending step that meets one (`rehearse`)."""
+    return list(rehearse(conn, pending).collisions)
+
+
+__all__ = ["Collision", "Rehearsal", "STEPS", "StepFailure", "collisions", "rehearse"]

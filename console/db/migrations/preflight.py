@@ -19,6 +19,10 @@ therefore refuses up front (exit 3, nothing written, not even the snapshot) when
 * a fixed revision id a pending profile step would insert (`<project>:execution-profile:1`, `:v2`,
   `:v3`, `:chat-build-v3`...) is already held by a row with other content: archon's `INSERT OR
   IGNORE` skips it and the step stops or activates the wrong row (console/db/migrations/fixed_ids.py);
+* a pending step fails on the database's rows: the whole pending chain runs, in order, on a private
+  in-memory copy with the rows of the tables the profile steps read or update (fixed_ids.py
+  `rehearse`); the first step that fails there (a guard trigger's RAISE, an invalid stored profile
+  that only becomes active part-way, anything) refuses the upgrade, naming the step and its message;
 * a pending step fails on the database's schema itself (for example a trigger or view naming a
   missing table makes every ALTER TABLE ... RENAME fail): found by replaying the schema, without
   rows, into a private in-memory database and running the pending steps there.
@@ -377,8 +381,22 @@ def _unmigratable_profiles(conn: sqlite3.Connection, pending: Sequence[Migration
     )]
 
 
-def _taken_fixed_ids(conn: sqlite3.Connection, pending: Sequence[Migration]) -> list[Blocker]:
-    taken = fixed_ids.collisions(conn, pending)
+def _rehearsal_blockers(conn: sqlite3.Connection, pending: Sequence[Migration],
+                        explained: bool) -> list[Blocker]:
+    rehearsal = fixed_ids.rehearse(conn, pending)
+    taken = rehearsal.collisions
+    if rehearsal.failure is not None:
+        if explained:  # another blocker already stops the upgrade (and most make this run fail too)
+            return []
+        step, message = rehearsal.failure.step, one_line(rehearsal.failure.message, 240)
+        return [Blocker(
+            "step.fails_on_rows",
+            (step,),
+            f"step {step} fails on this database's rows ({message}), found by running every pending step "
+            "on a private copy of the profile tables",
+            "Correct the rows the message names by hand (archon's own start stops on most of them the same "
+            "way), or restore a backup; nothing of the upgrade was written.",
+        )]
     if not taken:
         return []
     listed = "; ".join(
@@ -411,7 +429,7 @@ def find_blockers(conn: sqlite3.Connection, pending: Sequence[Migration]) -> lis
     """Every reason a pending step would fail on this database; empty when the upgrade can run."""
     if not pending:
         return []
-    blockers = _dangling_parents(conn) + _unmigratable_profiles(conn, pending) + _taken_fixed_ids(conn, pending)
+    blockers = _dangling_parents(conn) + _unmigratable_profiles(conn, pending)
     rebuilding = [m for m in pending if m.rebuild and _needed_now(conn, m)]
     if rebuilding:
         missing = {b.objects[1].lower() for b in blockers if b.code == "foreign_key.missing_parent"}
@@ -428,7 +446,7 @@ def find_blockers(conn: sqlite3.Connection, pending: Sequence[Migration]) -> lis
             blockers += _new_unique_indexes(conn, scratch)
     finally:
         scratch.close()
-    return blockers
+    return blockers + _rehearsal_blockers(conn, pending, explained=bool(blockers))
 
 
 def _rebuilt_table(migration: Migration) -> str:

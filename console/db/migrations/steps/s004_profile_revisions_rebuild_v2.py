@@ -6,6 +6,7 @@ Triggers naming the table that archon re-creates at start come back in 1.8.22's 
 (`profile_triggers.release_revision_triggers`), others from their stored text.
 """
 
+from console.db.migrations.backfills import reset_unknown_providers
 from console.db.migrations.base import count, rebuild_table, table_sql
 from console.db.migrations.profile_triggers import release_revision_triggers
 
@@ -44,6 +45,7 @@ def needed(conn):
 
 
 def up(conn):
+    reset_unknown_providers(conn)  # archon's start runs it first, whether or not it rebuilds
     if not needed(conn):
         return
     rebuild_table(

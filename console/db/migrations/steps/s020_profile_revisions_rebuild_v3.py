@@ -7,6 +7,7 @@ any remaining ones from their stored text. The table text is archon's: 1.8.22's 
 shows it) with the one line 1.10.0's diff changes.
 """
 
+from console.db.migrations.backfills import reset_unknown_providers
 from console.db.migrations.base import count, rebuild_table, table_sql
 from console.db.migrations.profile_triggers import create_project_profile_trigger, release_revision_triggers
 
@@ -45,6 +46,7 @@ def needed(conn):
 
 
 def up(conn):
+    reset_unknown_providers(conn)  # archon's start runs it first, whether or not it rebuilds
     if not needed(conn):
         return
     rebuild_table(

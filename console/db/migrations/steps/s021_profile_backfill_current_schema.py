@@ -4,6 +4,7 @@ started) and `backfillExecutionProfilesToCurrentSchema` (active v1/v2 profiles m
 """
 
 from console.db.migrations.backfills import INITIAL_ROWS_SQL, active_rows_sql, backfill_initial, backfill_to_schema
+from console.db.migrations.backfills import without_revision_triggers
 from console.db.migrations.base import count, table_exists
 
 ID = "021-profile-backfill-current-schema"
@@ -15,8 +16,9 @@ SCHEMA_VERSION = 3
 
 
 def up(conn):
-    backfill_initial(conn, SCHEMA_VERSION)
-    backfill_to_schema(conn, from_versions=(1, 2), to_version=SCHEMA_VERSION, event_suffix="schema-backfill")
+    with without_revision_triggers(conn):  # as 1.10.0's start runs them, after its rebuild dropped them
+        backfill_initial(conn, SCHEMA_VERSION)
+        backfill_to_schema(conn, from_versions=(1, 2), to_version=SCHEMA_VERSION, event_suffix="schema-backfill")
 
 
 def estimate(conn):

@@ -4,7 +4,9 @@ and with a configured check policy also `check` with the opencode agent template
 Nothing is discarded, but a project's effective policy changes: the plan lists the projects.
 """
 
-from console.db.migrations.backfills import backfill_workload_eligibility, workload_repairs
+from console.db.migrations.backfills import (
+    backfill_workload_eligibility, without_revision_triggers, workload_repairs,
+)
 from console.db.migrations.base import table_exists
 
 ID = "022-profile-workload-eligibility"
@@ -14,7 +16,8 @@ DESCRIPTION = "Policy change: add chat_build / check eligibility to active v3 pr
 
 
 def up(conn):
-    backfill_workload_eligibility(conn, 3)
+    with without_revision_triggers(conn):  # as 1.10.0's start runs it (step 021 says why)
+        backfill_workload_eligibility(conn, 3)
 
 
 def estimate(conn):

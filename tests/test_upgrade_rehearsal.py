@@ -1,0 +1,228 @@
+"""The upgrade never stops part-way, and where archon's start succeeds the console's upgrade
+succeeds with archon's result (attack round on issue 18, findings 1a-1d).
+
+Each step commits on its own, so a step that fails after earlier steps committed leaves a schema no
+release has. The preflight runs the whole pending chain on a private copy of the profile tables
+(console/db/migrations/fixed_ids.py `rehearse`) and refuses before step 001 when any step fails
+there; and the steps standing for archon's 1.8.22 and 1.10.0 starts do what those starts do before
+their backfills (the provider reset, and 1.10.0's backfills without the triggers its rebuild
+dropped: console/db/migrations/backfills.py), so a file archon starts cleanly is not refused.
+The oracle (tests/reference) is archon's start; `direct` paths start the target release once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+from hypothesis import HealthCheck, event, example, given, settings, strategies as st
+
+from console.cli import main
+from console.errors import EXIT_UNUSABLE
+from console.services.upgrade import run_upgrade
+from tests.reference import builder, profiles, scenarios
+from tests.test_reference_upgrade import assert_same
+from tests.upgrade_helpers import fingerprint_dir
+
+
+def _console(start: Path, out: Path, target: str) -> Path:
+    path = Path(shutil.copy(start, out))
+    run_upgrade(path, target=target, force=True, snapshot_dir=out.parent)
+    return path
+
+
+def _revision(conn, rid: str, project: str, number: int, version: int, profile: dict, *, verb="INSERT") -> None:
+    text = profiles.serialize(profile)
+    conn.execute(
+        f"{verb} INTO execution_profile_revisions (id, project_id, revision, schema_version, fingerprint, "
+        "profile_json) VALUES (?, ?, ?, ?, ?, ?)",
+        (rid, project, number, version, profiles.fingerprint(json.loads(text)), text))
+
+
+def _ledger(path: Path) -> list:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT name FROM sqlite_master WHERE name = '_archon_console_ledger'").fetchall()
+    finally:
+        conn.close()
+
+
+def _refused_before_step_001(path: Path, capsys, *words: str) -> None:
+    before = fingerprint_dir(path.parent)
+    assert main(["--db", str(path), "upgrade", "--force", "--to", "1.10.0"]) == EXIT_UNUSABLE
+    err = capsys.readouterr().err
+    for word in words:
+        assert word in err, err
+    assert fingerprint_dir(path.parent) == before
+    assert _ledger(path) == []
+
+
+def test_1a_dangling_pointer_on_a_1_8_22_file_upgrades_as_archon_1_10_0_starts(tmp_path):
+    """proj-2 points at a deleted docker revision (archon's guards allow the activation, nothing
+    guards the delete): 1.10.0's start moves it on; step 021 used to be refused by 007's guard."""
+    start = scenarios.ref_1822(tmp_path / "start.db", "upgraded")
+    conn = builder.connect(start)
+    old = json.loads(conn.execute(
+        "SELECT profile_json FROM execution_profile_revisions WHERE id = 'proj-1:execution-profile:1'").fetchone()[0])
+    conn.execute("BEGIN")
+    _revision(conn, "proj-2:rev-2", "proj-2", 2, 2,
+              profiles.normalize({**old, "provider_preference": "docker_sandbox"}, 2).profile)
+    conn.execute("UPDATE projects SET active_execution_profile_revision_id = 'proj-2:rev-2', "
+                 "build_execution_provider = 'docker_sandbox' WHERE id = 'proj-2'")
+    conn.execute("COMMIT")
+    conn.execute("DELETE FROM execution_profile_revisions WHERE id = 'proj-2:rev-2'")
+    conn.close()
+    theirs = scenarios.archon_upgrade(start, tmp_path / "archon.db", "1.8.22", "1.10.0")
+    ours = _console(start, tmp_path / "console.db", "1.10.0")
+    assert_same(ours, theirs, "1a: dangling docker pointer, 1.8.22 -> 1.10.0")
+
+
+def test_1b_provider_not_projecting_a_schema_1_profile_upgrades_as_archon_1_10_0_starts(tmp_path):
+    """1.8.21 shape (no projection guards): proj-1 runs on a docker schema-1 revision while its
+    provider stays host; archon 1.10.0 started directly succeeds."""
+    start = scenarios.ref_1821_shape(tmp_path / "start.db")
+    conn = builder.connect(start)
+    _revision(conn, "proj-1:legacy", "proj-1", 2, 1, {"provider_preference": "docker_sandbox"})
+    conn.execute("UPDATE projects SET active_execution_profile_revision_id = 'proj-1:legacy' WHERE id = 'proj-1'")
+    conn.close()
+    theirs = scenarios.archon_upgrade(start, tmp_path / "archon.db", "1.8.20", "1.10.0", chain=False)
+    ours = _console(start, tmp_path / "console.db", "1.10.0")
+    assert_same(ours, theirs, "1b: host provider on a docker schema-1 profile, 1.8.21 shape -> 1.10.0")
+
+
+def test_1c_a_revision_that_becomes_active_part_way_and_fails_refuses_before_step_001(tmp_path, capsys):
+    """proj-1's pointer is '' and its revision 1 is unmigratable ({"provider_preference":"podman"}):
+    021's first half activates it and its second half stops on it. Archon stops there too; the
+    console refuses before the first write, naming the step and archon's message."""
+    start = scenarios.ref_1821_shape(tmp_path / "start.db")
+    conn = builder.connect(start)
+    conn.execute("UPDATE projects SET active_execution_profile_revision_id = '' WHERE id = 'proj-1'")
+    conn.execute("DELETE FROM execution_profile_revisions WHERE id = 'proj-1:execution-profile:1'")
+    _revision(conn, "proj-1:execution-profile:1", "proj-1", 1, 1, {"provider_preference": "podman"})
+    conn.close()
+    _refused_before_step_001(start, capsys, "021-profile-backfill-current-schema",
+                             "Stored execution profile revision proj-1:execution-profile:1 is invalid")
+
+
+def _unknown_provider(path: Path, project: str = "proj-1") -> Path:
+    """A provider outside (host, docker_sandbox), as a column `ensureColumn` added without the CHECK
+    lets one in (written here past the CHECK)."""
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA ignore_check_constraints = ON")
+    conn.execute("UPDATE projects SET build_execution_provider = 'podman' WHERE id = ?", (project,))
+    conn.commit()
+    conn.close()
+    return path
+
+
+def test_1d_unknown_provider_direct_to_1_10_0_runs_on_the_host_as_archon_does(tmp_path):
+    start = _unknown_provider(scenarios.ref_1820(tmp_path / "start.db"))
+    theirs = scenarios.archon_upgrade(start, tmp_path / "archon.db", "1.8.20", "1.10.0", chain=False)
+    ours = _console(start, tmp_path / "console.db", "1.10.0")
+    assert_same(ours, theirs, "1d: unknown provider, 1.8.20 -> 1.10.0 directly")
+
+
+def test_1d_unknown_provider_to_1_8_22_runs_on_the_host_as_archon_does(tmp_path):
+    start = _unknown_provider(scenarios.ref_1820(tmp_path / "start.db"))
+    theirs = scenarios.archon_upgrade(start, tmp_path / "archon.db", "1.8.20", "1.8.22")
+    ours = _console(start, tmp_path / "console.db", "1.8.22")
+    assert_same(ours, theirs, "1d: unknown provider, 1.8.20 -> 1.8.22")
+
+
+# --- generated: hostile but archon-valid starting states ------------------------------------------
+
+PROVIDERS = ("host", "docker_sandbox", "podman")
+PROFILES = (
+    {"provider_preference": "host"},
+    {"provider_preference": "docker_sandbox"},
+    {"provider_preference": "podman"},  # no release normalises it
+    {"provider_preference": "host", "eligible_workloads": ["build"]},
+)
+_BASES: dict[str, Path] = {}
+EVIDENCE_REFUSAL = "contradicts the console's execution-profile algorithms"
+
+
+def _base(kind: str, directory: Path) -> Path:
+    """Each starting shape built once per session (the oracle's archon starts), then copied."""
+    if kind not in _BASES:
+        path = directory / f"base-{kind}.db"
+        _BASES[kind] = (scenarios.ref_1821_shape(path) if kind == "1.8.21"
+                        else scenarios.ref_1822(path, "upgraded"))
+    return _BASES[kind]
+
+
+project_state = st.fixed_dictionaries({
+    "provider": st.sampled_from(PROVIDERS),
+    "extra": st.one_of(st.none(), st.sampled_from(PROFILES)),  # one more revision of the project
+    "pointer": st.sampled_from(("keep", "empty", "extra", "dangling", "other-project")),
+    "delete_extra": st.booleans(),
+})
+
+
+def _hostile(path: Path, kind: str, states: list[dict]) -> None:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA ignore_check_constraints = ON")
+    if kind == "1.8.22":  # archon's guards would refuse what follows; a writer without them does not
+        conn.execute("PRAGMA recursive_triggers = OFF")
+        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'projects' "
+                                    "AND name LIKE 'validate_project_execution_profile_%'").fetchall():
+            conn.execute(f'DROP TRIGGER "{name}"')
+    version = 1 if kind == "1.8.21" else 2
+    for project, state in zip(("proj-1", "proj-2"), states):
+        if state["extra"] is not None:
+            normal = profiles.normalize(state["extra"], version)  # as archon writes it, where it can
+            extra = normal.profile if normal.ok and version > 1 else state["extra"]
+            _revision(conn, f"{project}:extra", project, 7, version, extra, verb="INSERT OR IGNORE")
+        pointer = {"keep": None, "empty": "", "extra": f"{project}:extra" if state["extra"] else "",
+                   "dangling": f"{project}:gone", "other-project": "proj-1:execution-profile:1" if project == "proj-2"
+                   else "proj-2:execution-profile:1"}[state["pointer"]]
+        if pointer is not None:
+            conn.execute("UPDATE projects SET active_execution_profile_revision_id = ? WHERE id = ?", (pointer, project))
+        conn.execute("UPDATE projects SET build_execution_provider = ? WHERE id = ?", (state["provider"], project))
+        if state["delete_extra"] and state["extra"] is not None:
+            conn.execute("DELETE FROM execution_profile_revisions WHERE id = ?", (f"{project}:extra",))
+    if kind == "1.8.22":  # the guards come back as archon's start left them
+        for name in ("owner_insert", "owner_update", "projection_insert", "projection_update"):
+            conn.execute(builder.seen("1.8.22", f"create trigger validate_project_execution_profile_{name}"))
+    conn.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(("1.8.21", "1.8.22")), states=st.lists(project_state, min_size=2, max_size=2))
+@example(kind="1.8.21", states=[  # an unmigratable active profile: archon's start stops too
+    {"provider": "host", "extra": {"provider_preference": "podman"}, "pointer": "extra", "delete_extra": False},
+    {"provider": "podman", "extra": None, "pointer": "dangling", "delete_extra": False}])
+@example(kind="1.8.22", states=[  # 1a's shape: a dangling docker pointer, an unknown provider beside it
+    {"provider": "docker_sandbox", "extra": None, "pointer": "dangling", "delete_extra": False},
+    {"provider": "podman", "extra": None, "pointer": "keep", "delete_extra": False}])
+def test_generated_starts_upgrade_as_archon_does_or_refuse_before_step_001(tmp_path_factory, kind, states):
+    """Either the upgrade completes equal to archon 1.10.0's start on the same file, or it refuses
+    before step 001 with the file unchanged; never a stop part-way."""
+    work = tmp_path_factory.mktemp("gen")
+    start = Path(shutil.copy(_base(kind, tmp_path_factory.getbasetemp()), work / "start.db"))
+    _hostile(start, kind, states)
+    try:
+        theirs = scenarios.archon_upgrade(start, work / "archon.db", kind if kind == "1.8.22" else "1.8.20",
+                                          "1.10.0", chain=kind == "1.8.22")
+    except (builder.ArchonStartFailed, sqlite3.Error):
+        theirs = None
+    ours = Path(shutil.copy(start, work / "console.db"))
+    before = fingerprint_dir(work)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["--db", str(ours), "upgrade", "--force", "--to", "1.10.0", "--snapshot-dir", str(work)])
+    event(f"{kind}: archon {'fails' if theirs is None else 'starts'}, console exit {code}")
+    if code == EXIT_UNUSABLE:
+        assert fingerprint_dir(work) == before, "a refusal wrote something"
+        assert _ledger(ours) == []
+        # where archon starts, the only refusal left is the evidence gate's (issue 18, findings 5-6):
+        # a stored profile the console's algorithms would write differently
+        assert theirs is None or EVIDENCE_REFUSAL in err.getvalue(), err.getvalue()
+        return
+    assert code == 0, f"the upgrade stopped part-way (exit {code}): {err.getvalue()}"
+    assert theirs is not None, "the console upgraded a file archon 1.10.0 refuses to start on"
+    assert_same(ours, theirs, f"generated {kind}: {states}")
