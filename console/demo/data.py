@@ -33,7 +33,7 @@ HUMANS = ("alice", "bob", "carol", "dave", "erin")
 AGENTS = ("opencode", "claude-code", "codex", "aider")
 SYSTEM_ACTOR = "archon"
 EXECUTOR_ACTOR = "archon-action-executor"
-WORKERS = ("archon-worker:42", "archon-worker:7", "archon-worker:13", "console:alice@ops-1:3f9a2c1d7e4b")
+WORKERS = ("archon-worker:42", "archon-worker:7", "archon-worker:13", "console:alice@ops-1:3f9a2c1d7e4b5a60-0c1d2e3f4a5b")
 
 BRANCH_TOPICS = (
     "fix-login-timeout", "add-rate-limit", "refactor-db-pool", "bump-deps", "retry-webhooks",

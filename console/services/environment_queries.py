@@ -252,10 +252,15 @@ def show_environment(
     project = handle.conn.execute(
         "SELECT deletion_started_at FROM projects WHERE id = ?", (row["project_id"],)
     ).fetchone()
+    # By the project first: archon has no index on a binding's environment, and its identity trigger
+    # (validate_execution_environment_binding_identity) gives every binding its environment's project,
+    # so this is a seek of idx_execution_environment_bindings_run, not a scan on every cursor move.
+    # The write's own re-check (environment_claims._holding_bindings) reads by environment alone.
     bound = tuple(EnvironmentLease.from_row(dict(r)) for r in handle.conn.execute(
         f"SELECT {stored_columns(handle.conn, 'execution_environment_run_bindings')} "
-        f"FROM execution_environment_run_bindings WHERE environment_id = ? AND {HOLDING_BINDING} ORDER BY bound_at",
-        (env_id,),
+        "FROM execution_environment_run_bindings WHERE project_id = ? AND environment_id = ? "
+        f"AND {HOLDING_BINDING} ORDER BY bound_at",
+        (row["project_id"], env_id),
     ))
     return environment_view(
         dict(row), now, stale_after,
