@@ -19,6 +19,7 @@ forward replays them harmlessly.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -70,6 +71,13 @@ def _ours(name: str) -> bool:
     return name.split(".")[0] in PROJECT_PACKAGES
 
 
+@functools.lru_cache(maxsize=None)
+def _imports_of(name: str) -> frozenset[str]:
+    """`_imported_project_modules` of the module `name`, parsed once per process: the registry
+    checksums 29 steps that share most of their sources, and every CLI command imports it."""
+    return frozenset(_imported_project_modules(importlib.import_module(name)))
+
+
 def _imported_project_modules(module: ModuleType) -> set[str]:
     """Project modules that `module` names in an import anywhere in its source (also inside
     functions and conditionals: a step that imports lazily still depends on what it imports)."""
@@ -113,7 +121,7 @@ def step_sources(module: ModuleType) -> list[str]:
         if name in seen:
             continue
         seen.add(name)
-        todo.extend(_imported_project_modules(importlib.import_module(name)))
+        todo.extend(_imports_of(name))
     return [module.__name__] + sorted(seen - {module.__name__})
 
 
