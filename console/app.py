@@ -89,6 +89,10 @@ class ArchonConsole(GuardedApp, App):
     class DataChanged(Message):
         """Another connection committed."""
 
+    class WritesHeldChanged(Message):
+        """An upgrade started or ended (console/session.py `hold_writes`): every screen's write
+        keys grey or come back."""
+
     class StartChosen(Message):
         """Where the console opens, read in a thread (`_choose_start`)."""
 
@@ -366,6 +370,12 @@ class ArchonConsole(GuardedApp, App):
             self._polling = False
 
     def _poll_once(self) -> None:
+        if self.session.upgrading:
+            # Held while an upgrade runs: refreshing every screen after each step would read a
+            # schema between two steps with the shape detected before the run, and every read
+            # holds the file's lock a step is waiting for. The first poll after the run sees the
+            # changed data_version and refreshes everything once.
+            return
         version = self.session.data_version()
         changed = self._data_version is not None and version != self._data_version
         if changed:
@@ -387,6 +397,11 @@ class ArchonConsole(GuardedApp, App):
         """Raw escape sequences (title, desktop notification), sent the way `App.bell` sends BEL."""
         if not self.is_headless and self._driver is not None:
             self._driver.write(sequence)
+
+    def on_archon_console_writes_held_changed(self, message: WritesHeldChanged) -> None:
+        for screen in self.screen_stack:
+            if isinstance(screen, ConsoleScreen):
+                screen.refresh_bindings()
 
     def on_archon_console_data_changed(self, message: DataChanged) -> None:
         for screen in self.screen_stack:

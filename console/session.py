@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 from console.db.connect import ArchonDatabase
 
@@ -25,6 +26,7 @@ class Session:
         self.ctx = ctx
         self.lock = threading.RLock()
         self.handle: ArchonDatabase = ctx.open()
+        self.upgrading = False  # set by `hold_writes`: see there
 
     @property
     def actor(self) -> str:
@@ -73,10 +75,31 @@ class Session:
         with self.lock:
             return int(self.handle.conn.execute("PRAGMA data_version").fetchone()[0])
 
-    def reopen(self) -> None:
-        """After an upgrade the shape changed: forget what was detected."""
+    @contextmanager
+    def hold_writes(self) -> Iterator[None]:
+        """While an upgrade runs in its child process, nothing this console does may write to the
+        file: the upgrade's per-step holder check ignores this process (its own connection is not
+        "another user"), so a write from here would land unseen on a schema between two steps.
+        Every screen's write actions read `upgrading` (console/screens/base.py greys them and
+        refuses them); the connection itself is `query_only` for the run, so a write that got past
+        the screens would still be refused by SQLite. Taken under the lock: a write already running
+        finishes first. Cleared however the run ends, and the detected shape forgotten (steps may
+        have committed even when the run failed)."""
         with self.lock:
-            self.handle.forget_shape()
+            self.upgrading = True
+            if not self.read_only:
+                self.handle.conn.execute("PRAGMA query_only = ON")
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.handle.forget_shape()
+                try:
+                    if not self.read_only:
+                        self.handle.conn.execute("PRAGMA query_only = OFF")
+                except sqlite3.ProgrammingError:  # the app exited during the run: the handle is closed
+                    pass
+                self.upgrading = False
 
     def close(self) -> None:
         with self.lock:

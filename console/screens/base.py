@@ -3,7 +3,8 @@
 A screen composes `compose_content()` between the header/badge bar and the Footer. Database work
 runs in thread workers started by the screen; a worker that raises ends in `ErrorModal`, never a
 crash (`exit_on_error=False` plus `on_worker_state_changed`). Write actions are listed in
-`WRITE_ACTIONS`; `check_action` greys them out in read-only mode, and `unavailable()` says why for
+`WRITE_ACTIONS`; `check_action` greys them out in read-only mode and while an upgrade runs
+(console/session.py `hold_writes`), and `unavailable()` says why for
 every greyed action (`w` shows it, the help screen lists it, and pressing the greyed key itself
 shows it: `ArchonConsole.run_action` calls `explain_unavailable`).
 """
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 
 READ_ONLY_REASON = "read-only mode (--read-only): nothing can be written"
 SUPPORT_REASON = "support snapshot: read-only"
+UPGRADE_REASON = "an upgrade is running: wait for it to finish"
 EXPLAIN_AGAIN_AFTER = 4.0  # seconds before the same reason is shown again for a repeated key
 
 
@@ -118,6 +120,8 @@ class ConsoleScreen(SafeTitles, Screen):
         if self.session.read_only:
             why = SUPPORT_REASON if self.console_app.support is not None else READ_ONLY_REASON
             return {a: why for a in self.WRITE_ACTIONS}
+        if self.session.upgrading:  # console/session.py `hold_writes` says why
+            return {a: UPGRADE_REASON for a in self.WRITE_ACTIONS}
         return {}
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -228,7 +232,12 @@ class ConsoleScreen(SafeTitles, Screen):
     @work(thread=True, group="write", exit_on_error=False)
     def _write_worker(self, call: "Callable[[], WriteOutcome]") -> None:
         try:
-            result = call()
+            # Under the session's lock, so an upgrade cannot start between the check and the write
+            # (`Session.hold_writes` takes the same lock to begin one).
+            with self.session.lock:
+                if self.session.upgrading:
+                    raise Refusal(f"Nothing was written: {UPGRADE_REASON}.")
+                result = call()
         except Refusal as exc:
             self.post_message(self.WriteDone(error=exc))
             return

@@ -15,6 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
+from textual.worker import Worker, WorkerState
 from textual.widgets import ProgressBar, RichLog
 
 from console.errors import ConsoleError
@@ -246,18 +247,34 @@ class UpgradeScreen(ConsoleScreen):
         would freeze until it ends); and it reports only a `Refusal` back, while an upgrade also
         stops with `DatabaseUnusable` (exit 3), after which this screen must leave its running state."""
         self.post_message(self.Progress(UpgradeProgress("start", 0, 1, "Starting the upgrade…")))
+        # Nothing this console does writes while the child runs: its holder check ignores our pid
+        # (console/session.py `hold_writes`). Every screen's write keys grey at once and come back
+        # however the run ends (a refusal, a worker error, the app exiting).
         try:
-            result = call_isolated(
-                "console.services.upgrade:run_upgrade",
-                self.session.db_path, target="current", force=force, now=self.session.write_now(),
-                progress=lambda event: self.post_message(self.Progress(event)),
-                busy_timeout_ms=self.session.ctx.busy_timeout_ms, others_ignored=(os.getpid(),),
-            )
+            with self.session.hold_writes():
+                self.console_app.post_message(self.console_app.WritesHeldChanged())
+                result = call_isolated(
+                    "console.services.upgrade:run_upgrade",
+                    self.session.db_path, target="current", force=force, now=self.session.write_now(),
+                    progress=lambda event: self.post_message(self.Progress(event)),
+                    busy_timeout_ms=self.session.ctx.busy_timeout_ms, others_ignored=(os.getpid(),),
+                )
         except ConsoleError as exc:
             self.post_message(self.Finished(error=exc))
             return
-        self.session.reopen()
+        finally:  # after `hold_writes` ended: the screens re-read `upgrading` as False
+            self.console_app.post_message(self.console_app.WritesHeldChanged())
         self.post_message(self.Finished(result=result))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A run that failed with something other than a refusal (the child died) leaves the
+        running state too; the error itself is shown by `ConsoleScreen`'s handler (Textual calls
+        one handler per class, so this one does not call it again)."""
+        if event.worker.group == "upgrade-run" and event.state in (WorkerState.ERROR, WorkerState.CANCELLED):
+            self.running = False
+            self.query_one(ProgressBar).display = False
+            self.refresh_bindings()
+            self._plan()
 
     def on_upgrade_screen_progress(self, message: Progress) -> None:
         if not self.running:
