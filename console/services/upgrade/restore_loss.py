@@ -18,8 +18,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from console.db.connect import sqlite_connection, untouched_read_uri
+from console.db.limits import explain
+from console.db.paths import nonempty_file
 from console.errors import DatabaseUnusable
 from console.services.upgrade.restore_diff import FIRST, TableDiff, diff_table, table_names
+from console.signals import as_stop
 from console.text import one_line
 
 FIRST_REARMED = 20  # request ids named in the refusal
@@ -134,6 +137,17 @@ class LossReport:
         consumed = self.consumed
         return bool(self.rearmed_count or self.rearm_unknown or (consumed is not None and consumed.count))
 
+    @property
+    def unfinished(self) -> str | None:
+        """Why the report is not the whole answer (the file, or a table, could not be compared): a
+        restore that cannot tell what it loses is refused without --loss-unknown, whatever the reason."""
+        if self.unreadable is not None:
+            return self.unreadable
+        tables = [table.table for table in self.tables if table.unreadable]
+        if tables:
+            return "the rows of " + ", ".join(one_line(t, 80) for t in tables[:FIRST]) + " cannot be compared"
+        return None
+
     def lines(self, *, done: bool = False) -> list[str]:
         """The report in words; `done`: said after the restore, in the past tense."""
         if self.unreadable is not None:
@@ -225,30 +239,50 @@ def _compare(now: sqlite3.Connection, then: sqlite3.Connection, report: LossRepo
 
 
 def loss_since(db_path: Path, snapshot: Path) -> LossReport:
-    """Compare the database with the snapshot; never raises for an unreadable current file (a restore
-    is how a broken database is mended), it says so instead."""
+    """Compare the database with the snapshot. A file or statement that fails is said in the report
+    (`unreadable`, which the restore refuses without --loss-unknown: a restore is how a broken
+    database is mended, but never blindly); an operator's stop (Ctrl-C, SIGTERM: console/signals.py)
+    is raised as that stop, never taken for an unreadable file."""
     report = LossReport()
     if not db_path.exists():
         return report
+    connections: list[sqlite3.Connection] = []
     try:
-        now = sqlite_connection(untouched_read_uri(db_path), uri=True)
-    except (sqlite3.Error, OSError) as exc:
-        return LossReport(unreadable=f"{db_path} cannot be read ({exc})")
-    try:
-        then = sqlite_connection(untouched_read_uri(snapshot), uri=True)
-        try:
-            now.execute("BEGIN")  # one consistent view of each file
-            then.execute("BEGIN")
-            _compare(now, then, report)
-        finally:
-            then.close()
+        connections.append(sqlite_connection(untouched_read_uri(db_path), uri=True))
+        connections.append(sqlite_connection(untouched_read_uri(snapshot), uri=True))
+        now, then = connections
+        now.execute("BEGIN")  # one consistent view of each file
+        then.execute("BEGIN")
+        _compare(now, then, report)
     except sqlite3.Error as exc:
-        return LossReport(unreadable=f"{db_path} or the snapshot cannot be read ({exc})")
+        stop = as_stop(exc)
+        if stop is not None:
+            raise stop from None
+        over = next((why for why in (explain(exc, conn) for conn in connections) if why is not None), None)
+        return _unfinished(over.reason.rstrip(".") + " (" + over.hint[:1].lower() + over.hint[1:].rstrip(".") + ")" if over and over.hint
+                           else f"{db_path} or the snapshot cannot be read ({exc}){_hot(db_path)}")
+    except OSError as exc:
+        return _unfinished(f"{db_path} cannot be read ({exc})")
     except DatabaseUnusable as exc:  # a value or statement over the limits (console/db/limits.py)
-        return LossReport(unreadable=exc.reason.rstrip("."))
+        return _unfinished(exc.reason.rstrip("."))
     finally:
-        now.close()
+        for conn in connections:
+            conn.close()
     return report
+
+
+def _unfinished(why: str) -> LossReport:
+    """A report that could not be finished: neither what is lost nor whether a request is re-armed is known."""
+    return LossReport(unreadable=why, rearm_unknown=why)
+
+
+def _hot(db_path: Path) -> str:
+    """A crash mid-transaction left a rollback journal only a writer can play back: --plan writes
+    nothing; the restore itself rolls it back (under its lock check) before it compares."""
+    if nonempty_file(Path(f"{db_path}-journal")):
+        return (": a transaction left unfinished by a crash (its -journal) must be rolled back first, which "
+                "`restore --plan` does not do (it writes nothing); `restore` without --plan does it")
+    return ""
 
 
 __all__ = ["FIRST", "KINDS", "LossReport", "Lost", "REARM_WORDS", "ids_text", "loss_since", "rearmed_text"]
