@@ -190,6 +190,20 @@ def _cannot_check(db_path: Path, why: object) -> Refusal:
     )
 
 
+def _linked_elsewhere(db_path: Path, status: os.stat_result) -> DatabaseUnusable | None:
+    """The database has other hard links: the restore replaces this name only, and whoever opens
+    another one (archon, through its own path) keeps the old file, and writes to it."""
+    if status.st_nlink <= 1:
+        return None
+    return DatabaseUnusable(
+        f"{db_path} has {status.st_nlink - 1} other hard link(s): another path names the same file (perhaps the "
+        "one archon opens), and a restore replaces only this name, so that path would keep the old database. "
+        "Nothing was restored.",
+        "Find the other names (`find / -xdev -samefile DATABASE`), remove them or pass the one archon opens as "
+        "--db; to replace this name only, run the restore again with --other-links.",
+    )
+
+
 def _settle(db_path: Path, busy_timeout_ms: int) -> None:
     try:
         exclusive_lock.settle(db_path, busy_timeout_ms)
@@ -291,6 +305,7 @@ def restore_snapshot(
     unverified: bool = False,
     rearm_consumed: bool = False,
     loss_unknown: bool = False,
+    other_links: bool = False,
     other_database: bool = False,
     plan: bool = False,
     confirm: Callable[[str, LossReport], bool] | None = None,
@@ -327,8 +342,10 @@ def restore_snapshot(
         checked = _check_held(db_path, held, unverified, (rearm_consumed, loss_unknown), other_database, plan,
                               busy_timeout_ms)
         if plan:
+            if checked.refusal is None and not other_links:
+                checked.refusal = _linked_elsewhere(db_path, os.stat(db_path)) if os.path.lexists(db_path) else None
             return checked
-        return _restore_held(db_path, held, checked, yes, confirm, at, busy_timeout_ms)
+        return _restore_held(db_path, held, checked, yes, confirm, at, busy_timeout_ms, other_links)
     finally:
         held.close()
 
@@ -379,6 +396,7 @@ def _restore_held(
     confirm: Callable[[str, LossReport], bool] | None,
     at: datetime,
     busy_timeout_ms: int,
+    other_links: bool,
 ) -> RestoreResult:
     snapshot = Path(held.path)
     digest = checked.sha256
@@ -393,6 +411,8 @@ def _restore_held(
             raise Refusal("Not confirmed; nothing was restored.")
     exists = os.path.lexists(db_path)
     if exists:
+        if not other_links and (linked := _linked_elsewhere(db_path, os.stat(db_path))) is not None:
+            raise linked  # before the confirmation and the copy: said as early as it is known
         _settle(db_path, busy_timeout_ms)
     directory = db_path.parent
     try:
@@ -408,6 +428,8 @@ def _restore_held(
             tmp = None
         else:
             with exclusive_lock.held_exclusively(db_path) as (locked_fd, status):
+                if not other_links and (linked := _linked_elsewhere(db_path, status)) is not None:
+                    raise linked  # a link made since; counted before the restore's own aside link
                 _take_owner_and_mode(tmp, db_path, status)
                 wal = Path(f"{db_path}-wal")
                 if nonempty_file(wal):
