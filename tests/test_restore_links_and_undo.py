@@ -57,3 +57,34 @@ def test_the_undo_line_is_one_runnable_line_whatever_the_directory_is_called(tmp
                            capture_output=True, check=True).stdout.split(b"\0")[:-1]
     assert words[:3] == [b"archon-console", b"--db", os.fsencode(os.path.realpath(path))]
     assert words[3] == b"restore" and Path(os.fsdecode(words[4])).parent == Path(os.path.realpath(directory))
+
+
+def test_requests_archon_withdrew_since_come_back_only_with_the_flag(tmp_path):
+    """Pending in the snapshot, invalidated (or approved then invalidated) since: the restore makes
+    them decidable, then executable, again: refused as re-armed, naming them. An environment archon
+    stopped since comes back in its earlier state: named in the report and the refusal."""
+    path, snapshot = _armed(tmp_path)
+
+    def withdraw(conn):
+        conn.execute("UPDATE approval_requests SET status = 'invalidated', updated_at = ? WHERE id = 'apr-1'", (LATER,))
+        _event(conn, "apr-1", "pending", "invalidated", "system")
+        conn.execute("UPDATE approval_requests SET status = 'approved', decision_at = ?, updated_at = ? "
+                     "WHERE id = 'apr-2'", (LATER, LATER))
+        _event(conn, "apr-2", "pending", "approved", "human")
+        conn.execute("UPDATE approval_requests SET status = 'invalidated', updated_at = ? WHERE id = 'apr-2'", (LATER,))
+        _event(conn, "apr-2", "approved", "invalidated", "system")
+        conn.execute("UPDATE execution_environments SET lifecycle_state = 'stopped', stopped_at = ? "
+                     "WHERE id = 'proj-1-env'", (LATER,))
+
+    _as_archon(path, withdraw)
+    planned = _restore(path, snapshot, "--plan", "--json")
+    assert planned.returncode == EXIT_UNUSABLE, planned.stdout + planned.stderr
+    answer = json.loads(planned.stdout)
+    assert answer["loss"]["rearmed"] == {"count": 2, "first": ["apr-1", "apr-2"]}
+    assert answer["loss"]["revived"] == {"count": 1, "first": ["proj-1-env"]}
+    assert "apr-1, apr-2" in answer["refused"] and "proj-1-env" in answer["refused"]
+    refused = _restore(path, snapshot, "--yes")
+    assert refused.returncode == EXIT_UNUSABLE and "--rearm-consumed" in refused.stderr
+    done = _restore(path, snapshot, "--yes", "--rearm-consumed")
+    assert done.returncode == EXIT_OK, done.stdout + done.stderr
+    assert "proj-1-env" in done.stdout

@@ -24,7 +24,9 @@ from console.db.file_trust import Judged, open_judged
 from console.db.paths import nonempty_file
 from console.errors import ConsoleError, DatabaseUnusable, Refusal, UsageError
 from console.services.upgrade.decide import require_archon
-from console.services.upgrade.restore_loss import REARM_WORDS, LossReport, ids_text, loss_since, rearmed_text
+from console.services.upgrade.restore_loss import (
+    REARM_WORDS, LossReport, ids_text, loss_since, rearmed_text, revived_text,
+)
 from console.services.upgrade.restore_origin import OtherDatabase, check_origin
 from console.services.upgrade.restore_records import identify
 from console.text import one_line
@@ -95,6 +97,8 @@ class RearmRefused(DatabaseUnusable):
                 whats.append(f"the record of {count} consumption(s) archon's executor made since is lost: "
                              f"{ids_text(consumed.first, count) if consumed else ''}")
             flags.append("--rearm-consumed")
+        if loss.revived_count:  # not refused on its own (docs/decisions.md D8a); named where a refusal is
+            whats.append(f"also, {loss.revived_count} environment(s) that {revived_text(loss)}")
         super().__init__(
             f"Restoring {snapshot} is refused: {'; and '.join(whats)}. Nothing was restored.",
             "Run `restore --plan` to see everything it would lose; if restoring anyway is intended (making "

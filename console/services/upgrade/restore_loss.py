@@ -92,6 +92,9 @@ KINDS = (
 )
 
 REARM_WORDS = "consumed, invalidated, expired or deleted"
+# How far along its end an environment is; one archon moved further since comes back in an earlier state
+_ENDING = {"stopped": 1, "retiring": 2, "cleanup_pending": 3, "retired": 4}
+REVIVED_WORDS = "stopped, retired or cleaned up"
 
 
 @dataclass
@@ -120,6 +123,8 @@ class LossReport:
     rearmed: list[str] = field(default_factory=list)  # approved (or pending) in the snapshot, not now
     rearmed_count: int = 0
     rearm_unknown: str | None = None  # approval_requests could not be compared: why
+    revived: list[str] = field(default_factory=list)  # environments archon ended further since
+    revived_count: int = 0
     unreadable: str | None = None
 
     @property
@@ -160,8 +165,11 @@ class LossReport:
             if kind.count:
                 lines.append(f"  {kind.count} {kind.label}: {ids_text(kind.first, kind.count)}")
         if self.rearmed_count:
-            lines.append(f"  {self.rearmed_count} request(s) approved in the snapshot that archon {REARM_WORDS} "
-                         f"since {'are' if done else 'become'} executable again: " + rearmed_text(self))
+            lines.append(f"  {self.rearmed_count} request(s) approved (or pending) in the snapshot that archon "
+                         f"{REARM_WORDS} since {'are' if done else 'become'} executable again: "
+                         + rearmed_text(self))
+        if self.revived_count:
+            lines.append(f"  {self.revived_count} environment(s) {revived_text(self)}")
         if self.tables:
             lines.append("  Every table that differs (added and changed rows are lost, deleted ones come back):")
             lines.extend(f"    {table.line()}" for table in self.tables)
@@ -175,11 +183,25 @@ class LossReport:
             "tables": {table.table: table.to_json() for table in self.tables},
             "rearmed": {"count": self.rearmed_count, "first": self.rearmed},
             "rearm_unknown": self.rearm_unknown,
+            "revived": {"count": self.revived_count, "first": self.revived},
         }
 
 
 def rearmed_text(report: LossReport) -> str:
     return ids_text(report.rearmed, report.rearmed_count)
+
+
+def revived_text(report: LossReport) -> str:
+    return (f"archon {REVIVED_WORDS} since the snapshot come back in an earlier lifecycle state (archon may "
+            f"lease or clean up again what is gone): {ids_text(report.revived, report.revived_count)}")
+
+
+def _revives(current: dict[str, Any] | None, before: dict[str, Any] | None) -> bool:
+    """Archon moved the environment further toward its end since (stopped, retiring, cleaned up,
+    retired): the restore brings it back in the earlier state."""
+    if current is None or before is None:
+        return False
+    return _ENDING.get(current.get("lifecycle_state"), 0) > _ENDING.get(before.get("lifecycle_state"), 0)
 
 
 def _armed(row: dict[str, Any] | None) -> bool:
@@ -194,8 +216,9 @@ def _rearms(current: dict[str, Any] | None, before: dict[str, Any] | None) -> bo
         return False
     if _armed(before):
         return not _armed(current)
-    return before.get("status") == "pending" and current is not None and (
-        current.get("status") == "consumed" or current.get("consumed_at") is not None)
+    # pending comes back decidable (approvable, then executable) though archon withdrew or ran it
+    return before.get("status") == "pending" and (current is None or current.get("consumed_at") is not None
+                                                  or current.get("status") in ("consumed", "invalidated", "expired"))
 
 
 def _summarise(report: LossReport, table: str) -> Callable[[str, dict | None, dict | None], None] | None:
@@ -217,6 +240,10 @@ def _summarise(report: LossReport, table: str) -> Callable[[str, dict | None, di
             report.rearmed_count += 1
             if len(report.rearmed) < FIRST_REARMED:
                 report.rearmed.append(key)
+        if table == "execution_environments" and _revives(current, before):
+            report.revived_count += 1
+            if len(report.revived) < FIRST_REARMED:
+                report.revived.append(key)
 
     return on_row
 
@@ -285,4 +312,4 @@ def _hot(db_path: Path) -> str:
     return ""
 
 
-__all__ = ["FIRST", "KINDS", "LossReport", "Lost", "REARM_WORDS", "ids_text", "loss_since", "rearmed_text"]
+__all__ = ["FIRST", "KINDS", "LossReport", "Lost", "REARM_WORDS", "REVIVED_WORDS", "ids_text", "loss_since", "rearmed_text", "revived_text"]
