@@ -9,12 +9,27 @@ import re
 from typing import Any
 
 from widgets.safe_json import MAX_DEPTH, UnreadableJson, finite, json_or_none, read_json, unparseable_note  # noqa: F401
-from widgets.safe_text import clean, is_shell_word, replace_unsafe  # noqa: F401
+from widgets.safe_text import clean, is_clean, is_shell_word, replace_unsafe  # noqa: F401
 
 
 def strip_control(value: object, *, keep_newlines: bool = True) -> str:
     """Printable text for a terminal: controls and bidi overrides pictured, never passed through."""
     return clean(value, one_line=not keep_newlines)
+
+
+def shell_quote(value: str) -> str:
+    """One shell word that reads back as exactly `value`, printed on one clean line: shlex's '...'
+    where `value` is printable, else bash's $'...' with every other byte as \\xNN. A newline inside
+    '...' would print a second line (and, pasted, run it as a command of its own)."""
+    import shlex
+
+    try:
+        if is_clean(value, allow_newlines=False) and value.encode("utf-8"):
+            return shlex.quote(value)
+    except UnicodeEncodeError:  # a file name's undecodable bytes (surrogate escapes)
+        pass
+    return "$'" + "".join(chr(b) if 0x20 <= b < 0x7F and b not in (0x27, 0x5C) else f"\\x{b:02x}"
+                          for b in value.encode("utf-8", "surrogateescape")) + "'"
 
 
 def cells(text: str) -> int:

@@ -168,7 +168,7 @@ def template(tmp_path_factory) -> tuple[Path, Path]:
 
 
 CHANGES = st.fixed_dictionaries({
-    "decided": st.dictionaries(st.sampled_from(REQUESTS[1:]), st.sampled_from(["approved", "denied", "consumed"])),
+    "decided": st.dictionaries(st.sampled_from(REQUESTS[1:]), st.sampled_from(["approved", "denied", "consumed", "invalidated", "expired"])),
     "consume_approved": st.booleans(),
     "claimed": st.sets(st.sampled_from(ENVS)),
     "stopped": st.sets(st.sampled_from(ENVS)),
@@ -222,8 +222,11 @@ def test_the_report_counts_what_changed_since_the_snapshot(template, changes):
         # a consumption is not a decision: apr-0 was approved before the snapshot
         assert counts["decisions"] == len(changes["decided"])
         assert counts["consumed_approvals"] == len(consumed)
-        assert report.rearmed_count == len(consumed)  # each was pending or approved in the snapshot
-        assert sorted(report.rearmed) == sorted(consumed)
+        # each was pending or approved in the snapshot: decidable, then executable, again
+        withdrawn = consumed + [r for r, outcome in changes["decided"].items() if outcome in ("invalidated", "expired")]
+        assert report.rearmed_count == len(withdrawn)
+        assert sorted(report.rearmed) == sorted(withdrawn)
+        assert sorted(report.revived) == sorted(changes["stopped"]) == sorted(report.revived)
         assert counts["claims"] == len(changes["claimed"])
         assert counts["lifecycle"] == len(changes["stopped"])
         events = changes["approval_events"] + len(changes["decided"]) + len(consumed)

@@ -248,6 +248,8 @@ def _restore(ctx) -> int:
             yes=args.yes,
             unverified=args.unverified,
             rearm_consumed=args.rearm_consumed,
+            loss_unknown=args.loss_unknown,
+            other_links=args.other_links,
             other_database=args.other_database,
             plan=args.plan,
             confirm=typed_confirmation if interactive else None,
@@ -321,7 +323,8 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
         "lock on the database. Exit codes: 0 restored (or planned), 1 refused (in use, not confirmed, no "
         "record of the snapshot), 3 the snapshot is damaged, does not match its record, was taken from "
         "another database or from this one at another path (--other-database), or would re-arm approvals "
-        "archon consumed, invalidated, let expire or deleted since (--rearm-consumed).",
+        "archon consumed, invalidated, let expire or deleted since (--rearm-consumed), or cannot tell what it would "
+        "lose (--loss-unknown), or the database has other hard links (--other-links).",
     )
     restore.add_argument("snapshot", metavar="SNAPSHOT", help="a snapshot written by `upgrade`")
     restore.add_argument("--yes", action="store_true", help="do not ask for the typed confirmation")
@@ -337,6 +340,19 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
         action="store_true",
         help="restore even though approval requests archon consumed (its executor ran the action), "
         "invalidated, let expire or deleted since the snapshot become approved (executable) again",
+    )
+    restore.add_argument(
+        "--loss-unknown",
+        action="store_true",
+        help="restore even though what it would lose cannot be told (the database, or one of its tables, "
+        "cannot be read or compared within the statement budget), so neither can whether it re-arms an "
+        "approval archon already consumed",
+    )
+    restore.add_argument(
+        "--other-links",
+        action="store_true",
+        help="restore even though the database file has other hard links (another path, perhaps archon's, "
+        "names it): only --db's name is replaced; the other names keep the old file",
     )
     restore.add_argument(
         "--other-database",

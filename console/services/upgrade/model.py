@@ -7,7 +7,6 @@ screen's attributes and the CLI's JSON cannot disagree.
 from __future__ import annotations
 
 import os
-import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
@@ -15,6 +14,7 @@ from console.db import snapshot as snapshots
 from console.db.migrations.registry import MIGRATIONS, RELEASES
 from console.errors import Refusal
 from console.services.profile_gate import ProfileGate
+from console.text import shell_quote
 
 TARGETS = RELEASES + ("current",)
 
@@ -123,8 +123,8 @@ def undo_command(db_path: str | os.PathLike[str], snapshot_path: str | os.PathLi
     whatever ARCHON_DB_PATH names in the shell it is pasted into (issue 18, finding 11). The resolved
     paths: `restore` refuses a symbolic link as --db (it would replace the link), so a database
     reached through one must be named by the file the console actually opened."""
-    return (f"archon-console --db {shlex.quote(os.path.realpath(db_path))} restore "
-            f"{shlex.quote(os.path.realpath(snapshot_path))}")
+    return (f"archon-console --db {shell_quote(os.path.realpath(db_path))} restore "
+            f"{shell_quote(os.path.realpath(snapshot_path))}")
 
 
 class ForceRequired(Refusal):

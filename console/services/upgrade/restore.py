@@ -24,7 +24,9 @@ from console.db.file_trust import Judged, open_judged
 from console.db.paths import nonempty_file
 from console.errors import ConsoleError, DatabaseUnusable, Refusal, UsageError
 from console.services.upgrade.decide import require_archon
-from console.services.upgrade.restore_loss import REARM_WORDS, LossReport, ids_text, loss_since, rearmed_text
+from console.services.upgrade.restore_loss import (
+    REARM_WORDS, LossReport, ids_text, loss_since, rearmed_text, revived_text,
+)
 from console.services.upgrade.restore_origin import OtherDatabase, check_origin
 from console.services.upgrade.restore_records import identify
 from console.text import one_line
@@ -69,27 +71,45 @@ class RestoreResult:
 
 class RearmRefused(DatabaseUnusable):
     """Restoring would make executable again a request archon has since consumed, invalidated, let
-    expire or deleted, or undo a consumption its executor recorded (exit 3); carries the loss."""
+    expire or deleted, or undo a consumption its executor recorded, or what it loses could not be
+    told at all (exit 3); carries the loss. Each risk is overridden only by the flag that names it."""
 
-    def __init__(self, snapshot: Path, loss: LossReport):
+    def __init__(self, snapshot: Path, loss: LossReport, *, rearm_consumed: bool = False,
+                 loss_unknown: bool = False):
         consumed = loss.consumed
         count = consumed.count if consumed is not None else 0
-        if loss.rearmed_count:
-            what = (f"{loss.rearmed_count} approval request(s) that archon {REARM_WORDS} since the snapshot "
-                    f"become approved (or pending) again, so archon may run an action a second time or one "
-                    f"that was withdrawn: {rearmed_text(loss)}")
-        elif loss.rearm_unknown is not None:
-            what = (f"whether approval requests archon consumed, invalidated or withdrew since become executable "
-                    f"again cannot be told (approval_requests cannot be compared: {one_line(loss.rearm_unknown)})")
-        else:
-            what = (f"the record of {count} consumption(s) archon's executor made since is lost: "
-                    f"{ids_text(consumed.first, count) if consumed else ''}")
+        flags: list[str] = []
+        whats: list[str] = []
+        if loss.unfinished is not None and not loss_unknown:
+            whats.append(f"what it would lose cannot be told ({one_line(loss.unfinished)}), so neither can "
+                         "whether it makes executable again an action archon already ran")
+            flags.append("--loss-unknown")
+        if loss.refuses and not rearm_consumed:
+            if loss.rearmed_count:
+                whats.append(f"{loss.rearmed_count} approval request(s) that archon {REARM_WORDS} since the "
+                             f"snapshot become approved (or pending) again, so archon may run an action a second "
+                             f"time or one that was withdrawn: {rearmed_text(loss)}")
+            elif loss.rearm_unknown is not None and loss.unreadable is None:
+                whats.append(f"whether approval requests archon consumed, invalidated or withdrew since become "
+                             f"executable again cannot be told (approval_requests cannot be compared: "
+                             f"{one_line(loss.rearm_unknown)})")
+            elif count:
+                whats.append(f"the record of {count} consumption(s) archon's executor made since is lost: "
+                             f"{ids_text(consumed.first, count) if consumed else ''}")
+            flags.append("--rearm-consumed")
+        if loss.revived_count:  # not refused on its own (docs/decisions.md D8a); named where a refusal is
+            whats.append(f"also, {loss.revived_count} environment(s) that {revived_text(loss)}")
         super().__init__(
-            f"Restoring {snapshot} is refused: {what}. Nothing was restored.",
-            "Run `restore --plan` to see everything it would lose; if making those requests executable "
-            "again is intended, run the restore again with --rearm-consumed.",
+            f"Restoring {snapshot} is refused: {'; and '.join(whats)}. Nothing was restored.",
+            "Run `restore --plan` to see everything it would lose; if restoring anyway is intended (making "
+            "those requests executable again, or mending a database whose loss cannot be read), run the "
+            f"restore again with {' and '.join(flags)}.",
         )
         self.loss = loss
+
+    @staticmethod
+    def needed(loss: LossReport, rearm_consumed: bool, loss_unknown: bool) -> bool:
+        return (loss.unfinished is not None and not loss_unknown) or (loss.refuses and not rearm_consumed)
 
 
 def _verify_snapshot(snapshot: Path) -> None:
@@ -172,6 +192,29 @@ def _cannot_check(db_path: Path, why: object) -> Refusal:
         f"Cannot take the lock that proves nobody else uses {db_path} ({why}); nothing was restored.",
         "Run the restore as the database's owner (or root), with archon stopped.",
     )
+
+
+def _linked_elsewhere(db_path: Path, status: os.stat_result) -> DatabaseUnusable | None:
+    """The database has other hard links: the restore replaces this name only, and whoever opens
+    another one (archon, through its own path) keeps the old file, and writes to it."""
+    if status.st_nlink <= 1:
+        return None
+    return DatabaseUnusable(
+        f"{db_path} has {status.st_nlink - 1} other hard link(s): another path names the same file (perhaps the "
+        "one archon opens), and a restore replaces only this name, so that path would keep the old database. "
+        "Nothing was restored.",
+        "Find the other names (`find / -xdev -samefile DATABASE`), remove them or pass the one archon opens as "
+        "--db; to replace this name only, run the restore again with --other-links.",
+    )
+
+
+def _settle(db_path: Path, busy_timeout_ms: int) -> None:
+    try:
+        exclusive_lock.settle(db_path, busy_timeout_ms)
+    except exclusive_lock.InUse:
+        raise _in_use(db_path) from None
+    except exclusive_lock.CannotCheck as exc:
+        raise _cannot_check(db_path, exc) from None
 
 
 def _keep_aside(db_path: Path, at: datetime, locked_fd: int, status: os.stat_result) -> Path:
@@ -265,6 +308,8 @@ def restore_snapshot(
     yes: bool = False,
     unverified: bool = False,
     rearm_consumed: bool = False,
+    loss_unknown: bool = False,
+    other_links: bool = False,
     other_database: bool = False,
     plan: bool = False,
     confirm: Callable[[str, LossReport], bool] | None = None,
@@ -298,16 +343,19 @@ def restore_snapshot(
         raise UsageError("The snapshot and the database are the same file.")
     held = _open_snapshot(snapshot)
     try:
-        checked = _check_held(db_path, held, unverified, rearm_consumed, other_database, plan)
+        checked = _check_held(db_path, held, unverified, (rearm_consumed, loss_unknown), other_database, plan,
+                              busy_timeout_ms)
         if plan:
+            if checked.refusal is None and not other_links:
+                checked.refusal = _linked_elsewhere(db_path, os.stat(db_path)) if os.path.lexists(db_path) else None
             return checked
-        return _restore_held(db_path, held, checked, yes, confirm, at, busy_timeout_ms)
+        return _restore_held(db_path, held, checked, yes, confirm, at, busy_timeout_ms, other_links)
     finally:
         held.close()
 
 
-def _check_held(db_path: Path, held: Judged, unverified: bool, rearm_consumed: bool,
-                other_database: bool, plan: bool) -> RestoreResult:
+def _check_held(db_path: Path, held: Judged, unverified: bool, overrides: tuple[bool, bool],
+                other_database: bool, plan: bool, busy_timeout_ms: int) -> RestoreResult:
     """Everything decided before a restore replaces anything: the record that vouches for the content,
     the database it was taken from, and what it would lose. `plan`: refusals go into the result."""
     snapshot = Path(held.path)
@@ -330,9 +378,14 @@ def _check_held(db_path: Path, held: Judged, unverified: bool, rearm_consumed: b
         result.refusal = exc
     if found.verified_by is None and not unverified:
         identify(db_path, held, digest, False, other_database)  # raises the "matches no record" refusal
+    if not plan and os.path.lexists(db_path):
+        # Compared as archon's next start would see it: a crash's hot journal rolled back, a WAL folded
+        # in (SQLite's own recovery, under the lock check; --plan writes nothing and says it cannot tell).
+        _settle(db_path, busy_timeout_ms)
     result.loss = loss_since(db_path, snapshot)
-    if result.loss.refuses and not rearm_consumed:
-        refused = RearmRefused(snapshot, result.loss)
+    rearm_consumed, loss_unknown = overrides
+    if RearmRefused.needed(result.loss, rearm_consumed, loss_unknown):
+        refused = RearmRefused(snapshot, result.loss, rearm_consumed=rearm_consumed, loss_unknown=loss_unknown)
         if not plan:
             raise refused
         result.refusal = result.refusal or refused
@@ -347,6 +400,7 @@ def _restore_held(
     confirm: Callable[[str, LossReport], bool] | None,
     at: datetime,
     busy_timeout_ms: int,
+    other_links: bool,
 ) -> RestoreResult:
     snapshot = Path(held.path)
     digest = checked.sha256
@@ -361,12 +415,9 @@ def _restore_held(
             raise Refusal("Not confirmed; nothing was restored.")
     exists = os.path.lexists(db_path)
     if exists:
-        try:
-            exclusive_lock.settle(db_path, busy_timeout_ms)
-        except exclusive_lock.InUse:
-            raise _in_use(db_path) from None
-        except exclusive_lock.CannotCheck as exc:
-            raise _cannot_check(db_path, exc) from None
+        if not other_links and (linked := _linked_elsewhere(db_path, os.stat(db_path))) is not None:
+            raise linked  # before the confirmation and the copy: said as early as it is known
+        _settle(db_path, busy_timeout_ms)
     directory = db_path.parent
     try:
         tmp: Path | None = _write_restored_copy(held, directory, db_path.name, digest)
@@ -381,6 +432,8 @@ def _restore_held(
             tmp = None
         else:
             with exclusive_lock.held_exclusively(db_path) as (locked_fd, status):
+                if not other_links and (linked := _linked_elsewhere(db_path, status)) is not None:
+                    raise linked  # a link made since; counted before the restore's own aside link
                 _take_owner_and_mode(tmp, db_path, status)
                 wal = Path(f"{db_path}-wal")
                 if nonempty_file(wal):

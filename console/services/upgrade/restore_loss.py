@@ -18,8 +18,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from console.db.connect import sqlite_connection, untouched_read_uri
+from console.db.limits import explain
+from console.db.paths import nonempty_file
 from console.errors import DatabaseUnusable
 from console.services.upgrade.restore_diff import FIRST, TableDiff, diff_table, table_names
+from console.signals import as_stop
 from console.text import one_line
 
 FIRST_REARMED = 20  # request ids named in the refusal
@@ -89,6 +92,9 @@ KINDS = (
 )
 
 REARM_WORDS = "consumed, invalidated, expired or deleted"
+# How far along its end an environment is; one archon moved further since comes back in an earlier state
+_ENDING = {"stopped": 1, "retiring": 2, "cleanup_pending": 3, "retired": 4}
+REVIVED_WORDS = "stopped, retired or cleaned up"
 
 
 @dataclass
@@ -117,6 +123,8 @@ class LossReport:
     rearmed: list[str] = field(default_factory=list)  # approved (or pending) in the snapshot, not now
     rearmed_count: int = 0
     rearm_unknown: str | None = None  # approval_requests could not be compared: why
+    revived: list[str] = field(default_factory=list)  # environments archon ended further since
+    revived_count: int = 0
     unreadable: str | None = None
 
     @property
@@ -134,6 +142,17 @@ class LossReport:
         consumed = self.consumed
         return bool(self.rearmed_count or self.rearm_unknown or (consumed is not None and consumed.count))
 
+    @property
+    def unfinished(self) -> str | None:
+        """Why the report is not the whole answer (the file, or a table, could not be compared): a
+        restore that cannot tell what it loses is refused without --loss-unknown, whatever the reason."""
+        if self.unreadable is not None:
+            return self.unreadable
+        tables = [table.table for table in self.tables if table.unreadable]
+        if tables:
+            return "the rows of " + ", ".join(one_line(t, 80) for t in tables[:FIRST]) + " cannot be compared"
+        return None
+
     def lines(self, *, done: bool = False) -> list[str]:
         """The report in words; `done`: said after the restore, in the past tense."""
         if self.unreadable is not None:
@@ -146,8 +165,11 @@ class LossReport:
             if kind.count:
                 lines.append(f"  {kind.count} {kind.label}: {ids_text(kind.first, kind.count)}")
         if self.rearmed_count:
-            lines.append(f"  {self.rearmed_count} request(s) approved in the snapshot that archon {REARM_WORDS} "
-                         f"since {'are' if done else 'become'} executable again: " + rearmed_text(self))
+            lines.append(f"  {self.rearmed_count} request(s) approved (or pending) in the snapshot that archon "
+                         f"{REARM_WORDS} since {'are' if done else 'become'} executable again: "
+                         + rearmed_text(self))
+        if self.revived_count:
+            lines.append(f"  {self.revived_count} environment(s) {revived_text(self)}")
         if self.tables:
             lines.append("  Every table that differs (added and changed rows are lost, deleted ones come back):")
             lines.extend(f"    {table.line()}" for table in self.tables)
@@ -161,11 +183,25 @@ class LossReport:
             "tables": {table.table: table.to_json() for table in self.tables},
             "rearmed": {"count": self.rearmed_count, "first": self.rearmed},
             "rearm_unknown": self.rearm_unknown,
+            "revived": {"count": self.revived_count, "first": self.revived},
         }
 
 
 def rearmed_text(report: LossReport) -> str:
     return ids_text(report.rearmed, report.rearmed_count)
+
+
+def revived_text(report: LossReport) -> str:
+    return (f"archon {REVIVED_WORDS} since the snapshot come back in an earlier lifecycle state (archon may "
+            f"lease or clean up again what is gone): {ids_text(report.revived, report.revived_count)}")
+
+
+def _revives(current: dict[str, Any] | None, before: dict[str, Any] | None) -> bool:
+    """Archon moved the environment further toward its end since (stopped, retiring, cleaned up,
+    retired): the restore brings it back in the earlier state."""
+    if current is None or before is None:
+        return False
+    return _ENDING.get(current.get("lifecycle_state"), 0) > _ENDING.get(before.get("lifecycle_state"), 0)
 
 
 def _armed(row: dict[str, Any] | None) -> bool:
@@ -180,8 +216,9 @@ def _rearms(current: dict[str, Any] | None, before: dict[str, Any] | None) -> bo
         return False
     if _armed(before):
         return not _armed(current)
-    return before.get("status") == "pending" and current is not None and (
-        current.get("status") == "consumed" or current.get("consumed_at") is not None)
+    # pending comes back decidable (approvable, then executable) though archon withdrew or ran it
+    return before.get("status") == "pending" and (current is None or current.get("consumed_at") is not None
+                                                  or current.get("status") in ("consumed", "invalidated", "expired"))
 
 
 def _summarise(report: LossReport, table: str) -> Callable[[str, dict | None, dict | None], None] | None:
@@ -203,6 +240,10 @@ def _summarise(report: LossReport, table: str) -> Callable[[str, dict | None, di
             report.rearmed_count += 1
             if len(report.rearmed) < FIRST_REARMED:
                 report.rearmed.append(key)
+        if table == "execution_environments" and _revives(current, before):
+            report.revived_count += 1
+            if len(report.revived) < FIRST_REARMED:
+                report.revived.append(key)
 
     return on_row
 
@@ -225,30 +266,50 @@ def _compare(now: sqlite3.Connection, then: sqlite3.Connection, report: LossRepo
 
 
 def loss_since(db_path: Path, snapshot: Path) -> LossReport:
-    """Compare the database with the snapshot; never raises for an unreadable current file (a restore
-    is how a broken database is mended), it says so instead."""
+    """Compare the database with the snapshot. A file or statement that fails is said in the report
+    (`unreadable`, which the restore refuses without --loss-unknown: a restore is how a broken
+    database is mended, but never blindly); an operator's stop (Ctrl-C, SIGTERM: console/signals.py)
+    is raised as that stop, never taken for an unreadable file."""
     report = LossReport()
     if not db_path.exists():
         return report
+    connections: list[sqlite3.Connection] = []
     try:
-        now = sqlite_connection(untouched_read_uri(db_path), uri=True)
-    except (sqlite3.Error, OSError) as exc:
-        return LossReport(unreadable=f"{db_path} cannot be read ({exc})")
-    try:
-        then = sqlite_connection(untouched_read_uri(snapshot), uri=True)
-        try:
-            now.execute("BEGIN")  # one consistent view of each file
-            then.execute("BEGIN")
-            _compare(now, then, report)
-        finally:
-            then.close()
+        connections.append(sqlite_connection(untouched_read_uri(db_path), uri=True))
+        connections.append(sqlite_connection(untouched_read_uri(snapshot), uri=True))
+        now, then = connections
+        now.execute("BEGIN")  # one consistent view of each file
+        then.execute("BEGIN")
+        _compare(now, then, report)
     except sqlite3.Error as exc:
-        return LossReport(unreadable=f"{db_path} or the snapshot cannot be read ({exc})")
+        stop = as_stop(exc)
+        if stop is not None:
+            raise stop from None
+        over = next((why for why in (explain(exc, conn) for conn in connections) if why is not None), None)
+        return _unfinished(over.reason.rstrip(".") + " (" + over.hint[:1].lower() + over.hint[1:].rstrip(".") + ")" if over and over.hint
+                           else f"{db_path} or the snapshot cannot be read ({exc}){_hot(db_path)}")
+    except OSError as exc:
+        return _unfinished(f"{db_path} cannot be read ({exc})")
     except DatabaseUnusable as exc:  # a value or statement over the limits (console/db/limits.py)
-        return LossReport(unreadable=exc.reason.rstrip("."))
+        return _unfinished(exc.reason.rstrip("."))
     finally:
-        now.close()
+        for conn in connections:
+            conn.close()
     return report
 
 
-__all__ = ["FIRST", "KINDS", "LossReport", "Lost", "REARM_WORDS", "ids_text", "loss_since", "rearmed_text"]
+def _unfinished(why: str) -> LossReport:
+    """A report that could not be finished: neither what is lost nor whether a request is re-armed is known."""
+    return LossReport(unreadable=why, rearm_unknown=why)
+
+
+def _hot(db_path: Path) -> str:
+    """A crash mid-transaction left a rollback journal only a writer can play back: --plan writes
+    nothing; the restore itself rolls it back (under its lock check) before it compares."""
+    if nonempty_file(Path(f"{db_path}-journal")):
+        return (": a transaction left unfinished by a crash (its -journal) must be rolled back first, which "
+                "`restore --plan` does not do (it writes nothing); `restore` without --plan does it")
+    return ""
+
+
+__all__ = ["FIRST", "KINDS", "LossReport", "Lost", "REARM_WORDS", "REVIVED_WORDS", "ids_text", "loss_since", "rearmed_text", "revived_text"]
