@@ -193,6 +193,11 @@ def cmd_show(ctx) -> int:
         print("Other runs bound to it, not released:")
         print(table([(lease.relationship, lease.execution_run_id, lease.bound_at, relative(lease.bound_at, now))
                      for lease in others], ["RELATIONSHIP", "RUN", "BOUND AT", "AGE"]))
+    placed = [(kind, run) for kind, run in env.holding_work or () if kind in ("service_run", "check_batch", "check_attempt")]
+    if placed:  # they hold it against a stop hand-off as well (envs.holding_work)
+        print()
+        print("Other work placed in it, not finished:")
+        print(table(placed, ["KIND", "RUN"]))
     print()
     print("Timeline:")
     if env.events:

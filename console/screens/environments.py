@@ -187,8 +187,10 @@ class EnvironmentsScreen(ConsoleScreen):
 
     @work(thread=True, exclusive=True, group="envs-detail", exit_on_error=False)
     def _load_detail(self, env_id: str) -> None:
+        # a cursor move must stay an index seek (tests/tui/test_query_plans.py): what only a scan
+        # finds is left to the write, and the detail says so (`holding_not_checked`)
         env = self.session.run(envs.show_environment, env_id, now=self.session.now(),
-                               stale_after=envs.default_stale_after())
+                               stale_after=envs.default_stale_after(), everywhere=False)
         self.post_message(self.Detail(env))
 
     @on(Detail)
@@ -233,6 +235,10 @@ class EnvironmentsScreen(ConsoleScreen):
             head.append_text(safe_text(handoff.text, "bold yellow" if handoff.overdue else "cyan", one_line=True))
             head.append(" — overdue: archon not running?\n" if handoff.overdue else "\n",
                         style="bold yellow")
+        if e.operation_kind == "stop" and e.holding_not_checked:
+            head.append(f"{'work':>10} ", style="dim")
+            head.append_text(safe_text(f"{envs.bound_runs_words(e.holding_work or ()) or 'none found'}; "
+                                       f"{e.holding_not_checked}") + "\n")
         for action, why in self._row_reasons(e).items():
             if action in ("claim_stop", "claim_retire", "takeover", "complete", "release"):
                 head.append(f"{action.replace('claim_', ''):>10} ", style="dim")
