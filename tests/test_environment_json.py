@@ -61,8 +61,12 @@ def test_list_and_show_print_archons_columns_then_the_derived_fields(db, capsys)
     assert list(running["pending_handoffs"][0]) == ["kind", "column", "since", "age_seconds", "performed_by",
                                                     "overdue", "text"]
     _, shown = cli_json(capsys, "envs", "show", "env-running", "--db", db, "--json")
-    assert list(shown) == columns + DERIVED + ["active_leases", "bound_runs", "events"]
-    assert {k: v for k, v in shown.items() if k not in ("active_leases", "bound_runs", "events")} == running
+    more = ["active_leases", "bound_runs", "holding_work", "holding_not_checked", "events"]
+    assert list(shown) == columns + DERIVED + more
+    assert {k: v for k, v in shown.items() if k not in more} == running
+    # the CLI reads everything that holds it, by environment alone: nothing is left unchecked
+    assert shown["holding_not_checked"] is None
+    assert [w["run"] for w in shown["holding_work"]] == [lease["execution_run_id"] for lease in shown["bound_runs"]]
     assert shown["active_leases"] == raw_rows(db, "SELECT * FROM execution_environment_run_bindings")
     assert shown["bound_runs"] == shown["active_leases"]  # no validation binding here
     assert shown["events"] == []

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from console.clock import db_time
@@ -43,6 +43,7 @@ from tests.test_environments_support import (
     add_env,
     add_lease,
     add_project,
+    add_service_run,
     add_validation,
     dump,
     env_row,
@@ -51,6 +52,7 @@ from tests.test_environments_support import (
     raw,
     release_lease,
     set_claim,
+    set_cleanup_claim,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -240,7 +242,7 @@ def _claim_id(holder: str) -> str:
     return {"mine": claim_id_for(ACTOR), "console": claim_id_for("bob"), **FOREIGN}[holder]
 
 
-def _environment(path: Path, state: str, kind: str, holder: str, age, lease: str) -> str:
+def _environment(path: Path, state: str, kind: str, holder: str, age, lease: str, cleanup: bool = False) -> str:
     env_id = f"env-{next(_counter)}"
     conn = raw(path)
     try:
@@ -249,8 +251,13 @@ def _environment(path: Path, state: str, kind: str, holder: str, age, lease: str
             add_lease(conn, env_id, f"run-{env_id}")
         elif lease == "validation":  # archon's admission does not look at these: any state
             add_validation(conn, env_id, f"val-{env_id}")
+        elif lease == "service_run":  # a service run placed in it, not completed, no binding
+            add_service_run(conn, env_id, f"svc-{env_id}")
+        if cleanup:  # archon's cleanup worker holding its cleanup claim
+            set_cleanup_claim(conn, env_id, "archon-cleanup-worker:3", db_time(T0 - timedelta(minutes=2)))
         at = "not a time" if age is None else db_time(T0 - timedelta(minutes=age))
-        set_claim(conn, env_id, _claim_id(holder), kind, at)
+        if holder is not None:
+            set_claim(conn, env_id, _claim_id(holder), kind, at)
     finally:
         conn.close()
     return env_id
@@ -258,7 +265,9 @@ def _environment(path: Path, state: str, kind: str, holder: str, age, lease: str
 
 def _attempt(h, env_id: str, action: str, op, confirm):
     try:
-        if action == "takeover":
+        if action == "claim":
+            result = envs.claim(h, env_id, op, ACTOR, now=T0)
+        elif action == "takeover":
             result = envs.claim(h, env_id, op, ACTOR, now=T0, takeover=True, reason="checked",
                                 stale_after=STALE_AFTER, confirm_holder=confirm)
         elif action == "release":
@@ -278,30 +287,52 @@ def _attempt(h, env_id: str, action: str, op, confirm):
     holder=st.sampled_from(HOLDERS),
     age=st.one_of(st.none(), st.integers(min_value=0, max_value=300)),
     op=st.one_of(st.none(), st.sampled_from(envs.OPERATIONS)),
-    lease=st.sampled_from(("none", "execution", "validation")),
+    lease=st.sampled_from(("none", "execution", "validation", "service_run")),
+    cleanup=st.booleans(),
     confirm=st.sampled_from(("none", "holder", "shown", "other")),
-    action=st.sampled_from(("takeover", "release", "complete")),
+    action=st.sampled_from(("takeover", "release", "complete", "claim")),
 )
+# The attack rounds' cases, always run: a service run under a stop (c2), archon's cleanup claim
+# under a cleanup retry's claim and completion (c3).
+@example(state="running", kind="stop", holder="mine", age=1, op=None, lease="service_run", cleanup=False,
+         confirm="none", action="complete")
+@example(state="cleanup_pending", kind="cleanup_retry", holder="mine", age=1, op=None, lease="none", cleanup=True,
+         confirm="none", action="claim")
+@example(state="cleanup_pending", kind="cleanup_retry", holder="mine", age=1, op=None, lease="none", cleanup=True,
+         confirm="none", action="complete")
 def test_no_takeover_changes_the_kind_or_skips_the_holder_and_greying_agrees(
-        shared_db, state, kind, holder, age, op, lease, confirm, action):
+        shared_db, state, kind, holder, age, op, lease, cleanup, confirm, action):
     lease = "none" if lease == "execution" and state not in envs.ADMITTING_STATES else lease
     claim_id = _claim_id(holder)
     given_confirm = {"none": None, "holder": claim_id, "shown": envs.claim_holder(claim_id),
                      "other": "archon-worker:8"}[confirm]
     foreign = holder in FOREIGN
     # One environment for the operator's own attempt, an identical one for what the screen does.
-    tried = _environment(shared_db, state, kind, holder, age, lease)
-    screen = _environment(shared_db, state, kind, holder, age, lease)
+    unclaimed = action == "claim"  # a new claim on an environment nobody holds
+    tried = _environment(shared_db, state, kind, None if unclaimed else holder, age, lease, cleanup)
+    screen = _environment(shared_db, state, kind, None if unclaimed else holder, age, lease, cleanup)
     with handle(shared_db) as h:
         before = env_row(shared_db, tried)
-        accepted = _attempt(h, tried, action, op, given_confirm)
+        accepted = _attempt(h, tried, action, kind if unclaimed else op, given_confirm)
         after = env_row(shared_db, tried)
+        if unclaimed:
+            if accepted:
+                assert not (kind == "cleanup_retry" and cleanup), "a cleanup retry claimed over archon's cleanup claim"
+            else:
+                assert after == before
+            view = envs.show_environment(h, screen, now=T0, stale_after=STALE_AFTER)
+            options = envs.claim_options(view, ACTOR, stale_after=STALE_AFTER)
+            carried = _attempt(h, screen, action, kind, None)
+            assert options.enabled(kind) == carried, (kind, options.why(kind))
+            return
         if accepted and action == "takeover":
             assert after["operation_kind"] == kind, "a takeover changed the claim's kind"
         if accepted and foreign and action in ("takeover", "release"):
             assert given_confirm == claim_id, "a claim the console did not create went without its holder named"
         if accepted and action == "complete" and kind == "stop":
             assert lease == "none", "a stop was handed to archon while a run held the environment"
+        if accepted and kind == "cleanup_retry" and action in ("complete", "claim"):
+            assert not cleanup, "a cleanup retry went ahead over archon's cleanup claim"
         if not accepted:
             assert after == before
         # The screen: the key is enabled exactly when the write, as the screen runs it, is carried out.

@@ -78,6 +78,27 @@ def add_validation(conn, env_id: str, run_id: str, project_id: str = "p1") -> No
     )
 
 
+def add_service_run(conn, env_id: str | None, run_id: str, project_id: str = "p1", *, completed: bool = False) -> None:
+    """A 1.10.0 service run placed in `env_id` (no binding), completed or not."""
+    conn.execute("INSERT OR IGNORE INTO execution_runs (id, project_id) VALUES (?, ?)", (run_id, project_id))
+    rev, fingerprint = conn.execute("SELECT id, fingerprint FROM execution_profile_revisions WHERE project_id = ? "
+                                    "LIMIT 1", (project_id,)).fetchone()
+    conn.execute(
+        "INSERT INTO service_run_details (execution_run_id, project_id, context_key, target_kind, target_key, "
+        "target_workspace_path, execution_profile_revision_id, execution_profile_fingerprint, provider_kind, "
+        "environment_id, environment_revision, service_snapshot_json, interruption_scope, started_at, completed_at) "
+        "VALUES (?, ?, ?, 'service', 'svc', '/w', ?, ?, 'docker_sandbox', ?, ?, '{}', 'whole_environment', "
+        "'2026-11-01 08:00:00', ?)",
+        (run_id, project_id, f"ctx-{run_id}", rev, fingerprint, env_id, 1 if env_id else None,
+         "2026-11-01 09:00:00" if completed else None))
+
+
+def set_cleanup_claim(conn, env_id: str, claim_id: str, at: str) -> None:
+    """Archon's cleanup worker holding its cleanup claim."""
+    conn.execute("UPDATE execution_environments SET cleanup_claim_id = ?, cleanup_claimed_at = ?, "
+                 "cleanup_attempts = cleanup_attempts + 1 WHERE id = ?", (claim_id, at, env_id))
+
+
 def release_lease(conn, run_id: str) -> None:
     conn.execute(
         "UPDATE execution_environment_run_bindings SET released_at = '2026-11-01 09:00:00' WHERE id = ?",

@@ -27,9 +27,11 @@ CLAIM_EPILOG = (
     "delete a container, so it never changes the lifecycle state: the holder runs `envs complete ID` to hand "
     "the operation to archon's own scheduling column and clear the claim, or `envs release ID` to clear it "
     "with nothing handed off. `envs show ID` says what archon has been handed and since when. A reset claim "
-    "cannot be completed, only released; a stop cannot be completed while an execution lease is active or a "
-    "validation binding is not released (what "
-    "archon's idle-stop sweep does to a running run is not known): wait for the run to end, or release the claim. "
+    "cannot be completed, only released; a stop cannot be completed while an execution lease is active or other "
+    "work is placed in it (a binding not released, a service run not completed, an unfinished check batch or "
+    "attempt naming it; what archon's idle-stop sweep does to a running run is not known): wait for the run to "
+    "end, or release the claim. A cleanup retry is neither claimed nor completed while archon's cleanup worker "
+    "holds its cleanup claim. "
     "A claim older than the stale threshold (--stale-after, $ARCHON_CONSOLE_STALE_MINUTES, default 15 minutes) "
     "can be taken over, or released by someone else, with --takeover --reason TEXT. A takeover keeps the "
     "operation it takes over (leave out --op); to change the kind, release the claim first, with a reason. "
@@ -193,6 +195,11 @@ def cmd_show(ctx) -> int:
         print("Other runs bound to it, not released:")
         print(table([(lease.relationship, lease.execution_run_id, lease.bound_at, relative(lease.bound_at, now))
                      for lease in others], ["RELATIONSHIP", "RUN", "BOUND AT", "AGE"]))
+    placed = [(kind, run) for kind, run in env.holding_work or () if kind in ("service_run", "check_batch", "check_attempt")]
+    if placed:  # they hold it against a stop hand-off as well (envs.holding_work)
+        print()
+        print("Other work placed in it, not finished:")
+        print(table(placed, ["KIND", "RUN"]))
     print()
     print("Timeline:")
     if env.events:

@@ -144,6 +144,10 @@ class EnvironmentView:
     active_leases: tuple[EnvironmentLease, ...] | None = None
     # every binding not released, of either relationship: what holds it against a stop hand-off
     bound_runs: tuple[EnvironmentLease, ...] | None = None
+    # (kind, run) of all work placed in it (environment_queries.holding_work): what holds it against a
+    # stop hand-off; `holding_not_checked` says what a read that had to stay a seek left to the write
+    holding_work: tuple[tuple[str, str], ...] | None = None
+    holding_not_checked: str | None = None
     events: tuple[EnvironmentEvent, ...] | None = None
     project_deleting: bool = False
     claim_account: str | None = None  # the OS account that took the claim, as its event recorded (D21)
@@ -170,6 +174,9 @@ class EnvironmentView:
             data["active_leases"] = [lease.to_json() for lease in self.active_leases]
         if self.bound_runs is not None:
             data["bound_runs"] = [lease.to_json() for lease in self.bound_runs]
+        if self.holding_work is not None:
+            data["holding_work"] = [{"kind": kind, "run": run} for kind, run in self.holding_work]
+            data["holding_not_checked"] = self.holding_not_checked
         if self.events is not None:
             data["events"] = [event.to_json() for event in self.events]
         return data

@@ -53,7 +53,9 @@ class EnvironmentsScreen(ConsoleScreen):
         "request stays; cleanup_retry: cleanup_retry_at = now) and clears the claim; release clears it\n"
         "with nothing handed off. A reset claim can only be released. The detail pane shows what archon\n"
         "has been handed and since when. A stop cannot be completed while an execution lease is\n"
-        "active: wait for the run to end, or release the claim. A claim older than the stale limit\n"
+        "active or other work is placed in it (the detail says what only completing checks), nor a\n"
+        "cleanup retry while archon holds its cleanup claim: wait for the run to end, or release the\n"
+        "claim. A claim older than the stale limit\n"
         "(ARCHON_CONSOLE_STALE_MINUTES, default 15) can be taken over, for the operation it holds;\n"
         "to change the kind, release it first. For a claim the console did not create (archon's own)\n"
         "that limit is only the console's assumption, and archon may still be working on it: taking\n"
@@ -187,8 +189,10 @@ class EnvironmentsScreen(ConsoleScreen):
 
     @work(thread=True, exclusive=True, group="envs-detail", exit_on_error=False)
     def _load_detail(self, env_id: str) -> None:
+        # a cursor move must stay an index seek (tests/tui/test_query_plans.py): what only a scan
+        # finds is left to the write, and the detail says so (`holding_not_checked`)
         env = self.session.run(envs.show_environment, env_id, now=self.session.now(),
-                               stale_after=envs.default_stale_after())
+                               stale_after=envs.default_stale_after(), everywhere=False)
         self.post_message(self.Detail(env))
 
     @on(Detail)
@@ -233,6 +237,10 @@ class EnvironmentsScreen(ConsoleScreen):
             head.append_text(safe_text(handoff.text, "bold yellow" if handoff.overdue else "cyan", one_line=True))
             head.append(" — overdue: archon not running?\n" if handoff.overdue else "\n",
                         style="bold yellow")
+        if e.operation_kind == "stop" and e.holding_not_checked:
+            head.append(f"{'work':>10} ", style="dim")
+            head.append_text(safe_text(f"{envs.bound_runs_words(e.holding_work or ()) or 'none found'}; "
+                                       f"{e.holding_not_checked}") + "\n")
         for action, why in self._row_reasons(e).items():
             if action in ("claim_stop", "claim_retire", "takeover", "complete", "release"):
                 head.append(f"{action.replace('claim_', ''):>10} ", style="dim")

@@ -31,19 +31,19 @@ from console.services.base import (
     validate_actor,
     validate_reason,
 )
-from console.services.environment_queries import claim_account, claim_age, table_columns
+from console.services.environment_queries import claim_account, claim_age, holding_work, table_columns
 from console.services.environment_rules import (
     ALLOWED_STATES,
     CONFIRM_HOLDER_OPTION,
     DEFAULT_STALE_AFTER,
     HANDOFF,
-    HOLDING_BINDING,
     OPERATIONS,
     RESET_NOT_COMPLETABLE,
     WHY_ALLOWED,
     ago,
     bound_runs_words,
     claim_holder,
+    cleanup_claim_blocks,
     console_made,
     exact_time,
     foreign_claim_assumption,
@@ -160,16 +160,6 @@ def _load(conn: sqlite3.Connection, env_id: str) -> sqlite3.Row:
     return env
 
 
-def _holding_bindings(conn: sqlite3.Connection, env_id: str) -> tuple[tuple[Any, Any], ...]:
-    """(relationship, run) of every binding holding the environment (`HOLDING_BINDING`): its active
-    execution lease (archon's unique index allows one) and any validation binding not released."""
-    return tuple((row[0], row[1]) for row in conn.execute(
-        "SELECT relationship, execution_run_id FROM execution_environment_run_bindings WHERE environment_id = ? "
-        f"AND {HOLDING_BINDING} ORDER BY bound_at",
-        (env_id,),
-    ))
-
-
 def _claim_age(env: sqlite3.Row, now: datetime) -> float:
     return claim_age(env["operation_claimed_at"], now)
 
@@ -202,6 +192,13 @@ def _stale_hint(env: sqlite3.Row, now: datetime, stale_after: timedelta, verb: s
         return f"it is stale (older than {threshold}){note}; use {how} to {verb}"
     wait = ago(stale_after.total_seconds() - age)
     return f"use {how} once it is stale (older than {threshold}, in {wait}){note}"
+
+
+def _require_no_cleanup_claim(env: sqlite3.Row, op: str) -> None:
+    """A cleanup retry is neither claimed nor handed off while archon's cleanup worker holds its claim."""
+    if op == "cleanup_retry" and env["cleanup_claim_id"] is not None:
+        raise Refusal(f"{env['id']}: {cleanup_claim_blocks(env['cleanup_claim_id'], env['cleanup_claimed_at'])}. "
+                      "Nothing was written.", f"`archon-console envs show {env['id']}` shows the cleanup claim.")
 
 
 def _require_allowed(env: sqlite3.Row, op: str, doing: str, hint: str | None = None) -> None:
@@ -303,6 +300,8 @@ def claim(
         if op is None:
             raise Refusal(f"{env_id} holds no operation claim to take over; name the operation to claim with --op.")
         _require_allowed(env, op, f"a {op} claim")
+        if not held:  # a takeover keeps a claim already there; completing it is checked again
+            _require_no_cleanup_claim(env, op)
         new_id = claim_id_for(actor)
         sets = "operation_claim_id = ?, operation_kind = ?, operation_claimed_at = ?"
         params: list[Any] = [new_id, op, db_time(now)]
@@ -432,10 +431,11 @@ def complete(handle: ArchonDatabase, env_id: str, actor: str, *, now: datetime) 
                 f"archon-console envs release {env_id}",
             )
         _require_allowed(env, op, f"completing {op}", hint=f"Release the claim instead: archon-console envs release {env_id}")
-        bindings = _holding_bindings(conn, env_id)
+        _require_no_cleanup_claim(env, op)
+        bindings = holding_work(conn, env_id)
         if op == "stop" and bindings:
             raise Refusal(f"{env_id}: {lease_blocks_stop(bindings)}. Nothing was written; your claim stays.",
-                          f"`archon-console envs show {env_id}` lists the runs bound to it; then "
+                          f"`archon-console envs show {env_id}` lists the work placed in it; then "
                           f"`envs complete {env_id}` once they have ended, or `envs release {env_id}`.")
         column, performer = handoff
         stamp = db_time(now)
@@ -456,7 +456,7 @@ def complete(handle: ArchonDatabase, env_id: str, actor: str, *, now: datetime) 
     if op == "cleanup_retry":
         message = f"{env_id}: cleanup retry requested now; archon's cleanup worker performs it. The claim is cleared."
     elif op == "stop":
-        message = (f"{env_id}: stop handed off to archon (idle_stop_at = now, with no run holding it); archon's "
+        message = (f"{env_id}: stop handed off to archon (idle_stop_at = now, with no work placed in it); archon's "
                    f"idle-stop sweep stops it. The claim is cleared; the state stays {state} until archon has stopped it.")
     else:
         message = (f"{env_id}: retirement handed off to archon (requested since {exact_time(since)}); archon's retirement "

@@ -33,6 +33,7 @@ from console.services.environment_rules import (
     HANDOFF,
     HANDOFF_LABEL,
     HOLDING_BINDING,
+    HOLDING_NOT_CHECKED,
     STATES,
     ago,
     claim_holder,
@@ -204,6 +205,41 @@ def list_environments(
         handle.conn, r.get("id"), r.get("operation_claim_id"))) for r in rows], next_after)
 
 
+def holding_work(conn: sqlite3.Connection, env_id: str, project_id: Any = None) -> tuple[tuple[str, str], ...]:
+    """(kind, run) of every record that places active work in the environment, the one query behind
+    the stop hand-off's refusal, `show_environment` and `claim_options` (docs/decisions.md, "Archon
+    behaviour the environment claims assume"): a binding not released (kind = its relationship), a
+    service run with this `environment_id` not completed, and (only with `project_id` None: they
+    have no index to seek) a check batch not completed or a check attempt without an outcome whose
+    placement JSON holds this id as a string anywhere. The seeds do not show those JSON documents'
+    keys, so any quoted occurrence counts (the safe side). With `project_id`, bindings and service
+    runs are read by that project only, each an index seek.
+    """
+    found: list[tuple[str, str]] = []
+    by_project = project_id is not None
+    scope = "project_id = ? AND environment_id = ?" if by_project else "environment_id = ?"
+    params = (project_id, env_id) if by_project else (env_id,)
+    found += [(str(r[0]), str(r[1])) for r in conn.execute(
+        "SELECT relationship, execution_run_id FROM execution_environment_run_bindings "
+        f"WHERE {scope} AND {HOLDING_BINDING} ORDER BY bound_at", params)]
+    columns = {name: {c["name"] for c in table_columns(conn, name)}
+               for name in ("service_run_details", "check_batch_details", "check_attempt_details")}
+    if {"environment_id", "completed_at", "project_id"} <= columns["service_run_details"]:
+        found += [("service_run", str(r[0])) for r in conn.execute(
+            f"SELECT execution_run_id FROM service_run_details WHERE {scope} AND completed_at IS NULL "
+            "ORDER BY execution_run_id", params)]
+    if by_project:
+        return tuple(found)
+    for table, kind, placed, active in (
+            ("check_batch_details", "check_batch", "batch_environment_json", "completed_at IS NULL"),
+            ("check_attempt_details", "check_attempt", "placement_json", "outcome IS NULL")):
+        if {placed, active.split()[0], "execution_run_id"} <= columns[table]:
+            found += [(kind, str(r[0])) for r in conn.execute(
+                f"SELECT execution_run_id FROM {table} WHERE {active} AND {placed} IS NOT NULL "
+                f"AND instr(CAST({placed} AS TEXT), json_quote(?)) > 0 ORDER BY execution_run_id", (env_id,))]
+    return tuple(found)
+
+
 def claim_account(conn: sqlite3.Connection, env_id: Any, claim_id: Any) -> str | None:
     """The OS account that took claim `claim_id`: what the newest event recording that id says
     (identity.py, `account_of`; docs/decisions.md, D21), or None (archon's claims, older consoles')."""
@@ -239,9 +275,11 @@ def show_environment(
     now: datetime,
     stale_after: timedelta = DEFAULT_STALE_AFTER,
     event_limit: int | None = 200,
+    everywhere: bool = True,
 ) -> EnvironmentView:
-    """The row with derived fields, its active leases and every other binding not released, and its
-    event timeline (oldest first)."""
+    """The row with derived fields, its active leases, every other binding not released and all work
+    holding it (`holding_work`), and its event timeline (oldest first). `everywhere=False` is the
+    TUI's cursor path, which must stay a seek: it reads only what its project's indexes reach."""
     row = handle.conn.execute(
         f"SELECT {stored_columns(handle.conn, 'execution_environments', 'e')}, {ACTIVE_LEASES} AS active_lease_count "
         "FROM execution_environments e WHERE e.id = ?",
@@ -252,20 +290,23 @@ def show_environment(
     project = handle.conn.execute(
         "SELECT deletion_started_at FROM projects WHERE id = ?", (row["project_id"],)
     ).fetchone()
-    # By the project first: archon has no index on a binding's environment, and its identity trigger
-    # (validate_execution_environment_binding_identity) gives every binding its environment's project,
-    # so this is a seek of idx_execution_environment_bindings_run, not a scan on every cursor move.
-    # The write's own re-check (environment_claims._holding_bindings) reads by environment alone.
+    # The cursor path (`everywhere=False`) reads by the project first: archon has no index on a
+    # binding's environment, and this is a seek of idx_execution_environment_bindings_run. Rows
+    # archon wrote before 1.8.22's identity trigger may carry another project: `everywhere` (the CLI,
+    # and the write's own re-check) reads by environment alone.
+    scope, params = ("environment_id = ?", (env_id,)) if everywhere else (
+        "project_id = ? AND environment_id = ?", (row["project_id"], env_id))
     bound = tuple(EnvironmentLease.from_row(dict(r)) for r in handle.conn.execute(
         f"SELECT {stored_columns(handle.conn, 'execution_environment_run_bindings')} "
-        "FROM execution_environment_run_bindings WHERE project_id = ? AND environment_id = ? "
-        f"AND {HOLDING_BINDING} ORDER BY bound_at",
-        (row["project_id"], env_id),
+        f"FROM execution_environment_run_bindings WHERE {scope} AND {HOLDING_BINDING} ORDER BY bound_at",
+        params,
     ))
     return environment_view(
         dict(row), now, stale_after,
         active_leases=tuple(lease for lease in bound if lease.relationship == "execution"),
         bound_runs=bound,
+        holding_work=holding_work(handle.conn, env_id, None if everywhere else row["project_id"]),
+        holding_not_checked=None if everywhere else HOLDING_NOT_CHECKED,
         events=tuple(EnvironmentEvent.from_row(e) for e in _events(handle.conn, env_id, event_limit)),
         project_deleting=bool(project and project["deletion_started_at"]),
         claim_account=claim_account(handle.conn, env_id, dict(row).get("operation_claim_id")),
@@ -278,6 +319,7 @@ __all__ = [
     "claims_supported",
     "environment_query",
     "environment_view",
+    "holding_work",
     "list_environments",
     "pending_handoffs",
     "show_environment",

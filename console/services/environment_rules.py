@@ -82,17 +82,29 @@ def kind_kept(env_id: str, held_kind: object, op: str) -> str:
             f"(the reason is recorded), then claim {op}")
 
 
-# A binding that holds an environment against a stop hand-off: one not released yet, whatever its
-# relationship. Archon's admission and its unique index count only `execution` leases, but a
-# `validation` binding is a run bound to the environment too, and what archon's idle-stop sweep does
-# to either is not known (docs/decisions.md, "Archon behaviour the environment claims assume").
+# Work that holds an environment against a stop hand-off (`environment_queries.holding_work`, the
+# one query the write, `show_environment` and so `claim_options` use): a binding not released,
+# whatever its relationship (archon's admission and its unique index count only `execution` leases,
+# but a `validation` binding is a run bound to the environment too), a service run placed in it and
+# not completed, and an unfinished check batch or attempt whose placement names it. What archon's
+# idle-stop sweep does to any of them is not known (docs/decisions.md, "Archon behaviour the
+# environment claims assume").
 HOLDING_BINDING = "released_at IS NULL"
-BINDING_WORDS = {"execution": "an execution lease", "validation": "a validation binding"}
+BINDING_WORDS = {
+    "execution": "an execution lease",
+    "validation": "a validation binding",
+    "service_run": "a service run",
+    "check_batch": "a check batch",
+    "check_attempt": "a check attempt",
+}
+# What the TUI's cursor path leaves to the write (it must stay an index seek, tests/tui/test_query_plans.py).
+HOLDING_NOT_CHECKED = ("bindings and service runs recorded under another project, and check runs, are only "
+                       "checked when completing (`envs show` lists them all)")
 
 
 def bound_runs_words(bindings: tuple[tuple[object, object], ...], *, still: bool = False) -> str:
-    """`(relationship, run)` pairs of the bindings holding an environment, in words: "an execution
-    lease is active (run r1) and a validation binding is active (run r2)"."""
+    """`(kind, run)` pairs of the work holding an environment (`environment_queries.holding_work`), in
+    words: "an execution lease is active (run r1) and a service run not completed is active (run r2)"."""
     grouped: dict[str, list[str]] = {}
     for relationship, run in bindings:
         words = BINDING_WORDS.get(relationship) if isinstance(relationship, str) else None
@@ -106,8 +118,17 @@ def lease_blocks_stop(bindings: tuple[tuple[object, object], ...]) -> str:
     """Why a stop cannot be completed while a run holds the environment (docs/decisions.md, the same
     section): what archon's idle-stop sweep does to a run bound to it is not known."""
     return (f"{bound_runs_words(bindings) or 'a run is bound to it'}, and the console does not hand a stop to "
-            f"archon's idle-stop sweep while a run holds the environment: wait for the run to end, or release "
-            f"the claim")
+            f"archon's idle-stop sweep while a run holds the environment: wait for the run to end, or "
+            f"release the claim")
+
+
+def cleanup_claim_blocks(claim_id: object, claimed_at: object) -> str:
+    """Why no cleanup retry is claimed or completed while archon's cleanup worker holds its cleanup
+    claim (docs/decisions.md, the same section): it is cleaning the environment up right now."""
+    return (f"archon's cleanup worker holds a cleanup claim on it ({clean(str(claim_id), one_line=True)}, "
+            f"since {exact_time(claimed_at)}), so it is cleaning up now; the console never requests a cleanup "
+            f"retry over a cleanup claim, whatever its age (how long archon keeps one is not known, and the "
+            f"console never clears it): wait until archon releases it")
 
 
 def completion_effect(op: str) -> str:
@@ -119,8 +140,11 @@ def completion_effect(op: str) -> str:
     if op == "retire":
         return f"keeps {column} and clears the claim; {performer} (retiring -> cleanup_pending -> retired) performs it"
     if op == "stop":  # docs/decisions.md, "Archon behaviour the environment claims assume"
-        return (f"sets {column} = now and clears the claim, only while no run is bound to it (no execution "
-                f"lease or validation binding active); "
+        return (f"sets {column} = now and clears the claim, only while no work is placed in it (no binding "
+                f"not released, no service run not completed, no unfinished check batch or attempt naming it); "
+                f"{performer} performs it")
+    if op == "cleanup_retry":
+        return (f"sets {column} = now and clears the claim, only while archon holds no cleanup claim on it; "
                 f"{performer} performs it")
     return f"sets {column} = now and clears the claim; {performer} performs it"
 
@@ -241,6 +265,8 @@ def claim_options(env: EnvironmentView, actor: str, *, stale_after: timedelta = 
             reasons[op] = f"already claimed for {env.operation_kind} by {env.claimed_by}"
         elif state not in ALLOWED_STATES[op]:
             reasons[op] = f"it is {state}: {WHY_ALLOWED[op]}"
+        elif op == "cleanup_retry" and env.columns.get("cleanup_claim_id") is not None:
+            reasons[op] = cleanup_claim_blocks(env.columns["cleanup_claim_id"], env.columns.get("cleanup_claimed_at"))
     if not held:
         reasons["complete"] = reasons["release"] = "no claim is held"
         reasons["takeover"] = "no claim to take over"
@@ -264,9 +290,11 @@ def claim_options(env: EnvironmentView, actor: str, *, stale_after: timedelta = 
             reasons["complete"] = RESET_NOT_COMPLETABLE.format(release="key l")
         elif state not in ALLOWED_STATES.get(op, ()):
             reasons["complete"] = f"it is {state}: {WHY_ALLOWED[op]}; release the claim instead"
-        elif op == "stop" and (env.bound_runs or env.active_lease_count):
-            reasons["complete"] = lease_blocks_stop(tuple(
-                (lease.relationship, lease.execution_run_id) for lease in env.bound_runs or ()))
+        elif op == "stop" and (env.holding_work or env.active_lease_count):
+            reasons["complete"] = lease_blocks_stop(env.holding_work or ())
+        elif op == "cleanup_retry" and env.columns.get("cleanup_claim_id") is not None:
+            reasons["complete"] = cleanup_claim_blocks(env.columns["cleanup_claim_id"],
+                                                       env.columns.get("cleanup_claimed_at"))
     return ClaimOptions(reasons, confirm_holder=None if held_by(held, actor) else holder_to_confirm(held))
 
 
@@ -278,6 +306,7 @@ __all__ = [
     "HANDOFF",
     "HANDOFF_LABEL",
     "HOLDING_BINDING",
+    "HOLDING_NOT_CHECKED",
     "OPERATIONS",
     "RESET_NOT_COMPLETABLE",
     "STATES",
@@ -286,6 +315,7 @@ __all__ = [
     "bound_runs_words",
     "claim_holder",
     "claim_options",
+    "cleanup_claim_blocks",
     "completion_effect",
     "console_made",
     "default_stale_after",

@@ -52,3 +52,39 @@ async def test_detail_pane_shows_what_archon_has_been_handed(demo_db, make_app):
         await select(pilot, app, "env-0006")  # retiring: archon's retirement path is under way
         assert "retirement requested 18 minutes ago; archon's retirement path performs it (under way: retiring)" \
             in detail_text(app)
+
+
+async def test_work_placed_in_the_environment_greys_complete_and_the_detail_says_what_it_leaves(demo_db, make_app):
+    """Attack round 2 (c1, c2): the cursor's read stays a seek; a service run of the environment's
+    project greys `complete` with the write's words, and on a stop claim the detail says that records
+    under another project (and check runs) are only checked when completing."""
+    from console.services import environments as envs
+    from console.services.base import claim_id_for
+    from tests.test_environments_support import add_service_run, add_validation, raw, set_claim
+
+    path = demo_db()
+    conn = raw(path)
+    env_id, project = conn.execute(
+        "SELECT id, project_id FROM execution_environments e WHERE lifecycle_state IN ('ready', 'running') AND "
+        "operation_claim_id IS NULL AND NOT EXISTS (SELECT 1 FROM execution_environment_run_bindings b WHERE "
+        "b.environment_id = e.id AND b.released_at IS NULL) ORDER BY id LIMIT 1").fetchone()
+    other = conn.execute("SELECT id FROM projects WHERE id <> ? AND deletion_started_at IS NULL ORDER BY id LIMIT 1",
+                         (project,)).fetchone()[0]
+    set_claim(conn, env_id, claim_id_for("alice"), "stop", "2026-11-01 09:00:00")
+    add_service_run(conn, env_id, "svc-tui", project)
+    sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = "
+                       "'validate_execution_environment_binding_identity'").fetchone()[0]
+    conn.execute("DROP TRIGGER validate_execution_environment_binding_identity")  # a row from before 1.8.22
+    add_validation(conn, env_id, "val-tui", project_id=other)
+    conn.execute(sql)
+    conn.commit() if conn.in_transaction else None
+    conn.close()
+    app = make_app(path, start="envs")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, EnvironmentsScreen)
+        await select(pilot, app, env_id)
+        assert app.screen.check_action("complete", ()) is None  # greyed
+        assert app.screen.unavailable()["complete"] == envs.lease_blocks_stop((("service_run", "svc-tui"),))
+        text = " ".join(detail_text(app).split())
+        assert "a service run is active (run svc-tui)" in text
+        assert "recorded under another project, and check runs, are only checked when completing" in text
