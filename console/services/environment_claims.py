@@ -12,7 +12,6 @@ console/services/environments.py; the rules themselves are in `environment_rules
 from __future__ import annotations
 
 import json
-import shlex
 import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,6 +23,7 @@ from console.db.tx import write_transaction
 from console.errors import Refusal, UsageError
 from console.models.environments import ClaimResult, Handoff, claimed_by
 from console.services import identity
+from console.text import shell_quote
 from console.services.base import (
     claim_id_for,
     new_event_id,
@@ -186,7 +186,7 @@ def _stale_hint(env: sqlite3.Row, now: datetime, stale_after: timedelta, verb: s
     held = env["operation_claim_id"]
     how, note = "--takeover with a reason", ""
     if not console_made(held):
-        how += f" and {CONFIRM_HOLDER_OPTION} {shlex.quote(holder_to_confirm(held) or '')}"
+        how += f" and {CONFIRM_HOLDER_OPTION} {shell_quote(holder_to_confirm(held) or '')}"
         note = f" ({foreign_claim_assumption(stale_after)})"
     if age > stale_after.total_seconds():
         return f"it is stale (older than {threshold}){note}; use {how} to {verb}"
@@ -237,7 +237,7 @@ def _foreign_confirmation(conn: sqlite3.Connection, env: sqlite3.Row, now: datet
         raise Refusal(
             f"{_describe_claim(conn, env, now)}; {foreign_claim_assumption(stale_after)}, so {doing} needs "
             "its holder named. Nothing was written.",
-            f"Confirm with {CONFIRM_HOLDER_OPTION} {shlex.quote(named)} (in the console: type the holder).",
+            f"Confirm with {CONFIRM_HOLDER_OPTION} {shell_quote(named)} (in the console: type the holder).",
         )
     return held
 
