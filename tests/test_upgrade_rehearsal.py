@@ -151,7 +151,8 @@ def _base(kind: str, directory: Path) -> Path:
     if kind not in _BASES:
         path = directory / f"base-{kind}.db"
         _BASES[kind] = (scenarios.ref_1821_shape(path) if kind == "1.8.21"
-                        else scenarios.ref_1822(path, "upgraded"))
+                        else scenarios.ref_1822(path, "upgraded") if kind == "1.8.22"
+                        else builder.upgraded(path, "1.10.0", populate=scenarios.populate))  # adopted
     return _BASES[kind]
 
 
@@ -166,12 +167,14 @@ project_state = st.fixed_dictionaries({
 def _hostile(path: Path, kind: str, states: list[dict]) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA ignore_check_constraints = ON")
-    if kind == "1.8.22":  # archon's guards would refuse what follows; a writer without them does not
+    guards = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'projects' "
+                          "AND name LIKE 'validate_project_execution_profile_%'").fetchall()
+    if kind != "1.8.21":  # archon's guards would refuse what follows; a writer without them does not
         conn.execute("PRAGMA recursive_triggers = OFF")
         for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'projects' "
                                     "AND name LIKE 'validate_project_execution_profile_%'").fetchall():
             conn.execute(f'DROP TRIGGER "{name}"')
-    version = 1 if kind == "1.8.21" else 2
+    version = {"1.8.21": 1, "1.8.22": 2}.get(kind, 3)
     for project, state in zip(("proj-1", "proj-2"), states):
         if state["extra"] is not None:
             normal = profiles.normalize(state["extra"], version)  # as archon writes it, where it can
@@ -188,26 +191,35 @@ def _hostile(path: Path, kind: str, states: list[dict]) -> None:
     if kind == "1.8.22":  # the guards come back as archon's start left them
         for name in ("owner_insert", "owner_update", "projection_insert", "projection_update"):
             conn.execute(builder.seen("1.8.22", f"create trigger validate_project_execution_profile_{name}"))
+    if kind == "1.10.0":  # as archon 1.10.0 left them
+        for _name, sql in guards:
+            conn.execute(sql)
     conn.close()
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(kind=st.sampled_from(("1.8.21", "1.8.22")), states=st.lists(project_state, min_size=2, max_size=2))
+@given(kind=st.sampled_from(("1.8.21", "1.8.22", "1.10.0")), states=st.lists(project_state, min_size=2, max_size=2))
 @example(kind="1.8.21", states=[  # an unmigratable active profile: archon's start stops too
     {"provider": "host", "extra": {"provider_preference": "podman"}, "pointer": "extra", "delete_extra": False},
     {"provider": "podman", "extra": None, "pointer": "dangling", "delete_extra": False}])
 @example(kind="1.8.22", states=[  # 1a's shape: a dangling docker pointer, an unknown provider beside it
     {"provider": "docker_sandbox", "extra": None, "pointer": "dangling", "delete_extra": False},
     {"provider": "podman", "extra": None, "pointer": "keep", "delete_extra": False}])
+@example(kind="1.10.0", states=[  # adopted 1.10.0 file, proj-2's active docker revision deleted: archon
+    # does not rebuild its schema-3 table, so its guards refuse 021's revision 1 (upgrade2 finding 4)
+    {"provider": "host", "extra": None, "pointer": "keep", "delete_extra": False},
+    {"provider": "docker_sandbox", "extra": {"provider_preference": "docker_sandbox"}, "pointer": "extra",
+     "delete_extra": True}])
 def test_generated_starts_upgrade_as_archon_does_or_refuse_before_step_001(tmp_path_factory, kind, states):
     """Either the upgrade completes equal to archon 1.10.0's start on the same file, or it refuses
-    before step 001 with the file unchanged; never a stop part-way."""
+    before step 001 with the file unchanged; never a stop part-way. `1.10.0`: a file archon 1.10.0
+    made, adopted by the console (its table is already schema 3: no rebuild, so the guards stay)."""
     work = tmp_path_factory.mktemp("gen")
     start = Path(shutil.copy(_base(kind, tmp_path_factory.getbasetemp()), work / "start.db"))
     _hostile(start, kind, states)
     try:
         theirs = scenarios.archon_upgrade(start, work / "archon.db", kind if kind == "1.8.22" else "1.8.20",
-                                          "1.10.0", chain=kind == "1.8.22")
+                                          "1.10.0", chain=kind == "1.8.22")  # 1.10.0: started again, directly
     except (builder.ArchonStartFailed, sqlite3.Error):
         theirs = None
     ours = Path(shutil.copy(start, work / "console.db"))
