@@ -98,6 +98,27 @@ def _active_profile_no_backfill_can_read(path):
     conn.close()
 
 
+def _check_attempt_row(column: str, value: str):
+    """A check_attempt_details row outside a CHECK the rebuilt table keeps (018 and 028 build it from
+    the table's own text), written past it as `PRAGMA ignore_check_constraints` lets a writer do:
+    the rebuild's copy stops on it (upgrade2 finding 3)."""
+    def damage(path):
+        conn = connect(path)
+        conn.execute("PRAGMA ignore_check_constraints = ON")
+        guards = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
+                              "AND tbl_name = 'check_attempt_details'").fetchall()
+        for name, _sql in guards:  # a writer without them (the immutability guard refuses the edit)
+            conn.execute(f'DROP TRIGGER "{name}"')
+        changed = conn.execute(
+            f"UPDATE check_attempt_details SET {column} = ? WHERE rowid = (SELECT min(rowid) FROM check_attempt_details)",
+            (value,)).rowcount
+        for _name, sql in guards:
+            conn.execute(sql)
+        conn.close()
+        assert changed == 1
+    return damage
+
+
 def _view_naming_a_missing_table(path):
     conn = connect(path)
     conn.execute("CREATE VIEW attempt_report AS SELECT * FROM check_attempt_archive")
@@ -113,6 +134,13 @@ CASES = {
                      "proj-1-run-build"),
     "profile-backfill": (db_1822, _active_profile_no_backfill_can_read, "proj-2:odd",
                          "006-profile-backfill-schema-v2"),
+    "own-text-rebuild-018": (db_1820, _check_attempt_row("output_retention_state", "pruned"),
+                             "018-check-attempt-outcome-ambiguous", "output_retention_state IN", "proj-1-run-a1"),
+    "own-text-rebuild-028": (db_1822, _check_attempt_row("output_retention_state", "pruned"),
+                             "028-check-attempt-outcome-environment-loss", "output_retention_state IN"),
+    # accepted by 028's outcome list, not by 018's, which the copy of step 018 meets first
+    "own-text-rebuild-outcome": (db_1820, _check_attempt_row("outcome", "environment_loss"),
+                                 "018-check-attempt-outcome-ambiguous", "CHECK (outcome IS NULL OR outcome IN"),
     "schema": (db_1820, _view_naming_a_missing_table, "018-check-attempt-outcome-ambiguous",
                "check_attempt_archive"),
 }
@@ -169,8 +197,7 @@ def test_every_rebuild_step_has_a_preflight_decision():
     from console.db.migrations.registry import MIGRATIONS
 
     rebuilds = {m.id for m in MIGRATIONS if m.rebuild}
-    assert rebuilds == preflight.FIXED_TEXT_REBUILDS | preflight.OWN_TEXT_REBUILDS
-    assert not preflight.FIXED_TEXT_REBUILDS & preflight.OWN_TEXT_REBUILDS
+    assert rebuilds == set(preflight.REBUILT_TABLES)
 
 
 def test_check_expressions_skip_literals():

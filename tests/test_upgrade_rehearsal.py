@@ -19,6 +19,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, event, example, given, settings, strategies as st
 
 from console.cli import main
@@ -79,6 +80,67 @@ def test_1a_dangling_pointer_on_a_1_8_22_file_upgrades_as_archon_1_10_0_starts(t
     theirs = scenarios.archon_upgrade(start, tmp_path / "archon.db", "1.8.22", "1.10.0")
     ours = _console(start, tmp_path / "console.db", "1.10.0")
     assert_same(ours, theirs, "1a: dangling docker pointer, 1.8.22 -> 1.10.0")
+
+
+GUARD = "Build execution provider must project the active execution profile"
+
+
+def _dangling_docker_pointer(start: Path) -> Path:
+    """proj-2 points at a deleted docker revision (archon's guards allow the activation, nothing
+    guards the delete)."""
+    conn = builder.connect(start)
+    old = json.loads(conn.execute(
+        "SELECT profile_json FROM execution_profile_revisions WHERE project_id = 'proj-1' "
+        "ORDER BY revision LIMIT 1").fetchone()[0])
+    version = conn.execute("SELECT max(schema_version) FROM execution_profile_revisions").fetchone()[0]
+    conn.execute("BEGIN")
+    _revision(conn, "proj-2:rev-d", "proj-2", 9, version,
+              profiles.normalize({**old, "provider_preference": "docker_sandbox"}, version).profile)
+    conn.execute("UPDATE projects SET active_execution_profile_revision_id = 'proj-2:rev-d', "
+                 "build_execution_provider = 'docker_sandbox' WHERE id = 'proj-2'")
+    conn.execute("COMMIT")
+    conn.execute("DELETE FROM execution_profile_revisions WHERE id = 'proj-2:rev-d'")
+    conn.close()
+    return start
+
+
+def test_4_adopted_1_10_0_file_archon_does_not_rebuild_keeps_the_guards_and_refuses(tmp_path, capsys):
+    """upgrade2 finding 4: on a file archon 1.10.0 made, its start does not rebuild the (schema-3)
+    revisions table, so its guards stay while its backfills run and refuse proj-2's revision 1;
+    steps 021/022 used to drop them anyway and the upgrade succeeded, leaving a docker provider over
+    a host profile. Now the rehearsal refuses before step 001 with archon's message."""
+    start = _dangling_docker_pointer(builder.upgraded(tmp_path / "start.db", "1.10.0", populate=scenarios.populate))
+    with pytest.raises((builder.ArchonStartFailed, sqlite3.Error), match=GUARD):
+        scenarios.archon_upgrade(start, tmp_path / "archon.db", "1.8.20", "1.10.0", chain=False)
+    _refused_before_step_001(start, capsys, "021-profile-backfill-current-schema",
+                             "Build execution provider must project the active execution profile")
+
+
+def test_4_a_run_resumed_after_step_020_keeps_the_guards_as_archon_would(tmp_path, capsys):
+    """1a's file, its upgrade killed right after step 020 committed (the rebuild). Archon started on
+    what is left would not rebuild again (the table has the schema-3 text) and its guards refuse
+    proj-2's revision 1; the resumed upgrade keeps the guards too and refuses before writing more
+    (exit 3, the ledger as the interrupted run left it), pointing at the snapshot to go back."""
+    from tests.upgrade_helpers import ledger_names, run_cli_crashing_at
+
+    path = _dangling_docker_pointer(scenarios.ref_1822(tmp_path / "start.db", "upgraded"))
+    crashed = run_cli_crashing_at("after:020-profile-revisions-rebuild-v3", "--db", str(path), "upgrade",
+                                  "--force", "--to", "1.10.0", "--snapshot-dir", str(tmp_path))
+    assert crashed.returncode != 0
+    applied = ledger_names(path)
+    assert applied[-1] == "020-profile-revisions-rebuild-v3", applied
+    probe = Path(shutil.copy(path, tmp_path / "archon-after-crash.db"))
+    conn = builder.connect(probe)
+    try:
+        with pytest.raises((builder.ArchonStartFailed, sqlite3.Error), match=GUARD):
+            builder.archon_start(conn, "1.10.0")
+    finally:
+        conn.close()
+    assert main(["--db", str(path), "upgrade", "--force", "--to", "1.10.0", "--snapshot-dir", str(tmp_path)]) \
+        == EXIT_UNUSABLE
+    err = capsys.readouterr().err
+    assert "Build execution provider must project the active execution profile" in err, err
+    assert ledger_names(path) == applied
 
 
 def test_1b_provider_not_projecting_a_schema_1_profile_upgrades_as_archon_1_10_0_starts(tmp_path):
@@ -151,7 +213,8 @@ def _base(kind: str, directory: Path) -> Path:
     if kind not in _BASES:
         path = directory / f"base-{kind}.db"
         _BASES[kind] = (scenarios.ref_1821_shape(path) if kind == "1.8.21"
-                        else scenarios.ref_1822(path, "upgraded"))
+                        else scenarios.ref_1822(path, "upgraded") if kind == "1.8.22"
+                        else builder.upgraded(path, "1.10.0", populate=scenarios.populate))  # adopted
     return _BASES[kind]
 
 
@@ -166,12 +229,14 @@ project_state = st.fixed_dictionaries({
 def _hostile(path: Path, kind: str, states: list[dict]) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA ignore_check_constraints = ON")
-    if kind == "1.8.22":  # archon's guards would refuse what follows; a writer without them does not
+    guards = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'projects' "
+                          "AND name LIKE 'validate_project_execution_profile_%'").fetchall()
+    if kind != "1.8.21":  # archon's guards would refuse what follows; a writer without them does not
         conn.execute("PRAGMA recursive_triggers = OFF")
         for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'projects' "
                                     "AND name LIKE 'validate_project_execution_profile_%'").fetchall():
             conn.execute(f'DROP TRIGGER "{name}"')
-    version = 1 if kind == "1.8.21" else 2
+    version = {"1.8.21": 1, "1.8.22": 2}.get(kind, 3)
     for project, state in zip(("proj-1", "proj-2"), states):
         if state["extra"] is not None:
             normal = profiles.normalize(state["extra"], version)  # as archon writes it, where it can
@@ -188,26 +253,35 @@ def _hostile(path: Path, kind: str, states: list[dict]) -> None:
     if kind == "1.8.22":  # the guards come back as archon's start left them
         for name in ("owner_insert", "owner_update", "projection_insert", "projection_update"):
             conn.execute(builder.seen("1.8.22", f"create trigger validate_project_execution_profile_{name}"))
+    if kind == "1.10.0":  # as archon 1.10.0 left them
+        for _name, sql in guards:
+            conn.execute(sql)
     conn.close()
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(kind=st.sampled_from(("1.8.21", "1.8.22")), states=st.lists(project_state, min_size=2, max_size=2))
+@given(kind=st.sampled_from(("1.8.21", "1.8.22", "1.10.0")), states=st.lists(project_state, min_size=2, max_size=2))
 @example(kind="1.8.21", states=[  # an unmigratable active profile: archon's start stops too
     {"provider": "host", "extra": {"provider_preference": "podman"}, "pointer": "extra", "delete_extra": False},
     {"provider": "podman", "extra": None, "pointer": "dangling", "delete_extra": False}])
 @example(kind="1.8.22", states=[  # 1a's shape: a dangling docker pointer, an unknown provider beside it
     {"provider": "docker_sandbox", "extra": None, "pointer": "dangling", "delete_extra": False},
     {"provider": "podman", "extra": None, "pointer": "keep", "delete_extra": False}])
+@example(kind="1.10.0", states=[  # adopted 1.10.0 file, proj-2's active docker revision deleted: archon
+    # does not rebuild its schema-3 table, so its guards refuse 021's revision 1 (upgrade2 finding 4)
+    {"provider": "host", "extra": None, "pointer": "keep", "delete_extra": False},
+    {"provider": "docker_sandbox", "extra": {"provider_preference": "docker_sandbox"}, "pointer": "extra",
+     "delete_extra": True}])
 def test_generated_starts_upgrade_as_archon_does_or_refuse_before_step_001(tmp_path_factory, kind, states):
     """Either the upgrade completes equal to archon 1.10.0's start on the same file, or it refuses
-    before step 001 with the file unchanged; never a stop part-way."""
+    before step 001 with the file unchanged; never a stop part-way. `1.10.0`: a file archon 1.10.0
+    made, adopted by the console (its table is already schema 3: no rebuild, so the guards stay)."""
     work = tmp_path_factory.mktemp("gen")
     start = Path(shutil.copy(_base(kind, tmp_path_factory.getbasetemp()), work / "start.db"))
     _hostile(start, kind, states)
     try:
         theirs = scenarios.archon_upgrade(start, work / "archon.db", kind if kind == "1.8.22" else "1.8.20",
-                                          "1.10.0", chain=kind == "1.8.22")
+                                          "1.10.0", chain=kind == "1.8.22")  # 1.10.0: started again, directly
     except (builder.ArchonStartFailed, sqlite3.Error):
         theirs = None
     ours = Path(shutil.copy(start, work / "console.db"))

@@ -174,3 +174,39 @@ def test_a_holder_that_appears_mid_run_stops_it_at_the_next_step(tmp_path, wal, 
             holder.stop()
     result = run_upgrade(path, force=True, snapshot_dir=tmp_path)  # archon stopped: it continues
     assert result.status == "upgraded" and ledger_names(path)[0] == applied[0]
+
+
+@pytest.mark.parametrize("wal, how", CASES, ids=IDS)
+def test_a_holder_that_appears_during_the_last_step_is_reported(tmp_path, wal, how):
+    """Every step asks for holders before its first write, so one that appears while the last step
+    runs was found by none and the run said "upgraded" with archon beside it (upgrade2 finding 7).
+    After the last step commits the run asks once more: nothing is left to stop, so the result
+    (text and JSON) carries a warning naming the holder."""
+    from console.services.upgrade import run_upgrade
+
+    path = db_1820(tmp_path / "archon.db", wal=wal)
+    holders: list[Holder] = []
+
+    def progress(event) -> None:
+        if event.kind == "migration" and event.done == event.total and not holders:  # the last step
+            holders.append(Holder(path, how))
+
+    try:
+        result = run_upgrade(path, force=True, snapshot_dir=tmp_path, progress=progress)
+        assert len(holders) == 1
+        assert result.status == "upgraded"
+        assert len(result.warnings) == 1, result.warnings
+        assert "another process opened the file during the upgrade" in result.message
+        assert f"pid {holders[0].proc.pid}" in result.message
+        assert result.to_json()["warnings"] == result.warnings
+    finally:
+        for holder in holders:
+            holder.stop()
+    assert run_upgrade(path, force=True, snapshot_dir=tmp_path).warnings == []  # nothing left to do
+
+
+def test_an_upgrade_nobody_disturbs_has_no_warning(tmp_path):
+    from console.services.upgrade import run_upgrade
+
+    result = run_upgrade(db_1820(tmp_path / "archon.db"), force=True, snapshot_dir=tmp_path)
+    assert result.status == "upgraded" and result.warnings == []

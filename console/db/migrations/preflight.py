@@ -10,9 +10,13 @@ therefore refuses up front (exit 3, nothing written, not even the snapshot) when
   foreign-key check fails on such a table;
 * `PRAGMA foreign_key_check` reports rows while a pending step rebuilds a table (each rebuild
   checks the whole database's foreign keys before it commits);
-* a rebuild whose replacement table is archon's fixed text (steps 004, 014, 020) would copy rows
-  its CHECK, NOT NULL or UNIQUE constraints reject; the rebuilds built from the table's own text
-  (018, 028) only widen the outcome list, so rows SQLite accepted before are accepted again;
+* a rebuild would copy rows its new table's CHECK, NOT NULL or UNIQUE constraints reject: the
+  replacement is archon's fixed text (steps 004, 014, 020) or the table's own stored text with the
+  outcome list widened (018, 028), whose CHECKs a row written past them (`PRAGMA
+  ignore_check_constraints`, an older writer) fails when the rebuild copies it. Each rebuild's
+  text is the one it created on the replayed schema, read right after that step ran there, and
+  each CHECK of it is evaluated over the file's rows by one read-only query (`WHERE NOT (expr)`),
+  so the scan stays inside SQLite;
 * a UNIQUE index a pending step creates would reject rows already there;
 * a project's active profile revision cannot be normalised by a pending profile backfill (006,
   021, 022 stop on it with archon's own "Stored execution profile revision ... is invalid");
@@ -46,17 +50,16 @@ from console.text import UnreadableJson, one_line, read_json
 
 SAMPLE = 5
 
-# Rebuilds whose replacement is archon's fixed table text: existing rows are checked against it.
-FIXED_TEXT_REBUILDS = frozenset({
-    "004-profile-revisions-rebuild-v2",
-    "014-approval-requests-rebuild-action-limit",
-    "020-profile-revisions-rebuild-v3",
-})
-# Rebuilds whose replacement is the table's own stored text with the outcome list widened.
-OWN_TEXT_REBUILDS = frozenset({
-    "018-check-attempt-outcome-ambiguous",
-    "028-check-attempt-outcome-environment-loss",
-})
+# Every rebuilding step -> the table it rebuilds: existing rows are checked against the text it
+# creates, archon's fixed text (004, 014, 020) or the table's own with the outcome list widened
+# (018, 028).
+REBUILT_TABLES = {
+    "004-profile-revisions-rebuild-v2": "execution_profile_revisions",
+    "014-approval-requests-rebuild-action-limit": "approval_requests",
+    "018-check-attempt-outcome-ambiguous": "check_attempt_details",
+    "020-profile-revisions-rebuild-v3": "execution_profile_revisions",
+    "028-check-attempt-outcome-environment-loss": "check_attempt_details",
+}
 
 
 @dataclass(frozen=True)
@@ -154,11 +157,20 @@ def _describe_violation(conn, table: str, rowid, parent: str, fkid: int) -> str:
 # --- the schema, replayed without rows -------------------------------------------------------
 
 
-def _dry_run(conn: sqlite3.Connection, pending: Sequence[Migration]) -> tuple[list[Blocker], sqlite3.Connection]:
+def _dry_run(
+    conn: sqlite3.Connection, pending: Sequence[Migration], rebuilt: dict[str, str] | None = None
+) -> tuple[list[Blocker], sqlite3.Connection]:
+    """Run `pending` on the replayed schema; `rebuilt` (step id -> table text) receives the text
+    of the table each rebuilding step (`REBUILT_TABLES`) created, read right after it ran."""
     scratch = replay_schema(conn)
     for migration in pending:
         try:
             apply_migration(scratch, migration)
+            if rebuilt is not None and migration.id in REBUILT_TABLES:
+                row = scratch.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                      (REBUILT_TABLES[migration.id],)).fetchone()
+                if row is not None:
+                    rebuilt[migration.id] = row[0]
         except MigrationFailed as exc:
             return [Blocker(
                 "step.fails_on_schema",
@@ -216,14 +228,12 @@ def _identity(conn: sqlite3.Connection, table: str) -> str:
     return quote_identifier(pk[0]) if len(pk) == 1 else "rowid"
 
 
-def _rejected_rows(conn, scratch, table: str) -> list[Blocker]:
-    """Rows of `table` the rebuilt table in `scratch` (same name, new text) would not accept."""
+def _rejected_rows(conn, scratch, table: str, new_sql: str, step: str) -> list[Blocker]:
+    """Rows of `table` a rebuild to `new_sql` would not accept (its CHECKs; the NOT NULL and
+    UNIQUE constraints of the table in `scratch`, same name, after every pending step)."""
     present = set(_columns(conn, table))
     ident = _identity(conn, table)
     blockers = []
-    new_sql = scratch.execute(
-        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
-    ).fetchone()[0]
     problems: list[str] = []
     for expr in check_expressions(new_sql):
         try:
@@ -256,7 +266,7 @@ def _rejected_rows(conn, scratch, table: str) -> list[Blocker]:
         blockers.append(Blocker(
             "rebuild.rejected_rows",
             (table,),
-            f"rebuilding {table} with archon's table text would reject rows: " + "; ".join(problems),
+            f"rebuilding {table} (step {step}) would reject rows: " + "; ".join(problems),
             f"Correct or remove those rows of {table} first (archon's own rebuild rejects them too); "
             "the console does not change them.",
         ))
@@ -434,27 +444,23 @@ def find_blockers(conn: sqlite3.Connection, pending: Sequence[Migration]) -> lis
     if rebuilding:
         missing = {b.objects[1].lower() for b in blockers if b.code == "foreign_key.missing_parent"}
         blockers += _foreign_key_violations(conn, missing)
-    failed, scratch = _dry_run(conn, pending)
+    texts: dict[str, str] = {}
+    failed, scratch = _dry_run(conn, pending, texts)
     try:
         blockers += failed
         if not failed:
+            seen: set[tuple[str, ...]] = set()
             for migration in rebuilding:
-                if migration.id in FIXED_TEXT_REBUILDS:
-                    table = _rebuilt_table(migration)
-                    if table in _tables(conn):
-                        blockers += _rejected_rows(conn, scratch, table)
+                table = REBUILT_TABLES.get(migration.id)
+                if table in _tables(conn) and migration.id in texts:
+                    for blocker in _rejected_rows(conn, scratch, table, texts[migration.id], migration.id):
+                        if blocker.objects not in seen:  # the first rebuild of a table stops the upgrade
+                            seen.add(blocker.objects)
+                            blockers.append(blocker)
             blockers += _new_unique_indexes(conn, scratch)
     finally:
         scratch.close()
     return blockers + _rehearsal_blockers(conn, pending, explained=bool(blockers))
-
-
-def _rebuilt_table(migration: Migration) -> str:
-    return {
-        "004-profile-revisions-rebuild-v2": "execution_profile_revisions",
-        "014-approval-requests-rebuild-action-limit": "approval_requests",
-        "020-profile-revisions-rebuild-v3": "execution_profile_revisions",
-    }[migration.id]
 
 
 def refusal_text(blockers: Sequence[Blocker]) -> tuple[str, str]:

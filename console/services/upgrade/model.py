@@ -89,6 +89,8 @@ class UpgradeResult:
     snapshot_sha256: str | None = None
     release_after: str | None = None
     snapshot_reused: bool = False  # the interrupted run's snapshot was kept (console/db/snapshot_reuse.py)
+    # what the run found after its last step and could no longer prevent (console/services/upgrade/run.py)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def message(self) -> str:
@@ -97,6 +99,8 @@ class UpgradeResult:
         text = f"Applied {len(self.applied)} step(s); the database now has the {self.release_after or 'unknown'} shape."
         if self.skipped:
             text += f" {len(self.skipped)} step(s) were applied meanwhile by another upgrader."
+        for warning in self.warnings:
+            text += f" Warning: {warning}"
         return text
 
     @property
@@ -114,6 +118,7 @@ class UpgradeResult:
             "snapshot_sha256": self.snapshot_sha256,
             "snapshot_reused": self.snapshot_reused,
             "release_after": self.release_after,
+            "warnings": self.warnings,
             "plan": self.plan.to_json(),
         }
 

@@ -97,6 +97,7 @@ class UpgradeRun:
         self.applied: list[str] = []
         self.skipped: list[str] = []
         self.expected: tuple[str, ...] = ()
+        self.warnings: list[str] = []
 
     # --- inside a step's transaction, under the writer lock ---------------------------------
 
@@ -209,7 +210,23 @@ class UpgradeRun:
                 self.emit(UpgradeProgress("migration", len(self.applied), total, f"{step.id}: {step.description}"))
             else:
                 self.skipped.append(step.id)
+        self._holders_after_the_last_step()
         return detect_shape(conn).release
+
+    def _holders_after_the_last_step(self) -> None:
+        """Each step asks for other holders under its lock before its first write, so a holder that
+        appears while the last step runs is found by no step. Asked once more after it committed:
+        nothing is left to stop (every step is applied and recorded), so it is a warning in the
+        result, not a refusal; the operator learns that something had the file open while its
+        schema changed (docs/decisions.md D23)."""
+        if not self.applied:
+            return
+        holders = others_using(self.path, self.others_ignored)
+        if holders:
+            self.warnings.append(
+                f"another process opened the file during the upgrade: {'; '.join(holders)}. If it is archon, "
+                "restart it: a running archon keeps executing its own release's code against the changed schema."
+            )
 
     def result(self, release_after: str | None) -> UpgradeResult:
         snap = self.snapshot
@@ -222,6 +239,7 @@ class UpgradeRun:
             snapshot_sha256=snap.sha256 if snap else None,
             release_after=release_after,
             snapshot_reused=self.reused,
+            warnings=list(self.warnings),
         )
 
 

@@ -7,7 +7,7 @@ any remaining ones from their stored text. The table text is archon's: 1.8.22's 
 shows it) with the one line 1.10.0's diff changes.
 """
 
-from console.db.migrations.backfills import reset_unknown_providers
+from console.db.migrations.backfills import note_revisions_rebuilt, reset_unknown_providers
 from console.db.migrations.base import count, rebuild_table, table_sql
 from console.db.migrations.profile_triggers import create_project_profile_trigger, release_revision_triggers
 
@@ -61,6 +61,7 @@ def up(conn):
         },
         release_triggers=release_revision_triggers(3),
     )
+    note_revisions_rebuilt(conn)  # 021 and 022 run without the triggers only after this (backfills.py)
 
 
 def estimate(conn):

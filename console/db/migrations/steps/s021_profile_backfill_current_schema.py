@@ -16,7 +16,7 @@ SCHEMA_VERSION = 3
 
 
 def up(conn):
-    with without_revision_triggers(conn):  # as 1.10.0's start runs them, after its rebuild dropped them
+    with without_revision_triggers(conn):  # as 1.10.0's start runs them: without the triggers if 020 rebuilt
         backfill_initial(conn, SCHEMA_VERSION)
         backfill_to_schema(conn, from_versions=(1, 2), to_version=SCHEMA_VERSION, event_suffix="schema-backfill")
 
