@@ -14,6 +14,7 @@ from pathlib import Path
 from console.db import exclusive_lock, ledger
 from console.db.connect import ARCHON_CORE_TABLES
 from console.db.detect import Shape, detect_shape
+from console.db.limits import stopping
 from console.db.migrations.base import Migration
 from console.db.migrations.preflight import find_blockers, refusal_text
 from console.db.migrations.registry import CURRENT_RELEASE, RELEASES, migrations_through
@@ -126,6 +127,11 @@ def _unfinished_target(entries, target: str) -> str | None:
 def preflight(conn: sqlite3.Connection, pending: tuple[Migration, ...]) -> None:
     """Refuse (exit 3, nothing written) when a pending step would fail part-way (preflight.py)."""
     blockers = find_blockers(conn, pending)
+    if blockers and stopping():
+        # The operator's stop ended a rehearsal statement: that is no finding about the file.
+        from console.signals import as_stop
+
+        raise as_stop(sqlite3.OperationalError("interrupted")) or KeyboardInterrupt()
     if blockers:
         raise DatabaseUnusable(*refusal_text(blockers))
 
