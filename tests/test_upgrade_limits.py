@@ -14,7 +14,10 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
+import signal
 import sqlite3
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -25,6 +28,7 @@ from console.db import limits
 from console.db.connect import scratch_connection
 from console.errors import EXIT_OK, EXIT_UNUSABLE
 from console.services.doctor import run_doctor
+from tests.adversarial.bounded import add_endless_triggers, popen
 from tests.reference import profiles, scenarios
 
 BIG = 5_000_000
@@ -84,26 +88,55 @@ def test_a_value_over_the_read_limit_is_upgraded_byte_for_byte(tmp_path):
     assert code == EXIT_OK and "up to date" in _cli(db, "upgrade", "--plan")[1].lower(), err
 
 
-def test_the_statement_budget_variable_does_not_apply_to_an_upgrade(tmp_path, monkeypatch):
-    """Finding 2: ARCHON_CONSOLE_STATEMENT_SECONDS overrode the upgrade's own budget and interrupted
-    018 after 17 committed steps. It still bounds the read-only commands' statements."""
-    db = scenarios.ref_1820(tmp_path / "archon.db")
-    monkeypatch.setenv("ARCHON_CONSOLE_STATEMENT_SECONDS", "0.000001")
-    code, _, err = _cli(db, "upgrade", "--plan", "--to", "1.10.0")
-    assert code == EXIT_OK, err
-    code, _, err = _cli(db, "upgrade", "--force", "--to", "1.10.0", "--snapshot-dir", str(tmp_path))
-    assert code == EXIT_OK, err
-    assert "interrupted" not in err and "ran longer" not in err
-    # Outside an upgrade the variable and the 4 MB limit still hold, for every new connection.
-    assert not limits.upgrading()
-    conn = scratch_connection()
+COUNTING = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000) "
+            "SELECT count(*) FROM c")  # well over 0.05 s of SQLite's own work
+
+
+def test_the_statement_budget_variable_does_not_apply_to_an_upgrade_step(monkeypatch):
+    """Finding 2: ARCHON_CONSOLE_STATEMENT_SECONDS overrode the upgrade's budget and interrupted 018
+    after 17 committed steps. A step's statement (an upgrade connection outside its checks) runs to
+    its end; the read-only checks before the first write keep the budget, and say so when it
+    expires; every other connection keeps it too."""
+    monkeypatch.setenv("ARCHON_CONSOLE_STATEMENT_SECONDS", "0.05")
+    with limits.for_upgrade():
+        step = scratch_connection()
     try:
-        assert conn.getlimit(sqlite3.SQLITE_LIMIT_LENGTH) == limits.MAX_VALUE_BYTES
-        with pytest.raises(sqlite3.OperationalError, match="interrupted"):
-            conn.execute("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
-                         "SELECT count(*) FROM c").fetchone()
+        assert step.execute(COUNTING).fetchone()[0] == 2_000_000
+        with limits.upgrade_checks() as budget:
+            with pytest.raises(sqlite3.OperationalError, match="interrupted"):
+                step.execute(COUNTING).fetchone()
+        assert budget.expired
+        assert step.execute(COUNTING).fetchone()[0] == 2_000_000  # the step after the checks: no budget
     finally:
-        conn.close()
+        step.close()
+    refusal = budget.refusal()
+    assert "did not finish" in refusal.reason and "0.05 seconds" in refusal.reason
+    assert "corrupt" not in refusal.reason + refusal.hint and "ARCHON_CONSOLE_STATEMENT_SECONDS" in refusal.hint
+    assert not limits.upgrading()
+    reader = scratch_connection()
+    try:
+        assert reader.getlimit(sqlite3.SQLITE_LIMIT_LENGTH) == limits.MAX_VALUE_BYTES
+        with pytest.raises(sqlite3.OperationalError, match="interrupted"):
+            reader.execute(COUNTING).fetchone()
+    finally:
+        reader.close()
+
+
+@pytest.mark.parametrize("seconds", ["0.000001", "0.2", "900"])
+def test_a_statement_budget_never_stops_an_upgrade_part_way(tmp_path, monkeypatch, seconds):
+    """Whatever the variable says, the upgrade completes, or is refused before its first write with a
+    sentence that names the budget (never "may be corrupt", never "fails on this database's schema")."""
+    db = scenarios.ref_1820(tmp_path / "archon.db")
+    monkeypatch.setenv("ARCHON_CONSOLE_STATEMENT_SECONDS", seconds)
+    code, _, err = _cli(db, "upgrade", "--force", "--to", "1.10.0", "--snapshot-dir", str(tmp_path))
+    if code == EXIT_OK:
+        assert _ledger_rows(db) == 29, err
+    else:
+        assert code == EXIT_UNUSABLE and _ledger_rows(db) == 0, err
+        assert f"one ran longer than {float(seconds):g} seconds" in err and "Nothing was written" in err, err
+        assert "corrupt" not in err and "fails on this database" not in err, err
+    if seconds == "0.000001":
+        assert code == EXIT_UNUSABLE  # the checks' budget still holds
 
 
 def test_an_upgrade_connection_keeps_sqlites_own_limits():
@@ -170,3 +203,34 @@ def test_a_blob_profile_is_the_same_contradiction_on_every_path(tmp_path):
     assert code == EXIT_UNUSABLE, err
     assert "contradict" in err
     assert _ledger_rows(db) == 0  # refused before anything was written
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_signal_still_stops_an_upgrade_without_a_budget(tmp_path):
+    """With no budget left to end a statement, the operator's SIGTERM must: here during the
+    rehearsal of the profile backfill (an endless trigger on projects), where the interrupt also
+    rolled back the rehearsal's savepoint and the stop used to end as "no such savepoint" (exit 3)."""
+    db = scenarios.ref_1820(tmp_path / "archon.db")
+    add_endless_triggers(db, ("projects",))
+    proc = popen("--db", str(db), "upgrade", "--force", "--to", "1.10.0", "--snapshot-dir", str(tmp_path))
+    try:
+        deadline = time.monotonic() + 60
+        while _cpu_seconds(proc.pid) < 2.0:  # far more work than the whole plan of this file needs
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the upgrade never got busy"
+            time.sleep(0.05)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert time.monotonic() - sent < 5
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "stopped by SIGTERM" in err and "Traceback" not in err, err
+    assert _ledger_rows(db) == 0

@@ -23,8 +23,8 @@ Python while SQLite runs inside one long `sqlite3_step`. So every connection the
 The upgrade is the one exception, and it is a purpose, not a per-call case: every connection opened
 while `for_upgrade()` is active (its plan, preflight and rehearsal, every step's run, the snapshot and
 its checks) keeps SQLite's own value limit (`SQLITE_MAX_LENGTH`, 1e9 bytes by default: the largest value
-SQLite, and so archon, can store at all) and has no statement budget (`ARCHON_CONSOLE_STATEMENT_SECONDS` does not
-apply to it). An upgrade must carry every value archon stored, whatever its size, and must never stop
+SQLite, and so archon, can store at all) and no statement budget for its steps (`ARCHON_CONSOLE_STATEMENT_SECONDS` does
+not apply to them; the read-only checks before the first write keep one, `upgrade_checks`). An upgrade must carry every value archon stored, whatever its size, and must never stop
 part-way because a console limit, not the file, ended a statement: archon itself starts on such a
 file. A stop asked by the operator (Ctrl-C, SIGTERM) still ends any statement, and the step rolls
 back. Memory stays bounded where Python reads values: profile JSON is read through
@@ -57,7 +57,7 @@ _CALLER_PAUSE = 0.01
 
 _live: "weakref.WeakSet[sqlite3.Connection]" = weakref.WeakSet()
 _live_lock = threading.Lock()
-_state = {"stopping": False, "budget": None, "upgrade": 0}
+_state = {"stopping": False, "budget": None, "upgrade": 0, "checks": 0, "expired": 0}
 _timed_out: "weakref.WeakSet[sqlite3.Connection]" = weakref.WeakSet()
 
 
@@ -105,6 +105,40 @@ def upgrading() -> bool:
     return _state["upgrade"] > 0
 
 
+class CheckBudget:
+    """What `upgrade_checks` yields: its budget, and whether a statement ran past it."""
+
+    def __init__(self) -> None:
+        self.seconds = statement_seconds()
+        self._expired_before = _state["expired"]
+
+    @property
+    def expired(self) -> bool:
+        return _state["expired"] > self._expired_before
+
+    def refusal(self) -> DatabaseUnusable:
+        return DatabaseUnusable(
+            f"The upgrade's checks did not finish: one ran longer than {self.seconds:g} seconds and was "
+            "stopped, so the upgrade cannot tell whether every step would succeed. Nothing was written.",
+            f"Set ARCHON_CONSOLE_STATEMENT_SECONDS to more seconds than {self.seconds:g} (a very large file "
+            "needs longer) and run it again.",
+        )
+
+
+@contextmanager
+def upgrade_checks() -> Iterator[CheckBudget]:
+    """The upgrade's own read-only checks (its plan, preflight and rehearsal on private copies) keep
+    a statement budget even on an upgrade's connections: they run before any write, so a check that
+    does not finish refuses the whole upgrade (`CheckBudget.refusal`) instead of stopping it
+    part-way. `LONG_STATEMENT_SECONDS` unless `ARCHON_CONSOLE_STATEMENT_SECONDS` says otherwise."""
+    with statement_budget(LONG_STATEMENT_SECONDS):
+        _state["checks"] += 1
+        try:
+            yield CheckBudget()
+        finally:
+            _state["checks"] -= 1
+
+
 def guard(conn: sqlite3.Connection) -> sqlite3.Connection:
     """Bound `conn`'s values and statements (unless it is an upgrade's, `for_upgrade`), and make
     it interruptible by `interrupt_all`."""
@@ -120,8 +154,8 @@ def guard(conn: sqlite3.Connection) -> sqlite3.Connection:
     def progress() -> int:
         if _state["stopping"]:
             return 1
-        if not budgeted:
-            return 0
+        if not budgeted and not _state["checks"]:
+            return 0  # an upgrade's step: only a stop ends it
         now = time.monotonic()
         gap, clock[0] = now - clock[0], now
         if gap < _CALLER_PAUSE:
@@ -130,6 +164,7 @@ def guard(conn: sqlite3.Connection) -> sqlite3.Connection:
             owner = ref()
             if owner is not None:
                 _timed_out.add(owner)
+            _state["expired"] += 1
             return 1
         return 0
 
@@ -211,5 +246,5 @@ def explain(exc: BaseException, conn: sqlite3.Connection | None = None) -> Datab
     return None
 
 
-__all__ = ["LONG_STATEMENT_SECONDS", "MAX_VALUE_BYTES", "STATEMENT_SECONDS", "explain", "for_upgrade", "guard",
-           "interrupt_all", "resume", "statement_budget", "stopping", "upgrading"]
+__all__ = ["LONG_STATEMENT_SECONDS", "MAX_VALUE_BYTES", "STATEMENT_SECONDS", "CheckBudget", "explain", "for_upgrade",
+           "guard", "interrupt_all", "resume", "statement_budget", "stopping", "upgrade_checks", "upgrading"]

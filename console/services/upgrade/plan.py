@@ -22,7 +22,7 @@ from console.db.files import require_output_dir
 from console.db.migrations.stops import upgrading_to
 from console.db.connect import (DEFAULT_BUSY_TIMEOUT_MS, check_file, check_size, connect_raw, is_wal_file,
                                 sqlite_connection, untouched_read_uri)
-from console.db.limits import explain, for_upgrade, stopping
+from console.db.limits import explain, for_upgrade, stopping, upgrade_checks
 from console.errors import DatabaseUnusable, Refusal
 from console.services import profile_gate
 from console.services.upgrade.decide import decide, estimate, others_using, policy_changes, preflight, resolve_target
@@ -129,8 +129,9 @@ def _plan(path: Path, target: str, snapshot_dir, now, allow_recovery: bool) -> U
             conn, cleanup, _how = open_read_only(path)
     except sqlite3.Error as exc:
         raise DatabaseUnusable(f"Cannot open {path}: {exc}.") from None
+    budget = None
     try:
-        with upgrading_to(target):  # the steps' estimates depend on the stops (stops.py)
+        with upgrading_to(target), upgrade_checks() as budget:  # estimates depend on the stops (stops.py)
             decision = decide(conn, path, target)
             preflight(conn, decision.pending)
             steps = [
@@ -145,7 +146,9 @@ def _plan(path: Path, target: str, snapshot_dir, now, allow_recovery: bool) -> U
             raise _HotJournal() from None
         if stopping():
             raise  # the operator's stop, reported as one (console/signals.py `as_stop`)
-        better = explain(exc, conn)  # a limit is not a sign of corruption
+        if budget is not None and budget.expired:
+            raise budget.refusal() from None  # a check's budget is not a sign of corruption
+        better = explain(exc, conn)  # nor is a limit
         if better is not None:
             raise better from None
         raise DatabaseUnusable(

@@ -42,7 +42,7 @@ from pathlib import Path
 from console.clock import system_clock
 from console.db import ledger, snapshot as snapshots
 from console.db.connect import DEFAULT_BUSY_TIMEOUT_MS, connect_raw
-from console.db.limits import for_upgrade
+from console.db.limits import for_upgrade, stopping, upgrade_checks
 from console.db.detect import detect_shape
 from console.db.migrations.base import Migration
 from console.db.migrations.runner import MigrationFailed, apply_migration
@@ -124,7 +124,13 @@ class UpgradeRun:
 
     def _guard_and_snapshot(self, conn: sqlite3.Connection, under: Decision) -> None:
         preflight(conn, under.pending)  # again under the lock, before the snapshot
-        gate = profile_gate.check(conn, under.pending)  # the evidence, again under the lock
+        with upgrade_checks() as budget:  # read-only, before the first write (console/db/limits.py)
+            try:
+                gate = profile_gate.check(conn, under.pending)  # the evidence, again under the lock
+            except sqlite3.Error:
+                if budget.expired and not stopping():
+                    raise budget.refusal() from None
+                raise
         if gate is not None and gate.contradicted:
             raise ProfileEvidenceContradicted(gate, self.plan)
         if (under.force_reasons or (gate is not None and gate.force_reason)) and not self.force:
