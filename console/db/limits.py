@@ -9,17 +9,26 @@ Python while SQLite runs inside one long `sqlite3_step`. So every connection the
   64 KB at most (`approval_requests.action_json`); 4 MB is 64 times that, so no legitimate value
   comes near it, while a hostile one fails at 4 MB instead of at the end of the machine's memory.
   The limit is on values and rows only: the backup API, page copies and `VACUUM INTO` move pages,
-  not values, so snapshots and private copies are unaffected, and an upgrade step that rewrites a
-  table only meets it when a value is already over it (then it refuses, as every read does).
+  not values, so snapshots and private copies are unaffected. An upgrade does not have it (below).
 - A progress handler ends a statement that has run longer than its budget (`STATEMENT_SECONDS`,
-  `ARCHON_CONSOLE_STATEMENT_SECONDS` overrides it; doctor, upgrade and bundles raise it for their
-  checks through `statement_budget`). The statement's start is taken from SQLite's trace callback.
+  `ARCHON_CONSOLE_STATEMENT_SECONDS` overrides it; doctor and bundles raise it for their checks
+  through `statement_budget`). The statement's start is taken from SQLite's trace callback.
   Only time SQLite spends is counted: the handler runs every `_PROGRESS_STEPS` instructions, well
   under a millisecond apart while SQLite works, so a longer pause between two calls is the caller
   consuming rows (`audit | less` waiting on the reader) and is not counted.
 - `interrupt_all()` (called by console/signals.py on SIGINT, SIGTERM and SIGHUP) interrupts every
   live connection; the progress handler also refuses to go on once a stop was asked, so any step
   ends within one handler period.
+
+The upgrade is the one exception, and it is a purpose, not a per-call case: every connection opened
+while `for_upgrade()` is active (its plan, preflight and rehearsal, every step's run, the snapshot and
+its checks) keeps SQLite's own value limit (`SQLITE_MAX_LENGTH`, 1e9 bytes by default: the largest value
+SQLite, and so archon, can store at all) and no statement budget for its steps (`ARCHON_CONSOLE_STATEMENT_SECONDS` does
+not apply to them; the read-only checks before the first write keep one, `upgrade_checks`). An upgrade must carry every value archon stored, whatever its size, and must never stop
+part-way because a console limit, not the file, ended a statement: archon itself starts on such a
+file. A stop asked by the operator (Ctrl-C, SIGTERM) still ends any statement, and the step rolls
+back. Memory stays bounded where Python reads values: profile JSON is read through
+widgets/safe_json.py `read_json`, whose own limit does not depend on the connection's.
 
 `explain` turns what these limits raise into the one sentence the operator reads (exit 3).
 """
@@ -48,7 +57,7 @@ _CALLER_PAUSE = 0.01
 
 _live: "weakref.WeakSet[sqlite3.Connection]" = weakref.WeakSet()
 _live_lock = threading.Lock()
-_state = {"stopping": False, "budget": None}
+_state = {"stopping": False, "budget": None, "upgrade": 0, "checks": 0, "expired": 0}
 _timed_out: "weakref.WeakSet[sqlite3.Connection]" = weakref.WeakSet()
 
 
@@ -78,9 +87,64 @@ def statement_budget(seconds: float) -> Iterator[None]:
         _state["budget"] = before
 
 
+@contextmanager
+def for_upgrade() -> Iterator[None]:
+    """Connections opened while the block runs are an upgrade's: SQLite's own value limit, no
+    statement budget, still stopped by `interrupt_all` (module docstring). Process-wide, like
+    `statement_budget`: the snapshot's checks open their connections in worker threads, and the TUI
+    plans and runs an upgrade in a child process of its own (console/screens/upgrade.py)."""
+    _state["upgrade"] += 1
+    try:
+        yield
+    finally:
+        _state["upgrade"] -= 1
+
+
+def upgrading() -> bool:
+    """True while `for_upgrade` is active."""
+    return _state["upgrade"] > 0
+
+
+class CheckBudget:
+    """What `upgrade_checks` yields: its budget, and whether a statement ran past it."""
+
+    def __init__(self) -> None:
+        self.seconds = statement_seconds()
+        self._expired_before = _state["expired"]
+
+    @property
+    def expired(self) -> bool:
+        return _state["expired"] > self._expired_before
+
+    def refusal(self) -> DatabaseUnusable:
+        return DatabaseUnusable(
+            f"The upgrade's checks did not finish: one ran longer than {self.seconds:g} seconds and was "
+            "stopped, so the upgrade cannot tell whether every step would succeed. Nothing was written.",
+            f"Set ARCHON_CONSOLE_STATEMENT_SECONDS to more seconds than {self.seconds:g} (a very large file "
+            "needs longer) and run it again.",
+        )
+
+
+@contextmanager
+def upgrade_checks() -> Iterator[CheckBudget]:
+    """The upgrade's own read-only checks (its plan, preflight and rehearsal on private copies) keep
+    a statement budget even on an upgrade's connections: they run before any write, so a check that
+    does not finish refuses the whole upgrade (`CheckBudget.refusal`) instead of stopping it
+    part-way. `LONG_STATEMENT_SECONDS` unless `ARCHON_CONSOLE_STATEMENT_SECONDS` says otherwise."""
+    with statement_budget(LONG_STATEMENT_SECONDS):
+        _state["checks"] += 1
+        try:
+            yield CheckBudget()
+        finally:
+            _state["checks"] -= 1
+
+
 def guard(conn: sqlite3.Connection) -> sqlite3.Connection:
-    """Bound `conn`'s values and statements, and make it interruptible by `interrupt_all`."""
-    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+    """Bound `conn`'s values and statements (unless it is an upgrade's, `for_upgrade`), and make
+    it interruptible by `interrupt_all`."""
+    budgeted = not upgrading()
+    if budgeted:
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
     clock = [time.monotonic(), 0.0]  # the last handler call (or the statement's start), time spent
     ref = weakref.ref(conn)
 
@@ -90,6 +154,8 @@ def guard(conn: sqlite3.Connection) -> sqlite3.Connection:
     def progress() -> int:
         if _state["stopping"]:
             return 1
+        if not budgeted and not _state["checks"]:
+            return 0  # an upgrade's step: only a stop ends it
         now = time.monotonic()
         gap, clock[0] = now - clock[0], now
         if gap < _CALLER_PAUSE:
@@ -98,6 +164,7 @@ def guard(conn: sqlite3.Connection) -> sqlite3.Connection:
             owner = ref()
             if owner is not None:
                 _timed_out.add(owner)
+            _state["expired"] += 1
             return 1
         return 0
 
@@ -163,8 +230,9 @@ def explain(exc: BaseException, conn: sqlite3.Connection | None = None) -> Datab
     if name == "SQLITE_TOOBIG" or "string or blob too big" in str(exc):
         table = _oversize_table(conn) if conn is not None else None
         where = f"table {one_line(table, 80)}" if table else "the database"
+        limit = conn.getlimit(sqlite3.SQLITE_LIMIT_LENGTH) if conn is not None else MAX_VALUE_BYTES
         return DatabaseUnusable(
-            f"a value in {where} is larger than {MAX_VALUE_BYTES:,} bytes, more than archon ever "
+            f"a value in {where} is larger than {limit:,} bytes, more than archon ever "
             "writes; the file was not read further.",
             "Run `archon-console doctor` on it; it may be hostile.",
         )
@@ -178,5 +246,5 @@ def explain(exc: BaseException, conn: sqlite3.Connection | None = None) -> Datab
     return None
 
 
-__all__ = ["LONG_STATEMENT_SECONDS", "MAX_VALUE_BYTES", "STATEMENT_SECONDS", "explain", "guard", "interrupt_all", "resume",
-           "statement_budget", "stopping"]
+__all__ = ["LONG_STATEMENT_SECONDS", "MAX_VALUE_BYTES", "STATEMENT_SECONDS", "CheckBudget", "explain", "for_upgrade",
+           "guard", "interrupt_all", "resume", "statement_budget", "stopping", "upgrade_checks", "upgrading"]

@@ -47,6 +47,7 @@ from console.db import execution_profiles as profiles
 from console.db import ledger
 from console.db.migrations.base import step_sources
 from console.db.migrations.registry import MIGRATIONS
+from console.db.rows import textual
 from console.text import UnreadableJson
 
 REVISIONS = "execution_profile_revisions"
@@ -216,7 +217,7 @@ def _check_backfills(conn: sqlite3.Connection) -> list[Contradiction]:
         return []
     found = []
     rows = conn.execute(
-        f"""SELECT e.id, new.schema_version, new.fingerprint, old.profile_json
+        f"""SELECT e.id, new.schema_version, new.fingerprint, old.profile_json, typeof(old.profile_json)
             FROM {EVENTS} e
             JOIN {REVISIONS} new ON new.id = e.profile_revision_id AND new.project_id = e.project_id
             JOIN {REVISIONS} old ON old.id = e.previous_profile_revision_id AND old.project_id = e.project_id
@@ -224,7 +225,10 @@ def _check_backfills(conn: sqlite3.Connection) -> list[Contradiction]:
               AND (e.id LIKE '%:v2-backfill' OR e.id LIKE '%:schema-backfill')
             ORDER BY e.id"""
     ).fetchall()
-    for event_id, version, fp, old_json in rows:
+    for row in rows:
+        event_id, version, fp, old_json, stored_as = textual(tuple(row))
+        if stored_as != "text":
+            continue  # the previous revision's own check reports it (`verify`)
         try:
             normalized = profiles.normalize(profiles.parse(old_json), version)
         except (TypeError, ValueError):
@@ -291,9 +295,20 @@ def verify(conn: sqlite3.Connection) -> ProfileEvidence:
                 "AND id = profile_revision_id || ':created'")}
             if has_events else set()
         )
-        for rev_id, project_id, version, fp, profile_json in conn.execute(
-            f"SELECT id, project_id, schema_version, fingerprint, profile_json FROM {REVISIONS} ORDER BY id"
+        for row in conn.execute(
+            f"SELECT id, project_id, schema_version, fingerprint, profile_json, typeof(profile_json) "
+            f"FROM {REVISIONS} ORDER BY id"
         ):
+            # One reader whatever the connection's row factory (the plan's, doctor's and the run's
+            # differ): every value as text, and the stored type asked of SQLite itself.
+            rev_id, project_id, version, fp, profile_json, stored_as = textual(tuple(row))
+            if stored_as != "text":
+                # Archon binds a JS string, so it stores TEXT; a BLOB (or a number) here was not
+                # written by archon's profile code and proves nothing about it: on every path
+                # (plan, doctor, the run) it is a contradiction, never decoded into a match.
+                evidence.contradictions.append(Contradiction(
+                    REVISIONS, str(rev_id), f"profile_json is stored as {stored_as}, not as the text archon writes"))
+                continue
             if console_wrote and _console_fixed_id(rev_id, project_id):
                 # Set aside as proof; but a row the console could not have written (its fingerprint
                 # does not recompute, its JSON does not round-trip) is archon's or someone's, and

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from console.db import execution_profiles as profiles
+from console.db.limits import stopping
 from console.db.migrations import backfills
 from console.db.migrations.base import Migration
 from console.db.migrations.replay import replay_schema
@@ -180,8 +181,11 @@ def _first_half(scratch: sqlite3.Connection, step_id: str) -> bool:
         with backfills.without_revision_triggers(scratch):
             backfills.backfill_initial(scratch, INITIAL_FIRST[step_id][0])
     except (sqlite3.Error, backfills.BackfillError):
-        scratch.execute("ROLLBACK TO first_half")
-        scratch.execute("RELEASE first_half")
+        if stopping():
+            raise  # the operator's stop (an interrupt also rolled the savepoint back): no finding
+        if scratch.in_transaction:  # an error SQLite ended the whole transaction for left nothing to undo
+            scratch.execute("ROLLBACK TO first_half")
+            scratch.execute("RELEASE first_half")
         return False
     scratch.execute("RELEASE first_half")
     return True

@@ -14,6 +14,7 @@ from pathlib import Path
 from console.db import exclusive_lock, ledger
 from console.db.connect import ARCHON_CORE_TABLES
 from console.db.detect import Shape, detect_shape
+from console.db.limits import stopping, upgrade_checks
 from console.db.migrations.base import Migration
 from console.db.migrations.preflight import find_blockers, refusal_text
 from console.db.migrations.registry import CURRENT_RELEASE, RELEASES, migrations_through
@@ -125,7 +126,20 @@ def _unfinished_target(entries, target: str) -> str | None:
 
 def preflight(conn: sqlite3.Connection, pending: tuple[Migration, ...]) -> None:
     """Refuse (exit 3, nothing written) when a pending step would fail part-way (preflight.py)."""
-    blockers = find_blockers(conn, pending)
+    with upgrade_checks() as budget:  # read-only, before any write: a budget refuses, never stops part-way
+        try:
+            blockers = find_blockers(conn, pending)
+        except sqlite3.Error:
+            if budget.expired and not stopping():
+                raise budget.refusal() from None
+            raise
+    if blockers and stopping():
+        # The operator's stop ended a rehearsal statement: that is no finding about the file.
+        from console.signals import as_stop
+
+        raise as_stop(sqlite3.OperationalError("interrupted")) or KeyboardInterrupt()
+    if blockers and budget.expired:
+        raise budget.refusal()  # "fails on this database's schema (interrupted)" would blame the file
     if blockers:
         raise DatabaseUnusable(*refusal_text(blockers))
 

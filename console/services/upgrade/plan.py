@@ -22,6 +22,7 @@ from console.db.files import require_output_dir
 from console.db.migrations.stops import upgrading_to
 from console.db.connect import (DEFAULT_BUSY_TIMEOUT_MS, check_file, check_size, connect_raw, is_wal_file,
                                 sqlite_connection, untouched_read_uri)
+from console.db.limits import explain, for_upgrade, stopping, upgrade_checks
 from console.errors import DatabaseUnusable, Refusal
 from console.services import profile_gate
 from console.services.upgrade.decide import decide, estimate, others_using, policy_changes, preflight, resolve_target
@@ -76,8 +77,16 @@ def plan_upgrade(
 
     The plan works while archon has the file open, and lists who holds it (`in_use_by`: the run
     would be refused); `others_ignored` are pids that are this console (the TUI that started it).
+
+    Read with an upgrade's connections (console/db/limits.py `for_upgrade`): the plan sees every
+    value the run will carry, so a value the run can move is never refused as unreadable here.
     """
-    path = Path(path).expanduser()
+    with for_upgrade():
+        return _plan_upgrade(Path(path).expanduser(), target, snapshot_dir, now, others_ignored, _allow_recovery)
+
+
+def _plan_upgrade(path: Path, target: str, snapshot_dir, now, others_ignored: tuple[int, ...],
+                  _allow_recovery: bool) -> UpgradePlan:
     target = resolve_target(target)
     check_file(path)
     check_size(path)
@@ -120,8 +129,9 @@ def _plan(path: Path, target: str, snapshot_dir, now, allow_recovery: bool) -> U
             conn, cleanup, _how = open_read_only(path)
     except sqlite3.Error as exc:
         raise DatabaseUnusable(f"Cannot open {path}: {exc}.") from None
+    budget = None
     try:
-        with upgrading_to(target):  # the steps' estimates depend on the stops (stops.py)
+        with upgrading_to(target), upgrade_checks() as budget:  # estimates depend on the stops (stops.py)
             decision = decide(conn, path, target)
             preflight(conn, decision.pending)
             steps = [
@@ -134,6 +144,13 @@ def _plan(path: Path, target: str, snapshot_dir, now, allow_recovery: bool) -> U
     except sqlite3.DatabaseError as exc:
         if _hot_journal(path, exc):
             raise _HotJournal() from None
+        if stopping():
+            raise  # the operator's stop, reported as one (console/signals.py `as_stop`)
+        if budget is not None and budget.expired:
+            raise budget.refusal() from None  # a check's budget is not a sign of corruption
+        better = explain(exc, conn)  # nor is a limit
+        if better is not None:
+            raise better from None
         raise DatabaseUnusable(
             f"{path} cannot be read as a SQLite database ({exc}). Nothing was changed.",
             "It may be corrupt; restore it from a snapshot or a backup.",

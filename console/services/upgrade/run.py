@@ -42,7 +42,7 @@ from pathlib import Path
 from console.clock import system_clock
 from console.db import ledger, snapshot as snapshots
 from console.db.connect import DEFAULT_BUSY_TIMEOUT_MS, connect_raw
-from console.db.limits import LONG_STATEMENT_SECONDS, statement_budget
+from console.db.limits import for_upgrade, stopping, upgrade_checks
 from console.db.detect import detect_shape
 from console.db.migrations.base import Migration
 from console.db.migrations.runner import MigrationFailed, apply_migration
@@ -125,7 +125,13 @@ class UpgradeRun:
 
     def _guard_and_snapshot(self, conn: sqlite3.Connection, under: Decision) -> None:
         preflight(conn, under.pending)  # again under the lock, before the snapshot
-        gate = profile_gate.check(conn, under.pending)  # the evidence, again under the lock
+        with upgrade_checks() as budget:  # read-only, before the first write (console/db/limits.py)
+            try:
+                gate = profile_gate.check(conn, under.pending)  # the evidence, again under the lock
+            except sqlite3.Error:
+                if budget.expired and not stopping():
+                    raise budget.refusal() from None
+                raise
         if gate is not None and gate.contradicted:
             raise ProfileEvidenceContradicted(gate, self.plan)
         if (under.force_reasons or (gate is not None and gate.force_reason)) and not self.force:
@@ -268,13 +274,16 @@ def run_upgrade(
 
     The snapshot is proven equal to the database page by page and quick_checked; `full_check` adds
     `integrity_check` (console/db/snapshot.py says why it is not the default).
+
+    Every connection of the run is an upgrade's (console/db/limits.py `for_upgrade`): no console
+    limit on value size or statement time can stop a step part-way; the operator's stop still can.
     """
     path = Path(path).expanduser()
     at = now or system_clock()
     snap_dir = Path(snapshot_dir).expanduser() if snapshot_dir else None
     if snap_dir is not None and not snap_dir.is_dir():
         raise Refusal(f"The snapshot directory {snap_dir} does not exist. Nothing was written.")
-    with statement_budget(LONG_STATEMENT_SECONDS):
+    with for_upgrade():
         return _run_upgrade(path, at, target=target, force=force, snap_dir=snap_dir, progress=progress,
                             busy_timeout_ms=busy_timeout_ms, full_check=full_check, wait=wait,
                             others_ignored=tuple(others_ignored))
