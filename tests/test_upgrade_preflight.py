@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from console.cli import main
 from console.db.migrations import preflight
@@ -119,6 +120,27 @@ def _check_attempt_row(column: str, value: str):
     return damage
 
 
+def _commented_check(comment: str, then=None):
+    """check_attempt_details' retention CHECK rewritten with a comment inside it (the table text a
+    hostile or hand-edited file holds; 018 and 028 rebuild from it): the preflight's reading of the
+    CHECK must not lose it to the parenthesis in the comment (attack round 3, finding 2)."""
+    def damage(path):
+        conn = sqlite3.connect(path, isolation_level=None)
+        old = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'check_attempt_details'").fetchone()[0]
+        new = old.replace("CHECK (output_retention_state IN ('retained', 'expired'))",
+                          f"CHECK (output_retention_state IN ('retained', 'expired') {comment})")
+        assert new != old
+        version = conn.execute("PRAGMA schema_version").fetchone()[0]
+        conn.execute("PRAGMA writable_schema = ON")
+        conn.execute("UPDATE sqlite_master SET sql = ? WHERE name = 'check_attempt_details'", (new,))
+        conn.execute(f"PRAGMA schema_version = {version + 1}")
+        conn.execute("PRAGMA writable_schema = OFF")
+        conn.close()
+        if then is not None:
+            then(path)
+    return damage
+
+
 def _view_naming_a_missing_table(path):
     conn = connect(path)
     conn.execute("CREATE VIEW attempt_report AS SELECT * FROM check_attempt_archive")
@@ -141,6 +163,10 @@ CASES = {
     # accepted by 028's outcome list, not by 018's, which the copy of step 018 meets first
     "own-text-rebuild-outcome": (db_1820, _check_attempt_row("outcome", "environment_loss"),
                                  "018-check-attempt-outcome-ambiguous", "CHECK (outcome IS NULL OR outcome IN"),
+    "own-text-rebuild-comment": (db_1820, _commented_check("/* ( */", _check_attempt_row("output_retention_state", "pruned")),
+                                 "018-check-attempt-outcome-ambiguous", "output_retention_state IN", "proj-1-run-a1"),
+    "own-text-rebuild-line-comment": (db_1820, _commented_check("-- (\n", _check_attempt_row("output_retention_state", "pruned")),
+                                      "018-check-attempt-outcome-ambiguous", "output_retention_state IN"),
     "schema": (db_1820, _view_naming_a_missing_table, "018-check-attempt-outcome-ambiguous",
                "check_attempt_archive"),
 }
@@ -203,3 +229,21 @@ def test_every_rebuild_step_has_a_preflight_decision():
 def test_check_expressions_skip_literals():
     sql = "CREATE TABLE t (a TEXT CHECK (a <> 'CHECK (x)'), \"check\" INT, CHECK ((a IN ('(', ')'))))"
     assert preflight.check_expressions(sql) == ["a <> 'CHECK (x)'", "(a IN ('(', ')'))"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(noise=st.lists(st.sampled_from(["/* ( */", "/* ) */", "-- ( )\n", "OR x = 'a(b'", "OR x <> 'c)''d'",
+                                       'OR "x" = \'(\'', "OR [x] = ')'", " ", "AND (1)", "AND ((2))"]), max_size=6))
+def test_a_check_expression_is_read_whole_whatever_its_literals_and_comments_hold(noise):
+    """Parentheses inside string literals, quoted names and comments are not the expression's
+    (attack round 3, finding 2): what is read is exactly what the CHECK holds, and SQLite can
+    evaluate it."""
+    body = "x IN ('retained', 'expired') " + " ".join(noise)
+    if "--" in body and not body.endswith("\n"):
+        body += "\n"
+    sql = f"CREATE TABLE t (x TEXT CHECK ({body}), y INT CHECK (y > 0))"
+    assert preflight.check_expressions(sql) == [body, "y > 0"]
+    conn = sqlite3.connect(":memory:")
+    conn.execute(sql)
+    conn.execute("SELECT count(*) FROM t WHERE NOT (" + body + ")").fetchone()
+    conn.close()

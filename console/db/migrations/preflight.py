@@ -186,30 +186,48 @@ def _dry_run(
 # --- rows the new constraints would reject ---------------------------------------------------
 
 
+def _skipped(sql: str, i: int) -> int | None:
+    """Where a string literal, quoted name or comment starting at `i` ends (the index after it), or
+    None when none starts there. An unclosed one runs to the end of the text, as SQLite reads it."""
+    n, ch = len(sql), sql[i]
+    if ch in "'\"`[":
+        close = "]" if ch == "[" else ch
+        end = sql.find(close, i + 1)
+        while end != -1 and close != "]" and end + 1 < n and sql[end + 1] == close:
+            end = sql.find(close, end + 2)  # a doubled quote is part of the text
+        return n if end == -1 else end + 1
+    if sql.startswith("--", i):
+        end = sql.find("\n", i + 2)
+        return n if end == -1 else end + 1
+    if sql.startswith("/*", i):
+        end = sql.find("*/", i + 2)
+        return n if end == -1 else end + 2
+    return None
+
+
 def check_expressions(sql: str) -> list[str]:
-    """The CHECK expressions of a CREATE TABLE text, skipping string literals and identifiers."""
+    """The CHECK expressions of a CREATE TABLE text, skipping string literals, quoted names and
+    comments (a parenthesis inside any of them is not the expression's). An expression that cannot
+    be evaluated is the caller's refusal, never a skipped CHECK."""
     found, i, n = [], 0, len(sql)
     while i < n:
-        ch = sql[i]
-        if ch in "'\"`":
-            end = sql.find(ch, i + 1)
-            while end != -1 and end + 1 < n and sql[end + 1] == ch:
-                end = sql.find(ch, end + 2)
-            i = n if end == -1 else end + 1
+        skipped = _skipped(sql, i)
+        if skipped is not None:
+            i = skipped
             continue
         if sql[i:i + 5].upper() == "CHECK" and (i == 0 or not (sql[i - 1].isalnum() or sql[i - 1] == "_")):
             j = i + 5
-            while j < n and sql[j].isspace():
-                j += 1
+            while j < n and (sql[j].isspace() or _skipped(sql, j) is not None and sql[j] in "-/"):
+                j = _skipped(sql, j) if sql[j] in "-/" else j + 1
             if j < n and sql[j] == "(":
                 depth, k = 0, j
                 while k < n:
+                    skipped = _skipped(sql, k)
+                    if skipped is not None:
+                        k = skipped
+                        continue
                     c = sql[k]
-                    if c in "'\"":
-                        k = sql.find(c, k + 1)
-                        if k == -1:
-                            return found
-                    elif c == "(":
+                    if c == "(":
                         depth += 1
                     elif c == ")":
                         depth -= 1
@@ -240,8 +258,14 @@ def _rejected_rows(conn, scratch, table: str, new_sql: str, step: str) -> list[B
             ids = [r[0] for r in conn.execute(
                 f"SELECT {ident} FROM {quote_identifier(table)} WHERE NOT ({expr}) LIMIT {SAMPLE}"
             )]
-        except sqlite3.OperationalError:
-            continue  # names a column the old table lacks: the copy gives it its default
+        except sqlite3.OperationalError as exc:
+            if "interrupted" in str(exc):
+                raise  # a stop or an expired budget is not "no rows rejected"
+            if str(exc).startswith("no such column"):
+                continue  # names a column the old table lacks: the copy gives it its default
+            problems.append(f"CHECK ({_t(' '.join(expr.split()))}) cannot be evaluated over the existing rows "
+                            f"({_t(str(exc))}), so the console cannot tell whether the rebuild accepts them")
+            continue
         if ids:
             problems.append(f"CHECK ({_t(' '.join(expr.split()))}) rejects {', '.join(map(_t, ids))}")
     for _cid, name, _type, notnull, default, _pk in scratch.execute(f"PRAGMA table_info({quote_identifier(table)})"):
