@@ -24,7 +24,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.containers import Horizontal, VerticalScroll
 
-from console.screens.base import ConsoleScreen
+from console.screens.base import UPGRADE_REASON, ConsoleScreen
 from widgets.humane import plural
 from widgets.safe_text import safe_text
 from widgets.safe_widgets import DataTable, Static
@@ -83,6 +83,13 @@ class DoctorScreen(ConsoleScreen):
         self._start(True)
 
     def _start(self, full: bool) -> None:
+        if self.session.upgrading:
+            # Doctor runs in a child process, which the upgrade's per-step holder check would see as
+            # another user of the file and stop the upgrade part-way for (console/session.py
+            # `hold_writes`).
+            self._summary(Text(f"Doctor waits: {UPGRADE_REASON}; its checks would open the file beside the "
+                               "upgrade and stop it. Press r once the upgrade has finished.", style="yellow"))
+            return
         self._summary(Text(f"Running doctor ({'full integrity_check' if full else 'quick_check'})...",
                            style="dim"))
         self._run_doctor(full)

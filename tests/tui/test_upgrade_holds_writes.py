@@ -182,3 +182,34 @@ def test_the_hold_ends_however_the_run_ends(demo_db, make_app):
     app.session.run(lambda h: h.conn.execute("UPDATE approval_requests SET status = status WHERE 0"))
     app.session.close()
 
+
+
+async def test_doctor_waits_while_an_upgrade_runs(demo_db, make_app, monkeypatch):
+    """Doctor runs in a child process: another user of the file, which the upgrade's per-step holder
+    check would take for archon and stop the upgrade part-way for (attack round 3, finding 5). While
+    the console's own upgrade runs, the doctor screen starts no child and says why; r runs it after."""
+    from console.screens.doctor import DoctorScreen
+    from console import isolation
+
+    started = []
+    real = isolation.call_isolated
+
+    def counted(function, *args, **kwargs):
+        started.append(function)
+        return real(function, *args, **kwargs)
+
+    monkeypatch.setattr(isolation, "call_isolated", counted)
+    path = demo_db()
+    app = make_app(path, start="approvals")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        with app.session.hold_writes():
+            app.push_screen(DoctorScreen())
+            await wait_until(pilot, lambda: isinstance(app.screen, DoctorScreen), timeout=15)
+            await pilot.pause()
+            summary = str(app.screen.query_one("#doctor-summary").render())
+            assert "Doctor waits" in summary and UPGRADE_REASON in summary
+            assert not any("doctor" in f for f in started)
+        await pilot.press("r")
+        await wait_until(pilot, lambda: app.screen.report is not None, timeout=60)
+        assert any("doctor" in f for f in started)
