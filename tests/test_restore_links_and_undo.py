@@ -88,3 +88,21 @@ def test_requests_archon_withdrew_since_come_back_only_with_the_flag(tmp_path):
     done = _restore(path, snapshot, "--yes", "--rearm-consumed")
     assert done.returncode == EXIT_OK, done.stdout + done.stderr
     assert "proj-1-env" in done.stdout
+
+
+def test_other_hard_links_are_refused_before_the_operator_is_asked(tmp_path):
+    """The refusal comes before the typed confirmation, not after the operator typed the name
+    (attack round 3, finding 7)."""
+    from console.errors import DatabaseUnusable
+    from console.services.upgrade.restore import restore_snapshot
+
+    path, snapshot = _armed(tmp_path)
+    os.link(path, tmp_path / "second-name.db")
+    asked = []
+    try:
+        restore_snapshot(path, snapshot, rearm_consumed=True, confirm=lambda name, loss: asked.append(name) or True)
+    except DatabaseUnusable as exc:
+        assert "--other-links" in " ".join(filter(None, (exc.reason, exc.hint)))
+    else:
+        raise AssertionError("a database with another hard link was restored")
+    assert asked == []

@@ -404,6 +404,8 @@ def _restore_held(
 ) -> RestoreResult:
     snapshot = Path(held.path)
     digest = checked.sha256
+    if os.path.lexists(db_path) and not other_links and (early := _linked_elsewhere(db_path, os.stat(db_path))):
+        raise early  # before the operator is asked to type the name (attack round 3, finding 7)
     if not yes:
         if confirm is None:
             raise Refusal(
@@ -412,7 +414,10 @@ def _restore_held(
                 "Pass --yes to confirm (`restore --plan` shows what it would lose).",
             )
         if not confirm(db_path.name, checked.loss):
-            raise Refusal("Not confirmed; nothing was restored.")
+            raise Refusal(
+                "Not confirmed; nothing was restored. The database's content is as it was; to compare it, "
+                "SQLite's own recovery ran first (a WAL folded into the file, a crashed transaction's "
+                "journal rolled back), as archon's next start would.")
     exists = os.path.lexists(db_path)
     if exists:
         if not other_links and (linked := _linked_elsewhere(db_path, os.stat(db_path))) is not None:
