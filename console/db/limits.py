@@ -155,13 +155,15 @@ class _Run:
 
 
 class _Meter:
-    """A guarded connection's clock: the run inside SQLite now, if any; else when the last
-    statement started (a statement run outside a `MeteredCursor`, e.g. `commit`, counts wall time)."""
+    """A guarded connection's clock: the run inside SQLite now, per thread (a connection shared
+    with a worker thread may have a call waiting on SQLite's mutex while another runs; SQLite calls
+    the handler on the thread that steps), else when the last statement started (one run outside a
+    `MeteredCursor`, e.g. `commit`, counts wall time)."""
 
     __slots__ = ("running", "started")
 
     def __init__(self) -> None:
-        self.running: _Run | None = None
+        self.running: dict[int, _Run] = {}
         self.started = time.monotonic()
 
 
@@ -170,12 +172,17 @@ def _inside(cursor: sqlite3.Cursor, run: _Run, call, *args: object, **kwargs: ob
     meter = getattr(cursor.connection, "_meter", None)
     if meter is None:
         return call(cursor, *args, **kwargs)
-    outer, meter.running, run.since = meter.running, run, time.monotonic()
+    thread = threading.get_ident()
+    outer = meter.running.get(thread)
+    meter.running[thread], run.since = run, time.monotonic()
     try:
         return call(cursor, *args, **kwargs)
     finally:
         run.spent += time.monotonic() - run.since
-        meter.running = outer
+        if outer is None:
+            del meter.running[thread]
+        else:
+            meter.running[thread] = outer
 
 
 class MeteredCursor(sqlite3.Cursor):
@@ -241,7 +248,7 @@ def guard(conn: sqlite3.Connection) -> sqlite3.Connection:
     ref = weakref.ref(conn)
 
     def began(sql: str) -> None:
-        run = meter.running
+        run = meter.running.get(threading.get_ident())
         if run is None:
             meter.started = time.monotonic()
         elif run.renew and not sql.startswith("--"):  # "-- name": a trigger inside the statement
@@ -253,7 +260,7 @@ def guard(conn: sqlite3.Connection) -> sqlite3.Connection:
         if not budgeted and not _state["checks"]:
             return 0  # an upgrade's step: only a stop ends it
         now = time.monotonic()
-        run = meter.running
+        run = meter.running.get(threading.get_ident())
         spent = now - meter.started if run is None else run.spent + now - run.since
         if spent > statement_seconds():
             owner = ref()

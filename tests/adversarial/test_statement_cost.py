@@ -75,3 +75,20 @@ def test_every_fetch_of_a_lazy_cursor_counts(monkeypatch):
             pass
     said = limits.explain(caught.value, conn)
     assert said is not None and "ran longer than 1 seconds" in said.reason
+
+
+def test_a_caller_pausing_between_heavy_rows_is_not_stopped(monkeypatch):
+    """The other half: the caller's time between fetches (a pager, the TUI paging) is not the
+    statement's, however heavy its rows; 20 rows of 2 MB cost SQLite far less than the budget."""
+    from console.db.connect import scratch_connection
+    import time
+
+    monkeypatch.setenv("ARCHON_CONSOLE_STATEMENT_SECONDS", "1")
+    conn = scratch_connection()
+    cursor = conn.execute("WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 20) "
+                          "SELECT i, length(printf('%.*c', 2000000, 'x')) FROM c")
+    seen = []
+    for row in cursor:
+        seen.append(row[0])
+        time.sleep(0.1)  # the caller pausing (a pager), not a wait for a condition: 2 s in all
+    assert seen == list(range(1, 21))
