@@ -43,12 +43,15 @@ import weakref
 from pathlib import Path
 from urllib.parse import parse_qs, unquote
 
+from console.db.limits import MeteredConnection
+
 ENV = "ARCHON_CONSOLE_AUDIT_FILES"
 SIDECARS = ("", "-wal", "-shm", "-journal")
 
 
-class Connection(sqlite3.Connection):
-    """A connection of the console's, registered while open (`connected_file`)."""
+class Connection(MeteredConnection):
+    """A connection of the console's, registered while open (`connected_file`); its statements'
+    time is measured (console/db/limits.py `MeteredConnection`)."""
 
     locked_file: str | None = None  # the main file's real path; None: no file, or no locks (immutable)
     locked_inode: tuple[int, int] | None = None  # and its (device, inode)

@@ -12,10 +12,13 @@ Python while SQLite runs inside one long `sqlite3_step`. So every connection the
   not values, so snapshots and private copies are unaffected. An upgrade does not have it (below).
 - A progress handler ends a statement that has run longer than its budget (`STATEMENT_SECONDS`,
   `ARCHON_CONSOLE_STATEMENT_SECONDS` overrides it; doctor and bundles raise it for their checks
-  through `statement_budget`). The statement's start is taken from SQLite's trace callback.
-  Only time SQLite spends is counted: the handler runs every `_PROGRESS_STEPS` instructions, well
-  under a millisecond apart while SQLite works, so a longer pause between two calls is the caller
-  consuming rows (`audit | less` waiting on the reader) and is not counted.
+  through `statement_budget`). Every moment the statement runs inside SQLite counts, however much
+  one row costs; only the caller's pauses between fetching rows (`audit | less` waiting on the
+  reader, the TUI paging) do not. Python's sqlite3 has no hook at each step, so the pauses are
+  measured where they happen: every cursor of the console's connections is a `MeteredCursor`, whose
+  execute and fetch calls mark when control enters SQLite and when it returns to the caller
+  (`_Run`). Nothing is guessed from the gaps between handler calls: one row that builds a 3 MB
+  string takes milliseconds inside SQLite between two calls, and that time is the statement's.
 - `interrupt_all()` (called by console/signals.py on SIGINT, SIGTERM and SIGHUP) interrupts every
   live connection; the progress handler also refuses to go on once a stop was asked, so any step
   ends within one handler period.
@@ -50,10 +53,11 @@ STATEMENT_SECONDS = 120.0
 # Doctor's integrity scan and an upgrade's table rebuilds read every page of a file that may be
 # many gigabytes: a statement of theirs may take this long.
 LONG_STATEMENT_SECONDS = 900.0
-# The handler runs every this many virtual-machine instructions: about 0.1-1 ms of work.
-_PROGRESS_STEPS = 10_000
-# A pause between two handler calls longer than this is the caller's, not SQLite's.
-_CALLER_PAUSE = 0.01
+# The handler runs every this many virtual-machine instructions: well under a millisecond of cheap
+# work, and a few hundred rows even when each row builds a value at the 4 MB limit (about 7 ms each),
+# so a statement overruns its budget by about a second at most. Checking more often costs cheap
+# statements more than it saves.
+_PROGRESS_STEPS = 1_000
 
 _live: "weakref.WeakSet[sqlite3.Connection]" = weakref.WeakSet()
 _live_lock = threading.Lock()
@@ -139,17 +143,116 @@ def upgrade_checks() -> Iterator[CheckBudget]:
             _state["checks"] -= 1
 
 
+class _Run:
+    """One cursor's statement: the seconds it spent inside SQLite before the current call, and when
+    the current call entered SQLite. `renew`: executemany and executescript run many statements,
+    each with its own budget (SQLite's trace callback marks each start)."""
+
+    __slots__ = ("renew", "since", "spent")
+
+    def __init__(self, renew: bool = False) -> None:
+        self.renew, self.since, self.spent = renew, 0.0, 0.0
+
+
+class _Meter:
+    """A guarded connection's clock: the run inside SQLite now, per thread (a connection shared
+    with a worker thread may have a call waiting on SQLite's mutex while another runs; SQLite calls
+    the handler on the thread that steps), else when the last statement started (one run outside a
+    `MeteredCursor`, e.g. `commit`, counts wall time)."""
+
+    __slots__ = ("running", "started")
+
+    def __init__(self) -> None:
+        self.running: dict[int, _Run] = {}
+        self.started = time.monotonic()
+
+
+def _inside(cursor: sqlite3.Cursor, run: _Run, call, *args: object, **kwargs: object):
+    """`call` with `run` counting: from now until control returns to the caller."""
+    meter = getattr(cursor.connection, "_meter", None)
+    if meter is None:
+        return call(cursor, *args, **kwargs)
+    thread = threading.get_ident()
+    outer = meter.running.get(thread)
+    meter.running[thread], run.since = run, time.monotonic()
+    try:
+        return call(cursor, *args, **kwargs)
+    finally:
+        run.spent += time.monotonic() - run.since
+        if outer is None:
+            del meter.running[thread]
+        else:
+            meter.running[thread] = outer
+
+
+class MeteredCursor(sqlite3.Cursor):
+    """A cursor whose time inside SQLite is measured call by call (module docstring)."""
+
+    _run: _Run | None = None
+
+    def execute(self, sql: str, parameters: object = (), /) -> "MeteredCursor":
+        self._run = _Run()
+        return _inside(self, self._run, sqlite3.Cursor.execute, sql, parameters)
+
+    def executemany(self, sql: str, seq_of_parameters: object, /) -> "MeteredCursor":
+        self._run = _Run(renew=True)
+        return _inside(self, self._run, sqlite3.Cursor.executemany, sql, seq_of_parameters)
+
+    def executescript(self, sql_script: str, /) -> "MeteredCursor":
+        self._run = _Run(renew=True)
+        return _inside(self, self._run, sqlite3.Cursor.executescript, sql_script)
+
+    def _fetch(self, call, *args: object, **kwargs: object):
+        if self._run is None:
+            self._run = _Run()
+        return _inside(self, self._run, call, *args, **kwargs)
+
+    def __next__(self):
+        return self._fetch(sqlite3.Cursor.__next__)
+
+    def fetchone(self):
+        return self._fetch(sqlite3.Cursor.fetchone)
+
+    def fetchmany(self, *args: object, **kwargs: object):
+        return self._fetch(sqlite3.Cursor.fetchmany, *args, **kwargs)
+
+    def fetchall(self):
+        return self._fetch(sqlite3.Cursor.fetchall)
+
+
+class MeteredConnection(sqlite3.Connection):
+    """A connection whose statements all run through `MeteredCursor`s (sqlite3's own
+    `Connection.execute` would make a plain cursor)."""
+
+    def cursor(self, factory: type = MeteredCursor) -> sqlite3.Cursor:  # type: ignore[override]
+        return super().cursor(factory)
+
+    def execute(self, sql: str, parameters: object = (), /) -> sqlite3.Cursor:  # type: ignore[override]
+        return self.cursor().execute(sql, parameters)
+
+    def executemany(self, sql: str, seq_of_parameters: object, /) -> sqlite3.Cursor:  # type: ignore[override]
+        return self.cursor().executemany(sql, seq_of_parameters)
+
+    def executescript(self, sql_script: str, /) -> sqlite3.Cursor:  # type: ignore[override]
+        return self.cursor().executescript(sql_script)
+
+
 def guard(conn: sqlite3.Connection) -> sqlite3.Connection:
     """Bound `conn`'s values and statements (unless it is an upgrade's, `for_upgrade`), and make
     it interruptible by `interrupt_all`."""
     budgeted = not upgrading()
     if budgeted:
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
-    clock = [time.monotonic(), 0.0]  # the last handler call (or the statement's start), time spent
+    meter = _Meter()
+    conn._meter = meter  # type: ignore[attr-defined]  # read by `MeteredCursor`
     ref = weakref.ref(conn)
 
-    def began(_sql: str) -> None:
-        clock[0], clock[1] = time.monotonic(), 0.0
+    def began(sql: str) -> None:
+        run = meter.running.get(threading.get_ident())
+        if run is None:
+            meter.started = time.monotonic()
+        elif run.renew and not sql.startswith("--"):  # "-- name": a trigger inside the statement
+            run.since, run.spent = time.monotonic(), 0.0
 
     def progress() -> int:
         if _state["stopping"]:
@@ -157,10 +260,9 @@ def guard(conn: sqlite3.Connection) -> sqlite3.Connection:
         if not budgeted and not _state["checks"]:
             return 0  # an upgrade's step: only a stop ends it
         now = time.monotonic()
-        gap, clock[0] = now - clock[0], now
-        if gap < _CALLER_PAUSE:
-            clock[1] += gap
-        if clock[1] > statement_seconds():
+        run = meter.running.get(threading.get_ident())
+        spent = now - meter.started if run is None else run.spent + now - run.since
+        if spent > statement_seconds():
             owner = ref()
             if owner is not None:
                 _timed_out.add(owner)
@@ -246,5 +348,5 @@ def explain(exc: BaseException, conn: sqlite3.Connection | None = None) -> Datab
     return None
 
 
-__all__ = ["LONG_STATEMENT_SECONDS", "MAX_VALUE_BYTES", "STATEMENT_SECONDS", "CheckBudget", "explain", "for_upgrade",
+__all__ = ["LONG_STATEMENT_SECONDS", "MAX_VALUE_BYTES", "MeteredConnection", "MeteredCursor", "STATEMENT_SECONDS", "CheckBudget", "explain", "for_upgrade",
            "guard", "interrupt_all", "resume", "statement_budget", "stopping", "upgrade_checks", "upgrading"]
