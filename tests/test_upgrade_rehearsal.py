@@ -17,6 +17,7 @@ import io
 import json
 import shutil
 import sqlite3
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from hypothesis import HealthCheck, event, example, given, settings, strategies 
 
 from console.cli import main
 from console.errors import EXIT_UNUSABLE
+from console.services.doctor import run_doctor
 from console.services.upgrade import run_upgrade
 from tests.reference import builder, profiles, scenarios
 from tests.test_reference_upgrade import assert_same
@@ -151,6 +153,12 @@ def test_4_a_run_resumed_after_step_020_finishes_as_archon_1_10_0_starts(tmp_pat
     assert crashed.returncode != 0
     assert ledger_names(path)[-1] == "020-profile-revisions-rebuild-v3"
     assert _revision_triggers(path) == _revision_triggers(archon_crashed) == []
+    report = run_doctor(path, checks=["schema"], now=datetime.now(timezone.utc))
+    assert "schema.unknown_shape" not in report.ids()
+    stopped = report.finding("schema.interrupted_upgrade")
+    assert stopped is not None and stopped.severity == "warning", report.ids()
+    assert "020-profile-revisions-rebuild-v3" in stopped.found and "create_project_execution_profile" in stopped.found
+    assert "upgrade --to 1.10.0" in stopped.what_to_do
 
     conn = builder.connect(archon_crashed)
     try:
