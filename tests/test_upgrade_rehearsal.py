@@ -6,7 +6,8 @@ release has. The preflight runs the whole pending chain on a private copy of the
 (console/db/migrations/fixed_ids.py `rehearse`) and refuses before step 001 when any step fails
 there; and the steps standing for archon's 1.8.22 and 1.10.0 starts do what those starts do before
 their backfills (the provider reset, and 1.10.0's backfills without the triggers its rebuild
-dropped: console/db/migrations/backfills.py), so a file archon starts cleanly is not refused.
+dropped, re-created by step 022: console/db/migrations/profile_triggers.py), so a file archon starts
+cleanly is not refused, and a run stopped after step 020 resumes to archon's result.
 The oracle (tests/reference) is archon's start; `direct` paths start the target release once.
 """
 
@@ -26,7 +27,7 @@ from hypothesis import HealthCheck, event, example, given, settings, strategies 
 from console.cli import main
 from console.errors import EXIT_UNUSABLE
 from console.services.doctor import run_doctor
-from console.services.upgrade import run_upgrade
+from console.services.upgrade import plan_upgrade, run_upgrade
 from tests.reference import builder, profiles, scenarios
 from tests.test_reference_upgrade import assert_same
 from tests.upgrade_helpers import fingerprint_dir
@@ -167,6 +168,8 @@ def test_4_a_run_resumed_after_step_020_finishes_as_archon_1_10_0_starts(tmp_pat
         conn.close()
     assert_same(archon_crashed, theirs, "archon 1.10.0 restarted after a crash at its rebuild")
 
+    gate = plan_upgrade(path, "1.10.0", snapshot_dir=tmp_path).profile_evidence
+    assert gate is not None and "022-profile-workload-eligibility" in gate.steps  # it installs the trigger
     assert run_upgrade(path, target="1.10.0", force=True, snapshot_dir=tmp_path).applied
     assert_same(path, theirs, "1a, upgrade killed after step 020 and resumed -> archon 1.10.0's start")
 
