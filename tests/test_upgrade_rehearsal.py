@@ -174,6 +174,21 @@ def test_4_a_run_resumed_after_step_020_finishes_as_archon_1_10_0_starts(tmp_pat
     assert_same(path, theirs, "1a, upgrade killed after step 020 and resumed -> archon 1.10.0's start")
 
 
+def test_doctor_names_an_archon_start_stopped_after_its_rebuild(tmp_path):
+    """No ledger (archon's own start was killed after its 1.10.0 rebuild): doctor cannot vouch for
+    the shape but says which known state it is, with the triggers archon re-creates later."""
+    path = scenarios.ref_1822(tmp_path / "start.db", "upgraded")
+    conn = builder.connect(path)
+    try:
+        with pytest.raises(builder.ArchonStopped):
+            builder.archon_start(conn, "1.10.0", stop_after_rebuild=True)
+    finally:
+        conn.close()
+    finding = run_doctor(path, checks=["schema"], now=datetime.now(timezone.utc)).finding("schema.unknown_shape")
+    assert finding is not None and "archon 1.10.0 start stopped right after its rebuild" in finding.found
+    assert "validate_project_execution_profile_owner_update" in finding.found
+
+
 def test_1b_provider_not_projecting_a_schema_1_profile_upgrades_as_archon_1_10_0_starts(tmp_path):
     """1.8.21 shape (no projection guards): proj-1 runs on a docker schema-1 revision while its
     provider stays host; archon 1.10.0 started directly succeeds."""

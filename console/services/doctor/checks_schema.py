@@ -188,9 +188,13 @@ def check_schema(ctx: Ctx) -> list[Finding]:
         findings.append(interrupted)
         return findings
     if shape.release is None:
+        missing = _missing_revision_triggers(ctx)
+        stopped = (f" The table execution_profile_revisions has 1.10.0's text but {', '.join(missing)} "
+                   "are missing: what an archon 1.10.0 start stopped right after its rebuild leaves (its next "
+                   "start re-creates them after its profile backfills)." if missing else "")
         findings.append(Finding(
             "schema.unknown_shape", "error", "The schema matches no known archon release",
-            f"{shape.reason}.",
+            f"{shape.reason}.{stopped}",
             "The markers of one release are only partly there: an interrupted upgrade, a hand edit, or an "
             "archon release this console does not know.",
             "Compare `schema.sql` of a support bundle with the release the user runs; do not upgrade until "
