@@ -6,7 +6,8 @@ release has. The preflight runs the whole pending chain on a private copy of the
 (console/db/migrations/fixed_ids.py `rehearse`) and refuses before step 001 when any step fails
 there; and the steps standing for archon's 1.8.22 and 1.10.0 starts do what those starts do before
 their backfills (the provider reset, and 1.10.0's backfills without the triggers its rebuild
-dropped: console/db/migrations/backfills.py), so a file archon starts cleanly is not refused.
+dropped, re-created by step 022: console/db/migrations/profile_triggers.py), so a file archon starts
+cleanly is not refused, and a run stopped after step 020 resumes to archon's result.
 The oracle (tests/reference) is archon's start; `direct` paths start the target release once.
 """
 
@@ -17,6 +18,7 @@ import io
 import json
 import shutil
 import sqlite3
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -24,7 +26,8 @@ from hypothesis import HealthCheck, event, example, given, settings, strategies 
 
 from console.cli import main
 from console.errors import EXIT_UNUSABLE
-from console.services.upgrade import run_upgrade
+from console.services.doctor import run_doctor
+from console.services.upgrade import plan_upgrade, run_upgrade
 from tests.reference import builder, profiles, scenarios
 from tests.test_reference_upgrade import assert_same
 from tests.upgrade_helpers import fingerprint_dir
@@ -116,31 +119,74 @@ def test_4_adopted_1_10_0_file_archon_does_not_rebuild_keeps_the_guards_and_refu
                              "Build execution provider must project the active execution profile")
 
 
-def test_4_a_run_resumed_after_step_020_keeps_the_guards_as_archon_would(tmp_path, capsys):
-    """1a's file, its upgrade killed right after step 020 committed (the rebuild). Archon started on
-    what is left would not rebuild again (the table has the schema-3 text) and its guards refuse
-    proj-2's revision 1; the resumed upgrade keeps the guards too and refuses before writing more
-    (exit 3, the ledger as the interrupted run left it), pointing at the snapshot to go back."""
+def _revision_triggers(path: Path) -> list[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return sorted(r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND instr(sql, 'execution_profile_revisions') > 0"))
+    finally:
+        conn.close()
+
+
+def test_4_a_run_resumed_after_step_020_finishes_as_archon_1_10_0_starts(tmp_path):
+    """Attack round 3: 1a's file, its upgrade killed right after step 020 committed (the rebuild).
+    020 used to commit with the guards archon's rebuild drops, a state archon never leaves, and the
+    resumed upgrade refused at 021 where archon's own start finishes. Now 020 commits without them
+    (what an archon killed after its rebuild leaves: the same triggers are gone), and the resumed
+    upgrade ends equal to archon 1.10.0 started on the original file, and to archon started again
+    after its own crash at the same point."""
     from tests.upgrade_helpers import ledger_names, run_cli_crashing_at
 
     path = _dangling_docker_pointer(scenarios.ref_1822(tmp_path / "start.db", "upgraded"))
+    original = Path(shutil.copy(path, tmp_path / "original.db"))
+    theirs = scenarios.archon_upgrade(original, tmp_path / "archon.db", "1.8.22", "1.10.0")
+
+    archon_crashed = Path(shutil.copy(original, tmp_path / "archon-crashed.db"))
+    conn = builder.connect(archon_crashed)
+    try:
+        with pytest.raises(builder.ArchonStopped):
+            builder.archon_start(conn, "1.10.0", stop_after_rebuild=True)
+    finally:
+        conn.close()
+
     crashed = run_cli_crashing_at("after:020-profile-revisions-rebuild-v3", "--db", str(path), "upgrade",
                                   "--force", "--to", "1.10.0", "--snapshot-dir", str(tmp_path))
     assert crashed.returncode != 0
-    applied = ledger_names(path)
-    assert applied[-1] == "020-profile-revisions-rebuild-v3", applied
-    probe = Path(shutil.copy(path, tmp_path / "archon-after-crash.db"))
-    conn = builder.connect(probe)
+    assert ledger_names(path)[-1] == "020-profile-revisions-rebuild-v3"
+    assert _revision_triggers(path) == _revision_triggers(archon_crashed) == []
+    report = run_doctor(path, checks=["schema"], now=datetime.now(timezone.utc))
+    assert "schema.unknown_shape" not in report.ids()
+    stopped = report.finding("schema.interrupted_upgrade")
+    assert stopped is not None and stopped.severity == "warning", report.ids()
+    assert "020-profile-revisions-rebuild-v3" in stopped.found and "create_project_execution_profile" in stopped.found
+    assert "upgrade --to 1.10.0" in stopped.what_to_do
+
+    conn = builder.connect(archon_crashed)
     try:
-        with pytest.raises((builder.ArchonStartFailed, sqlite3.Error), match=GUARD):
-            builder.archon_start(conn, "1.10.0")
+        builder.archon_start(conn, "1.10.0")  # archon's next start finishes on what its crash left
     finally:
         conn.close()
-    assert main(["--db", str(path), "upgrade", "--force", "--to", "1.10.0", "--snapshot-dir", str(tmp_path)]) \
-        == EXIT_UNUSABLE
-    err = capsys.readouterr().err
-    assert "Build execution provider must project the active execution profile" in err, err
-    assert ledger_names(path) == applied
+    assert_same(archon_crashed, theirs, "archon 1.10.0 restarted after a crash at its rebuild")
+
+    gate = plan_upgrade(path, "1.10.0", snapshot_dir=tmp_path).profile_evidence
+    assert gate is not None and "022-profile-workload-eligibility" in gate.steps  # it installs the trigger
+    assert run_upgrade(path, target="1.10.0", force=True, snapshot_dir=tmp_path).applied
+    assert_same(path, theirs, "1a, upgrade killed after step 020 and resumed -> archon 1.10.0's start")
+
+
+def test_doctor_names_an_archon_start_stopped_after_its_rebuild(tmp_path):
+    """No ledger (archon's own start was killed after its 1.10.0 rebuild): doctor cannot vouch for
+    the shape but says which known state it is, with the triggers archon re-creates later."""
+    path = scenarios.ref_1822(tmp_path / "start.db", "upgraded")
+    conn = builder.connect(path)
+    try:
+        with pytest.raises(builder.ArchonStopped):
+            builder.archon_start(conn, "1.10.0", stop_after_rebuild=True)
+    finally:
+        conn.close()
+    finding = run_doctor(path, checks=["schema"], now=datetime.now(timezone.utc)).finding("schema.unknown_shape")
+    assert finding is not None and "archon 1.10.0 start stopped right after its rebuild" in finding.found
+    assert "validate_project_execution_profile_owner_update" in finding.found
 
 
 def test_1b_provider_not_projecting_a_schema_1_profile_upgrades_as_archon_1_10_0_starts(tmp_path):

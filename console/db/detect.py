@@ -100,9 +100,12 @@ def release_markers(conn: sqlite3.Connection) -> dict[str, dict[str, bool]]:
             "approval_requests BETWEEN 2 AND 65536": "BETWEEN 2 AND 65536" in approvals,
             "execution_environments.retirement_requested_at": "retirement_requested_at" in environments,
             "build_setup_evidence table": bool(_sql(conn, "table", "build_setup_evidence")),
+            # 1.10.0's rebuild of the revisions table drops this trigger and its start re-creates it
+            # only after its backfills (console: step 020, then 022): with the table in 1.10.0's text
+            # its absence is that interrupted start, which 1.10.0's next start (or run) finishes.
             "create_project_execution_profile trigger": bool(
                 _sql(conn, "trigger", "create_project_execution_profile")
-            ),
+            ) or "schema_version IN (1, 2, 3)" in revisions,
             "check_attempt_details ambiguous_process_loss": "ambiguous_process_loss" in attempts,
         },
         "1.10.0": {

@@ -2,7 +2,9 @@
 
 Only steps that would write profile data are gated: the backfills (005, 006, 021, 022) when they
 have rows to move, and the steps that install `create_project_execution_profile` with the
-console's default profiles embedded (007 when the trigger is missing, 020 when it rebuilds). A
+console's default profiles embedded (007 when the trigger is missing; 020 when it rebuilds, which
+drops it for 022 to create after the backfills; 022 whenever it is missing, as after a run stopped
+after 020). A
 contradiction refuses the whole upgrade before anything is written, `--force` or not. Each
 writing step writes at its release's schema version, and only archon's own rows at that version
 prove what the step writes (profile_evidence.py `proves`): a step whose version nothing archon
@@ -73,7 +75,20 @@ class ProfileGate:
         return self.status == profile_evidence.CONTRADICTED
 
 
+def _trigger_left_to_022(conn: sqlite3.Connection) -> bool:
+    """The revisions table has 1.10.0's text (020's rebuild ran, in this run or a stopped one, or
+    archon's did) and the trigger is missing: 022 creates it. (Where 020 is still to rebuild, 020
+    counts as the step that installs it.)"""
+    try:
+        return (object_exists(conn, "table", profile_evidence.REVISIONS) and not s020.needed(conn)
+                and not object_exists(conn, "trigger", profile_evidence.TRIGGER))
+    except sqlite3.Error:
+        return True
+
+
 def _would_write(conn: sqlite3.Connection, migration: Migration) -> bool:
+    if migration.id == s022.ID and _trigger_left_to_022(conn):
+        return True  # it creates the trigger after its backfill, with the console's defaults embedded
     if migration.id in BACKFILL_STEPS:
         try:
             return int(migration.estimate(conn)) != 0

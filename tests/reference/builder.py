@@ -254,8 +254,15 @@ def drop_triggers_mentioning(conn: sqlite3.Connection, word: str, *, like: bool 
         conn.execute(f'DROP TRIGGER IF EXISTS "{name.replace(chr(34), chr(34) * 2)}"')
 
 
-def archon_start(conn: sqlite3.Connection, release: str, *, unseen_check_attempt_line: str | None = None) -> None:
-    """One start of archon `release` on `conn` (autocommit connection), in db.js order."""
+class ArchonStopped(Exception):
+    """archon_start(stop_after_rebuild=True) stopped the start (a crash) right after the revisions
+    rebuild committed."""
+
+
+def archon_start(conn: sqlite3.Connection, release: str, *, unseen_check_attempt_line: str | None = None,
+                 stop_after_rebuild: bool = False) -> None:
+    """One start of archon `release` on `conn` (autocommit connection), in db.js order;
+    `stop_after_rebuild` kills it right after its revisions rebuild committed (ArchonStopped)."""
     if release not in RELEASES:
         raise ValueError(release)
     conn.isolation_level = None
@@ -266,7 +273,7 @@ def archon_start(conn: sqlite3.Connection, release: str, *, unseen_check_attempt
     conn.execute(seen("1.8.20", "exec top level: UPDATE projects SET"))
     if new:
         ensure_column(conn, "projects", "active_execution_profile_revision_id", "TEXT NOT NULL DEFAULT ''")
-        _profiles(conn, release)
+        _profiles(conn, release, stop_after_rebuild)
         _build_sequences(conn)
         _environments(conn, release)
     else:
@@ -286,7 +293,7 @@ def archon_start(conn: sqlite3.Connection, release: str, *, unseen_check_attempt
     _late_indexes(conn, release)
 
 
-def _profiles(conn: sqlite3.Connection, release: str) -> None:
+def _profiles(conn: sqlite3.Connection, release: str, stop_after_rebuild: bool = False) -> None:
     for name in ("create table execution_profile_revisions", "create table execution_profile_audit_events",
                  "create index idx_execution_profile_revisions_project", "create index idx_execution_profile_audit_project"):
         conn.execute(profile_sql(release, name))
@@ -301,6 +308,8 @@ def _profiles(conn: sqlite3.Connection, release: str) -> None:
         conn.execute(seen("1.8.22", "exec top level: ALTER TABLE execution_profile_revisions_v2"))
         conn.execute("COMMIT")
         conn.execute("PRAGMA foreign_keys = ON")
+        if stop_after_rebuild:
+            raise ArchonStopped(release)
     backfill_initial(conn, release)
     backfill_current_schema(conn, release)
     if release == "1.10.0":

@@ -8,8 +8,7 @@ that cannot be normalised stops the step, and so the upgrade, with archon's own 
 from __future__ import annotations
 
 import sqlite3
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from console.db import execution_profiles as profiles
 
@@ -116,60 +115,6 @@ def reset_unknown_providers(conn: sqlite3.Connection) -> None:
     as they stand then."""
     if "build_execution_provider" in {r[1] for r in conn.execute("PRAGMA table_info(projects)")}:
         conn.execute(UNKNOWN_PROVIDERS_TO_HOST)
-
-
-# A TEMP table on the connection that ran 1.10.0's rebuild (step 020): it lives in the connection's
-# temp schema (never in the file), is created in 020's own transaction (so a rolled-back 020 leaves
-# none) and goes away with the connection.
-REBUILT_MARK = "archon_console_revisions_rebuilt_v3"
-
-
-def note_revisions_rebuilt(conn: sqlite3.Connection) -> None:
-    """Step 020 calls it right after it rebuilt execution_profile_revisions on `conn`."""
-    conn.execute(f'CREATE TEMP TABLE IF NOT EXISTS "{REBUILT_MARK}" (rebuilt INTEGER)')
-
-
-def revisions_rebuilt(conn: sqlite3.Connection) -> bool:
-    """Whether step 020 rebuilt execution_profile_revisions on this connection (in this run)."""
-    return conn.execute(
-        "SELECT 1 FROM sqlite_temp_master WHERE type = 'table' AND name = ?", (REBUILT_MARK,)
-    ).fetchone() is not None
-
-
-@contextmanager
-def without_revision_triggers(conn: sqlite3.Connection) -> Iterator[None]:
-    """Run 1.10.0's backfills as its start runs them: without the triggers that name
-    execution_profile_revisions when (and only when) its rebuild of that table ran, put back
-    afterwards from their stored text, in the caller's transaction.
-
-    Archon 1.10.0 rebuilds the table only when its text lacks `schema_version IN (1, 2, 3)`; that
-    rebuild drops every trigger whose text contains `execution_profile_revisions` (the owner and
-    projection guards on projects among them) and its start re-creates them only after
-    `backfillExecutionProfiles`, `...ToCurrentSchema` and `...WorkloadEligibility` have run. So on a
-    file it rebuilds, archon's backfills move a pointer the guards would refuse (a project whose
-    provider does not project its active profile, one pointing at a revision that is gone) and its
-    start succeeds. On a file whose table already has the schema-3 text (a file archon 1.10.0 made
-    or already started on, adopted by the console) nothing is rebuilt: the guards stay in place
-    while the same backfills run, and a backfill they refuse stops archon's start. Steps 021 and 022
-    do the same: they drop the triggers only when step 020 rebuilt the table on this connection
-    (`revisions_rebuilt`); otherwise they run with the guards, and the preflight's rehearsal
-    (console/db/migrations/fixed_ids.py), which runs 020 on its private copy the same way, refuses
-    before step 001 with the guard's own message. A run resumed after 020 committed in an earlier
-    run keeps the guards too: archon started on that file would not rebuild it either
-    (docs/decisions.md D25). Step 020 has already put these triggers back in the release's text,
-    so the text they come back in is the text archon re-creates.
-    """
-    if not revisions_rebuilt(conn):
-        yield
-        return
-    triggers = conn.execute(
-        "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND instr(sql, 'execution_profile_revisions') > 0"
-    ).fetchall()
-    for name, _sql in triggers:
-        conn.execute(f'DROP TRIGGER IF EXISTS "{name.replace(chr(34), chr(34) * 2)}"')
-    yield
-    for _name, sql in triggers:
-        conn.execute(sql)
 
 
 INITIAL_ROWS_SQL = """

@@ -27,6 +27,7 @@ import inspect
 import re
 import sqlite3
 from dataclasses import dataclass
+from collections.abc import Collection
 from types import ModuleType
 from typing import Callable
 
@@ -208,6 +209,7 @@ def rebuild_table(
     trigger_overrides: dict[str, str] | None = None,
     release_triggers: dict[str, str] | None = None,
     index_overrides: dict[str, str] | None = None,
+    left_out: Collection[str] = (),
 ) -> None:
     """SQLite's table-rebuild procedure, as archon's 1.8.22 recipe does it.
 
@@ -218,7 +220,9 @@ def rebuild_table(
     the release's text (`release_triggers`, by name; only if it was there), so the result is what
     archon's own run leaves even when the old database held an older text; `trigger_overrides`
     (and `index_overrides`) are put in place whether or not they were there. Any other trigger,
-    and the table's other indexes, come back from their stored text.
+    and the table's other indexes, come back from their stored text, except those named in
+    `left_out`: archon's start re-creates them only later (a later step does), so the rebuild commits
+    without them, as archon's does.
     `copy_columns` None copies every column the old table has (a replacement built from the
     table's own stored text has them all).
     """
@@ -250,9 +254,11 @@ def rebuild_table(
     overrides = dict(trigger_overrides or {})
     release = release_triggers or {}
     for name, sql in triggers:
-        conn.execute(overrides.pop(name, None) or release.get(name, sql))
-    for sql in overrides.values():
-        conn.execute(sql)
+        if name not in left_out:
+            conn.execute(overrides.pop(name, None) or release.get(name, sql))
+    for name, sql in overrides.items():
+        if name not in left_out:
+            conn.execute(sql)
 
 
 def statements_by_name(script: str) -> dict[str, str]:

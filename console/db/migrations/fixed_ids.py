@@ -178,8 +178,7 @@ def _first_half(scratch: sqlite3.Connection, step_id: str) -> bool:
     what it leaves; False (and nothing kept) when it fails: the step, run next, says why."""
     scratch.execute("SAVEPOINT first_half")
     try:
-        with backfills.without_revision_triggers(scratch):
-            backfills.backfill_initial(scratch, INITIAL_FIRST[step_id][0])
+        backfills.backfill_initial(scratch, INITIAL_FIRST[step_id][0])
     except (sqlite3.Error, backfills.BackfillError):
         if stopping():
             raise  # the operator's stop (an interrupt also rolled the savepoint back): no finding

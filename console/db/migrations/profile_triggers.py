@@ -113,3 +113,24 @@ def release_revision_triggers(schema_version: int) -> dict[str, str]:
         create_project_profile_trigger(schema_version) + "\n" + GUARDS + build_sequence.DDL
     )
     return {name: sql for name, sql in found.items() if "execution_profile_revisions" in sql}
+
+
+def create_missing_revision_triggers(conn, schema_version: int) -> list[str]:
+    """Archon's `CREATE TRIGGER IF NOT EXISTS` of the triggers naming execution_profile_revisions,
+    which its start runs after its profile backfills; returns the names it created.
+
+    1.10.0's rebuild (step 020) commits without them, as archon's rebuild does, and the step that
+    ends the release's backfills (022) calls this: so between the two the file is what an archon
+    stopped after its rebuild leaves (the triggers' absence is that state; a resumed run, like
+    archon's next start, runs the backfills without them), and a file that kept them (one archon
+    1.10.0 made, adopted) keeps them, in whatever text it has, while the backfills run.
+    """
+    created = []
+    for name, sql in release_revision_triggers(schema_version).items():
+        exists = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?", (name,)
+        ).fetchone()
+        if exists is None:
+            conn.execute(sql)
+            created.append(name)
+    return created

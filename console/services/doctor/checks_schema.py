@@ -118,6 +118,60 @@ def _generated_columns(ctx: Ctx) -> list[Finding]:
     )]
 
 
+def _missing_revision_triggers(ctx: Ctx) -> list[str]:
+    """The triggers naming execution_profile_revisions that 1.10.0's rebuild drops and its start
+    re-creates only after its backfills, missing from a file whose table has 1.10.0's text."""
+    from console.db.migrations.profile_triggers import release_revision_triggers
+
+    table = ctx.conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'execution_profile_revisions'"
+    ).fetchone()
+    if not table or "schema_version IN (1, 2, 3)" not in (table[0] or ""):
+        return []
+    present = {r[0] for r in ctx.conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    return sorted(name for name in release_revision_triggers(3) if name not in present)
+
+
+def _recorded_target(ctx: Ctx) -> str | None:
+    """The latest release the ledger's steps were applied for (the run the next one must continue)."""
+    from console.db.ledger import read_entries
+    from console.db.migrations.registry import RELEASES
+
+    try:
+        aimed = [e.target_release for e in read_entries(ctx.conn) if e.target_release in RELEASES]
+    except Exception:  # an odd ledger is check_ledger's finding
+        return None
+    return max(aimed, key=RELEASES.index) if aimed else None
+
+
+def _interrupted_upgrade(ctx: Ctx) -> Finding | None:
+    """A schema between two releases that the console's own ledger explains: an upgrade stopped
+    after a step committed (each step commits on its own). The next `upgrade` run finishes it. Between
+    steps 020 and 022 the profile guard triggers are missing, as after an archon 1.10.0 start stopped
+    right after its rebuild (console/db/migrations/steps/s020_profile_revisions_rebuild_v3.py)."""
+    from console.db.migrations.registry import MIGRATIONS
+
+    ledger = ctx.shape.ledger
+    names = tuple(m.id for m in MIGRATIONS)
+    if not ledger or len(ledger) >= len(names) or ledger != names[: len(ledger)]:
+        return None
+    target = _recorded_target(ctx) or MIGRATIONS[len(ledger)].release
+    missing = _missing_revision_triggers(ctx)
+    guards = (
+        f" Missing until step 022 runs: {', '.join(missing)} (archon's 1.10.0 rebuild drops them and its "
+        "start re-creates them after its profile backfills, which have not run yet)." if missing else ""
+    )
+    return Finding(
+        "schema.interrupted_upgrade", "warning", "An upgrade stopped part-way",
+        f"The ledger ends at step {ledger[-1]}; the schema is between two releases ({ctx.shape.reason}).{guards}",
+        "Each upgrade step commits on its own; a run stopped between steps (Ctrl-C, a busy database, a "
+        "crash) leaves the steps it finished, and the schema is no release's until the rest have run.",
+        f"Finish it with `archon-console upgrade --to {target}` (it resumes after the last step), or restore "
+        "the snapshot the interrupted run took. Do not start an older archon on it.",
+        count=1,
+    )
+
+
 def check_schema(ctx: Ctx) -> list[Finding]:
     shape = ctx.shape
     findings: list[Finding] = _generated_columns(ctx)
@@ -130,10 +184,17 @@ def check_schema(ctx: Ctx) -> list[Finding]:
             count=1,
         ))
         return findings
+    if shape.release is None and (interrupted := _interrupted_upgrade(ctx)) is not None:
+        findings.append(interrupted)
+        return findings
     if shape.release is None:
+        missing = _missing_revision_triggers(ctx)
+        stopped = (f" The table execution_profile_revisions has 1.10.0's text but {', '.join(missing)} "
+                   "are missing: what an archon 1.10.0 start stopped right after its rebuild leaves (its next "
+                   "start re-creates them after its profile backfills)." if missing else "")
         findings.append(Finding(
             "schema.unknown_shape", "error", "The schema matches no known archon release",
-            f"{shape.reason}.",
+            f"{shape.reason}.{stopped}",
             "The markers of one release are only partly there: an interrupted upgrade, a hand edit, or an "
             "archon release this console does not know.",
             "Compare `schema.sql` of a support bundle with the release the user runs; do not upgrade until "

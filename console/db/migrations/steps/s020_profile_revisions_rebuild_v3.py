@@ -1,15 +1,18 @@
 """1.10.0: widen execution_profile_revisions to schema versions (1, 2, 3).
 
-Dropping the triggers that mention the table also drops `create_project_execution_profile`,
-which comes back with the 1.10.0 (schema 3) default profiles baked in; the other triggers archon
-re-creates at start come back in the release's text (`profile_triggers.release_revision_triggers`),
-any remaining ones from their stored text. The table text is archon's: 1.8.22's in full (its diff
+Archon's rebuild drops every trigger that mentions the table and commits without them; its start
+re-creates its own (`create_project_execution_profile` with the 1.10.0 schema-3 defaults, the
+owner/projection guards, the build-sequence ones: `profile_triggers.release_revision_triggers`)
+only after its three profile backfills. This step commits without those too and step 022 creates
+them (IF NOT EXISTS), so a run stopped in between leaves what an archon stopped after its rebuild
+leaves, and the next run finishes as archon's next start would. Any other trigger naming the
+table comes back from its stored text. The table text is archon's: 1.8.22's in full (its diff
 shows it) with the one line 1.10.0's diff changes.
 """
 
-from console.db.migrations.backfills import note_revisions_rebuilt, reset_unknown_providers
+from console.db.migrations.backfills import reset_unknown_providers
 from console.db.migrations.base import count, rebuild_table, table_sql
-from console.db.migrations.profile_triggers import create_project_profile_trigger, release_revision_triggers
+from console.db.migrations.profile_triggers import release_revision_triggers
 
 ID = "020-profile-revisions-rebuild-v3"
 RELEASE = "1.10.0"
@@ -56,12 +59,8 @@ def up(conn):
         create_replacement_sql=REPLACEMENT,
         copy_columns=COLUMNS,
         trigger_like="execution_profile_revisions",
-        trigger_overrides={
-            "create_project_execution_profile": create_project_profile_trigger(3, if_not_exists=False)
-        },
-        release_triggers=release_revision_triggers(3),
+        left_out=set(release_revision_triggers(3)),  # step 022 creates them, after the backfills
     )
-    note_revisions_rebuilt(conn)  # 021 and 022 run without the triggers only after this (backfills.py)
 
 
 def estimate(conn):

@@ -2,12 +2,14 @@
 and with a configured check policy also `check` with the opencode agent template.
 
 Nothing is discarded, but a project's effective policy changes: the plan lists the projects.
+It is the last of 1.10.0's backfills, so it then creates the triggers naming
+execution_profile_revisions that step 020's rebuild committed without (IF NOT EXISTS, archon's text),
+as archon's start does after the same backfills.
 """
 
-from console.db.migrations.backfills import (
-    backfill_workload_eligibility, without_revision_triggers, workload_repairs,
-)
+from console.db.migrations.backfills import backfill_workload_eligibility, workload_repairs
 from console.db.migrations.base import table_exists
+from console.db.migrations.profile_triggers import create_missing_revision_triggers
 
 ID = "022-profile-workload-eligibility"
 RELEASE = "1.10.0"
@@ -16,8 +18,8 @@ DESCRIPTION = "Policy change: add chat_build / check eligibility to active v3 pr
 
 
 def up(conn):
-    with without_revision_triggers(conn):  # as 1.10.0's start runs it (step 021 says why)
-        backfill_workload_eligibility(conn, 3)
+    backfill_workload_eligibility(conn, 3)
+    create_missing_revision_triggers(conn, 3)
 
 
 def estimate(conn):
