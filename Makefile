@@ -30,7 +30,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 reference: $(STAMP)
-	$(BIN)/python -m console.reference README.md
+	$(BIN)/python -m console.cli.reference README.md
 
 screenshots: $(STAMP)
 	$(BIN)/python -m tests.make_screenshots

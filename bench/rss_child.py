@@ -24,7 +24,7 @@ def main(argv: list[str]) -> int:
         conn.close()
         code = 0 if rows == [("ok",)] else 1
     else:
-        from console.cli import main as console_main
+        from console.cli.cli import main as console_main
 
         code = console_main(argv)
     sys.__stderr__.write(f"\nVMHWM_KB {_hwm()}\n")

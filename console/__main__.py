@@ -1,5 +1,5 @@
 """`python -m console` behaves exactly like the `archon-console` script."""
 
-from console.cli import main
+from console.cli.cli import main
 
 raise SystemExit(main())

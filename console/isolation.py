@@ -60,7 +60,7 @@ def fixed_place(entry: str) -> bool:
 
     A relative entry names the working directory; so does `/proc/self/cwd`, and anything under
     `/proc` (`/proc/<pid>/cwd`, `/proc/thread-self/...`) or `/dev/fd` (`/dev/stdin`...) names what
-    the reading process has open or where it stands. Such entries are dropped (console/cli.py
+    the reading process has open or where it stands. Such entries are dropped (console/cli/cli.py
     does it for `$PATH`), whatever their spelling (`//proc`, `/x/../proc`) and through any symbolic
     link: links are followed one at a time here, since `realpath` would follow `/proc/self/cwd`
     itself to wherever the working directory is."""

@@ -22,7 +22,7 @@ SIZES = ((80, 24), (120, 40))
 
 
 async def shoot(scene, size, db: Path, out: Path) -> Path:
-    from console.app import ArchonConsole
+    from console.tui.app import ArchonConsole
 
     with mock.patch.dict(os.environ, dict(scene.env)):  # NO_COLOR is read when the app is made
         app = ArchonConsole(make_ctx(db, read_only=scene.read_only), start=scene.start, poll_seconds=3600)
@@ -43,7 +43,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as tmp, \
             mock.patch("console.db.snapshot.free_bytes", lambda path: 42 * 1024**3), \
-            mock.patch("console.screens.upgrade.call_isolated", fixed_free_space(isolation.call_isolated)):
+            mock.patch("console.tui.screens.upgrade.call_isolated", fixed_free_space(isolation.call_isolated)):
         masters = {}
         for scene in SCENES:
             for size in SIZES:

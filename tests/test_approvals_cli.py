@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from console.cli import main
+from console.cli.cli import main
 from tests.conftest import pin_real_clock
 from tests.test_approvals_helpers import add_request, connect, dump, events, seeded, status_of
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from console.cli import main
+from console.cli.cli import main
 from console.demo import generate
 from widgets.safe_text import is_clean
 

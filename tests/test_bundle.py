@@ -7,7 +7,7 @@ import zipfile
 
 import pytest
 
-from console.cli import main
+from console.cli.cli import main
 from console.services.bundle import Redactor, write_bundle
 from console.services.doctor import run_doctor
 from tests import damage

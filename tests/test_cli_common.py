@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from console.cli import main
+from console.cli.cli import main
 from tests.conftest import pin_real_clock
 from tests.test_approvals_helpers import events, seeded, status_of
 
@@ -86,7 +86,7 @@ def test_cli_commands_do_not_import_textual(db):
     live = live_request(db)
     script = (
         "import sys\n"
-        "from console.cli import main\n"
+        "from console.cli.cli import main\n"
         f"codes = [main(['approvals', 'list', '--db', {str(db)!r}]), main(['projects', 'list', '--db', {str(db)!r}]),\n"
         f"         main(['approvals', 'approve', {live!r}, '--as', 'dave', '--db', {str(db)!r}])]\n"
         "assert codes == [0, 0, 0], codes\n"

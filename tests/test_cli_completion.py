@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from console.cli import main
-from console.completion import candidates
+from console.cli.cli import main
+from console.cli.completion import candidates
 
 BIN = str(Path(sys.executable).parent)
 
@@ -99,10 +99,10 @@ def test_the_scripts_are_printed_for_eval(capsys):
 
 def test_nothing_of_completion_or_the_reference_is_imported_on_the_common_path(demo):
     probe = (
-        "import sys; from console.cli import main; "
+        "import sys; from console.cli.cli import main; "
         f"main(['approvals', 'list', '--db', {str(demo)!r}, '--limit', '1']); "
-        "print(sorted(m for m in sys.modules if m in ('console.completion', 'console.reference', "
-        "'console.commands.completion', 'console.commands.reference', 'console.commands.envs', "
+        "print(sorted(m for m in sys.modules if m in ('console.cli.completion', 'console.cli.reference', "
+        "'console.cli.commands.completion', 'console.cli.commands.reference', 'console.cli.commands.envs', "
         "'console.db.migrations.registry')), file=sys.stderr)"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

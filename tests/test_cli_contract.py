@@ -9,7 +9,7 @@ import sqlite3
 
 import pytest
 
-from console.cli import main
+from console.cli.cli import main
 from tests.conftest import pin_real_clock
 from tests.test_approvals_helpers import seeded, status_of
 
@@ -78,7 +78,7 @@ def test_version_without_json_does_not_import_the_registry():
     import subprocess
     import sys
 
-    probe = ("import sys; from console.cli import main; main(['--version']); "
+    probe = ("import sys; from console.cli.cli import main; main(['--version']); "
              "print('console.db.migrations.registry' in sys.modules, file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stderr.strip() == "False"

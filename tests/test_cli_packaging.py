@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from console import cli
+from console.cli import cli
 
 
 def test_every_command_family_is_installed_and_registers():
@@ -16,9 +16,9 @@ def test_every_command_family_is_installed_and_registers():
 
 def test_a_missing_command_module_fails_loudly(monkeypatch):
     """It used to be skipped as "not built yet": the command then vanished from --help silently."""
-    monkeypatch.setattr(cli, "COMMAND_MODULES", (*cli.COMMAND_MODULES, "console.commands.not_installed"))
-    with pytest.raises(ModuleNotFoundError, match="console.commands.not_installed"):
+    monkeypatch.setattr(cli, "COMMAND_MODULES", (*cli.COMMAND_MODULES, "console.cli.commands.not_installed"))
+    with pytest.raises(ModuleNotFoundError, match="console.cli.commands.not_installed"):
         cli.build_parser()
-    monkeypatch.setitem(cli.COMMAND_OWNERS, "approvals", "console.commands.not_installed")
-    with pytest.raises(ModuleNotFoundError, match="console.commands.not_installed"):
+    monkeypatch.setitem(cli.COMMAND_OWNERS, "approvals", "console.cli.commands.not_installed")
+    with pytest.raises(ModuleNotFoundError, match="console.cli.commands.not_installed"):
         cli.build_parser(["approvals", "list"])

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from console import reference
-from console.cli import main
+from console.cli import reference
+from console.cli.cli import main
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -20,7 +20,7 @@ from tests.test_approvals_helpers import seeded
 
 REPORT_MODULES = (
     "import sys\n"
-    "from console.cli import main\n"
+    "from console.cli.cli import main\n"
     "code = main(sys.argv[2:])\n"
     "with open(sys.argv[1], 'w') as out:\n"
     "    out.write('\\n'.join(sorted(sys.modules)))\n"
@@ -85,9 +85,9 @@ def test_the_leftover_check_answers_from_names_alone(tmp_path):
 def test_a_named_action_builds_only_its_own_parser_and_anything_else_builds_them_all(capsys):
     """`approvals list` builds the list parser alone (argparse's cost is per argument); the family's
     help and an unknown action still see every action."""
-    from console.cli import build_parser, main
-    from console.commands.approvals import ACTIONS
-    from console.reference import subcommands
+    from console.cli.cli import build_parser, main
+    from console.cli.commands.approvals import ACTIONS
+    from console.cli.reference import subcommands
 
     def actions(argv):
         return sorted(subcommands(subcommands(build_parser(argv)).choices["approvals"]).choices)

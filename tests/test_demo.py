@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from console.cli import main
+from console.cli.cli import main
 from console.clock import parse_time
 from console.db import execution_profiles
 from console.db.detect import detect_shape

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from console.cli import main
+from console.cli.cli import main
 from console.db.detect import detect_shape
 from console.demo import generate
 from console.demo.history import meaning, plan

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from console.cli import main
+from console.cli.cli import main
 from console.db.readonly import ro_uri
 from console.services.doctor import CHECKS, PREFIX_TO_CHECK, run_doctor
 from tests import damage
@@ -400,7 +400,7 @@ def test_the_doctor_screen_asks_the_service_for_a_revisions_project(tmp_path):
     from console.db.connect import open_database
     from console.services.doctor import project_of_revision
 
-    source = (Path(__file__).resolve().parents[1] / "console" / "screens" / "doctor.py").read_text()
+    source = (Path(__file__).resolve().parents[1] / "console" / "tui" / "screens" / "doctor.py").read_text()
     assert "execute(" not in source and "SELECT" not in source and "console.db" not in source
     db = damage.healthy(tmp_path / "archon.db")
     with open_database(db, read_only=True) as handle:

@@ -34,7 +34,7 @@ FRESH, STALE, UNREADABLE = "2026-11-01 09:25:00", "2026-11-01 08:00:00", "not a 
 
 
 def perform(h, view: envs.EnvironmentView, action: str, now: datetime):
-    """What the environments screen runs for `action` (console/screens/environments.py): for a claim
+    """What the environments screen runs for `action` (console/tui/screens/environments.py): for a claim
     the console did not create, the operator has typed the holder the options name."""
     holder = envs.claim_options(view, ACTOR, stale_after=STALE_AFTER).confirm_holder
     if action in envs.OPERATIONS:

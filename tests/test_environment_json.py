@@ -9,7 +9,7 @@ import sqlite3
 
 import pytest
 
-from console.cli import main
+from console.cli.cli import main
 from tests.conftest import pin_real_clock
 from tests.test_environments_support import add_env, add_lease, add_project, raw, set_claim
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from console.cli import main
+from console.cli.cli import main
 from tests.conftest import pin_real_clock
 from tests.test_environments_support import add_env, add_lease, add_project, dump, env_row, raw, release_lease
 
@@ -130,7 +130,7 @@ def test_list_paging_text_hint(db, capsys):
 
 def test_envs_commands_do_not_import_textual(db):
     code = (
-        "import sys; from console.cli import main; "
+        "import sys; from console.cli.cli import main; "
         f"rc = main(['envs', 'list', '--db', {str(db)!r}, '--json']); "
         "assert 'textual' not in sys.modules, 'textual imported'; sys.exit(rc)"
     )

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from console.cli import main
+from console.cli.cli import main
 from console.db.connect import open_database
 from console.errors import Refusal
 from console.services import approvals, four_eyes, identity

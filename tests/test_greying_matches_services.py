@@ -17,8 +17,8 @@ import pytest
 
 from console.db.connect import open_database
 from console.errors import Refusal
-from console.screens.approvals import decision_greying
-from console.screens.profiles import activation_greying
+from console.tui.screens.approvals import decision_greying
+from console.tui.screens.profiles import activation_greying
 from console.services import approval_queue, approvals, navigation, profiles
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=timezone.utc)

@@ -91,7 +91,7 @@ def test_environment_without_events_uses_timestamps(conn):
 @pytest.fixture
 def cli(tmp_path, monkeypatch, capsys):
     """Run the CLI at NOW (12:00 UTC) on a fresh healthy database; returns (exit code, stdout)."""
-    from console.cli import main
+    from console.cli.cli import main
 
     monkeypatch.setenv("ARCHON_CONSOLE_NOW", T.isoformat())
     db = damage.healthy(tmp_path / "archon.db")

@@ -9,8 +9,8 @@ import tempfile
 
 import pytest
 
-from console.cli import build_parser, main
-from console.commands.inspect import prepare_inspection
+from console.cli.cli import build_parser, main
+from console.cli.commands.inspect import prepare_inspection
 from tests import damage
 from tests.untouched import Holder, fingerprint_dir, without_shm
 
@@ -57,7 +57,7 @@ def test_keep_snapshot(tmp_path):
 
 def test_inspect_opens_the_tui_on_the_snapshot(tmp_path, monkeypatch):
     """The command hands run_tui a read-only context on the snapshot and a SUPPORT badge, then cleans up."""
-    import console.tui
+    import console.tui.tui
 
     db = damage.healthy(tmp_path / "archon.db", wal=True)
     before = fingerprint_dir(tmp_path)
@@ -67,7 +67,7 @@ def test_inspect_opens_the_tui_on_the_snapshot(tmp_path, monkeypatch):
         seen.update(db=ctx.db_path, ro=ctx.read_only, support=support, exists=ctx.db_path.exists())
         return 0
 
-    monkeypatch.setattr(console.tui, "run_tui", fake_run_tui)
+    monkeypatch.setattr(console.tui.tui, "run_tui", fake_run_tui)
     assert main(["inspect", str(db)]) == 0
     assert seen["ro"] is True and seen["exists"] and seen["db"] != db
     assert seen["support"].original_path == str(db.resolve())
@@ -78,14 +78,14 @@ def test_inspect_opens_the_tui_on_the_snapshot(tmp_path, monkeypatch):
 # --- every --read-only command -------------------------------------------------------------
 
 READ_ONLY_COMMANDS = [
-    ("console.commands.approvals", ["approvals", "list"]),
-    ("console.commands.approvals", ["approvals", "show", "req-approved"]),
-    ("console.commands.envs", ["envs", "list"]),
-    ("console.commands.envs", ["envs", "show", "env-running"]),
-    ("console.commands.profiles", ["profiles", "list", "p1"]),
-    ("console.commands.projects", ["projects", "list"]),
-    ("console.commands.upgrade", ["upgrade", "--plan"]),
-    ("console.commands.doctor", ["doctor"]),
+    ("console.cli.commands.approvals", ["approvals", "list"]),
+    ("console.cli.commands.approvals", ["approvals", "show", "req-approved"]),
+    ("console.cli.commands.envs", ["envs", "list"]),
+    ("console.cli.commands.envs", ["envs", "show", "env-running"]),
+    ("console.cli.commands.profiles", ["profiles", "list", "p1"]),
+    ("console.cli.commands.projects", ["projects", "list"]),
+    ("console.cli.commands.upgrade", ["upgrade", "--plan"]),
+    ("console.cli.commands.doctor", ["doctor"]),
 ]
 
 

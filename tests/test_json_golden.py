@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from console.cli import main
+from console.cli.cli import main
 from tests.conftest import pin_real_clock
 
 GOLDEN = Path(__file__).parent / "golden"

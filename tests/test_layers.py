@@ -43,8 +43,8 @@ def test_the_contracts_are_the_layers():
     contracts = {c["id"]: c for c in config["contracts"]}
     assert set(contracts) == {"core-without-ui", "screens-without-sql", "widgets-know-nothing-of-archon"}
     core = contracts["core-without-ui"]
-    assert set(core["source_modules"]) == {"console.services", "console.db", "console.commands"}
-    assert {"textual", "console.screens", "widgets"} <= set(core["forbidden_modules"])
+    assert set(core["source_modules"]) == {"console.services", "console.db", "console.cli.commands"}
+    assert {"textual", "console.tui.screens", "widgets"} <= set(core["forbidden_modules"])
     assert not core.get("allow_indirect_imports")  # through any chain of imports, not just directly
 
 
@@ -131,7 +131,7 @@ def test_screens_reach_the_database_only_through_the_services():
     """import-linter sees `import console.db`; this sees `session.handle.conn.execute(...)`."""
     found = set()
     for path, tree in _sources():
-        if path.startswith("console/screens/") or path == "console/app.py":
+        if path.startswith("console/tui/screens/") or path == "console/tui/app.py":
             found |= {(path, node.attr) for node in ast.walk(tree)
                       if isinstance(node, ast.Attribute) and node.attr in HANDLE_PARTS}
     stray = found - HANDLE_ALLOWED

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from console.cli import main
+from console.cli.cli import main
 from console.db.connect import open_database
 from console.errors import EXIT_UNUSABLE, DatabaseUnusable
 from tests.upgrade_helpers import db_1820, fingerprint_dir

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from console.cli import main
+from console.cli.cli import main
 from console.db import profile_evidence
 from console.db.migrations.profile_triggers import create_project_profile_trigger
 from console.demo import generate

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from console.cli import main
+from console.cli.cli import main
 from console.db import execution_profiles as ep
 from console.db.migrations import backfills
 from console.errors import Refusal

@@ -13,7 +13,7 @@ import sqlite3
 
 import pytest
 
-from console.cli import main
+from console.cli.cli import main
 from console.db import profile_evidence
 from console.db.migrations.profile_triggers import create_project_profile_trigger
 from console.errors import EXIT_UNUSABLE, DatabaseUnusable

@@ -85,7 +85,7 @@ def test_1_8_20_has_neither_profiles_nor_approvals(schema_db):
 
 @pytest.mark.parametrize("release", ["1.8.20", "1.8.22", "1.10.0"])
 def test_projects_list_command_on_every_shape(schema_db, capsys, release):
-    from console.cli import main
+    from console.cli.cli import main
 
     path = build(schema_db, release)
     assert main(["projects", "list", "--db", str(path)]) == 0

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from console.cli import main
+from console.cli.cli import main
 from console.db.execution_profiles import create, fingerprint, serialize
 from console.errors import EXIT_UNUSABLE
 from console.services.upgrade import run_upgrade

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from console.cli import main
+from console.cli.cli import main
 from console.errors import EXIT_REFUSED, EXIT_UNUSABLE, DatabaseUnusable, Refusal
 from console.services.upgrade import restore_snapshot, run_upgrade
 from tests.upgrade_helpers import db_1820, dump, fingerprint_dir, ledger_names, run_cli, sha256

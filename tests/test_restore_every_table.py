@@ -131,7 +131,7 @@ def test_an_id_cannot_forge_a_line_of_the_report(tmp_path):
 
 
 def test_the_typed_confirmation_and_the_refusal_keep_ids_on_one_line(tmp_path, monkeypatch, capsys):
-    from console.commands.upgrade import typed_confirmation
+    from console.cli.commands.upgrade import typed_confirmation
     from console.services.upgrade.restore_loss import loss_since
 
     path, snapshot = _armed(tmp_path)

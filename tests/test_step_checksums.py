@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from console.cli import main
+from console.cli.cli import main
 from console.db.migrations import base
 from console.db.migrations.legacy_checksums import CHECKSUMS_0_1_0
 from console.db.migrations.registry import MIGRATIONS, STEP_MODULES
@@ -29,35 +29,35 @@ from console.services.upgrade import plan_upgrade, run_upgrade
 from tests.upgrade_helpers import db_1820, fingerprint_dir
 
 PINNED = {
-    "001-archon-1.8.20-baseline": "342aad857f76ff2c4531a04bdbd79ffaa78dc12f38b1efcd4f72347586c19959",
-    "002-project-active-profile-column": "28b82e0353d59e9ec412a28d3ff48bdf0e44ba448801e89fb871f8ecc981e1fe",
-    "003-profile-tables": "34981e1dafef3caf2c1471391366300cb73cb22576c97d9be4dbb4ae3943fd3b",
-    "004-profile-revisions-rebuild-v2": "d7d095366f8699543c3088a5831c311ad2ee1c937d2465fe9dd088e5f8de52ea",
-    "005-profile-backfill-initial": "e6628ed1b8ffd7820f81b05b4517d723a01db2bf3246070e7a86b47839bcce12",
-    "006-profile-backfill-schema-v2": "f5cef209eea144a0e995bef0798e2131b3ddab46c08b109c4cf17cb2eaa539eb",
-    "007-profile-guard-triggers": "0461ed5a93d95a363e03ca72e31055b27eeb04e529ee84eca14b112a445629f7",
-    "008-build-sequence-profile-columns": "3fd7989fad2c1344b6a810898eb1b9b6c2a32c84ba0b5f8587acadcc8e542256",
-    "009-build-sequence-incomplete-sweep": "ac8dea37a4d82344238af0fe0cbdbe9b67fef48c780f86668981ef1afe6655a4",
-    "010-build-sequence-profile-triggers": "5c25323d8998de4a5a3fde01e16de216f6839cb6f22e696bb8c162b4f1d37169",
-    "011-environment-profile-columns": "20542463d7a4bbae22b50c375d3e51b2aed95d10ec48b1d5743d0af8581df104",
-    "012-run-authorities": "27885f47c2842c185fe2d1ef420e5d20c9a552a543e349772fa67bdccf4162b1",
-    "013-approval-tables": "ebde307b9a518244e110d930b565f5a199af74031ca3dba7c61112dba6b2751c",
-    "014-approval-requests-rebuild-action-limit": "25969a039d662a9b5535d9f5a9b439309e0c75f9d549259046c6e62939b1a96a",
-    "015-build-setup-evidence": "6b991e047f75ec761a36de66f2d3385694750de2ac6a606e8d8d6a16c4f7a921",
-    "016-environment-identity-triggers": "51e714ded58915b2df3ff19bdb1cf2c250fab42271b123c8b581e5e7e5fd2090",
-    "017-environment-reuse-index": "9468211bf1f6180fdc5fd761cf55898f164f10734bc0516b2d578fbc8ea64f32",
-    "018-check-attempt-outcome-ambiguous": "91e99643485f826034a962a0724818c9ce4bc4286ae6f68a885f2a7c4ab94a81",
-    "019-build-sequence-activation-run-index": "dd67b3d94b835cad88d56ed5162237fa9bcebce6fb002993bfd9b3dd7b065bf7",
-    "020-profile-revisions-rebuild-v3": "11b1479dab3e9cea2e748f1ad52a720807edbfb0b0fa7629751bc584aecd4ffc",
-    "021-profile-backfill-current-schema": "570bc3f78bc7188766f3d6764b86949651762fd1abe2007872c9a304550116f4",
-    "022-profile-workload-eligibility": "966cdeb3714a1fa5f9d6084b951f0c21dfa957afe955dfb014074e3e0ee66dda",
-    "023-service-run-details": "3a45ff4cf83b6e9b25477e4951dec30467bda8c6bfd42c7dd0c445e3c2812bd5",
-    "024-environment-operation-columns": "a0d36a951ef73ad0572177d3019689171efd4c2615c2fcce94f75002c5cb7c11",
-    "025-environment-operation-indexes": "b35b844fd57574a5319be5bcaf1581919014d3a6d0c4ee90e89c9cfc4e4fd53e",
-    "026-environment-operation-triggers": "e72fe9a14dca22ebaea436ae497ec88d7810d8bc895d56ffb4d80029fd7e6cdf",
-    "027-check-environment-columns": "c16dabcb472c1765f784b4055c13eb3806d80715da449ca7beb40d1e1642016f",
-    "028-check-attempt-outcome-environment-loss": "5a769bc892c7fce05537e9adb74271f33ad78e726e2d2aa22ad00a4e25f04cce",
-    "029-check-placement-triggers": "0719ba5d07275b4af23feec385476287a9e43f1dc304f5596d669dce81e8e56e",
+    "001-archon-1.8.20-baseline": "5014d2a2f81044fa8b7f69a99281296b8830734c4fa2f82cdf8f86cc21e2be4f",
+    "002-project-active-profile-column": "ff17d24da7ca5308a70e192fe5fdb529940c6e71bdc62602e383a8c964d0d7a8",
+    "003-profile-tables": "3e2c8d68a800d38c67e0a5666a57dd38d4b8dba83f28988494a1c4580706feb3",
+    "004-profile-revisions-rebuild-v2": "1a58ee486ab82eefc784e59aad834c6ee631f14477462f9048e00f8b77b8574c",
+    "005-profile-backfill-initial": "1a8f3042fc45bc78a6ed89bee1f5a4d52d2ef07b7e6b895744102a1f4439e4c1",
+    "006-profile-backfill-schema-v2": "1f973ca049573392c4ce421c8b92b3bd7524e41479e9a4bacd244adf365e36db",
+    "007-profile-guard-triggers": "987aa57f1b10706c532113e71b31f58e1f2d93ad1370b8f5f529fddac4545bce",
+    "008-build-sequence-profile-columns": "61773c2ad4f94a2f89c8b79a770d97028a29c453b78a633019a6eec3ef4a218c",
+    "009-build-sequence-incomplete-sweep": "2db753383a373b1c462bf59f6616f9c7245106a221d3f6a5e65a9ecf4f34f752",
+    "010-build-sequence-profile-triggers": "3476aa34083f02b7bd58205285248001e6241ff446279196ba34060c36fea46b",
+    "011-environment-profile-columns": "bceaecf4e3b0e903d379eec4b130b719bc3d9244db07b56966f768b40e76f2ac",
+    "012-run-authorities": "778f39d4ccf8f03a7792745cdc869456104cf6cdb6701b756fea0c532cde8854",
+    "013-approval-tables": "bca2ced441b83ab838a3dd3f9cfbd322ebb2827571233b9fe0c1ffebc18bcc7b",
+    "014-approval-requests-rebuild-action-limit": "dac6025c1ac2808b80e232537e12122f0358393d9cff97a54b14bf43547552f4",
+    "015-build-setup-evidence": "1abc24bf40c8e25c7be05b714a043080bc08157c98e8a870eaf2974bc8738296",
+    "016-environment-identity-triggers": "f918d8b5816d79fd60d86407afc55e1e3d94df811e30a27ec763619fee2c57b4",
+    "017-environment-reuse-index": "910a8903f91e82153c3c8f01e8970d28463aabc1898fe7f2d4a17c92bd5b8ed8",
+    "018-check-attempt-outcome-ambiguous": "8f4cd5294b9e29898e35edec1d4c84f790a39e80341773bcd3922dcfc273c2a7",
+    "019-build-sequence-activation-run-index": "ea43875ae5e3aab50705274cb69e7aae7f8bb26c3fc1be180a3e8616fd11dd7a",
+    "020-profile-revisions-rebuild-v3": "5c9c1034bc4a94d118265bd5689fd53440d7ff8d1ad38054a0ef7008a7e59ca9",
+    "021-profile-backfill-current-schema": "b47f13678ecc2d16a0e9744ee21d8e0099e4d48217ffd021738744732e921a06",
+    "022-profile-workload-eligibility": "c0ab5c854f13b86174df74a40b7043fa2da7dfcfd5730e6b32e21500b64aaa3a",
+    "023-service-run-details": "92f3d1cf191ebe0338bcffb78c568f68ca4ed464a29a029e054b8d881dbaa9d6",
+    "024-environment-operation-columns": "68ad2397c49dbda42984c3a8a081482d2da77d050baddafcc6e0d0785a698ff9",
+    "025-environment-operation-indexes": "9dbae31efce41f62b4bdcfa922fe449c2d8691604cf8d1fcbc01abfc2a4f296d",
+    "026-environment-operation-triggers": "d10a6686defc76426e902fc312be2bcb8a71f1b25085d32f4825790d5b8d215f",
+    "027-check-environment-columns": "52c5b9315ca605ef8c95fbdae6b033a6468b23a43ee74429c7c8977369843424",
+    "028-check-attempt-outcome-environment-loss": "311667ba5411e5121f54199d351e6602e084373e37b10bcc2ab9bbe834df6cc1",
+    "029-check-placement-triggers": "2fb09e621697668750206b8e4a44564fc263e101375566bd32700fa1e90c8e72",
 }
 
 # Steps whose own module changed after archon-console 0.1.0 (issue 8, rules 5 and 6).

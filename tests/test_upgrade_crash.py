@@ -94,7 +94,7 @@ def slow(conn):
     time.sleep(0.3)  # widen the window in which the other upgrader waits for the lock
     original(conn)
 object.__setattr__(next(m for m in registry.MIGRATIONS if m.id.startswith("013")), "up", slow)
-from console.cli import main
+from console.cli.cli import main
 # A start barrier: both upgraders plan only once both are up, however loaded the machine is.
 barrier = os.environ.get("UPGRADE_BARRIER")
 if barrier:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from console.cli import main
+from console.cli.cli import main
 from console.db import limits
 from console.db.connect import scratch_connection
 from console.errors import EXIT_OK, EXIT_UNUSABLE

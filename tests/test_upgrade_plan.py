@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from console.cli import main
+from console.cli.cli import main
 from console.services.upgrade import plan_upgrade, run_upgrade
 from tests.upgrade_helpers import db_1820, db_1822, fingerprint_dir, ledger_names
 

@@ -13,7 +13,7 @@ import sqlite3
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from console.cli import main
+from console.cli.cli import main
 from console.db.migrations import preflight
 from console.errors import EXIT_UNUSABLE
 from console.services import upgrade as service

@@ -12,7 +12,7 @@ import sqlite3
 
 import pytest
 
-from console.cli import main
+from console.cli.cli import main
 from console.db import snapshot as snapshots
 from console.errors import EXIT_REFUSED, EXIT_UNUSABLE, Refusal
 from console.services import upgrade as service

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings, strategies as st
 
-from console.cli import main
+from console.cli.cli import main
 from console.errors import EXIT_UNUSABLE
 from console.services.doctor import run_doctor
 from console.services.upgrade import plan_upgrade, run_upgrade

@@ -11,7 +11,7 @@ import sqlite_utils
 from sqlite_utils.migrations import Migrations
 
 from console import __version__
-from console.cli import main
+from console.cli.cli import main
 from console.db.detect import detect_shape
 from console.db.migrations.registry import MIGRATIONS
 from console.services.upgrade import UpgradeProgress, plan_upgrade, run_upgrade

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.cli import main
+from console.cli.cli import main
 from console.clock import db_time, parse_time
 from tests.test_approvals_helpers import add_project, add_request, connect, events
 from tests.test_environments_support import add_env, raw

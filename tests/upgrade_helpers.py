@@ -229,7 +229,7 @@ elif kind == "after":  # the step committed, before the next one
     upgrade_run.apply_migration = apply_then_die
 else:
     raise SystemExit(f"unknown crash boundary {sys.argv[1]!r}")
-from console.cli import main
+from console.cli.cli import main
 sys.exit(main(sys.argv[2:]))
 """
 

@@ -96,7 +96,7 @@ def for_upgrade() -> Iterator[None]:
     """Connections opened while the block runs are an upgrade's: SQLite's own value limit, no
     statement budget, still stopped by `interrupt_all` (module docstring). Process-wide, like
     `statement_budget`: the snapshot's checks open their connections in worker threads, and the TUI
-    plans and runs an upgrade in a child process of its own (console/screens/upgrade.py)."""
+    plans and runs an upgrade in a child process of its own (console/tui/screens/upgrade.py)."""
     _state["upgrade"] += 1
     try:
         yield

@@ -42,7 +42,7 @@ class DecisionRefused(Refusal):
 
 def ago(value: Any, now: datetime) -> str:
     """'4 minutes ago'; 'just now' for this second (or a clock slightly ahead of ours)."""
-    from console.output import relative  # humanize only when a sentence needs it
+    from console.cli.output import relative  # humanize only when a sentence needs it
 
     at = parse_time(value)
     if at is None:

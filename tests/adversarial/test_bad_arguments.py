@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from console.cli import main
+from console.cli.cli import main
 
 
 def run_cli(*argv: str | bytes, env: dict | None = None, timeout: float = 10) -> subprocess.CompletedProcess:
@@ -113,7 +113,7 @@ def test_an_absurd_stale_minutes_variable_is_a_usage_error(demo_copy, value):
 
 def test_an_unexpected_error_is_one_sentence_with_exit_3(monkeypatch, capsys, demo_copy):
     """The last line of defence: whatever a command raises, the operator gets one sentence."""
-    import console.commands.approvals as approvals
+    import console.cli.commands.approvals as approvals
 
     def broken(ctx):
         raise OSError(28, "No space left on device", "/tmp/x")

@@ -14,7 +14,7 @@ import zipfile
 
 import pytest
 
-from console.cli import main
+from console.cli.cli import main
 from console.errors import UsageError
 
 ROOT = hasattr(os, "geteuid") and os.geteuid() == 0

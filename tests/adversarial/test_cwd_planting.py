@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from console.cli import build_parser
-from console.reference import subcommands
+from console.cli.cli import build_parser
+from console.cli.reference import subcommands
 from tests.test_approvals_helpers import add_request
 from tests.tui.conftest import demo_file
 from tests.tui.test_flows import type_text, wait_until
@@ -128,7 +128,7 @@ def _record_spawns() -> None:
 
 def test_only_known_places_start_processes():
     """Every way of starting a process in the console's own code, by file and function: the
-    isolated child (console/isolation.py) and the operator's hook through /bin/sh (console/hooks.py).
+    isolated child (console/isolation.py) and the operator's hook through /bin/sh (console/cli/hooks.py).
     A new one must be added here, after making it safe from the working directory."""
     import ast
 
@@ -152,13 +152,13 @@ def test_only_known_places_start_processes():
                 if isinstance(node, (ast.Import, ast.ImportFrom)):
                     names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
                     assert not {"multiprocessing", "pty", "concurrent.futures.process"} & set(names), path
-    assert found == {("console/isolation.py", "call_isolated", "Popen"), ("console/hooks.py", "_run", "Popen")}
+    assert found == {("console/isolation.py", "call_isolated", "Popen"), ("console/cli/hooks.py", "_run", "Popen")}
 
 async def test_doctor_and_upgrade_in_the_console_run_nothing_from_the_working_directory(
         planted, tmp_path_factory, make_app, monkeypatch):
-    from console.screens.typed import TypedConfirmModal
-    from console.screens.doctor import DoctorScreen
-    from console.screens.upgrade import UpgradeScreen
+    from console.tui.screens.typed import TypedConfirmModal
+    from console.tui.screens.doctor import DoctorScreen
+    from console.tui.screens.upgrade import UpgradeScreen
 
     directory, markers = planted
     db = directory / "user.db"
@@ -310,7 +310,7 @@ def test_a_watch_with_a_hook_runs_nothing_from_the_working_directory(planted, tm
     ("/proc/1/cwd:/usr/bin", "/usr/bin"), ("/dev/fd/3:/dev/stdin:/usr/bin", "/usr/bin"), ("/proc/self/cwd", os.defpath),
 ])
 def test_path_loses_every_entry_that_names_the_working_directory(monkeypatch, capsys, path, expected):
-    from console.cli import main
+    from console.cli.cli import main
 
     monkeypatch.setenv("PATH", path)
     assert main(["completion", "bash"]) == 0
@@ -320,7 +320,7 @@ def test_path_loses_every_entry_that_names_the_working_directory(monkeypatch, ca
 def test_proc_self_cwd_finds_no_planted_program(tmp_path, monkeypatch, capsys):
     """`/proc/self/cwd` is the working directory under an absolute name: a program planted there is
     not found through PATH (console/isolation.py `fixed_place`)."""
-    from console.cli import main
+    from console.cli.cli import main
 
     planted = tmp_path / "xclip"
     planted.write_text("#!/bin/sh\ntouch marker\n")

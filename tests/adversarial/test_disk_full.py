@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-import console.tui
-from console.cli import main
+import console.tui.tui
+from console.cli.cli import main
 from console.db import snapshot as snapshots
 from tests.adversarial.tmpfs import small_disk
 
@@ -38,7 +38,7 @@ def run(capsys, *argv) -> tuple[int, str]:
 
 def test_inspect_keep_snapshot_on_a_full_disk(demo_copy, disk, monkeypatch, capsys):
     db = demo_copy("current")  # ~900 KB: more than the disk holds
-    monkeypatch.setattr(console.tui, "run_tui", lambda ctx, support=None, **_: 0)
+    monkeypatch.setattr(console.tui.tui, "run_tui", lambda ctx, support=None, **_: 0)
     code, err = run(capsys, "inspect", db, "--keep-snapshot", disk.path)
     assert disk.entries() == []  # no partial, no scratch copy: nothing blocks the next attempt
     assert code == 3, err
@@ -142,7 +142,7 @@ def test_writing_a_wal_database_in_a_read_only_directory(tmp_path, disk, capsys)
 @pytest.mark.parametrize("case", ["a-file", "read-only-disk"])
 def test_keep_snapshot_into_an_unusable_directory(tmp_path, demo_copy, disk, monkeypatch, capsys, case):
     db = demo_copy("current")
-    monkeypatch.setattr(console.tui, "run_tui", lambda ctx, support=None, **_: 0)
+    monkeypatch.setattr(console.tui.tui, "run_tui", lambda ctx, support=None, **_: 0)
     if case == "a-file":
         target = tmp_path / "a-file"
         target.write_text("not a directory")
@@ -167,7 +167,7 @@ def _as_unprivileged_user() -> list[str]:
     paths = os.pathsep.join([str(ROOT), *site.getsitepackages()])
     for python in (sys.executable, f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"):
         prefix = [runuser, "-u", "nobody", "--", "env", f"PYTHONPATH={paths}", python]
-        probe = subprocess.run([*prefix, "-c", "import console.cli"], capture_output=True, timeout=30)
+        probe = subprocess.run([*prefix, "-c", "import console.cli.cli"], capture_output=True, timeout=30)
         if probe.returncode == 0:
             return prefix
     pytest.skip("no Python interpreter that the user nobody can run imports this package")
@@ -211,7 +211,7 @@ def test_inspect_with_a_full_tmpdir(demo_copy, disk, monkeypatch, capsys):
 
     db = demo_copy("current")
     monkeypatch.setattr(tempfile, "tempdir", str(disk.path))
-    monkeypatch.setattr(console.tui, "run_tui", lambda ctx, support=None, **_: 0)
+    monkeypatch.setattr(console.tui.tui, "run_tui", lambda ctx, support=None, **_: 0)
     code, err = run(capsys, "inspect", db)
     assert disk.entries() == []
     assert code == 3, err

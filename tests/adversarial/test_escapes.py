@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.cli import main
-from console.output import SafeStream
+from console.cli.cli import main
+from console.cli.output import SafeStream
 from tests.adversarial.hostile import HOSTILE, poison
 from tests.adversarial.tui import open_screen
 from widgets.safe_text import clean, is_clean
@@ -88,7 +88,7 @@ def test_json_keeps_the_exact_text(poisoned, capsys):
 
 
 def test_say_filters_messages_with_newlines_too(capsys):
-    from console.output import say
+    from console.cli.output import say
 
     say("first line\nsecond \x1b]2;HIJACKED\x07 line")
     out = capsys.readouterr().out
@@ -123,7 +123,7 @@ async def _assert_screen_clean(pilot, app, where: str, seen: list[str]):
 
 @pytest.mark.parametrize("read_only", [False, True])
 async def test_no_screen_shows_a_control_character(poisoned, tmp_path, make_app, read_only):
-    from console.screens.approvals import ApprovalsScreen
+    from console.tui.screens.approvals import ApprovalsScreen
 
     path = tmp_path / "archon.db"
     shutil.copyfile(poisoned, path)

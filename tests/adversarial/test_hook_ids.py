@@ -2,7 +2,7 @@
 
 A NUL in an id made `Popen` raise `ValueError: embedded null byte` for `$ARCHON_REQUEST_ID`; the worker
 caught only `OSError`, died, and every later hook was silently never run while the stream went on.
-Now each job's failure stays that job's (console/hooks.py), and an id an environment cannot carry as
+Now each job's failure stays that job's (console/cli/hooks.py), and an id an environment cannot carry as
 the text it is reaches its hook only on stdin.
 """
 
@@ -17,7 +17,7 @@ from datetime import timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.hooks import ENV_ID_MAX, HookPolicy, HookRunner, env_safe, hook_environment
+from console.cli.hooks import ENV_ID_MAX, HookPolicy, HookRunner, env_safe, hook_environment
 from tests.test_approvals_helpers import NOW, add_request, connect
 from tests.test_watch import WAIT, db, new_request, watches  # noqa: F401 (fixtures)
 from widgets.safe_text import is_clean
@@ -149,7 +149,7 @@ def test_a_hook_reads_strict_json_whatever_the_row_holds():
     refuses (second attack round): the hook's stdin is strict JSON."""
     import math
 
-    from console.hooks import hook_input
+    from console.cli.hooks import hook_input
 
     line = hook_input({"id": "apr-1", "expires_at": math.inf, "n": [math.nan, -math.inf], "b": b"\xff"})
     bare: list[str] = []

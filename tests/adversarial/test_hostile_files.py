@@ -159,7 +159,7 @@ def test_every_command_survives_a_hostile_file(healthy, tmp_path, kind):
 
 async def test_the_detail_pane_shows_a_page_of_many_events(db, make_app):
     """Issue 17 9c: the TUI froze ~75 s at 1.6 GB on a request with 300,000 events."""
-    from console.screens.approvals import ApprovalsScreen
+    from console.tui.screens.approvals import ApprovalsScreen
     from widgets.timeline import Timeline
 
     add_events(db, "req-open", 20_000)

@@ -46,9 +46,9 @@ COMMANDS = (
 # Runs every command in one process (imports once), each through the CLI's `main`; prints results.
 DRIVER = r"""
 import io, json, sys, contextlib
-import console.tui
-console.tui.run_tui = lambda ctx, support=None, **_: 0
-from console.cli import main
+import console.tui.tui
+console.tui.tui.run_tui = lambda ctx, support=None, **_: 0
+from console.cli.cli import main
 db, commands = sys.argv[1], json.loads(sys.argv[2])
 results = []
 for argv in commands:

@@ -37,7 +37,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from console.cli import main
+from console.cli.cli import main
 from tests.adversarial.json_shapes import first_pending
 from tests.adversarial.tui import open_screen
 from widgets.safe_text import is_clean
@@ -477,7 +477,7 @@ async def _tour(app, pilot) -> list[str]:
 
 
 def _no_error_dialog(app) -> None:
-    """The unexpected-error dialog (console/screens: ErrorModal) is the screens' last line of defence."""
+    """The unexpected-error dialog (console/tui/screens: ErrorModal) is the screens' last line of defence."""
     assert type(app.screen).__name__ != "ErrorModal", type(app.screen).__name__
 
 

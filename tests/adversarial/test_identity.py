@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from console.cli import main
+from console.cli.cli import main
 from console.clock import db_time
 from console.db.connect import open_database
 from console.errors import Refusal, UsageError
@@ -170,7 +170,7 @@ def test_a_128_character_console_claim_prefix_is_nobody_s_claim(db, capsys, monk
 # --- the TUI decides through the same service ----------------------------------------------------
 
 async def test_the_console_refuses_the_login_s_own_request_and_archon_s_names(demo_copy, make_app):
-    from console.screens.approvals import ApprovalsScreen
+    from console.tui.screens.approvals import ApprovalsScreen
     from tests.tui.test_fidelity_flows import set_authority
     from tests.tui.test_flows import db as query, ready, select, settle
 
@@ -188,7 +188,7 @@ async def test_the_console_refuses_the_login_s_own_request_and_archon_s_names(de
 
 
 async def test_the_environments_screen_greys_every_claim_key_for_archon_s_names(demo_copy, make_app):
-    from console.screens.environments import EnvironmentsScreen
+    from console.tui.screens.environments import EnvironmentsScreen
     from tests.tui.test_flows import db as query, ready, select, settle
 
     path = demo_copy()
@@ -372,7 +372,7 @@ def test_unreadable_or_foreign_metadata_shows_no_account(metadata):
 
 
 def test_the_console_s_timelines_name_the_os_account(db, capsys, monkeypatch):
-    from console.screens.approval_detail import detail_events
+    from console.tui.screens.approval_detail import detail_events
 
     monkeypatch.delenv("ARCHON_CONSOLE_ACTOR", raising=False)
     assert cli(capsys, "approvals", "approve", "other", "--as", "bob", "--db", str(db))[0] == 0

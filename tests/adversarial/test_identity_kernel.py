@@ -28,7 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from console.cli import main
+from console.cli.cli import main
 from console.db.connect import open_database
 from console.errors import Refusal, UsageError
 from console.services import approvals, four_eyes, identity
@@ -291,7 +291,7 @@ def test_audit_shows_the_os_account_and_finds_events_by_login(db, capsys, monkey
 
 
 def test_watch_lines_and_json_name_the_os_account(db, monkeypatch):
-    from console.commands.watch import _line
+    from console.cli.commands.watch import _line
     from console.services import watch
 
     as_account(monkeypatch, "erin")

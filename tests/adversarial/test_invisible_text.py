@@ -31,8 +31,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.cli import main
-from console.output import SafeStream, table
+from console.cli.cli import main
+from console.cli.output import SafeStream, table
 from console.text import cells, json_lines, json_text, one_line
 from tests.adversarial.bounded import console, ended_cleanly, without_triggers
 from tests.adversarial.hostile import poison, poison_ids
@@ -212,7 +212,7 @@ MARKS_IN_NAME = 20_000
 
 async def test_a_project_name_of_combining_marks_draws_at_once(demo_copy, make_app):
     """F11: 'a' + 20,000 U+0301 as a project name took the TUI about a minute to draw."""
-    from console.screens.approvals import ApprovalsScreen
+    from console.tui.screens.approvals import ApprovalsScreen
     from tests.tui.test_flows import wait_until
     from widgets.lazy_table import LazyTable
 
@@ -237,7 +237,7 @@ NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 
 
 def test_every_field_of_an_audit_line_is_one_line():
-    from console.commands.audit import _text_line
+    from console.cli.commands.audit import _text_line
 
     for kind in ("approval", "environment", "profile"):
         event = SimpleNamespace(at="2026-12-01T11:00:00Z", event_type="t\nFORGED", kind=kind + "\nFORGED",
@@ -249,7 +249,7 @@ def test_every_field_of_an_audit_line_is_one_line():
 
 
 def test_every_field_of_a_watch_line_is_one_line():
-    from console.commands.watch import _line
+    from console.cli.commands.watch import _line
 
     for change in ("new", "approved"):
         event = SimpleNamespace(at="2026-12-01T11:00:00Z", change=change, request_id="r\nFORGED",
@@ -314,7 +314,7 @@ def test_whatever_y_copies_pastes_as_exactly_one_argument(ident):
 
 
 def test_completion_offers_only_shell_words(demo_copy, capsys):
-    from console.completion import candidates
+    from console.cli.completion import candidates
 
     path = demo_copy()
     conn = sqlite3.connect(path, isolation_level=None)
@@ -342,7 +342,7 @@ def test_the_shell_word_test_is_whole_and_ascii():
 
 async def test_y_refuses_an_id_with_shell_syntax_and_points_to_Y(demo_copy, make_app):
     """Finding 1: `y` copied `apr-…$(touch${IFS}/tmp/ae-pwned)`id`;x`, which ran when pasted."""
-    from console.screens.approvals import ApprovalsScreen
+    from console.tui.screens.approvals import ApprovalsScreen
     from tests.tui.test_flows import wait_until
     from widgets.lazy_table import LazyTable
 

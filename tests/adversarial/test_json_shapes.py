@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from console.cli import main
+from console.cli.cli import main
 from tests.adversarial.json_shapes import (
     DEEP_1100, deep_array, deep_mixed, deep_object, first_pending, json_shapes, large, poison_json,
     shape_text, unterminated,

@@ -92,8 +92,8 @@ def test_the_tui_starts_on_a_deep_request_and_quits_normally(deep_db):
 
 INJECT = """
 import sys
-from console import app
-from console.cli import main
+from console.tui import app
+from console.cli.cli import main
 
 SECRET = {secret!r}
 
@@ -145,7 +145,7 @@ async def _settled(app, pilot) -> None:
 
 async def _tour(app, pilot) -> list[str]:
     """Every screen, its detail pane, and search, as an operator would open them."""
-    from console.screens.approvals import ApprovalsScreen
+    from console.tui.screens.approvals import ApprovalsScreen
 
     await pilot.pause()
     await _settled(app, pilot)

@@ -56,8 +56,8 @@ def files(path: Path) -> tuple[Path, Path]:
 
 
 def make_live_app(path: Path, monkeypatch, tmp_path: Path, read_only: bool = False):
-    from console.app import ArchonConsole
-    from console.cli import Context
+    from console.tui.app import ArchonConsole
+    from console.cli.cli import Context
 
     monkeypatch.setenv("ARCHON_CONSOLE_KEYMAP", str(tmp_path / "no-keymap.toml"))
     ctx = Context(db_path=path, actor="alice", read_only=read_only, json=False, busy_timeout_ms=2000,
@@ -83,8 +83,8 @@ async def test_every_screen_keeps_the_connections_locks(tmp_path, monkeypatch, r
 
 
 async def _every_screen(path: Path, monkeypatch, tmp_path: Path, read_only: bool) -> None:
-    from console.screens.doctor import DoctorScreen
-    from console.screens.upgrade import UpgradeScreen
+    from console.tui.screens.doctor import DoctorScreen
+    from console.tui.screens.upgrade import UpgradeScreen
 
     app = make_live_app(path, monkeypatch, tmp_path, read_only=read_only)
     pid = os.getpid()
@@ -119,7 +119,7 @@ ARCHON = textwrap.dedent("""
 
 async def test_an_approval_after_doctor_reaches_the_file_when_archon_restarts(tmp_path, monkeypatch):
     """The reported scenario, end to end: doctor in the TUI, archon stops and starts, approve."""
-    from console.screens.doctor import DoctorScreen
+    from console.tui.screens.doctor import DoctorScreen
     from console.services import approvals
 
     path = wal_demo(tmp_path)

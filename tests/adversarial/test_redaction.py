@@ -18,7 +18,7 @@ from urllib.parse import quote
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from console.cli import main
+from console.cli.cli import main
 from console.services.bundle import bundle_members
 from console.services.doctor import run_doctor
 from console.services.redaction import ID, JSON_KEYS, Redactor, Shape, kept

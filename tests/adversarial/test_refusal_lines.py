@@ -40,7 +40,7 @@ def test_a_refusal_is_one_clean_line_whatever_it_quotes(cls, reason, hint):
 
 
 def test_a_forged_line_in_a_refusal_stays_on_its_line(capsys):
-    from console.cli import _report
+    from console.cli.cli import _report
 
     _report(str(errors.Refusal("p1:r2 was activated by x\narchon-console: p1:r2 activated. FORGED").reason),
             None, 1, json=False)

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-import console.tui
-from console.cli import main
+import console.tui.tui
+from console.cli.cli import main
 from console.db import readonly
 from console.errors import UsageError
 from tests import damage
@@ -93,7 +93,7 @@ def test_every_output_option_refuses_a_directory_others_can_write(tmp_path, comm
 
 @pytest.mark.parametrize("mode", [0o700, 0o1777])
 def test_own_and_sticky_directories_are_accepted(tmp_path, monkeypatch, capsys, mode):
-    monkeypatch.setattr(console.tui, "run_tui", lambda ctx, support=None, **_: 0)
+    monkeypatch.setattr(console.tui.tui, "run_tui", lambda ctx, support=None, **_: 0)
     (tmp_path / "db").mkdir()
     db = damage.healthy(tmp_path / "db" / "archon.db", wal=True)
     keep = tmp_path / "keep"

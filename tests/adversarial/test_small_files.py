@@ -20,9 +20,9 @@ from tests import damage
 from tests.adversarial.bounded import ROOT, _limit_memory, console, ended_cleanly
 
 READERS = {
-    "views": "from console.views import load; print(load(PATH)[1])",
-    "keymap": "from console.keymap import load_keymap; print(load_keymap(PATH)[1])",
-    "notify": "from console.attention import load_notify_config; print(load_notify_config(PATH)[1])",
+    "views": "from console.services.views import load; print(load(PATH)[1])",
+    "keymap": "from console.tui.keymap import load_keymap; print(load_keymap(PATH)[1])",
+    "notify": "from console.tui.attention import load_notify_config; print(load_notify_config(PATH)[1])",
 }
 
 
@@ -81,6 +81,6 @@ def test_a_watch_cursor_that_is_not_small_and_regular_is_a_usage_error(tmp_path,
 def test_an_ordinary_settings_file_is_still_read(tmp_path):
     path = tmp_path / "keymap.toml"
     path.write_text('[keys]\napprove = "ctrl+a"\n')
-    from console.keymap import load_keymap
+    from console.tui.keymap import load_keymap
 
     assert load_keymap(path) == ({"approve": "ctrl+a"}, None)

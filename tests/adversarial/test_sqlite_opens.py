@@ -81,7 +81,7 @@ _WATCHED_UPGRADE = textwrap.dedent("""
         return kept
     upgrade_run.reusable_snapshot = watched
 
-    from console.cli import main
+    from console.cli.cli import main
     sys.exit(main(["--db", db, "upgrade", "--force"]))
 """)
 

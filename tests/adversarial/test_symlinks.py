@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-import console.tui
-from console.cli import main
+import console.tui.tui
+from console.cli.cli import main
 from console.db import files
 from console.db.snapshot import snapshot_name
 from console.demo import generate
@@ -73,7 +73,7 @@ def plant(directory: Path, names, target: Path) -> list[Path]:
 
 
 def _no_tui(monkeypatch):
-    monkeypatch.setattr(console.tui, "run_tui", lambda ctx, support=None, **_: 0)
+    monkeypatch.setattr(console.tui.tui, "run_tui", lambda ctx, support=None, **_: 0)
 
 
 def test_inspect_keep_snapshot_does_not_write_through_a_planted_partial(tmp_path, shared, victim, monkeypatch, capsys):

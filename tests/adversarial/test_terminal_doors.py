@@ -85,7 +85,7 @@ def messages(app) -> list[str]:
 
 
 async def open_doctor(pilot, app):
-    from console.screens.doctor import DoctorScreen
+    from console.tui.screens.doctor import DoctorScreen
     from textual.widgets import DataTable
     from widgets.lazy_table import LazyTable
 
@@ -117,8 +117,8 @@ async def test_enter_on_a_finding_about_a_hostile_table_does_not_retitle_the_ter
 
 
 async def test_a_hostile_key_that_is_not_in_the_list_is_named_safely(hostile_copy, make_app):
-    from console.screens.approvals import ApprovalsScreen
-    from console.screens.doctor import DoctorScreen
+    from console.tui.screens.approvals import ApprovalsScreen
+    from console.tui.screens.doctor import DoctorScreen
     from widgets.lazy_table import LazyTable
 
     app = make_app(hostile_copy)
@@ -136,7 +136,7 @@ async def test_a_hostile_key_that_is_not_in_the_list_is_named_safely(hostile_cop
 
 
 async def test_y_refuses_a_hostile_id_and_Y_copies_it_escaped(hostile_copy, make_app):
-    from console.screens.approvals import ApprovalsScreen
+    from console.tui.screens.approvals import ApprovalsScreen
     from widgets.lazy_table import LazyTable
 
     app = make_app(hostile_copy, start="approvals")

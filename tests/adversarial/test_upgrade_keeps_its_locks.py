@@ -82,7 +82,7 @@ _VISITED_UPGRADE = textwrap.dedent("""
         return ran
     upgrade_run.apply_migration = apply_then_visit
 
-    from console.cli import main
+    from console.cli.cli import main
     code = main(sys.argv[3:])
     print(f"VISITS {len(visits)}", file=sys.stderr)
     sys.exit(code)

@@ -38,7 +38,7 @@ def demo_db(tmp_path, tmp_path_factory):
 
 
 def make_ctx(path: Path, *, actor: str = "alice", read_only: bool = False):
-    from console.cli import Context
+    from console.cli.cli import Context
 
     return Context(db_path=path, actor=actor, read_only=read_only, json=False, busy_timeout_ms=2000,
                    clock=fixed_clock(NOW), args=argparse.Namespace(),
@@ -53,7 +53,7 @@ def make_app(monkeypatch, tmp_path):
 
     def factory(path: Path, *, actor: str = "alice", read_only: bool = False, start: str | None = None,
                 poll_seconds: float = 0.2):
-        from console.app import ArchonConsole
+        from console.tui.app import ArchonConsole
 
         return ArchonConsole(make_ctx(path, actor=actor, read_only=read_only), start=start,
                              poll_seconds=poll_seconds)

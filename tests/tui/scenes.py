@@ -52,7 +52,7 @@ def _modal_over(name: str) -> Callable[[object], bool]:
 
 
 def _request_arrives(app) -> None:
-    """What the app posts when the poll finds a new pending request (console/app.py)."""
+    """What the app posts when the poll finds a new pending request (console/tui/app.py)."""
     from console.services.watch import QueueChange
 
     change = QueueChange("new", "apr-00000201", "prj-billing-worker", "billing-worker", "git_push", None,

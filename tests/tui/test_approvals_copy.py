@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from console.screens.approvals import ApprovalsScreen
+from console.tui.screens.approvals import ApprovalsScreen
 from tests.tui.test_flows import ready, select, wait_until
 
 REQUEST = "apr-00000192"

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from console.attention import (Attention, NotifyConfig, load_notify_config, osc777, osc9, title_sequence,
+from console.tui.attention import (Attention, NotifyConfig, load_notify_config, osc777, osc9, title_sequence,
                                wants_osc777)
-from console.screens.projects import OverviewScreen
+from console.tui.screens.projects import OverviewScreen
 from tests.tui.test_flows import ready, wait_until
 from widgets.safe_text import is_clean
 
@@ -102,7 +102,7 @@ async def test_quiet_keeps_only_the_title(demo_db, make_app, monkeypatch, quiet_
     path = demo_db()
     app = make_app(path, start="projects")
     # --quiet as the CLI passes it
-    from console.attention import load_notify_config as load
+    from console.tui.attention import load_notify_config as load
 
     app.attention.config = load(quiet=True)[0]
     async with app.run_test(size=(120, 40)) as pilot:

@@ -31,8 +31,8 @@ def test_widgets_are_archon_agnostic():
 def test_cli_and_services_do_not_load_textual():
     """At run time, every module of the services, the database code and the commands (import-linter
     checks the static graph; this catches an import made by name, e.g. through importlib)."""
-    code = ("import importlib, pkgutil, sys, console.cli as c; c.build_parser()\n"
-            "for pkg in ('console.services', 'console.db', 'console.commands'):\n"
+    code = ("import importlib, pkgutil, sys, console.cli.cli as c; c.build_parser()\n"
+            "for pkg in ('console.services', 'console.db', 'console.cli.commands'):\n"
             "    root = importlib.import_module(pkg)\n"
             "    for m in pkgutil.walk_packages(root.__path__, pkg + '.'):\n"
             "        importlib.import_module(m.name)\n"
@@ -42,5 +42,5 @@ def test_cli_and_services_do_not_load_textual():
     assert out.stdout.strip() == "False"
     imported = out.stderr.split()
     assert {"console.services.upgrade", "console.services.doctor.checks_schema", "console.db.migrations.registry",
-            "console.commands.inspect"} <= set(imported)
+            "console.cli.commands.inspect"} <= set(imported)
     assert len(imported) > 60, imported

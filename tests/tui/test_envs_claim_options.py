@@ -17,9 +17,9 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 
-from console.screens.confirm import ActionModal, ConfirmModal
-from console.screens.typed import TypedConfirmModal
-from console.screens.environments import EnvironmentsScreen
+from console.tui.screens.confirm import ActionModal, ConfirmModal
+from console.tui.screens.typed import TypedConfirmModal
+from console.tui.screens.environments import EnvironmentsScreen
 from console.services import environments as envs
 from tests.tui.test_flows import db, ready, select, settle, type_text, wait_until
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
-from console.screens.confirm import ConfirmModal
-from console.screens.environments import EnvironmentsScreen
+from console.tui.screens.confirm import ConfirmModal
+from console.tui.screens.environments import EnvironmentsScreen
 from tests.tui.test_flows import db, field, ready, select, settle, wait_until
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from console.screens.approvals import ApprovalsScreen
-from console.screens.reason import ReasonModal
-from console.screens.typed import TypedConfirmModal
+from console.tui.screens.approvals import ApprovalsScreen
+from console.tui.screens.reason import ReasonModal
+from console.tui.screens.typed import TypedConfirmModal
 from tests.tui.test_flows import db, ready, select, settle, table, type_text, wait_until
 
 
@@ -69,7 +69,7 @@ async def test_unknown_requester_asks_for_a_typed_confirmation_naming_the_proble
 
 async def test_rollback_dialog_refuses_a_revision_archon_would_replace_before_any_reason(demo_db, make_app):
     from console.db import execution_profiles as ep
-    from console.screens.profiles import ProfilesScreen
+    from console.tui.screens.profiles import ProfilesScreen
 
     path = demo_db()
     profile = {"provider_preference": "host", "eligible_workloads": ["build", "check"],
@@ -110,10 +110,10 @@ async def test_frozen_clock_drives_the_screen_but_not_the_write(demo_db, monkeyp
     import argparse
     from datetime import datetime, timezone
 
-    from console.app import ArchonConsole
-    from console.cli import Context
+    from console.tui.app import ArchonConsole
+    from console.cli.cli import Context
     from console.clock import parse_time, system_clock
-    from console.screens.error import ErrorModal
+    from console.tui.screens.error import ErrorModal
     from tests.tui.conftest import NOW_TEXT
 
     monkeypatch.setenv("ARCHON_CONSOLE_NOW", NOW_TEXT)

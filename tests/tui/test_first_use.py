@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from console.screens.approvals import ApprovalsScreen
-from console.screens.environments import EnvironmentsScreen
+from console.tui.screens.approvals import ApprovalsScreen
+from console.tui.screens.environments import EnvironmentsScreen
 from tests.tui.test_flows import db, field, ready, select, table, type_text, wait_until
 from widgets.lazy_table import LazyTable
 
@@ -165,8 +165,8 @@ async def test_detail_pane_never_shows_a_request_the_filter_removed(demo_db, mak
 # ---------------------------------------------------------------- 5. revoke says `invalidated`
 @size_ids
 async def test_revoke_dialog_and_glossary_say_invalidated(demo_db, make_app, size):
-    from console.screens.help import GLOSSARY
-    from console.screens.reason import ReasonModal
+    from console.tui.screens.help import GLOSSARY
+    from console.tui.screens.reason import ReasonModal
 
     path = demo_db()
     app = make_app(path)
@@ -208,8 +208,8 @@ async def test_claim_column_shows_holder_age_and_stale_on_screen(demo_db, make_a
 async def test_upgrade_screen_idle_shows_the_plan_and_steps_not_a_bar(demo_db, make_app, monkeypatch, size):
     from textual.widgets import ProgressBar, RichLog
 
-    from console.screens.typed import TypedConfirmModal
-    from console.screens.upgrade import UpgradeScreen, snapshot_label
+    from console.tui.screens.typed import TypedConfirmModal
+    from console.tui.screens.upgrade import UpgradeScreen, snapshot_label
 
     monkeypatch.setattr("console.db.snapshot.free_bytes", lambda path: 42 * 1024**3)
     path = demo_db(release="1.8.22", requests=20)
@@ -241,9 +241,9 @@ async def test_upgrade_screen_idle_shows_the_plan_and_steps_not_a_bar(demo_db, m
 # ---------------------------------------------------------------- 7, 11. the footer keeps what matters
 @size_ids
 async def test_footer_always_shows_help_and_quit_and_back_only_where_it_acts(demo_db, make_app, size):
-    from console.screens.doctor import DoctorScreen
-    from console.screens.projects import OverviewScreen
-    from console.screens.profiles import ProfilesScreen
+    from console.tui.screens.doctor import DoctorScreen
+    from console.tui.screens.projects import OverviewScreen
+    from console.tui.screens.profiles import ProfilesScreen
 
     path = demo_db()
     app = make_app(path)
@@ -295,8 +295,8 @@ async def test_a_key_that_cannot_act_says_why(demo_db, make_app, size):
 
 @size_ids
 async def test_in_inspect_the_reason_is_the_support_snapshot(demo_db, make_app, size):
-    from console.app import ArchonConsole
-    from console.support import SupportInfo
+    from console.tui.app import ArchonConsole
+    from console.tui.support import SupportInfo
     from tests.tui.conftest import make_ctx
 
     make_app  # sets the test's keymap and clipboard environment
@@ -315,9 +315,9 @@ async def test_in_inspect_the_reason_is_the_support_snapshot(demo_db, make_app, 
 # ---------------------------------------------------------------- 11. the smaller ones
 @size_ids
 async def test_smaller_ones_on_screen(demo_db, make_app, size):
-    from console.screens.command_line import CommandLine
-    from console.screens.doctor import DoctorScreen
-    from console.screens.projects import OverviewScreen
+    from console.tui.screens.command_line import CommandLine
+    from console.tui.screens.doctor import DoctorScreen
+    from console.tui.screens.projects import OverviewScreen
 
     path = demo_db()
     app = make_app(path)
@@ -366,7 +366,7 @@ async def test_smaller_ones_on_screen(demo_db, make_app, size):
 
 def test_pending_column_reads_one_way():
     from console.models.projects import ProjectSummary
-    from console.screens.projects import _pending
+    from console.tui.screens.projects import _pending
 
     def project(pending_approvals, pending_expiring_within_hour=None, pending_overdue=None):
         return ProjectSummary({"id": "p"}, None, None, pending_approvals, pending_expiring_within_hour, pending_overdue)

@@ -11,15 +11,15 @@ import time
 
 import pytest
 
-from console.screens.approvals import ApprovalsScreen
-from console.screens.bulk_results import BulkResultsModal
-from console.screens.confirm import ActionModal, ConfirmModal
-from console.screens.environments import EnvironmentsScreen
-from console.screens.error import ErrorModal
-from console.screens.profiles import ProfilesScreen
-from console.screens.reason import ReasonModal
-from console.screens.typed import TypedConfirmModal
-from console.screens.upgrade import UpgradeScreen
+from console.tui.screens.approvals import ApprovalsScreen
+from console.tui.screens.bulk_results import BulkResultsModal
+from console.tui.screens.confirm import ActionModal, ConfirmModal
+from console.tui.screens.environments import EnvironmentsScreen
+from console.tui.screens.error import ErrorModal
+from console.tui.screens.profiles import ProfilesScreen
+from console.tui.screens.reason import ReasonModal
+from console.tui.screens.typed import TypedConfirmModal
+from console.tui.screens.upgrade import UpgradeScreen
 from widgets.lazy_table import LazyTable
 
 
@@ -385,7 +385,7 @@ async def test_another_process_write_shows_within_two_seconds(demo_db, make_app)
     """The app polls `PRAGMA data_version` every POLL_SECONDS; the first poll after another process
     commits reloads what is on screen. The test runs that one poll itself and waits on the app's
     workers instead of the wall clock, which a loaded machine stretches."""
-    from console.app import POLL_SECONDS
+    from console.tui.app import POLL_SECONDS
 
     assert POLL_SECONDS <= 1.0  # the first poll after a write comes within a second, the reload after it
     path = demo_db()

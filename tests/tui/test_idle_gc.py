@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from console.idle_gc import NO_AUTOMATIC_FULL_COLLECTION, IdleCollector
+from console.tui.idle_gc import NO_AUTOMATIC_FULL_COLLECTION, IdleCollector
 
 
 class Clock:

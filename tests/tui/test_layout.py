@@ -9,8 +9,8 @@ import re
 import time
 from pathlib import Path
 
-from console.screens.approvals import ApprovalsScreen
-from console.screens.environments import EnvironmentsScreen
+from console.tui.screens.approvals import ApprovalsScreen
+from console.tui.screens.environments import EnvironmentsScreen
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,7 +56,7 @@ def test_no_screen_measures_the_width_itself():
     pattern = re.compile(r"set_class\([^)]*width|styles\.(height|width)\s*=")
     offenders = [
         f"{path.relative_to(ROOT)}:{n}"
-        for path in sorted((ROOT / "console" / "screens").glob("*.py"))
+        for path in sorted((ROOT / "console" / "tui" / "screens").glob("*.py"))
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if pattern.search(line)
     ]

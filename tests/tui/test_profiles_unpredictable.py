@@ -7,7 +7,7 @@ import sqlite3
 
 from console.db import execution_profiles as ep
 from console.db.connect import open_database
-from console.screens.reason import ReasonModal
+from console.tui.screens.reason import ReasonModal
 from console.services import profiles
 from tests.tui.test_flows import db, ready, table, wait_until
 
@@ -15,7 +15,7 @@ SENTENCE = "so the console cannot promise what that start does with it"
 
 
 async def test_contradicted_database_greys_activate_with_the_services_sentence(demo_db, make_app):
-    from console.screens.profiles import ProfilesScreen
+    from console.tui.screens.profiles import ProfilesScreen
 
     path = demo_db()
     conn = sqlite3.connect(path)  # archon stored a check policy with a key the console's normaliser drops
@@ -55,7 +55,7 @@ async def test_contradicted_database_greys_activate_with_the_services_sentence(d
 async def test_a_release_the_console_does_not_know_greys_activate_with_the_services_sentence(demo_db, make_app):
     """Attack round on issue 18, finding 1: on a partly 1.10.0 file the console cannot say which
     start comes next, so `A` is greyed for every revision with the service's sentence."""
-    from console.screens.profiles import ProfilesScreen
+    from console.tui.screens.profiles import ProfilesScreen
 
     path = demo_db()
     conn = sqlite3.connect(path)

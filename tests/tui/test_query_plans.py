@@ -18,10 +18,10 @@ import sqlite3
 
 import pytest
 
-from console.cli import Context
-from console.screens.approvals import ApprovalsScreen
-from console.screens.environments import EnvironmentsScreen
-from console.screens.projects import OverviewScreen
+from console.cli.cli import Context
+from console.tui.screens.approvals import ApprovalsScreen
+from console.tui.screens.environments import EnvironmentsScreen
+from console.tui.screens.projects import OverviewScreen
 from tests.tui.conftest import NOW_TEXT
 from tests.tui.test_flows import ready
 

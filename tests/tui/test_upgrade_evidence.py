@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from console.screens.upgrade import UpgradeScreen
+from console.tui.screens.upgrade import UpgradeScreen
 from tests.tui.test_flows import settle, wait_until
 
 

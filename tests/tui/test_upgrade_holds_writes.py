@@ -19,14 +19,14 @@ import threading
 
 import pytest
 
-from console.screens import upgrade as upgrade_screen
-from console.screens.approvals import ApprovalsScreen, decision_greying
-from console.screens.base import UPGRADE_REASON, ConsoleScreen
-from console.screens.error import ErrorModal
-from console.screens.reason import ReasonModal
-from console.screens.registry import SCREENS
-from console.screens.typed import TypedConfirmModal
-from console.screens.upgrade import UpgradeScreen
+from console.tui.screens import upgrade as upgrade_screen
+from console.tui.screens.approvals import ApprovalsScreen, decision_greying
+from console.tui.screens.base import UPGRADE_REASON, ConsoleScreen
+from console.tui.screens.error import ErrorModal
+from console.tui.screens.reason import ReasonModal
+from console.tui.screens.registry import SCREENS
+from console.tui.screens.typed import TypedConfirmModal
+from console.tui.screens.upgrade import UpgradeScreen
 from tests.tui.test_flows import db, ready, table, type_text, wait_until
 
 ARGUMENTS = {"project": "atlas-api"}  # screens that need one to open
@@ -188,7 +188,7 @@ async def test_doctor_waits_while_an_upgrade_runs(demo_db, make_app, monkeypatch
     """Doctor runs in a child process: another user of the file, which the upgrade's per-step holder
     check would take for archon and stop the upgrade part-way for (attack round 3, finding 5). While
     the console's own upgrade runs, the doctor screen starts no child and says why; r runs it after."""
-    from console.screens.doctor import DoctorScreen
+    from console.tui.screens.doctor import DoctorScreen
     from console import isolation
 
     started = []

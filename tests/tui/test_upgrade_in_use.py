@@ -12,8 +12,8 @@ import sqlite3
 import pytest
 
 from console.db import execution_profiles as profiles
-from console.screens.typed import TypedConfirmModal
-from console.screens.upgrade import UpgradeScreen
+from console.tui.screens.typed import TypedConfirmModal
+from console.tui.screens.upgrade import UpgradeScreen
 from tests.adversarial.test_upgrade_while_open import Holder
 from tests.tui.test_flows import settle, type_text, wait_until
 

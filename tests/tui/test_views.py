@@ -7,12 +7,12 @@ import os
 
 import pytest
 
-from console import views
-from console.cli import main
+from console.services import views
+from console.cli.cli import main
 from console.errors import UsageError
-from console.screens.approvals import ApprovalsScreen
-from console.screens.environments import EnvironmentsScreen
-from console.screens.projects import OverviewScreen
+from console.tui.screens.approvals import ApprovalsScreen
+from console.tui.screens.environments import EnvironmentsScreen
+from console.tui.screens.projects import OverviewScreen
 from tests.tui.test_flows import ready, table, wait_until
 
 
@@ -98,7 +98,7 @@ async def test_envs_views_and_a_vanished_project(demo_db, make_app, views_file):
 
 
 async def test_palette_lists_saved_views(demo_db, make_app, views_file):
-    from console.palette import NavigationCommands
+    from console.tui.palette import NavigationCommands
 
     views.save("mine", views.parse("approvals", "kind=git_push"))
     app = make_app(demo_db(), start="projects")

@@ -1,6 +1,6 @@
 """What an upgrade plans and what it did: the typed values the CLI, its `--json` and the screen share.
 
-`to_json` is the one place the JSON form is made (console/commands/upgrade.py prints it), so the
+`to_json` is the one place the JSON form is made (console/cli/commands/upgrade.py prints it), so the
 screen's attributes and the CLI's JSON cannot disagree.
 """
 

@@ -1,0 +1,450 @@
+"""The command line: `archon-console [global options] COMMAND ...`, or the TUI with no command.
+
+Global options are accepted before or after the subcommand. Each command family lives in
+`console/cli/commands/<family>.py` with a `register(subparsers, parents)` function; the handler gets
+a `Context` and returns an exit code. Commands other than the TUI never import textual.
+Exit codes: 0 done, 1 refused by a rule, 2 usage error, 3 the database cannot be used.
+With `--json` anywhere in argv, every outcome is JSON on stdout, errors too (`_emit_error`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sqlite3
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from console.clock import Clock, frozen_now, frozen_write_note, system_clock, write_clock
+from console.errors import EXIT_REFUSED, EXIT_UNUSABLE, EXIT_USAGE, ConsoleError
+from console.cli.commands.options import finite_number
+from console.db.paths import resolve_db_path
+from console.signals import Stopped, as_stop, stop_signals_unwind
+
+COMMAND_MODULES = (
+    "console.cli.commands.demo",
+    "console.cli.commands.upgrade",
+    "console.cli.commands.projects",
+    "console.cli.commands.profiles",
+    "console.cli.commands.approvals",
+    "console.cli.commands.envs",
+    "console.cli.commands.doctor",
+    "console.cli.commands.inspect",
+    "console.cli.commands.audit",
+    "console.cli.commands.reference",
+    "console.cli.commands.completion",
+)
+
+# Which module registers each subcommand, so a command imports only its own family
+# (start-up time is part of `approvals list` latency).
+COMMAND_OWNERS = {
+    "demo": "console.cli.commands.demo",
+    "upgrade": "console.cli.commands.upgrade",
+    "restore": "console.cli.commands.upgrade",
+    "projects": "console.cli.commands.projects",
+    "profiles": "console.cli.commands.profiles",
+    "approvals": "console.cli.commands.approvals",
+    "envs": "console.cli.commands.envs",
+    "doctor": "console.cli.commands.doctor",
+    "inspect": "console.cli.commands.inspect",
+    "audit": "console.cli.commands.audit",
+    "help": "console.cli.commands.reference",
+    "completion": "console.cli.commands.completion",
+}
+_OPTIONS_WITH_VALUE = {"--db", "--as", "--busy-timeout"}
+
+
+def _words(argv: list[str]) -> list[str]:
+    """The bare words of argv up to a `--`, skipping the values of global options."""
+    words: list[str] = []
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+        elif token == "--":
+            break
+        elif token in _OPTIONS_WITH_VALUE:
+            skip = True
+        elif not token.startswith("-"):
+            words.append(token)
+    return words
+
+
+def named_command(argv: list[str]) -> str | None:
+    """The subcommand in argv, skipping global option values; None for help or the TUI."""
+    words = _words(argv)
+    return words[0] if words and words[0] in COMMAND_OWNERS else None
+
+
+def _named_action(argv: list[str]) -> str | None:
+    """The word after the subcommand (`list` in `approvals list`), for families that build only
+    the action named (a module with `ACTIONS`); None when there is none."""
+    words = _words(argv)
+    return words[1] if len(words) > 1 else None
+
+
+def _opens_tui(argv: list[str]) -> bool:
+    """No subcommand and no help asked for: argv only holds global options."""
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+        elif token in _OPTIONS_WITH_VALUE:
+            skip = True
+        elif token in ("-h", "--help") or not token.startswith("-"):
+            return False
+    return True
+
+
+@dataclass
+class Context:
+    """What every command needs, resolved once from the global options."""
+
+    db_path: Path
+    actor: str
+    read_only: bool
+    json: bool
+    busy_timeout_ms: int
+    clock: Clock  # reading and rendering (may be frozen by $ARCHON_CONSOLE_NOW)
+    args: argparse.Namespace
+    write_clock: Clock = write_clock  # every write (console/clock.py `write_clock`: the real clock)
+    write_note: str | None = None  # set by write_now() while $ARCHON_CONSOLE_NOW is set
+
+    def write_now(self):
+        """`now` for a write; remembers whether the frozen clock had to be ignored to say so."""
+        at = self.write_clock()
+        self.write_note = frozen_write_note(at)
+        return at
+
+    def open(self, *, read_only: bool | None = None):
+        from console.db.connect import open_database
+
+        return open_database(
+            self.db_path,
+            read_only=self.read_only if read_only is None else read_only,
+            busy_timeout_ms=self.busy_timeout_ms,
+        )
+
+
+def default_actor() -> str:
+    env = os.environ.get("ARCHON_CONSOLE_ACTOR")
+    if env:
+        return env
+    import getpass  # only when the environment names nobody
+
+    try:
+        return getpass.getuser()
+    except Exception:  # no login name in some containers
+        return "unknown"
+
+
+def global_options(*, suppress: bool) -> argparse.ArgumentParser:
+    """Global options; on subparsers their defaults are suppressed so a value given before the
+    subcommand is not overwritten by the subparser's default."""
+    parent = argparse.ArgumentParser(add_help=False)
+    default = (lambda value: argparse.SUPPRESS) if suppress else (lambda value: value)
+    parent.add_argument("--db", metavar="PATH", default=default(None),
+                        help="archon database (default: $ARCHON_DB_PATH, else ~/.archon/archon.db)")
+    parent.add_argument("--as", dest="actor", metavar="NAME", default=default(None),
+                        help="who is acting (default: $ARCHON_CONSOLE_ACTOR, else the login name)")
+    parent.add_argument("--read-only", action="store_true", default=default(False),
+                        help="never write; refuse every change")
+    parent.add_argument("--json", action="store_true", default=default(False),
+                        help="machine-readable output")
+    parent.add_argument("--busy-timeout", type=finite_number("seconds", maximum=3600), metavar="SECONDS", default=default(5.0),
+                        help="how long to wait for archon's write lock (default 5)")
+    return parent
+
+
+class UsageProblem(Exception):
+    """argparse's complaint about the command line, raised instead of printed, so `--json` can
+    answer it as JSON; `usage` is the usage line of the parser that complained."""
+
+    def __init__(self, message: str, usage: str):
+        super().__init__(message)
+        self.message = message
+        self.usage = usage
+
+
+class ConsoleArgumentParser(argparse.ArgumentParser):
+    """Every parser of the CLI (subparsers inherit the class): usage errors are raised, not printed."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageProblem(message, self.format_usage())
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    parser = ConsoleArgumentParser(
+        prog="archon-console",
+        description="Administration console for archon's SQLite database. "
+        "With no command, opens the terminal console.",
+        parents=[global_options(suppress=False)],
+    )
+    parser.add_argument("--version", action="store_true",
+                        help="print the console's version (with --json: also the archon releases and "
+                        "the ledger format it knows) and exit")
+    parser.add_argument("--quiet", action="store_true",
+                        help="the console itself: no toast, bell or desktop notification when a request "
+                        "arrives (the window title still counts what is pending)")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parents = [global_options(suppress=True)]
+    named = named_command(argv) if argv is not None else None
+    if named:
+        modules: tuple[str, ...] = (COMMAND_OWNERS[named],)
+    elif argv is not None and _opens_tui(argv):
+        modules = ()  # the console itself: no command family is needed to parse its options
+    else:
+        modules = COMMAND_MODULES
+    for name in modules:  # a missing module is a broken installation: it raises, never skipped
+        module = importlib.import_module(name)
+        action = _named_action(argv) if named and argv is not None else None
+        if action is not None and action in getattr(module, "ACTIONS", ()):
+            module.register(subparsers, parents, action)
+        else:
+            module.register(subparsers, parents)
+    return parser
+
+
+def _declared(name: str) -> str:
+    """`--as=` names nobody: a usage error, never a silent fall back to the default."""
+    if not name:
+        from console.errors import UsageError
+
+        raise UsageError("--as was given an empty name; pass --as NAME, or leave it out to act under your login.")
+    return name
+
+
+def make_context(args: argparse.Namespace) -> Context:
+    frozen_now()  # a `$ARCHON_CONSOLE_NOW` that is not a time is a usage error before anything runs
+    return Context(
+        db_path=resolve_db_path(args.db),
+        actor=default_actor() if args.actor is None else _declared(args.actor),
+        read_only=bool(args.read_only),
+        json=bool(args.json),
+        busy_timeout_ms=int(float(args.busy_timeout) * 1000),
+        clock=system_clock,
+        args=args,
+    )
+
+
+def _not_utf8(argv: list[str]) -> str | None:
+    """The first argument that is not valid UTF-8 (Python keeps such bytes as lone surrogates)."""
+    for token in argv:
+        try:
+            token.encode("utf-8")
+        except UnicodeEncodeError:
+            return repr(os.fsencode(token))[1:]  # the bytes as typed: '\xff\xfe', not surrogates
+    return None
+
+
+def wants_json(argv: list[str]) -> bool:
+    """`--json` anywhere before a `--`: decided from argv, so it holds before parsing succeeds."""
+    for token in argv:
+        if token == "--":
+            return False
+        if token == "--json":
+            return True
+    return False
+
+
+def _emit_error(reason: str, hint: str | None, code: int, **extra) -> None:
+    """The one shape of a failure under --json: a single object on stdout, nothing else there."""
+    from console.cli.output import emit_json
+
+    value = {"ok": False, "error": reason, "hint": hint, "exit": code}
+    if code == EXIT_REFUSED:
+        value["wrote"] = []
+    emit_json({**value, **extra})
+
+
+def _report(reason: str, hint: str | None, code: int, *, json: bool, note: str | None = None) -> int:
+    """Say a failure once: JSON on stdout with --json, else the sentence (and hint) on stderr."""
+    if json:
+        _emit_error(reason, hint, code, **({"clock_note": note} if note else {}))
+        return code
+    print(f"archon-console: {reason}", file=sys.stderr)
+    if hint:
+        print(hint, file=sys.stderr)
+    if note:
+        print(note, file=sys.stderr)
+    return code
+
+
+def _version(as_json: bool) -> int:
+    """`--version`: the package version; the registry is imported only for --json."""
+    from console import __version__
+
+    if not as_json:
+        print(f"archon-console {__version__}")
+        return 0
+    from console.db.detect import LEDGER_META_TABLE, LEDGER_TABLE, MIGRATION_SET
+    from console.db.migrations.registry import CURRENT_RELEASE, MIGRATIONS, RELEASES
+    from console.cli.output import emit_json
+
+    emit_json({
+        "version": __version__,
+        "releases": list(RELEASES),
+        "current_release": CURRENT_RELEASE,
+        "ledger": {"tables": [LEDGER_TABLE, LEDGER_META_TABLE], "migration_set": MIGRATION_SET,
+                   "steps": len(MIGRATIONS), "last_step": MIGRATIONS[-1].id},
+    })
+    return 0
+
+
+def _unexpected(exc: BaseException, *, json: bool = False) -> int:
+    """Last line of defence: one sentence and exit 3, never a traceback on the operator's terminal.
+
+    `ARCHON_CONSOLE_DEBUG=1` re-raises, for the developer who wants the traceback.
+    """
+    if os.environ.get("ARCHON_CONSOLE_DEBUG"):
+        raise exc
+    from console.text import one_line
+
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f" ({one_line(exc.filename)})" if exc.filename else ""
+        reason = f"the system refused a file operation{where}: {exc.strerror}"
+    elif isinstance(exc, sqlite3.Error):
+        reason = f"SQLite refused: {one_line(exc)}"
+    else:
+        reason = f"unexpected {type(exc).__name__}: {one_line(exc, 200)}"
+    if json:
+        return _report(f"{reason}. Nothing further was done.",
+                       "Rerun with ARCHON_CONSOLE_DEBUG=1 to see where it happened.", EXIT_UNUSABLE, json=True)
+    print(f"archon-console: {reason}. Nothing further was done; "
+          "rerun with ARCHON_CONSOLE_DEBUG=1 to see where it happened.", file=sys.stderr)
+    return EXIT_UNUSABLE
+
+
+def main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    _search_path_without_working_directory()
+    if argv[:1] == ["__complete"]:  # the shell's completion function, never a person
+        from console.cli.completion import complete_main
+
+        return complete_main(argv[1:])
+    as_json = wants_json(argv)
+    bad = _not_utf8(argv)
+    if bad is not None:
+        return _report(f"the argument {bad} is not valid UTF-8; ids, names and paths must be.", None,
+                       EXIT_USAGE, json=as_json)
+    from console.cli.output import SafeStream
+
+    # Every byte the CLI prints passes the one sanitiser, whichever command printed it.
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeStream(sys.stdout), SafeStream(sys.stderr)
+    try:
+        with stop_signals_unwind():  # SIGTERM/SIGHUP unwind like Ctrl-C: private copies are removed
+            _remove_leftovers()
+            return _main(argv)
+    except Stopped as exc:  # arrived outside _main's own handler (parsing, or its last lines)
+        return exc.exit_code
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _search_path_without_working_directory() -> None:
+    """Drop `$PATH` entries that name the working directory (empty, `.`, any relative path,
+    `/proc/self/cwd` and anything else under `/proc` or `/dev/fd`: console/isolation.py `fixed_place`).
+
+    Every program this process starts by name (a hook's commands, the clipboard's `xclip`) is found
+    through PATH; a relative entry would find one planted beside the user's database instead
+    (issue 17; console/isolation.py does the same for the child interpreter's `sys.path`).
+    """
+    from console.isolation import fixed_place  # (lazily: the start-up import budget)
+
+    entries = os.environ.get("PATH", "").split(os.pathsep)
+    kept = [entry for entry in entries if fixed_place(entry)]
+    if "PATH" in os.environ and kept != entries:
+        # (an empty PATH would again mean the working directory, to a shell and to execvp)
+        os.environ["PATH"] = os.pathsep.join(kept) or os.defpath
+
+
+def _remove_leftovers() -> None:
+    """Private copies of the user's data that killed runs (kill -9) left in the temp directory.
+
+    Every start pays for this, so it is one `scandir` of the temp directory with a name-prefix
+    filter (console/db/files.py `leftovers_possible`); only when a name of ours is there is the
+    full check (owner, process alive, file type) run.
+    """
+    try:
+        from console.db.files import leftovers_possible, remove_stale
+
+        if leftovers_possible():
+            remove_stale()
+    except Exception:  # noqa: BLE001 - housekeeping never stops a command
+        pass
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str], as_json: bool) -> argparse.Namespace:
+    """parse_args; under --json, `--help`'s text is answered as `{"ok": true, "help": TEXT}`."""
+    if not as_json:
+        return parser.parse_args(argv)
+    import contextlib
+    import io
+
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            return parser.parse_args(argv)
+    except SystemExit:
+        from console.cli.output import emit_json
+
+        emit_json({"ok": True, "help": printed.getvalue()})
+        raise
+
+
+def _main(argv: list[str]) -> int:
+    as_json = wants_json(argv)
+    ctx: Context | None = None
+    try:
+        parser = build_parser(argv)
+        try:
+            args = _parse(parser, argv, as_json)
+        except SystemExit as exc:  # --help printed its text
+            return int(exc.code or 0)
+        except UsageProblem as exc:
+            if as_json:
+                _emit_error(exc.message, "See `archon-console help` for the commands and their options.",
+                            EXIT_USAGE, usage=" ".join(exc.usage.split()))
+            else:
+                sys.stderr.write(exc.usage)
+                print(f"archon-console: error: {exc.message}", file=sys.stderr)
+            return EXIT_USAGE
+        if args.version:
+            return _version(bool(args.json))
+        ctx = make_context(args)
+        handler = getattr(args, "handler", None)
+        if handler is None:
+            from console.tui.tui import run_tui  # the only path that imports textual
+
+            return run_tui(ctx)
+        return int(handler(ctx) or 0)
+    except ConsoleError as exc:
+        return _report(exc.reason, exc.hint, exc.exit_code, json=as_json,
+                       note=ctx.write_note if ctx is not None else None)
+    except Stopped as exc:
+        return _report(f"stopped by {exc.name}; nothing further was written and temporary copies were removed.",
+                       None, exc.exit_code, json=as_json)
+    except KeyboardInterrupt:
+        return _report("interrupted; nothing further was written.", None, 130, json=as_json)
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - see _unexpected
+        stop = as_stop(exc)  # a signal that interrupted a statement (console/signals.py)
+        if isinstance(stop, Stopped):
+            return _report(f"stopped by {stop.name}; nothing further was written and temporary copies were removed.",
+                           None, stop.exit_code, json=as_json)
+        if stop is not None:
+            return _report("interrupted; nothing further was written.", None, 130, json=as_json)
+        from console.db.limits import explain
+
+        limit = explain(exc)  # a value or a statement over the limits (console/db/limits.py)
+        if limit is not None:
+            return _report(limit.reason, limit.hint, limit.exit_code, json=as_json)
+        return _unexpected(exc, json=as_json)
+
+
+__all__ = ["Context", "EXIT_USAGE", "build_parser", "main"]

@@ -1,0 +1,93 @@
+"""`archon-console inspect PATH [--keep-snapshot DIR]`: support mode.
+
+Takes a consistent snapshot of someone's database into a private 0700 directory (see
+`console/db/readonly.py`: nothing next to PATH is created or changed, even while archon writes)
+and opens the TUI on the snapshot, read-only, with a SUPPORT badge naming PATH and the snapshot
+time. The snapshot is removed on exit unless `--keep-snapshot DIR` is given.
+
+`prepare_inspection` is the part without a terminal, so tests can check it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from console.clock import system_clock
+from console.db.files import private_dir
+from console.db.readonly import snapshot_copy
+from console.errors import DatabaseUnusable, UsageError
+from console.tui.support import SupportInfo
+
+
+@dataclass
+class Inspection:
+    original: Path
+    snapshot: Path
+    taken_at: datetime
+    workdir: Path | None  # the private temp directory to remove, None when the copy is kept
+
+    @property
+    def support(self) -> SupportInfo:
+        return SupportInfo(original=self.original, snapshot=self.snapshot, taken_at=self.taken_at)
+
+    def cleanup(self) -> None:
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
+
+
+def prepare_inspection(path: str | Path, keep_dir: str | Path | None = None, *, now: datetime | None = None) -> Inspection:
+    """Snapshot `path`; into `keep_dir` (kept) or a private temp directory (removed by `cleanup`)."""
+    original = Path(path).expanduser().resolve()
+    taken_at = now or system_clock()
+    name = f"{original.stem}.support-{taken_at.strftime('%Y%m%dT%H%M%SZ')}.sqlite"
+    if keep_dir is not None:
+        keep = Path(keep_dir).expanduser()
+        if keep.resolve() == original.parent:
+            raise UsageError("--keep-snapshot must not be the database's own directory (nothing is written there).")
+        return Inspection(original, snapshot_copy(original, keep, name=name, option="--keep-snapshot"), taken_at, None)
+    try:
+        workdir = private_dir("inspect")  # mode 0700, named for this process (console/db/files.py)
+    except OSError as exc:
+        raise DatabaseUnusable(f"Cannot create a private directory in {tempfile.gettempdir()}: "
+                               f"{exc.strerror or exc}.", "Point TMPDIR at a directory you can write to.") from None
+    try:
+        snapshot = snapshot_copy(original, workdir, name=name)
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    return Inspection(original, snapshot, taken_at, workdir)
+
+
+def cmd_inspect(ctx) -> int:
+    inspection = prepare_inspection(ctx.args.path, ctx.args.keep_snapshot, now=ctx.clock())
+    try:
+        snap_ctx = dataclasses.replace(ctx, db_path=inspection.snapshot, read_only=True)
+        from console.tui.tui import run_tui  # the only import of textual
+
+        return run_tui(snap_ctx, support=inspection.support)
+    finally:
+        inspection.cleanup()
+        if ctx.args.keep_snapshot:
+            print(f"Snapshot kept at {inspection.snapshot}")
+
+
+def register(subparsers, parents) -> None:
+    p = subparsers.add_parser(
+        "inspect", parents=parents, help="support mode: open a read-only snapshot of a database",
+        description="Snapshots PATH with the SQLite backup API into a private temporary directory "
+        "(including commits still in its -wal) and opens the console on the snapshot, read-only, with "
+        "a SUPPORT badge. Nothing next to PATH is created or changed. The snapshot is deleted on exit "
+        "unless --keep-snapshot DIR is given.",
+    )
+    p.add_argument("path", metavar="PATH", help="the database to inspect")
+    p.add_argument("--keep-snapshot", metavar="DIR", default=None, help="keep the snapshot in DIR")
+    p.set_defaults(handler=cmd_inspect)
+
+
+__all__ = ["Inspection", "prepare_inspection", "register"]

@@ -1,0 +1,231 @@
+"""Saved views: a list screen and its filters under a name, shared by the TUI and the CLI.
+
+Typed after `:` as `approvals status=pending project=alpha kind=git_push expiring<60` (or
+`envs state=ready project=alpha claimed=yes`), stored by `:save NAME` in
+`~/.config/archon-console/services/views.toml` (or the file `$ARCHON_CONSOLE_VIEWS` names), opened by
+`:view NAME`, the command palette, and `archon-console approvals list --view NAME` / `envs list
+--view NAME`. A view stores the expression as typed, so the file stays readable and editable:
+
+    [views.mine]
+    screen = "approvals"
+    filters = "status=pending project=alpha expiring<60"
+
+The file is replaced atomically (an exclusively created temporary file renamed over it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from console.small_files import read_small_text
+from console.errors import UsageError
+
+VIEWS_ENV = "ARCHON_CONSOLE_VIEWS"
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_TERM = re.compile(r"^(?P<key>[a-z_]+)(?P<op>=|<)(?P<value>.*)$")
+APPROVAL_STATUSES = ("pending", "approved", "denied", "cancelled", "expired", "invalidated", "consumed")
+# Which keys each screen takes, and with which operator.
+KEYS = {
+    "approvals": {"status": "=", "project": "=", "kind": "=", "search": "=", "expiring": "<"},
+    "envs": {"state": "=", "project": "=", "claimed": "="},
+}
+
+
+@dataclass(frozen=True)
+class View:
+    """A screen and its filters; `filters` keeps the typed order (it is also how the view is shown)."""
+
+    screen: str
+    filters: tuple[tuple[str, str], ...] = ()
+
+    def get(self, key: str) -> str | None:
+        return dict(self.filters).get(key)
+
+    def expression(self) -> str:
+        return " ".join(f"{k}{KEYS[self.screen][k]}{v}" for k, v in self.filters)
+
+    def without(self, key: str) -> "View":
+        return View(self.screen, tuple((k, v) for k, v in self.filters if k != key))
+
+
+def is_expression(text: str | None) -> bool:
+    """`status=pending ...` is a filter expression; a bare word is the old `:approvals PROJECT`."""
+    return bool(text) and any(_TERM.match(word) for word in text.split())
+
+
+def parse(screen: str, text: str | None) -> View:
+    """`key=value` terms (and `expiring<MINUTES`) for `screen`; one sentence when one is wrong."""
+    if screen not in KEYS:
+        raise UsageError(f"Only the approvals and envs lists have filters; :{screen} does not.")
+    terms: dict[str, str] = {}
+    for word in (text or "").split():
+        m = _TERM.match(word)
+        if not m:
+            raise UsageError(f"{word!r} is not a filter; write key=value, e.g. {_example(screen)}.")
+        key, op, value = m["key"], m["op"], m["value"]
+        if key not in KEYS[screen]:
+            raise UsageError(f"{screen} has no filter {key!r}; it has {', '.join(KEYS[screen])}.")
+        if op != KEYS[screen][key]:
+            raise UsageError(f"write {key}{KEYS[screen][key]}VALUE, not {key}{op}VALUE.")
+        if not value:
+            raise UsageError(f"{key}{op} needs a value.")
+        terms[key] = _checked(screen, key, value)
+    return View(screen, tuple(terms.items()))
+
+
+def _example(screen: str) -> str:
+    return ("status=pending project=alpha kind=git_push expiring<60" if screen == "approvals"
+            else "state=ready project=alpha claimed=yes")
+
+
+def _checked(screen: str, key: str, value: str) -> str:
+    if key == "status":
+        parts = [p for p in value.lower().split(",") if p]
+        bad = [p for p in parts if p not in APPROVAL_STATUSES + ("all",)]
+        if bad or not parts:
+            raise UsageError(f"status={value}: use {', '.join(APPROVAL_STATUSES)}, a comma list, or all.")
+        return ",".join(parts)
+    if key == "kind" and value not in ("git_push", "custom_check"):
+        raise UsageError(f"kind={value}: use git_push or custom_check.")
+    if key == "expiring":
+        if not value.isdigit() or not 0 < int(value) <= 10**6:
+            raise UsageError(f"expiring<{value}: give whole minutes, e.g. expiring<60.")
+        return str(int(value))
+    if key == "state":
+        from console.services.environments import STATES
+
+        if value not in STATES + ("any",):
+            raise UsageError(f"state={value}: use {', '.join(STATES)} or any.")
+    if key == "claimed" and value not in ("yes", "no"):
+        raise UsageError(f"claimed={value}: use yes or no.")
+    return value
+
+
+# ------------------------------------------------------------------ the file
+def views_path() -> Path:
+    explicit = os.environ.get(VIEWS_ENV)
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "archon-console" / "views.toml"
+
+
+def load(path: Path | None = None) -> tuple[dict[str, View], str | None]:
+    """Every saved view, and a sentence about the entries that were skipped (never fatal)."""
+    path = path or views_path()
+    try:
+        data = tomllib.loads(read_small_text(path))
+    except FileNotFoundError:
+        return {}, None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        return {}, f"Ignored the saved views in {path}: {exc}"
+    views, skipped = {}, []
+    table = data.get("views", {})
+    for name, entry in (table.items() if isinstance(table, dict) else []):
+        try:
+            if not isinstance(entry, dict) or not NAME.match(str(name)):
+                raise UsageError("not a view")
+            views[str(name)] = parse(str(entry.get("screen")), str(entry.get("filters", "")))
+        except UsageError:
+            skipped.append(str(name))
+    warning = f"Skipped saved views that are not valid: {', '.join(skipped)}" if skipped else None
+    return views, warning
+
+
+def find(name: str, path: Path | None = None) -> View:
+    views, _ = load(path)
+    if name not in views:
+        known = ", ".join(sorted(views)) or "none saved yet"
+        raise UsageError(f"No saved view {name!r} ({known}); save one with :save NAME in the console.")
+    return views[name]
+
+
+def open_view(handle, name: str, screen: str | None = None) -> tuple[View, str | None]:
+    """The saved view `name` as it can be opened on this database, and a sentence when it cannot be
+    opened as saved: a view outlives projects, and one whose project is gone opens unfiltered.
+    The TUI (`:view`) and the CLI (`--view`) both open views here."""
+    from console.services.resolve import project_known
+
+    view = find(name)
+    if screen is not None and view.screen != screen:
+        raise UsageError(f"The view {name!r} is a view of :{view.screen}, not of :{screen}.")
+    project = view.get("project")
+    if project and not project_known(handle, project):
+        return View(view.screen), (f"The view {name} names project {project!r}, which is not in this database; "
+                                   f"it opens unfiltered.")
+    return view, None
+
+
+def save(name: str, view: View, path: Path | None = None) -> Path:
+    """Add or replace `name`; the whole file is rewritten from what it holds (comments are not kept)."""
+    if not NAME.match(name):
+        raise UsageError(f"{name!r} cannot name a view; use letters, digits, '.', '_' or '-' (at most 64).")
+    path = path or views_path()
+    views, _ = load(path)
+    views[name] = view
+    from console.db.files import create_exclusive, publish, require_output_dir, temp_prefix
+
+    require_output_dir(path.parent, "The views file's directory", create=True)
+    lines = ["# Saved views of archon-console (:save NAME, :view NAME, `approvals list --view NAME`)."]
+    for key in sorted(views):
+        v = views[key]
+        lines += ["", f"[views.{key}]", f"screen = {_toml_string(v.screen)}",
+                  f"filters = {_toml_string(v.expression())}"]
+    tmp = create_exclusive(path.parent, temp_prefix("views"))
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        publish(tmp, path, no_clobber=False)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def _toml_string(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in escaped) + '"'
+
+
+# ------------------------------------------------------------------ into each list's filters
+def approval_filters(view: View):
+    from console.services.approval_queue import Filters, parse_statuses
+
+    expiring = view.get("expiring")
+    return Filters(statuses=parse_statuses(view.get("status") or "pending"), project=view.get("project"),
+                   kind=view.get("kind"), search=view.get("search"),
+                   expiring_within_minutes=float(expiring) if expiring else None)
+
+
+def approvals_view(filters) -> View:
+    terms = []
+    statuses = filters.statuses
+    terms.append(("status", "all" if statuses is None else ",".join(statuses)))
+    for key, value in (("project", filters.project), ("kind", filters.kind), ("search", filters.search)):
+        if value:
+            terms.append((key, value))
+    if filters.expiring_within_minutes is not None:
+        terms.append(("expiring", str(int(filters.expiring_within_minutes))))
+    return parse("approvals", " ".join(f"{k}{KEYS['approvals'][k]}{v}" for k, v in terms))
+
+
+def env_view(state: str | None, project: str | None, claimed: bool) -> View:
+    terms = [("state", state or "any")]
+    if project:
+        terms.append(("project", project))
+    if claimed:
+        terms.append(("claimed", "yes"))
+    return View("envs", tuple(terms))
+
+
+__all__ = ["View", "approval_filters", "approvals_view", "env_view", "find", "is_expression", "load", "open_view",
+           "parse", "save", "views_path"]

@@ -1,0 +1,414 @@
+"""The console application: navigation, live refresh, themes, and the command palette.
+
+Screens are pushed as the operator navigates (`:envs`, Enter on a project) and popped by Escape,
+like k9s. A timer polls `PRAGMA data_version` in a thread worker; when another process committed,
+every screen on the stack reloads what it shows (keeping the selection) and an open action dialog
+re-checks the row it acts on.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from rich.text import Text
+from textual import events, on, work
+from textual.app import App
+from textual.binding import Binding
+from textual.message import Message
+
+from console.tui.attention import Attention, load_notify_config
+from console.tui.idle_gc import IdleCollector
+from console.tui.keymap import load_keymap, unknown_ids
+from console.tui.screens.base import ConsoleScreen
+from console.services import views
+from console.errors import EXIT_UNUSABLE, UsageError
+from console.tui.screens.registry import command_words, lookup, parse_command
+from console.services import navigation
+from console.services.watch import arrivals, own_changes, pending_count, start_position
+from console.tui.support import SupportInfo
+from console.tui.session import Session
+from widgets.safe_text import clean
+from widgets.terminal_guard import GuardedApp
+
+POLL_SECONDS = 0.5
+PREFETCH_WAIT_SECONDS = 0.1
+
+
+def _navigation_commands() -> type:
+    """The palette's provider, imported when the palette first opens: `textual.command` and the
+    widgets it brings cost ~50 ms that the first paint should not wait for."""
+    from console.tui.palette import NavigationCommands
+
+    return NavigationCommands
+
+
+MODAL_MODULES = ("bulk_results", "command_line", "confirm", "error", "help", "reason", "typed")
+
+
+def known_binding_ids() -> set[str]:
+    """Every binding id a keymap may name: the app's, every screen's and dialog's, the table's.
+    Imports every screen, so it runs only when a keymap file has entries."""
+    import importlib
+
+    from console.tui.screens.registry import SCREENS
+    from widgets.lazy_table import LazyTable
+
+    classes: list[type] = [ArchonConsole, ConsoleScreen, LazyTable]
+    classes += [entry.screen_class() for entry in SCREENS]
+    for name in MODAL_MODULES:
+        module = importlib.import_module(f"console.tui.screens.{name}")
+        classes += [v for v in vars(module).values() if isinstance(v, type) and hasattr(v, "BINDINGS")]
+    ids = set()
+    for cls in classes:
+        for klass in cls.__mro__:
+            for binding in vars(klass).get("BINDINGS", ()):
+                if isinstance(binding, Binding) and binding.id:
+                    ids.add(binding.id)
+    return ids
+
+
+class ArchonConsole(GuardedApp, App):
+    """`GuardedApp` first: its `notify`, title validators and `copy_to_clipboard` clean or refuse database
+    text whatever the caller did, and its filter pictures any control left in a painted line."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "archon-console"
+    COMMANDS = App.COMMANDS | {_navigation_commands}
+    ENABLE_COMMAND_PALETTE = True
+    # Below 110 columns every screen carries `-narrow` and app.tcss stacks the table over the detail.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
+
+    BINDINGS = [
+        Binding("colon", "command_line", "Command", key_display=":", id="app.command_line"),
+        Binding("question_mark,f1", "help", "Help", key_display="?", id="app.help"),
+        Binding("ctrl+t", "toggle_theme", "Theme", id="app.theme", show=False),
+        Binding("q", "quit", "Quit", id="app.quit"),
+    ]
+
+    class DataChanged(Message):
+        """Another connection committed."""
+
+    class WritesHeldChanged(Message):
+        """An upgrade started or ended (console/tui/session.py `hold_writes`): every screen's write
+        keys grey or come back."""
+
+    class StartChosen(Message):
+        """Where the console opens, read in a thread (`_choose_start`)."""
+
+        def __init__(self, screen: str) -> None:
+            super().__init__()
+            self.screen = screen
+
+    class PendingChanged(Message):
+        """New pending requests arrived (maybe none) and how many wait now (None: no approvals)."""
+
+        def __init__(self, arrived: tuple[Any, ...], count: int | None) -> None:
+            super().__init__()
+            self.arrived = arrived
+            self.count = count
+
+    def __init__(self, ctx: Any, support: SupportInfo | None = None, *, session: Session | None = None,
+                 start: str | None = None, poll_seconds: float = POLL_SECONDS) -> None:
+        super().__init__()
+        if self.no_color:  # NO_COLOR: the terminal's own colours, not Textual's greys (widgets/plain_filter.py)
+            from textual.filter import Monochrome, NoColor
+
+            from widgets.plain_filter import PlainFilter
+
+            self._filters = [f for f in self._filters if not isinstance(f, (Monochrome, NoColor))] + [PlainFilter()]
+        self.install_clean_filter()
+        self.ctx = ctx
+        self.support = support
+        self.session = session or Session(ctx)
+        self.start = start
+        self.poll_seconds = poll_seconds
+        # The baseline is taken before anything is read (and before the UI runs), so a commit
+        # made while the first screen loads is seen by the first poll.
+        self._data_version: int | None = self.session.data_version()
+        self._collector = IdleCollector()
+        # Arrivals are counted from here: what was pending before the console opened is no news.
+        quiet = bool(getattr(getattr(ctx, "args", None), "quiet", False))
+        notify_config, self.notify_warning = load_notify_config(quiet=quiet)
+        self.attention = Attention(notify_config, self._terminal_write)
+        self._arrival_position = self.session.run(start_position)
+        self._own_changes: int | None = None
+        self._polling = False
+        release = self.session.release
+        self.release_label = f"archon {release}" if release else "unknown release"
+        self._prefetched: tuple[str, str | None, Any] | None = None
+        self._start_entry = self._start_screen_entry()
+        if self._start_entry is not None:
+            entry, arg = self._start_entry
+            try:
+                prefetched = entry.screen_class().prefetch(self.session, arg)
+            except Exception:  # the screen reads again on mount, and reports errors there
+                prefetched = None
+            if prefetched is not None:
+                # The UI is not running yet: a short wait here lets the first frame show rows
+                # (the thread gets the whole interpreter); a slow database just misses it.
+                prefetched.wait(PREFETCH_WAIT_SECONDS)
+                self._prefetched = (entry.name, arg, prefetched)
+        overrides, self.keymap_warning = load_keymap()
+        if overrides:
+            unknown = unknown_ids(overrides, known_binding_ids())
+            if unknown:
+                self.keymap_warning = f"{self.keymap_warning} {unknown}" if self.keymap_warning else unknown
+            self.set_keymap(overrides)
+
+    # ------------------------------------------------------------ last line of defence
+    def _handle_exception(self, error: Exception) -> None:
+        """Whatever escaped a screen, worker or timer ends the app with one sentence and exit 3, as
+        console/cli/cli.py `_unexpected` does for a command. Textual's own handler prints a Rich
+        traceback with every frame's local variables: database text (a request's JSON, its ids) on
+        the operator's terminal. The sentence names only the exception's type, never its message
+        (which can quote the database). `ARCHON_CONSOLE_DEBUG=1` keeps Textual's traceback."""
+        if os.environ.get("ARCHON_CONSOLE_DEBUG"):
+            super()._handle_exception(error)
+            return
+        self._return_code = EXIT_UNUSABLE
+        if self._exception is None:  # the first one is the cause; what follows is the app unwinding
+            self._exception = error  # Pilot re-raises it after the test, so the suite still sees it
+            self._exception_event.set()
+            from textual.worker import WorkerFailed
+
+            cause = error.error if isinstance(error, WorkerFailed) else error
+            self._exit_renderables.clear()
+            self.exit(None, EXIT_UNUSABLE, Text(
+                f"archon-console: the console stopped on an unexpected {type(cause).__name__}; nothing "
+                "further was written. Rerun with ARCHON_CONSOLE_DEBUG=1 to see where it happened."))
+        else:  # failing again while it shuts down: stop processing at once, as Textual would
+            self._close_messages_no_wait()
+
+    # ------------------------------------------------------------ start
+    def on_mount(self) -> None:
+        self.title = "archon-console"
+        self.sub_title = clean(str(self.session.db_path), one_line=True)
+        if self.keymap_warning:
+            self.notify(self.keymap_warning, severity="warning", markup=False)
+        if self.notify_warning:
+            self.notify(self.notify_warning, severity="warning", markup=False)
+        if not isinstance(self.screen, ConsoleScreen):  # no start screen was given, or not a valid one
+            if self.start:
+                self.navigate(self.start)
+            else:
+                self._choose_start()
+        self.set_interval(self.poll_seconds, self._poll)
+        self._collector.start()
+        self.set_interval(1.0, self._collector.tick)
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.InputEvent):
+            self._collector.note_input()
+        await super().on_event(event)
+
+    def _start_screen_entry(self) -> tuple[Any, str | None] | None:
+        if self.start:
+            entry, arg, _ = parse_command(self.start)
+            if entry is not None and (arg or not entry.argument):
+                return entry, arg
+        return None
+
+    def get_default_screen(self) -> Any:
+        """The start screen itself, when known, is the bottom of the stack: the first frame shows
+        it (no blank frame, no push). Otherwise a blank screen until `_choose_start` decides."""
+        if self._start_entry is not None:
+            entry, arg = self._start_entry
+            return entry.build(arg)
+        return super().get_default_screen()
+
+    def take_prefetched(self, command: str, argument: str | None) -> Any | None:
+        """What `ConsoleScreen.prefetch` started for the start screen, handed over once."""
+        prefetched, self._prefetched = self._prefetched, None
+        if prefetched is not None and prefetched[:2] == (command, argument):
+            return prefetched[2]
+        return None
+
+    @work(thread=True, exclusive=True, group="start", exit_on_error=False)
+    def _choose_start(self) -> None:
+        """The approval queue when anything is pending, else the overview (read in a thread)."""
+        try:
+            name = self.session.run(navigation.start_screen)
+        except Exception:
+            name = "projects"
+        self.post_message(self.StartChosen(name))
+
+    @on(StartChosen)
+    def _start_chosen(self, message: StartChosen) -> None:
+        self.navigate(message.screen)
+
+    # ------------------------------------------------------------ navigation
+    def navigate(self, name: str, argument: str | None = None) -> None:
+        entry, arg, word = parse_command(name)
+        if argument:  # a row's exact key: never re-split or stripped (an id may end in a line break)
+            arg = argument
+        if word in ("q", "quit"):
+            self.exit(0)
+            return
+        if word in ("help", "?"):
+            self.action_help()
+            return
+        if word in ("save", "view"):
+            self._view_command(word, arg)
+            return
+        if entry is not None and arg and entry.name in views.KEYS and views.is_expression(arg):
+            try:
+                views.parse(entry.name, arg)
+            except UsageError as exc:
+                self.notify(exc.reason, severity="warning", markup=False)
+                return
+        if entry is None:
+            tries = ", ".join(f":{w}" for w in command_words().split(" | "))
+            self.notify(f"No screen called {clean(word, one_line=True)!r}. Try {tries}.", severity="warning",
+                        markup=False)
+            return
+        if entry.argument and not arg:
+            self.notify(f":{entry.name} needs {entry.argument}.", severity="warning", markup=False)
+            return
+        top = self.screen
+        if isinstance(top, ConsoleScreen) and top.COMMAND == entry.name and getattr(top, "argument", None) == arg:
+            return
+        self.push_screen(entry.build(arg))
+
+    def _view_command(self, word: str, name: str | None) -> None:
+        """`:save NAME` keeps this list and its filters; `:view NAME` opens a saved one. The views
+        file is the user's, but its text is shown like database text: through the one sanitiser."""
+        def say(text: str, severity: str = "information") -> None:
+            self.notify(clean(text, one_line=True), severity=severity, markup=False)
+
+        if not name:
+            say(f":{word} needs a NAME (saved views: {', '.join(sorted(views.load()[0])) or 'none yet'}).",
+                "warning")
+            return
+        try:
+            if word == "save":
+                view = self._current_view()
+                if view is None:
+                    say("Only the approvals and envs lists can be saved as views.", "warning")
+                    return
+                path = views.save(name, view)
+                say(f"Saved view {name}: :{view.screen} {view.expression()} (in {path}).")
+                return
+            view, note = self.session.run(views.open_view, name)
+        except UsageError as exc:
+            say(exc.reason, "warning")
+            return
+        except OSError as exc:
+            say(f"Could not save the view: {exc.strerror or exc}.", "error")
+            return
+        if note:
+            say(note, "warning")
+        self.push_screen(lookup(view.screen).build(view.expression() or None))
+
+    def _current_view(self) -> "views.View | None":
+        screen: Any = self.screen
+        if getattr(screen, "COMMAND", None) == "approvals":
+            return views.approvals_view(screen.filters)
+        if getattr(screen, "COMMAND", None) == "envs":
+            return views.env_view(screen.state, screen.argument, screen.claimed)
+        return None
+
+    async def run_action(self, action: Any, default_namespace: Any = None, namespaces: Any = None) -> bool:
+        """A key whose action cannot act now (greyed in the Footer) says why instead of nothing."""
+        if await super().run_action(action, default_namespace, namespaces):
+            return True
+        if isinstance(action, str) and isinstance(default_namespace, ConsoleScreen):
+            target, name, params = self._parse_action(action, default_namespace, namespaces)
+            if target is default_namespace and target.check_action(name, params) is None:
+                return target.explain_unavailable(name)
+        return False
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "back":  # hidden where there is nothing to go back to (the first screen)
+            return self._can_go_back()
+        return True
+
+    def _can_go_back(self) -> bool:
+        """Whether a console screen lies under the topmost one (a dialog over it does not count)."""
+        screens = [s for s in self.screen_stack if isinstance(s, ConsoleScreen)]
+        return len(screens) > 1
+
+    def action_back(self) -> None:
+        """Pop back to the previous console screen; the first one stays."""
+        stack = self.screen_stack
+        if len(stack) > 1 and isinstance(stack[-2], ConsoleScreen):
+            self.pop_screen()
+
+    def action_command_line(self) -> None:
+        from console.tui.screens.command_line import CommandLine
+
+        def done(value: str | None) -> None:
+            if value:
+                self.navigate(value)
+
+        self.push_screen(CommandLine(), done)
+
+    def action_help(self) -> None:
+        from console.tui.screens.help import HelpScreen
+
+        if isinstance(self.screen, HelpScreen):
+            return
+        self.push_screen(HelpScreen(self.screen))
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
+
+    # ------------------------------------------------------------ live refresh
+    def _poll(self) -> None:
+        # A poll still running (a slow disk, a long read holding the session) is left to finish:
+        # cancelling it would only lose its answer, and the next tick asks again.
+        if self._polling:
+            return
+        self._polling = True
+        self._poll_worker()
+
+    @work(thread=True, group="poll", exit_on_error=False)
+    def _poll_worker(self) -> None:
+        try:
+            self._poll_once()
+        finally:
+            self._polling = False
+
+    def _poll_once(self) -> None:
+        if self.session.upgrading:
+            # Held while an upgrade runs: refreshing every screen after each step would read a
+            # schema between two steps with the shape detected before the run, and every read
+            # holds the file's lock a step is waiting for. The first poll after the run sees the
+            # changed data_version and refreshes everything once.
+            return
+        version = self.session.data_version()
+        changed = self._data_version is not None and version != self._data_version
+        if changed:
+            self.post_message(self.DataChanged())
+        self._data_version = version
+        # Another process committed, or the console wrote itself (or this is the first poll):
+        # look for new pending requests and recount what waits.
+        own = self.session.run(own_changes)
+        if changed or own != self._own_changes:
+            self._own_changes = own
+            arrived, self._arrival_position = self.session.run(arrivals, self._arrival_position)
+            self.post_message(self.PendingChanged(tuple(arrived), self.session.run(pending_count)))
+
+    def on_archon_console_pending_changed(self, message: PendingChanged) -> None:
+        self.attention.count(message.count)
+        self.attention.arrived(self, message.arrived)
+
+    def _terminal_write(self, sequence: str) -> None:
+        """Raw escape sequences (title, desktop notification), sent the way `App.bell` sends BEL."""
+        if not self.is_headless and self._driver is not None:
+            self._driver.write(sequence)
+
+    def on_archon_console_writes_held_changed(self, message: WritesHeldChanged) -> None:
+        for screen in self.screen_stack:
+            if isinstance(screen, ConsoleScreen):
+                screen.refresh_bindings()
+
+    def on_archon_console_data_changed(self, message: DataChanged) -> None:
+        for screen in self.screen_stack:
+            if isinstance(screen, ConsoleScreen):
+                screen.refresh_data()
+
+    def on_unmount(self) -> None:
+        self.attention.restore()
+        self._collector.stop()
+        self.session.close()
