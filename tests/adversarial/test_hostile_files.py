@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests import damage
+from tests.tui.test_flows import wait_until
 from tests.adversarial.bounded import (
     add_endless_triggers,
     add_events,
@@ -165,15 +166,12 @@ async def test_the_detail_pane_shows_a_page_of_many_events(db, make_app):
     add_events(db, "req-open", 20_000)
     app = make_app(db, read_only=True, start="approvals")
     async with app.run_test(size=(160, 50)) as pilot:
-        deadline = time.monotonic() + 60
-        while not (isinstance(app.screen, ApprovalsScreen) and app.screen.detail is not None):
-            assert time.monotonic() < deadline, "the detail pane never filled"
-            await pilot.pause(0.05)
+        await wait_until(pilot, lambda: isinstance(app.screen, ApprovalsScreen) and app.screen.detail is not None,
+                         timeout=60, what="the detail pane filled")
         assert app.screen.detail.id == "req-open" and len(app.screen.detail.events) == 200
         def shown() -> str:
             return str(app.screen.query_one("#detail-events", Timeline).render())
 
-        while "…and" not in shown():  # the timeline paints after the detail arrives
-            assert time.monotonic() < deadline, shown()
-            await pilot.pause(0.05)
+        # the timeline paints after the detail arrives
+        await wait_until(pilot, lambda: "…and" in shown(), timeout=60, what="the timeline painted")
         assert "…and 19,801 earlier events" in shown()

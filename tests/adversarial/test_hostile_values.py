@@ -40,6 +40,7 @@ from hypothesis import strategies as st
 from console.cli.cli import main
 from tests.adversarial.json_shapes import first_pending
 from tests.adversarial.tui import open_screen
+from tests.tui.test_flows import settle
 from widgets.safe_text import is_clean
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -442,11 +443,7 @@ def _read_until(stream, wanted: bytes, timeout: float = 60) -> bytes:
 # --- the main screens ------------------------------------------------------------------------------
 
 async def _settled(app, pilot) -> None:
-    await pilot.pause()
-    deadline = time.monotonic() + 60
-    while any(worker.is_running for worker in app.workers) and time.monotonic() < deadline:
-        await pilot.pause(0.02)
-    await pilot.pause()
+    await settle(pilot, app)  # every worker's end, not a polling deadline
 
 
 async def _tour(app, pilot) -> list[str]:
