@@ -134,14 +134,19 @@ def test_the_frozen_table_is_what_0_1_0_computed():
         assert migration.checksum != CHECKSUMS_0_1_0[migration.id]
 
 
-def _as_written_by_0_1_0(path, tool_version="0.1.0"):
+def _as_written_with(path, checksums: dict[str, str], tool_version: str = "0.1.0") -> None:
+    """The ledger as a console that computed `checksums` and called itself `tool_version` left it."""
     conn = sqlite3.connect(path, isolation_level=None)
-    for name, checksum in CHECKSUMS_0_1_0.items():
+    for name, checksum in checksums.items():
         conn.execute(
             "UPDATE _archon_console_ledger SET checksum = ?, tool_version = ? WHERE name = ?",
             (checksum, tool_version, name),
         )
     conn.close()
+
+
+def _as_written_by_0_1_0(path, tool_version="0.1.0"):
+    _as_written_with(path, CHECKSUMS_0_1_0, tool_version)
 
 
 def test_a_ledger_written_by_0_1_0_is_accepted(tmp_path, capsys):
@@ -242,13 +247,7 @@ def test_the_project_packages_are_pyprojects():
 def _as_written_by_main_before_0_2_0(path, tool_version="0.1.0"):
     from console.db.migrations.legacy_checksums import CHECKSUMS_0_1_0_PACKAGE
 
-    conn = sqlite3.connect(path, isolation_level=None)
-    for name, checksum in CHECKSUMS_0_1_0_PACKAGE.items():
-        conn.execute(
-            "UPDATE _archon_console_ledger SET checksum = ?, tool_version = ? WHERE name = ?",
-            (checksum, tool_version, name),
-        )
-    conn.close()
+    _as_written_with(path, CHECKSUMS_0_1_0_PACKAGE, tool_version)
 
 
 def test_a_ledger_written_before_the_profile_algorithms_were_covered_is_accepted(tmp_path):

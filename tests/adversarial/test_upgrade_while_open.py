@@ -18,18 +18,9 @@ from pathlib import Path
 import pytest
 
 from console.errors import EXIT_OK, EXIT_UNUSABLE
+from tests.adversarial.test_restore_while_open import HOLDER  # the same archon stand-in
 from tests.upgrade_helpers import REPO, db_1820, dump, fingerprint_dir, ledger_names, run_cli
 
-HOLDER = textwrap.dedent("""
-    import sqlite3, sys
-    path, how = sys.argv[1], sys.argv[2]
-    conn = sqlite3.connect(path, isolation_level=None)
-    if how == "read-transaction":
-        conn.execute("BEGIN")
-    conn.execute("SELECT count(*) FROM projects").fetchone()  # idle afterwards unless in a transaction
-    print("ready", flush=True)
-    sys.stdin.read()
-""")
 
 
 class Holder:

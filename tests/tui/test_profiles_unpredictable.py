@@ -15,8 +15,6 @@ SENTENCE = "so the console cannot promise what that start does with it"
 
 
 async def test_contradicted_database_greys_activate_with_the_services_sentence(demo_db, make_app):
-    from console.tui.screens.profiles import ProfilesScreen
-
     path = demo_db()
     conn = sqlite3.connect(path)  # archon stored a check policy with a key the console's normaliser drops
     profile = {"provider_preference": "host", "eligible_workloads": ["build", "chat_build", "check"],
@@ -35,27 +33,13 @@ async def test_contradicted_database_greys_activate_with_the_services_sentence(d
         handle.close()
     target = next(r for r in listed if r.activation_refused and SENTENCE in r.activation_refused)
     active_before = db(path, "SELECT active_execution_profile_revision_id FROM projects WHERE id='prj-atlas-api'")
-    app = make_app(path, start="projects")
-    async with app.run_test(size=(120, 40)) as pilot:
-        app.navigate("project", "atlas-api")
-        await ready(pilot, app, ProfilesScreen)
-        t = table(app)
-        await wait_until(pilot, lambda: t.cursor_row is not None)
-        while t.cursor_key != target.id:
-            await pilot.press("down")
-        await wait_until(pilot, lambda: "activate" in app.screen.unavailable())
-        assert app.screen.unavailable()["activate"] == target.activation_refused  # one source: the service
-        assert app.screen.check_action("activate", ()) is not True
-        await pilot.press("A")
-        await wait_until(pilot, lambda: SENTENCE in str(app.screen.query_one("#detail-head").render()))
-        assert not isinstance(app.screen, ReasonModal)
+    await _activate_is_greyed(make_app, path, target, SENTENCE)
     assert db(path, "SELECT active_execution_profile_revision_id FROM projects WHERE id='prj-atlas-api'") == active_before
 
 
 async def test_a_release_the_console_does_not_know_greys_activate_with_the_services_sentence(demo_db, make_app):
     """Attack round on issue 18, finding 1: on a partly 1.10.0 file the console cannot say which
     start comes next, so `A` is greyed for every revision with the service's sentence."""
-    from console.tui.screens.profiles import ProfilesScreen
 
     path = demo_db()
     conn = sqlite3.connect(path)
@@ -69,6 +53,14 @@ async def test_a_release_the_console_does_not_know_greys_activate_with_the_servi
         handle.close()
     assert listed and all("cannot promise what archon's next start does" in r.activation_refused for r in listed)
     target = listed[0]
+    await _activate_is_greyed(make_app, path, target, "cannot promise")
+
+
+async def _activate_is_greyed(make_app, path, target, phrase: str) -> None:
+    """On `target`'s row of the profiles screen `A` is greyed with the service's own sentence (one
+    source), and pressing it says `phrase` in the detail head and opens no reason dialog."""
+    from console.tui.screens.profiles import ProfilesScreen
+
     app = make_app(path, start="projects")
     async with app.run_test(size=(120, 40)) as pilot:
         app.navigate("project", "atlas-api")
@@ -78,7 +70,8 @@ async def test_a_release_the_console_does_not_know_greys_activate_with_the_servi
         while t.cursor_key != target.id:
             await pilot.press("down")
         await wait_until(pilot, lambda: "activate" in app.screen.unavailable())
-        assert app.screen.unavailable()["activate"] == target.activation_refused
+        assert app.screen.unavailable()["activate"] == target.activation_refused  # one source: the service
+        assert app.screen.check_action("activate", ()) is not True
         await pilot.press("A")
-        await wait_until(pilot, lambda: "cannot promise" in str(app.screen.query_one("#detail-head").render()))
+        await wait_until(pilot, lambda: phrase in str(app.screen.query_one("#detail-head").render()))
         assert not isinstance(app.screen, ReasonModal)
