@@ -17,8 +17,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from console.db.connect import ArchonDatabase
+from console.errors import Refusal
+from console.isolation import call_isolated
 
 T = TypeVar("T")
+
+UPGRADE_REASON = "an upgrade is running: wait for it to finish"
 
 
 class Session:
@@ -100,6 +104,14 @@ class Session:
                 except sqlite3.ProgrammingError:  # the app exited during the run: the handle is closed
                     pass
                 self.upgrading = False
+
+    def isolated(self, function: str, *args: Any, **kwargs: Any) -> Any:
+        """`call_isolated` for a screen: a child process opens the database's files, so while this
+        console's own upgrade runs it would be another holder, and the upgrade's per-step check would
+        stop the run part-way (`hold_writes`). Refused then, for every child but the run itself."""
+        if self.upgrading:
+            raise Refusal(f"Not started: {UPGRADE_REASON}.")
+        return call_isolated(function, *args, **kwargs)
 
     def close(self) -> None:
         with self.lock:

@@ -188,17 +188,17 @@ async def test_doctor_waits_while_an_upgrade_runs(demo_db, make_app, monkeypatch
     """Doctor runs in a child process: another user of the file, which the upgrade's per-step holder
     check would take for archon and stop the upgrade part-way for (attack round 3, finding 5). While
     the console's own upgrade runs, the doctor screen starts no child and says why; r runs it after."""
+    from console.tui import session as session_module
     from console.tui.screens.doctor import DoctorScreen
-    from console import isolation
 
     started = []
-    real = isolation.call_isolated
+    real = session_module.call_isolated
 
     def counted(function, *args, **kwargs):
         started.append(function)
         return real(function, *args, **kwargs)
 
-    monkeypatch.setattr(isolation, "call_isolated", counted)
+    monkeypatch.setattr(session_module, "call_isolated", counted)
     path = demo_db()
     app = make_app(path, start="approvals")
     async with app.run_test(size=(120, 40)) as pilot:
@@ -213,3 +213,20 @@ async def test_doctor_waits_while_an_upgrade_runs(demo_db, make_app, monkeypatch
         await pilot.press("r")
         await wait_until(pilot, lambda: app.screen.report is not None, timeout=60)
         assert any("doctor" in f for f in started)
+
+
+def test_no_child_process_starts_while_the_upgrade_runs(demo_db, make_app):
+    """The class behind the doctor screen's wait: any child a screen starts (a plan on a second
+    upgrade screen, doctor) would be another holder of the file. `Session.isolated` refuses them all
+    while the upgrade runs, and starts them again after."""
+    from console.errors import Refusal
+
+    app = make_app(demo_db())
+    try:
+        with app.session.hold_writes():
+            for function in ("console.services.upgrade:plan_upgrade", "console.services.doctor:run_doctor"):
+                with pytest.raises(Refusal, match="an upgrade is running"):
+                    app.session.isolated(function, app.session.db_path)
+        assert app.session.isolated("console.services.upgrade:plan_upgrade", app.session.db_path).path
+    finally:
+        app.session.close()

@@ -25,6 +25,7 @@ from textual.widgets import Header
 from textual.worker import Worker, WorkerState
 
 from console.errors import Refusal
+from console.tui.session import UPGRADE_REASON
 from console.tui.screens.error import ErrorModal
 from widgets import clipboard
 from widgets.badge import Badge
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
 
 READ_ONLY_REASON = "read-only mode (--read-only): nothing can be written"
 SUPPORT_REASON = "support snapshot: read-only"
-UPGRADE_REASON = "an upgrade is running: wait for it to finish"
 EXPLAIN_AGAIN_AFTER = 4.0  # seconds before the same reason is shown again for a repeated key
 
 

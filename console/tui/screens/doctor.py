@@ -113,12 +113,10 @@ class DoctorScreen(ConsoleScreen):
 
     @work(thread=True, exclusive=True, group="doctor", exit_on_error=False)
     def _run_doctor(self, full: bool) -> None:
-        from console.isolation import call_isolated
-
         # In a child process: doctor opens the database's files, and closing them here would drop
         # the locks of this process's own connection (console/isolation.py says why).
-        report = call_isolated("console.services.doctor:run_doctor", self.session.db_path, full=full,
-                               now=self.session.now())
+        report = self.session.isolated("console.services.doctor:run_doctor", self.session.db_path, full=full,
+                                       now=self.session.now())
         self.post_message(self.Finished(report))
 
     @on(Finished)

@@ -106,8 +106,8 @@ class UpgradeScreen(ConsoleScreen):
         # connection keeps its locks (console/isolation.py says why).
         # This process's own connection holds a lock on the file too: it is not "another user".
         try:
-            plan = call_isolated("console.services.upgrade:plan_upgrade", self.session.db_path, "current",
-                                 now=self.session.now(), others_ignored=(os.getpid(),))
+            plan = self.session.isolated("console.services.upgrade:plan_upgrade", self.session.db_path, "current",
+                                         now=self.session.now(), others_ignored=(os.getpid(),))
         except ConsoleError as exc:  # the preflight refused: shown here, as `upgrade --plan` prints it
             self.post_message(self.Planned(None, exc))
             return
