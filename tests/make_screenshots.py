@@ -43,7 +43,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as tmp, \
             mock.patch("console.db.snapshot.free_bytes", lambda path: 42 * 1024**3), \
-            mock.patch("console.tui.screens.upgrade.call_isolated", fixed_free_space(isolation.call_isolated)):
+            mock.patch("console.tui.session.call_isolated", fixed_free_space(isolation.call_isolated)):
         masters = {}
         for scene in SCENES:
             for size in SIZES:

@@ -17,7 +17,7 @@ SIZES = [(80, 24), (120, 40)]
 @pytest.mark.parametrize("scene", SCENES, ids=lambda s: s.name)
 def test_screen(scene, size, snap_compare, demo_db, make_app, monkeypatch):
     monkeypatch.setattr("console.db.snapshot.free_bytes", lambda path: FREE_BYTES)
-    monkeypatch.setattr("console.tui.screens.upgrade.call_isolated", fixed_free_space(isolation.call_isolated))
+    monkeypatch.setattr("console.tui.session.call_isolated", fixed_free_space(isolation.call_isolated))
     for name, value in scene.env:
         monkeypatch.setenv(name, value)
     path = demo_db(release=scene.release, requests=200 if scene.release == "current" else 20)
