@@ -19,7 +19,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from console.clock import db_time
@@ -85,6 +85,7 @@ def _near_misses(claim_id: str) -> list[str]:
 
 @settings(max_examples=200, deadline=None)
 @given(actor=ACTORS, host=HOSTS, which=st.integers(min_value=0, max_value=12))
+@example(actor=":", host="0", which=9)  # `console:@0:...`: no actor, which no console claim has
 def test_generated_near_misses_are_not_the_consoles(actor, host, which):
     claim_id = _generated(actor, host)
     miss = _near_misses(claim_id)[which]

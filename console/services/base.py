@@ -96,9 +96,12 @@ CLAIM_ID_MAX = 128  # characters: archon's operation-claim trigger allows 1 to 1
 _CLAIM_HEAD = "console:"
 # The exact shape `claim_id_for` writes (D14): the head `console:<actor>@<host>` cut so the whole
 # fits CLAIM_ID_MAX (so the `@` and the host may be cut away), then `:<owner tag>-<random>`. Only an
-# id of this shape is the console's; `console:archon-worker@7` is not.
+# id of this shape is the console's; `console:archon-worker@7` is not. A head shorter than the cut
+# is whole, so it has a non-empty actor before an `@` and a host after it (`console:@0:...` is not
+# the console's: no actor it accepts writes it).
+_CLAIM_HEAD_CUT = CLAIM_ID_MAX - len(_CLAIM_HEAD) - CLAIM_TAG_LENGTH - CLAIM_RANDOM_LENGTH - 2
 CONSOLE_CLAIM_ID = re.compile(
-    rf"{_CLAIM_HEAD}(?P<head>.{{1,{CLAIM_ID_MAX - len(_CLAIM_HEAD) - CLAIM_TAG_LENGTH - CLAIM_RANDOM_LENGTH - 2}}})"
+    rf"(?=.{{1,{CLAIM_ID_MAX}}}\Z){_CLAIM_HEAD}(?P<head>.{{{_CLAIM_HEAD_CUT}}}|.+@.+)"
     rf":[0-9a-f]{{{CLAIM_TAG_LENGTH}}}-[0-9a-f]{{{CLAIM_RANDOM_LENGTH}}}",
     re.DOTALL,
 )
