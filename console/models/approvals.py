@@ -47,7 +47,7 @@ class ApprovalRequest:
     # derived
     expires_in_seconds: int | None  # negative once past; None when `expires_at` is unreadable
     overdue: bool  # open (pending or approved) and past its expiry: it can only expire
-    project_name: str | None
+    project_name: Stored  # the project's `name` as stored; None when the project is gone
     # every column of the row as stored, in table order (the JSON's first keys)
     columns: Mapping[str, Stored] = field(repr=False)
 

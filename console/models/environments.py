@@ -118,7 +118,7 @@ class EnvironmentView:
     """
 
     # archon's columns the console reads (None where this release has no such column)
-    id: str
+    id: Stored
     project_id: Stored
     lifecycle_state: Stored
     provider_kind: Stored

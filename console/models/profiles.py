@@ -34,11 +34,11 @@ class _Revision:
     check: FingerprintCheck
 
     @property
-    def id(self) -> str:
+    def id(self) -> Stored:
         return self.columns["id"]
 
     @property
-    def project_id(self) -> str:
+    def project_id(self) -> Stored:
         return self.columns["project_id"]
 
     @property

@@ -30,7 +30,7 @@ class ProjectSummary:
     deleting: bool = False
 
     @property
-    def id(self) -> str:
+    def id(self) -> Stored:
         return self.columns["id"]
 
     @property
@@ -58,7 +58,7 @@ class Project:
     columns: dict[str, Stored]
 
     @property
-    def id(self) -> str:
+    def id(self) -> Stored:
         return self.columns["id"]
 
     @property
