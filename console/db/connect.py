@@ -13,12 +13,8 @@ import sqlite3
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 from urllib.parse import quote
-
-if TYPE_CHECKING:  # imported lazily: sqlite-utils costs ~40 ms at start-up
-    import sqlite_utils
-
 
 from console.db.file_guard import Connection, keep_connection, read_head, register, sqlite_target_refused
 from console.db.limits import explain, guard
@@ -153,26 +149,17 @@ def _probe(conn: sqlite3.Connection, path: Path) -> set[str]:
 
 @dataclass
 class ArchonDatabase:
-    """An open archon database. `db` is sqlite-utils' view of the same connection."""
+    """An open archon database."""
 
     path: Path
     conn: sqlite3.Connection
     read_only: bool
     busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
-    _db: "sqlite_utils.Database | None" = field(default=None, repr=False)
     _shape: Any = field(default=None, repr=False)
     # Read-only handles may sit on a private copy (see readonly.py); closing removes it.
     cleanup: Callable[[], None] | None = field(default=None, repr=False)
     # How a read-only handle reads the file ("in place ...", "private copy (why)"; readonly.py).
     opened: str = ""
-
-    @property
-    def db(self) -> "sqlite_utils.Database":
-        if self._db is None:
-            import sqlite_utils
-
-            self._db = sqlite_utils.Database(self.conn)
-        return self._db
 
     @property
     def shape(self):

@@ -7,8 +7,8 @@ with `"`, `]`, backticks, quotes, newlines, control characters, `--` and `;` in 
 position through every command that reads the schema).
 
 It is `sqlite_utils.db.quote_identifier`'s rule (double quotes, `"` doubled), written here because
-importing sqlite-utils costs ~50 ms at start-up (console/db/connect.py imports it lazily for that
-reason) and every read path names columns.
+importing sqlite-utils costs ~50 ms at start-up and every read path names columns; it also quotes a
+name that is not text (docs/decisions.md, D26).
 
 `stored_columns` is how a read names its columns instead of `SELECT *`: a generated column is
 computed by SQLite at every read from an expression the file's author chose (a 300 MB `printf`), so

@@ -13,10 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from console.models.values import Json, Stored
 from console.services.base import ActionResult
 
 
-def _value(row: Mapping[str, Any], name: str) -> Any:
+def _value(row: Mapping[str, Stored], name: str) -> Stored:
     return row[name] if name in row else None
 
 
@@ -30,28 +31,28 @@ class ApprovalRequest:
     """A request as the queue lists it: archon's columns the console reads (None where this
     release has no such column), the row as stored, and the time-derived fields."""
 
-    id: Any
-    project_id: Any
-    execution_run_id: Any
-    action_kind: Any
-    action_json: Any
-    action_fingerprint: Any
-    authority_json: Any
-    status: Any
-    expires_at: Any
-    decision_at: Any
-    consumed_at: Any
-    created_at: Any
-    updated_at: Any
+    id: Stored
+    project_id: Stored
+    execution_run_id: Stored
+    action_kind: Stored
+    action_json: Stored
+    action_fingerprint: Stored
+    authority_json: Stored
+    status: Stored
+    expires_at: Stored
+    decision_at: Stored
+    consumed_at: Stored
+    created_at: Stored
+    updated_at: Stored
     # derived
     expires_in_seconds: int | None  # negative once past; None when `expires_at` is unreadable
     overdue: bool  # open (pending or approved) and past its expiry: it can only expire
-    project_name: str | None
+    project_name: Stored  # the project's `name` as stored; None when the project is gone
     # every column of the row as stored, in table order (the JSON's first keys)
-    columns: Mapping[str, Any] = field(repr=False)
+    columns: Mapping[str, Stored] = field(repr=False)
 
     @staticmethod
-    def archon_fields(row: Mapping[str, Any]) -> dict[str, Any]:
+    def archon_fields(row: Mapping[str, Stored]) -> dict[str, Stored]:
         return {name: _value(row, name) for name in _REQUEST_FIELDS}
 
     def to_json(self) -> dict[str, Any]:
@@ -63,18 +64,18 @@ class ApprovalRequest:
 class ApprovalEvent:
     """One row of a request's history."""
 
-    sequence: Any
-    event_type: Any
-    from_status: Any
-    to_status: Any
-    actor_classification: Any
-    actor_reference: Any
-    reason: Any
-    created_at: Any
-    columns: Mapping[str, Any] = field(repr=False)
+    sequence: Stored
+    event_type: Stored
+    from_status: Stored
+    to_status: Stored
+    actor_classification: Stored
+    actor_reference: Stored
+    reason: Stored
+    created_at: Stored
+    columns: Mapping[str, Stored] = field(repr=False)
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> "ApprovalEvent":
+    def from_row(cls, row: Mapping[str, Stored]) -> "ApprovalEvent":
         return cls(**{name: _value(row, name) for name in _EVENT_FIELDS}, columns=dict(row))
 
     def to_json(self) -> dict[str, Any]:
@@ -92,8 +93,8 @@ class ApprovalDetail(ApprovalRequest):
     actor can do: `options` maps approve/deny/revoke to None (can proceed) or why not; `confirm`
     maps an action that needs a typed confirmation to the problem it must name."""
 
-    action: Any  # parsed `action_json` (None when it is not JSON)
-    authority: Any  # parsed `authority_json`
+    action: Json  # parsed `action_json` (None when it is not JSON)
+    authority: Json  # parsed `authority_json`
     requester: str | None
     requester_problem: str | None
     action_summary: str

@@ -13,8 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from console.models.values import Stored
 
-def _value(row: Mapping[str, Any], name: str) -> Any:
+
+def _value(row: Mapping[str, Stored], name: str) -> Stored:
     return row[name] if name in row else None
 
 
@@ -24,7 +26,7 @@ class PendingHandoff:
 
     kind: str  # the operation: stop, retire or cleanup_retry
     column: str  # archon's column that carries the request
-    since: Any  # that column's value, as stored
+    since: Stored  # that column's value, as stored
     age_seconds: float | None  # None when `since` is unreadable
     performed_by: str  # who in archon acts on it
     overdue: bool  # waited longer than the stale threshold: archon is probably not running
@@ -41,7 +43,7 @@ class Handoff:
 
     kind: str
     column: str
-    since: Any
+    since: Stored
     performed_by: str
 
     def to_json(self) -> dict[str, Any]:
@@ -52,13 +54,13 @@ class Handoff:
 class EnvironmentLease:
     """A run bound to the environment, not released: an active execution lease, or a validation binding."""
 
-    execution_run_id: Any
-    bound_at: Any
-    columns: Mapping[str, Any] = field(repr=False)
-    relationship: Any = "execution"
+    execution_run_id: Stored
+    bound_at: Stored
+    columns: Mapping[str, Stored] = field(repr=False)
+    relationship: Stored = "execution"
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> "EnvironmentLease":
+    def from_row(cls, row: Mapping[str, Stored]) -> "EnvironmentLease":
         return cls(execution_run_id=_value(row, "execution_run_id"), bound_at=_value(row, "bound_at"),
                    columns=dict(row), relationship=_value(row, "relationship"))
 
@@ -70,18 +72,18 @@ class EnvironmentLease:
 class EnvironmentEvent:
     """One row of the environment's timeline (archon's events and the console's claim events)."""
 
-    sequence: Any
-    event_type: Any
-    from_state: Any
-    to_state: Any
-    actor_classification: Any
-    actor_reference: Any
-    reason: Any
-    created_at: Any
-    columns: Mapping[str, Any] = field(repr=False)
+    sequence: Stored
+    event_type: Stored
+    from_state: Stored
+    to_state: Stored
+    actor_classification: Stored
+    actor_reference: Stored
+    reason: Stored
+    created_at: Stored
+    columns: Mapping[str, Stored] = field(repr=False)
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> "EnvironmentEvent":
+    def from_row(cls, row: Mapping[str, Stored]) -> "EnvironmentEvent":
         return cls(**{name: _value(row, name) for name in _EVENT_FIELDS}, columns=dict(row))
 
     def to_json(self) -> dict[str, Any]:
@@ -116,21 +118,21 @@ class EnvironmentView:
     """
 
     # archon's columns the console reads (None where this release has no such column)
-    id: str
-    project_id: Any
-    lifecycle_state: Any
-    provider_kind: Any
-    provider_version: Any
-    operation_claim_id: Any
-    operation_kind: Any
-    operation_claimed_at: Any
-    retirement_requested_at: Any
-    idle_stop_at: Any
-    cleanup_retry_at: Any
-    cleanup_attempts: Any
-    failure_message: Any
-    last_used_at: Any
-    created_at: Any
+    id: Stored
+    project_id: Stored
+    lifecycle_state: Stored
+    provider_kind: Stored
+    provider_version: Stored
+    operation_claim_id: Stored
+    operation_kind: Stored
+    operation_claimed_at: Stored
+    retirement_requested_at: Stored
+    idle_stop_at: Stored
+    cleanup_retry_at: Stored
+    cleanup_attempts: Stored
+    failure_message: Stored
+    last_used_at: Stored
+    created_at: Stored
     # derived
     active_lease_count: int
     claim_holder: str | None  # who the claim id names
@@ -140,7 +142,7 @@ class EnvironmentView:
     admission_reason: str
     pending_handoffs: tuple[PendingHandoff, ...]
     # every column of the row as stored, in table order (the JSON's first keys)
-    columns: Mapping[str, Any] = field(repr=False)
+    columns: Mapping[str, Stored] = field(repr=False)
     active_leases: tuple[EnvironmentLease, ...] | None = None
     # every binding not released, of either relationship: what holds it against a stop hand-off
     bound_runs: tuple[EnvironmentLease, ...] | None = None

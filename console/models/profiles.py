@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from console.models.values import Json, Stored
+
 # The fields `profiles._verify` adds to a stored revision, in the order `--json` shows them.
 CHECK_FIELDS = ("fingerprint_short", "fingerprint_well_formed", "computed_fingerprint",
                 "fingerprint_matches", "provider_preference")
@@ -18,7 +20,7 @@ class FingerprintCheck:
     fingerprint_well_formed: bool
     computed_fingerprint: str | None
     fingerprint_matches: bool
-    provider_preference: Any  # from the profile JSON; None when it names none
+    provider_preference: Json  # from the profile JSON; None when it names none (or is not JSON)
 
     @classmethod
     def of(cls, checked: dict[str, Any]) -> "FingerprintCheck":
@@ -28,35 +30,35 @@ class FingerprintCheck:
 @dataclass(frozen=True)
 class _Revision:
     # `columns`: the `execution_profile_revisions` row as stored, in table order (`--json` keeps it).
-    columns: dict[str, Any]
+    columns: dict[str, Stored]
     check: FingerprintCheck
 
     @property
-    def id(self) -> str:
+    def id(self) -> Stored:
         return self.columns["id"]
 
     @property
-    def project_id(self) -> str:
+    def project_id(self) -> Stored:
         return self.columns["project_id"]
 
     @property
-    def revision(self) -> Any:
+    def revision(self) -> Stored:
         return self.columns.get("revision")
 
     @property
-    def schema_version(self) -> Any:
+    def schema_version(self) -> Stored:
         return self.columns.get("schema_version")
 
     @property
-    def fingerprint(self) -> Any:
+    def fingerprint(self) -> Stored:
         return self.columns.get("fingerprint")
 
     @property
-    def profile_json(self) -> Any:
+    def profile_json(self) -> Stored:
         return self.columns.get("profile_json")
 
     @property
-    def created_at(self) -> Any:
+    def created_at(self) -> Stored:
         return self.columns.get("created_at")
 
     @property
@@ -76,7 +78,7 @@ class _Revision:
         return self.check.computed_fingerprint
 
     @property
-    def provider_preference(self) -> Any:
+    def provider_preference(self) -> Json:
         return self.check.provider_preference
 
     def _json_head(self) -> dict[str, Any]:
@@ -92,10 +94,10 @@ class ProfileRevision(_Revision):
     whether archon's next start would undo activating it (`activation_refused` says why)."""
 
     active: bool = False
-    activated_at: list[Any] = field(default_factory=list)  # revision_activated event times, oldest first
+    activated_at: list[Stored] = field(default_factory=list)  # revision_activated event times, oldest first
     archon_replaces_with: str | None = None
     activation_refused: str | None = None
-    created_event_at: Any = None
+    created_event_at: Stored = None
 
     def to_json(self) -> dict[str, Any]:
         data = self._json_head()
@@ -109,10 +111,10 @@ class ProfileRevision(_Revision):
 class RevisionDetail(_Revision):
     """One revision in full: its pretty JSON and the audit events that name it."""
 
-    project_name: Any = None
+    project_name: Stored = None
     active: bool = False
     pretty_json: str = ""
-    audit_events: list[dict[str, Any]] = field(default_factory=list)
+    audit_events: list[dict[str, Stored]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         data = self._json_head()

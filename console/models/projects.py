@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from console.models.values import Stored
+
 
 @dataclass(frozen=True)
 class ProjectSummary:
@@ -15,7 +17,7 @@ class ProjectSummary:
     columns exist, and `--json` keeps them all, ahead of the derived fields (`to_json`).
     """
 
-    columns: dict[str, Any]
+    columns: dict[str, Stored]
     active_revision: int | None
     active_schema_version: int | None
     pending_approvals: int | None
@@ -28,15 +30,15 @@ class ProjectSummary:
     deleting: bool = False
 
     @property
-    def id(self) -> str:
+    def id(self) -> Stored:
         return self.columns["id"]
 
     @property
-    def name(self) -> Any:
+    def name(self) -> Stored:
         return self.columns.get("name")
 
     @property
-    def build_execution_provider(self) -> Any:
+    def build_execution_provider(self) -> Stored:
         return self.columns.get("build_execution_provider")
 
     def to_json(self) -> dict[str, Any]:
@@ -53,18 +55,18 @@ class Project:
     """A `projects` row as archon stores it (`columns`, whichever release wrote it), with the
     fields the profiles screen and the activation rule read."""
 
-    columns: dict[str, Any]
+    columns: dict[str, Stored]
 
     @property
-    def id(self) -> str:
+    def id(self) -> Stored:
         return self.columns["id"]
 
     @property
-    def name(self) -> Any:
+    def name(self) -> Stored:
         return self.columns.get("name")
 
     @property
-    def build_execution_provider(self) -> Any:
+    def build_execution_provider(self) -> Stored:
         return self.columns.get("build_execution_provider")
 
     @property
@@ -80,26 +82,26 @@ class Project:
 class ProfileAuditEvent:
     """One row of a project's execution-profile audit trail, as stored."""
 
-    columns: dict[str, Any]
+    columns: dict[str, Stored]
 
     @property
-    def event_type(self) -> Any:
+    def event_type(self) -> Stored:
         return self.columns.get("event_type")
 
     @property
-    def profile_revision_id(self) -> Any:
+    def profile_revision_id(self) -> Stored:
         return self.columns.get("profile_revision_id")
 
     @property
-    def previous_profile_revision_id(self) -> Any:
+    def previous_profile_revision_id(self) -> Stored:
         return self.columns.get("previous_profile_revision_id")
 
     @property
-    def metadata_json(self) -> Any:
+    def metadata_json(self) -> Stored:
         return self.columns.get("metadata_json")
 
     @property
-    def created_at(self) -> Any:
+    def created_at(self) -> Stored:
         return self.columns.get("created_at")
 
     def to_json(self) -> dict[str, Any]:

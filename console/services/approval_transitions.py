@@ -18,6 +18,7 @@ from console.clock import db_time, parse_time
 from console.db.connect import ArchonDatabase
 from console.db.tx import BUSY_HINT
 from console.errors import Refusal
+from console.models.values import Stored
 from console.services.approval_queue import load_request
 from console.services import identity
 from console.services.base import new_event_id
@@ -195,8 +196,8 @@ class LockedRequest:
     """A request read inside the deciding transaction, with what a decision needs beside its row:
     its project's deletion mark and the last event's sequence (read in the same statement)."""
 
-    row: dict[str, Any]
-    project_deleting: Any  # the project's deletion_started_at; None when it is not being deleted
+    row: dict[str, Stored]
+    project_deleting: Stored  # the project's deletion_started_at; None when it is not being deleted
     last_sequence: int | None  # None: no event yet
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from console.db.sql import quote_identifier, stored_columns
 from console.clock import db_time, parse_time
 from console.errors import Refusal, UsageError
+from console.models.values import Json, Stored
 from console.text import one_line, read_json
 
 REQUEST_FIELDS = ("id", "project_id", "execution_run_id", "action_kind", "expires_at", "created_at")
@@ -40,13 +41,13 @@ class AsOf:
     at: datetime
     exists: bool
     state: str | None
-    fields: dict[str, Any] = field(default_factory=dict)
-    events: list[dict[str, Any]] = field(default_factory=list)
+    fields: dict[str, Stored] = field(default_factory=dict)
+    events: list[dict[str, Stored]] = field(default_factory=list)
     later_events: int = 0
     earlier_events: int = 0  # left out of `events`: only the newest EVENT_PAGE are kept
     current_state: str | None = None
     seconds_to_expiry: int | None = None
-    claim: dict[str, Any] | None = None
+    claim: dict[str, Json | Stored] | None = None  # from the claim event's metadata_json
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:

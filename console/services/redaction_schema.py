@@ -24,11 +24,9 @@ import re
 import sqlite3
 from typing import Any
 
+from console.db.sql import quote_identifier
+
 STAGING = "archon_console_staging"
-
-
-def _q(name: str) -> str:
-    return '"' + str(name).replace('"', '""') + '"'
 
 
 def affinity(declared: str | None) -> str:
@@ -50,7 +48,7 @@ def affinity(declared: str | None) -> str:
 
 def _columns(conn: sqlite3.Connection, table: str, schema: str = "main") -> list[tuple]:
     """(name, declared type, pk position) of the stored columns (hidden virtual-table columns left out)."""
-    rows = conn.execute(f"PRAGMA {schema}.table_xinfo({_q(table)})").fetchall()
+    rows = conn.execute(f"PRAGMA {schema}.table_xinfo({quote_identifier(table)})").fetchall()
     return [(r[1], r[2], r[5]) for r in rows if r[6] != 1]
 
 
@@ -59,8 +57,8 @@ def stage(conn: sqlite3.Connection, copy: sqlite3.Connection, table: str) -> Non
     columns = _columns(conn, table)
     if not columns:
         raise sqlite3.OperationalError("no columns")
-    body = ", ".join(f"{_q(name)} {affinity(declared)}" for name, declared, _pk in columns)
-    copy.execute(f"CREATE TABLE {STAGING}.{_q(table)} ({body})")
+    body = ", ".join(f"{quote_identifier(name)} {affinity(declared)}" for name, declared, _pk in columns)
+    copy.execute(f"CREATE TABLE {STAGING}.{quote_identifier(table)} ({body})")
 
 
 def move(conn: sqlite3.Connection, copy: sqlite3.Connection, table: str, redactor: Any,
@@ -87,13 +85,13 @@ def move(conn: sqlite3.Connection, copy: sqlite3.Connection, table: str, redacto
             declared = {name: declared for name, declared, _pk in _columns(conn, table)}
             for name in columns:
                 if targets[name] not in known:
-                    copy.execute(f"ALTER TABLE main.{_q(final)} ADD COLUMN {_q(targets[name])} "
+                    copy.execute(f"ALTER TABLE main.{quote_identifier(final)} ADD COLUMN {quote_identifier(targets[name])} "
                                  f"{affinity(declared.get(name))}")
             _insert(copy, table, final, targets)
             return
         except sqlite3.DatabaseError:
             if created:
-                copy.execute(f"DROP TABLE main.{_q(final)}")
+                copy.execute(f"DROP TABLE main.{quote_identifier(final)}")
     copy.execute(_synthetic(conn, table, final, targets, redactor))
     _insert(copy, table, final, targets)
 
@@ -116,30 +114,30 @@ def _shared_words(known: str, original: str) -> float:
 
 def _insert(copy: sqlite3.Connection, table: str, final: str, targets: dict[str, str]) -> None:
     try:
-        copy.execute(f"SELECT rowid FROM main.{_q(final)} LIMIT 0")
+        copy.execute(f"SELECT rowid FROM main.{quote_identifier(final)} LIMIT 0")
         rowid = ["rowid"]
     except sqlite3.OperationalError:  # WITHOUT ROWID
         rowid = []
-    into = ", ".join([*rowid, *(_q(t) for t in targets.values())])
-    source = ", ".join([*rowid, *(_q(c) for c in targets)])
-    copy.execute(f"INSERT INTO main.{_q(final)} ({into}) SELECT {source} FROM {STAGING}.{_q(table)}")
-    copy.execute(f"DROP TABLE {STAGING}.{_q(table)}")
+    into = ", ".join([*rowid, *(quote_identifier(t) for t in targets.values())])
+    source = ", ".join([*rowid, *(quote_identifier(c) for c in targets)])
+    copy.execute(f"INSERT INTO main.{quote_identifier(final)} ({into}) SELECT {source} FROM {STAGING}.{quote_identifier(table)}")
+    copy.execute(f"DROP TABLE {STAGING}.{quote_identifier(table)}")
 
 
 def _synthetic(conn: sqlite3.Connection, table: str, final: str, targets: dict[str, str], redactor: Any) -> str:
     """CREATE TABLE with placeholder names, affinities and the table's keys; no other text."""
     declared = {name: (declared_type, pk) for name, declared_type, pk in _columns(conn, table)}
-    parts = [f"{_q(targets[name])} {affinity(declared.get(name, ('', 0))[0])}" for name in targets]
+    parts = [f"{quote_identifier(targets[name])} {affinity(declared.get(name, ('', 0))[0])}" for name in targets]
     pk = sorted((position, name) for name, (_t, position) in declared.items() if position and name in targets)
     if pk:
-        parts.append("PRIMARY KEY (" + ", ".join(_q(targets[name]) for _p, name in pk) + ")")
-    for index in conn.execute(f"PRAGMA index_list({_q(table)})").fetchall():
+        parts.append("PRIMARY KEY (" + ", ".join(quote_identifier(targets[name]) for _p, name in pk) + ")")
+    for index in conn.execute(f"PRAGMA index_list({quote_identifier(table)})").fetchall():
         if index[2] and index[3] == "u" and not index[4]:  # a UNIQUE constraint of the table
-            names = [r[2] for r in conn.execute(f"PRAGMA index_info({_q(index[1])})").fetchall()]
+            names = [r[2] for r in conn.execute(f"PRAGMA index_info({quote_identifier(index[1])})").fetchall()]
             if names and all(n in targets for n in names):
-                parts.append("UNIQUE (" + ", ".join(_q(targets[n]) for n in names) + ")")
+                parts.append("UNIQUE (" + ", ".join(quote_identifier(targets[n]) for n in names) + ")")
     keys: dict[int, list[tuple]] = {}
-    for row in conn.execute(f"PRAGMA foreign_key_list({_q(table)})").fetchall():
+    for row in conn.execute(f"PRAGMA foreign_key_list({quote_identifier(table)})").fetchall():
         keys.setdefault(row[0], []).append(row)
     for rows in keys.values():
         rows.sort(key=lambda r: r[1])
@@ -148,25 +146,25 @@ def _synthetic(conn: sqlite3.Connection, table: str, final: str, targets: dict[s
             continue
         refs = ""
         if all(r[4] is not None for r in rows):
-            refs = " (" + ", ".join(_q(redactor.column_name(parent, r[4])) for r in rows) + ")"
-        parts.append("FOREIGN KEY (" + ", ".join(_q(targets[r[3]]) for r in rows) + ") REFERENCES "
-                     + _q(redactor.name(parent, "table")) + refs)
-    return f"CREATE TABLE main.{_q(final)} ({', '.join(parts)})"
+            refs = " (" + ", ".join(quote_identifier(redactor.column_name(parent, r[4])) for r in rows) + ")"
+        parts.append("FOREIGN KEY (" + ", ".join(quote_identifier(targets[r[3]]) for r in rows) + ") REFERENCES "
+                     + quote_identifier(redactor.name(parent, "table")) + refs)
+    return f"CREATE TABLE main.{quote_identifier(final)} ({', '.join(parts)})"
 
 
 def stand_in(copy: sqlite3.Connection, kind: str, name: str, table: str, redactor: Any,
              conn: sqlite3.Connection) -> None:
     """A bare object under an archon index or trigger name whose definition is not archon's: present
     (doctor counts and detects by name), with none of the original's text."""
-    on = _q(redactor.name(table, "table"))
+    on = quote_identifier(redactor.name(table, "table"))
     if kind == "index":
-        names = [r[2] for r in conn.execute(f"PRAGMA index_xinfo({_q(name)})").fetchall() if r[5] and r[2]]
+        names = [r[2] for r in conn.execute(f"PRAGMA index_xinfo({quote_identifier(name)})").fetchall() if r[5] and r[2]]
         if not names:
             raise sqlite3.OperationalError("no columns")
-        columns = ", ".join(_q(redactor.column_name(table, n)) for n in names)
-        copy.execute(f"CREATE INDEX main.{_q(name)} ON {on} ({columns})")
+        columns = ", ".join(quote_identifier(redactor.column_name(table, n)) for n in names)
+        copy.execute(f"CREATE INDEX main.{quote_identifier(name)} ON {on} ({columns})")
     elif kind == "trigger":
-        copy.execute(f"CREATE TRIGGER main.{_q(name)} BEFORE DELETE ON {on} BEGIN SELECT 1; END")
+        copy.execute(f"CREATE TRIGGER main.{quote_identifier(name)} BEFORE DELETE ON {on} BEGIN SELECT 1; END")
 
 
 _HEAD = re.compile(r"(CREATE\s+(?:UNIQUE\s+)?(?:TRIGGER|INDEX)\s+)(\S+)", re.I)
@@ -188,7 +186,7 @@ def renamed_rule(copy: sqlite3.Connection, kind: str, name: str, redactor: Any, 
         return False
     row = conn.execute("SELECT sql FROM sqlite_master WHERE type = ? AND name = ?", (kind, name)).fetchone()
     strong = [sql for sql in texts if same_strength(kind, row[0] if row else None, sql)]
-    placeholder = "main." + _q(redactor.name(name, kind))
+    placeholder = "main." + quote_identifier(redactor.name(name, kind))
     if strong:
         copy.execute(_HEAD.sub(lambda m: m.group(1) + placeholder, strong[0], count=1))
     else:
@@ -201,10 +199,10 @@ def _conditioned(rule: tuple, placeholder: str) -> str:
     `WHEN 0`: what doctor reports as held with a condition the console's rule does not have, as it
     does for the original, with none of the original's text (its real condition is not shown)."""
     _kind, table, timing, event, columns, messages = rule
-    of = f" OF {', '.join(_q(c) for c in sorted(columns))}" if columns else ""
+    of = f" OF {', '.join(quote_identifier(c) for c in sorted(columns))}" if columns else ""
     raises = " ".join(f"SELECT RAISE({how}, '{text.replace(chr(39), chr(39) * 2)}');"
                       for how, text in sorted(messages))
-    return f"CREATE TRIGGER {placeholder} {timing} {event}{of} ON {_q(table)} WHEN 0 BEGIN {raises} END"
+    return f"CREATE TRIGGER {placeholder} {timing} {event}{of} ON {quote_identifier(table)} WHEN 0 BEGIN {raises} END"
 
 
 __all__ = ["STAGING", "affinity", "move", "renamed_rule", "stage", "stand_in"]

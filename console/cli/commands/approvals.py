@@ -1,8 +1,11 @@
 """`archon-console approvals ...`: the approval queue from a shell.
 
-Imports stay light at module level (argparse only): every CLI start imports every command
-family, and `approvals list` must answer in well under a quarter second on a million requests.
-Services and output helpers are imported inside the handlers.
+Imports stay light at module level (argparse and the option parsers): `approvals list` must answer
+in well under a quarter second on a million requests, and a command line that names this family
+imports it and nothing else (console/cli/cli.py `COMMAND_OWNERS`), so what is imported here is on
+that path. Services and output helpers are imported inside the handlers, and the parser of only
+the action named is built (`ACTIONS`). tests/test_cli_startup.py checks what `list` and `approve`
+import.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from functools import lru_cache
 from console.db.rules import rule_of, rules_present
 from console.db.sql import generated_columns
 from console.db.detect import LEDGER_META_TABLE, LEDGER_TABLE
+from console.db.introspect import schema_of
 from console.services.doctor.context import Ctx, ids_text, rows_of
 from console.services.doctor.report import ROW_LIMIT, Finding
 from console.text import one_line
@@ -128,7 +129,7 @@ def _missing_revision_triggers(ctx: Ctx) -> list[str]:
     ).fetchone()
     if not table or "schema_version IN (1, 2, 3)" not in (table[0] or ""):
         return []
-    present = {r[0] for r in ctx.conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    present = {trigger.name for trigger in schema_of(ctx.conn).triggers}
     return sorted(name for name in release_revision_triggers(3) if name not in present)
 
 

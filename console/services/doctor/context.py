@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Sequence
 from console.db.sql import quote_identifier
 from console.clock import db_time
 from console.db.detect import detect_shape
+from console.db.introspect import schema_of
 from console.db.readonly import reconnect
 from console.services.doctor.report import ROW_LIMIT, SHOWN_IDS
 from console.text import one_line
@@ -35,7 +36,7 @@ def rows_of(table: str, ids: Iterable[Any]) -> list[dict[str, str]]:
 
 
 def table_names(conn: sqlite3.Connection) -> set[str]:
-    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return set(schema_of(conn).table_names())
 
 
 def columns(conn: sqlite3.Connection, table: str) -> set[str]:

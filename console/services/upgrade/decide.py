@@ -14,6 +14,7 @@ from pathlib import Path
 from console.db import exclusive_lock, ledger
 from console.db.connect import ARCHON_CORE_TABLES
 from console.db.detect import Shape, detect_shape
+from console.db.introspect import schema_of
 from console.db.limits import stopping, upgrade_checks
 from console.db.migrations.base import Migration
 from console.db.migrations.preflight import find_blockers, refusal_text
@@ -39,7 +40,7 @@ def resolve_target(target: str) -> str:
 
 
 def require_archon(conn: sqlite3.Connection, path: Path) -> None:
-    names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    names = set(schema_of(conn).table_names())
     missing = [t for t in ARCHON_CORE_TABLES if t not in names]
     if missing:
         raise DatabaseUnusable(
