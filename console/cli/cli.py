@@ -250,13 +250,10 @@ def wants_json(argv: list[str]) -> bool:
 
 
 def _emit_error(reason: str, hint: str | None, code: int, **extra) -> None:
-    """The one shape of a failure under --json: a single object on stdout, nothing else there."""
-    from console.cli.output import emit_json
+    """A failure under --json, in the one shape console/cli/output.py `error_json` builds."""
+    from console.cli.output import emit_error
 
-    value = {"ok": False, "error": reason, "hint": hint, "exit": code}
-    if code == EXIT_REFUSED:
-        value["wrote"] = []
-    emit_json({**value, **extra})
+    emit_error(reason, hint, code, **extra)
 
 
 def _report(reason: str, hint: str | None, code: int, *, json: bool, note: str | None = None) -> int:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Sequence
 
-from console.clock import write_clock
+from console.clock import ago, write_clock
 from console.db.connect import ArchonDatabase
 from console.db.tx import write_transaction
 from console.errors import Refusal
@@ -48,7 +48,6 @@ from console.services.approval_expiry import SWEEP_BATCH, expire_overdue, overdu
 from console.services.approval_transitions import (  # noqa: F401  (re-exported API)
     SYSTEM_ACTOR,
     DecisionRefused,
-    ago,
     who,
     event_into,
     event_type_for,

@@ -150,7 +150,8 @@ def run_list(ctx) -> int:
 
         emit_json([request.to_json() for request in page.rows])
         return 0
-    from console.cli.output import relative, say, table
+    from console.clock import relative
+    from console.cli.output import say, table
     from console.services.approval_queue import action_summary, parse_json_field, requester_of
 
     if not page.rows:
@@ -233,7 +234,8 @@ def run_show(ctx) -> int:
 
         emit_json(request.to_json())
         return 0
-    from console.cli.output import relative, say, table
+    from console.clock import relative
+    from console.cli.output import say, table
     from console.text import one_line
 
     def when(value: Any) -> str:

@@ -177,7 +177,7 @@ def _skipped(report, change, exc: BaseException) -> None:
 def _line(change, now) -> str:
     """One line per change; every field passes `line`'s `one_line` (a stored actor class or kind with
     a line break would otherwise print a second, forged change)."""
-    from console.cli.output import relative
+    from console.clock import relative
     from console.text import line
 
     when = line(change.at or now.strftime("%Y-%m-%dT%H:%M:%SZ"))[:19]  # a time of any stored type.replace("T", " ")

@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 
-from console.clock import parse_time
+from console.clock import parse_time, relative
 from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.confirm import ActionModal, ConfirmModal, Decision
 from console.tui.screens.reason import ReasonModal
@@ -22,7 +22,7 @@ from console.services import environments as envs
 from console.services.environments import ClaimOptions, EnvironmentView
 from console.services.identity import account_of
 from console.text import one_line
-from widgets.humane import age, exact, plural, relative
+from widgets.humane import age, exact, plural
 from widgets.lazy_table import Column, LazyTable
 from widgets.safe_text import clean, safe_text
 from widgets.safe_widgets import Static
@@ -144,7 +144,7 @@ class EnvironmentsScreen(ConsoleScreen):
             Column("project_id", "project", 14),
             Column("active_lease_count", "lease", 5, render=lambda r: Text("yes" if r.active_lease_count else "—")),
             Column("idle_stop_at", "idle stop", 14,
-                   render=lambda r: Text(relative(parse_time(r.idle_stop_at), now()) if r.idle_stop_at else "—")),
+                   render=lambda r: Text(relative(r.idle_stop_at, now(), unknown="—", present="now") if r.idle_stop_at else "—")),
         ]
 
     def _row_class(self, row: EnvironmentView) -> str | None:
@@ -208,7 +208,7 @@ class EnvironmentsScreen(ConsoleScreen):
 
         def when(value: Any) -> str:
             t = parse_time(value)
-            return f"{relative(t, now)} ({exact(t)})" if t else "—"
+            return f"{relative(t, now, unknown='—', present='now')} ({exact(t)})" if t else "—"
 
         claim = "none"
         if e.operation_claim_id:
@@ -371,7 +371,7 @@ class EnvironmentsScreen(ConsoleScreen):
         e = self.detail
         op = e.operation_kind
         holder = self._foreign(e)
-        age = relative(parse_time(e.operation_claimed_at), self.session.now())
+        age = relative(e.operation_claimed_at, self.session.now(), unknown="—", present="now")
         body = f"{e.claimed_by}'s {op} claim (taken {age}) becomes yours, still a {op} (a takeover keeps the kind). "
         if holder is None:
             body += "Make sure they are no longer working on it."
