@@ -28,8 +28,6 @@ from console.errors import Refusal
 from console.models.approvals import DecisionBatch
 from console.services.approval_queue import (  # noqa: F401  (re-exported API)
     KINDS,
-    OPEN_STATUSES,
-    STATUSES,
     Filters,
     RequestPage,
     action_summary,
@@ -39,7 +37,6 @@ from console.services.approval_queue import (  # noqa: F401  (re-exported API)
     list_requests,
     load_request,
     parse_json_field,
-    parse_statuses,
     requester_of,
     show_request,
 )
@@ -314,7 +311,6 @@ __all__ = [
     "expire_overdue",
     "list_requests",
     "overdue_ids",
-    "parse_statuses",
     "refusal_result",
     "revoke",
     "show_request",

@@ -16,7 +16,7 @@ from textual.message import Message
 
 from console.clock import parse_time
 from console.errors import Refusal
-from console.models.approvals import ApprovalDetail, ApprovalRequest, DecisionBatch
+from console.models.approvals import OPEN_STATUSES, ApprovalDetail, ApprovalRequest, DecisionBatch
 from console.tui.screens.approval_detail import (
     SHORT_ID,
     VERB,
@@ -164,7 +164,7 @@ class ApprovalsScreen(ConsoleScreen):
 
     def _render_expiry(self, row: ApprovalRequest) -> Text:
         when = parse_time(row.expires_at)
-        if row.status not in queue.OPEN_STATUSES:
+        if row.status not in OPEN_STATUSES:
             return Text("—", style="dim")
         label = countdown(when, self.session.now())
         if label == "expired":
@@ -174,7 +174,7 @@ class ApprovalsScreen(ConsoleScreen):
         return Text(label)
 
     def _row_class(self, row: ApprovalRequest) -> str | None:
-        if row.status not in queue.OPEN_STATUSES:
+        if row.status not in OPEN_STATUSES:
             return "muted"
         when = parse_time(row.expires_at)
         if when is not None and when - self.session.now() <= EXPIRING_SOON:
