@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from console.small_files import read_small_text
+from console.small_files import SettingsUnusable, read_toml
 from console.errors import UsageError
 
 VIEWS_ENV = "ARCHON_CONSOLE_VIEWS"
@@ -116,11 +115,11 @@ def load(path: Path | None = None) -> tuple[dict[str, View], str | None]:
     """Every saved view, and a sentence about the entries that were skipped (never fatal)."""
     path = path or views_path()
     try:
-        data = tomllib.loads(read_small_text(path))
-    except FileNotFoundError:
+        data = read_toml(path, "the saved views")
+    except SettingsUnusable as exc:
+        return {}, str(exc)
+    if data is None:
         return {}, None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        return {}, f"Ignored the saved views in {path}: {exc}"
     views, skipped = {}, []
     table = data.get("views", {})
     for name, entry in (table.items() if isinstance(table, dict) else []):
