@@ -455,12 +455,12 @@ class ApprovalsScreen(ConsoleScreen):
         row = self.query_one(LazyTable).cursor_row
         if row is not None:
             self._load_detail(row.id)
-        if self.modal is not None and self.modal.watch_key is not None and self.modal.is_attached:
+        if self.modal is not None and self.modal.watching is not None and self.modal.is_attached:
             self._recheck(self.modal)
 
     @work(thread=True, group="approvals-recheck", exit_on_error=False)
     def _recheck(self, modal: ActionModal[Decision | None]) -> None:
-        request = self.session.run(queue.show_request, modal.watch_key, actor=self.session.actor,
+        request = self.session.run(queue.show_request, modal.watching.key, actor=self.session.actor,
                                    now=self.session.now())
         self.post_message(self.Rechecked(modal, request))
 
