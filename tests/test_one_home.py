@@ -160,6 +160,9 @@ def test_the_json_error_object_keeps_its_shape():
 
     assert list(error_json("no", "do this", 1, id="x")) == ["ok", "error", "hint", "exit", "wrote", "id"]
     assert list(error_json("no", None, 3, path="p")) == ["ok", "error", "hint", "exit", "path"]
+    # doctor adds its own `reason` (and upgrade its `message`) after the common keys
+    assert error_json("no", None, 3, reason="no", findings=[]) == {
+        "ok": False, "error": "no", "hint": None, "exit": 3, "reason": "no", "findings": []}
 
 
 # --- a dialog watching its row ---------------------------------------------------------------

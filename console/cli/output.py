@@ -20,7 +20,7 @@ def emit_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
-def error_json(reason: str, hint: str | None, code: int, **extra: Any) -> dict[str, Any]:
+def error_json(reason: str, hint: str | None, code: int, /, **extra: Any) -> dict[str, Any]:
     """The one shape of a failure under `--json`: `ok`, `error`, `hint`, `exit`, then `wrote: []`
     for a refusal (exit 1: nothing was written), then what the command adds (`extra`, in order).
     Every command builds its error object here, so scripts read one shape whatever failed."""
@@ -30,7 +30,7 @@ def error_json(reason: str, hint: str | None, code: int, **extra: Any) -> dict[s
     return {**value, **extra}
 
 
-def emit_error(reason: str, hint: str | None, code: int, **extra: Any) -> None:
+def emit_error(reason: str, hint: str | None, code: int, /, **extra: Any) -> None:
     """A failure under `--json`: a single object on stdout, nothing else there."""
     emit_json(error_json(reason, hint, code, **extra))
 
