@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from console.clock import Clock, frozen_now, frozen_write_note, system_clock, write_clock
-from console.errors import EXIT_REFUSED, EXIT_UNUSABLE, EXIT_USAGE, ConsoleError
+from console.errors import EXIT_UNUSABLE, EXIT_USAGE, ConsoleError
 from console.cli.commands.options import finite_number
 from console.db.paths import resolve_db_path
 from console.signals import Stopped, as_stop, stop_signals_unwind
