@@ -115,15 +115,59 @@ def seconds_between(later: datetime, earlier: datetime) -> int:
     return int((later - earlier).total_seconds())
 
 
+# --- time in words ---------------------------------------------------------------------------
+# The one spelling of a duration and of a time relative to now, for every sentence, table and
+# screen: humanize's words ("4 minutes", "a moment"), "in ..." ahead of now, "... ago" behind it.
+# humanize is imported only where words are made: `--json` and writes never need it.
+
+def duration(seconds: float | None) -> str:
+    """How long, in words ("4 minutes", "a moment"); "an unknown time" when it cannot be read."""
+    if seconds is None or seconds == float("inf"):
+        return "an unknown time"
+    return _words(timedelta(seconds=max(0.0, seconds)))
+
+
+def relative(value: object, now: datetime, *, unknown: str = "-", present: str | None = None,
+             ahead: float = 0.0) -> str:
+    """`value` (any stored form of an instant) as "in 12 minutes" / "3 hours ago"; `unknown` when it
+    is not a time. With `present`, a time within a second of now (or up to `ahead` seconds ahead of
+    it: a clock slightly ahead of ours) is that word instead ("now", "just now")."""
+    at = parse_time(value)
+    if at is None:
+        return unknown
+    delta = at - now
+    seconds = delta.total_seconds()
+    if present is not None and (abs(seconds) < 1 or 0 < seconds < ahead):
+        return present
+    if seconds >= 0:
+        return "in " + _words(delta)
+    return _words(-delta) + " ago"
+
+
+def ago(value: object, now: datetime) -> str:
+    """When something happened, inside a sentence: "4 minutes ago"; "just now" for this second (or a
+    writer's clock up to a minute ahead of ours); "at an unknown time" when it cannot be read."""
+    return relative(value, now, unknown="at an unknown time", present="just now", ahead=60)
+
+
+def _words(delta: timedelta) -> str:
+    import humanize
+
+    return humanize.naturaldelta(delta)
+
+
 __all__ = [
     "Clock",
     "TEXT_SLACK",
+    "ago",
     "db_time",
+    "duration",
     "fixed_clock",
     "frozen_now",
     "frozen_write_note",
     "parse_time",
     "real_clock",
+    "relative",
     "seconds_between",
     "system_clock",
     "timedelta",

@@ -6,6 +6,11 @@ it) never ends, a 10 GB file fills memory. A file is read only when `lstat` show
 (not a symlink, FIFO or device), it is opened `O_NONBLOCK | O_NOFOLLOW` (a file swapped in between
 cannot block or redirect the open), `fstat` on the open descriptor confirms the same regular file
 under `MAX_BYTES`, and at most `MAX_BYTES + 1` bytes are read whatever it claims.
+
+The TOML settings files (saved views, notification settings, keymap) are all read by `read_toml`:
+the reading, the size cap, the decoding and the sentence about a file that cannot be used are one
+mechanism; each caller checks only its own keys and types, and says what is wrong with
+`SettingsUnusable`, in the same words.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import tomllib
 from pathlib import Path
+from typing import Any
 
 MAX_BYTES = 1024 * 1024  # a views file of a thousand views is ~100 KB
 
@@ -71,4 +78,33 @@ def read_small_text(path: str | os.PathLike[str], *, limit: int = MAX_BYTES) -> 
     return b"".join(chunks).decode("utf-8")
 
 
-__all__ = ["MAX_BYTES", "NotASmallFile", "read_small_text"]
+class SettingsUnusable(ValueError):
+    """A settings file the console ignores; `str()` is the one sentence about it:
+    `Ignored WHAT in FILE: why; what to do.` (the defaults apply meanwhile, so it is never fatal)."""
+
+    def __init__(self, what: str, path: str | os.PathLike[str], why: str, todo: str = "fix or remove the file"):
+        super().__init__(f"Ignored {what} in {path}: {why}; {todo}.")
+
+
+def read_toml(path: str | os.PathLike[str], what: str) -> dict[str, Any] | None:
+    """The TOML document in `path` (`what` names it in a refusal: "the keymap"); None when there is
+    no file. `SettingsUnusable` when it cannot be read, is not a small regular file, is not UTF-8 or
+    is not TOML."""
+    try:
+        text = read_small_text(path)
+    except FileNotFoundError:
+        return None
+    except NotASmallFile as exc:
+        raise SettingsUnusable(what, path, str(exc), "put a regular file there or remove it") from None
+    except OSError as exc:
+        raise SettingsUnusable(what, path, exc.strerror or str(exc), "check that the file can be read") from None
+    except UnicodeDecodeError as exc:
+        raise SettingsUnusable(what, path, f"it is not UTF-8 text ({exc.reason} at byte {exc.start})",
+                               "save it as UTF-8") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsUnusable(what, path, f"it is not valid TOML ({exc})") from None
+
+
+__all__ = ["MAX_BYTES", "NotASmallFile", "SettingsUnusable", "read_small_text", "read_toml"]

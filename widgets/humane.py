@@ -1,21 +1,13 @@
-"""Times and sizes as people say them ("in 14 minutes", "3 hours ago", "1.7 GB"), via humanize."""
+"""Compact times and sizes for tables and panels ("14m05s", "3h", "1.7 GB").
+
+A time relative to now in words ("in 14 minutes", "3 hours ago") has one home, console/clock.py
+`relative`, shared by the screens, the commands and the services' sentences."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 import humanize
-
-
-def relative(when: datetime | None, now: datetime) -> str:
-    if when is None:
-        return "—"
-    delta = when - now
-    seconds = delta.total_seconds()
-    if abs(seconds) < 1:
-        return "now"
-    words = humanize.naturaldelta(abs(delta))
-    return f"in {words}" if seconds > 0 else f"{words} ago"
 
 
 def countdown(when: datetime | None, now: datetime) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from console.clock import Clock, frozen_now, frozen_write_note, system_clock, write_clock
-from console.errors import EXIT_REFUSED, EXIT_UNUSABLE, EXIT_USAGE, ConsoleError
+from console.errors import EXIT_UNUSABLE, EXIT_USAGE, ConsoleError
 from console.cli.commands.options import finite_number
 from console.db.paths import resolve_db_path
 from console.signals import Stopped, as_stop, stop_signals_unwind
@@ -250,13 +250,10 @@ def wants_json(argv: list[str]) -> bool:
 
 
 def _emit_error(reason: str, hint: str | None, code: int, **extra) -> None:
-    """The one shape of a failure under --json: a single object on stdout, nothing else there."""
-    from console.cli.output import emit_json
+    """A failure under --json, in the one shape console/cli/output.py `error_json` builds."""
+    from console.cli.output import emit_error
 
-    value = {"ok": False, "error": reason, "hint": hint, "exit": code}
-    if code == EXIT_REFUSED:
-        value["wrote"] = []
-    emit_json({**value, **extra})
+    emit_error(reason, hint, code, **extra)
 
 
 def _report(reason: str, hint: str | None, code: int, *, json: bool, note: str | None = None) -> int:

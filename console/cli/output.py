@@ -7,10 +7,9 @@ steer the terminal.
 from __future__ import annotations
 
 import sys
-from datetime import datetime
 from typing import Any, Iterable, Sequence, TextIO
 
-from console.clock import parse_time
+from console.errors import EXIT_REFUSED
 from console.text import cells as cell_count
 from console.text import json_text, one_line
 from widgets.safe_text import clean
@@ -19,6 +18,21 @@ from widgets.safe_text import clean
 def emit_json(value: Any) -> None:
     sys.stdout.write(json_text(value))
     sys.stdout.write("\n")
+
+
+def error_json(reason: str, hint: str | None, code: int, /, **extra: Any) -> dict[str, Any]:
+    """The one shape of a failure under `--json`: `ok`, `error`, `hint`, `exit`, then `wrote: []`
+    for a refusal (exit 1: nothing was written), then what the command adds (`extra`, in order).
+    Every command builds its error object here, so scripts read one shape whatever failed."""
+    value: dict[str, Any] = {"ok": False, "error": reason, "hint": hint, "exit": code}
+    if code == EXIT_REFUSED:
+        value["wrote"] = []
+    return {**value, **extra}
+
+
+def emit_error(reason: str, hint: str | None, code: int, /, **extra: Any) -> None:
+    """A failure under `--json`: a single object on stdout, nothing else there."""
+    emit_json(error_json(reason, hint, code, **extra))
 
 
 class SafeStream:
@@ -54,19 +68,6 @@ class SafeStream:
 def write_trusted(stream: Any, text: str) -> None:
     """Write the console's own terminal controls (a `\\r` progress bar), past the sanitiser."""
     getattr(stream, "write_trusted", stream.write)(text)
-
-
-def relative(value: Any, now: datetime) -> str:
-    """'in 12 minutes' / '3 hours ago' for a stored time; '-' for none."""
-    at = parse_time(value)
-    if at is None:
-        return "-"
-    import humanize  # only where a relative time is printed: `--json` and writes never need it
-
-    delta = at - now
-    if delta.total_seconds() >= 0:
-        return "in " + humanize.naturaldelta(delta)
-    return humanize.naturaldelta(-delta) + " ago"
 
 
 def table(rows: Iterable[Sequence[Any]], headers: Sequence[str], *, max_width: int = 48) -> str:

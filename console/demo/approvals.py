@@ -36,8 +36,6 @@ EVENT_SQL = (
     " metadata_json, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
-STATUSES = ("pending", "approved", "denied", "cancelled", "expired", "invalidated", "consumed")
-
 # Outcome kinds: a status, or a status reached after an approval ("+a").
 _OLD_OUTCOMES = ("consumed", "expired", "denied", "cancelled", "invalidated", "expired+a",
                  "invalidated+a")

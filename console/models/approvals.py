@@ -13,8 +13,31 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from console.errors import UsageError
 from console.models.values import Json, Stored
 from console.services.base import ActionResult
+
+# Every status archon's `approval_requests.status` CHECK allows, in the order a request meets them.
+STATUSES = ("pending", "approved", "denied", "cancelled", "expired", "invalidated", "consumed")
+# The ones a request can still leave by a decision, a revoke or the expiry sweep.
+OPEN_STATUSES = ("pending", "approved")
+
+
+def parse_status_filter(text: str) -> tuple[str, ...] | None:
+    """A status filter as typed (`pending`, `pending,approved`, `all`) -> the statuses in the order
+    given, or None for every status (`all`, or an empty list). Case and spaces do not matter.
+
+    The one parser of a status filter: `approvals list --status`, `approvals watch --status`, a
+    saved view's `status=` and the TUI's `:approvals status=...` all come here, so they accept the
+    same words and refuse with the same sentence."""
+    parts = [p.strip().lower() for p in text.split(",") if p.strip()]
+    unknown = [p for p in parts if p not in STATUSES and p != "all"]
+    if unknown:
+        raise UsageError(f"Unknown status {', '.join(unknown)}: use {', '.join(STATUSES)}, a comma list of them, "
+                         "or all.")
+    if not parts or "all" in parts:
+        return None
+    return tuple(dict.fromkeys(parts))
 
 
 def _value(row: Mapping[str, Stored], name: str) -> Stored:

@@ -9,7 +9,7 @@ from console.clock import db_time, write_clock
 from console.db.connect import ArchonDatabase
 from console.db.tx import write_transaction
 from console.errors import Refusal
-from console.services.approval_queue import OPEN_STATUSES
+from console.models.approvals import OPEN_STATUSES
 from console.services.approval_transitions import (
     SYSTEM_ACTOR,
     load_for_decision,

@@ -31,14 +31,13 @@ from console.db.queries import (
     retreat,
 )
 from console.errors import Refusal, UsageError
-from console.models.approvals import ApprovalDetail, ApprovalEvent, ApprovalRequest, DecisionOptions
+from console.models.approvals import (OPEN_STATUSES, STATUSES, ApprovalDetail, ApprovalEvent, ApprovalRequest,
+                                      DecisionOptions)
 from console.services import four_eyes
 from console.services.base import require_feature, validate_actor
 from console.services.resolve import resolve_project  # noqa: F401 - also re-exported
 from console.text import json_or_none, one_line, unparseable_note
 
-STATUSES = ("pending", "approved", "denied", "cancelled", "expired", "invalidated", "consumed")
-OPEN_STATUSES = ("pending", "approved")  # the ones the expiry sweep still moves
 KINDS = ("git_push", "custom_check")
 ORDER_KEYS = ("expires_at", "id")
 REQUESTER_KEYS = ("requested_by", "requester")
@@ -65,21 +64,6 @@ class Filters:
     kind: str | None = None
     expiring_within_minutes: float | None = None
     search: str | None = None
-
-
-def parse_statuses(text: str | None) -> tuple[str, ...] | None:
-    """'pending', 'pending,approved' or 'all' -> statuses (None = all); unknown names are a usage error."""
-    if text is None:
-        return ("pending",)
-    parts = [p.strip().lower() for p in text.split(",") if p.strip()]
-    if not parts or parts == ["all"]:
-        return None
-    unknown = [p for p in parts if p not in STATUSES]
-    if unknown:
-        raise UsageError(
-            f"Unknown status {', '.join(unknown)!s}; use one of {', '.join(STATUSES)} or 'all'."
-        )
-    return tuple(dict.fromkeys(parts))
 
 
 def _projects(conn: sqlite3.Connection) -> list[sqlite3.Row]:
@@ -402,9 +386,7 @@ __all__ = [
     "DecisionOptions",
     "Filters",
     "KINDS",
-    "OPEN_STATUSES",
     "RequestPage",
-    "STATUSES",
     "action_summary",
     "advance_cursor",
     "any_pending",
@@ -414,7 +396,6 @@ __all__ = [
     "events_of",
     "list_requests",
     "load_request",
-    "parse_statuses",
     "partition_queries",
     "request_of",
     "request_position",

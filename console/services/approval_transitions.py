@@ -41,18 +41,6 @@ class DecisionRefused(Refusal):
         self.wrote = wrote  # what was committed before saying no (an overdue request's expiry)
 
 
-def ago(value: Any, now: datetime) -> str:
-    """'4 minutes ago'; 'just now' for this second (or a clock slightly ahead of ours)."""
-    from console.cli.output import relative  # humanize only when a sentence needs it
-
-    at = parse_time(value)
-    if at is None:
-        return "at an unknown time"
-    if abs((now - at).total_seconds()) < 1 or (at > now and (at - now).total_seconds() < 60):
-        return "just now"
-    return relative(at, now)
-
-
 def who(event: dict[str, Any] | None) -> str:
     if event is None:
         return "an unknown actor"

@@ -21,15 +21,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Sequence
 
-from console.clock import write_clock
+from console.clock import ago, write_clock
 from console.db.connect import ArchonDatabase
 from console.db.tx import write_transaction
 from console.errors import Refusal
 from console.models.approvals import DecisionBatch
 from console.services.approval_queue import (  # noqa: F401  (re-exported API)
     KINDS,
-    OPEN_STATUSES,
-    STATUSES,
     Filters,
     RequestPage,
     action_summary,
@@ -39,7 +37,6 @@ from console.services.approval_queue import (  # noqa: F401  (re-exported API)
     list_requests,
     load_request,
     parse_json_field,
-    parse_statuses,
     requester_of,
     show_request,
 )
@@ -48,7 +45,6 @@ from console.services.approval_expiry import SWEEP_BATCH, expire_overdue, overdu
 from console.services.approval_transitions import (  # noqa: F401  (re-exported API)
     SYSTEM_ACTOR,
     DecisionRefused,
-    ago,
     who,
     event_into,
     event_type_for,
@@ -315,7 +311,6 @@ __all__ = [
     "expire_overdue",
     "list_requests",
     "overdue_ids",
-    "parse_statuses",
     "refusal_result",
     "revoke",
     "show_request",

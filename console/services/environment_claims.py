@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from console.db.sql import stored_columns
-from console.clock import db_time
+from console.clock import db_time, duration
 from console.db.connect import ArchonDatabase
 from console.db.tx import write_transaction
 from console.errors import Refusal, UsageError
@@ -40,7 +40,6 @@ from console.services.environment_rules import (
     OPERATIONS,
     RESET_NOT_COMPLETABLE,
     WHY_ALLOWED,
-    ago,
     bound_runs_words,
     claim_holder,
     cleanup_claim_blocks,
@@ -171,7 +170,7 @@ def _holder(conn: sqlite3.Connection, env: sqlite3.Row, claim_id: Any) -> str:
 
 def _describe_claim(conn: sqlite3.Connection, env: sqlite3.Row, now: datetime) -> str:
     age = _claim_age(env, now)
-    age_text = f"{ago(age)} ago" if age != float("inf") else "an unreadable time"
+    age_text = f"{duration(age)} ago" if age != float("inf") else "an unreadable time"
     return (
         f"{env['id']} is claimed for {env['operation_kind']} by {_holder(conn, env, env['operation_claim_id'])} "
         f"since {exact_time(env['operation_claimed_at'])} ({age_text})"
@@ -182,7 +181,7 @@ def _stale_hint(env: sqlite3.Row, now: datetime, stale_after: timedelta, verb: s
     """How to take over or release someone else's claim, and when; for a claim the console did not
     create, with the holder to name and the console's assumption about its lifetime."""
     age = _claim_age(env, now)
-    threshold = ago(stale_after.total_seconds())
+    threshold = duration(stale_after.total_seconds())
     held = env["operation_claim_id"]
     how, note = "--takeover with a reason", ""
     if not console_made(held):
@@ -190,7 +189,7 @@ def _stale_hint(env: sqlite3.Row, now: datetime, stale_after: timedelta, verb: s
         note = f" ({foreign_claim_assumption(stale_after)})"
     if age > stale_after.total_seconds():
         return f"it is stale (older than {threshold}){note}; use {how} to {verb}"
-    wait = ago(stale_after.total_seconds() - age)
+    wait = duration(stale_after.total_seconds() - age)
     return f"use {how} once it is stale (older than {threshold}, in {wait}){note}"
 
 
@@ -328,7 +327,7 @@ def claim(
                                actor=actor, reason=reason, metadata=metadata, now=now)
     if held:
         message = (f"{env_id} taken over for {op} from {_holder(conn, env, held)} "
-                   f"(their {held_kind} claim was {ago(_claim_age(env, now))} old).")
+                   f"(their {held_kind} claim was {duration(_claim_age(env, now))} old).")
         if confirmed is not None:
             message += f" You confirmed the holder {holder_to_confirm(held)}, a claim the console did not create."
     else:

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any, Mapping
 
 from console.db.sql import quote_identifier, stored_columns
-from console.clock import db_time, parse_time, seconds_between
+from console.clock import db_time, duration, parse_time, seconds_between
 from console.db.connect import ArchonDatabase
 from console.db.queries import Cursor, KeysetQuery, fetch_page
 from console.errors import Refusal, UsageError
@@ -35,7 +35,6 @@ from console.services.environment_rules import (
     HOLDING_BINDING,
     HOLDING_NOT_CHECKED,
     STATES,
-    ago,
     claim_holder,
 )
 
@@ -111,7 +110,7 @@ def pending_handoffs(row: Mapping[str, Any], now: datetime, wait_after: timedelt
         since = parse_time(since_text)
         age = seconds_between(now, since) if since else None
         column, performer = HANDOFF[op]  # type: ignore[misc]
-        when = f"{ago(age)} ago" if age is not None else f"at an unreadable time ({since_text})"
+        when = f"{duration(age)} ago" if age is not None else f"at an unreadable time ({since_text})"
         text = f"{HANDOFF_LABEL[op]} requested {when}; {performer} performs it" + note
         overdue = can_be_overdue and (age is None or age > wait_after.total_seconds())
         found.append(PendingHandoff(kind=op, column=column, since=since_text, age_seconds=age,

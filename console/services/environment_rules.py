@@ -13,9 +13,7 @@ import math
 import os
 from datetime import timedelta
 
-import humanize
-
-from console.clock import parse_time
+from console.clock import duration, parse_time
 from console.errors import Refusal, UsageError
 from console.models.environments import ClaimOptions, EnvironmentView
 from console.services.base import CLAIM_RANDOM_LENGTH, CONSOLE_CLAIM_ID, claim_id_stem, validate_actor
@@ -67,7 +65,7 @@ def foreign_claim_assumption(stale_after: timedelta, *, brief: bool = False) -> 
     """The console's assumption about a claim it did not create, in the words every refusal, the
     help and the TUI use (docs/decisions.md, "Archon behaviour the environment claims assume");
     `brief` for a dialog that must fit 80x24."""
-    threshold = ago(stale_after.total_seconds())
+    threshold = duration(stale_after.total_seconds())
     if brief:
         return f"the console only assumes archon has abandoned it (older than {threshold})"
     return (f"the console assumes a claim it did not create is abandoned once it is older than "
@@ -170,13 +168,6 @@ def default_stale_after() -> timedelta:
     if not math.isfinite(minutes) or not 0 <= minutes <= 10 * 366 * 24 * 60:
         raise UsageError(f"{STALE_ENV} must be a number of minutes between 0 and ten years, not {raw!r}.")
     return timedelta(minutes=minutes)
-
-
-def ago(seconds: float | None) -> str:
-    """A claim's or a request's age in words ("an unknown time" when it cannot be read)."""
-    if seconds is None or seconds == float("inf"):
-        return "an unknown time"
-    return humanize.naturaldelta(timedelta(seconds=max(0, seconds)))
 
 
 def exact_time(value: object) -> str:
@@ -311,7 +302,6 @@ __all__ = [
     "RESET_NOT_COMPLETABLE",
     "STATES",
     "WHY_ALLOWED",
-    "ago",
     "bound_runs_words",
     "claim_holder",
     "claim_options",

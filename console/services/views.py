@@ -17,17 +17,15 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from console.small_files import read_small_text
+from console.small_files import SettingsUnusable, read_toml
 from console.errors import UsageError
 
 VIEWS_ENV = "ARCHON_CONSOLE_VIEWS"
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TERM = re.compile(r"^(?P<key>[a-z_]+)(?P<op>=|<)(?P<value>.*)$")
-APPROVAL_STATUSES = ("pending", "approved", "denied", "cancelled", "expired", "invalidated", "consumed")
 # Which keys each screen takes, and with which operator.
 KEYS = {
     "approvals": {"status": "=", "project": "=", "kind": "=", "search": "=", "expiring": "<"},
@@ -84,11 +82,10 @@ def _example(screen: str) -> str:
 
 def _checked(screen: str, key: str, value: str) -> str:
     if key == "status":
-        parts = [p for p in value.lower().split(",") if p]
-        bad = [p for p in parts if p not in APPROVAL_STATUSES + ("all",)]
-        if bad or not parts:
-            raise UsageError(f"status={value}: use {', '.join(APPROVAL_STATUSES)}, a comma list, or all.")
-        return ",".join(parts)
+        from console.models.approvals import parse_status_filter
+
+        statuses = parse_status_filter(value)
+        return "all" if statuses is None else ",".join(statuses)
     if key == "kind" and value not in ("git_push", "custom_check"):
         raise UsageError(f"kind={value}: use git_push or custom_check.")
     if key == "expiring":
@@ -118,11 +115,11 @@ def load(path: Path | None = None) -> tuple[dict[str, View], str | None]:
     """Every saved view, and a sentence about the entries that were skipped (never fatal)."""
     path = path or views_path()
     try:
-        data = tomllib.loads(read_small_text(path))
-    except FileNotFoundError:
+        data = read_toml(path, "the saved views")
+    except SettingsUnusable as exc:
+        return {}, str(exc)
+    if data is None:
         return {}, None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        return {}, f"Ignored the saved views in {path}: {exc}"
     views, skipped = {}, []
     table = data.get("views", {})
     for name, entry in (table.items() if isinstance(table, dict) else []):
@@ -198,10 +195,11 @@ def _toml_string(text: str) -> str:
 
 # ------------------------------------------------------------------ into each list's filters
 def approval_filters(view: View):
-    from console.services.approval_queue import Filters, parse_statuses
+    from console.models.approvals import parse_status_filter
+    from console.services.approval_queue import Filters
 
     expiring = view.get("expiring")
-    return Filters(statuses=parse_statuses(view.get("status") or "pending"), project=view.get("project"),
+    return Filters(statuses=parse_status_filter(view.get("status") or "pending"), project=view.get("project"),
                    kind=view.get("kind"), search=view.get("search"),
                    expiring_within_minutes=float(expiring) if expiring else None)
 

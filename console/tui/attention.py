@@ -19,12 +19,11 @@ early; `;` is replaced in OSC 777's fields, where it separates them.
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from console.small_files import read_small_text
+from console.small_files import SettingsUnusable, read_toml
 
 from widgets.safe_text import clean
 
@@ -59,28 +58,28 @@ def load_notify_config(path: Path | None = None, *, quiet: bool = False) -> tupl
     """The `[notify]` settings and a sentence about what was wrong with the file (never fatal)."""
     path = path or config_path()
     config, warning = NotifyConfig(), None
-    if path.exists():
-        try:
-            data = tomllib.loads(read_small_text(path))
-            section = data.get("notify", {})
-            if not isinstance(section, dict):
-                raise ValueError("[notify] must be a table")
-            values: dict[str, Any] = {}
-            for key in ("toast", "bell", "title"):
-                if key in section:
-                    if not isinstance(section[key], bool):
-                        raise ValueError(f"notify.{key} must be true or false")
-                    values[key] = section[key]
-            if "desktop" in section:
-                if section["desktop"] not in DESKTOP_CHOICES:
-                    raise ValueError(f"notify.desktop must be one of {', '.join(DESKTOP_CHOICES)}")
-                values["desktop"] = section["desktop"]
-            unknown = sorted(set(section) - {"toast", "bell", "title", "desktop"})
-            if unknown:
-                raise ValueError(f"unknown notify settings: {', '.join(map(str, unknown))}")
-            config = NotifyConfig(**values)
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValueError) as exc:
-            warning = f"Ignored the notification settings in {path}: {exc}"
+    what = "the notification settings"
+    try:
+        data = read_toml(path, what) or {}
+        section = data.get("notify", {})
+        if not isinstance(section, dict):
+            raise SettingsUnusable(what, path, "[notify] must be a table")
+        values: dict[str, Any] = {}
+        for key in ("toast", "bell", "title"):
+            if key in section:
+                if not isinstance(section[key], bool):
+                    raise SettingsUnusable(what, path, f"notify.{key} must be true or false")
+                values[key] = section[key]
+        if "desktop" in section:
+            if section["desktop"] not in DESKTOP_CHOICES:
+                raise SettingsUnusable(what, path, f"notify.desktop must be one of {', '.join(DESKTOP_CHOICES)}")
+            values["desktop"] = section["desktop"]
+        unknown = sorted(set(section) - {"toast", "bell", "title", "desktop"})
+        if unknown:
+            raise SettingsUnusable(what, path, f"unknown notify settings: {', '.join(map(str, unknown))}")
+        config = NotifyConfig(**values)
+    except SettingsUnusable as exc:
+        warning = str(exc)
     return (config.quiet() if quiet else config), warning
 
 

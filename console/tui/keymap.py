@@ -14,10 +14,9 @@ Every binding in the console has an `id` (`approvals.approve`, `app.help` ...); 
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 
-from console.small_files import read_small_text
+from console.small_files import SettingsUnusable, read_toml
 
 ENV = "ARCHON_CONSOLE_KEYMAP"
 
@@ -33,15 +32,13 @@ def keymap_path() -> Path:
 def load_keymap(path: Path | None = None) -> tuple[dict[str, str], str | None]:
     """The overrides, and a sentence saying what was wrong with the file (None when fine)."""
     path = path or keymap_path()
-    if not path.exists():
-        return {}, None
     try:
-        data = tomllib.loads(read_small_text(path))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        return {}, f"Ignored the keymap {path}: {exc}"
-    keys = data.get("keys", {})
-    if not isinstance(keys, dict):
-        return {}, f"Ignored the keymap {path}: [keys] must be a table of id = \"keys\"."
+        data = read_toml(path, "the keymap")
+        keys = {} if data is None else data.get("keys", {})
+        if not isinstance(keys, dict):
+            raise SettingsUnusable("the keymap", path, "[keys] must be a table of id = \"keys\"")
+    except SettingsUnusable as exc:
+        return {}, str(exc)
     good = {str(k): str(v) for k, v in keys.items() if isinstance(v, str) and v.strip()}
     bad = sorted(set(keys) - set(good))
     warning = f"Ignored keymap entries without a key string: {', '.join(bad)}" if bad else None

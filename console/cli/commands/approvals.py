@@ -133,11 +133,12 @@ _ADDERS = {"list": _add_list, "show": _add_show, "approve": _add_approve, "deny"
 # --- handlers ----------------------------------------------------------------------------------
 
 def run_list(ctx) -> int:
-    from console.services.approval_queue import Filters, list_requests, parse_statuses
+    from console.models.approvals import parse_status_filter
+    from console.services.approval_queue import Filters, list_requests
 
     args = ctx.args
     filters = Filters(
-        statuses=parse_statuses(args.status),
+        statuses=("pending",) if args.status is None else parse_status_filter(args.status),
         project=args.project,
         kind=args.kind,
         expiring_within_minutes=args.expiring_within,
@@ -153,7 +154,8 @@ def run_list(ctx) -> int:
 
         emit_json([request.to_json() for request in page.rows])
         return 0
-    from console.cli.output import relative, say, table
+    from console.clock import relative
+    from console.cli.output import say, table
     from console.services.approval_queue import action_summary, parse_json_field, requester_of
 
     if not page.rows:
@@ -185,7 +187,7 @@ def _with_view(handle, args, filters):
 
     from console.services import views
     from console.cli.output import say
-    from console.services.approval_queue import parse_statuses
+    from console.models.approvals import parse_status_filter
 
     view, note = views.open_view(handle, args.view, "approvals")
     if note:
@@ -193,7 +195,7 @@ def _with_view(handle, args, filters):
     saved = views.approval_filters(view)
     return replace(
         saved,
-        statuses=parse_statuses(args.status) if args.status is not None else saved.statuses,
+        statuses=parse_status_filter(args.status) if args.status is not None else saved.statuses,
         project=args.project or saved.project,
         kind=args.kind or saved.kind,
         expiring_within_minutes=(args.expiring_within if args.expiring_within is not None
@@ -236,7 +238,8 @@ def run_show(ctx) -> int:
 
         emit_json(request.to_json())
         return 0
-    from console.cli.output import relative, say, table
+    from console.clock import relative
+    from console.cli.output import say, table
     from console.text import one_line
 
     def when(value: Any) -> str:

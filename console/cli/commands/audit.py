@@ -124,7 +124,7 @@ def _cell(value):
 def _text_line(event, now) -> str:
     """One line per event; every field passes `line`'s `one_line`, so no stored text (an actor class,
     a state, an event type) can carry a line break and forge the next event."""
-    from console.cli.output import relative
+    from console.clock import relative
     from console.text import line
 
     change = line(event.event_type or "?", sep="")

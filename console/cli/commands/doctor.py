@@ -18,7 +18,7 @@ from pathlib import Path
 
 from console.cli.commands.options import stale_after, stale_after_parent
 from console.errors import EXIT_UNUSABLE, DatabaseUnusable, UsageError
-from console.cli.output import emit_json, say
+from console.cli.output import emit_error, emit_json, say
 
 
 def cmd_doctor(ctx) -> int:
@@ -51,9 +51,8 @@ def cmd_doctor(ctx) -> int:
         raise UsageError(str(exc)) from None
     except DatabaseUnusable as exc:
         if ctx.json:
-            emit_json({"ok": False, "error": exc.reason, "hint": exc.hint, "exit": EXIT_UNUSABLE,
-                       "path": str(path), "usable": False, "exit_code": EXIT_UNUSABLE,
-                       "reason": exc.reason, "findings": []})
+            emit_error(exc.reason, exc.hint, EXIT_UNUSABLE, path=str(path), usable=False, exit_code=EXIT_UNUSABLE,
+                       reason=exc.reason, findings=[])
             return EXIT_UNUSABLE
         raise
     if ctx.json:

@@ -10,10 +10,9 @@ import argparse
 from datetime import timedelta
 from typing import Any, Callable
 
-import humanize
-
 from console.errors import Refusal
-from console.cli.output import emit_json, relative, say, table
+from console.clock import duration, relative
+from console.cli.output import emit_error, emit_json, say, table
 from console.text import line
 from console.cli.commands.options import stale_after, stale_after_parent, whole_number
 from console.services import environments as envs
@@ -57,10 +56,8 @@ def run_action(ctx, target_id: str, action: Callable[[Any], ActionResult | Claim
     except Refusal as exc:
         if not ctx.json:
             raise
-        emit_json({"ok": False, "error": exc.reason, "hint": exc.hint, "exit": exc.exit_code,
-                   **({"wrote": []} if exc.exit_code == 1 else {}),
-                   "id": target_id, "state": None, "message": exc.reason,
-                   **({"clock_note": ctx.write_note} if ctx.write_note else {})})
+        emit_error(exc.reason, exc.hint, exc.exit_code, id=target_id, state=None, message=exc.reason,
+                   **({"clock_note": ctx.write_note} if ctx.write_note else {}))
         return exc.exit_code
     if ctx.json:
         emit_json({**result.to_json(), **({"clock_note": ctx.write_note} if ctx.write_note else {})})
@@ -81,7 +78,7 @@ def _claim_cell(row: EnvironmentView) -> str:
 def _age(row: EnvironmentView) -> str:
     if row.claim_age_seconds is None:
         return "-"
-    return f"{humanize.naturaldelta(timedelta(seconds=max(0, row.claim_age_seconds)))} ago"
+    return f"{duration(row.claim_age_seconds)} ago"
 
 
 def _with_view(handle, args):

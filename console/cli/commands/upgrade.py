@@ -14,7 +14,7 @@ from typing import TextIO
 import humanize
 
 from console.errors import Refusal
-from console.cli.output import emit_json, say, table, write_trusted
+from console.cli.output import emit_error, emit_json, say, table, write_trusted
 from console.services import upgrade as service
 from console.text import one_line
 
@@ -171,9 +171,8 @@ def _upgrade(ctx) -> int:
     except service.ProfileEvidenceContradicted as exc:
         bar.finish()
         if ctx.json:  # one object on stdout, the plan inside it (README: --json on every path)
-            emit_json({"ok": False, "error": exc.reason, "hint": exc.hint, "exit": exc.exit_code,
-                       "status": "refused", "message": exc.reason,
-                       "plan": exc.plan.to_json() if exc.plan is not None else None})
+            emit_error(exc.reason, exc.hint, exc.exit_code, status="refused", message=exc.reason,
+                       plan=exc.plan.to_json() if exc.plan is not None else None)
             return exc.exit_code
         if exc.plan is not None:
             say(render_plan(exc.plan))
@@ -181,8 +180,8 @@ def _upgrade(ctx) -> int:
     except service.ForceRequired as exc:
         bar.finish()
         if ctx.json:
-            emit_json({"ok": False, "error": exc.reason, "hint": exc.hint, "exit": exc.exit_code, "wrote": [],
-                       "status": "force-required", "message": exc.reason, "plan": exc.plan.to_json()})
+            emit_error(exc.reason, exc.hint, exc.exit_code, wrote=[], status="force-required", message=exc.reason,
+                       plan=exc.plan.to_json())
             return exc.exit_code
         say(render_plan(exc.plan))
         raise
@@ -261,8 +260,8 @@ def _restore(ctx) -> int:
             for line in exc.loss.lines():
                 say(line)
             raise
-        emit_json({"ok": False, "error": exc.reason, "hint": exc.hint, "exit": exc.exit_code,
-                   "status": "refused", "message": exc.reason, "loss": exc.loss.to_json()})
+        emit_error(exc.reason, exc.hint, exc.exit_code, status="refused", message=exc.reason,
+                   loss=exc.loss.to_json())
         return exc.exit_code
     if ctx.json:
         emit_json(result.to_json())

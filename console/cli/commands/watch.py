@@ -19,7 +19,6 @@ _seconds = finite_number("seconds", minimum=0.05, maximum=3600)
 _hook_seconds = finite_number("seconds", minimum=0.1, maximum=86400)
 _jobs = whole_number("hooks", minimum=1, maximum=64)
 _retries = whole_number("retries", minimum=0, maximum=100)
-_STATUSES = ("pending", "approved", "denied", "cancelled", "expired", "invalidated", "consumed")
 PRUNE_EVERY = 60.0  # seconds between forgetting reminded requests that are no longer pending
 
 
@@ -56,16 +55,11 @@ def register(commands: argparse._SubParsersAction, parents: list[argparse.Argume
 
 
 def _statuses(text: str | None) -> frozenset[str] | None:
-    from console.errors import UsageError
+    """Only changes into these statuses; None for every one (no --status, or `all`)."""
+    from console.models.approvals import parse_status_filter
 
-    if not text:
-        return None
-    wanted = frozenset(s.strip() for s in text.split(",") if s.strip())
-    unknown = sorted(wanted - set(_STATUSES))
-    if unknown or not wanted:
-        raise UsageError(f"--status {text!r}: unknown status {', '.join(unknown) or '(none)'}; use "
-                         f"{', '.join(_STATUSES)}.")
-    return wanted
+    statuses = parse_status_filter(text) if text else None
+    return None if statuses is None else frozenset(statuses)
 
 
 class _Cursor:
@@ -177,7 +171,7 @@ def _skipped(report, change, exc: BaseException) -> None:
 def _line(change, now) -> str:
     """One line per change; every field passes `line`'s `one_line` (a stored actor class or kind with
     a line break would otherwise print a second, forged change)."""
-    from console.cli.output import relative
+    from console.clock import relative
     from console.text import line
 
     when = line(change.at or now.strftime("%Y-%m-%dT%H:%M:%SZ"))[:19]  # a time of any stored type.replace("T", " ")

@@ -10,12 +10,12 @@ from typing import Any
 
 from rich.text import Text
 
-from console.clock import parse_time
+from console.clock import parse_time, relative
 from console.models.approvals import ApprovalDetail, ApprovalRequest
 from console.services import approval_queue as queue
 from console.services.identity import account_of
 from console.text import one_line
-from widgets.humane import exact, relative
+from widgets.humane import exact
 from widgets.safe_text import clean, safe_text
 from widgets.timeline import TimelineEvent
 
@@ -53,7 +53,7 @@ def detail_head(r: ApprovalDetail, now: datetime) -> Text:
         ("kind", r.action_kind),
         ("action", r.action_summary),
         ("requester", r.requester or "unknown"),
-        ("expires", f"{relative(parse_time(r.expires_at), now)}  ({exact(parse_time(r.expires_at))})"),
+        ("expires", f"{relative(r.expires_at, now, unknown='—', present='now')}  ({exact(parse_time(r.expires_at))})"),
         ("created", exact(parse_time(r.created_at))),
         ("decided", exact(parse_time(r.decision_at)) if r.decision_at else "—"),
         ("fingerprint", r.action_fingerprint),
@@ -107,7 +107,7 @@ def what_happens(verb: str, r: ApprovalDetail, now: datetime) -> Text:
     text.append_text(safe_text(r.project_name or r.project_id, one_line=True))
     text.append("\nrequested by ", style="dim")
     text.append_text(safe_text(r.requester or "unknown", one_line=True))
-    text.append(f", expires {relative(parse_time(r.expires_at), now)}\n\n", style="dim")
+    text.append(f", expires {relative(r.expires_at, now, unknown='—', present='now')}\n\n", style="dim")
     text.append({
         "approve": "The request becomes approved: archon's executor may carry out this action once, "
                    "before it expires.",

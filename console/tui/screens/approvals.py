@@ -16,7 +16,7 @@ from textual.message import Message
 
 from console.clock import parse_time
 from console.errors import Refusal
-from console.models.approvals import ApprovalDetail, ApprovalRequest, DecisionBatch
+from console.models.approvals import OPEN_STATUSES, ApprovalDetail, ApprovalRequest, DecisionBatch
 from console.tui.screens.approval_detail import (
     SHORT_ID,
     VERB,
@@ -164,7 +164,7 @@ class ApprovalsScreen(ConsoleScreen):
 
     def _render_expiry(self, row: ApprovalRequest) -> Text:
         when = parse_time(row.expires_at)
-        if row.status not in queue.OPEN_STATUSES:
+        if row.status not in OPEN_STATUSES:
             return Text("—", style="dim")
         label = countdown(when, self.session.now())
         if label == "expired":
@@ -174,7 +174,7 @@ class ApprovalsScreen(ConsoleScreen):
         return Text(label)
 
     def _row_class(self, row: ApprovalRequest) -> str | None:
-        if row.status not in queue.OPEN_STATUSES:
+        if row.status not in OPEN_STATUSES:
             return "muted"
         when = parse_time(row.expires_at)
         if when is not None and when - self.session.now() <= EXPIRING_SOON:
@@ -455,12 +455,12 @@ class ApprovalsScreen(ConsoleScreen):
         row = self.query_one(LazyTable).cursor_row
         if row is not None:
             self._load_detail(row.id)
-        if self.modal is not None and self.modal.watch_key is not None and self.modal.is_attached:
+        if self.modal is not None and self.modal.watching is not None and self.modal.is_attached:
             self._recheck(self.modal)
 
     @work(thread=True, group="approvals-recheck", exit_on_error=False)
     def _recheck(self, modal: ActionModal[Decision | None]) -> None:
-        request = self.session.run(queue.show_request, modal.watch_key, actor=self.session.actor,
+        request = self.session.run(queue.show_request, modal.watching.key, actor=self.session.actor,
                                    now=self.session.now())
         self.post_message(self.Rechecked(modal, request))
 

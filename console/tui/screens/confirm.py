@@ -1,9 +1,11 @@
 """Confirmation that scales with risk: the shared action dialog and its y/n form.
 
-An action dialog shows what will happen before it happens. If the row it acts on changes while
-the dialog is open (another process decided the request, released the claim), the screen calls
-`changed_underneath`, and the dialog says so, shows the new situation, and refuses to confirm if
-the action no longer applies; the service re-checks in its own transaction regardless.
+An action dialog shows what will happen before it happens. A dialog that acts on a row is given
+`watching=Watched(key, action, seen)` when it is built: the one way a dialog watches its row. While
+it is open the screen re-reads row `key`, and if the fields in `seen` changed (another process
+decided the request, released the claim) it calls `changed_underneath`; the dialog says so, shows
+the new situation, and refuses to confirm if the action no longer applies. The service re-checks in
+its own transaction regardless.
 """
 
 from __future__ import annotations
@@ -53,30 +55,14 @@ class ActionModal(ModalScreen[T], Generic[T]):
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="modal.cancel")]
 
     def __init__(self, title: str, summary: Text, *, confirm_label: str = "Confirm",
-                 danger: bool = False, watching: Watched | None = None, watch_key: Hashable = None) -> None:
+                 danger: bool = False, watching: Watched | None = None) -> None:
         super().__init__()
         self.title_text = title
         self.summary = summary
         self.confirm_label = confirm_label
         self.danger = danger
-        if watching is None and watch_key is not None:
-            watching = Watched(watch_key)
-        self.watching = watching
+        self.watching = watching  # fixed when the dialog is built: what the screen re-checks
         self.blocked_reason: str | None = None
-
-    @property
-    def watch_key(self) -> Hashable:
-        """The watched row's key (None: nothing is watched)."""
-        return None if self.watching is None else self.watching.key
-
-    @property
-    def seen(self) -> tuple[Any, ...] | None:
-        return None if self.watching is None else self.watching.seen
-
-    @seen.setter
-    def seen(self, value: tuple[Any, ...]) -> None:
-        # Compatibility for a screen that fingerprints its row after building the dialog.
-        self.watching = Watched(self.watch_key, "" if self.watching is None else self.watching.action, value)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="danger" if self.danger else ""):

@@ -12,9 +12,9 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 
-from console.clock import parse_time
+from console.clock import parse_time, relative
 from console.tui.screens.base import ConsoleScreen
-from console.tui.screens.confirm import ActionModal, ConfirmModal, Decision
+from console.tui.screens.confirm import ActionModal, ConfirmModal, Decision, Watched
 from console.tui.screens.reason import ReasonModal
 from console.tui.screens.pages import EnvironmentsSource
 from console.tui.screens.typed import TypedConfirmModal
@@ -22,7 +22,7 @@ from console.services import environments as envs
 from console.services.environments import ClaimOptions, EnvironmentView
 from console.services.identity import account_of
 from console.text import one_line
-from widgets.humane import age, exact, plural, relative
+from widgets.humane import age, exact, plural
 from widgets.lazy_table import Column, LazyTable
 from widgets.safe_text import clean, safe_text
 from widgets.safe_widgets import Static
@@ -112,7 +112,6 @@ class EnvironmentsScreen(ConsoleScreen):
             self.claimed = view.get("claimed") == "yes"
         self.detail: EnvironmentView | None = None
         self.modal: ActionModal | None = None
-        self._seen: tuple | None = None  # the open dialog's environment as it was when it opened
         self.claims_supported: bool | None = None  # None until the service has answered
 
     def compose_content(self) -> ComposeResult:
@@ -144,7 +143,7 @@ class EnvironmentsScreen(ConsoleScreen):
             Column("project_id", "project", 14),
             Column("active_lease_count", "lease", 5, render=lambda r: Text("yes" if r.active_lease_count else "—")),
             Column("idle_stop_at", "idle stop", 14,
-                   render=lambda r: Text(relative(parse_time(r.idle_stop_at), now()) if r.idle_stop_at else "—")),
+                   render=lambda r: Text(relative(r.idle_stop_at, now(), unknown="—", present="now") if r.idle_stop_at else "—")),
         ]
 
     def _row_class(self, row: EnvironmentView) -> str | None:
@@ -208,7 +207,7 @@ class EnvironmentsScreen(ConsoleScreen):
 
         def when(value: Any) -> str:
             t = parse_time(value)
-            return f"{relative(t, now)} ({exact(t)})" if t else "—"
+            return f"{relative(t, now, unknown='—', present='now')} ({exact(t)})" if t else "—"
 
         claim = "none"
         if e.operation_claim_id:
@@ -310,9 +309,9 @@ class EnvironmentsScreen(ConsoleScreen):
         if op == "retire":
             body += " Retirement is requested and stays requested even if the claim is released."
             modal: ActionModal = TypedConfirmModal("Retire environment", self._summary("Retire", body),
-                                                   expected=env_id, confirm_label="Retire", watch_key=env_id)
+                                                   expected=env_id, confirm_label="Retire", watching=self._watching(op))
         else:
-            modal = ConfirmModal(f"Claim {op}", self._summary(f"Claim {op} on", body), watch_key=env_id)
+            modal = ConfirmModal(f"Claim {op}", self._summary(f"Claim {op} on", body), watching=self._watching(op))
         self._open(modal, lambda reason: self.write(envs.claim, env_id, op, self.session.actor,
                                                       now=self.session.write_now(), stale_after=envs.default_stale_after()))
 
@@ -335,7 +334,8 @@ class EnvironmentsScreen(ConsoleScreen):
         op = e.operation_kind
         body = (f"Completing {envs.completion_effect(op)}. The state stays {e.lifecycle_state} until "
                 "archon acts; the console cannot stop or delete a container itself.")
-        modal = ConfirmModal(f"Complete {op}", self._summary(f"Hand {op} to archon for", body), watch_key=e.id)
+        modal = ConfirmModal(f"Complete {op}", self._summary(f"Hand {op} to archon for", body),
+                             watching=self._watching("complete"))
         self._open(modal, lambda reason: self.write(envs.complete, e.id, self.session.actor, now=self.session.write_now()))
 
     def _foreign(self, e: EnvironmentView) -> str | None:
@@ -351,16 +351,17 @@ class EnvironmentsScreen(ConsoleScreen):
         body = f"The {e.operation_kind} claim is dropped; the state stays {e.lifecycle_state}."
         if mine:
             modal: ActionModal = ConfirmModal("Release claim", self._summary("Release your claim on", body),
-                                              watch_key=e.id)
+                                              watching=self._watching("release"))
         elif holder is not None:
             body = (f"The {e.operation_kind} claim is dropped (the state stays {e.lifecycle_state}) and new runs may "
                     f"be placed on it, though {envs.foreign_claim_assumption(envs.default_stale_after(), brief=True)}.")
             modal = TypedConfirmModal("Release a claim the console did not create",
                                       self._summary(f"Release {e.claimed_by}'s stale claim on", body), expected=holder,
-                                      ask_reason=True, reason_required=True, confirm_label="Release", watch_key=e.id)
+                                      ask_reason=True, reason_required=True, confirm_label="Release",
+                                      watching=self._watching("release"))
         else:
             modal = ReasonModal("Release a stale claim", self._summary(f"Release {e.claimed_by}'s stale claim on", body),
-                                required=True, watch_key=e.id, danger=True)
+                                required=True, watching=self._watching("release"), danger=True)
         self._open(modal, lambda reason: self.write(envs.release, e.id, self.session.actor, now=self.session.write_now(),
                                                       takeover=not mine, reason=reason or None,
                                                       stale_after=envs.default_stale_after(), confirm_holder=holder))
@@ -371,7 +372,7 @@ class EnvironmentsScreen(ConsoleScreen):
         e = self.detail
         op = e.operation_kind
         holder = self._foreign(e)
-        age = relative(parse_time(e.operation_claimed_at), self.session.now())
+        age = relative(e.operation_claimed_at, self.session.now(), unknown="—", present="now")
         body = f"{e.claimed_by}'s {op} claim (taken {age}) becomes yours, still a {op} (a takeover keeps the kind). "
         if holder is None:
             body += "Make sure they are no longer working on it."
@@ -379,16 +380,20 @@ class EnvironmentsScreen(ConsoleScreen):
             body += f"Archon may still be working on it: {envs.foreign_claim_assumption(envs.default_stale_after(), brief=True)}."
         modal = TypedConfirmModal("Take over a stale claim", self._summary("Take over", body),
                                   expected=holder if holder is not None else e.id, ask_reason=True,
-                                  reason_required=True, confirm_label="Take over", watch_key=e.id)
+                                  reason_required=True, confirm_label="Take over", watching=self._watching("takeover"))
         self._open(modal, lambda reason: self.write(envs.claim, e.id, op, self.session.actor, now=self.session.write_now(),
                                                       takeover=True, reason=reason,
                                                       stale_after=envs.default_stale_after(), confirm_holder=holder))
 
+    def _watching(self, action: str) -> Watched:
+        """The shown environment, as the dialog about to open on it watches it."""
+        return Watched(self.detail.id, action, self._fingerprint(self.detail))
+
     def _open(self, modal: ActionModal, then) -> None:
-        self.modal, self._seen = modal, self._fingerprint(self.detail)
+        self.modal = modal
 
         def done(value: Any) -> None:
-            self.modal, self._seen = None, None
+            self.modal = None
             if value is None or value is False:
                 return
             then(value.reason if isinstance(value, Decision) else None)
@@ -405,7 +410,7 @@ class EnvironmentsScreen(ConsoleScreen):
     def refresh_data(self) -> None:
         super().refresh_data()
         self._load_claims_support()  # an upgrade from another screen changes the answer
-        if self.modal is not None and self.modal.is_attached:
+        if self.modal is not None and self.modal.watching is not None and self.modal.is_attached:
             self._recheck(self.modal)
         else:
             row = self.query_one(LazyTable).cursor_row
@@ -414,7 +419,7 @@ class EnvironmentsScreen(ConsoleScreen):
 
     @work(thread=True, group="envs-recheck", exit_on_error=False)
     def _recheck(self, modal: ActionModal) -> None:
-        env = self.session.run(envs.show_environment, modal.watch_key, now=self.session.now(),
+        env = self.session.run(envs.show_environment, modal.watching.key, now=self.session.now(),
                                stale_after=envs.default_stale_after())
         self.post_message(self.Detail(env))
         self.post_message(self.Rechecked(modal, env))
@@ -422,7 +427,7 @@ class EnvironmentsScreen(ConsoleScreen):
     @on(Rechecked)
     def _rechecked(self, message: Rechecked) -> None:
         modal, env = message.modal, message.env
-        if not modal.is_attached or modal is not self.modal or self._fingerprint(env) == self._seen:
+        if not modal.is_attached or modal is not self.modal or self._fingerprint(env) == modal.watching.seen:
             return
         text = self._summary("Now:", f"state {env.lifecycle_state}, claim "
                              f"{env.operation_kind or 'none'} by {env.claimed_by or 'nobody'}.")

@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 
-from console.clock import parse_time
+from console.clock import parse_time, relative
 from console.models.profiles import ProfileRevision
 from console.models.projects import ProfileAuditEvent, Project
 from console.tui.screens.base import ConsoleScreen
@@ -23,7 +23,7 @@ from console.services import approval_queue as queue
 from console.services import navigation
 from console.services import profiles as profiles_service
 from widgets.diff_view import diff_text
-from widgets.humane import exact, relative
+from widgets.humane import exact
 from widgets.json_view import JsonView
 from widgets.lazy_table import Column, LazyTable
 from widgets.safe_text import safe_text
@@ -138,7 +138,7 @@ class ProfilesScreen(ConsoleScreen):
             ("revision", f"{r.revision}{'  (active)' if r.active else ''}"),
             ("schema", r.schema_version),
             ("provider", r.provider_preference),
-            ("created", f"{relative(created, now)} ({exact(created)})"),
+            ("created", f"{relative(created, now, unknown='—', present='now')} ({exact(created)})"),
             ("activated", ", ".join(exact(parse_time(t)) for t in r.activated_at) or "never"),
             ("fingerprint", r.fingerprint),
         ):
