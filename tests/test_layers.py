@@ -15,8 +15,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("console", "widgets")
 
-# The one module that opens SQLite connections (console/db/connect.py `sqlite_connection`).
-CONNECTS = "console/db/connect.py"
+# The one module that opens SQLite connections (console/db/connection.py `sqlite_connection`).
+CONNECTS = "console/db/connection.py"
 # Entries in another branch's area of the architecture restructuring (issue 12): each is removed at
 # merge, and a test fails while a stale one is left.
 CONNECT_ALLOWED: set[str] = set()  # every connection opens through console/db/connect.py
@@ -72,7 +72,7 @@ def test_only_the_connect_module_opens_sqlite():
     found = {path: lines for path, tree in _sources() if (lines := _connect_calls(tree))}
     assert CONNECTS in found, "the one sqlite3.connect moved: update CONNECTS"
     stray = {path: lines for path, lines in found.items() if path != CONNECTS and path not in CONNECT_ALLOWED}
-    assert not stray, f"open connections through console/db/connect.py `sqlite_connection`: {stray}"
+    assert not stray, f"open connections through console/db/connection.py `sqlite_connection`: {stray}"
     stale = CONNECT_ALLOWED - set(found)
     assert not stale, f"no longer needed, remove from CONNECT_ALLOWED: {stale}"
 

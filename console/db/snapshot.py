@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Callable
 
 from console.db import ledger
-from console.db.connect import sqlite_connection
+from console.db.connection import sqlite_connection
 from console.db.detect import read_ledger
 from console.db.file_guard import open_foreign
 from console.db.files import create_exclusive, remove_stale

@@ -38,7 +38,7 @@ from collections import Counter
 from functools import lru_cache
 from typing import Any
 
-from console.db.connect import scratch_connection
+from console.db.connection import scratch_connection
 from console.text import MAX_DEPTH, read_json
 from console.db.sql import quote_identifier, stored_columns
 

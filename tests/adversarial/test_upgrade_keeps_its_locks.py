@@ -179,7 +179,8 @@ GUARDED = textwrap.dedent("""
     import io, os, sys
     from pathlib import Path
     import console  # installs the hook: ARCHON_CONSOLE_AUDIT_FILES names the log
-    from console.db.connect import connect_raw, sqlite_connection
+    from console.db.connect import connect_raw
+    from console.db.connection import sqlite_connection
 
     db = Path(sys.argv[1])
     os.link(db, db.with_name("linked.db"))

@@ -18,7 +18,8 @@ from typing import Any, Callable
 
 from console.clock import system_clock
 from console.db import exclusive_lock, snapshot as snapshots
-from console.db.connect import check_file, check_size, is_wal_file, sqlite_connection, untouched_read_uri
+from console.db.connect import check_file, check_size, is_wal_file, untouched_read_uri
+from console.db.connection import sqlite_connection
 from console.db.files import create_exclusive, temp_prefix
 from console.db.file_trust import Judged, open_judged
 from console.db.paths import nonempty_file
