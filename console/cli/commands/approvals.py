@@ -20,7 +20,7 @@ _positive_int = whole_number("rows", minimum=1)
 
 # Every action's parser costs start-up time (argparse builds a help formatter per argument and
 # asks gettext for every help string), so a command line that names its action builds only that
-# one (console/cli/cli.py `build_parser`); help for the family, or an unknown action, builds them all.
+# one (console/cli/parser.py `build_parser`); help for the family, or an unknown action, builds them all.
 ACTIONS = ("list", "show", "approve", "deny", "revoke", "expire", "watch")
 
 
