@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from console.services.base import ActionResult
+from console.models.results import ActionResult
 
 
 def _value(row: Mapping[str, Any], name: str) -> Any:

@@ -60,7 +60,8 @@ from console.services.approval_transitions import (  # noqa: F401  (re-exported 
     unreadable_expiry_sentence,
     with_busy_retry,
 )
-from console.services.base import ActionResult, require_feature, validate_actor, validate_reason
+from console.services.base import require_feature, validate_actor, validate_reason
+from console.models.results import ActionResult
 from console.text import one_line
 
 # What each human decision moves, from which status.

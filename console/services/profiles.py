@@ -35,7 +35,8 @@ from console.models.profiles import FingerprintCheck, ProfileRevision, RevisionD
 from console.models.projects import Project
 from console.services import profile_startup
 from console.services import identity
-from console.services.base import ActionResult, validate_actor, validate_reason
+from console.services.base import validate_actor, validate_reason
+from console.models.results import ActionResult
 from console.services.resolve import find_project, resolve_project
 from console.text import UnreadableJson, one_line, read_json
 

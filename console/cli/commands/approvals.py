@@ -302,7 +302,7 @@ def _print_results(ctx, results, *, empty: str | None = None) -> int:
 def run_decide(ctx) -> int:
     from console.errors import EXIT_REFUSED, Refusal
     from console.services.approvals import decide_many
-    from console.services.base import ActionResult
+    from console.models.results import ActionResult
 
     args = ctx.args
     with ctx.open() as handle:

@@ -17,7 +17,7 @@ from console.cli.output import emit_json, relative, say, table
 from console.text import line
 from console.cli.commands.options import stale_after, stale_after_parent, whole_number
 from console.services import environments as envs
-from console.services.base import ActionResult
+from console.models.results import ActionResult
 from console.services.environments import ClaimResult, EnvironmentView
 
 CLAIM_EPILOG = (
