@@ -37,7 +37,7 @@ from widgets.terminal_guard import SafeTitles
 
 if TYPE_CHECKING:
     from console.tui.session import Session
-    from console.tui.support import SupportInfo
+    from console.models.support import SupportInfo
 
 READ_ONLY_REASON = "read-only mode (--read-only): nothing can be written"
 SUPPORT_REASON = "support snapshot: read-only"
