@@ -19,7 +19,7 @@ PACKAGES = ("console", "widgets")
 CONNECTS = "console/db/connection.py"
 # Entries in another branch's area of the architecture restructuring (issue 12): each is removed at
 # merge, and a test fails while a stale one is left.
-CONNECT_ALLOWED: set[str] = set()  # every connection opens through console/db/connect.py
+CONNECT_ALLOWED: set[str] = set()  # every connection opens through console/db/connection.py
 # What the screens and the app may not touch: the database handle and its connection (reads and
 # writes go through `session.run(service_function, ...)`).
 HANDLE_PARTS = {"handle", "conn", "shape", "execute", "executemany", "executescript"}
@@ -41,7 +41,11 @@ def test_the_contracts_are_the_layers():
 
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
     contracts = {c["id"]: c for c in config["contracts"]}
-    assert set(contracts) == {"core-without-ui", "screens-without-sql", "widgets-know-nothing-of-archon"}
+    assert set(contracts) == {"core-without-ui", "front-ends-independent", "layers", "screens-without-sql",
+                              "widgets-know-nothing-of-archon"}
+    assert contracts["layers"]["layers"] == [
+        "console.cli : console.tui", "console.services | console.demo", "console.models", "console.db"]
+    assert set(contracts["front-ends-independent"]["modules"]) == {"console.cli", "console.tui"}
     core = contracts["core-without-ui"]
     assert set(core["source_modules"]) == {"console.services", "console.db", "console.cli.commands"}
     assert {"textual", "console.tui.screens", "widgets"} <= set(core["forbidden_modules"])
@@ -148,3 +152,69 @@ def test_the_checks_see_what_they_look_for():
     relative = ast.parse("from .queries import _private\n").body[0]
     assert _absolute("console/db/readonly.py", relative) == "console.db.queries"
     assert _absolute("console/db/__init__.py", relative) == "console.db.queries"
+
+
+def _cycles(imports: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(imports):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(imports[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(imports.get(target, ())))))
+                elif target in on_stack:
+                    low[node] = min(low[node], index[target])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_cycle():
+    """No module reaches itself through imports: lazy ones inside functions and `TYPE_CHECKING` ones
+    count, as grimp builds the graph. A cycle is broken where the shared piece belongs (a lower
+    module both import, or a value passed in), never by hiding an import."""
+    import grimp
+
+    graph = grimp.build_graph(*PACKAGES)
+    imports = {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+    lines = []
+    for component in _cycles(imports):
+        lines.append(" <-> ".join(component))
+        for importer in component:
+            for imported in sorted(imports[importer] & set(component)):
+                where = graph.get_import_details(importer=importer, imported=imported)
+                lines.append(f"    {importer} -> {imported} (line {', '.join(str(d['line_number']) for d in where)})")
+    assert not lines, "import cycles:\n" + "\n".join(lines)
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set(), "c": {"c"}}) == []
+    assert _cycles({"a": {"b", "d"}, "b": {"a"}, "d": {"e"}, "e": {"d"}}) == [["d", "e"], ["a", "b"]]
