@@ -31,7 +31,9 @@ from console.clock import db_time
 from console.db.connect import open_database
 from console.errors import Refusal, UsageError
 from console.services import approvals
-from console.services import environments as envs
+from console.services.environment_claims import claim, release
+from console.services.environment_queries import show_environment
+from console.services.environment_rules import claim_options, held_by
 from tests.conftest import make_schema
 from tests.test_approvals_helpers import NOW, add_project, add_request, archon_move, connect, dump, events, status_of
 from tests.test_environments_support import add_env, set_claim
@@ -162,8 +164,8 @@ def test_a_128_character_console_claim_prefix_is_nobody_s_claim(db, capsys, monk
         code, text = cli(capsys, "envs", "complete", "env-held", "--as", actor, "--db", str(db))
         assert code == 1 and "only its holder" in text, text
         with open_database(db) as handle:
-            env = envs.show_environment(handle, "env-held", now=datetime.now(timezone.utc))
-        assert not envs.held_by(PREFIX_CLAIM, actor) and envs.claim_options(env, actor).why("release")
+            env = show_environment(handle, "env-held", now=datetime.now(timezone.utc))
+        assert not held_by(PREFIX_CLAIM, actor) and claim_options(env, actor).why("release")
     assert dump(db) == before
 
 
@@ -333,23 +335,23 @@ def test_a_claim_is_held_only_by_the_name_and_account_that_created_it(a, b, forg
     from console.services.base import claim_id_for
 
     claim_id = claim_id_for(a)
-    assert len(claim_id) <= 128 and envs.held_by(claim_id, a)
-    assert envs.held_by(claim_id, b) == (a == b)
+    assert len(claim_id) <= 128 and held_by(claim_id, a)
+    assert held_by(claim_id, b) == (a == b)
     for text in ("console:" + forged, ("console:" + forged + "@" * 128)[:128], claim_id[:-1], claim_id + "0"):
-        assert not envs.held_by(text, a) and not envs.held_by(text, b)
+        assert not held_by(text, a) and not held_by(text, b)
 
 
 def test_another_account_declaring_the_same_name_does_not_hold_the_claim(db, monkeypatch):
     from console.services import identity
 
     with open_database(db) as handle:
-        envs.claim(handle, "env-free", "stop", "alice", now=datetime.now(timezone.utc))
+        claim(handle, "env-free", "stop", "alice", now=datetime.now(timezone.utc))
     real = identity.current()
     monkeypatch.setattr(identity, "current", lambda: identity.OsIdentity("mallory", real.uid + 1, real.host))
     before = dump(db)
     with open_database(db) as handle:
         with pytest.raises(Refusal, match="only its holder"):
-            envs.release(handle, "env-free", "alice", now=datetime.now(timezone.utc))
+            release(handle, "env-free", "alice", now=datetime.now(timezone.utc))
     assert dump(db) == before
 
 
