@@ -25,7 +25,8 @@ from console.db.migrations.legacy_checksums import CHECKSUMS_0_1_0
 from console.db.migrations.registry import MIGRATIONS, STEP_MODULES
 from console.errors import EXIT_UNUSABLE
 from console.services.doctor import run_doctor
-from console.services.upgrade import plan_upgrade, run_upgrade
+from console.services.upgrade.plan import plan_upgrade
+from console.services.upgrade.run import run_upgrade
 from tests.upgrade_helpers import db_1820, fingerprint_dir
 
 PINNED = {

@@ -10,7 +10,7 @@ import signal
 
 from console.cli.cli import main
 from console.cli.commands.upgrade import ProgressBar
-from console.services.upgrade import UpgradeProgress
+from console.services.upgrade.model import UpgradeProgress
 from tests.upgrade_helpers import ledger_names, normalized_dump, run_cli, run_cli_crashing_at
 
 

@@ -14,7 +14,9 @@ from console import __version__
 from console.cli.cli import main
 from console.db.detect import detect_shape
 from console.db.migrations.registry import MIGRATIONS
-from console.services.upgrade import UpgradeProgress, plan_upgrade, run_upgrade
+from console.services.upgrade.model import UpgradeProgress
+from console.services.upgrade.plan import plan_upgrade
+from console.services.upgrade.run import run_upgrade
 from tests.upgrade_helpers import (
     add_old_approval_tables,
     connect,

@@ -24,7 +24,8 @@ from console.db import files
 from console.db.snapshot import snapshot_name
 from console.demo import generate
 from console.errors import ConsoleError
-from console.services.upgrade import restore_snapshot, run_upgrade
+from console.services.upgrade.restore import restore_snapshot
+from console.services.upgrade.run import run_upgrade
 from console.services.upgrade.restore import aside_name as _aside_name
 from tests import damage
 from tests.upgrade_helpers import db_1820
