@@ -19,6 +19,7 @@ from console.db import execution_profiles as profiles
 from console.db.connect import open_database
 from console.errors import Refusal
 from console.services import approvals, profiles as profile_service
+from console.services.approval_expiry import expire_overdue
 from console.services import environment_claims
 from tests.reference import builder, compare, rows
 
@@ -142,7 +143,7 @@ WRITES = {
     "approve": lambda h, now: approvals.approve(h, "apr-0", actor="dave", reason="ok", now=now),
     "deny": lambda h, now: approvals.deny(h, "apr-1", actor="dave", reason="no", now=now),
     "revoke": lambda h, now: approvals.revoke(h, "apr-3", actor="dave", reason="changed my mind", now=now),
-    "expire": lambda h, now: approvals.expire_overdue(h, actor="dave", now=now)[0],
+    "expire": lambda h, now: expire_overdue(h, actor="dave", now=now)[0],
     "claim stop": _claimed("stop", "env-stop"),
     "claim retire": _claimed("retire", "env-retire"),
     "claim reset": _claimed("reset", "env-reset"),

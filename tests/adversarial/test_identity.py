@@ -31,6 +31,7 @@ from console.clock import db_time
 from console.db.connect import open_database
 from console.errors import Refusal, UsageError
 from console.services import approvals
+from console.services.approval_queue import show_request
 from console.services.environment_claims import claim, release
 from console.services.environment_queries import show_environment
 from console.services.environment_rules import claim_options, held_by
@@ -99,7 +100,7 @@ def test_declaring_another_name_does_not_hide_your_own_request(db, capsys, monke
     assert code == 1 and "four-eyes" in text, text
     assert status_of(db, "mine") == "pending" and dump(db) == before
     with open_database(db) as handle:  # what the TUI offers comes from the same service
-        options = approvals.show_request(handle, "mine", actor="bob", now=NOW).options
+        options = show_request(handle, "mine", actor="bob", now=NOW).options
     assert "OS login" in options["approve"] and options["deny"]
 
 
@@ -379,6 +380,6 @@ def test_the_console_s_timelines_name_the_os_account(db, capsys, monkeypatch):
     monkeypatch.delenv("ARCHON_CONSOLE_ACTOR", raising=False)
     assert cli(capsys, "approvals", "approve", "other", "--as", "bob", "--db", str(db))[0] == 0
     with open_database(db) as handle:
-        request = approvals.show_request(handle, "other", actor="bob", now=NOW)
+        request = show_request(handle, "other", actor="bob", now=NOW)
     last = detail_events(request)[-1]
     assert f"OS {os_login()}@{os.uname().nodename}" in str(last), last

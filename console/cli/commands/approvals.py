@@ -320,7 +320,7 @@ def run_decide(ctx) -> int:
 
 
 def run_expire(ctx) -> int:
-    from console.services.approvals import expire_overdue
+    from console.services.approval_expiry import expire_overdue
 
     with ctx.open() as handle:
         results = expire_overdue(handle, actor=ctx.actor, now=ctx.write_now())
