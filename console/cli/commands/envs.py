@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import argparse
 from datetime import timedelta
-from typing import Any, Callable
 
 import humanize
 
-from console.errors import Refusal
+from console.cli.actions import run_action
 from console.cli.output import emit_json, relative, say, table
 from console.text import line
 from console.cli.commands.options import stale_after, stale_after_parent, whole_number
 from console.services.environment_claims import claim, complete, release
 from console.services.environment_queries import list_environments, show_environment
 from console.services.environment_rules import OPERATIONS, STATES, operations_help
-from console.models.results import ActionResult
-from console.models.environments import ClaimResult, EnvironmentView
+from console.models.environments import EnvironmentView
 
 CLAIM_EPILOG = (
     "Which states allow which operation, and what completing it hands to archon:\n  "
@@ -49,28 +47,6 @@ CONFIRM_HELP = ("the holder of a claim the console did not create (e.g. archon-w
 
 def _stale_after(ctx) -> timedelta:
     return stale_after(ctx.args)
-
-
-def run_action(ctx, target_id: str, action: Callable[[Any], ActionResult | ClaimResult]) -> int:
-    """Open, run one service action, print its result; a refusal prints as JSON too under --json."""
-    try:
-        with ctx.open() as handle:
-            result = action(handle)
-    except Refusal as exc:
-        if not ctx.json:
-            raise
-        emit_json({"ok": False, "error": exc.reason, "hint": exc.hint, "exit": exc.exit_code,
-                   **({"wrote": []} if exc.exit_code == 1 else {}),
-                   "id": target_id, "state": None, "message": exc.reason,
-                   **({"clock_note": ctx.write_note} if ctx.write_note else {})})
-        return exc.exit_code
-    if ctx.json:
-        emit_json({**result.to_json(), **({"clock_note": ctx.write_note} if ctx.write_note else {})})
-    else:
-        say(result.message)
-        if ctx.write_note:
-            say(ctx.write_note, err=True)
-    return 0 if result.ok else 1
 
 
 def _claim_cell(row: EnvironmentView) -> str:
@@ -287,4 +263,4 @@ def register(subparsers, parents) -> None:
     p.set_defaults(handler=cmd_complete)
 
 
-__all__ = ["register", "run_action"]
+__all__ = ["register"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from console.cli.commands.envs import run_action
+from console.cli.actions import run_action
 from console.cli.output import emit_json, relative, say, table
 from console.services import profiles
 from console.services.profiles import resolve_revision
