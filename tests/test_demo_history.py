@@ -18,7 +18,7 @@ import pytest
 
 from console.cli.cli import main
 from console.db.detect import detect_shape
-from console.demo import generate
+from console.demo.writer import generate
 from console.demo.history import meaning, plan
 from console.services.upgrade.run import run_upgrade
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from console.demo import generate
+from console.demo.writer import generate
 from console.errors import ConsoleError
 from console.models.environments import EnvironmentView
 from console.services.environment_claims import claim, complete, release

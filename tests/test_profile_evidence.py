@@ -19,7 +19,7 @@ import pytest
 from console.cli.cli import main
 from console.db import profile_evidence
 from console.db.migrations.profile_triggers import create_project_profile_trigger
-from console.demo import generate
+from console.demo.writer import generate
 from console.errors import EXIT_OK, EXIT_REFUSED, EXIT_UNUSABLE
 from console.services.profile_gate import ProfileEvidenceContradicted, UNVERIFIED_LINE
 from console.services.upgrade.plan import plan_upgrade

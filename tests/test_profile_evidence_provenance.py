@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from console.cli.cli import main
 from console.db import profile_evidence
 from console.db.migrations.profile_triggers import create_project_profile_trigger
-from console.demo import generate
+from console.demo.writer import generate
 from console.errors import EXIT_OK, EXIT_REFUSED, EXIT_UNUSABLE
 from console.services.upgrade.plan import plan_upgrade
 from console.services.upgrade.run import run_upgrade

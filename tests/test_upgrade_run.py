@@ -241,7 +241,7 @@ def test_snapshot_dir(tmp_path):
 
 @pytest.mark.parametrize("release", ["1.8.20", "1.8.22"])
 def test_upgrading_demo_databases(tmp_path, release):
-    from console.demo import generate
+    from console.demo.writer import generate
 
     path = tmp_path / "archon.db"
     generate(path, release=release, requests=300, seed=3, now="2026-04-01T00:00:00Z")

@@ -43,7 +43,7 @@ def locks_held(pid: int, *paths: Path) -> list[tuple[str, str, str]]:
 
 def wal_demo(tmp_path: Path) -> Path:
     """A WAL demo database whose requests are pending by the real clock."""
-    from console.demo import generate
+    from console.demo.writer import generate
 
     path = tmp_path / "archon.db"
     generate(path, release="current", requests=60, seed=7, now=db_time(datetime.now(timezone.utc)),

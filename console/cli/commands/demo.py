@@ -34,7 +34,7 @@ def _progress_printer():
 
 
 def cmd_demo(ctx) -> int:
-    from console.demo import generate
+    from console.demo.writer import generate
 
     args = ctx.args
     if ctx.read_only:
