@@ -218,3 +218,68 @@ def test_the_cycle_finder_finds_cycles():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set(), "c": {"c"}}) == []
     assert _cycles({"a": {"b", "d"}, "b": {"a"}, "d": {"e"}, "e": {"d"}}) == [["d", "e"], ["a", "b"]]
+
+
+# Names a module lists in `__all__` without defining them, kept for now: console/clock.py is being
+# reworked on another branch (time formatting moves there); drop these when that lands.
+REEXPORT_ALLOWED = {("console/clock.py", "timedelta"), ("console/clock.py", "timezone")}
+
+
+def _body_without_docstring(tree: ast.Module) -> list[ast.stmt]:
+    body = tree.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]
+    return [n for n in body if not (isinstance(n, ast.ImportFrom) and n.module == "__future__")]
+
+
+def _is_all(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+
+
+def _defined(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    return names
+
+
+def _forwarding(tree: ast.Module) -> list[str]:
+    """Why a module forwards: it holds nothing but imports (and `__all__`), or its `__all__` offers
+    names it only imports. An empty or docstring-only module (a package's `__init__.py`) is fine."""
+    body = _body_without_docstring(tree)
+    problems = []
+    if body and all(isinstance(n, (ast.Import, ast.ImportFrom)) or _is_all(n) for n in body):
+        problems.append("it only imports")
+    defined = _defined(tree)
+    for node in body:
+        if _is_all(node) and isinstance(node.value, (ast.List, ast.Tuple)):
+            problems += [f"`__all__` offers {e.value}, defined elsewhere" for e in node.value.elts
+                         if isinstance(e, ast.Constant) and e.value not in defined]
+    return problems
+
+
+def test_no_module_only_forwards():
+    """Callers import a name from the module that defines it: a module that re-exports its
+    neighbours hides where things live and makes two spellings of one import."""
+    found = {}
+    for path, tree in _sources():
+        problems = [p for p in _forwarding(tree)
+                    if not any(p.startswith(f"`__all__` offers {name},") for where, name in REEXPORT_ALLOWED
+                               if where == path)]
+        if problems:
+            found[path] = problems
+    assert not found, found
+
+
+def test_the_forwarding_check_sees_forwarding():
+    assert _forwarding(ast.parse('"""Doc."""\nfrom a import b\n__all__ = ["b"]\n'))
+    assert _forwarding(ast.parse("from __future__ import annotations\nfrom a import b, c\n"))
+    assert _forwarding(ast.parse("from a import b\n\ndef f():\n    pass\n\n__all__ = ['b', 'f']\n"))
+    assert not _forwarding(ast.parse('"""Only a docstring."""\n'))
+    assert not _forwarding(ast.parse(""))
+    assert not _forwarding(ast.parse("from a import b\n\ndef f():\n    return b\n\n__all__ = ['f']\n"))

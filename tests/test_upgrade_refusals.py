@@ -14,6 +14,7 @@ import pytest
 
 from console.cli.cli import main
 from console.db import snapshot as snapshots
+from console.db.snapshot_check import SnapshotFailed
 from console.errors import EXIT_REFUSED, EXIT_UNUSABLE, Refusal
 from console.services.upgrade.run import run_upgrade
 from tests.upgrade_helpers import connect, db_1820, db_1822, fingerprint_dir, make_schema
@@ -180,7 +181,7 @@ def test_no_space_for_the_snapshot(tmp_path, monkeypatch):
     path = db_1820(tmp_path / "archon.db")
     before = fingerprint_dir(tmp_path)
     monkeypatch.setattr(snapshots, "free_bytes", lambda directory: 1024)
-    with pytest.raises(snapshots.SnapshotFailed, match="Not enough free space"):
+    with pytest.raises(SnapshotFailed, match="Not enough free space"):
         run_upgrade(path, force=True)
     assert fingerprint_dir(tmp_path) == before
 

@@ -305,4 +305,4 @@ def _main(argv: list[str]) -> int:
         return _unexpected(exc, json=as_json)
 
 
-__all__ = ["Context", "EXIT_USAGE", "main"]
+__all__ = ["Context", "main"]

@@ -61,7 +61,6 @@ from console.db.paths import nonempty_file, require_database_file
 from console.errors import DatabaseUnusable, UsageError
 
 __all__ = [
-    "is_wal_header",  # doctor reads the header of files it opens itself
     "open_read_only",
     "reconnect",
     "ro_uri",

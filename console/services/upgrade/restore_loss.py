@@ -313,4 +313,4 @@ def _hot(db_path: Path) -> str:
     return ""
 
 
-__all__ = ["FIRST", "KINDS", "LossReport", "Lost", "REARM_WORDS", "REVIVED_WORDS", "ids_text", "loss_since", "rearmed_text", "revived_text"]
+__all__ = ["KINDS", "LossReport", "Lost", "REARM_WORDS", "REVIVED_WORDS", "ids_text", "loss_since", "rearmed_text", "revived_text"]

@@ -27,7 +27,8 @@ from console.models.environments import ClaimOptions, EnvironmentView
 from console.services.identity import account_of
 from console.text import one_line
 from widgets.humane import age, exact, plural, relative
-from widgets.lazy_table import Column, LazyTable
+from widgets.lazy_table import LazyTable
+from widgets.table_column import Column
 from widgets.safe_text import clean, safe_text
 from widgets.safe_widgets import Static
 from widgets.timeline import Timeline, TimelineEvent
