@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from console.cli.commands.options import finite_number
+from console.cli.options import finite_number
 
 COMMAND_MODULES = (
     "console.cli.commands.demo",

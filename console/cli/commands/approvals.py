@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from console.cli.commands.options import minutes, whole_number
+from console.cli.options import minutes, whole_number
 
 HELP = "approval requests: list, show, approve, deny, revoke, expire"
 

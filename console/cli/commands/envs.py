@@ -14,7 +14,7 @@ import humanize
 from console.cli.actions import run_action
 from console.cli.output import emit_json, relative, say, table
 from console.text import line
-from console.cli.commands.options import stale_after, stale_after_parent, whole_number
+from console.cli.options import stale_after, stale_after_parent, whole_number
 from console.services.environment_claims import claim, complete, release
 from console.services.environment_queries import list_environments, show_environment
 from console.services.environment_rules import OPERATIONS, STATES, operations_help
