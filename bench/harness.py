@@ -120,7 +120,7 @@ _DATA: Data | None = None
 
 
 def _generate(path: Path, n: int, now: str | None = None) -> float:
-    from console.demo import generate
+    from console.demo.writer import generate
 
     print(f"   building {path} ({n:,} requests; cached for later runs)", flush=True)
     started = time.perf_counter()

@@ -39,7 +39,7 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ["ARCHON_CONSOLE_KEYMAP"] = "/nonexistent/keymap.toml"
-    from console.demo import generate
+    from console.demo.writer import generate
 
     with tempfile.TemporaryDirectory() as tmp, \
             mock.patch("console.db.snapshot.free_bytes", lambda path: 42 * 1024**3), \

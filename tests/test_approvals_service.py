@@ -10,7 +10,9 @@ import pytest
 from console.db.connect import open_database
 from console.errors import Refusal, UsageError
 from console.services import approvals, identity
-from console.services.approvals import DecisionRefused, Filters
+from console.services.approval_expiry import expire_overdue
+from console.services.approval_queue import Filters, count_requests, list_requests, show_request
+from console.services.approval_transitions import DecisionRefused
 from tests.test_approvals_helpers import (
     NOW,
     add_project,
@@ -200,10 +202,10 @@ def test_a_request_exactly_at_its_expiry_is_overdue(db):
 def test_expire_sweep_moves_pending_and_approved_past_expiry(db):
     later = NOW + timedelta(hours=6)
     with open_rw(db) as h:
-        results = approvals.expire_overdue(h, actor="dave", now=later)
+        results = expire_overdue(h, actor="dave", now=later)
         assert {r.id for r in results} == {"apr-1", "apr-2", "apr-3", "apr-4", "apr-5", "apr-7"}
         assert all(r.ok and r.state == "expired" for r in results)
-        assert approvals.expire_overdue(h, now=later) == []
+        assert expire_overdue(h, now=later) == []
     conn = connect(db)
     statuses = dict(conn.execute("SELECT id, status FROM approval_requests").fetchall())
     assert statuses["apr-6"] == "denied"
@@ -225,8 +227,8 @@ def test_sweep_understands_iso_expiry_times(schema_db):
     add_request(conn, "space-future", "p1", expires_at="2026-11-01 09:45:00")
     conn.close()
     with open_rw(path) as h:
-        assert [r.id for r in approvals.expire_overdue(h, now=NOW)] == ["iso-past"]
-        rows = approvals.list_requests(h, Filters(expiring_within_minutes=20), now=NOW).rows
+        assert [r.id for r in expire_overdue(h, now=NOW)] == ["iso-past"]
+        rows = list_requests(h, Filters(expiring_within_minutes=20), now=NOW).rows
     assert [r.id for r in rows] == ["space-future"]
 
 
@@ -245,7 +247,7 @@ def test_read_only_mode_refuses_and_writes_nothing(db):
         with pytest.raises(Refusal):
             approvals.decide_many(h, ["apr-1", "apr-2"], "approve", actor="dave", now=NOW)
         with pytest.raises(Refusal):
-            approvals.expire_overdue(h, now=NOW)
+            expire_overdue(h, now=NOW)
     assert status_of(db, "apr-1") == "pending"
 
 
@@ -275,7 +277,7 @@ def test_requests_of_a_project_being_deleted_cannot_be_decided(schema_db):
     with open_rw(path) as h:
         err = assert_unchanged(path, lambda: approvals.approve(h, "r9", actor="dave", now=NOW))
         assert "being deleted" in err.reason
-        assert approvals.expire_overdue(h, now=NOW + timedelta(days=1)) == []
+        assert expire_overdue(h, now=NOW + timedelta(days=1)) == []
 
 
 def test_batch_decides_each_id_in_its_own_transaction_and_reports_each(db):
@@ -297,8 +299,8 @@ def test_release_without_approvals_says_upgrade_required(schema_db):
     with open_rw(path) as h:
         for call in (
             lambda: approvals.approve(h, "x", actor="dave", now=NOW),
-            lambda: approvals.list_requests(h, now=NOW),
-            lambda: approvals.expire_overdue(h, now=NOW),
+            lambda: list_requests(h, now=NOW),
+            lambda: expire_overdue(h, now=NOW),
         ):
             err = assert_unchanged(path, call)
             assert "upgrade required" in err.reason
@@ -308,7 +310,7 @@ def test_release_1_8_22_has_approvals(schema_db):
     path = seeded(schema_db, "1.8.22")
     with open_rw(path) as h:
         assert approvals.approve(h, "apr-1", actor="dave", now=NOW).state == "approved"
-        assert [r.id for r in approvals.list_requests(h, now=NOW).rows][:1] == ["apr-7"]
+        assert [r.id for r in list_requests(h, now=NOW).rows][:1] == ["apr-7"]
 
 
 def test_a_trigger_refusal_is_translated_and_rolls_back(db, monkeypatch):
@@ -325,7 +327,7 @@ def test_a_trigger_refusal_is_translated_and_rolls_back(db, monkeypatch):
 
 def test_list_orders_by_expiry_across_projects_with_derived_fields(db):
     with open_rw(db) as h:
-        page = approvals.list_requests(h, now=NOW)
+        page = list_requests(h, now=NOW)
     ids = [r.id for r in page.rows]
     assert ids == ["apr-7", "apr-1", "apr-4", "apr-3", "apr-2"]
     first = page.rows[0]
@@ -338,7 +340,7 @@ def test_list_orders_by_expiry_across_projects_with_derived_fields(db):
 def test_list_filters(db):
     with open_rw(db) as h:
         def ids(**kw):
-            return [r.id for r in approvals.list_requests(h, Filters(**kw), now=NOW).rows]
+            return [r.id for r in list_requests(h, Filters(**kw), now=NOW).rows]
 
         assert ids(project="p2") == ["apr-4"]
         assert ids(project="Web") == ["apr-4"]
@@ -356,10 +358,10 @@ def test_list_filters(db):
 def test_list_pages_with_cursors_forward_and_back(db):
     with open_rw(db) as h:
         f = Filters(statuses=None)
-        first = approvals.list_requests(h, f, limit=3, now=NOW)
-        second = approvals.list_requests(h, f, limit=3, cursor=first.next_cursor, now=NOW)
-        third = approvals.list_requests(h, f, limit=3, cursor=second.next_cursor, now=NOW)
-        back = approvals.list_requests(h, f, limit=3, cursor=second.previous_cursor, now=NOW)
+        first = list_requests(h, f, limit=3, now=NOW)
+        second = list_requests(h, f, limit=3, cursor=first.next_cursor, now=NOW)
+        third = list_requests(h, f, limit=3, cursor=second.next_cursor, now=NOW)
+        back = list_requests(h, f, limit=3, cursor=second.previous_cursor, now=NOW)
     assert [r.id for r in first.rows] == ["apr-7", "apr-1", "apr-4"]
     assert [r.id for r in second.rows] == ["apr-3", "apr-2", "apr-5"]
     assert [r.id for r in third.rows] == ["apr-6"] and third.next_cursor is None
@@ -368,14 +370,14 @@ def test_list_pages_with_cursors_forward_and_back(db):
 
 def test_count_is_capped(db):
     with open_rw(db) as h:
-        assert str(approvals.count_requests(h, Filters(statuses=None), now=NOW)) == "7"
-        assert str(approvals.count_requests(h, Filters(statuses=None), cap=3, now=NOW)) == ">3"
+        assert str(count_requests(h, Filters(statuses=None), now=NOW)) == "7"
+        assert str(count_requests(h, Filters(statuses=None), cap=3, now=NOW)) == ">3"
 
 
 def test_show_parses_action_authority_events_and_options(db):
     with open_rw(db) as h:
-        shown = approvals.show_request(h, "apr-3", actor="carol", now=NOW)
-        other = approvals.show_request(h, "apr-7", actor="dave", now=NOW)
+        shown = show_request(h, "apr-3", actor="carol", now=NOW)
+        other = show_request(h, "apr-7", actor="dave", now=NOW)
     assert shown.action["branch"] == "main" and shown.requester == "carol"
     assert [e.to_status for e in shown.events] == ["pending"]
     assert shown.options["approve"] == "you requested it (four-eyes rule)"

@@ -19,7 +19,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from console.db.connect import open_database
 from console.errors import Refusal
 from console.services import approvals
-from console.services.approvals import DecisionRefused
+from console.services.approval_expiry import expire_overdue
+from console.services.approval_transitions import SYSTEM_ACTOR, DecisionRefused
 from tests.conftest import make_schema
 from tests.test_approvals_helpers import NOW, add_project, add_request, connect
 
@@ -75,7 +76,7 @@ class ApprovalMachine(RuleBasedStateMachine):
 
     def expire_in_model(self, rid):
         self.status[rid] = "expired"
-        self.by[rid] = ("system", approvals.SYSTEM_ACTOR)
+        self.by[rid] = ("system", SYSTEM_ACTOR)
         self.events[rid] += 1
 
     @rule(rid=st.sampled_from(sorted(REQUESTS)), actor=st.sampled_from(ACTORS),
@@ -113,7 +114,7 @@ class ApprovalMachine(RuleBasedStateMachine):
     @rule()
     def sweep(self):
         expected = sorted(r for r, s in self.status.items() if s in ("pending", "approved") and self.overdue(r))
-        results = approvals.expire_overdue(self.handle, actor="ops", now=self.now)
+        results = expire_overdue(self.handle, actor="ops", now=self.now)
         assert sorted(r.id for r in results) == expected
         for rid in expected:
             self.expire_in_model(rid)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from console.cli.cli import main
-from console.demo import generate
+from console.demo.writer import generate
 from widgets.safe_text import is_clean
 
 NOW = "2026-11-30T12:00:00Z"

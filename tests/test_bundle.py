@@ -8,7 +8,8 @@ import zipfile
 import pytest
 
 from console.cli.cli import main
-from console.services.bundle import Redactor, write_bundle
+from console.services.bundle import write_bundle
+from console.services.redaction import Redactor
 from console.services.doctor import run_doctor
 from tests import damage
 

@@ -19,7 +19,7 @@ BIN = str(Path(sys.executable).parent)
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
-    from console.demo import generate
+    from console.demo.writer import generate
 
     path = tmp_path_factory.mktemp("completion") / "demo.db"
     generate(path, requests=30, environments=6, now="2026-11-01 09:30:00")

@@ -18,7 +18,7 @@ DEMO_NOW = "2026-11-01 09:30:00"
 
 @pytest.fixture(scope="module")
 def demo_master(tmp_path_factory):
-    from console.demo import generate
+    from console.demo.writer import generate
 
     path = tmp_path_factory.mktemp("demo") / "demo.db"
     generate(path, requests=40, environments=8, now=DEMO_NOW)

@@ -9,7 +9,7 @@ import inspect
 import re
 from pathlib import Path
 
-from console.cli.cli import COMMAND_MODULES, COMMAND_OWNERS, build_parser, global_options
+from console.cli.parser import COMMAND_MODULES, COMMAND_OWNERS, build_parser, global_options
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ROOT / "console" / "cli" / "commands"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.cli import cli
+from console.cli import parser as cli
 
 
 def test_every_command_family_is_installed_and_registers():

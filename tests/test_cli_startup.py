@@ -85,7 +85,8 @@ def test_the_leftover_check_answers_from_names_alone(tmp_path):
 def test_a_named_action_builds_only_its_own_parser_and_anything_else_builds_them_all(capsys):
     """`approvals list` builds the list parser alone (argparse's cost is per argument); the family's
     help and an unknown action still see every action."""
-    from console.cli.cli import build_parser, main
+    from console.cli.cli import main
+    from console.cli.parser import build_parser
     from console.cli.commands.approvals import ACTIONS
     from console.cli.reference import subcommands
 

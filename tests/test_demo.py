@@ -20,7 +20,7 @@ from console.db import execution_profiles
 from console.db.detect import detect_shape
 from console.db.migrations.registry import MIGRATIONS
 from console.db.migrations.runner import apply_all
-from console.demo import generate
+from console.demo.writer import generate
 from console.errors import Refusal, UsageError
 
 NOW = "2026-05-01T12:00:00Z"

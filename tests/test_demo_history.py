@@ -18,9 +18,9 @@ import pytest
 
 from console.cli.cli import main
 from console.db.detect import detect_shape
-from console.demo import generate
+from console.demo.writer import generate
 from console.demo.history import meaning, plan
-from console.services.upgrade import run_upgrade
+from console.services.upgrade.run import run_upgrade
 
 NOW = "2026-05-01T12:00:00Z"
 AT = datetime(2026, 5, 1, 12, 0, tzinfo=timezone.utc)

@@ -353,14 +353,14 @@ def test_a_handed_off_stop_is_info_then_warns_past_the_threshold(tmp_path):
 
     On main the console wrote `stopped` instead, and doctor had nothing to say."""
     from console.db.connect import open_database
-    from console.services import environments as envs
+    from console.services.environment_claims import claim, complete
 
     db = damage.healthy(tmp_path / "archon.db")
     with open_database(db) as handle:
-        envs.claim(handle, "env-ready", "stop", "alice", now=damage.NOW)
-        envs.claim(handle, "env-running", "retire", "alice", now=damage.NOW)
-        envs.complete(handle, "env-ready", "alice", now=damage.NOW)
-        envs.complete(handle, "env-running", "alice", now=damage.NOW)
+        claim(handle, "env-ready", "stop", "alice", now=damage.NOW)
+        claim(handle, "env-running", "retire", "alice", now=damage.NOW)
+        complete(handle, "env-ready", "alice", now=damage.NOW)
+        complete(handle, "env-running", "alice", now=damage.NOW)
     soon = run_doctor(db, now=damage.NOW + damage.timedelta(minutes=2))
     assert problems(soon) == []
     info = soon.finding("environments.handoffs_pending")

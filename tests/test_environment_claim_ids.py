@@ -24,10 +24,9 @@ from hypothesis import strategies as st
 
 from console.clock import db_time
 from console.errors import ConsoleError
-from console.services import environments as envs
 from console.services import identity
 from console.services.base import CONSOLE_CLAIM_ID, claim_id_for, validate_actor
-from console.services.environment_rules import console_made
+from console.services.environment_rules import claim_holder, console_made
 from tests.test_environments_support import add_env, add_project, dump, env_row, raw, set_claim
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +58,7 @@ def test_every_id_the_generator_writes_is_the_consoles(actor, host):
     claim_id = _generated(actor, host)
     assert len(claim_id) <= 128 and CONSOLE_CLAIM_ID.fullmatch(claim_id)
     assert console_made(claim_id)
-    holder = envs.claim_holder(claim_id)
+    holder = claim_holder(claim_id)
     assert holder == claim_id or actor.startswith(holder)  # the readable head, cut to fit 128
 
 
@@ -90,13 +89,13 @@ def test_generated_near_misses_are_not_the_consoles(actor, host, which):
     claim_id = _generated(actor, host)
     miss = _near_misses(claim_id)[which]
     assert not console_made(miss), miss
-    assert envs.claim_holder(miss) == miss  # named as stored, never a name parsed out of it
+    assert claim_holder(miss) == miss  # named as stored, never a name parsed out of it
 
 
 @pytest.mark.parametrize("lookalike", ["console:archon-worker@7", "console:@", "console:a@b:c",
                                        "console:bob@host:0123456789abcdef"])
 def test_lookalikes_are_not_console_claims(lookalike):
-    assert not console_made(lookalike) and envs.claim_holder(lookalike) == lookalike
+    assert not console_made(lookalike) and claim_holder(lookalike) == lookalike
 
 
 def _console(db: Path, *argv: str) -> subprocess.CompletedProcess:

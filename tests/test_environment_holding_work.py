@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from console.services import environments as envs
+from console.services.environment_queries import show_environment
+from console.services.environment_rules import claim_options, cleanup_claim_blocks, lease_blocks_stop
 from tests.test_environment_takeovers import ago, console
 from tests.test_environments_support import (
     add_env,
@@ -37,7 +38,7 @@ def db(schema_db) -> Path:
 
 def _view(db: Path, env_id: str, **kwargs):
     with handle(db, read_only=True) as h:
-        return envs.show_environment(h, env_id, now=datetime.now(timezone.utc), **kwargs)
+        return show_environment(h, env_id, now=datetime.now(timezone.utc), **kwargs)
 
 
 def test_an_unfinished_service_run_blocks_the_stop_hand_off(db):
@@ -52,12 +53,12 @@ def test_an_unfinished_service_run_blocks_the_stop_hand_off(db):
     before = dump(db)
     done = console(db, "envs", "complete", "env-8")
     assert done.returncode == 1, done.stdout
-    words = envs.lease_blocks_stop((("service_run", "svc-1"),))
+    words = lease_blocks_stop((("service_run", "svc-1"),))
     assert "a service run is active (run svc-1)" in words and words in " ".join(done.stderr.split())
     assert "svc-0" not in done.stderr
     assert dump(db) == before and env_row(db, "env-8")["idle_stop_at"] is None
     for everywhere in (True, False):  # the CLI's read and the TUI's seek both see it, same words
-        assert envs.claim_options(_view(db, "env-8", everywhere=everywhere), "alice").why("complete") == words
+        assert claim_options(_view(db, "env-8", everywhere=everywhere), "alice").why("complete") == words
     shown = console(db, "envs", "show", "env-8")
     assert "Other work placed in it, not finished:" in shown.stdout and "svc-1" in shown.stdout
     conn = raw(db)
@@ -89,7 +90,7 @@ def test_an_unfinished_check_run_naming_the_environment_blocks_the_stop(db):
     assert console(db, "envs", "claim", "env-c", "--op", "stop").returncode == 0
     done = console(db, "envs", "complete", "env-c")
     assert done.returncode == 1 and "a check attempt is active (run chk-1)" in done.stderr
-    assert envs.claim_options(_view(db, "env-c"), "alice").why("complete") == envs.lease_blocks_stop(
+    assert claim_options(_view(db, "env-c"), "alice").why("complete") == lease_blocks_stop(
         (("check_attempt", "chk-1"),))
     tui = _view(db, "env-c", everywhere=False)  # the cursor path cannot seek these: it says so
     assert tui.holding_not_checked and "check runs" in tui.holding_not_checked
@@ -112,10 +113,10 @@ def test_no_cleanup_retry_over_archons_cleanup_claim(db):
     done = console(db, "envs", "claim", "env-9", "--op", "cleanup_retry")
     assert done.returncode == 1, done.stdout
     row = env_row(db, "env-9")
-    words = envs.cleanup_claim_blocks(row["cleanup_claim_id"], row["cleanup_claimed_at"])
+    words = cleanup_claim_blocks(row["cleanup_claim_id"], row["cleanup_claimed_at"])
     assert "archon's cleanup worker holds a cleanup claim" in words and words in " ".join(done.stderr.split())
     assert dump(db) == before
-    assert envs.claim_options(_view(db, "env-9"), "alice").why("cleanup_retry") == words
+    assert claim_options(_view(db, "env-9"), "alice").why("cleanup_retry") == words
     # claimed first, then archon's worker claims the cleanup: completing is refused the same way
     assert console(db, "envs", "claim", "env-10", "--op", "cleanup_retry").returncode == 0
     conn = raw(db)
@@ -126,7 +127,7 @@ def test_no_cleanup_retry_over_archons_cleanup_claim(db):
     assert done.returncode == 1 and "archon's cleanup worker holds a cleanup claim" in done.stderr
     assert dump(db) == before and env_row(db, "env-10")["cleanup_retry_at"] is None
     row = env_row(db, "env-10")
-    assert envs.claim_options(_view(db, "env-10"), "alice").why("complete") == envs.cleanup_claim_blocks(
+    assert claim_options(_view(db, "env-10"), "alice").why("complete") == cleanup_claim_blocks(
         row["cleanup_claim_id"], row["cleanup_claimed_at"])
 
 
@@ -146,8 +147,8 @@ def test_a_binding_under_another_project_is_listed_and_the_tui_says_what_it_leav
     assert console(db, "envs", "claim", "env-7", "--op", "stop").returncode == 0
     shown = console(db, "envs", "show", "env-7")
     assert "val-7" in shown.stdout
-    words = envs.lease_blocks_stop((("validation", "val-7"),))
-    assert envs.claim_options(_view(db, "env-7"), "alice").why("complete") == words
+    words = lease_blocks_stop((("validation", "val-7"),))
+    assert claim_options(_view(db, "env-7"), "alice").why("complete") == words
     done = console(db, "envs", "complete", "env-7")
     assert done.returncode == 1 and words in " ".join(done.stderr.split())
     tui = _view(db, "env-7", everywhere=False)  # the cursor's seek: states what only the write checks

@@ -35,7 +35,10 @@ from hypothesis import strategies as st
 
 from console.clock import db_time
 from console.errors import ConsoleError
-from console.services import environments as envs
+from console.services.environment_claims import claim, complete, release
+from console.services.environment_queries import show_environment
+from console.services.environment_rules import (ADMITTING_STATES, OPERATIONS, STATES, claim_holder,
+                                                claim_options, held_by, lease_blocks_stop)
 from console.services.base import claim_id_for
 from tests.conftest import make_schema
 from tests.test_environments_support import (
@@ -172,8 +175,8 @@ def test_completing_a_stop_while_a_run_holds_the_environment_is_refused(db):
     assert "does not interrupt" not in done.stderr + done.stdout
     assert dump(db) == before and env_row(db, "env-4")["idle_stop_at"] is None
     with handle(db, read_only=True) as h:  # the TUI greys `complete` with the same words
-        view = envs.show_environment(h, "env-4", now=datetime.now(timezone.utc))
-    why = envs.claim_options(view, "alice").why("complete")
+        view = show_environment(h, "env-4", now=datetime.now(timezone.utc))
+    why = claim_options(view, "alice").why("complete")
     assert why == ("an execution lease is active (run run-77), and the console does not hand a stop to archon's "
                    "idle-stop sweep while a run holds the environment: wait for the run to end, or release the claim")
     assert why in done.stderr
@@ -200,9 +203,9 @@ def test_a_validation_binding_blocks_the_stop_hand_off_too(db):
     assert "a validation binding is active (run val-6)" in done.stderr and "your claim stays" in done.stderr
     assert dump(db) == before and env_row(db, "env-6")["idle_stop_at"] is None
     with handle(db, read_only=True) as h:  # the TUI greys `complete` with the same words
-        view = envs.show_environment(h, "env-6", now=datetime.now(timezone.utc))
-    why = envs.claim_options(view, "alice").why("complete")
-    assert why == envs.lease_blocks_stop((("validation", "val-6"),)) and why in done.stderr
+        view = show_environment(h, "env-6", now=datetime.now(timezone.utc))
+    why = claim_options(view, "alice").why("complete")
+    assert why == lease_blocks_stop((("validation", "val-6"),)) and why in done.stderr
     shown = console(db, "envs", "show", "env-6")
     assert "Other runs bound to it, not released:" in shown.stdout and "val-6" in shown.stdout
 
@@ -266,15 +269,15 @@ def _environment(path: Path, state: str, kind: str, holder: str, age, lease: str
 def _attempt(h, env_id: str, action: str, op, confirm):
     try:
         if action == "claim":
-            result = envs.claim(h, env_id, op, ACTOR, now=T0)
+            result = claim(h, env_id, op, ACTOR, now=T0)
         elif action == "takeover":
-            result = envs.claim(h, env_id, op, ACTOR, now=T0, takeover=True, reason="checked",
+            result = claim(h, env_id, op, ACTOR, now=T0, takeover=True, reason="checked",
                                 stale_after=STALE_AFTER, confirm_holder=confirm)
         elif action == "release":
-            result = envs.release(h, env_id, ACTOR, now=T0, takeover=True, reason="checked",
+            result = release(h, env_id, ACTOR, now=T0, takeover=True, reason="checked",
                                   stale_after=STALE_AFTER, confirm_holder=confirm)
         else:
-            result = envs.complete(h, env_id, ACTOR, now=T0)
+            result = complete(h, env_id, ACTOR, now=T0)
     except ConsoleError:
         return False
     return result.ok and not result.noop
@@ -282,11 +285,11 @@ def _attempt(h, env_id: str, action: str, op, confirm):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    state=st.sampled_from(envs.STATES),
-    kind=st.sampled_from(envs.OPERATIONS),
+    state=st.sampled_from(STATES),
+    kind=st.sampled_from(OPERATIONS),
     holder=st.sampled_from(HOLDERS),
     age=st.one_of(st.none(), st.integers(min_value=0, max_value=300)),
-    op=st.one_of(st.none(), st.sampled_from(envs.OPERATIONS)),
+    op=st.one_of(st.none(), st.sampled_from(OPERATIONS)),
     lease=st.sampled_from(("none", "execution", "validation", "service_run")),
     cleanup=st.booleans(),
     confirm=st.sampled_from(("none", "holder", "shown", "other")),
@@ -302,9 +305,9 @@ def _attempt(h, env_id: str, action: str, op, confirm):
          confirm="none", action="complete")
 def test_no_takeover_changes_the_kind_or_skips_the_holder_and_greying_agrees(
         shared_db, state, kind, holder, age, op, lease, cleanup, confirm, action):
-    lease = "none" if lease == "execution" and state not in envs.ADMITTING_STATES else lease
+    lease = "none" if lease == "execution" and state not in ADMITTING_STATES else lease
     claim_id = _claim_id(holder)
-    given_confirm = {"none": None, "holder": claim_id, "shown": envs.claim_holder(claim_id),
+    given_confirm = {"none": None, "holder": claim_id, "shown": claim_holder(claim_id),
                      "other": "archon-worker:8"}[confirm]
     foreign = holder in FOREIGN
     # One environment for the operator's own attempt, an identical one for what the screen does.
@@ -320,8 +323,8 @@ def test_no_takeover_changes_the_kind_or_skips_the_holder_and_greying_agrees(
                 assert not (kind == "cleanup_retry" and cleanup), "a cleanup retry claimed over archon's cleanup claim"
             else:
                 assert after == before
-            view = envs.show_environment(h, screen, now=T0, stale_after=STALE_AFTER)
-            options = envs.claim_options(view, ACTOR, stale_after=STALE_AFTER)
+            view = show_environment(h, screen, now=T0, stale_after=STALE_AFTER)
+            options = claim_options(view, ACTOR, stale_after=STALE_AFTER)
             carried = _attempt(h, screen, action, kind, None)
             assert options.enabled(kind) == carried, (kind, options.why(kind))
             return
@@ -336,12 +339,12 @@ def test_no_takeover_changes_the_kind_or_skips_the_holder_and_greying_agrees(
         if not accepted:
             assert after == before
         # The screen: the key is enabled exactly when the write, as the screen runs it, is carried out.
-        view = envs.show_environment(h, screen, now=T0, stale_after=STALE_AFTER)
-        options = envs.claim_options(view, ACTOR, stale_after=STALE_AFTER)
+        view = show_environment(h, screen, now=T0, stale_after=STALE_AFTER)
+        options = claim_options(view, ACTOR, stale_after=STALE_AFTER)
         assert (options.confirm_holder is not None) == foreign
         if foreign:  # never described by a name parsed out of an id the console did not write
             assert view.claim_holder == claim_id
-        mine = envs.held_by(view.operation_claim_id, ACTOR)
+        mine = held_by(view.operation_claim_id, ACTOR)
         if action == "release" and mine:
             carried = _accepted_plain(h, screen)
         else:
@@ -351,7 +354,7 @@ def test_no_takeover_changes_the_kind_or_skips_the_holder_and_greying_agrees(
 
 def _accepted_plain(h, env_id: str) -> bool:
     try:
-        result = envs.release(h, env_id, ACTOR, now=T0)
+        result = release(h, env_id, ACTOR, now=T0)
     except ConsoleError:
         return False
     return result.ok and not result.noop
@@ -366,13 +369,13 @@ def test_a_hostile_holder_is_confirmed_as_shown_and_never_printed_raw(db):
     set_claim(conn, "env-5", hostile, "stop", db_time(T0 - timedelta(hours=1)))
     conn.close()
     with handle(db) as h:
-        view = envs.show_environment(h, "env-5", now=T0, stale_after=STALE_AFTER)
-        shown = envs.claim_options(view, ACTOR, stale_after=STALE_AFTER).confirm_holder
+        view = show_environment(h, "env-5", now=T0, stale_after=STALE_AFTER)
+        shown = claim_options(view, ACTOR, stale_after=STALE_AFTER).confirm_holder
         assert shown and "\x1b" not in shown and "\u202e" not in shown
         with pytest.raises(ConsoleError) as refused:
-            envs.claim(h, "env-5", None, ACTOR, now=T0, takeover=True, reason="r", stale_after=STALE_AFTER)
+            claim(h, "env-5", None, ACTOR, now=T0, takeover=True, reason="r", stale_after=STALE_AFTER)
         assert "\x1b" not in str(refused.value) and shown in str(refused.value)
-        result = envs.claim(h, "env-5", None, ACTOR, now=T0, takeover=True, reason="r", stale_after=STALE_AFTER,
+        result = claim(h, "env-5", None, ACTOR, now=T0, takeover=True, reason="r", stale_after=STALE_AFTER,
                             confirm_holder=shown)
     assert result.ok
     assert env_row(db, "env-5")["operation_kind"] == "stop"

@@ -7,7 +7,8 @@ import random
 import sqlite3
 
 from console.errors import Refusal
-from console.services import environments as envs
+from console.services.environment_claims import claim
+from console.services.environment_rules import claim_holder
 from tests.test_environments_support import T0, add_env, add_project, handle, raw
 
 N_ENVS = 60
@@ -21,7 +22,7 @@ def _worker(path, actor, seed, queue):
     with handle(path) as h:
         for env_id in ids:
             try:
-                envs.claim(h, env_id, "stop", actor, now=T0)
+                claim(h, env_id, "stop", actor, now=T0)
                 won += 1
             except Refusal as exc:
                 if "is claimed for stop by" in exc.reason:
@@ -61,4 +62,4 @@ def test_concurrent_claims_are_exclusive(tmp_path):
     check.close()
     for env_id, claim_id, n_events, lo, hi, actor in rows:
         assert claim_id is not None and n_events == 1 and lo == hi == 1
-        assert envs.claim_holder(claim_id) == actor
+        assert claim_holder(claim_id) == actor

@@ -20,7 +20,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from console.clock import db_time
 from console.errors import Refusal
-from console.services import environments as envs
+from console.services import environment_claims
+from console.services.environment_rules import (ADMITTING_STATES, ALLOWED_STATES, OPERATIONS, STATES,
+                                                claim_holder)
 from tests.conftest import make_schema
 from tests.test_environments_support import T0, add_env, add_lease, add_project, handle, raw, release_lease
 
@@ -104,7 +106,7 @@ class ClaimMachine(RuleBasedStateMachine):
 
     # --- console actions -------------------------------------------------------------------
     @rule(env_id=st.sampled_from(sorted(ENVS)), actor=st.sampled_from(ACTORS),
-          op=st.sampled_from(envs.OPERATIONS), takeover=st.booleans())
+          op=st.sampled_from(OPERATIONS), takeover=st.booleans())
     def claim(self, env_id, actor, op, takeover):
         m = self.model[env_id]
         c = m.claim
@@ -112,11 +114,11 @@ class ClaimMachine(RuleBasedStateMachine):
             outcome = "noop" if c.op == op else "refuse"
         elif c and (not takeover or c.op != op or not self._stale(c)):
             outcome = "refuse"  # a takeover keeps the operation it takes over
-        elif m.state not in envs.ALLOWED_STATES[op]:
+        elif m.state not in ALLOWED_STATES[op]:
             outcome = "refuse"
         else:
             outcome = "ok"
-        self._expect(outcome, lambda: envs.claim(self.h, env_id, op, actor, now=self.now, takeover=takeover,
+        self._expect(outcome, lambda: environment_claims.claim(self.h, env_id, op, actor, now=self.now, takeover=takeover,
                                                  reason="r" if takeover else None, stale_after=STALE))
         if outcome == "ok":
             self._log(m, "operation_taken_over" if c else "operation_claimed", actor)
@@ -140,7 +142,7 @@ class ClaimMachine(RuleBasedStateMachine):
             outcome = "refuse"
         else:
             outcome = "ok"
-        self._expect(outcome, lambda: envs.release(self.h, env_id, actor, now=self.now, takeover=takeover,
+        self._expect(outcome, lambda: environment_claims.release(self.h, env_id, actor, now=self.now, takeover=takeover,
                                                    reason="r" if takeover else None, stale_after=STALE))
         if outcome == "ok":
             m.claim = None
@@ -153,13 +155,13 @@ class ClaimMachine(RuleBasedStateMachine):
         c = m.claim
         if c is None:
             outcome = "noop" if m.last == ("operation_completed", actor) else "refuse"
-        elif c.holder != actor or c.op == "reset" or m.state not in envs.ALLOWED_STATES[c.op]:
+        elif c.holder != actor or c.op == "reset" or m.state not in ALLOWED_STATES[c.op]:
             outcome = "refuse"  # a reset claim is only ever released
         elif c.op == "stop" and m.lease:
             outcome = "refuse"  # no stop is handed to archon while a run holds the environment
         else:
             outcome = "ok"  # a lease does not stop the other hand-offs: nothing is stopped or retired here
-        result = self._expect(outcome, lambda: envs.complete(self.h, env_id, actor, now=self.now))
+        result = self._expect(outcome, lambda: environment_claims.complete(self.h, env_id, actor, now=self.now))
         if outcome == "ok":
             if c.op == "stop":
                 m.idle_stop_at = self.now
@@ -177,7 +179,7 @@ class ClaimMachine(RuleBasedStateMachine):
     @rule(env_id=st.sampled_from(sorted(ENVS)))
     def archon_admits_a_lease(self, env_id):
         m = self.model[env_id]
-        admits = m.state in envs.ADMITTING_STATES and not m.retire_requested and m.claim is None and not m.lease
+        admits = m.state in ADMITTING_STATES and not m.retire_requested and m.claim is None and not m.lease
         self.runs += 1
         run_id = f"run-{self.runs}"
         try:
@@ -195,7 +197,7 @@ class ClaimMachine(RuleBasedStateMachine):
             release_lease(self.archon, m.lease)
             m.lease = None
 
-    @rule(env_id=st.sampled_from(sorted(ENVS)), state=st.sampled_from(envs.STATES))
+    @rule(env_id=st.sampled_from(sorted(ENVS)), state=st.sampled_from(STATES))
     def archon_moves_the_state(self, env_id, state):
         self.archon.execute("UPDATE execution_environments SET lifecycle_state = ? WHERE id = ?", (state, env_id))
         self.model[env_id].state = state
@@ -211,7 +213,7 @@ class ClaimMachine(RuleBasedStateMachine):
             if m.claim is None:
                 assert triple == (None, None, None)
             else:
-                assert envs.claim_holder(triple[0]) == m.claim.holder
+                assert claim_holder(triple[0]) == m.claim.holder
                 assert triple[1:] == (m.claim.op, db_time(m.claim.at))
             assert row["lifecycle_state"] == m.state  # only archon_moves_the_state changes it
             assert row["idle_stop_at"] == (db_time(m.idle_stop_at) if m.idle_stop_at else None)

@@ -16,6 +16,7 @@ from console.cli.cli import main
 from console.db.connect import open_database
 from console.errors import Refusal
 from console.services import approvals, four_eyes, identity
+from console.services.approval_queue import show_request
 from tests.conftest import make_schema
 from tests.test_approvals_helpers import NOW, add_project, add_request, connect, dump, events, status_of
 
@@ -85,7 +86,7 @@ def test_alice_cannot_approve_her_own_request(db, rid, name, flag):
         with pytest.raises(Refusal) as info:
             approvals.approve(h, rid, actor="alice", now=NOW, **confirmed(flag))
         assert info.value.reason.endswith("Nothing was written."), name
-        options = approvals.show_request(h, rid, actor="alice", now=NOW).options
+        options = show_request(h, rid, actor="alice", now=NOW).options
     assert dump(db) == before
     if not flag:
         assert options["approve"] is not None or "cannot be determined" in info.value.reason, name
@@ -95,7 +96,7 @@ def test_alice_cannot_approve_her_own_request(db, rid, name, flag):
 def test_unknown_requester_needs_the_confirmation_which_is_recorded(db, rid, name):
     before = dump(db)
     with open_database(db) as h:
-        request = approvals.show_request(h, rid, actor="dave", now=NOW)
+        request = show_request(h, rid, actor="dave", now=NOW)
         assert request.options["approve"] is None and "cannot be determined" in request.confirm["approve"]
         assert request.requester_problem
         with pytest.raises(Refusal) as info:
@@ -112,7 +113,7 @@ def test_unknown_requester_needs_the_confirmation_which_is_recorded(db, rid, nam
 
 def test_a_certain_other_requester_needs_no_confirmation(db):
     with open_database(db) as h:
-        request = approvals.show_request(h, "ok", actor="alice", now=NOW)
+        request = show_request(h, "ok", actor="alice", now=NOW)
         assert request.confirm == {} and request.options["approve"] is None
         assert approvals.approve(h, "ok", actor="alice", now=NOW).ok
     assert json.loads(events(db, "ok")[-1]["metadata_json"]) == identity.event_metadata("alice")  # who acted only

@@ -9,7 +9,8 @@ import tempfile
 
 import pytest
 
-from console.cli.cli import build_parser, main
+from console.cli.cli import main
+from console.cli.parser import build_parser
 from console.cli.commands.inspect import prepare_inspection
 from tests import damage
 from tests.untouched import Holder, fingerprint_dir, without_shm

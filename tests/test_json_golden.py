@@ -27,7 +27,7 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory) -> Path:
-    from console.demo import generate
+    from console.demo.writer import generate
 
     path = tmp_path_factory.mktemp("golden") / "demo.db"
     generate(path, requests=200, seed=7, now="2025-06-01 12:00:00", overwrite=True, wal=False)

@@ -11,7 +11,8 @@ import pytest
 from console.db.connect import open_database
 from console.services import approval_queue as queue
 from console.services import environment_pages as pages
-from console.services import environments as envs
+from console.services.environment_queries import list_environments
+from console.services.environment_rules import STATES
 from tests.conftest import make_schema
 from tests.test_approvals_helpers import NOW, add_request, archon_move, connect, seeded
 from tests.test_approvals_helpers import add_project as add_approval_project
@@ -98,7 +99,7 @@ def envs_template(tmp_path_factory):
     add_project(conn, "p1")
     add_project(conn, "p2")
     for i in range(23):
-        add_env(conn, f"env-{i:02d}", envs.STATES[i % 3], project_id="p1" if i % 2 else "p2")
+        add_env(conn, f"env-{i:02d}", STATES[i % 3], project_id="p1" if i % 2 else "p2")
     set_claim(conn, "env-04", "claim-x", "stop", T0)
     conn.close()
     return path
@@ -109,12 +110,12 @@ def test_environment_counts_positions_and_cursors_match_the_walk(envs_template, 
     path = Path(shutil.copy(envs_template, tmp_path / "archon.db"))
     kwargs = {"now": NOW, **filters}
     with open_database(path) as h:
-        everything = [r.id for r in envs.list_environments(h, limit=0, **kwargs).rows]
+        everything = [r.id for r in list_environments(h, limit=0, **kwargs).rows]
         n = len(everything)
         assert pages.count_environments(h, **kwargs) == n
 
         def ids_from(after):
-            return [r.id for r in envs.list_environments(h, after=after, limit=0, **kwargs).rows]
+            return [r.id for r in list_environments(h, after=after, limit=0, **kwargs).rows]
 
         for i, env_id in enumerate(everything):
             assert pages.environment_position(h, env_id, **kwargs) == i

@@ -19,16 +19,18 @@ import pytest
 from console.cli.cli import main
 from console.db import profile_evidence
 from console.db.migrations.profile_triggers import create_project_profile_trigger
-from console.demo import generate
+from console.demo.writer import generate
 from console.errors import EXIT_OK, EXIT_REFUSED, EXIT_UNUSABLE
-from console.services import upgrade as service
+from console.services.profile_gate import ProfileEvidenceContradicted, UNVERIFIED_LINE
+from console.services.upgrade.plan import plan_upgrade
+from console.services.upgrade.run import run_upgrade
 from console.services.upgrade import run as upgrade_run
 from console.services.doctor import run_doctor
 from tests.untouched import fingerprint_dir
 from tests.upgrade_helpers import db_1820
 
 NOW = "2026-03-01T12:00:00+00:00"
-UNVERIFIED = service.UNVERIFIED_LINE + "."
+UNVERIFIED = UNVERIFIED_LINE + "."
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +124,7 @@ def test_console_upgraded_demo_keeps_only_archons_evidence(demos, tmp_path):
     """Issue 18, finding 5: after the console's own upgrade, its backfilled revisions, events and the
     trigger it rebuilt are not evidence; archon's own schema-2 revisions still are, for schema 2 only."""
     path = _copy(demos, "1.8.22", tmp_path)
-    service.run_upgrade(path, force=True)
+    run_upgrade(path, force=True)
     conn = sqlite3.connect(path)
     evidence = profile_evidence.verify(conn)
     backfills = conn.execute("SELECT count(*) FROM execution_profile_audit_events "
@@ -142,7 +144,7 @@ def test_schema_2_evidence_does_not_prove_the_schema_3_steps(demos, tmp_path, ca
     """Issue 18, finding 5: archon's 1.8.22 rows (schema 2, and its schema-2 trigger) agree with the
     console, but steps 020/021 write schema 3, which nothing archon wrote here shows."""
     path = _copy(demos, "1.8.22", tmp_path)
-    plan = service.plan_upgrade(path)
+    plan = plan_upgrade(path)
     gate = plan.profile_evidence
     assert gate.evidence["status"] == "verified" and gate.evidence["trigger_schema_version"] == 2
     assert gate.status == "no-evidence" and gate.refusal is None
@@ -207,21 +209,21 @@ def test_a_trigger_with_other_defaults_refuses(demos, tmp_path, capsys):
 
 def test_contradiction_appearing_after_the_plan_is_caught_under_the_lock(demos, tmp_path, monkeypatch):
     path = _copy(demos, "1.8.22", tmp_path)
-    plan = service.plan_upgrade(path, _allow_recovery=True)
+    plan = plan_upgrade(path, _allow_recovery=True)
     assert plan.profile_evidence.evidence["status"] == "verified" and not plan.profile_evidence.contradicted
     tampered, _rows = contradicting(demos, tmp_path / "t")
     shutil.copyfile(tampered, path)
     monkeypatch.setattr(upgrade_run, "plan_upgrade", lambda *a, **k: plan)  # the plan made before the change
     before = fingerprint_dir(path.parent)
-    with pytest.raises(service.ProfileEvidenceContradicted) as refused:
-        service.run_upgrade(path, force=True)
+    with pytest.raises(ProfileEvidenceContradicted) as refused:
+        run_upgrade(path, force=True)
     assert refused.value.exit_code == 3 and "1.10.0" in refused.value.hint
     assert fingerprint_dir(path.parent) == before
 
 
 def test_no_evidence_is_a_plan_line_and_a_risk_force_accepts(demos, tmp_path, capsys):
     path = _copy(demos, "1.8.20", tmp_path)
-    plan = service.plan_upgrade(path)
+    plan = plan_upgrade(path)
     assert plan.profile_evidence.status == "no-evidence"
     assert plan.profile_evidence.force_reason in plan.force_reasons
     assert main(["--db", str(path), "upgrade", "--plan"]) == EXIT_OK
@@ -243,7 +245,7 @@ def test_no_evidence_without_force_is_refused_naming_it(demos, tmp_path, capsys)
 def test_steps_that_write_no_profile_data_are_not_gated(demos, tmp_path):
     path = _copy(demos, "current", tmp_path)  # adoption replays every step; none has profile rows to write
     _edit(path, ("UPDATE execution_profile_revisions SET fingerprint = ? WHERE rowid = 1", ("0" * 64,)))
-    plan = service.plan_upgrade(path)
+    plan = plan_upgrade(path)
     assert plan.profile_evidence is None
 
 
@@ -291,7 +293,7 @@ def test_index_archon_drops_in_its_own_rebuild_is_info_not_error(demos, tmp_path
 
 def test_the_same_index_missing_after_the_consoles_upgrade_is_an_error(tmp_path):
     path = db_1820(tmp_path / "archon.db")
-    service.run_upgrade(path, force=True)
+    run_upgrade(path, force=True)
     _edit(path, (f"DROP INDEX {INDEX}", ()), revisions=False)
     report, _ = _evidence_finding(path)
     finding = report.finding("schema.missing_objects")

@@ -22,9 +22,10 @@ from hypothesis import strategies as st
 from console.cli.cli import main
 from console.db import profile_evidence
 from console.db.migrations.profile_triggers import create_project_profile_trigger
-from console.demo import generate
+from console.demo.writer import generate
 from console.errors import EXIT_OK, EXIT_REFUSED, EXIT_UNUSABLE
-from console.services import upgrade as service
+from console.services.upgrade.plan import plan_upgrade
+from console.services.upgrade.run import run_upgrade
 from tests.untouched import fingerprint_dir
 from tests.upgrade_helpers import db_1820, db_1822, run_cli
 
@@ -41,15 +42,15 @@ def _evidence(path) -> profile_evidence.ProfileEvidence:
 
 def test_a_forced_upgrade_does_not_make_its_own_evidence(tmp_path, capsys):
     path = db_1820(tmp_path / "archon.db", projects=3)
-    assert service.plan_upgrade(path, target="1.8.22").profile_evidence.status == "no-evidence"
-    service.run_upgrade(path, target="1.8.22", force=True)
+    assert plan_upgrade(path, target="1.8.22").profile_evidence.status == "no-evidence"
+    run_upgrade(path, target="1.8.22", force=True)
 
     evidence = _evidence(path)
     assert evidence.status == profile_evidence.NONE and evidence.revisions == 0
     assert evidence.trigger_schema_version is None  # the console created it: not archon's defaults
     assert evidence.console_rows >= 3 + 1 and "007-profile-guard-triggers" in evidence.console_steps
 
-    plan = service.plan_upgrade(path)
+    plan = plan_upgrade(path)
     gate = plan.profile_evidence
     assert gate.status == "no-evidence" and gate.force_reason in plan.force_reasons and plan.force_required
     assert main(["--db", str(path), "upgrade", "--plan"]) == EXIT_OK
@@ -68,7 +69,7 @@ def test_a_forced_upgrade_does_not_make_its_own_evidence(tmp_path, capsys):
 def test_a_console_created_trigger_is_set_aside_whatever_it_embeds(tmp_path):
     """The ledger names step 007; the trigger then proves nothing and contradicts nothing."""
     path = db_1820(tmp_path / "archon.db")
-    service.run_upgrade(path, target="1.8.22", force=True)
+    run_upgrade(path, target="1.8.22", force=True)
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("DROP TRIGGER create_project_execution_profile")
     conn.execute(create_project_profile_trigger(2).replace('"check"', '"review"'))
@@ -81,7 +82,7 @@ def test_archons_own_revisions_beside_the_consoles_still_count(tmp_path):
     """A revision archon wrote under an id the console never writes (`...:2`) stays evidence, for its
     schema version only."""
     path = db_1820(tmp_path / "archon.db")
-    service.run_upgrade(path, target="1.8.22", force=True)
+    run_upgrade(path, target="1.8.22", force=True)
     conn = sqlite3.connect(path, isolation_level=None)
     project, provider = conn.execute("SELECT id, build_execution_provider FROM projects ORDER BY id").fetchone()
     from console.db import execution_profiles as profiles
@@ -94,7 +95,7 @@ def test_archons_own_revisions_beside_the_consoles_still_count(tmp_path):
     evidence = _evidence(path)
     assert evidence.status == profile_evidence.VERIFIED and evidence.revisions == 1
     assert evidence.proves(2) and not evidence.proves(3)
-    gate = service.plan_upgrade(path).profile_evidence
+    gate = plan_upgrade(path).profile_evidence
     assert gate.status == "no-evidence" and "unverified at schema 3" in gate.force_reason
 
 
@@ -113,7 +114,7 @@ def test_schema_3_evidence_archon_wrote_unlocks_the_schema_3_steps(tmp_path):
                  (rev, project, profiles.fingerprint(profile), profiles.serialize(profile)))
     conn.execute("UPDATE projects SET active_execution_profile_revision_id = ? WHERE id = ?", (rev, project))
     conn.close()
-    gate = service.plan_upgrade(path).profile_evidence
+    gate = plan_upgrade(path).profile_evidence
     assert "021-profile-backfill-current-schema" in gate.steps
     assert gate.status == "verified" and gate.force_reason is None and gate.refusal is None
 
@@ -139,7 +140,7 @@ BAD_JSON = '{"eligible_workloads":["build","check"],"provider_preference":"host"
 def upgraded(tmp_path_factory) -> Path:
     """An archon 1.8.22 file the console upgraded to 1.10.0 (its ledger names the profile steps)."""
     path = db_1822(tmp_path_factory.mktemp("provenance") / "archon.db", legacy_profile=False)
-    service.run_upgrade(path, force=True)
+    run_upgrade(path, force=True)
     return path
 
 

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from console.db import execution_profiles as profiles
 from console.db import profile_evidence
-from console.demo import generate
+from console.demo.writer import generate
 from console.services.doctor import run_doctor
 from tests.reference import profiles as oracle
 

@@ -206,7 +206,8 @@ from console.db.connect import open_database
 from console.db.readonly import snapshot_copy
 from console.db import ledger, detect
 from console.db.migrations import registry, runner
-from console.services.doctor import run_doctor, reference_objects
+from console.services.doctor import run_doctor
+from console.services.doctor.checks_schema import reference_objects
 from tests.damage import NOW
 reference_objects("1.10.0")
 os.setgid(65534); os.setuid(65534)

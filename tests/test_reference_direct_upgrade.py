@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from console.cli.cli import main
 from console.db.execution_profiles import create, fingerprint, serialize
 from console.errors import EXIT_UNUSABLE
-from console.services.upgrade import run_upgrade
+from console.services.upgrade.run import run_upgrade
 from tests import upgrade_helpers as uh
 from tests.reference import builder, compare, scenarios
 from tests.test_reference_upgrade import assert_same

@@ -18,7 +18,9 @@ import pytest
 from console.db import execution_profiles as profiles
 from console.db.connect import open_database
 from console.errors import Refusal
-from console.services import approvals, environments as envs, profiles as profile_service
+from console.services import approvals, profiles as profile_service
+from console.services.approval_expiry import expire_overdue
+from console.services import environment_claims
 from tests.reference import builder, compare, rows
 
 RULE2 = "issue 8 rule 2: envs complete writes lifecycle_state ({}) instead of handing off to archon"
@@ -118,19 +120,19 @@ def write(path: Path, action) -> None:
 
 
 def _claimed(op, env_id):
-    return lambda h, now: envs.claim(h, env_id, op, "dave", now=now)
+    return lambda h, now: environment_claims.claim(h, env_id, op, "dave", now=now)
 
 
 def _complete(op, env_id):
     def run(h, now):
-        envs.claim(h, env_id, op, "dave", now=now)
-        return envs.complete(h, env_id, "dave", now=now)
+        environment_claims.claim(h, env_id, op, "dave", now=now)
+        return environment_claims.complete(h, env_id, "dave", now=now)
     return run
 
 
 def _released(h, now):
-    envs.claim(h, "env-stop", "stop", "dave", now=now)
-    return envs.release(h, "env-stop", "dave", now=now)
+    environment_claims.claim(h, "env-stop", "stop", "dave", now=now)
+    return environment_claims.release(h, "env-stop", "dave", now=now)
 
 
 def _activate(rev_id):
@@ -141,21 +143,21 @@ WRITES = {
     "approve": lambda h, now: approvals.approve(h, "apr-0", actor="dave", reason="ok", now=now),
     "deny": lambda h, now: approvals.deny(h, "apr-1", actor="dave", reason="no", now=now),
     "revoke": lambda h, now: approvals.revoke(h, "apr-3", actor="dave", reason="changed my mind", now=now),
-    "expire": lambda h, now: approvals.expire_overdue(h, actor="dave", now=now)[0],
+    "expire": lambda h, now: expire_overdue(h, actor="dave", now=now)[0],
     "claim stop": _claimed("stop", "env-stop"),
     "claim retire": _claimed("retire", "env-retire"),
     "claim reset": _claimed("reset", "env-reset"),
     "claim cleanup_retry": _claimed("cleanup_retry", "env-cleanup"),
     # "console:mallory:0" lacks the console's `@host`: not a claim the console created, so the holder is named
-    "take over": lambda h, now: envs.claim(h, "env-stale", "stop", "dave", now=now, takeover=True, reason="stale",
+    "take over": lambda h, now: environment_claims.claim(h, "env-stale", "stop", "dave", now=now, takeover=True, reason="stale",
                                            confirm_holder="console:mallory:0"),
     "release": _released,
-    "release stale (take over)": lambda h, now: envs.release(h, "env-stale", "dave", now=now, takeover=True,
+    "release stale (take over)": lambda h, now: environment_claims.release(h, "env-stale", "dave", now=now, takeover=True,
                                                              reason="stale", confirm_holder="console:mallory:0"),
     "complete stop": _complete("stop", "env-stop"),
     "complete retire": _complete("retire", "env-retire"),
     "claim reset, then release (reset has no completion)": lambda h, now: (
-        _claimed("reset", "env-reset")(h, now), envs.release(h, "env-reset", "dave", now=now))[1],
+        _claimed("reset", "env-reset")(h, now), environment_claims.release(h, "env-reset", "dave", now=now))[1],
     "complete cleanup_retry": _complete("cleanup_retry", "env-cleanup"),
     "activate current-schema revision": _activate("proj-2:docker-current"),
     "activate schema-2 revision": _activate("proj-2:old-schema-2"),
@@ -229,7 +231,7 @@ def test_reset_has_no_completion(db):
     write(db, _claimed("reset", "env-reset"))
     with open_database(db) as handle:
         try:
-            result = envs.complete(handle, "env-reset", "dave", now=_now())
+            result = environment_claims.complete(handle, "env-reset", "dave", now=_now())
         except Exception:  # a refusal is the wanted outcome
             return
     conn = builder.connect(db)

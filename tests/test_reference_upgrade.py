@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from console.services.upgrade import run_upgrade
+from console.services.upgrade.run import run_upgrade
 from tests import upgrade_helpers as uh
 from tests.reference import builder, compare, rows, scenarios
 

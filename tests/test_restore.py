@@ -13,7 +13,8 @@ import pytest
 
 from console.cli.cli import main
 from console.errors import EXIT_REFUSED, EXIT_UNUSABLE, DatabaseUnusable, Refusal
-from console.services.upgrade import restore_snapshot, run_upgrade
+from console.services.upgrade.restore import restore_snapshot
+from console.services.upgrade.run import run_upgrade
 from tests.upgrade_helpers import db_1820, dump, fingerprint_dir, ledger_names, run_cli, sha256
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=timezone.utc)

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from console.errors import EXIT_OK, EXIT_UNUSABLE
-from console.services.upgrade import run_upgrade
+from console.services.upgrade.run import run_upgrade
 from tests.upgrade_helpers import FP, T0, connect, db_1822, dump, fingerprint_dir, run_cli
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=timezone.utc)

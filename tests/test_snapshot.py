@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 import pytest
 
 from console.db import snapshot as snapshots
+from console.db.snapshot_check import SnapshotFailed, check_pieces, table_counts, verify_copy
 from console.errors import DatabaseUnusable
 from tests.upgrade_helpers import db_1822, dump, sha256
 
@@ -65,10 +66,10 @@ def test_failed_snapshot_leaves_no_partial_file(tmp_path, monkeypatch, check, fu
     before = sorted(p.name for p in tmp_path.iterdir())
 
     def broken(copy, expected=None, **_):
-        raise snapshots.SnapshotFailed("row counts differ (simulated)")
+        raise SnapshotFailed("row counts differ (simulated)")
 
     monkeypatch.setattr(snapshots, check, broken)
-    with pytest.raises(snapshots.SnapshotFailed):
+    with pytest.raises(SnapshotFailed):
         snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT), full_check=full_check)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
@@ -81,11 +82,11 @@ def test_failed_hash_or_fsync_beside_the_check_leaves_no_partial_file(tmp_path, 
         raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(snapshots, "compare_with_source", unreadable)  # the hash is taken while comparing
-    with pytest.raises(snapshots.SnapshotFailed, match="Input/output error"):
+    with pytest.raises(SnapshotFailed, match="Input/output error"):
         snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT))
     monkeypatch.undo()
     monkeypatch.setattr(snapshots.os, "fsync", unreadable)
-    with pytest.raises(snapshots.SnapshotFailed, match="Input/output error"):
+    with pytest.raises(SnapshotFailed, match="Input/output error"):
         snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT))
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
@@ -126,7 +127,7 @@ def test_no_space_is_refused_before_writing(tmp_path, monkeypatch):
     path = db_1822(tmp_path / "archon.db")
     before = sorted(p.name for p in tmp_path.iterdir())
     monkeypatch.setattr(snapshots, "free_bytes", lambda d: 4096)
-    with pytest.raises(snapshots.SnapshotFailed, match="Not enough free space"):
+    with pytest.raises(SnapshotFailed, match="Not enough free space"):
         snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT))
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
@@ -134,10 +135,10 @@ def test_no_space_is_refused_before_writing(tmp_path, monkeypatch):
 def test_verify_copy_catches_corruption_and_count_drift(tmp_path):
     path = db_1822(tmp_path / "archon.db")
     snap = snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT))
-    counts = snapshots.table_counts(sqlite3.connect(path))
-    assert snapshots.verify_copy(snap.path, counts)[1] == sum(counts.values())
-    with pytest.raises(snapshots.SnapshotFailed, match="row counts differ"):
-        snapshots.verify_copy(snap.path, {**counts, "projects": counts["projects"] + 1})
+    counts = table_counts(sqlite3.connect(path))
+    assert verify_copy(snap.path, counts)[1] == sum(counts.values())
+    with pytest.raises(SnapshotFailed, match="row counts differ"):
+        verify_copy(snap.path, {**counts, "projects": counts["projects"] + 1})
     # Garble the cells of a table holding rows: integrity_check must say so.
     conn = sqlite3.connect(snap.path)
     root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'tickets'").fetchone()[0]
@@ -148,8 +149,8 @@ def test_verify_copy_catches_corruption_and_count_drift(tmp_path):
     data[start + 8 : start + page_size] = bytes([0x5A]) * (page_size - 8)
     snap.path.chmod(0o600)
     snap.path.write_bytes(bytes(data))
-    with pytest.raises((DatabaseUnusable, snapshots.SnapshotFailed)):
-        snapshots.verify_copy(snap.path, counts)
+    with pytest.raises((DatabaseUnusable, SnapshotFailed)):
+        verify_copy(snap.path, counts)
 
 
 # The split check (a whole-file quick_check plus integrity_check(T) for every table) must find
@@ -217,11 +218,11 @@ def _pragma(path, sql):
 @pytest.mark.parametrize("workers", [1, 2, 3])
 def test_split_integrity_check_finds_what_integrity_check_finds(tmp_path, damage, only_found_by, workers):
     path = _two_tables(tmp_path / "copy.sqlite3")
-    counts = snapshots.table_counts(sqlite3.connect(path))
-    assert snapshots.verify_copy(path, counts, workers=workers) == (2, 6000)
+    counts = table_counts(sqlite3.connect(path))
+    assert verify_copy(path, counts, workers=workers) == (2, 6000)
     damage(path)
     assert _pragma(path, "PRAGMA integrity_check") != ["ok"]  # the damage is real
-    pieces = snapshots.check_pieces(sqlite3.connect(path), counts)
+    pieces = check_pieces(sqlite3.connect(path), counts)
     assert sorted(pieces) == sorted(  # the whole file once, then every table, sqlite_schema included
         ["PRAGMA quick_check", 'PRAGMA integrity_check("a")', 'PRAGMA integrity_check("b")',
          "PRAGMA integrity_check(sqlite_master)"]
@@ -231,4 +232,4 @@ def test_split_integrity_check_finds_what_integrity_check_finds(tmp_path, damage
     if only_found_by == "file":  # a per-table check skips the whole-file page accounting
         assert all(_pragma(path, piece) == ["ok"] for piece in pieces if piece != "PRAGMA quick_check")
     with pytest.raises(DatabaseUnusable, match="integrity check"):
-        snapshots.verify_copy(path, counts, workers=workers)
+        verify_copy(path, counts, workers=workers)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from console.db import snapshot as snapshots
+from console.db.snapshot_check import SnapshotFailed, verify_copy
 from console.db import snapshot_pages
 from console.errors import DatabaseUnusable
 from tests.test_snapshot import _index_out_of_step, _page_never_used, _two_tables
@@ -101,7 +102,7 @@ def test_a_copy_one_byte_off_is_refused(tmp_path, monkeypatch, request, where, w
         path = db_1822(tmp_path / "archon.db")
     before = _entries(tmp_path)
     _corrupting(monkeypatch, WHERE[where])
-    with pytest.raises(snapshots.SnapshotFailed, match="differs from the database"):
+    with pytest.raises(SnapshotFailed, match="differs from the database"):
         _take(path)
     assert _entries(tmp_path) == before  # nothing under a snapshot's name, no temporary file
 
@@ -150,12 +151,12 @@ def test_a_backup_api_copy_is_quick_checked_itself(wal_source, monkeypatch):
 
 @pytest.mark.parametrize("full_check", [False, True])
 def test_the_upgrade_runs_integrity_check_only_with_full_check(tmp_path, monkeypatch, full_check):
-    from console.services.upgrade import run_upgrade
+    from console.services.upgrade.run import run_upgrade
     from tests.upgrade_helpers import db_1820
 
     path = db_1820(tmp_path / "archon.db")
     calls = []
-    real = snapshots.verify_copy
+    real = verify_copy
 
     def counting(*a, **k):
         calls.append(a[0])

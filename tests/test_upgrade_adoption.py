@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 
 from console.db.migrations.steps import s001_baseline_1_8_20 as baseline
 from console.services.doctor import run_doctor
-from console.services.upgrade import run_upgrade
+from console.services.upgrade.run import run_upgrade
 from tests.upgrade_helpers import connect, db_1820
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=timezone.utc)

@@ -10,7 +10,7 @@ import signal
 
 from console.cli.cli import main
 from console.cli.commands.upgrade import ProgressBar
-from console.services.upgrade import UpgradeProgress
+from console.services.upgrade.model import UpgradeProgress
 from tests.upgrade_helpers import ledger_names, normalized_dump, run_cli, run_cli_crashing_at
 
 
@@ -51,7 +51,7 @@ def test_json_output(tmp_path, capsys):
 
 
 def test_wal_demo_database_killed_mid_rebuild(tmp_path):
-    from console.demo import generate
+    from console.demo.writer import generate
 
     original = tmp_path / "original.db"
     generate(original, release="1.8.22", requests=400, seed=5, now="2026-04-01T00:00:00Z")

@@ -155,7 +155,8 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 
 def test_hot_journal_plan_reads_a_copy_and_upgrade_rolls_it_back(tmp_path):
-    from console.services.upgrade import plan_upgrade, run_upgrade
+    from console.services.upgrade.plan import plan_upgrade
+    from console.services.upgrade.run import run_upgrade
     from tests.upgrade_helpers import fingerprint_dir
 
     path = db_1820(tmp_path / "archon.db")

@@ -21,7 +21,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from console.db import execution_profiles as profiles
 from console.errors import EXIT_OK, EXIT_UNUSABLE, DatabaseUnusable
-from console.services.upgrade import plan_upgrade, run_upgrade
+from console.services.upgrade.plan import plan_upgrade
+from console.services.upgrade.run import run_upgrade
 from tests.upgrade_helpers import LEGACY_PROFILE, db_1822, fingerprint_dir, run_cli
 
 

@@ -25,7 +25,7 @@ import pytest
 
 from console.cli.cli import main
 from console.db import limits
-from console.db.connect import scratch_connection
+from console.db.connection import scratch_connection
 from console.errors import EXIT_OK, EXIT_UNUSABLE
 from console.services.doctor import run_doctor
 from tests.adversarial.bounded import add_endless_triggers, popen

@@ -8,7 +8,8 @@ import sqlite3
 import pytest
 
 from console.cli.cli import main
-from console.services.upgrade import plan_upgrade, run_upgrade
+from console.services.upgrade.plan import plan_upgrade
+from console.services.upgrade.run import run_upgrade
 from tests.upgrade_helpers import db_1820, db_1822, fingerprint_dir, ledger_names
 
 

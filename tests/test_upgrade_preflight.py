@@ -15,8 +15,8 @@ from hypothesis import given, settings, strategies as st
 
 from console.cli.cli import main
 from console.db.migrations import preflight
-from console.errors import EXIT_UNUSABLE
-from console.services import upgrade as service
+from console.errors import EXIT_UNUSABLE, DatabaseUnusable
+from console.services.upgrade.run import run_upgrade
 from console.services.upgrade import decide as decide_module
 from tests.untouched import fingerprint_dir
 from tests.upgrade_helpers import FP, T0, connect, db_1820, db_1822, ledger_names
@@ -213,8 +213,8 @@ def test_preflight_is_made_again_under_the_writer_lock(tmp_path, monkeypatch):
 
     monkeypatch.setattr(decide_module, "find_blockers", second_time_blocked)
     before = fingerprint_dir(tmp_path)
-    with pytest.raises(service.DatabaseUnusable, match="late_table appeared"):
-        service.run_upgrade(path, force=True)
+    with pytest.raises(DatabaseUnusable, match="late_table appeared"):
+        run_upgrade(path, force=True)
     assert len(calls) == 2
     assert fingerprint_dir(tmp_path) == before
 

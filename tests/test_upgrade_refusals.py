@@ -14,14 +14,15 @@ import pytest
 
 from console.cli.cli import main
 from console.db import snapshot as snapshots
+from console.db.snapshot_check import SnapshotFailed
 from console.errors import EXIT_REFUSED, EXIT_UNUSABLE, Refusal
-from console.services import upgrade as service
+from console.services.upgrade.run import run_upgrade
 from tests.upgrade_helpers import connect, db_1820, db_1822, fingerprint_dir, make_schema
 
 
 def _versioned(tmp_path, target="current"):
     path = db_1820(tmp_path / "archon.db")
-    service.run_upgrade(path, target=target, force=True)
+    run_upgrade(path, target=target, force=True)
     for snap in tmp_path.glob("*.pre-upgrade-*"):
         snap.unlink()
     return path
@@ -169,7 +170,7 @@ def test_busy_writer_lock_refuses(tmp_path):
     other.execute("BEGIN IMMEDIATE")
     try:
         with pytest.raises(Refusal, match="busy"):
-            service.run_upgrade(path, force=True, busy_timeout_ms=100)
+            run_upgrade(path, force=True, busy_timeout_ms=100)
     finally:
         other.execute("ROLLBACK")
         other.close()
@@ -180,8 +181,8 @@ def test_no_space_for_the_snapshot(tmp_path, monkeypatch):
     path = db_1820(tmp_path / "archon.db")
     before = fingerprint_dir(tmp_path)
     monkeypatch.setattr(snapshots, "free_bytes", lambda directory: 1024)
-    with pytest.raises(snapshots.SnapshotFailed, match="Not enough free space"):
-        service.run_upgrade(path, force=True)
+    with pytest.raises(SnapshotFailed, match="Not enough free space"):
+        run_upgrade(path, force=True)
     assert fingerprint_dir(tmp_path) == before
 
 
@@ -189,5 +190,5 @@ def test_missing_snapshot_dir(tmp_path):
     path = db_1820(tmp_path / "archon.db")
     before = fingerprint_dir(tmp_path)
     with pytest.raises(Refusal, match="does not exist"):
-        service.run_upgrade(path, force=True, snapshot_dir=tmp_path / "nope")
+        run_upgrade(path, force=True, snapshot_dir=tmp_path / "nope")
     assert fingerprint_dir(tmp_path) == before

@@ -27,7 +27,8 @@ from hypothesis import HealthCheck, event, example, given, settings, strategies 
 from console.cli.cli import main
 from console.errors import EXIT_UNUSABLE
 from console.services.doctor import run_doctor
-from console.services.upgrade import plan_upgrade, run_upgrade
+from console.services.upgrade.plan import plan_upgrade
+from console.services.upgrade.run import run_upgrade
 from tests.reference import builder, profiles, scenarios
 from tests.test_reference_upgrade import assert_same
 from tests.upgrade_helpers import fingerprint_dir

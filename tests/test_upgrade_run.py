@@ -14,7 +14,9 @@ from console import __version__
 from console.cli.cli import main
 from console.db.detect import detect_shape
 from console.db.migrations.registry import MIGRATIONS
-from console.services.upgrade import UpgradeProgress, plan_upgrade, run_upgrade
+from console.services.upgrade.model import UpgradeProgress
+from console.services.upgrade.plan import plan_upgrade
+from console.services.upgrade.run import run_upgrade
 from tests.upgrade_helpers import (
     add_old_approval_tables,
     connect,
@@ -239,7 +241,7 @@ def test_snapshot_dir(tmp_path):
 
 @pytest.mark.parametrize("release", ["1.8.20", "1.8.22"])
 def test_upgrading_demo_databases(tmp_path, release):
-    from console.demo import generate
+    from console.demo.writer import generate
 
     path = tmp_path / "archon.db"
     generate(path, release=release, requests=300, seed=3, now="2026-04-01T00:00:00Z")

@@ -23,7 +23,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.worker import Worker, WorkerState
 
-from widgets.page_source import JumpingSource, PageSource, Preload, Route, cheapest_route, cursor_for
+from widgets.page_source import PageSource, Preload, Route, cheapest_route, cursor_for
 from widgets.table_column import Column, render_cells
 
 
@@ -495,4 +495,4 @@ class LazyTable(ScrollView, can_focus=True):
 
 
 
-__all__ = ["Column", "JumpingSource", "LazyTable", "PageSource", "Preload"]
+__all__ = ["LazyTable"]

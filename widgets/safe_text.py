@@ -211,4 +211,4 @@ def safe_text(value: object, style: str = "", *, one_line: bool = False) -> "Tex
     return Text(clean(value, one_line=one_line), style=style, no_wrap=one_line, end="")
 
 
-__all__ = ["MARK_RUN", "UNSAFE", "clean", "first_unsafe", "is_clean", "is_shell_word", "replace_unsafe", "safe_text"]
+__all__ = ["MARK_RUN", "clean", "first_unsafe", "is_clean", "is_shell_word", "replace_unsafe", "safe_text"]

@@ -58,7 +58,7 @@ def _option_action(parser: argparse.ArgumentParser, word: str) -> argparse.Actio
 def _state(words: list[str]):
     """Walk the finished words: the innermost parser, the command path, the option awaiting a value
     (or None), how many positionals were given, and the global options seen (`--db`)."""
-    from console.cli.cli import build_parser
+    from console.cli.parser import build_parser
     from console.cli.reference import subcommands
 
     parser = build_parser(words)  # imports only the family `words` name, as a real run would
@@ -130,7 +130,7 @@ def candidates(words: list[str]) -> list[str]:
     """What may come next: `words` are the words after the program name, the last one unfinished."""
     from console.cli.reference import subcommands
 
-    from console.cli.cli import COMMAND_OWNERS, named_command
+    from console.cli.parser import COMMAND_OWNERS, named_command
 
     done, prefix = words[:-1], (words[-1] if words else "")
     if named_command(done) is None and not prefix.startswith("-") and not (done and done[-1] in ("--db", "--as", "--busy-timeout")):

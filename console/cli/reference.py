@@ -33,7 +33,7 @@ class Command:
 
 
 def full_parser() -> argparse.ArgumentParser:
-    from console.cli.cli import build_parser
+    from console.cli.parser import build_parser
 
     return build_parser(None)
 
@@ -57,7 +57,7 @@ def walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterato
 
 
 def global_option_dests() -> set[str]:
-    from console.cli.cli import global_options
+    from console.cli.parser import global_options
 
     return {a.dest for a in global_options(suppress=False)._actions} | {"help", "version"}
 

@@ -11,61 +11,21 @@ from __future__ import annotations
 import os
 import sqlite3
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import quote
 
-from console.db.file_guard import Connection, keep_connection, read_head, register, sqlite_target_refused
-from console.db.limits import explain, guard
+from console.db.connection import SQLITE_HEADER, sqlite_connection
+from console.db.file_guard import read_head
+from console.db.limits import explain
 from console.db.paths import require_database_file
 from console.db.rows import text_row
 from console.errors import DatabaseUnusable
 
-SQLITE_HEADER = b"SQLite format 3\x00"
 DEFAULT_BUSY_TIMEOUT_MS = 5000
 
 # Tables every archon release we know has had since 1.8.20.
 ARCHON_CORE_TABLES = ("projects", "execution_environments", "execution_runs")
-
-
-def sqlite_connection(target: str | Path, *, uri: bool = False, **options: Any) -> sqlite3.Connection:
-    """Every SQLite connection the console makes is opened here, in autocommit mode.
-
-    `isolation_level=None`: a deferred `BEGIN` that reads and then writes fails with SQLITE_BUSY at
-    once, so writes issue their own `BEGIN IMMEDIATE` (tx.py). Keeping the one `sqlite3.connect`
-    in this module (tests/test_layers.py checks it) leaves one place to read which files the
-    console opens and how; the callers name the file and its URI flags. Every connection is a
-    `Connection` (a `factory` must subclass it), registered while open (console/db/file_guard.py),
-    bounded (value size, statement time) and interruptible by a signal (console/db/limits.py `guard`).
-    """
-    options.setdefault("factory", Connection)
-    if not issubclass(options["factory"], Connection):
-        raise TypeError("a connection factory must subclass console.db.file_guard.Connection")
-    refused = sqlite_target_refused(target, uri)  # a planted or swapped name leading to our own files
-    if refused is not None:
-        raise DatabaseUnusable(f"refused to open {refused}: closing it would drop that connection's locks.")
-    conn = sqlite3.connect(target, uri=uri, isolation_level=None, **options)
-    refused = sqlite_target_refused(target, uri)  # swapped in between the check and the open
-    if refused is not None:
-        keep_connection(conn)
-        raise DatabaseUnusable(f"refused to open {refused}: closing it would drop that connection's locks.")
-    conn.text_factory = _TEXT
-    return register(guard(conn), target, uri)
-
-
-# The one decoding of stored text, for every connection. TEXT that is not valid UTF-8 (archon's
-# columns carry no encoding CHECK; `CAST(x'ff' AS TEXT)` is one statement away) decodes with U+FFFD
-# instead of raising `OperationalError` for the whole result: one such row must not make a list, the
-# audit trail or a decision unreadable. A C-level callable, so the cost per value stays that of
-# sqlite3's own decoder (tests/adversarial/test_hostile_values.py). Not `detect_types` converters for
-# BLOBs in TEXT columns: in Python 3.11 they read '' as None (console/text.py `as_text` instead).
-_TEXT = partial(str, encoding="utf-8", errors="replace")
-
-
-def scratch_connection(**options: Any) -> sqlite3.Connection:
-    """A private in-memory database (a replayed schema, a redacted copy): no file is touched."""
-    return sqlite_connection(":memory:", **options)
 
 
 def _uri(path: Path, **params: str) -> str:

@@ -35,7 +35,7 @@ from typing import Iterable, Iterator
 from urllib.parse import quote
 
 from console.db import file_guard
-from console.db.connect import sqlite_connection
+from console.db.connection import sqlite_connection
 from console.text import one_line
 
 # sqlite3 os_unix.c / sqliteInt.h

@@ -11,7 +11,7 @@ runs where no connection is open: before the first or after the last, or in a ch
 
 Two halves live here:
 
-* the registry: every connection the console opens is a `Connection` (console/db/connect.py
+* the registry: every connection the console opens is a `Connection` (console/db/connection.py
   `sqlite_connection` registers it), known while open, by its main file's real path and inode (a
   hard link is the same file); `connected_file(path)` answers, with `stat` only, whether `path` is
   one of those files or their sidecars. A raw descriptor through which the console holds a lock
@@ -21,7 +21,7 @@ Two halves live here:
   a name that leads to a connected file (a hard link to `-shm` is no symbolic link), and judges the
   descriptor it opened by `fstat`, keeping it for the process's life when a swapped name led there
   after all. SQLite is such an opener too: `sqlite_target_refused` is asked by
-  console/db/connect.py `sqlite_connection` before and after it hands SQLite a name;
+  console/db/connection.py `sqlite_connection` before and after it hands SQLite a name;
 * the check: an audit hook on `open` events (`open()`, `io.open`, `os.open`, hence `Path.read_bytes`,
   `shutil.copy`...) and `sqlite3.connect` events that reports every breach. tests/conftest.py creates a log file, names it in
   `ARCHON_CONSOLE_AUDIT_FILES` and installs the hook for the whole session; every console process the

@@ -3,7 +3,7 @@
 A database file is hostile input. A 905 KB file can hold a generated column whose every read builds
 a 300 MB string, a crafted name can make a statement recurse for ever, and a signal cannot reach
 Python while SQLite runs inside one long `sqlite3_step`. So every connection the console opens
-(console/db/connect.py `sqlite_connection`) is `guard`ed here:
+(console/db/connection.py `sqlite_connection`) is `guard`ed here:
 
 - `SQLITE_LIMIT_LENGTH` is `MAX_VALUE_BYTES`. Archon's own CHECKs bound every value it writes to
   64 KB at most (`approval_requests.action_json`); 4 MB is 64 times that, so no legitimate value

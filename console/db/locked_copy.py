@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from console.db.connect import SQLITE_HEADER
+from console.db.connection import SQLITE_HEADER
 from console.db.files import private_dir
 from console.db.paths import nonempty_file, require_database_file
 from console.errors import DatabaseUnusable, Refusal

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import quote
 
-from console.db.connect import sqlite_connection
+from console.db.connection import sqlite_connection
 from console.db.file_guard import Connection, hold_descriptor, read_head, release_descriptor
 from console.db.rows import text_row
 from console.db.files import (
@@ -61,7 +61,6 @@ from console.db.paths import nonempty_file, require_database_file
 from console.errors import DatabaseUnusable, UsageError
 
 __all__ = [
-    "is_wal_header",  # doctor reads the header of files it opens itself
     "open_read_only",
     "reconnect",
     "ro_uri",

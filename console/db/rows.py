@@ -4,7 +4,7 @@ SQLite keeps a BLOB as a BLOB in a TEXT column, and archon's CHECKs (`length(CAS
 triggers accept one: `bytes` where every reader expects `str` was a TypeError in lists, the audit
 trail and the environment rules. Archon declares no BLOB column, so every BLOB it holds stands where
 text (or a time) belongs; it is read decoded as UTF-8 with U+FFFD, like every stored text
-(console/db/connect.py `_TEXT`), and shown, never changed in the file. Not sqlite3's `detect_types`
+(console/db/connection.py `_TEXT`), and shown, never changed in the file. Not sqlite3's `detect_types`
 converters: in Python 3.11 they read '' as None.
 
 `text_row` is the row factory of every connection that reads archon's tables (console/db/connect.py,

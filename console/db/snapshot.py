@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Callable
 
 from console.db import ledger
-from console.db.connect import sqlite_connection
+from console.db.connection import sqlite_connection
 from console.db.detect import read_ledger
 from console.db.file_guard import open_foreign
 from console.db.files import create_exclusive, remove_stale
@@ -73,12 +73,9 @@ from console.db.snapshot_check import (
     SnapshotFailed,
     SnapshotWriteFailed,
     open_ro,
-    check_pieces,
-    integrity_messages,
     quick_check,
     quick_check_copy,
     table_counts,
-    usable_cpus,
     verify_copy,
 )
 from console.errors import DatabaseUnusable
@@ -427,21 +424,13 @@ def take_snapshot(
 
 __all__ = [
     "Snapshot",
-    "SnapshotFailed",
-    "SnapshotWriteFailed",
-    "check_pieces",
     "compare_with_source",
     "copy_pages",
     "free_bytes",
-    "integrity_messages",
     "needed_bytes",
-    "quick_check_copy",
     "remove_stale_temporaries",
     "sha256_file",
     "snapshot_name",
     "snapshot_target",
-    "table_counts",
     "take_snapshot",
-    "usable_cpus",
-    "verify_copy",
 ]

@@ -30,7 +30,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from console.db.sql import quote_identifier
-from console.db.connect import sqlite_connection
+from console.db.connection import sqlite_connection
 from console.errors import EXIT_UNUSABLE, DatabaseUnusable, Refusal
 
 # More checking connections than this gain nothing: the largest table's check bounds the time.

@@ -31,7 +31,8 @@ from pathlib import Path
 
 from console.db import ledger
 from console.db.file_trust import Judged, open_judged
-from console.db.snapshot import Snapshot, open_ro, sha256_fd
+from console.db.snapshot import Snapshot, sha256_fd
+from console.db.snapshot_check import open_ro
 from console.db.snapshot_manifest import manifest_beside
 from console.db.sql import quote_identifier, stored_columns
 from console.errors import DatabaseUnusable

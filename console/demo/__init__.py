@@ -1,8 +1,4 @@
 """The demo database: realistic archon data of any size and any historical release.
 
-`generate(path, ...)` is the whole API; see console/demo/writer.py.
+console/demo/writer.py `generate(path, ...)` is the whole API; callers import it from there.
 """
-
-from console.demo.writer import DemoSummary, generate
-
-__all__ = ["DemoSummary", "generate"]

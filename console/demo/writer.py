@@ -28,7 +28,7 @@ from console.demo.history import meaning, write_history
 from console.demo.projects import write_projects
 from console.demo.work import write_work
 from console.db.files import create_exclusive, publish, remove_stale, temp_prefix
-from console.db.connect import sqlite_connection
+from console.db.connection import sqlite_connection
 from console.errors import DatabaseUnusable, Refusal, UsageError
 
 RELEASE_ALIASES = {"current": CURRENT_RELEASE, "1.8.20": "1.8.20", "1.8.22": "1.8.22",

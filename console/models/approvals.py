@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from console.errors import UsageError
+from console.models.results import ActionResult
 from console.models.values import Json, Stored
-from console.services.base import ActionResult
 
 # Every status archon's `approval_requests.status` CHECK allows, in the order a request meets them.
 STATUSES = ("pending", "approved", "denied", "cancelled", "expired", "invalidated", "consumed")

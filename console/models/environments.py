@@ -220,7 +220,7 @@ class ClaimOptions:
 @dataclass
 class ClaimResult:
     """What a claim, release or complete did: the outcome every write reports (`ok`, `id`, `state`,
-    `message`, `noop`, as `console.services.base.ActionResult`) and what the claim write changed.
+    `message`, `noop`, as `console.models.results.ActionResult`) and what the claim write changed.
 
     `to_json()` prints the claim fields only when set, as the CLI has always printed them.
     """

@@ -19,7 +19,8 @@ from console.services.approval_transitions import (
     unreadable_expiry_sentence,
     with_busy_retry,
 )
-from console.services.base import ActionResult, require_feature, validate_actor
+from console.services.base import require_feature, validate_actor
+from console.models.results import ActionResult
 from console.text import one_line
 
 SWEEP_BATCH = 200

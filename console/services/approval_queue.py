@@ -383,7 +383,6 @@ def show_request(handle: ArchonDatabase, request_id: str, *, actor: str | None =
 
 
 __all__ = [
-    "DecisionOptions",
     "Filters",
     "KINDS",
     "RequestPage",
@@ -400,7 +399,6 @@ __all__ = [
     "request_of",
     "request_position",
     "requester_of",
-    "resolve_project",
     "retreat_cursor",
     "show_request",
 ]

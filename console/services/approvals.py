@@ -1,4 +1,4 @@
-"""Deciding approval requests: approve, deny, revoke, and the expiry sweep.
+"""Deciding approval requests: approve, deny, revoke, one request or several.
 
 Every decision is one `BEGIN IMMEDIATE` transaction that re-reads the request, checks every rule
 itself (archon's triggers are the last line of defence), then moves `status` along the graph of
@@ -13,7 +13,8 @@ Two outcomes are deliberately not plain success or plain refusal:
 
 The reading side (list, show, options) lives in `approval_queue.py`, the shared moves (the locked
 read, the UPDATE with its event, the busy retry) in `approval_transitions.py`, and the expiry sweep
-in `approval_expiry.py`; all are re-exported here.
+in `approval_expiry.py`; callers import from them directly (together the three and this module are
+over the 500-line limit, so they stay apart).
 """
 
 from __future__ import annotations
@@ -26,29 +27,12 @@ from console.db.connect import ArchonDatabase
 from console.db.tx import write_transaction
 from console.errors import Refusal
 from console.models.approvals import DecisionBatch
-from console.services.approval_queue import (  # noqa: F401  (re-exported API)
-    KINDS,
-    Filters,
-    RequestPage,
-    action_summary,
-    count_requests,
-    decision_options,
-    events_of,
-    list_requests,
-    load_request,
-    parse_json_field,
-    requester_of,
-    show_request,
-)
 from console.services import four_eyes
-from console.services.approval_expiry import SWEEP_BATCH, expire_overdue, overdue_ids  # noqa: F401
-from console.services.approval_transitions import (  # noqa: F401  (re-exported API)
+from console.services.approval_transitions import (
     SYSTEM_ACTOR,
     DecisionRefused,
     who,
     event_into,
-    event_type_for,
-    json_metadata,
     load_for_decision,
     overdue,
     transition,
@@ -56,7 +40,8 @@ from console.services.approval_transitions import (  # noqa: F401  (re-exported 
     unreadable_expiry_sentence,
     with_busy_retry,
 )
-from console.services.base import ActionResult, require_feature, validate_actor, validate_reason
+from console.services.base import require_feature, validate_actor, validate_reason
+from console.models.results import ActionResult
 from console.text import one_line
 
 # What each human decision moves, from which status.
@@ -297,21 +282,11 @@ def decide_batch(
 
 __all__ = [
     "DECISIONS",
-    "DecisionRefused",
-    "Filters",
-    "SYSTEM_ACTOR",
     "approve",
-    "count_requests",
     "decide",
     "decide_batch",
     "decide_many",
-    "decision_options",
     "deny",
-    "event_type_for",
-    "expire_overdue",
-    "list_requests",
-    "overdue_ids",
     "refusal_result",
     "revoke",
-    "show_request",
 ]

@@ -1,10 +1,9 @@
-"""What every service shares: the actor, feature checks, and the shape of an action's result."""
+"""What every service shares: the actor, the reason, feature checks and claim ids (the shape of an
+action's result, `ActionResult`, is in console/models/results.py: commands and models read it too)."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from console.db.connect import ArchonDatabase
 from console.errors import MissingArgument, Refusal, UsageError
@@ -15,32 +14,6 @@ REASON_MAX_BYTES = 2000
 
 # The first archon release whose schema has each feature.
 FEATURE_RELEASE = {"profiles": "1.8.22", "approvals": "1.8.22", "claims": "1.10.0"}
-
-
-@dataclass
-class ActionResult:
-    """One id's outcome. `noop` marks a repeat of something that already took effect.
-
-    `wrote` names what a refused action wrote all the same (approving an overdue request marks it
-    expired): the one exception to "exit 1: nothing was written", stated in every refused result.
-    """
-
-    ok: bool
-    id: str
-    state: str | None
-    message: str
-    noop: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
-    wrote: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        extra = data.pop("extra")
-        wrote = data.pop("wrote")
-        data.update(extra)
-        if not self.ok:
-            data["wrote"] = list(wrote)
-        return data
 
 
 def validate_actor(actor: str) -> str:

@@ -44,7 +44,9 @@ from console.db.readonly import open_read_only
 from console.db.files import require_output_dir
 from console.db.sql import quote_identifier, stored_columns
 from console.errors import EXIT_UNUSABLE, ConsoleError, UsageError
-from console.services.doctor import DEFAULT_STALE_AFTER, Finding, Report, run_doctor
+from console.services.doctor import run_doctor
+from console.services.doctor.context import DEFAULT_STALE_AFTER
+from console.services.doctor.report import Finding, Report
 from console.services.redaction import Redactor, known_definition, redacted_copy
 from console.text import json_text, strip_control
 
@@ -329,5 +331,5 @@ def _publish(temp: str, out: Path) -> None:
     os.unlink(temp)
 
 
-__all__ = ["BundleNotWritten", "BundleResult", "Redactor", "bundle_members", "check_output", "redacted_report",
+__all__ = ["BundleNotWritten", "BundleResult", "bundle_members", "check_output", "redacted_report",
            "write_bundle"]

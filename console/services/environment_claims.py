@@ -3,10 +3,30 @@
 A claim is the triple (`operation_claim_id`, `operation_kind`, `operation_claimed_at`). Archon's
 trigger only checks that the triple is all-or-nothing; it lets one claim overwrite another
 (docs/archon-schema.md, operation claims), so exclusivity lives here: every write is a compare-and-set that must change
-exactly one row, inside one `BEGIN IMMEDIATE` transaction that re-reads every precondition. What
-each write hands to archon, and why the console never writes `lifecycle_state`, is told in
-console/services/environments.py; the rules themselves are in `environment_rules`, whose
-`claim_options` answers in advance what these functions decide here.
+exactly one row, inside one `BEGIN IMMEDIATE` transaction that re-reads every precondition. The
+rules themselves are in `environment_rules`, whose `claim_options` answers in advance what these
+functions decide here.
+
+A takeover (of a stale claim, with a reason) keeps the operation it takes over; a claim the console
+did not create also needs its holder named, since its staleness is only the console's assumption.
+
+A claim is an administrative hold (docs/decisions.md, Q6): it stops new leases at once (lease admission
+refuses claimed environments). The console cannot stop or delete a container, so it never writes
+`lifecycle_state` (that would claim a provider-side effect nobody performed). Completing a claim
+*hands the operation off* to archon's own scheduling column and clears the claim, in one UPDATE:
+
+- stop: `idle_stop_at = now`; archon's idle-stop sweep (the one `idx_execution_environments_idle_stop`
+  serves) stops the environment. Refused while a run is bound to it (an execution lease or a
+  validation binding not released): what the sweep does to a running run is not known (docs/decisions.md, "Archon behaviour the environment claims assume").
+- retire: the claim already set `retirement_requested_at`, which archon's reuse index and lease
+  admission honour; completing only clears the claim, and archon's retirement path
+  (retiring -> cleanup_pending -> retired) does the rest. The request is never cleared (Q7).
+- cleanup_retry: `cleanup_retry_at = now`; archon's cleanup worker retries.
+- reset: no completion. Marking a failed environment `ready` would let lease admission place runs
+  on a workspace nobody rebuilt; a reset claim is a hold that its holder releases.
+
+`updated_at` is never touched (it orders archon's cleanup index, Q8; no state changes here).
+A handed-off request stays visible (`environment_queries.pending_handoffs`) until archon acts on it.
 """
 
 from __future__ import annotations

@@ -43,4 +43,4 @@ def retreat_after(handle: ArchonDatabase, after: str | None, count: int, **filte
     return None if cursor is None else cursor.key[0]
 
 
-__all__ = ["advance_after", "count_environments", "environment_position", "environment_query", "retreat_after"]
+__all__ = ["advance_after", "count_environments", "environment_position", "retreat_after"]

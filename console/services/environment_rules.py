@@ -41,7 +41,7 @@ WHY_ALLOWED: dict[str, str] = {
     "cleanup_retry": "only an environment waiting for cleanup can have its cleanup retried",
 }
 # What completing an operation hands to archon: (the column that carries the request, who in
-# archon performs it). reset has no completion: see console/services/environments.py.
+# archon performs it). reset has no completion: see console/services/environment_claims.py.
 HANDOFF: dict[str, tuple[str, str] | None] = {
     "stop": ("idle_stop_at", "archon's idle-stop sweep"),
     "retire": ("retirement_requested_at", "archon's retirement path"),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import sqlite3
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,15 +30,18 @@ from console.db import execution_profiles, profile_evidence
 from console.db.connect import ArchonDatabase
 from console.db.detect import detect_shape
 from console.db.tx import write_transaction
-from console.errors import DatabaseUnusable, Refusal
+from console.errors import DatabaseUnusable, MissingArgument, Refusal
 from console.models.profiles import FingerprintCheck, ProfileRevision, RevisionDetail
 from console.models.projects import Project
 from console.services import profile_startup
 from console.services import identity
-from console.services.base import ActionResult, validate_actor, validate_reason
-from console.text import UnreadableJson, read_json
+from console.services.base import validate_actor, validate_reason
+from console.models.results import ActionResult
+from console.services.resolve import find_project, resolve_project
+from console.text import UnreadableJson, one_line, read_json
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_REVISION_NUMBER = re.compile(r"^[rR]?([0-9]{1,9})$")
 PROVIDERS = execution_profiles.PROVIDERS
 
 
@@ -50,6 +54,64 @@ def require_profiles(handle: ArchonDatabase) -> None:
             "shape (upgrade required).",
             "Run `archon-console upgrade --plan` to see what an upgrade would do.",
         )
+
+
+def _revision_number(conn: sqlite3.Connection, project_row: Any, number: int, typed: str) -> str:
+    row = conn.execute(
+        "SELECT id FROM execution_profile_revisions WHERE project_id = ? AND revision = ?",
+        (project_row["id"], number),
+    ).fetchone()
+    if row is None:
+        raise Refusal(
+            f"Project {one_line(project_row['id'])} has no execution profile revision {number} "
+            f"(asked for {one_line(typed)!r}).",
+            f"List them with `archon-console profiles list {one_line(project_row['id'])}`.",
+        )
+    return row["id"]
+
+
+def resolve_revision(handle, revision: str, *, project: str | None = None) -> str:
+    """The id of the execution profile revision `revision` names.
+
+    Its full id (`prj-atlas-api:execution-profile:3`), else `PROJECT:N` or `PROJECT:rN` (PROJECT an id
+    or a unique name; console/services/resolve.py), else `N` or `rN` when the project is given
+    separately. The full id is tried first, so an id that happens to look like `PROJECT:N` still
+    means itself. `rN` without a project is a usage error (exit 2).
+    """
+    require_profiles(handle)
+    conn = handle.conn
+    project_row = resolve_project(conn, project) if project is not None else None
+    row = conn.execute(
+        "SELECT id, project_id FROM execution_profile_revisions WHERE id = ?", (revision,)
+    ).fetchone()
+    if row is not None:
+        if project_row is not None and row["project_id"] != project_row["id"]:
+            raise Refusal(
+                f"Revision {one_line(revision)} belongs to project {one_line(row['project_id'])}, "
+                f"not {one_line(project_row['id'])}.",
+                "Leave out the project, or name a revision of that project (rN).",
+            )
+        return row["id"]
+    number = _REVISION_NUMBER.match(revision)
+    if number is not None:
+        if project_row is None:
+            raise MissingArgument(
+                f"{one_line(revision)!r} names a revision within a project, and no project was given.",
+                f"Write PROJECT:{number.group(1)} or put the project first (`PROJECT {one_line(revision)}`).",
+            )
+        return _revision_number(conn, project_row, int(number.group(1)), revision)
+    head, colon, tail = revision.rpartition(":")
+    number = _REVISION_NUMBER.match(tail) if colon else None
+    within = find_project(conn, head) if number is not None and head else None
+    if within is not None:
+        if project_row is not None and within["id"] != project_row["id"]:
+            raise Refusal(f"{one_line(revision)!r} names project {one_line(within['id'])}, "
+                          f"not {one_line(project_row['id'])}.")
+        return _revision_number(conn, within, int(number.group(1)), revision)
+    raise Refusal(
+        f"There is no execution profile revision {one_line(revision)}.",
+        "Name it by id, PROJECT:N or PROJECT rN; list them with `profiles list PROJECT`.",
+    )
 
 
 def pretty(profile_json: str | None) -> str:
@@ -113,8 +175,6 @@ def _audit(conn, project_id: str) -> list[dict[str, Any]]:
 
 def list_revisions(handle: ArchonDatabase, project_id: str) -> list[ProfileRevision]:
     """A project's revisions, newest first, with the active flag, audit times and a fingerprint check."""
-    from console.services.resolve import resolve_project
-
     require_profiles(handle)
     conn = handle.conn
     project_id = resolve_project(conn, project_id)["id"]  # an id or a unique name
@@ -304,5 +364,6 @@ __all__ = [
     "list_revisions",
     "pretty",
     "require_profiles",
+    "resolve_revision",
     "show_revision",
 ]

@@ -38,7 +38,7 @@ from collections import Counter
 from functools import lru_cache
 from typing import Any
 
-from console.db.connect import scratch_connection
+from console.db.connection import scratch_connection
 from console.text import MAX_DEPTH, read_json
 from console.db.sql import quote_identifier, stored_columns
 
@@ -379,7 +379,7 @@ class Redactor:
 def _archon_objects() -> frozenset[str]:
     from console.db.detect import LEDGER_META_TABLE, LEDGER_TABLE
     from console.db.migrations.registry import RELEASES
-    from console.services.doctor import reference_objects
+    from console.services.doctor.checks_schema import reference_objects
 
     names = {LEDGER_TABLE, LEDGER_META_TABLE, "idx__sqlite_migrations_migration_set_name"}
     for release in RELEASES:

@@ -93,7 +93,7 @@ def _checked(screen: str, key: str, value: str) -> str:
             raise UsageError(f"expiring<{value}: give whole minutes, e.g. expiring<60.")
         return str(int(value))
     if key == "state":
-        from console.services.environments import STATES
+        from console.services.environment_rules import STATES
 
         if value not in STATES + ("any",):
             raise UsageError(f"state={value}: use {', '.join(STATES)} or any.")

@@ -26,7 +26,7 @@ from console.errors import EXIT_UNUSABLE, UsageError
 from console.tui.screens.registry import command_words, lookup, parse_command
 from console.services import navigation
 from console.services.watch import arrivals, own_changes, pending_count, start_position
-from console.tui.support import SupportInfo
+from console.models.support import SupportInfo
 from console.tui.session import Session
 from widgets.safe_text import clean
 from widgets.terminal_guard import GuardedApp

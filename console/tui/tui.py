@@ -8,7 +8,7 @@ from typing import Any
 
 from console.signals import graceful
 
-from console.tui.support import SupportInfo
+from console.models.support import SupportInfo
 
 
 def run_tui(ctx: Any, support: SupportInfo | None = None, *, start: str | None = None) -> int:
@@ -45,4 +45,4 @@ def run_tui(ctx: Any, support: SupportInfo | None = None, *, start: str | None =
     return int(result or 0) if isinstance(result, int) else (app.return_code or 0)
 
 
-__all__ = ["SupportInfo", "run_tui"]
+__all__ = ["run_tui"]

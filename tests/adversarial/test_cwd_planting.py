@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from console.cli.cli import build_parser
+from console.cli.parser import build_parser
 from console.cli.reference import subcommands
 from tests.test_approvals_helpers import add_request
 from tests.tui.conftest import demo_file

@@ -7,7 +7,7 @@ every kind below fits inside them in TEXT and DATETIME columns (a BLOB passes `l
 BLOB))`); enumerated and status columns have CHECKs, which the sweep sets aside to try them too.
 
 The mechanisms, each where the class starts:
-- every connection decodes stored text with U+FFFD (console/db/connect.py `_TEXT`), and a BLOB
+- every connection decodes stored text with U+FFFD (console/db/connection.py `_TEXT`), and a BLOB
   (archon declares none) reads as text through one row factory (console/db/rows.py);
 - one time reader that returns None for anything that is not a time (console/clock.py
   `parse_time`), and an unreadable expiry fails closed: not approvable, not expired by the sweep,

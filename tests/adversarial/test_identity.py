@@ -31,7 +31,10 @@ from console.clock import db_time
 from console.db.connect import open_database
 from console.errors import Refusal, UsageError
 from console.services import approvals
-from console.services import environments as envs
+from console.services.approval_queue import show_request
+from console.services.environment_claims import claim, release
+from console.services.environment_queries import show_environment
+from console.services.environment_rules import claim_options, held_by
 from tests.conftest import make_schema
 from tests.test_approvals_helpers import NOW, add_project, add_request, archon_move, connect, dump, events, status_of
 from tests.test_environments_support import add_env, set_claim
@@ -97,7 +100,7 @@ def test_declaring_another_name_does_not_hide_your_own_request(db, capsys, monke
     assert code == 1 and "four-eyes" in text, text
     assert status_of(db, "mine") == "pending" and dump(db) == before
     with open_database(db) as handle:  # what the TUI offers comes from the same service
-        options = approvals.show_request(handle, "mine", actor="bob", now=NOW).options
+        options = show_request(handle, "mine", actor="bob", now=NOW).options
     assert "OS login" in options["approve"] and options["deny"]
 
 
@@ -162,8 +165,8 @@ def test_a_128_character_console_claim_prefix_is_nobody_s_claim(db, capsys, monk
         code, text = cli(capsys, "envs", "complete", "env-held", "--as", actor, "--db", str(db))
         assert code == 1 and "only its holder" in text, text
         with open_database(db) as handle:
-            env = envs.show_environment(handle, "env-held", now=datetime.now(timezone.utc))
-        assert not envs.held_by(PREFIX_CLAIM, actor) and envs.claim_options(env, actor).why("release")
+            env = show_environment(handle, "env-held", now=datetime.now(timezone.utc))
+        assert not held_by(PREFIX_CLAIM, actor) and claim_options(env, actor).why("release")
     assert dump(db) == before
 
 
@@ -333,23 +336,23 @@ def test_a_claim_is_held_only_by_the_name_and_account_that_created_it(a, b, forg
     from console.services.base import claim_id_for
 
     claim_id = claim_id_for(a)
-    assert len(claim_id) <= 128 and envs.held_by(claim_id, a)
-    assert envs.held_by(claim_id, b) == (a == b)
+    assert len(claim_id) <= 128 and held_by(claim_id, a)
+    assert held_by(claim_id, b) == (a == b)
     for text in ("console:" + forged, ("console:" + forged + "@" * 128)[:128], claim_id[:-1], claim_id + "0"):
-        assert not envs.held_by(text, a) and not envs.held_by(text, b)
+        assert not held_by(text, a) and not held_by(text, b)
 
 
 def test_another_account_declaring_the_same_name_does_not_hold_the_claim(db, monkeypatch):
     from console.services import identity
 
     with open_database(db) as handle:
-        envs.claim(handle, "env-free", "stop", "alice", now=datetime.now(timezone.utc))
+        claim(handle, "env-free", "stop", "alice", now=datetime.now(timezone.utc))
     real = identity.current()
     monkeypatch.setattr(identity, "current", lambda: identity.OsIdentity("mallory", real.uid + 1, real.host))
     before = dump(db)
     with open_database(db) as handle:
         with pytest.raises(Refusal, match="only its holder"):
-            envs.release(handle, "env-free", "alice", now=datetime.now(timezone.utc))
+            release(handle, "env-free", "alice", now=datetime.now(timezone.utc))
     assert dump(db) == before
 
 
@@ -377,6 +380,6 @@ def test_the_console_s_timelines_name_the_os_account(db, capsys, monkeypatch):
     monkeypatch.delenv("ARCHON_CONSOLE_ACTOR", raising=False)
     assert cli(capsys, "approvals", "approve", "other", "--as", "bob", "--db", str(db))[0] == 0
     with open_database(db) as handle:
-        request = approvals.show_request(handle, "other", actor="bob", now=NOW)
+        request = show_request(handle, "other", actor="bob", now=NOW)
     last = detail_events(request)[-1]
     assert f"OS {os_login()}@{os.uname().nodename}" in str(last), last

@@ -32,7 +32,6 @@ from console.cli.cli import main
 from console.db.connect import open_database
 from console.errors import Refusal, UsageError
 from console.services import approvals, four_eyes, identity
-from console.services import environments as envs
 from console.services.base import validate_actor
 from tests.conftest import make_schema
 from tests.test_approvals_helpers import NOW, add_project, add_request, connect, dump, events, status_of

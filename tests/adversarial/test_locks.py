@@ -43,7 +43,7 @@ def locks_held(pid: int, *paths: Path) -> list[tuple[str, str, str]]:
 
 def wal_demo(tmp_path: Path) -> Path:
     """A WAL demo database whose requests are pending by the real clock."""
-    from console.demo import generate
+    from console.demo.writer import generate
 
     path = tmp_path / "archon.db"
     generate(path, release="current", requests=60, seed=7, now=db_time(datetime.now(timezone.utc)),
@@ -148,7 +148,9 @@ async def test_an_approval_after_doctor_reaches_the_file_when_archon_restarts(tm
 def test_in_process_service_calls_keep_the_connections_locks(tmp_path):
     """Every service the TUI calls in its own process works through the connection only."""
     from console.db.connect import open_database
-    from console.services import approvals, environments, profiles, projects
+    from console.services import approvals, profiles, projects
+    from console.services.environment_claims import claim, release
+    from console.services.environment_queries import list_environments
 
     path = wal_demo(tmp_path)
     handle = open_database(path, busy_timeout_ms=2000)
@@ -166,12 +168,12 @@ def test_in_process_service_calls_keep_the_connections_locks(tmp_path):
         project = handle.conn.execute("SELECT id FROM projects LIMIT 1").fetchone()[0]
         calls = [
             lambda: projects.list_projects(handle, now=now),
-            lambda: environments.list_environments(handle, now=now),
+            lambda: list_environments(handle, now=now),
             lambda: profiles.list_revisions(handle, project),
             lambda: approvals.approve(handle, pending[0][0], actor="operator-x", reason="ok", now=now),
             lambda: approvals.deny(handle, pending[1][0], actor="operator-x", reason="no", now=now),
-            lambda: environments.claim(handle, env[0], "stop", "operator-x", now=now),
-            lambda: environments.release(handle, env[0], "operator-x", now=now),
+            lambda: claim(handle, env[0], "stop", "operator-x", now=now),
+            lambda: release(handle, env[0], "operator-x", now=now),
         ]
         for call in calls:
             try:

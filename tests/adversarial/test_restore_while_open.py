@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from console.errors import EXIT_REFUSED
-from console.services.upgrade import run_upgrade
+from console.services.upgrade.run import run_upgrade
 from tests.upgrade_helpers import db_1820, dump, fingerprint_dir, run_cli
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=timezone.utc)

@@ -111,7 +111,7 @@ def test_the_console_closed_by_its_terminal_removes_its_private_copy(tmp_path):
     import select
     import sqlite3
 
-    from console.demo import generate
+    from console.demo.writer import generate
 
     import shutil
 
@@ -175,7 +175,7 @@ def test_the_console_exits_when_its_terminal_goes_away(tmp_path):
     import pty
     import select
 
-    from console.demo import generate
+    from console.demo.writer import generate
 
     db = tmp_path / "archon.db"
     generate(db, requests=20, environments=2, projects=1)

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from console.errors import EXIT_OK, EXIT_REFUSED, EXIT_UNUSABLE
-from console.services.upgrade import run_upgrade
+from console.services.upgrade.run import run_upgrade
 from tests.upgrade_helpers import db_1820, dump, fingerprint_dir, run_cli, sha256
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=timezone.utc)

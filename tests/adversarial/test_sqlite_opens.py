@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from console.db import file_guard
-from console.db.connect import sqlite_connection
+from console.db.connection import sqlite_connection
 from console.db.snapshot import sha256_file
 from console.errors import DatabaseUnusable
 from tests.adversarial import proc_locks
@@ -205,7 +205,7 @@ def test_open_foreign_judges_what_it_opened_not_the_name(writing, tmp_path, monk
 AUDITED = textwrap.dedent("""
     import os, sqlite3, sys
     import console  # installs the hook: ARCHON_CONSOLE_AUDIT_FILES names the log
-    from console.db.connect import sqlite_connection
+    from console.db.connection import sqlite_connection
 
     db = sys.argv[1]
     writer = sqlite_connection(db)

@@ -20,7 +20,7 @@ CHILD = textwrap.dedent(
     """
     import sys
     from console.db import limits
-    from console.db.connect import sqlite_connection
+    from console.db.connection import sqlite_connection
 
     conn = sqlite_connection(":memory:")
     conn.execute("CREATE TABLE t(x)")
@@ -63,7 +63,7 @@ def test_every_fetch_of_a_lazy_cursor_counts(monkeypatch):
     """Rows fetched one at a time: the time SQLite spends making each row counts, the caller's
     between rows does not, so heavy rows fetched lazily still end at the budget."""
     from console.db import limits
-    from console.db.connect import scratch_connection
+    from console.db.connection import scratch_connection
     import sqlite3
 
     monkeypatch.setenv("ARCHON_CONSOLE_STATEMENT_SECONDS", "1")
@@ -80,7 +80,7 @@ def test_every_fetch_of_a_lazy_cursor_counts(monkeypatch):
 def test_a_caller_pausing_between_heavy_rows_is_not_stopped(monkeypatch):
     """The other half: the caller's time between fetches (a pager, the TUI paging) is not the
     statement's, however heavy its rows; 20 rows of 2 MB cost SQLite far less than the budget."""
-    from console.db.connect import scratch_connection
+    from console.db.connection import scratch_connection
     import time
 
     monkeypatch.setenv("ARCHON_CONSOLE_STATEMENT_SECONDS", "1")

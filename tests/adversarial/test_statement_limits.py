@@ -13,7 +13,7 @@ import time
 import pytest
 
 from console.db import limits
-from console.db.connect import scratch_connection, sqlite_connection
+from console.db.connection import scratch_connection, sqlite_connection
 
 ENDLESS = "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c) SELECT count(*) FROM c"
 

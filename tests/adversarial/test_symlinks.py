@@ -22,9 +22,10 @@ import console.tui.tui
 from console.cli.cli import main
 from console.db import files
 from console.db.snapshot import snapshot_name
-from console.demo import generate
+from console.demo.writer import generate
 from console.errors import ConsoleError
-from console.services.upgrade import restore_snapshot, run_upgrade
+from console.services.upgrade.restore import restore_snapshot
+from console.services.upgrade.run import run_upgrade
 from console.services.upgrade.restore import aside_name as _aside_name
 from tests import damage
 from tests.upgrade_helpers import db_1820

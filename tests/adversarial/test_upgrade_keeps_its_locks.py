@@ -155,7 +155,7 @@ def test_a_ledger_naming_the_database_as_its_snapshot_is_never_read_under_the_wr
     the database (or its -wal) in the upgrade's process would drop the writer's locks: it is not
     read (the audit hook fails this test if it is), a fresh snapshot is taken, nothing is damaged."""
     from console.db.detect import LEDGER_META_TABLE
-    from console.services.upgrade import run_upgrade
+    from console.services.upgrade.run import run_upgrade
     from tests.upgrade_helpers import run_cli_crashing_at
 
     path = _source(tmp_path / "archon.db")
@@ -179,7 +179,8 @@ GUARDED = textwrap.dedent("""
     import io, os, sys
     from pathlib import Path
     import console  # installs the hook: ARCHON_CONSOLE_AUDIT_FILES names the log
-    from console.db.connect import connect_raw, sqlite_connection
+    from console.db.connect import connect_raw
+    from console.db.connection import sqlite_connection
 
     db = Path(sys.argv[1])
     os.link(db, db.with_name("linked.db"))

@@ -119,7 +119,7 @@ def test_wait_is_bounded_by_the_busy_timeout(tmp_path):
 def test_the_consoles_own_connection_does_not_count(tmp_path):
     """In-process: a connection this process holds (as the TUI does) is not another user."""
     from console.db.connect import connect_raw
-    from console.services.upgrade import run_upgrade
+    from console.services.upgrade.run import run_upgrade
 
     path = db_1820(tmp_path / "archon.db", wal=True)
     own = connect_raw(path)
@@ -138,7 +138,7 @@ def test_a_holder_that_appears_mid_run_stops_it_at_the_next_step(tmp_path, wal, 
     again under its own lock, before its first write; the run stops there, and the steps it already
     committed stay applied and recorded."""
     from console.errors import DatabaseUnusable
-    from console.services.upgrade import run_upgrade
+    from console.services.upgrade.run import run_upgrade
 
     path = db_1820(tmp_path / "archon.db", wal=wal)
     holders: list[Holder] = []
@@ -173,7 +173,7 @@ def test_a_holder_that_appears_during_the_last_step_is_reported(tmp_path, wal, h
     runs was found by none and the run said "upgraded" with archon beside it (upgrade2 finding 7).
     After the last step commits the run asks once more: nothing is left to stop, so the result
     (text and JSON) carries a warning naming the holder."""
-    from console.services.upgrade import run_upgrade
+    from console.services.upgrade.run import run_upgrade
 
     path = db_1820(tmp_path / "archon.db", wal=wal)
     holders: list[Holder] = []
@@ -197,7 +197,7 @@ def test_a_holder_that_appears_during_the_last_step_is_reported(tmp_path, wal, h
 
 
 def test_an_upgrade_nobody_disturbs_has_no_warning(tmp_path):
-    from console.services.upgrade import run_upgrade
+    from console.services.upgrade.run import run_upgrade
 
     result = run_upgrade(db_1820(tmp_path / "archon.db"), force=True, snapshot_dir=tmp_path)
     assert result.status == "upgraded" and result.warnings == []

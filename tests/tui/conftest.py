@@ -20,7 +20,7 @@ def demo_file(tmp_path_factory, release: str = "current", requests: int = 200) -
     """Generated once per session and copied per test (generation is the slow part)."""
     key = (release, requests)
     if key not in _CACHE:
-        from console.demo import generate
+        from console.demo.writer import generate
 
         path = tmp_path_factory.mktemp("demo-master") / f"demo-{release}.db"
         generate(path, release=release, requests=requests, seed=7, now=NOW_TEXT, overwrite=True, wal=False)

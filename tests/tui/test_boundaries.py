@@ -31,7 +31,7 @@ def test_widgets_are_archon_agnostic():
 def test_cli_and_services_do_not_load_textual():
     """At run time, every module of the services, the database code and the commands (import-linter
     checks the static graph; this catches an import made by name, e.g. through importlib)."""
-    code = ("import importlib, pkgutil, sys, console.cli.cli as c; c.build_parser()\n"
+    code = ("import importlib, pkgutil, sys, console.cli.parser as c; c.build_parser()\n"
             "for pkg in ('console.services', 'console.db', 'console.cli.commands'):\n"
             "    root = importlib.import_module(pkg)\n"
             "    for m in pkgutil.walk_packages(root.__path__, pkg + '.'):\n"

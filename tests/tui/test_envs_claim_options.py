@@ -3,7 +3,7 @@
 On main the screen re-derived the claim rules (`_row_reasons` over `unavailable_actions`) and
 missed two of the service's: a project being deleted refuses every claim write, and taking over a
 stale claim needs the state its operation allows. The screen offered those keys; the service then
-refused. The keys now come from `envs.claim_options` (tests/test_environment_claim_options.py
+refused. The keys now come from `environment_rules.claim_options` (tests/test_environment_claim_options.py
 holds it to the writes for every row).
 
 Also on main: an open claim dialog never re-checked its environment when the database changed.
@@ -20,7 +20,7 @@ import sqlite3
 from console.tui.screens.confirm import ActionModal, ConfirmModal
 from console.tui.screens.typed import TypedConfirmModal
 from console.tui.screens.environments import EnvironmentsScreen
-from console.services import environments as envs
+from console.services.environment_rules import lease_blocks_stop
 from tests.tui.test_flows import db, ready, select, settle, type_text, wait_until
 
 
@@ -134,7 +134,7 @@ async def test_completing_a_stop_while_a_run_holds_the_environment_is_greyed(dem
         bound = db(path, "SELECT relationship, execution_run_id FROM execution_environment_run_bindings WHERE "
                          "environment_id = 'env-0015' AND released_at IS NULL ORDER BY bound_at")
         assert ("execution",) in {(relationship,) for relationship, _ in bound}
-        assert app.screen.unavailable()["complete"] == envs.lease_blocks_stop(tuple(map(tuple, bound)))
+        assert app.screen.unavailable()["complete"] == lease_blocks_stop(tuple(map(tuple, bound)))
         screen = app.screen
         await pilot.press("o")
         await settle(pilot, app)

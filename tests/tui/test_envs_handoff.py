@@ -58,7 +58,7 @@ async def test_work_placed_in_the_environment_greys_complete_and_the_detail_says
     """Attack round 2 (c1, c2): the cursor's read stays a seek; a service run of the environment's
     project greys `complete` with the write's words, and on a stop claim the detail says that records
     under another project (and check runs) are only checked when completing."""
-    from console.services import environments as envs
+    from console.services.environment_rules import lease_blocks_stop
     from console.services.base import claim_id_for
     from tests.test_environments_support import add_service_run, add_validation, raw, set_claim
 
@@ -84,7 +84,7 @@ async def test_work_placed_in_the_environment_greys_complete_and_the_detail_says
         await ready(pilot, app, EnvironmentsScreen)
         await select(pilot, app, env_id)
         assert app.screen.check_action("complete", ()) is None  # greyed
-        assert app.screen.unavailable()["complete"] == envs.lease_blocks_stop((("service_run", "svc-tui"),))
+        assert app.screen.unavailable()["complete"] == lease_blocks_stop((("service_run", "svc-tui"),))
         text = " ".join(detail_text(app).split())
         assert "a service run is active (run svc-tui)" in text
         assert "recorded under another project, and check runs, are only checked when completing" in text

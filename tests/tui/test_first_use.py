@@ -296,7 +296,7 @@ async def test_a_key_that_cannot_act_says_why(demo_db, make_app, size):
 @size_ids
 async def test_in_inspect_the_reason_is_the_support_snapshot(demo_db, make_app, size):
     from console.tui.app import ArchonConsole
-    from console.tui.support import SupportInfo
+    from console.models.support import SupportInfo
     from tests.tui.conftest import make_ctx
 
     make_app  # sets the test's keymap and clipboard environment

@@ -7,7 +7,9 @@ import threading
 
 from textual.app import App, ComposeResult
 
-from widgets.lazy_table import Column, LazyTable, Preload
+from widgets.lazy_table import LazyTable
+from widgets.page_source import Preload
+from widgets.table_column import Column
 
 
 class NumbersSource:

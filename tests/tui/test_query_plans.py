@@ -109,7 +109,7 @@ async def _page(pilot, app, screen_cls) -> None:
 @pytest.fixture(scope="module")
 def paged_demo(tmp_path_factory):
     """Large enough that a page move reads: a few hundred pending requests and environments."""
-    from console.demo import generate
+    from console.demo.writer import generate
 
     path = tmp_path_factory.mktemp("plans") / "archon.db"
     generate(path, requests=3000, environments=400, seed=7, now=NOW_TEXT, overwrite=True, wal=False)

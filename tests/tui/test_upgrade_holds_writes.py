@@ -224,9 +224,9 @@ def test_no_child_process_starts_while_the_upgrade_runs(demo_db, make_app):
     app = make_app(demo_db())
     try:
         with app.session.hold_writes():
-            for function in ("console.services.upgrade:plan_upgrade", "console.services.doctor:run_doctor"):
+            for function in ("console.services.upgrade.plan:plan_upgrade", "console.services.doctor:run_doctor"):
                 with pytest.raises(Refusal, match="an upgrade is running"):
                     app.session.isolated(function, app.session.db_path)
-        assert app.session.isolated("console.services.upgrade:plan_upgrade", app.session.db_path).path
+        assert app.session.isolated("console.services.upgrade.plan:plan_upgrade", app.session.db_path).path
     finally:
         app.session.close()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from console.cli.commands.options import minutes, whole_number
+from console.cli.options import minutes, whole_number
 
 HELP = "approval requests: list, show, approve, deny, revoke, expire"
 
@@ -23,7 +23,7 @@ _positive_int = whole_number("rows", minimum=1)
 
 # Every action's parser costs start-up time (argparse builds a help formatter per argument and
 # asks gettext for every help string), so a command line that names its action builds only that
-# one (console/cli/cli.py `build_parser`); help for the family, or an unknown action, builds them all.
+# one (console/cli/parser.py `build_parser`); help for the family, or an unknown action, builds them all.
 ACTIONS = ("list", "show", "approve", "deny", "revoke", "expire", "watch")
 
 
@@ -308,7 +308,7 @@ def _print_results(ctx, results, *, empty: str | None = None) -> int:
 def run_decide(ctx) -> int:
     from console.errors import EXIT_REFUSED, Refusal
     from console.services.approvals import decide_many
-    from console.services.base import ActionResult
+    from console.models.results import ActionResult
 
     args = ctx.args
     with ctx.open() as handle:
@@ -326,7 +326,7 @@ def run_decide(ctx) -> int:
 
 
 def run_expire(ctx) -> int:
-    from console.services.approvals import expire_overdue
+    from console.services.approval_expiry import expire_overdue
 
     with ctx.open() as handle:
         results = expire_overdue(handle, actor=ctx.actor, now=ctx.write_now())

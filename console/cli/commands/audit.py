@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from console.cli.commands.options import finite_number
+from console.cli.options import finite_number
 
 HELP = "the audit trail: approval, environment and profile events in time order"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from console.cli.commands.options import whole_number
+from console.cli.options import whole_number
 from console.errors import Refusal
 from console.cli.output import emit_json, say, table, write_trusted
 
@@ -34,7 +34,7 @@ def _progress_printer():
 
 
 def cmd_demo(ctx) -> int:
-    from console.demo import generate
+    from console.demo.writer import generate
 
     args = ctx.args
     if ctx.read_only:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console.cli.commands.options import stale_after, stale_after_parent
+from console.cli.options import stale_after, stale_after_parent
 from console.errors import EXIT_UNUSABLE, DatabaseUnusable, UsageError
 from console.cli.output import emit_error, emit_json, say
 

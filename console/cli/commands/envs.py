@@ -1,6 +1,6 @@
 """`archon-console envs ...`: browse execution environments and claim operations on them.
 
-The text of the claim rules comes from `console.services.environments`, so help, TUI and code
+The text of the claim rules comes from `console.services.environment_rules`, so help, TUI and code
 say the same thing.
 """
 
@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import argparse
 from datetime import timedelta
-from typing import Any, Callable
 
-from console.errors import Refusal
 from console.clock import duration, relative
-from console.cli.output import emit_error, emit_json, say, table
+from console.cli.actions import run_action
+from console.cli.output import emit_json, say, table
 from console.text import line
-from console.cli.commands.options import stale_after, stale_after_parent, whole_number
-from console.services import environments as envs
-from console.services.base import ActionResult
-from console.services.environments import ClaimResult, EnvironmentView
+from console.cli.options import stale_after, stale_after_parent, whole_number
+from console.services.environment_claims import claim, complete, release
+from console.services.environment_queries import list_environments, show_environment
+from console.services.environment_rules import OPERATIONS, STATES, operations_help
+from console.models.environments import EnvironmentView
 
 CLAIM_EPILOG = (
     "Which states allow which operation, and what completing it hands to archon:\n  "
-    + envs.operations_help().replace("\n", "\n  ")
+    + operations_help().replace("\n", "\n  ")
     + "\n\nA claim stops new runs from being placed on the environment at once. The console cannot stop or "
     "delete a container, so it never changes the lifecycle state: the holder runs `envs complete ID` to hand "
     "the operation to archon's own scheduling column and clear the claim, or `envs release ID` to clear it "
@@ -46,26 +46,6 @@ CONFIRM_HELP = ("the holder of a claim the console did not create (e.g. archon-w
 
 def _stale_after(ctx) -> timedelta:
     return stale_after(ctx.args)
-
-
-def run_action(ctx, target_id: str, action: Callable[[Any], ActionResult | ClaimResult]) -> int:
-    """Open, run one service action, print its result; a refusal prints as JSON too under --json."""
-    try:
-        with ctx.open() as handle:
-            result = action(handle)
-    except Refusal as exc:
-        if not ctx.json:
-            raise
-        emit_error(exc.reason, exc.hint, exc.exit_code, id=target_id, state=None, message=exc.reason,
-                   **({"clock_note": ctx.write_note} if ctx.write_note else {}))
-        return exc.exit_code
-    if ctx.json:
-        emit_json({**result.to_json(), **({"clock_note": ctx.write_note} if ctx.write_note else {})})
-    else:
-        say(result.message)
-        if ctx.write_note:
-            say(ctx.write_note, err=True)
-    return 0 if result.ok else 1
 
 
 def _claim_cell(row: EnvironmentView) -> str:
@@ -113,7 +93,7 @@ def cmd_list(ctx) -> int:
         state, project, claimed = args.state, args.project, args.claimed
         if args.view:
             state, project, claimed = _with_view(handle, args)
-        page = envs.list_environments(
+        page = list_environments(
             handle, now=now, state=state, project=project_id(handle.conn, project), claimed=claimed, stale=args.stale,
             stale_after=_stale_after(ctx), after=args.after, limit=args.limit,
         )
@@ -153,7 +133,7 @@ def cmd_show(ctx) -> int:
 
         return show_as_of(ctx, environment_as_of, now)
     with ctx.open() as handle:
-        env = envs.show_environment(handle, ctx.args.id, now=now, stale_after=_stale_after(ctx))
+        env = show_environment(handle, ctx.args.id, now=now, stale_after=_stale_after(ctx))
     if ctx.json:
         emit_json(env.to_json())
         return 0
@@ -187,13 +167,13 @@ def cmd_show(ctx) -> int:
     else:
         print("  none")
     others = [lease for lease in env.bound_runs or () if lease.relationship != "execution"]
-    if others:  # they hold it against a stop hand-off too (envs.lease_blocks_stop)
+    if others:  # they hold it against a stop hand-off too (environment_rules.lease_blocks_stop)
         print()
         print("Other runs bound to it, not released:")
         print(table([(lease.relationship, lease.execution_run_id, lease.bound_at, relative(lease.bound_at, now))
                      for lease in others], ["RELATIONSHIP", "RUN", "BOUND AT", "AGE"]))
     placed = [(kind, run) for kind, run in env.holding_work or () if kind in ("service_run", "check_batch", "check_attempt")]
-    if placed:  # they hold it against a stop hand-off as well (envs.holding_work)
+    if placed:  # they hold it against a stop hand-off as well (environment_queries.holding_work)
         print()
         print("Other work placed in it, not finished:")
         print(table(placed, ["KIND", "RUN"]))
@@ -213,21 +193,21 @@ def cmd_show(ctx) -> int:
 
 def cmd_claim(ctx) -> int:
     a = ctx.args
-    return run_action(ctx, a.id, lambda h: envs.claim(
+    return run_action(ctx, a.id, lambda h: claim(
         h, a.id, a.op, ctx.actor, now=ctx.write_now(), takeover=a.takeover, reason=a.reason,
         stale_after=_stale_after(ctx), confirm_holder=a.confirm_holder))
 
 
 def cmd_release(ctx) -> int:
     a = ctx.args
-    return run_action(ctx, a.id, lambda h: envs.release(
+    return run_action(ctx, a.id, lambda h: release(
         h, a.id, ctx.actor, now=ctx.write_now(), takeover=a.takeover, reason=a.reason, stale_after=_stale_after(ctx),
         confirm_holder=a.confirm_holder))
 
 
 def cmd_complete(ctx) -> int:
     a = ctx.args
-    return run_action(ctx, a.id, lambda h: envs.complete(h, a.id, ctx.actor, now=ctx.write_now()))
+    return run_action(ctx, a.id, lambda h: complete(h, a.id, ctx.actor, now=ctx.write_now()))
 
 
 def register(subparsers, parents) -> None:
@@ -241,7 +221,7 @@ def register(subparsers, parents) -> None:
     stale = stale_after_parent()
 
     p = sub.add_parser("list", parents=[*parents, stale], help="list environments (keyset pages by id)")
-    p.add_argument("--state", choices=envs.STATES, help="only this lifecycle state")
+    p.add_argument("--state", choices=STATES, help="only this lifecycle state")
     p.add_argument("--project", metavar="P", help="only this project (id or unique name)")
     p.add_argument("--claimed", action="store_true", help="only environments holding an operation claim")
     p.add_argument("--stale", action="store_true", help="only environments whose claim is stale")
@@ -260,7 +240,7 @@ def register(subparsers, parents) -> None:
     p = sub.add_parser("claim", parents=[*parents, stale], help="claim an operation (see the states below)",
                        epilog=CLAIM_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("id", metavar="ID")
-    p.add_argument("--op", choices=envs.OPERATIONS, help="the operation to claim (required unless --takeover, "
+    p.add_argument("--op", choices=OPERATIONS, help="the operation to claim (required unless --takeover, "
                    "which keeps the operation of the claim it takes over; another kind is refused)")
     p.add_argument("--takeover", action="store_true", help="take over a stale claim, keeping its operation "
                    "(needs --reason)")
@@ -282,4 +262,4 @@ def register(subparsers, parents) -> None:
     p.set_defaults(handler=cmd_complete)
 
 
-__all__ = ["register", "run_action"]
+__all__ = ["register"]

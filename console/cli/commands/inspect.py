@@ -21,7 +21,7 @@ from console.clock import system_clock
 from console.db.files import private_dir
 from console.db.readonly import snapshot_copy
 from console.errors import DatabaseUnusable, UsageError
-from console.tui.support import SupportInfo
+from console.models.support import SupportInfo
 
 
 @dataclass

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from console.cli.commands.envs import run_action
+from console.cli.actions import run_action
 from console.clock import relative
 from console.cli.output import emit_json, say, table
 from console.services import profiles
-from console.services.resolve import resolve_revision
+from console.services.profiles import resolve_revision
 from console.text import json_or_none, line, strip_control
 
 REVISION_SYNTAX = (

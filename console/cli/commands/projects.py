@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from console.cli.commands.options import stale_after, stale_after_parent
+from console.cli.options import stale_after, stale_after_parent
 
 
 def register(subparsers: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:

@@ -15,7 +15,12 @@ import humanize
 
 from console.errors import Refusal
 from console.cli.output import emit_error, emit_json, say, table, write_trusted
-from console.services import upgrade as service
+from console.services.profile_gate import ProfileEvidenceContradicted, UNVERIFIED_LINE
+from console.services.upgrade.model import ForceRequired, TARGETS, UpgradePlan, UpgradeProgress
+from console.services.upgrade.plan import plan_upgrade
+from console.services.upgrade.restore import RearmRefused, restore_snapshot
+from console.services.upgrade.restore_loss import LossReport
+from console.services.upgrade.run import run_upgrade
 from console.text import one_line
 
 
@@ -31,7 +36,7 @@ class ProgressBar:
         self._last = 0.0
         self._open = False
 
-    def __call__(self, event: service.UpgradeProgress) -> None:
+    def __call__(self, event: UpgradeProgress) -> None:
         if event.kind == "wait":  # said on any stderr: the operator must know why nothing moves
             self.finish()
             say(f"Waiting: {one_line(event.message, 400)}", err=True)
@@ -67,7 +72,7 @@ class ProgressBar:
             self._open = False
 
 
-def render_plan(plan: service.UpgradePlan) -> str:
+def render_plan(plan: UpgradePlan) -> str:
     lines = [
         f"Database:        {plan.path}",
         f"Detected shape:  {plan.detected_release or 'no single release'} ({plan.shape_reason})",
@@ -135,20 +140,20 @@ def render_profile_evidence(gate) -> list[str]:
             lines.append(f"  and {len(contradictions) - 50} more")
         return lines
     if gate.force_reason:
-        return [one_line(gate.unverified or service.UNVERIFIED_LINE, 600) + "."]
+        return [one_line(gate.unverified or UNVERIFIED_LINE, 600) + "."]
     return [f"Profile evidence: {one_line(gate.summary, 300)}; steps {', '.join(gate.steps)} write profile data."]
 
 
 def _upgrade(ctx) -> int:
     args = ctx.args
     if args.plan:
-        plan = service.plan_upgrade(ctx.db_path, args.to, snapshot_dir=args.snapshot_dir, now=ctx.clock())
+        plan = plan_upgrade(ctx.db_path, args.to, snapshot_dir=args.snapshot_dir, now=ctx.clock())
         if ctx.json:
             emit_json(plan.to_json())
         else:
             say(render_plan(plan))
         if plan.profile_evidence is not None and plan.profile_evidence.contradicted:
-            return service.ProfileEvidenceContradicted.exit_code  # the upgrade would be refused (exit 3)
+            return ProfileEvidenceContradicted.exit_code  # the upgrade would be refused (exit 3)
         return 0
     if ctx.read_only:
         raise Refusal(
@@ -157,7 +162,7 @@ def _upgrade(ctx) -> int:
         )
     bar = ProgressBar()
     try:
-        result = service.run_upgrade(
+        result = run_upgrade(
             ctx.db_path,
             target=args.to,
             force=args.force,
@@ -168,7 +173,7 @@ def _upgrade(ctx) -> int:
             busy_timeout_ms=ctx.busy_timeout_ms,
             wait=args.wait,
         )
-    except service.ProfileEvidenceContradicted as exc:
+    except ProfileEvidenceContradicted as exc:
         bar.finish()
         if ctx.json:  # one object on stdout, the plan inside it (README: --json on every path)
             emit_error(exc.reason, exc.hint, exc.exit_code, status="refused", message=exc.reason,
@@ -177,7 +182,7 @@ def _upgrade(ctx) -> int:
         if exc.plan is not None:
             say(render_plan(exc.plan))
         raise
-    except service.ForceRequired as exc:
+    except ForceRequired as exc:
         bar.finish()
         if ctx.json:
             emit_error(exc.reason, exc.hint, exc.exit_code, wrote=[], status="force-required", message=exc.reason,
@@ -200,7 +205,7 @@ def _upgrade(ctx) -> int:
     return 0
 
 
-def typed_confirmation(name: str, loss: service.LossReport) -> bool:
+def typed_confirmation(name: str, loss: LossReport) -> bool:
     """Say what would be lost, then ask on the terminal for the database file's name; anything else declines."""
     for line in loss.lines():
         say(line, err=True)
@@ -241,7 +246,7 @@ def _restore(ctx) -> int:
     _require_snapshot_file(ctx)
     interactive = sys.stdin is not None and sys.stdin.isatty()
     try:
-        result = service.restore_snapshot(
+        result = restore_snapshot(
             ctx.db_path,
             args.snapshot,
             yes=args.yes,
@@ -255,7 +260,7 @@ def _restore(ctx) -> int:
             now=None if args.plan else ctx.write_now(),
             busy_timeout_ms=ctx.busy_timeout_ms,
         )
-    except service.RearmRefused as exc:
+    except RearmRefused as exc:
         if not ctx.json:
             for line in exc.loss.lines():
                 say(line)
@@ -293,7 +298,7 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
         "--to",
         metavar="RELEASE",
         default="current",
-        choices=service.TARGETS,
+        choices=TARGETS,
         help="stop at this archon release (1.8.20, 1.8.22, 1.10.0 or current; default current)",
     )
     upgrade.add_argument("--snapshot-dir", metavar="DIR", help="write the snapshot here instead of beside the database")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from console.cli.commands.options import finite_number, minutes, whole_number
+from console.cli.options import finite_number, minutes, whole_number
 
 _seconds = finite_number("seconds", minimum=0.05, maximum=3600)
 _hook_seconds = finite_number("seconds", minimum=0.1, maximum=86400)

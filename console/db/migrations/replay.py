@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Iterable
 
-from console.db.connect import scratch_connection
+from console.db.connection import scratch_connection
 from console.db.sql import quote_identifier
 
 ORDER = {"table": 0, "index": 1, "view": 2, "trigger": 3}

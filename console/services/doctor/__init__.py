@@ -47,9 +47,9 @@ from console.services.doctor.checks_integrity import (
     read_header,
 )
 from console.services.doctor.checks_profiles import check_profiles
-from console.services.doctor.checks_schema import check_ledger, check_schema, reference_objects
+from console.services.doctor.checks_schema import check_ledger, check_schema
 from console.services.doctor.context import DEFAULT_STALE_AFTER, Ctx
-from console.services.doctor.report import SEVERITIES, DoctorReport, Finding, Report
+from console.services.doctor.report import DoctorReport, Finding
 
 # --- the runner ------------------------------------------------------------------------------
 
@@ -251,13 +251,7 @@ def report_json_text(report: DoctorReport, *, strict: bool = False) -> str:
 
 __all__ = [
     "CHECKS",
-    "DEFAULT_STALE_AFTER",
-    "DoctorReport",
-    "SEVERITIES",
-    "Finding",
-    "Report",
     "project_of_revision",
-    "reference_objects",
     "report_json_text",
     "run_doctor",
 ]

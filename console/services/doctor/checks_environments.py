@@ -3,7 +3,7 @@ handed to archon (stops, retirements, cleanup retries) that it has not performed
 
 A hand-off waiting longer than the stale threshold (`--stale-minutes`) is a warning: archon's
 sweeps act within minutes when archon runs. The wording of each request comes from
-`console.services.environments.pending_handoffs`, so doctor, `envs show` and the TUI agree.
+`console.services.environment_queries.pending_handoffs`, so doctor, `envs show` and the TUI agree.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from console.services.doctor.context import Ctx, columns, rows_of
 from console.services.doctor.report import SHOWN_IDS, Finding
 from console.text import one_line
 from console.models.environments import PendingHandoff
-from console.services.environments import pending_handoffs
+from console.services.environment_queries import pending_handoffs
 
 ADMITTING_STATES = ("ready", "running", "stopped")
 

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from console.db.file_guard import read_head
 from console.db.sql import quote_identifier
-from console.db.readonly import is_wal_header
+from console.db.locked_copy import is_wal_header
 from console.services.doctor.checks_approvals import EVENTS_TABLE, approval_events
 from console.services.doctor.context import Ctx, columns, ids_text, rows_of
 from console.services.doctor.report import ROW_LIMIT, Finding

@@ -39,7 +39,7 @@ def _reference(release: str) -> tuple[frozenset[tuple[str, str]], dict[tuple[str
     """The objects a database of `release` should have, and what each trigger and index enforces
     (with its text)."""
     from console.db.migrations.registry import migrations_through
-    from console.db.connect import scratch_connection
+    from console.db.connection import scratch_connection
     from console.db.migrations.runner import apply_all
 
     conn = scratch_connection()

@@ -10,43 +10,8 @@
 * restore.py — `restore_snapshot`: the verified snapshot put back, nobody else holding a lock;
   restore_records.py (which record vouches for its content), restore_origin.py (which database it
   was taken from) and restore_loss.py (what was written since) decide first.
+
+Callers import each name from the module that defines it; this package imports nothing, so
+starting one part (the TUI's isolated plan, a test of one module) does not load the others. The
+refusals are console/errors.py's and console/services/profile_gate.py's own classes.
 """
-
-from __future__ import annotations
-
-from console.errors import DatabaseUnusable, Refusal, UsageError
-from console.services.profile_gate import UNVERIFIED_LINE, ProfileEvidenceContradicted
-from console.services.upgrade.decide import resolve_target
-from console.services.upgrade.model import (
-    TARGETS,
-    ForceRequired,
-    PendingStep,
-    UpgradePlan,
-    UpgradeProgress,
-    UpgradeResult,
-)
-from console.services.upgrade.plan import plan_upgrade
-from console.services.upgrade.restore import RearmRefused, RestoreResult, restore_snapshot
-from console.services.upgrade.restore_loss import LossReport
-from console.services.upgrade.run import run_upgrade
-
-__all__ = [
-    "DatabaseUnusable",
-    "ForceRequired",
-    "LossReport",
-    "ProfileEvidenceContradicted",
-    "RearmRefused",
-    "PendingStep",
-    "Refusal",
-    "RestoreResult",
-    "TARGETS",
-    "UNVERIFIED_LINE",
-    "UpgradePlan",
-    "UpgradeProgress",
-    "UpgradeResult",
-    "UsageError",
-    "plan_upgrade",
-    "restore_snapshot",
-    "resolve_target",
-    "run_upgrade",
-]

@@ -21,7 +21,8 @@ from console.db import snapshot as snapshots
 from console.db.files import require_output_dir
 from console.db.migrations.stops import upgrading_to
 from console.db.connect import (DEFAULT_BUSY_TIMEOUT_MS, check_file, check_size, connect_raw, is_wal_file,
-                                sqlite_connection, untouched_read_uri)
+                                untouched_read_uri)
+from console.db.connection import sqlite_connection
 from console.db.limits import explain, for_upgrade, stopping, upgrade_checks
 from console.errors import DatabaseUnusable, Refusal
 from console.services import profile_gate

@@ -18,7 +18,9 @@ from typing import Any, Callable
 
 from console.clock import system_clock
 from console.db import exclusive_lock, snapshot as snapshots
-from console.db.connect import check_file, check_size, is_wal_file, sqlite_connection, untouched_read_uri
+from console.db.snapshot_check import SnapshotFailed, verify_copy
+from console.db.connect import check_file, check_size, is_wal_file, untouched_read_uri
+from console.db.connection import sqlite_connection
 from console.db.files import create_exclusive, temp_prefix
 from console.db.file_trust import Judged, open_judged
 from console.db.paths import nonempty_file
@@ -122,13 +124,13 @@ def _verify_snapshot(snapshot: Path) -> None:
                 f"{snapshot} is in WAL mode; the console's snapshots are single files in DELETE mode. "
                 "Nothing was restored.",
             )
-        snapshots.verify_copy(snapshot)
+        verify_copy(snapshot)
         conn = sqlite_connection(untouched_read_uri(snapshot), uri=True)
         try:
             require_archon(conn, snapshot)
         finally:
             conn.close()
-    except (snapshots.SnapshotFailed, DatabaseUnusable) as exc:
+    except (SnapshotFailed, DatabaseUnusable) as exc:
         # verify_copy speaks of an upgrade's copy ("nothing was migrated"); here nothing was restored
         reason = exc.reason.replace(f"The copy at {snapshot} ", f"{snapshot} ")
         if "Nothing was restored" not in reason:

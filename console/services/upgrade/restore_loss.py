@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from console.db.connect import sqlite_connection, untouched_read_uri
+from console.db.connect import untouched_read_uri
+from console.db.connection import sqlite_connection
 from console.db.limits import explain
 from console.db.paths import nonempty_file
 from console.errors import DatabaseUnusable
@@ -312,4 +313,4 @@ def _hot(db_path: Path) -> str:
     return ""
 
 
-__all__ = ["FIRST", "KINDS", "LossReport", "Lost", "REARM_WORDS", "REVIVED_WORDS", "ids_text", "loss_since", "rearmed_text", "revived_text"]
+__all__ = ["KINDS", "LossReport", "Lost", "REARM_WORDS", "REVIVED_WORDS", "ids_text", "loss_since", "rearmed_text", "revived_text"]

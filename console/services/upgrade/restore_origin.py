@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from console.db import ledger
-from console.db.connect import sqlite_connection, untouched_read_uri
+from console.db.connect import untouched_read_uri
+from console.db.connection import sqlite_connection
 from console.db.snapshot_manifest import Manifest
 from console.errors import DatabaseUnusable
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from console.db import ledger
-from console.db.connect import sqlite_connection, untouched_read_uri
+from console.db.connect import untouched_read_uri
+from console.db.connection import sqlite_connection
 from console.db.file_trust import Judged, untrusted_because
 from console.db.snapshot_manifest import Manifest, manifest_beside, manifest_path, manifests_with_hash
 from console.errors import DatabaseUnusable, Refusal

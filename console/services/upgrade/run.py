@@ -41,6 +41,7 @@ from pathlib import Path
 
 from console.clock import system_clock
 from console.db import ledger, snapshot as snapshots
+from console.db.snapshot_check import SnapshotFailed
 from console.db.connect import DEFAULT_BUSY_TIMEOUT_MS, connect_raw
 from console.db.limits import for_upgrade, stopping, upgrade_checks
 from console.db.detect import detect_shape
@@ -316,7 +317,7 @@ def _run_upgrade(path: Path, at: datetime, *, target: str, force: bool, snap_dir
     if plan.force_required and not force:
         raise ForceRequired(plan)
     if not plan.enough_space:
-        raise snapshots.SnapshotFailed(
+        raise SnapshotFailed(
             f"Not enough free space for the snapshot: it needs about "
             f"{plan.snapshot_bytes + snapshots.SPACE_MARGIN_BYTES:,} bytes, {plan.free_bytes:,} are free "
             f"in {Path(plan.snapshot_path).parent}. Nothing was written.",

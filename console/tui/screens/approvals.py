@@ -35,7 +35,9 @@ from console.services.projects import EXPIRING_SOON
 from console.text import read_json
 from widgets.humane import countdown, plural
 from widgets.json_view import JsonView
-from widgets.lazy_table import Column, LazyTable, Preload
+from widgets.lazy_table import LazyTable
+from widgets.page_source import Preload
+from widgets.table_column import Column
 from widgets.safe_text import clean, safe_text
 from widgets.safe_widgets import Static
 from widgets.timeline import Timeline

@@ -36,8 +36,8 @@ from widgets.safe_widgets import Static
 from widgets.terminal_guard import SafeTitles
 
 if TYPE_CHECKING:
-    from console.tui.app import ArchonConsole
     from console.tui.session import Session
+    from console.models.support import SupportInfo
 
 READ_ONLY_REASON = "read-only mode (--read-only): nothing can be written"
 SUPPORT_REASON = "support snapshot: read-only"
@@ -49,6 +49,22 @@ class WriteOutcome(Protocol):
 
     @property
     def message(self) -> str: ...
+
+
+class ConsoleApp(Protocol):
+    """What a screen uses of the running app (console/tui/app.py `ArchonConsole`), named here: the
+    app imports the screens, so a screen cannot import the app back."""
+
+    session: Session
+    support: SupportInfo | None
+    release_label: str
+    WritesHeldChanged: type[Message]
+
+    def navigate(self, name: str, argument: str | None = None) -> None: ...
+
+    def take_prefetched(self, command: str, argument: str | None) -> Any | None: ...
+
+    def post_message(self, message: Message) -> bool: ...
 
 
 class ConsoleScreen(SafeTitles, Screen):
@@ -71,7 +87,7 @@ class ConsoleScreen(SafeTitles, Screen):
         return None
 
     @property
-    def console_app(self) -> "ArchonConsole":
+    def console_app(self) -> ConsoleApp:
         return self.app  # type: ignore[return-value]
 
     @property

@@ -18,12 +18,17 @@ from console.tui.screens.confirm import ActionModal, ConfirmModal, Decision, Wat
 from console.tui.screens.reason import ReasonModal
 from console.tui.screens.pages import EnvironmentsSource
 from console.tui.screens.typed import TypedConfirmModal
-from console.services import environments as envs
-from console.services.environments import ClaimOptions, EnvironmentView
+from console.services import environment_claims
+from console.services.environment_queries import claims_supported, show_environment
+from console.services.environment_rules import (STATES, bound_runs_words, claim_options, completion_effect,
+                                                default_stale_after, foreign_claim_assumption, held_by,
+                                                operations_help)
+from console.models.environments import ClaimOptions, EnvironmentView
 from console.services.identity import account_of
 from console.text import one_line
 from widgets.humane import age, exact, plural
-from widgets.lazy_table import Column, LazyTable
+from widgets.lazy_table import LazyTable
+from widgets.table_column import Column
 from widgets.safe_text import clean, safe_text
 from widgets.safe_widgets import Static
 from widgets.timeline import Timeline, TimelineEvent
@@ -33,11 +38,11 @@ STATE_STYLE = {
     "cleanup_pending": "yellow", "retired": "dim", "failed": "bold red", "unavailable": "red",
     "queued": "dim", "preparing": "dim",
 }
-STATE_CYCLE = (None, *envs.STATES)
+STATE_CYCLE = (None, *STATES)
 # action name -> operation it claims
 CLAIM_ACTIONS = {"claim_stop": "stop", "claim_retire": "retire", "claim_reset": "reset",
                  "claim_cleanup": "cleanup_retry"}
-# `envs.claim_options` keys -> this screen's action names
+# `environment_rules.claim_options` keys -> this screen's action names
 ACTION_OF = {**{op: action for action, op in CLAIM_ACTIONS.items()},
              "complete": "complete", "release": "release", "takeover": "takeover"}
 
@@ -60,7 +65,7 @@ class EnvironmentsScreen(ConsoleScreen):
         "to change the kind, release it first. For a claim the console did not create (archon's own)\n"
         "that limit is only the console's assumption, and archon may still be working on it: taking\n"
         "it over or releasing it asks you to type its holder.\n\n"
-        + envs.operations_help()
+        + operations_help()
     )
 
     BINDINGS = [
@@ -76,7 +81,7 @@ class EnvironmentsScreen(ConsoleScreen):
     ]
 
     class Detail(Message):
-        """The selected environment as `envs.show_environment` read it."""
+        """The selected environment as `environment_queries.show_environment` read it."""
 
         def __init__(self, env: EnvironmentView) -> None:
             super().__init__()
@@ -190,8 +195,8 @@ class EnvironmentsScreen(ConsoleScreen):
     def _load_detail(self, env_id: str) -> None:
         # a cursor move must stay an index seek (tests/tui/test_query_plans.py): what only a scan
         # finds is left to the write, and the detail says so (`holding_not_checked`)
-        env = self.session.run(envs.show_environment, env_id, now=self.session.now(),
-                               stale_after=envs.default_stale_after(), everywhere=False)
+        env = self.session.run(show_environment, env_id, now=self.session.now(),
+                               stale_after=default_stale_after(), everywhere=False)
         self.post_message(self.Detail(env))
 
     @on(Detail)
@@ -238,7 +243,7 @@ class EnvironmentsScreen(ConsoleScreen):
                         style="bold yellow")
         if e.operation_kind == "stop" and e.holding_not_checked:
             head.append(f"{'work':>10} ", style="dim")
-            head.append_text(safe_text(f"{envs.bound_runs_words(e.holding_work or ()) or 'none found'}; "
+            head.append_text(safe_text(f"{bound_runs_words(e.holding_work or ()) or 'none found'}; "
                                        f"{e.holding_not_checked}") + "\n")
         for action, why in self._row_reasons(e).items():
             if action in ("claim_stop", "claim_retire", "takeover", "complete", "release"):
@@ -258,7 +263,7 @@ class EnvironmentsScreen(ConsoleScreen):
     # ------------------------------------------------------------ availability
     @work(thread=True, exclusive=True, group="envs-support", exit_on_error=False)
     def _load_claims_support(self) -> None:
-        self.post_message(self.ClaimsSupport(self.session.run(envs.claims_supported)))
+        self.post_message(self.ClaimsSupport(self.session.run(claims_supported)))
 
     @on(ClaimsSupport)
     def _claims_support_known(self, message: ClaimsSupport) -> None:
@@ -266,9 +271,9 @@ class EnvironmentsScreen(ConsoleScreen):
         self.refresh_bindings_if_changed()
 
     def _row_reasons(self, e: EnvironmentView) -> dict[str, str]:
-        """Why the service would refuse each action (`envs.claim_options`), keyed by this screen's
+        """Why the service would refuse each action (`environment_rules.claim_options`), keyed by this screen's
         action names: the screen greys exactly what the write would refuse, and nothing else."""
-        options: ClaimOptions = envs.claim_options(e, self.session.actor, stale_after=envs.default_stale_after())
+        options: ClaimOptions = claim_options(e, self.session.actor, stale_after=default_stale_after())
         return {ACTION_OF[key]: why for key, why in options.unavailable().items()}
 
     def unavailable(self) -> dict[str, str]:
@@ -305,15 +310,15 @@ class EnvironmentsScreen(ConsoleScreen):
         op = CLAIM_ACTIONS[action]
         env_id = self.detail.id
         body = (f"Claims {op}: no new run can be placed on it until you complete or release the claim. "
-                f"Completing: {envs.completion_effect(op)}.")
+                f"Completing: {completion_effect(op)}.")
         if op == "retire":
             body += " Retirement is requested and stays requested even if the claim is released."
             modal: ActionModal = TypedConfirmModal("Retire environment", self._summary("Retire", body),
                                                    expected=env_id, confirm_label="Retire", watching=self._watching(op))
         else:
             modal = ConfirmModal(f"Claim {op}", self._summary(f"Claim {op} on", body), watching=self._watching(op))
-        self._open(modal, lambda reason: self.write(envs.claim, env_id, op, self.session.actor,
-                                                      now=self.session.write_now(), stale_after=envs.default_stale_after()))
+        self._open(modal, lambda reason: self.write(environment_claims.claim, env_id, op, self.session.actor,
+                                                      now=self.session.write_now(), stale_after=default_stale_after()))
 
     def action_claim_stop(self) -> None:
         self._claim("claim_stop")
@@ -332,21 +337,21 @@ class EnvironmentsScreen(ConsoleScreen):
             return
         e = self.detail
         op = e.operation_kind
-        body = (f"Completing {envs.completion_effect(op)}. The state stays {e.lifecycle_state} until "
+        body = (f"Completing {completion_effect(op)}. The state stays {e.lifecycle_state} until "
                 "archon acts; the console cannot stop or delete a container itself.")
         modal = ConfirmModal(f"Complete {op}", self._summary(f"Hand {op} to archon for", body),
                              watching=self._watching("complete"))
-        self._open(modal, lambda reason: self.write(envs.complete, e.id, self.session.actor, now=self.session.write_now()))
+        self._open(modal, lambda reason: self.write(environment_claims.complete, e.id, self.session.actor, now=self.session.write_now()))
 
     def _foreign(self, e: EnvironmentView) -> str | None:
         """The holder to type before taking over or releasing a claim the console did not create."""
-        return envs.claim_options(e, self.session.actor, stale_after=envs.default_stale_after()).confirm_holder
+        return claim_options(e, self.session.actor, stale_after=default_stale_after()).confirm_holder
 
     def action_release(self) -> None:
         if not self._guard("release"):
             return
         e = self.detail
-        mine = envs.held_by(e.operation_claim_id, self.session.actor)
+        mine = held_by(e.operation_claim_id, self.session.actor)
         holder = None if mine else self._foreign(e)
         body = f"The {e.operation_kind} claim is dropped; the state stays {e.lifecycle_state}."
         if mine:
@@ -354,7 +359,7 @@ class EnvironmentsScreen(ConsoleScreen):
                                               watching=self._watching("release"))
         elif holder is not None:
             body = (f"The {e.operation_kind} claim is dropped (the state stays {e.lifecycle_state}) and new runs may "
-                    f"be placed on it, though {envs.foreign_claim_assumption(envs.default_stale_after(), brief=True)}.")
+                    f"be placed on it, though {foreign_claim_assumption(default_stale_after(), brief=True)}.")
             modal = TypedConfirmModal("Release a claim the console did not create",
                                       self._summary(f"Release {e.claimed_by}'s stale claim on", body), expected=holder,
                                       ask_reason=True, reason_required=True, confirm_label="Release",
@@ -362,9 +367,9 @@ class EnvironmentsScreen(ConsoleScreen):
         else:
             modal = ReasonModal("Release a stale claim", self._summary(f"Release {e.claimed_by}'s stale claim on", body),
                                 required=True, watching=self._watching("release"), danger=True)
-        self._open(modal, lambda reason: self.write(envs.release, e.id, self.session.actor, now=self.session.write_now(),
+        self._open(modal, lambda reason: self.write(environment_claims.release, e.id, self.session.actor, now=self.session.write_now(),
                                                       takeover=not mine, reason=reason or None,
-                                                      stale_after=envs.default_stale_after(), confirm_holder=holder))
+                                                      stale_after=default_stale_after(), confirm_holder=holder))
 
     def action_takeover(self) -> None:
         if not self._guard("takeover"):
@@ -377,13 +382,13 @@ class EnvironmentsScreen(ConsoleScreen):
         if holder is None:
             body += "Make sure they are no longer working on it."
         else:
-            body += f"Archon may still be working on it: {envs.foreign_claim_assumption(envs.default_stale_after(), brief=True)}."
+            body += f"Archon may still be working on it: {foreign_claim_assumption(default_stale_after(), brief=True)}."
         modal = TypedConfirmModal("Take over a stale claim", self._summary("Take over", body),
                                   expected=holder if holder is not None else e.id, ask_reason=True,
                                   reason_required=True, confirm_label="Take over", watching=self._watching("takeover"))
-        self._open(modal, lambda reason: self.write(envs.claim, e.id, op, self.session.actor, now=self.session.write_now(),
+        self._open(modal, lambda reason: self.write(environment_claims.claim, e.id, op, self.session.actor, now=self.session.write_now(),
                                                       takeover=True, reason=reason,
-                                                      stale_after=envs.default_stale_after(), confirm_holder=holder))
+                                                      stale_after=default_stale_after(), confirm_holder=holder))
 
     def _watching(self, action: str) -> Watched:
         """The shown environment, as the dialog about to open on it watches it."""
@@ -419,8 +424,8 @@ class EnvironmentsScreen(ConsoleScreen):
 
     @work(thread=True, group="envs-recheck", exit_on_error=False)
     def _recheck(self, modal: ActionModal) -> None:
-        env = self.session.run(envs.show_environment, modal.watching.key, now=self.session.now(),
-                               stale_after=envs.default_stale_after())
+        env = self.session.run(show_environment, modal.watching.key, now=self.session.now(),
+                               stale_after=default_stale_after())
         self.post_message(self.Detail(env))
         self.post_message(self.Rechecked(modal, env))
 

@@ -12,7 +12,9 @@ from typing import Any
 from console.models.approvals import ApprovalRequest
 from console.services import approval_queue as queue
 from console.services import environment_pages as env_pages
-from console.services import environments as envs
+from console.models.environments import EnvironmentView
+from console.services.environment_queries import list_environments
+from console.services.environment_rules import default_stale_after
 from console.tui.session import Session
 
 COUNT_CAP = 10**9  # an exact count, taken after the first page is on screen
@@ -54,16 +56,16 @@ class EnvironmentsSource:
         self.kwargs = {"state": state, "project": project, "claimed": claimed, "stale": stale}
 
     def _filters(self) -> dict[str, Any]:
-        return {**self.kwargs, "now": self.session.now(), "stale_after": envs.default_stale_after()}
+        return {**self.kwargs, "now": self.session.now(), "stale_after": default_stale_after()}
 
     def count(self) -> int:
         return self.session.run(env_pages.count_environments, **self._filters())
 
-    def page(self, after: Any | None, limit: int) -> tuple[list[envs.EnvironmentView], Any | None]:
-        page = self.session.run(envs.list_environments, after=after, limit=limit, **self._filters())
+    def page(self, after: Any | None, limit: int) -> tuple[list[EnvironmentView], Any | None]:
+        page = self.session.run(list_environments, after=after, limit=limit, **self._filters())
         return page.rows, (page.rows[-1].id if page.rows else after)
 
-    def key(self, row: envs.EnvironmentView) -> Any:
+    def key(self, row: EnvironmentView) -> Any:
         return row.id
 
     def index_of(self, key: Any) -> int | None:

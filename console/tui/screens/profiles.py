@@ -25,7 +25,8 @@ from console.services import profiles as profiles_service
 from widgets.diff_view import diff_text
 from widgets.humane import exact
 from widgets.json_view import JsonView
-from widgets.lazy_table import Column, LazyTable
+from widgets.lazy_table import LazyTable
+from widgets.table_column import Column
 from widgets.safe_text import safe_text
 from widgets.safe_widgets import Static
 from widgets.timeline import Timeline, TimelineEvent

@@ -14,7 +14,8 @@ from console.models.projects import ProjectSummary
 from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.pages import ListSource
 from console.services import projects as projects_service
-from widgets.lazy_table import Column, LazyTable
+from widgets.lazy_table import LazyTable
+from widgets.table_column import Column
 from widgets.safe_text import clean, safe_text
 from widgets.safe_widgets import Static
 

@@ -23,8 +23,8 @@ from console.isolation import call_isolated
 from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.confirm import ConfirmModal
 from console.tui.screens.typed import TypedConfirmModal
-from console.services import upgrade as upgrade_service
-from console.services.upgrade import UpgradePlan, UpgradeProgress, UpgradeResult
+from console.services.profile_gate import UNVERIFIED_LINE
+from console.services.upgrade.model import UpgradePlan, UpgradeProgress, UpgradeResult
 from widgets.humane import size
 from widgets.safe_text import safe_text
 from widgets.safe_widgets import Static
@@ -106,7 +106,7 @@ class UpgradeScreen(ConsoleScreen):
         # connection keeps its locks (console/isolation.py says why).
         # This process's own connection holds a lock on the file too: it is not "another user".
         try:
-            plan = self.session.isolated("console.services.upgrade:plan_upgrade", self.session.db_path, "current",
+            plan = self.session.isolated("console.services.upgrade.plan:plan_upgrade", self.session.db_path, "current",
                                          now=self.session.now(), others_ignored=(os.getpid(),))
         except ConsoleError as exc:  # the preflight refused: shown here, as `upgrade --plan` prints it
             self.post_message(self.Planned(None, exc))
@@ -166,7 +166,7 @@ class UpgradeScreen(ConsoleScreen):
                 text.append("\n")
         elif gate is not None and gate.force_reason:
             text.append("\nUnverified: ", style="bold yellow")
-            text.append_text(safe_text((gate.unverified or upgrade_service.UNVERIFIED_LINE) + "."))
+            text.append_text(safe_text((gate.unverified or UNVERIFIED_LINE) + "."))
             text.append("\n")
         elif gate is not None:
             text.append("\nprofile evidence: ", style="dim")
@@ -254,7 +254,7 @@ class UpgradeScreen(ConsoleScreen):
             with self.session.hold_writes():
                 self.console_app.post_message(self.console_app.WritesHeldChanged())
                 result = call_isolated(
-                    "console.services.upgrade:run_upgrade",
+                    "console.services.upgrade.run:run_upgrade",
                     self.session.db_path, target="current", force=force, now=self.session.write_now(),
                     progress=lambda event: self.post_message(self.Progress(event)),
                     busy_timeout_ms=self.session.ctx.busy_timeout_ms, others_ignored=(os.getpid(),),

@@ -1,7 +1,7 @@
 """What the TUI needs to know when it shows a support snapshot instead of a live database.
 
-Kept in its own tiny module (no textual, no sqlite) so the TUI and the `inspect` command share
-one class without importing each other.
+A model (no textual, no sqlite) so the TUI and the `inspect` command that starts it share one
+class while neither front end imports the other.
 """
 
 from __future__ import annotations

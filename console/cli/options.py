@@ -61,7 +61,7 @@ def stale_after_parent() -> argparse.ArgumentParser:
 
 
 def stale_after(args: argparse.Namespace) -> timedelta:
-    from console.services.environments import default_stale_after
+    from console.services.environment_rules import default_stale_after
 
     value = getattr(args, "stale_after", None)
     return default_stale_after() if value is None else timedelta(minutes=value)

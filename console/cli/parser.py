@@ -1,0 +1,156 @@
+"""The command tree: which module registers each command family, the global options, and the
+parser built from them.
+
+Each command family lives in `console/cli/commands/<family>.py` with a `register(subparsers,
+parents)` function; `build_parser` imports only the family argv names. The entry point
+(console/cli/cli.py), shell completion (console/cli/completion.py) and the command reference
+(console/cli/reference.py) all build this parser, so it sits below the three of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from console.cli.options import finite_number
+
+COMMAND_MODULES = (
+    "console.cli.commands.demo",
+    "console.cli.commands.upgrade",
+    "console.cli.commands.projects",
+    "console.cli.commands.profiles",
+    "console.cli.commands.approvals",
+    "console.cli.commands.envs",
+    "console.cli.commands.doctor",
+    "console.cli.commands.inspect",
+    "console.cli.commands.audit",
+    "console.cli.commands.reference",
+    "console.cli.commands.completion",
+)
+
+# Which module registers each subcommand, so a command imports only its own family
+# (start-up time is part of `approvals list` latency).
+COMMAND_OWNERS = {
+    "demo": "console.cli.commands.demo",
+    "upgrade": "console.cli.commands.upgrade",
+    "restore": "console.cli.commands.upgrade",
+    "projects": "console.cli.commands.projects",
+    "profiles": "console.cli.commands.profiles",
+    "approvals": "console.cli.commands.approvals",
+    "envs": "console.cli.commands.envs",
+    "doctor": "console.cli.commands.doctor",
+    "inspect": "console.cli.commands.inspect",
+    "audit": "console.cli.commands.audit",
+    "help": "console.cli.commands.reference",
+    "completion": "console.cli.commands.completion",
+}
+_OPTIONS_WITH_VALUE = {"--db", "--as", "--busy-timeout"}
+
+
+def _words(argv: list[str]) -> list[str]:
+    """The bare words of argv up to a `--`, skipping the values of global options."""
+    words: list[str] = []
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+        elif token == "--":
+            break
+        elif token in _OPTIONS_WITH_VALUE:
+            skip = True
+        elif not token.startswith("-"):
+            words.append(token)
+    return words
+
+
+def named_command(argv: list[str]) -> str | None:
+    """The subcommand in argv, skipping global option values; None for help or the TUI."""
+    words = _words(argv)
+    return words[0] if words and words[0] in COMMAND_OWNERS else None
+
+
+def _named_action(argv: list[str]) -> str | None:
+    """The word after the subcommand (`list` in `approvals list`), for families that build only
+    the action named (a module with `ACTIONS`); None when there is none."""
+    words = _words(argv)
+    return words[1] if len(words) > 1 else None
+
+
+def _opens_tui(argv: list[str]) -> bool:
+    """No subcommand and no help asked for: argv only holds global options."""
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+        elif token in _OPTIONS_WITH_VALUE:
+            skip = True
+        elif token in ("-h", "--help") or not token.startswith("-"):
+            return False
+    return True
+
+
+def global_options(*, suppress: bool) -> argparse.ArgumentParser:
+    """Global options; on subparsers their defaults are suppressed so a value given before the
+    subcommand is not overwritten by the subparser's default."""
+    parent = argparse.ArgumentParser(add_help=False)
+    default = (lambda value: argparse.SUPPRESS) if suppress else (lambda value: value)
+    parent.add_argument("--db", metavar="PATH", default=default(None),
+                        help="archon database (default: $ARCHON_DB_PATH, else ~/.archon/archon.db)")
+    parent.add_argument("--as", dest="actor", metavar="NAME", default=default(None),
+                        help="who is acting (default: $ARCHON_CONSOLE_ACTOR, else the login name)")
+    parent.add_argument("--read-only", action="store_true", default=default(False),
+                        help="never write; refuse every change")
+    parent.add_argument("--json", action="store_true", default=default(False),
+                        help="machine-readable output")
+    parent.add_argument("--busy-timeout", type=finite_number("seconds", maximum=3600), metavar="SECONDS", default=default(5.0),
+                        help="how long to wait for archon's write lock (default 5)")
+    return parent
+
+
+class UsageProblem(Exception):
+    """argparse's complaint about the command line, raised instead of printed, so `--json` can
+    answer it as JSON; `usage` is the usage line of the parser that complained."""
+
+    def __init__(self, message: str, usage: str):
+        super().__init__(message)
+        self.message = message
+        self.usage = usage
+
+
+class ConsoleArgumentParser(argparse.ArgumentParser):
+    """Every parser of the CLI (subparsers inherit the class): usage errors are raised, not printed."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageProblem(message, self.format_usage())
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    parser = ConsoleArgumentParser(
+        prog="archon-console",
+        description="Administration console for archon's SQLite database. "
+        "With no command, opens the terminal console.",
+        parents=[global_options(suppress=False)],
+    )
+    parser.add_argument("--version", action="store_true",
+                        help="print the console's version (with --json: also the archon releases and "
+                        "the ledger format it knows) and exit")
+    parser.add_argument("--quiet", action="store_true",
+                        help="the console itself: no toast, bell or desktop notification when a request "
+                        "arrives (the window title still counts what is pending)")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parents = [global_options(suppress=True)]
+    named = named_command(argv) if argv is not None else None
+    if named:
+        modules: tuple[str, ...] = (COMMAND_OWNERS[named],)
+    elif argv is not None and _opens_tui(argv):
+        modules = ()  # the console itself: no command family is needed to parse its options
+    else:
+        modules = COMMAND_MODULES
+    for name in modules:  # a missing module is a broken installation: it raises, never skipped
+        module = importlib.import_module(name)
+        action = _named_action(argv) if named and argv is not None else None
+        if action is not None and action in getattr(module, "ACTIONS", ()):
+            module.register(subparsers, parents, action)
+        else:
+            module.register(subparsers, parents)
+    return parser

@@ -1,0 +1,35 @@
+"""What a write returns for each id it was asked about, for the services, the commands and the
+screens alike (and the models that carry several: console/models/approvals.py `DecisionBatch`)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from console.models.values import Stored
+
+
+@dataclass
+class ActionResult:
+    """One id's outcome. `noop` marks a repeat of something that already took effect.
+
+    `wrote` names what a refused action wrote all the same (approving an overdue request marks it
+    expired): the one exception to "exit 1: nothing was written", stated in every refused result.
+    """
+
+    ok: bool
+    id: str
+    state: str | None
+    message: str
+    noop: bool = False
+    extra: dict[str, Stored] = field(default_factory=dict)
+    wrote: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        extra = data.pop("extra")
+        wrote = data.pop("wrote")
+        data.update(extra)
+        if not self.ok:
+            data["wrote"] = list(wrote)
+        return data
