@@ -7,7 +7,7 @@ from __future__ import annotations
 from console.db.connect import open_database
 from console.models.approvals import ApprovalDetail, ApprovalRequest
 from console.services import approval_queue as queue
-from tests.test_approvals_helpers import NOW, connect, seeded
+from tests.approvals_helpers import NOW, connect, seeded
 
 LISTED = ["expires_in_seconds", "overdue", "project_name"]
 SHOWN = LISTED + ["action", "authority", "requester", "requester_problem", "action_summary", "project_deleting",

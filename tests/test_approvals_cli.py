@@ -8,7 +8,7 @@ import pytest
 
 from console.cli.cli import main
 from tests.conftest import pin_real_clock
-from tests.test_approvals_helpers import add_request, connect, dump, events, seeded, status_of
+from tests.approvals_helpers import add_request, connect, dump, events, seeded, status_of
 
 
 @pytest.fixture

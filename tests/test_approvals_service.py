@@ -11,7 +11,7 @@ from console.db.connect import open_database
 from console.errors import Refusal, UsageError
 from console.services import approvals, identity
 from console.services.approvals import DecisionRefused, Filters
-from tests.test_approvals_helpers import (
+from tests.approvals_helpers import (
     NOW,
     add_project,
     add_request,

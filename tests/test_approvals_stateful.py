@@ -21,7 +21,7 @@ from console.errors import Refusal
 from console.services import approvals
 from console.services.approvals import DecisionRefused
 from tests.conftest import make_schema
-from tests.test_approvals_helpers import NOW, add_project, add_request, connect
+from tests.approvals_helpers import NOW, add_project, add_request, connect
 
 ACTORS = ("alice", "bob", "carol")
 REQUESTS = {  # id -> (minutes until expiry, requester)

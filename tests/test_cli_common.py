@@ -10,7 +10,7 @@ import pytest
 
 from console.cli.cli import main
 from tests.conftest import pin_real_clock
-from tests.test_approvals_helpers import events, seeded, status_of
+from tests.approvals_helpers import events, seeded, status_of
 
 
 @pytest.fixture
@@ -74,7 +74,7 @@ def live_request(path) -> str:
     """A request pending by the real clock: a subprocess writes with the real clock (console/clock.py)."""
     from datetime import datetime, timezone
 
-    from tests.test_approvals_helpers import add_request, connect
+    from tests.approvals_helpers import add_request, connect
 
     conn = connect(path)
     add_request(conn, "apr-live", "p1", expires_at=datetime(2099, 1, 1, tzinfo=timezone.utc))

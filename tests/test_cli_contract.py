@@ -11,7 +11,7 @@ import pytest
 
 from console.cli.cli import main
 from tests.conftest import pin_real_clock
-from tests.test_approvals_helpers import seeded, status_of
+from tests.approvals_helpers import seeded, status_of
 
 DEMO_NOW = "2026-11-01 09:30:00"
 

@@ -16,7 +16,7 @@ import pytest
 
 from tests.test_cli_common import live_request
 from tests.conftest import pin_real_clock
-from tests.test_approvals_helpers import seeded
+from tests.approvals_helpers import seeded
 
 REPORT_MODULES = (
     "import sys\n"

@@ -13,7 +13,7 @@ import pytest
 
 from console.services import environments as envs
 from tests.test_environment_takeovers import ago, console
-from tests.test_environments_support import (
+from tests.environments_support import (
     add_env,
     add_project,
     add_service_run,

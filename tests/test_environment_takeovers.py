@@ -38,7 +38,7 @@ from console.errors import ConsoleError
 from console.services import environments as envs
 from console.services.base import claim_id_for
 from tests.conftest import make_schema
-from tests.test_environments_support import (
+from tests.environments_support import (
     T0,
     add_env,
     add_lease,

@@ -22,7 +22,7 @@ from console.clock import db_time
 from console.errors import Refusal
 from console.services import environments as envs
 from tests.conftest import make_schema
-from tests.test_environments_support import T0, add_env, add_lease, add_project, handle, raw, release_lease
+from tests.environments_support import T0, add_env, add_lease, add_project, handle, raw, release_lease
 
 ACTORS = ("alice", "bob", "carol")
 ENVS = {"e1": "ready", "e2": "cleanup_pending"}

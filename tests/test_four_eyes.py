@@ -17,7 +17,7 @@ from console.db.connect import open_database
 from console.errors import Refusal
 from console.services import approvals, four_eyes, identity
 from tests.conftest import make_schema
-from tests.test_approvals_helpers import NOW, add_project, add_request, connect, dump, events, status_of
+from tests.approvals_helpers import NOW, add_project, add_request, connect, dump, events, status_of
 
 # Each of these let alice approve her own request on main (f8ad3b9).
 BYPASSES = {

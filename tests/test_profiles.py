@@ -9,7 +9,7 @@ import pytest
 from console.db import execution_profiles as ep
 from console.errors import DatabaseUnusable, Refusal, UsageError
 from console.services import identity, profiles
-from tests.test_environments_support import T0, add_project, dump, handle, raw
+from tests.environments_support import T0, add_project, dump, handle, raw
 
 DOCKER = {"provider_preference": "docker_sandbox", "eligible_workloads": ["build", "chat_build", "check"],
           "check_template_policy": {"mode": "agent_template", "agent": "opencode"}}

@@ -13,7 +13,7 @@ from console.db import execution_profiles as ep
 from console.db.migrations import backfills
 from console.errors import Refusal
 from console.services import profiles
-from tests.test_environments_support import T0, add_project, dump, handle, raw
+from tests.environments_support import T0, add_project, dump, handle, raw
 
 HOST_V2 = {"provider_preference": "host", "eligible_workloads": ["build", "check"]}
 DOCKER_V2 = {"provider_preference": "docker_sandbox", "eligible_workloads": ["build", "check"]}

@@ -19,7 +19,7 @@ from console.db.migrations.profile_triggers import create_project_profile_trigge
 from console.errors import EXIT_UNUSABLE, DatabaseUnusable
 from console.services import profiles
 from tests.conftest import pin_real_clock
-from tests.test_environments_support import T0, add_project, dump, handle, raw
+from tests.environments_support import T0, add_project, dump, handle, raw
 from tests.test_profiles_rollback_refusal import DOCKER_V2, FULL, add_revision
 
 SENTENCE = "so the console cannot promise what that start does with it"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_approvals_helpers import NOW, add_project, add_request, archon_move, connect, dump, seeded
+from tests.approvals_helpers import NOW, add_project, add_request, archon_move, connect, dump, seeded
 from widgets.safe_text import is_clean
 
 FROZEN = "2026-11-01 09:30:00"

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from console.cli.cli import main
 from console.clock import db_time, parse_time
-from tests.test_approvals_helpers import add_project, add_request, connect, events
-from tests.test_environments_support import add_env, raw
+from tests.approvals_helpers import add_project, add_request, connect, events
+from tests.environments_support import add_env, raw
 from tests.test_profiles import DOCKER, add_revision
 
 

@@ -26,7 +26,7 @@ import pytest
 
 from console.cli.cli import build_parser
 from console.cli.reference import subcommands
-from tests.test_approvals_helpers import add_request
+from tests.approvals_helpers import add_request
 from tests.tui.conftest import demo_file
 from tests.tui.test_flows import type_text, wait_until
 

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from console.cli.hooks import ENV_ID_MAX, HookPolicy, HookRunner, env_safe, hook_environment
-from tests.test_approvals_helpers import NOW, add_request, connect
+from tests.approvals_helpers import NOW, add_request, connect
 from tests.test_watch import WAIT, db, new_request, watches  # noqa: F401 (fixtures)
 from widgets.safe_text import is_clean
 

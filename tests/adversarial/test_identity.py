@@ -33,9 +33,9 @@ from console.errors import Refusal, UsageError
 from console.services import approvals
 from console.services import environments as envs
 from tests.conftest import make_schema
-from tests.test_approvals_helpers import NOW, add_project, add_request, archon_move, connect, dump, events, status_of
-from tests.test_environments_support import add_env, set_claim
-from tests.test_environments_support import events as env_events
+from tests.approvals_helpers import NOW, add_project, add_request, archon_move, connect, dump, events, status_of
+from tests.environments_support import add_env, set_claim
+from tests.environments_support import events as env_events
 from tests.test_profiles import DOCKER, add_revision
 
 FAR = NOW + timedelta(days=36500)  # live by any clock: writes use the real one

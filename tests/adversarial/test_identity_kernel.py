@@ -35,8 +35,8 @@ from console.services import approvals, four_eyes, identity
 from console.services import environments as envs
 from console.services.base import validate_actor
 from tests.conftest import make_schema
-from tests.test_approvals_helpers import NOW, add_project, add_request, connect, dump, events, status_of
-from tests.test_environments_support import add_env
+from tests.approvals_helpers import NOW, add_project, add_request, connect, dump, events, status_of
+from tests.environments_support import add_env
 
 FAR = NOW + timedelta(days=36500)
 ROOT = Path(__file__).resolve().parents[2]

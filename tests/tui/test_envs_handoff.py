@@ -60,7 +60,7 @@ async def test_work_placed_in_the_environment_greys_complete_and_the_detail_says
     under another project (and check runs) are only checked when completing."""
     from console.services import environments as envs
     from console.services.base import claim_id_for
-    from tests.test_environments_support import add_service_run, add_validation, raw, set_claim
+    from tests.environments_support import add_service_run, add_validation, raw, set_claim
 
     path = demo_db()
     conn = raw(path)
