@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 
 from console.services import environments as envs
-from tests.test_environment_takeovers import ago, console
 from tests.environments_support import (
     add_env,
     add_project,
     add_service_run,
     add_validation,
+    ago,
+    console,
     dump,
     env_row,
     handle,

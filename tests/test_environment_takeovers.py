@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -45,6 +44,8 @@ from tests.environments_support import (
     add_project,
     add_service_run,
     add_validation,
+    ago,
+    console,
     dump,
     env_row,
     events,
@@ -57,18 +58,6 @@ from tests.environments_support import (
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHON = "archon-worker:7"
-
-
-def console(db: Path, *argv: str) -> subprocess.CompletedProcess:
-    """`archon-console ARGV --db DB` in its own process (writes use the real clock)."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("ARCHON_CONSOLE_STALE_MINUTES", "ARCHON_CONSOLE_NOW", "ARCHON_DB_PATH", "ARCHON_CONSOLE_ACTOR")}
-    return subprocess.run([sys.executable, "-m", "console", *argv, "--db", str(db), "--as", "alice"],
-                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
-
-
-def ago(minutes: float) -> str:
-    return db_time(datetime.now(timezone.utc) - timedelta(minutes=minutes))
 
 
 @pytest.fixture

@@ -10,20 +10,7 @@ from console.db import execution_profiles as ep
 from console.errors import DatabaseUnusable, Refusal, UsageError
 from console.services import identity, profiles
 from tests.environments_support import T0, add_project, dump, handle, raw
-
-DOCKER = {"provider_preference": "docker_sandbox", "eligible_workloads": ["build", "chat_build", "check"],
-          "check_template_policy": {"mode": "agent_template", "agent": "opencode"}}
-
-
-def add_revision(conn, project_id, revision, profile, *, fingerprint=None, rev_id=None):
-    rev_id = rev_id or f"{project_id}:execution-profile:r{revision}"
-    conn.execute(
-        "INSERT INTO execution_profile_revisions (id, project_id, revision, schema_version, fingerprint, profile_json, "
-        "created_at) VALUES (?, ?, ?, 3, ?, ?, ?)",
-        (rev_id, project_id, revision, fingerprint or ep.fingerprint(profile), ep.serialize(profile),
-         f"2026-10-0{revision} 12:00:00"),
-    )
-    return rev_id
+from tests.profiles_support import DOCKER, add_revision
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from functools import partial
 
 import pytest
 
@@ -20,7 +21,10 @@ from console.errors import EXIT_UNUSABLE, DatabaseUnusable
 from console.services import profiles
 from tests.conftest import pin_real_clock
 from tests.environments_support import T0, add_project, dump, handle, raw
-from tests.test_profiles_rollback_refusal import DOCKER_V2, FULL, add_revision
+from tests.profiles_support import DOCKER_V2, FULL
+from tests.profiles_support import add_revision as add_dated_revision
+
+add_revision = partial(add_dated_revision, dated=False)  # created_at from the database, as archon leaves it
 
 SENTENCE = "so the console cannot promise what that start does with it"
 

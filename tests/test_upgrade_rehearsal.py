@@ -29,7 +29,7 @@ from console.errors import EXIT_UNUSABLE
 from console.services.doctor import run_doctor
 from console.services.upgrade import plan_upgrade, run_upgrade
 from tests.reference import builder, profiles, scenarios
-from tests.test_reference_upgrade import assert_same
+from tests.upgrade_helpers import assert_same
 from tests.upgrade_helpers import fingerprint_dir
 
 

@@ -17,7 +17,7 @@ from console.cli.cli import main
 from console.clock import db_time, parse_time
 from tests.approvals_helpers import add_project, add_request, connect, events
 from tests.environments_support import add_env, raw
-from tests.test_profiles import DOCKER, add_revision
+from tests.profiles_support import DOCKER, add_revision
 
 
 def real_now() -> datetime:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests import damage
-from tests.tui.test_flows import wait_until
+from tests.tui.pilot import wait_until
 from tests.adversarial.bounded import (
     add_endless_triggers,
     add_events,

@@ -40,7 +40,7 @@ from hypothesis import strategies as st
 from console.cli.cli import main
 from tests.adversarial.json_shapes import first_pending
 from tests.adversarial.tui import open_screen
-from tests.tui.test_flows import settle
+from tests.tui.pilot import settle
 from widgets.safe_text import is_clean
 
 ROOT = Path(__file__).resolve().parents[2]

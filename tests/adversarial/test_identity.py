@@ -36,7 +36,7 @@ from tests.conftest import make_schema
 from tests.approvals_helpers import NOW, add_project, add_request, archon_move, connect, dump, events, status_of
 from tests.environments_support import add_env, set_claim
 from tests.environments_support import events as env_events
-from tests.test_profiles import DOCKER, add_revision
+from tests.profiles_support import DOCKER, add_revision
 
 FAR = NOW + timedelta(days=36500)  # live by any clock: writes use the real one
 
@@ -171,8 +171,8 @@ def test_a_128_character_console_claim_prefix_is_nobody_s_claim(db, capsys, monk
 
 async def test_the_console_refuses_the_login_s_own_request_and_archon_s_names(demo_copy, make_app):
     from console.tui.screens.approvals import ApprovalsScreen
-    from tests.tui.test_fidelity_flows import set_authority
-    from tests.tui.test_flows import db as query, ready, select, settle
+    from tests.approvals_helpers import set_authority
+    from tests.tui.pilot import db as query, ready, select, settle
 
     path = demo_copy()
     set_authority(path, "apr-00000192", json.dumps({"requested_by": os_login()}))
@@ -189,7 +189,7 @@ async def test_the_console_refuses_the_login_s_own_request_and_archon_s_names(de
 
 async def test_the_environments_screen_greys_every_claim_key_for_archon_s_names(demo_copy, make_app):
     from console.tui.screens.environments import EnvironmentsScreen
-    from tests.tui.test_flows import db as query, ready, select, settle
+    from tests.tui.pilot import db as query, ready, select, settle
 
     path = demo_copy()
     app = make_app(path, actor="\u0455ystem", start="envs")  # Cyrillic s

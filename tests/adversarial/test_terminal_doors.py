@@ -26,7 +26,7 @@ from textual.color import Color
 from textual.command import CommandList
 
 from tests.adversarial.hostile import HOSTILE_ID, HOSTILE_TABLE, poison, poison_ids, poison_schema
-from tests.tui.test_flows import settle, wait_until
+from tests.tui.pilot import settle, wait_until
 from widgets.safe_text import is_clean
 
 ROOT = Path(__file__).resolve().parents[2]

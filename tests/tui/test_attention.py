@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from console.tui.attention import (Attention, NotifyConfig, load_notify_config, osc777, osc9, title_sequence,
                                wants_osc777)
 from console.tui.screens.projects import OverviewScreen
-from tests.tui.test_flows import ready, wait_until
+from tests.tui.pilot import ready, wait_until
 from widgets.safe_text import is_clean
 
 # Another process doing what archon does when an agent asks: a run, a request, its first event.

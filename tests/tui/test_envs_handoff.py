@@ -10,7 +10,7 @@ from textual.widgets import Static
 
 from console.tui.screens.confirm import ConfirmModal
 from console.tui.screens.environments import EnvironmentsScreen
-from tests.tui.test_flows import db, field, ready, select, settle, wait_until
+from tests.tui.pilot import db, field, ready, select, settle, wait_until
 
 
 def detail_text(app) -> str:

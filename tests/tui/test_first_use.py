@@ -9,7 +9,7 @@ import pytest
 
 from console.tui.screens.approvals import ApprovalsScreen
 from console.tui.screens.environments import EnvironmentsScreen
-from tests.tui.test_flows import db, field, ready, select, table, type_text, wait_until
+from tests.tui.pilot import db, field, ready, select, table, type_text, wait_until
 from widgets.lazy_table import LazyTable
 
 SIZES = [(120, 40), (80, 24)]

@@ -27,7 +27,7 @@ from console.tui.screens.reason import ReasonModal
 from console.tui.screens.registry import SCREENS
 from console.tui.screens.typed import TypedConfirmModal
 from console.tui.screens.upgrade import UpgradeScreen
-from tests.tui.test_flows import db, ready, table, type_text, wait_until
+from tests.tui.pilot import db, ready, table, type_text, wait_until
 
 ARGUMENTS = {"project": "atlas-api"}  # screens that need one to open
 

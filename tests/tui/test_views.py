@@ -13,7 +13,7 @@ from console.errors import UsageError
 from console.tui.screens.approvals import ApprovalsScreen
 from console.tui.screens.environments import EnvironmentsScreen
 from console.tui.screens.projects import OverviewScreen
-from tests.tui.test_flows import ready, table, wait_until
+from tests.tui.pilot import ready, table, wait_until
 
 
 @pytest.fixture
