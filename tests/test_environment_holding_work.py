@@ -28,12 +28,8 @@ from tests.environments_support import (
 
 
 @pytest.fixture
-def db(schema_db) -> Path:
-    path = schema_db("1.10.0")
-    conn = raw(path)
-    add_project(conn)
-    conn.close()
-    return path
+def db(make_db) -> Path:
+    return make_db(projects=["p1"])
 
 
 def _view(db: Path, env_id: str, **kwargs):

@@ -18,12 +18,11 @@ DERIVED = ["active_lease_count", "claim_holder", "claim_account", "claim_age_sec
 
 
 @pytest.fixture
-def db(schema_db, monkeypatch):
+def db(make_db, monkeypatch):
     pin_real_clock(monkeypatch, "2026-11-01T09:30:00Z")
     monkeypatch.delenv("ARCHON_CONSOLE_STALE_MINUTES", raising=False)
-    path = schema_db("1.10.0")
+    path = make_db(projects=["p1"])
     conn = raw(path)
-    add_project(conn)
     add_env(conn, "env-running", "running", idle_stop_at="2026-11-01 09:00:00")
     add_lease(conn, "env-running", "run-1")
     set_claim(conn, "env-running", "archon-worker:42", "stop", "2026-11-01 09:00:00")

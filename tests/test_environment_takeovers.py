@@ -61,12 +61,8 @@ ARCHON = "archon-worker:7"
 
 
 @pytest.fixture
-def db(schema_db) -> Path:
-    path = schema_db("1.10.0")
-    conn = raw(path)
-    add_project(conn)
-    conn.close()
-    return path
+def db(make_db) -> Path:
+    return make_db(projects=["p1"])
 
 
 def test_a_stop_takeover_of_archons_stale_retire_claim_is_refused_and_keeps_the_kind(db):

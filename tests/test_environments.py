@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import shutil
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -44,8 +42,8 @@ def template(tmp_path_factory):
 
 
 @pytest.fixture
-def db(template, tmp_path):
-    return Path(shutil.copy(template, tmp_path / "archon.db"))
+def db(template, make_db):
+    return make_db(template=template)
 
 
 def refused(path, fn, *args, match=None, **kwargs):

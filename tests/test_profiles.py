@@ -14,11 +14,10 @@ from tests.profiles_support import DOCKER, add_revision
 
 
 @pytest.fixture
-def db(schema_db):
+def db(make_db):
     """Revisions the console's profile algorithms reproduce (archon stores canonical JSON)."""
-    path = schema_db("1.10.0")
+    path = make_db(projects=["p1"])
     conn = raw(path)
-    add_project(conn, "p1")
     add_project(conn, "gone", deleting=True)
     add_revision(conn, "p1", 2, DOCKER)
     add_revision(conn, "gone", 2, DOCKER)

@@ -44,10 +44,9 @@ def force_active(path, revision_id, provider):
 
 
 @pytest.fixture
-def db(schema_db):
-    path = schema_db("1.10.0")
+def db(make_db):
+    path = make_db(projects=["p1"])
     conn = raw(path)
-    add_project(conn, "p1")
     add_revision(conn, "p1", 2, DOCKER_V2, schema_version=2)
     add_revision(conn, "p1", 3, NO_CHAT)
     add_revision(conn, "p1", 4, FULL)

@@ -45,10 +45,9 @@ def other_trigger_default(path):
 
 
 @pytest.fixture
-def db(schema_db):
-    path = schema_db("1.10.0")
+def db(make_db):
+    path = make_db(projects=["p1"])
     conn = raw(path)
-    add_project(conn, "p1")
     add_revision(conn, "p1", 4, FULL)  # the console predicts archon 1.10.0 keeps it
     conn.close()
     return path

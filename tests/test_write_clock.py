@@ -36,9 +36,9 @@ def cli(capsys, *argv):
 
 
 @pytest.fixture
-def db(schema_db, monkeypatch):
+def db(make_db, monkeypatch):
     monkeypatch.delenv("ARCHON_CONSOLE_ACTOR", raising=False)
-    path = schema_db("1.10.0")
+    path = make_db()
     conn = connect(path)
     add_project(conn, "p1")
     now = real_now()

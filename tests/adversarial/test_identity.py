@@ -18,9 +18,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import shutil
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -70,9 +68,8 @@ def template(tmp_path_factory):
 
 
 @pytest.fixture
-def db(template, tmp_path):
-    path = tmp_path / "archon.db"
-    shutil.copyfile(template, path)
+def db(template, make_db):
+    path = make_db(template=template)
     conn = connect(path)  # a fresh claim by the real clock, made by nobody's console
     set_claim(conn, "env-held", PREFIX_CLAIM, "stop", db_time(datetime.now(timezone.utc)))
     conn.close()

@@ -82,10 +82,8 @@ def template(tmp_path_factory):
 
 
 @pytest.fixture
-def db(template, tmp_path):
-    path = tmp_path / "archon.db"
-    shutil.copyfile(template, path)
-    return path
+def db(template, make_db):
+    return make_db(template=template)
 
 
 def cli(capsys, *argv: str) -> tuple[int, str]:
