@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -29,11 +28,9 @@ def demo_file(tmp_path_factory, release: str = "current", requests: int = 200) -
 
 
 @pytest.fixture
-def demo_db(tmp_path, tmp_path_factory):
+def demo_db(make_db, tmp_path_factory):
     def factory(release: str = "current", requests: int = 200, name: str = "archon.db") -> Path:
-        target = tmp_path / name
-        shutil.copyfile(demo_file(tmp_path_factory, release, requests), target)
-        return target
+        return make_db(template=demo_file(tmp_path_factory, release, requests), name=name)
     return factory
 
 
