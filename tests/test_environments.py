@@ -10,7 +10,6 @@ import pytest
 from console.errors import Refusal, UsageError
 from console.services import environments as envs
 from console.services.base import claim_id_for
-from tests.conftest import make_schema
 from tests.environments_support import (
     T0,
     add_env,
@@ -27,23 +26,18 @@ from tests.environments_support import (
 STATES = envs.STATES
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory):
-    """Built once per module (29 migration steps); each test gets its own copy."""
-    path = make_schema(tmp_path_factory.mktemp("envs") / "template.db", "1.10.0")
-    conn = raw(path)
+def _rows(conn) -> None:
+    """Built once per test process (29 migration steps); each test gets its own copy."""
     add_project(conn, "p1")
     add_project(conn, "gone", deleting=True)
     for state in STATES:
         add_env(conn, f"env-{state}", state)
     add_env(conn, "env-doomed", "ready", project_id="gone")
-    conn.close()
-    return path
 
 
 @pytest.fixture
-def db(template, make_db):
-    return make_db(template=template)
+def db(make_db):
+    return make_db(fill=_rows, cached=True)
 
 
 def refused(path, fn, *args, match=None, **kwargs):

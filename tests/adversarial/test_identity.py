@@ -49,10 +49,7 @@ def os_login() -> str:
 PREFIX_CLAIM = "console::" + "a" * 119  # 128 characters: the old prefix rule made it everyone's
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory):
-    path = make_schema(tmp_path_factory.mktemp("identity") / "archon.db", "1.10.0")
-    conn = connect(path)
+def _rows(conn) -> None:
     add_project(conn, "p1")
     add_request(conn, "mine", "p1", expires_at=FAR, authority={"requested_by": os_login()})
     add_request(conn, "cyr", "p1", expires_at=FAR, authority={"requested_by": "\u0430lice"})  # Cyrillic a
@@ -63,13 +60,11 @@ def template(tmp_path_factory):
     add_env(conn, "env-free", "ready")
     add_env(conn, "env-held", "ready")
     add_revision(conn, "p1", 2, DOCKER)
-    conn.close()
-    return path
 
 
 @pytest.fixture
-def db(template, make_db):
-    path = make_db(template=template)
+def db(make_db):
+    path = make_db(fill=_rows, cached=True)
     conn = connect(path)  # a fresh claim by the real clock, made by nobody's console
     set_claim(conn, "env-held", PREFIX_CLAIM, "stop", db_time(datetime.now(timezone.utc)))
     conn.close()

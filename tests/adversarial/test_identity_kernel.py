@@ -34,7 +34,6 @@ from console.errors import Refusal, UsageError
 from console.services import approvals, four_eyes, identity
 from console.services import environments as envs
 from console.services.base import validate_actor
-from tests.conftest import make_schema
 from tests.approvals_helpers import NOW, add_project, add_request, connect, dump, events, status_of
 from tests.environments_support import add_env
 
@@ -61,10 +60,7 @@ def as_account(monkeypatch, login: str | None, uid: int = 1001) -> None:
     monkeypatch.setattr(identity, "current", lambda: identity.OsIdentity(login, uid, real.host))
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory):
-    path = make_schema(tmp_path_factory.mktemp("kernel") / "archon.db", "1.10.0")
-    conn = connect(path)
+def _rows(conn) -> None:
     add_project(conn, "p1")
     add_request(conn, "root-req", "p1", expires_at=FAR, authority={"requested_by": "root"})
     add_request(conn, "carol-req", "p1", expires_at=FAR, authority={"requested_by": "carol"})
@@ -77,13 +73,11 @@ def template(tmp_path_factory):
         add_request(conn, f"deny{index}", "p1", expires_at=FAR, authority={"requested_by": name})
     add_request(conn, "zwsp", "p1", expires_at=FAR, authority={"requested_by" + "\u200b" * 1500: "bob"})
     add_env(conn, "env-free", "ready")
-    conn.close()
-    return path
 
 
 @pytest.fixture
-def db(template, make_db):
-    return make_db(template=template)
+def db(make_db):
+    return make_db(fill=_rows, cached=True)
 
 
 def cli(capsys, *argv: str) -> tuple[int, str]:

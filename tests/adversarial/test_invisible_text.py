@@ -343,7 +343,7 @@ def test_the_shell_word_test_is_whole_and_ascii():
 async def test_y_refuses_an_id_with_shell_syntax_and_points_to_Y(demo_copy, make_app):
     """Finding 1: `y` copied `apr-…$(touch${IFS}/tmp/ae-pwned)`id`;x`, which ran when pasted."""
     from console.tui.screens.approvals import ApprovalsScreen
-    from tests.tui.pilot import wait_until
+    from tests.tui.pilot import notifications, wait_until
     from widgets.lazy_table import LazyTable
 
     path = demo_copy()
@@ -353,7 +353,7 @@ async def test_y_refuses_an_id_with_shell_syntax_and_points_to_Y(demo_copy, make
         await wait_until(pilot, lambda: isinstance(app.screen, ApprovalsScreen)
                          and app.screen.query_one(LazyTable).cursor_key, timeout=20, what="a request")
         await pilot.press("y")
-        notes = lambda: [n.message for n in app._notifications]  # noqa: E731
+        notes = lambda: [n.message for n in notifications(app)]  # noqa: E731
         await wait_until(pilot, lambda: any("not copied" in m for m in notes()), what="the refusal")
         assert app.clipboard == ""
         assert any("'$'" in m and "Y copies" in m for m in notes()), notes()

@@ -51,7 +51,9 @@ def make_app(monkeypatch, tmp_path):
     def factory(path: Path, *, actor: str = "alice", read_only: bool = False, start: str | None = None,
                 poll_seconds: float = 0.2):
         from console.tui.app import ArchonConsole
+        from tests.tui.pilot import record_notifications
 
-        return ArchonConsole(make_ctx(path, actor=actor, read_only=read_only), start=start,
-                             poll_seconds=poll_seconds)
+        app = ArchonConsole(make_ctx(path, actor=actor, read_only=read_only), start=start, poll_seconds=poll_seconds)
+        record_notifications(app)
+        return app
     return factory

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import sqlite3
 import time
+import weakref
+
+from textual.notifications import Notification, Notify
 
 from widgets.lazy_table import LazyTable
+
+_SENT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 async def wait_until(pilot, predicate, timeout: float = 5.0, what: str = "condition"):
@@ -69,3 +74,26 @@ def db(path, sql, *params):
 async def type_text(pilot, text: str):
     for ch in text:
         await pilot.press("space" if ch == " " else ch)
+
+
+def record_notifications(app) -> list[Notification]:
+    """From now on, every notification Textual takes from `app`: `App.notify` posts each as a `Notify`
+    message (after the console's own `notify` has cleaned it, widgets/terminal_guard.py), and this
+    list keeps each one posted, in order. Textual keeps the ones on screen only in a private attribute
+    (`App._notifications`). make_app records from the start."""
+    sent: list[Notification] = []
+    post_message = app.post_message
+
+    def recording(message) -> bool:
+        if isinstance(message, Notify):
+            sent.append(message.notification)
+        return post_message(message)
+
+    app.post_message = recording
+    _SENT[app] = sent
+    return sent
+
+
+def notifications(app) -> list[Notification]:
+    """Every notification the app raised so far (`record_notifications`)."""
+    return _SENT[app]

@@ -18,7 +18,7 @@ from console.tui.screens.profiles import ProfilesScreen
 from console.tui.screens.reason import ReasonModal
 from console.tui.screens.typed import TypedConfirmModal
 from console.tui.screens.upgrade import UpgradeScreen
-from tests.tui.pilot import db, ready, select, settle, table, type_text, wait_until
+from tests.tui.pilot import db, notifications, ready, select, settle, table, type_text, wait_until
 
 
 # ---------------------------------------------------------------- approvals
@@ -131,7 +131,7 @@ async def test_copy_id_and_json(demo_db, make_app):
         await select(pilot, app, "apr-00000192")
         await pilot.press("y")
         assert app.clipboard == "apr-00000192"
-        assert any("OSC 52" in n.message for n in app._notifications)
+        assert any("OSC 52" in n.message for n in notifications(app))
         await pilot.press("Y")
         assert '"id": "apr-00000192"' in app.clipboard and '"action_json": {' in app.clipboard
 
