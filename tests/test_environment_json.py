@@ -11,7 +11,7 @@ import pytest
 
 from console.cli.cli import main
 from tests.conftest import pin_real_clock
-from tests.environments_support import add_env, add_lease, add_project, raw, set_claim
+from tests.environments_support import add_env, add_lease, raw, set_claim
 
 DERIVED = ["active_lease_count", "claim_holder", "claim_account", "claim_age_seconds", "stale", "admits_leases", "admission_reason",
            "pending_handoffs"]

@@ -10,7 +10,7 @@ import pytest
 
 from console.cli.cli import main
 from tests.conftest import pin_real_clock
-from tests.environments_support import add_env, add_lease, add_project, dump, env_row, raw, release_lease
+from tests.environments_support import add_env, add_lease, dump, env_row, raw, release_lease
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 
 from console.cli.cli import main
 from tests.conftest import pin_real_clock
-from tests.environments_support import add_project, dump, raw
+from tests.environments_support import dump, raw
 from tests.profiles_support import DOCKER, add_revision
 
 
