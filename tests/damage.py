@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from console.clock import db_time
-from tests.conftest import make_schema
+from tests.conftest import add_project, connect, make_schema
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
 FP = "a" * 64
@@ -27,21 +27,6 @@ SECRET_REASON = "because the auditor Quasimodo insisted"
 
 def at(minutes: float) -> str:
     return db_time(NOW + timedelta(minutes=minutes))
-
-
-def connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA foreign_keys = ON")
-    return conn
-
-
-def add_project(conn, project_id: str, provider: str = "host", *, name: str | None = None,
-                repo: str | None = None) -> None:
-    conn.execute(
-        "INSERT INTO projects (id, name, repo_path, build_execution_provider) VALUES (?, ?, ?, ?)",
-        (project_id, name or project_id.upper(), repo or f"/repo/{project_id}", provider),
-    )
 
 
 def add_request(conn, request_id: str, *, status: str = "pending", expires: float = 60, created: float = -30,
@@ -122,7 +107,7 @@ def _build_healthy(path: Path) -> Path:
     make_schema(path, "1.10.0")
     conn = connect(path)
     add_project(conn, "p1")
-    add_project(conn, "p2", "docker_sandbox")
+    add_project(conn, "p2", provider="docker_sandbox")
     add_request(conn, "req-open")
     add_request(conn, "req-approved", status="approved", events=[(1, None, "pending"), (2, "pending", "approved")])
     add_request(conn, "req-consumed", status="consumed", consumed=-20,
@@ -239,7 +224,7 @@ def damage_active_revision_missing(conn) -> None:
 
 
 def damage_active_revision_foreign(conn) -> None:
-    add_project(conn, "p-borrower", "docker_sandbox")
+    add_project(conn, "p-borrower", provider="docker_sandbox")
     _without_triggers(conn, PROJECT_GUARDS,
                       "UPDATE projects SET active_execution_profile_revision_id = 'p2:execution-profile:1' "
                       "WHERE id = 'p-borrower'")

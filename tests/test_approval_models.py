@@ -7,15 +7,14 @@ from __future__ import annotations
 from console.db.connect import open_database
 from console.models.approvals import ApprovalDetail, ApprovalRequest
 from console.services import approval_queue as queue
-from tests.test_approvals_helpers import NOW, connect, seeded
+from tests.approvals_helpers import NOW, connect
 
 LISTED = ["expires_in_seconds", "overdue", "project_name"]
 SHOWN = LISTED + ["action", "authority", "requester", "requester_problem", "action_summary", "project_deleting",
                   "events", "options", "confirm"]
 
 
-def _with_a_later_column(schema_db, tmp_path) -> tuple[str, list[str]]:
-    path = seeded(schema_db, tmp_path=tmp_path)
+def _with_a_later_column(path) -> tuple[str, list[str]]:
     conn = connect(path)
     conn.execute("ALTER TABLE approval_requests ADD COLUMN later_release_note TEXT")
     conn.execute("UPDATE approval_requests SET later_release_note = 'kept' WHERE id = 'apr-3'")
@@ -25,8 +24,8 @@ def _with_a_later_column(schema_db, tmp_path) -> tuple[str, list[str]]:
     return path, stored
 
 
-def test_listed_and_shown_requests_keep_every_stored_column_in_table_order(schema_db, tmp_path):
-    path, stored = _with_a_later_column(schema_db, tmp_path)
+def test_listed_and_shown_requests_keep_every_stored_column_in_table_order(db):
+    path, stored = _with_a_later_column(db)
     with open_database(path, read_only=True) as h:
         listed = next(r for r in queue.list_requests(h, queue.Filters(statuses=None), now=NOW).rows if r.id == "apr-3")
         shown = queue.show_request(h, "apr-3", actor="dave", now=NOW)

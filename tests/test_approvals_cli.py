@@ -8,14 +8,14 @@ import pytest
 
 from console.cli.cli import main
 from tests.conftest import pin_real_clock
-from tests.test_approvals_helpers import add_request, connect, dump, events, seeded, status_of
+from tests.approvals_helpers import add_request, connect, dump, events, status_of
 
 
 @pytest.fixture
-def db(schema_db, monkeypatch, tmp_path):
+def db(db, monkeypatch):
     pin_real_clock(monkeypatch, "2026-11-01 09:30:00")
     monkeypatch.delenv("ARCHON_CONSOLE_ACTOR", raising=False)
-    return seeded(schema_db, tmp_path=tmp_path)
+    return db
 
 
 def run(capsys, *argv):

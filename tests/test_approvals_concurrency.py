@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.test_approvals_helpers import NOW, add_project, add_request, connect
+from tests.approvals_helpers import NOW, add_project, add_request, connect
 
 REQUESTS = 500
 WORKERS = 4
@@ -146,7 +146,7 @@ def test_a_lock_that_never_frees_is_a_plain_refusal_with_nothing_written(schema_
     from console.db.connect import open_database
     from console.errors import Refusal
     from console.services import approvals
-    from tests.test_approvals_helpers import status_of
+    from tests.approvals_helpers import status_of
 
     path = one_request_db(schema_db)
     holder = hold_write_lock(path, 1.2)

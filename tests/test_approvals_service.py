@@ -13,7 +13,7 @@ from console.services import approvals, identity
 from console.services.approval_expiry import expire_overdue
 from console.services.approval_queue import Filters, count_requests, list_requests, show_request
 from console.services.approval_transitions import DecisionRefused
-from tests.test_approvals_helpers import (
+from tests.approvals_helpers import (
     NOW,
     add_project,
     add_request,
@@ -21,14 +21,9 @@ from tests.test_approvals_helpers import (
     connect,
     dump,
     events,
-    seeded,
+    seed,
     status_of,
 )
-
-
-@pytest.fixture
-def db(schema_db, tmp_path):
-    return seeded(schema_db, tmp_path=tmp_path)
 
 
 def open_rw(path, **kw):
@@ -306,8 +301,8 @@ def test_release_without_approvals_says_upgrade_required(schema_db):
             assert "upgrade required" in err.reason
 
 
-def test_release_1_8_22_has_approvals(schema_db):
-    path = seeded(schema_db, "1.8.22")
+def test_release_1_8_22_has_approvals(make_db):
+    path = make_db("1.8.22", fill=seed)
     with open_rw(path) as h:
         assert approvals.approve(h, "apr-1", actor="dave", now=NOW).state == "approved"
         assert [r.id for r in list_requests(h, now=NOW).rows][:1] == ["apr-7"]

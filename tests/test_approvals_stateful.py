@@ -22,7 +22,7 @@ from console.services import approvals
 from console.services.approval_expiry import expire_overdue
 from console.services.approval_transitions import SYSTEM_ACTOR, DecisionRefused
 from tests.conftest import make_schema
-from tests.test_approvals_helpers import NOW, add_project, add_request, connect
+from tests.approvals_helpers import NOW, add_project, add_request, connect
 
 ACTORS = ("alice", "bob", "carol")
 REQUESTS = {  # id -> (minutes until expiry, requester)

@@ -30,15 +30,9 @@ def demo(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def db(demo, tmp_path) -> Path:
+def db(demo, make_db) -> Path:
     """A private copy a test may add events to."""
-    path = tmp_path / "archon.db"
-    src = sqlite3.connect(demo)
-    dst = sqlite3.connect(path)
-    src.backup(dst)
-    src.close()
-    dst.close()
-    return path
+    return make_db(template=demo)
 
 
 def run(capsys, *argv):

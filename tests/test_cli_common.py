@@ -10,13 +10,13 @@ import pytest
 
 from console.cli.cli import main
 from tests.conftest import pin_real_clock
-from tests.test_approvals_helpers import events, seeded, status_of
+from tests.approvals_helpers import events, live_request, status_of
 
 
 @pytest.fixture
-def db(schema_db, monkeypatch, tmp_path):
+def db(db, monkeypatch):
     pin_real_clock(monkeypatch, "2026-11-01 09:30:00")
-    return seeded(schema_db, tmp_path=tmp_path)
+    return db
 
 
 @pytest.mark.parametrize("argv", [
@@ -68,18 +68,6 @@ def test_sqlite_file_that_is_not_archon_exits_3(tmp_path, capsys):
 def test_unknown_command_is_a_usage_error(capsys):
     assert main(["approvals", "frobnicate"]) == 2
     assert main(["--no-such-option", "projects", "list"]) == 2
-
-
-def live_request(path) -> str:
-    """A request pending by the real clock: a subprocess writes with the real clock (console/clock.py)."""
-    from datetime import datetime, timezone
-
-    from tests.test_approvals_helpers import add_request, connect
-
-    conn = connect(path)
-    add_request(conn, "apr-live", "p1", expires_at=datetime(2099, 1, 1, tzinfo=timezone.utc))
-    conn.close()
-    return "apr-live"
 
 
 def test_cli_commands_do_not_import_textual(db):

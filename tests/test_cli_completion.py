@@ -112,7 +112,7 @@ def test_nothing_of_completion_or_the_reference_is_imported_on_the_common_path(d
 def test_database_values_that_look_like_options_are_never_offered(demo, tmp_path):
     """Issue 17: an id starting with `-` was offered; the completed command line then carried an
     option the database chose (`--db=...`, `--as=...`, `-h`)."""
-    from tests.test_approvals_helpers import add_project, add_request
+    from tests.approvals_helpers import add_project, add_request
 
     db = tmp_path / "dashes.db"
     shutil.copyfile(demo, db)

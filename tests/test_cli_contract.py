@@ -11,7 +11,7 @@ import pytest
 
 from console.cli.cli import main
 from tests.conftest import pin_real_clock
-from tests.test_approvals_helpers import seeded, status_of
+from tests.approvals_helpers import status_of
 
 DEMO_NOW = "2026-11-01 09:30:00"
 
@@ -34,9 +34,9 @@ def demo(demo_master, tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def db(schema_db, monkeypatch, tmp_path):
+def db(db, monkeypatch):
     pin_real_clock(monkeypatch, "2026-11-01 09:30:00")
-    return seeded(schema_db, tmp_path=tmp_path)
+    return db
 
 
 def run(capsys, *argv):

@@ -14,9 +14,8 @@ import sys
 
 import pytest
 
-from tests.test_cli_common import live_request
 from tests.conftest import pin_real_clock
-from tests.test_approvals_helpers import seeded
+from tests.approvals_helpers import live_request
 
 REPORT_MODULES = (
     "import sys\n"
@@ -30,9 +29,9 @@ NEVER = ("textual", "rich", "sqlite_utils", "tempfile", "socket")
 
 
 @pytest.fixture
-def db(schema_db, monkeypatch, tmp_path):
+def db(db, monkeypatch):
     pin_real_clock(monkeypatch, "2026-11-01 09:30:00")
-    return seeded(schema_db, tmp_path=tmp_path)
+    return db
 
 
 def modules_of(tmp_path, *argv: str) -> set[str]:

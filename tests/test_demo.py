@@ -22,6 +22,7 @@ from console.db.migrations.registry import MIGRATIONS
 from console.db.migrations.runner import apply_all
 from console.demo.writer import generate
 from console.errors import Refusal, UsageError
+from tests.conftest import connect
 
 NOW = "2026-05-01T12:00:00Z"
 NOW_DT = datetime(2026, 5, 1, 12, 0, tzinfo=timezone.utc)
@@ -39,12 +40,6 @@ def demo(tmp_path_factory):
         paths[release] = root / f"{release}.db"
         generate(paths[release], release=release, now=NOW)
     return paths
-
-
-def connect(path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path)
-    conn.row_factory = sqlite3.Row
-    return conn
 
 
 def columns(conn, table):

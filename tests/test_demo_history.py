@@ -21,6 +21,7 @@ from console.db.detect import detect_shape
 from console.demo.writer import generate
 from console.demo.history import meaning, plan
 from console.services.upgrade.run import run_upgrade
+from tests.conftest import connect
 
 NOW = "2026-05-01T12:00:00Z"
 AT = datetime(2026, 5, 1, 12, 0, tzinfo=timezone.utc)
@@ -43,12 +44,6 @@ def scaled(tmp_path_factory):
         path = root / f"1820-{n}.db"
         out[n] = (path, generate(path, release="1.8.20", requests=n, now=NOW))
     return out
-
-
-def connect(path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path)
-    conn.row_factory = sqlite3.Row
-    return conn
 
 
 def one(conn, sql, params=()):

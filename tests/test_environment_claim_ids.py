@@ -27,7 +27,7 @@ from console.errors import ConsoleError
 from console.services import identity
 from console.services.base import CONSOLE_CLAIM_ID, claim_id_for, validate_actor
 from console.services.environment_rules import claim_holder, console_made
-from tests.test_environments_support import add_env, add_project, dump, env_row, raw, set_claim
+from tests.environments_support import add_env, add_project, dump, env_row, raw, set_claim
 
 ROOT = Path(__file__).resolve().parents[1]
 

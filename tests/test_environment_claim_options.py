@@ -29,7 +29,7 @@ from console.services.environment_rules import (ADMITTING_STATES, CLAIM_ACTIONS,
                                                 claim_options, held_by)
 from console.services.base import claim_id_for
 from tests.conftest import make_schema
-from tests.test_environments_support import T0, add_env, add_lease, add_project, handle, raw, set_claim
+from tests.environments_support import T0, add_env, add_lease, add_project, handle, raw, set_claim
 
 ACTOR = "alice"
 STALE_AFTER = timedelta(minutes=15)

@@ -13,12 +13,13 @@ import pytest
 
 from console.services.environment_queries import show_environment
 from console.services.environment_rules import claim_options, cleanup_claim_blocks, lease_blocks_stop
-from tests.test_environment_takeovers import ago, console
-from tests.test_environments_support import (
+from tests.environments_support import (
     add_env,
     add_project,
     add_service_run,
     add_validation,
+    ago,
+    console,
     dump,
     env_row,
     handle,
@@ -28,12 +29,8 @@ from tests.test_environments_support import (
 
 
 @pytest.fixture
-def db(schema_db) -> Path:
-    path = schema_db("1.10.0")
-    conn = raw(path)
-    add_project(conn)
-    conn.close()
-    return path
+def db(make_db) -> Path:
+    return make_db(projects=["p1"])
 
 
 def _view(db: Path, env_id: str, **kwargs):

@@ -11,19 +11,18 @@ import pytest
 
 from console.cli.cli import main
 from tests.conftest import pin_real_clock
-from tests.test_environments_support import add_env, add_lease, add_project, raw, set_claim
+from tests.environments_support import add_env, add_lease, raw, set_claim
 
 DERIVED = ["active_lease_count", "claim_holder", "claim_account", "claim_age_seconds", "stale", "admits_leases", "admission_reason",
            "pending_handoffs"]
 
 
 @pytest.fixture
-def db(schema_db, monkeypatch):
+def db(make_db, monkeypatch):
     pin_real_clock(monkeypatch, "2026-11-01T09:30:00Z")
     monkeypatch.delenv("ARCHON_CONSOLE_STALE_MINUTES", raising=False)
-    path = schema_db("1.10.0")
+    path = make_db(projects=["p1"])
     conn = raw(path)
-    add_project(conn)
     add_env(conn, "env-running", "running", idle_stop_at="2026-11-01 09:00:00")
     add_lease(conn, "env-running", "run-1")
     set_claim(conn, "env-running", "archon-worker:42", "stop", "2026-11-01 09:00:00")

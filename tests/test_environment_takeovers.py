@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -41,13 +40,15 @@ from console.services.environment_rules import (ADMITTING_STATES, OPERATIONS, ST
                                                 claim_options, held_by, lease_blocks_stop)
 from console.services.base import claim_id_for
 from tests.conftest import make_schema
-from tests.test_environments_support import (
+from tests.environments_support import (
     T0,
     add_env,
     add_lease,
     add_project,
     add_service_run,
     add_validation,
+    ago,
+    console,
     dump,
     env_row,
     events,
@@ -62,25 +63,9 @@ ROOT = Path(__file__).resolve().parents[1]
 ARCHON = "archon-worker:7"
 
 
-def console(db: Path, *argv: str) -> subprocess.CompletedProcess:
-    """`archon-console ARGV --db DB` in its own process (writes use the real clock)."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("ARCHON_CONSOLE_STALE_MINUTES", "ARCHON_CONSOLE_NOW", "ARCHON_DB_PATH", "ARCHON_CONSOLE_ACTOR")}
-    return subprocess.run([sys.executable, "-m", "console", *argv, "--db", str(db), "--as", "alice"],
-                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
-
-
-def ago(minutes: float) -> str:
-    return db_time(datetime.now(timezone.utc) - timedelta(minutes=minutes))
-
-
 @pytest.fixture
-def db(schema_db) -> Path:
-    path = schema_db("1.10.0")
-    conn = raw(path)
-    add_project(conn)
-    conn.close()
-    return path
+def db(make_db) -> Path:
+    return make_db(projects=["p1"])
 
 
 def test_a_stop_takeover_of_archons_stale_retire_claim_is_refused_and_keeps_the_kind(db):

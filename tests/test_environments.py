@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import shutil
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +14,7 @@ from console.services.environment_queries import list_environments, show_environ
 from console.services.environment_rules import (ALLOWED_STATES, OPERATIONS, WHY_ALLOWED, claim_holder,
                                                 claim_options, default_stale_after, held_by)
 from console.services.base import claim_id_for
-from tests.conftest import make_schema
-from tests.test_environments_support import (
+from tests.environments_support import (
     T0,
     add_env,
     add_lease,
@@ -33,23 +30,18 @@ from tests.test_environments_support import (
 STATES = environment_rules.STATES
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory):
-    """Built once per module (29 migration steps); each test gets its own copy."""
-    path = make_schema(tmp_path_factory.mktemp("envs") / "template.db", "1.10.0")
-    conn = raw(path)
+def _rows(conn) -> None:
+    """Built once per test process (29 migration steps); each test gets its own copy."""
     add_project(conn, "p1")
     add_project(conn, "gone", deleting=True)
     for state in STATES:
         add_env(conn, f"env-{state}", state)
     add_env(conn, "env-doomed", "ready", project_id="gone")
-    conn.close()
-    return path
 
 
 @pytest.fixture
-def db(template, tmp_path):
-    return Path(shutil.copy(template, tmp_path / "archon.db"))
+def db(make_db):
+    return make_db(fill=_rows, cached=True)
 
 
 def refused(path, fn, *args, match=None, **kwargs):

@@ -10,16 +10,15 @@ import pytest
 
 from console.cli.cli import main
 from tests.conftest import pin_real_clock
-from tests.test_environments_support import add_env, add_lease, add_project, dump, env_row, raw, release_lease
+from tests.environments_support import add_env, add_lease, dump, env_row, raw, release_lease
 
 
 @pytest.fixture
-def db(schema_db, monkeypatch):
+def db(make_db, monkeypatch):
     pin_real_clock(monkeypatch, "2026-11-01T09:30:00Z")
     monkeypatch.delenv("ARCHON_CONSOLE_STALE_MINUTES", raising=False)
-    path = schema_db("1.10.0")
+    path = make_db(projects=["p1"])
     conn = raw(path)
-    add_project(conn)
     for state in ("ready", "running", "stopped", "cleanup_pending"):
         add_env(conn, f"env-{state}", state)
     add_lease(conn, "env-running", "run-1")

@@ -9,7 +9,7 @@ import sqlite3
 from console.errors import Refusal
 from console.services.environment_claims import claim
 from console.services.environment_rules import claim_holder
-from tests.test_environments_support import T0, add_env, add_project, handle, raw
+from tests.environments_support import T0, add_env, add_project, handle, raw
 
 N_ENVS = 60
 WORKERS = 4

@@ -24,7 +24,7 @@ from console.services import environment_claims
 from console.services.environment_rules import (ADMITTING_STATES, ALLOWED_STATES, OPERATIONS, STATES,
                                                 claim_holder)
 from tests.conftest import make_schema
-from tests.test_environments_support import T0, add_env, add_lease, add_project, handle, raw, release_lease
+from tests.environments_support import T0, add_env, add_lease, add_project, handle, raw, release_lease
 
 ACTORS = ("alice", "bob", "carol")
 ENVS = {"e1": "ready", "e2": "cleanup_pending"}

@@ -4,7 +4,6 @@ authority is written, unless she explicitly confirms an unknown requester is not
 from __future__ import annotations
 
 import json
-import shutil
 from datetime import timedelta
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from console.errors import Refusal
 from console.services import approvals, four_eyes, identity
 from console.services.approval_queue import show_request
 from tests.conftest import make_schema
-from tests.test_approvals_helpers import NOW, add_project, add_request, connect, dump, events, status_of
+from tests.approvals_helpers import NOW, add_project, add_request, connect, dump, events, status_of
 
 # Each of these let alice approve her own request on main (f8ad3b9).
 BYPASSES = {
@@ -49,7 +48,7 @@ def confirmed(flag: bool) -> dict:
     return {"requester_unknown_ok": True} if flag else {}
 
 
-def make_db(directory: Path, authorities: dict[str, str]) -> Path:
+def authorities_db(directory: Path, authorities: dict[str, str]) -> Path:
     path = make_schema(directory / "archon.db", "1.10.0")
     conn = connect(path)
     add_project(conn, "p1")
@@ -65,17 +64,15 @@ def ids(cases):
 
 @pytest.fixture(scope="module")
 def db_template(tmp_path_factory):
-    return make_db(tmp_path_factory.mktemp("four-eyes"), {
+    return authorities_db(tmp_path_factory.mktemp("four-eyes"), {
         **ids(BYPASSES), **{f"u{i}": t for i, t in enumerate(UNKNOWN.values())},
         "ok": json.dumps({"requested_by": "bob"}),
     })
 
 
 @pytest.fixture
-def db(db_template, tmp_path):
-    path = tmp_path / "archon.db"
-    shutil.copyfile(db_template, path)
-    return path
+def db(db_template, make_db):
+    return make_db(template=db_template)
 
 
 @pytest.mark.parametrize("rid,name", [(f"r{i}", n) for i, n in enumerate(BYPASSES)])

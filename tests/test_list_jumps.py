@@ -14,14 +14,14 @@ from console.services import environment_pages as pages
 from console.services.environment_queries import list_environments
 from console.services.environment_rules import STATES
 from tests.conftest import make_schema
-from tests.test_approvals_helpers import NOW, add_request, archon_move, connect, seeded
-from tests.test_approvals_helpers import add_project as add_approval_project
-from tests.test_environments_support import T0, add_env, add_project, raw, set_claim
+from tests.approvals_helpers import NOW, add_request, archon_move, connect
+from tests.approvals_helpers import add_project as add_approval_project
+from tests.environments_support import T0, add_env, add_project, raw, set_claim
 
 
 @pytest.fixture
-def approvals_db(schema_db, tmp_path):
-    return seeded(schema_db, tmp_path=tmp_path)
+def approvals_db(db):
+    return db
 
 
 @pytest.mark.parametrize("statuses", [None, ("pending",), ("approved", "denied")])

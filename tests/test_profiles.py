@@ -9,29 +9,15 @@ import pytest
 from console.db import execution_profiles as ep
 from console.errors import DatabaseUnusable, Refusal, UsageError
 from console.services import identity, profiles
-from tests.test_environments_support import T0, add_project, dump, handle, raw
-
-DOCKER = {"provider_preference": "docker_sandbox", "eligible_workloads": ["build", "chat_build", "check"],
-          "check_template_policy": {"mode": "agent_template", "agent": "opencode"}}
-
-
-def add_revision(conn, project_id, revision, profile, *, fingerprint=None, rev_id=None):
-    rev_id = rev_id or f"{project_id}:execution-profile:r{revision}"
-    conn.execute(
-        "INSERT INTO execution_profile_revisions (id, project_id, revision, schema_version, fingerprint, profile_json, "
-        "created_at) VALUES (?, ?, ?, 3, ?, ?, ?)",
-        (rev_id, project_id, revision, fingerprint or ep.fingerprint(profile), ep.serialize(profile),
-         f"2026-10-0{revision} 12:00:00"),
-    )
-    return rev_id
+from tests.environments_support import T0, add_project, dump, handle, raw
+from tests.profiles_support import DOCKER, add_revision
 
 
 @pytest.fixture
-def db(schema_db):
+def db(make_db):
     """Revisions the console's profile algorithms reproduce (archon stores canonical JSON)."""
-    path = schema_db("1.10.0")
+    path = make_db(projects=["p1"])
     conn = raw(path)
-    add_project(conn, "p1")
     add_project(conn, "gone", deleting=True)
     add_revision(conn, "p1", 2, DOCKER)
     add_revision(conn, "gone", 2, DOCKER)

@@ -8,16 +8,15 @@ import pytest
 
 from console.cli.cli import main
 from tests.conftest import pin_real_clock
-from tests.test_environments_support import add_project, dump, raw
-from tests.test_profiles import DOCKER, add_revision
+from tests.environments_support import dump, raw
+from tests.profiles_support import DOCKER, add_revision
 
 
 @pytest.fixture
-def db(schema_db, monkeypatch):
+def db(make_db, monkeypatch):
     pin_real_clock(monkeypatch, "2026-11-01T09:30:00Z")
-    path = schema_db("1.10.0")
+    path = make_db(projects=["p1"])
     conn = raw(path)
-    add_project(conn, "p1")
     add_revision(conn, "p1", 2, DOCKER)
     conn.close()
     return path

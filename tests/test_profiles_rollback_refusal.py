@@ -5,37 +5,19 @@ archon's start-up backfills (console/db/migrations/backfills.py), run on the dat
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pytest
 
 from console.cli.cli import main
-from console.db import execution_profiles as ep
 from console.db.migrations import backfills
 from console.errors import Refusal
 from console.services import profiles
-from tests.test_environments_support import T0, add_project, dump, handle, raw
+from tests.environments_support import T0, add_project, dump, handle, raw
+from tests.profiles_support import DOCKER_REPAIRED, DOCKER_V2, FULL, NO_CHAT, POLICY_CMDS
+from tests.profiles_support import add_revision as add_dated_revision
 
-HOST_V2 = {"provider_preference": "host", "eligible_workloads": ["build", "check"]}
-DOCKER_V2 = {"provider_preference": "docker_sandbox", "eligible_workloads": ["build", "check"]}
-POLICY_CMDS = {"mode": "project_commands", "agent": None}
-AGENT = {"mode": "agent_template", "agent": "opencode"}
-# What archon 1.10.0 makes of DOCKER_V2: schema 3 (default policy), then chat_build appended.
-DOCKER_REPAIRED = {"provider_preference": "docker_sandbox", "eligible_workloads": ["build", "check", "chat_build"],
-                   "check_template_policy": POLICY_CMDS}
-NO_CHAT = {"provider_preference": "docker_sandbox", "eligible_workloads": ["build", "check"],
-           "check_template_policy": AGENT}
-FULL = {"provider_preference": "docker_sandbox", "eligible_workloads": ["build", "chat_build", "check"],
-        "check_template_policy": AGENT}
-
-
-def add_revision(conn, project_id, revision, profile, schema_version=3, rev_id=None):
-    rev_id = rev_id or f"{project_id}:execution-profile:r{revision}"
-    conn.execute(
-        "INSERT INTO execution_profile_revisions (id, project_id, revision, schema_version, fingerprint, profile_json) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        (rev_id, project_id, revision, schema_version, ep.fingerprint(profile), ep.serialize(profile)),
-    )
-    return rev_id
+add_revision = partial(add_dated_revision, dated=False)  # created_at from the database, as archon leaves it
 
 
 def archon_start(path, release="1.10.0"):
@@ -62,10 +44,9 @@ def force_active(path, revision_id, provider):
 
 
 @pytest.fixture
-def db(schema_db):
-    path = schema_db("1.10.0")
+def db(make_db):
+    path = make_db(projects=["p1"])
     conn = raw(path)
-    add_project(conn, "p1")
     add_revision(conn, "p1", 2, DOCKER_V2, schema_version=2)
     add_revision(conn, "p1", 3, NO_CHAT)
     add_revision(conn, "p1", 4, FULL)

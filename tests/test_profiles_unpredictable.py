@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from functools import partial
 
 import pytest
 
@@ -19,8 +20,11 @@ from console.db.migrations.profile_triggers import create_project_profile_trigge
 from console.errors import EXIT_UNUSABLE, DatabaseUnusable
 from console.services import profiles
 from tests.conftest import pin_real_clock
-from tests.test_environments_support import T0, add_project, dump, handle, raw
-from tests.test_profiles_rollback_refusal import DOCKER_V2, FULL, add_revision
+from tests.environments_support import T0, add_project, dump, handle, raw
+from tests.profiles_support import DOCKER_V2, FULL
+from tests.profiles_support import add_revision as add_dated_revision
+
+add_revision = partial(add_dated_revision, dated=False)  # created_at from the database, as archon leaves it
 
 SENTENCE = "so the console cannot promise what that start does with it"
 
@@ -41,10 +45,9 @@ def other_trigger_default(path):
 
 
 @pytest.fixture
-def db(schema_db):
-    path = schema_db("1.10.0")
+def db(make_db):
+    path = make_db(projects=["p1"])
     conn = raw(path)
-    add_project(conn, "p1")
     add_revision(conn, "p1", 4, FULL)  # the console predicts archon 1.10.0 keeps it
     conn.close()
     return path

@@ -8,7 +8,7 @@ import pytest
 
 from console.db.connect import open_database
 from console.services.projects import list_projects
-from tests.test_approvals_helpers import NOW, add_project, add_request, connect, dump, ts
+from tests.approvals_helpers import NOW, add_project, add_request, connect, dump, ts
 
 FINGERPRINT = "a" * 64
 

@@ -25,7 +25,7 @@ from console.errors import EXIT_UNUSABLE
 from console.services.upgrade.run import run_upgrade
 from tests import upgrade_helpers as uh
 from tests.reference import builder, compare, scenarios
-from tests.test_reference_upgrade import assert_same
+from tests.upgrade_helpers import assert_same
 
 STARTS = {
     "ref-1.8.20": scenarios.ref_1820,

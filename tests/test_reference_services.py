@@ -9,7 +9,6 @@ away, no audit event added, no state moved. Rule 2's hand-off is checked on the 
 
 from __future__ import annotations
 
-import shutil
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -109,8 +108,8 @@ def template(request, tmp_path_factory):
 
 
 @pytest.fixture
-def db(template, tmp_path):
-    return Path(shutil.copy(template, tmp_path / "archon.db"))
+def db(template, make_db):
+    return make_db(template=template)
 
 
 def write(path: Path, action) -> None:

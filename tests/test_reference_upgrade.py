@@ -16,6 +16,7 @@ import pytest
 from console.services.upgrade.run import run_upgrade
 from tests import upgrade_helpers as uh
 from tests.reference import builder, compare, rows, scenarios
+from tests.upgrade_helpers import assert_same
 
 
 
@@ -24,20 +25,6 @@ def console_upgrade(start: Path, out: Path, target: str) -> Path:
     path = Path(shutil.copy(start, out))
     run_upgrade(path, target=target, force=True, snapshot_dir=out.parent)
     return path
-
-
-def differences(console_db, archon_db) -> list[str]:
-    """Every difference, except the reference's stand-in name for archon's binding-evidence trigger
-    when the start already has the console's (a console-made start): archon would add its own there."""
-    found = (compare.schema_differences(compare.schema_of(console_db), compare.schema_of(archon_db))
-             + compare.row_differences(console_db, archon_db))
-    console_made = "trigger preserve_execution_environment_binding_evidence" in compare.schema_of(archon_db)
-    return [d for d in found if not (console_made and "archon_binding_evidence_name_unseen" in d)]
-
-
-def assert_same(console_db, archon_db, title: str) -> None:
-    found = differences(console_db, archon_db)
-    assert not found, compare.report(title, found)
 
 
 _STARTS: dict = {}

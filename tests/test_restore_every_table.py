@@ -17,7 +17,7 @@ import shutil
 import pytest
 
 from console.errors import EXIT_OK, EXIT_UNUSABLE
-from tests.test_restore_loss import LATER, _armed, _as_archon, _consume, _event, _restore
+from tests.restore_helpers import LATER, _armed, _as_archon, _consume, _event, _restore
 from tests.upgrade_helpers import connect, dump, fingerprint_dir
 
 EVIL = "\x1b[31mRED\x1b]0;title\x07\rX\nREFUSED: fake"

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 from console.errors import EXIT_OK, EXIT_UNUSABLE
-from tests.test_restore_loss import LATER, _armed, _as_archon, _event, _restore
+from tests.restore_helpers import LATER, _armed, _as_archon, _event, _restore
 from tests.upgrade_helpers import connect, db_1822, run_cli
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from console.errors import EXIT_OK, EXIT_UNUSABLE
-from tests.test_restore_loss import _armed, _as_archon, _consume, _restore
+from tests.restore_helpers import _armed, _as_archon, _consume, _restore
 from tests.upgrade_helpers import REPO, connect, run_cli
 
 BULK_ROWS = 1_200_000

@@ -19,7 +19,7 @@ from console.db import snapshot as snapshots
 from console.db.snapshot_check import SnapshotFailed, verify_copy
 from console.db import snapshot_pages
 from console.errors import DatabaseUnusable
-from tests.test_snapshot import _index_out_of_step, _page_never_used, _two_tables
+from tests.snapshot_damage import _index_out_of_step, _page_never_used, _two_tables
 from tests.upgrade_helpers import db_1822, dump, sha256
 
 AT = datetime(2026, 5, 1, 12, 0, 0, tzinfo=timezone.utc)

@@ -30,7 +30,7 @@ from console.services.doctor import run_doctor
 from console.services.upgrade.plan import plan_upgrade
 from console.services.upgrade.run import run_upgrade
 from tests.reference import builder, profiles, scenarios
-from tests.test_reference_upgrade import assert_same
+from tests.upgrade_helpers import assert_same
 from tests.upgrade_helpers import fingerprint_dir
 
 

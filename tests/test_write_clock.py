@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from console.cli.cli import main
 from console.clock import db_time, parse_time
-from tests.test_approvals_helpers import add_project, add_request, connect, events
-from tests.test_environments_support import add_env, raw
-from tests.test_profiles import DOCKER, add_revision
+from tests.approvals_helpers import add_project, add_request, connect, events
+from tests.environments_support import add_env, raw
+from tests.profiles_support import DOCKER, add_revision
 
 
 def real_now() -> datetime:
@@ -36,9 +36,9 @@ def cli(capsys, *argv):
 
 
 @pytest.fixture
-def db(schema_db, monkeypatch):
+def db(make_db, monkeypatch):
     monkeypatch.delenv("ARCHON_CONSOLE_ACTOR", raising=False)
-    path = schema_db("1.10.0")
+    path = make_db()
     conn = connect(path)
     add_project(conn, "p1")
     now = real_now()

@@ -26,9 +26,9 @@ import pytest
 
 from console.cli.parser import build_parser
 from console.cli.reference import subcommands
-from tests.test_approvals_helpers import add_request
+from tests.approvals_helpers import add_request
 from tests.tui.conftest import demo_file
-from tests.tui.test_flows import type_text, wait_until
+from tests.tui.pilot import type_text, wait_until
 
 BIN = Path(sys.executable).parent
 SCRIPT = BIN / "archon-console"
@@ -276,7 +276,7 @@ def test_every_command_runs_nothing_from_the_working_directory(planted, tmp_path
 def test_a_watch_with_a_hook_runs_nothing_from_the_working_directory(planted, tmp_path_factory):
     """`approvals watch --exec notify-hook`: the hook's program is looked up in PATH, and PATH's
     entries that name the working directory are not searched (the planted `notify-hook` stays put)."""
-    from tests.test_watch import Watch
+    from tests.watch_helpers import Watch
 
     directory, markers = planted
     db = directory / "user.db"

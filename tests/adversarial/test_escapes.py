@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from console.cli.cli import main
 from console.cli.output import SafeStream
 from tests.adversarial.hostile import HOSTILE, poison
-from tests.adversarial.tui import open_screen
+from tests.adversarial.tui import _assert_screen_clean, open_screen
 from widgets.safe_text import clean, is_clean
 
 READ_COMMANDS = [
@@ -106,20 +106,6 @@ def test_the_sanitiser_leaves_nothing_a_terminal_obeys(text):
 
 
 # --- the TUI ---------------------------------------------------------------------------------
-
-def _segments(app):
-    for strip in app.screen._compositor.render_strips():
-        for segment in strip:
-            yield segment.text
-
-
-async def _assert_screen_clean(pilot, app, where: str, seen: list[str]):
-    await pilot.pause(0.4)
-    texts = list(_segments(app))
-    bad = [t for t in texts if not is_clean(t, allow_newlines=False)]
-    assert not bad, f"{where}: {bad[:3]!r}"
-    seen.append("".join(texts))
-
 
 @pytest.mark.parametrize("read_only", [False, True])
 async def test_no_screen_shows_a_control_character(poisoned, tmp_path, make_app, read_only):

@@ -14,13 +14,20 @@ import threading
 import time
 from datetime import timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from console.cli.hooks import ENV_ID_MAX, HookPolicy, HookRunner, env_safe, hook_environment
-from tests.test_approvals_helpers import NOW, add_request, connect
-from tests.test_watch import WAIT, db, new_request, watches  # noqa: F401 (fixtures)
+from tests.approvals_helpers import NOW, add_request, connect, seed
+from tests.watch_helpers import WAIT, new_request
 from widgets.safe_text import is_clean
+
+
+@pytest.fixture
+def db(make_db):
+    """The approval tests' rows in a WAL file, as tests/test_watch.py streams them."""
+    return make_db(fill=seed, wal=True, cached=True)
 
 HOSTILE_IDS = [
     "apr-\x00nul",

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests import damage
-from tests.tui.test_flows import wait_until
+from tests.tui.pilot import wait_until
 from tests.adversarial.bounded import (
     add_endless_triggers,
     add_events,
@@ -55,10 +55,8 @@ def healthy(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def db(healthy, tmp_path) -> Path:
-    target = tmp_path / "archon.db"
-    shutil.copyfile(healthy, target)
-    return target
+def db(healthy, make_db) -> Path:
+    return make_db(template=healthy)
 
 
 def test_a_generated_column_is_never_computed(db):

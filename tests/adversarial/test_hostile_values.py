@@ -40,7 +40,7 @@ from hypothesis import strategies as st
 from console.cli.cli import main
 from tests.adversarial.json_shapes import first_pending
 from tests.adversarial.tui import open_screen
-from tests.tui.test_flows import settle
+from tests.tui.pilot import notifications, settle
 from widgets.safe_text import is_clean
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -470,7 +470,7 @@ async def _tour(app, pilot) -> list[str]:
             await _settled(app, pilot)
             _no_error_dialog(app)
         await pilot.press("escape")
-    return [str(note.message) for note in app._notifications]
+    return [str(note.message) for note in notifications(app)]
 
 
 def _no_error_dialog(app) -> None:

@@ -18,9 +18,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import shutil
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -36,10 +34,10 @@ from console.services.environment_claims import claim, release
 from console.services.environment_queries import show_environment
 from console.services.environment_rules import claim_options, held_by
 from tests.conftest import make_schema
-from tests.test_approvals_helpers import NOW, add_project, add_request, archon_move, connect, dump, events, status_of
-from tests.test_environments_support import add_env, set_claim
-from tests.test_environments_support import events as env_events
-from tests.test_profiles import DOCKER, add_revision
+from tests.approvals_helpers import NOW, add_project, add_request, archon_move, connect, dump, events, status_of
+from tests.environments_support import add_env, set_claim
+from tests.environments_support import events as env_events
+from tests.profiles_support import DOCKER, add_revision
 
 FAR = NOW + timedelta(days=36500)  # live by any clock: writes use the real one
 
@@ -54,10 +52,7 @@ def os_login() -> str:
 PREFIX_CLAIM = "console::" + "a" * 119  # 128 characters: the old prefix rule made it everyone's
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory):
-    path = make_schema(tmp_path_factory.mktemp("identity") / "archon.db", "1.10.0")
-    conn = connect(path)
+def _rows(conn) -> None:
     add_project(conn, "p1")
     add_request(conn, "mine", "p1", expires_at=FAR, authority={"requested_by": os_login()})
     add_request(conn, "cyr", "p1", expires_at=FAR, authority={"requested_by": "\u0430lice"})  # Cyrillic a
@@ -68,14 +63,11 @@ def template(tmp_path_factory):
     add_env(conn, "env-free", "ready")
     add_env(conn, "env-held", "ready")
     add_revision(conn, "p1", 2, DOCKER)
-    conn.close()
-    return path
 
 
 @pytest.fixture
-def db(template, tmp_path):
-    path = tmp_path / "archon.db"
-    shutil.copyfile(template, path)
+def db(make_db):
+    path = make_db(fill=_rows, cached=True)
     conn = connect(path)  # a fresh claim by the real clock, made by nobody's console
     set_claim(conn, "env-held", PREFIX_CLAIM, "stop", db_time(datetime.now(timezone.utc)))
     conn.close()
@@ -174,8 +166,8 @@ def test_a_128_character_console_claim_prefix_is_nobody_s_claim(db, capsys, monk
 
 async def test_the_console_refuses_the_login_s_own_request_and_archon_s_names(demo_copy, make_app):
     from console.tui.screens.approvals import ApprovalsScreen
-    from tests.tui.test_fidelity_flows import set_authority
-    from tests.tui.test_flows import db as query, ready, select, settle
+    from tests.approvals_helpers import set_authority
+    from tests.tui.pilot import db as query, ready, select, settle
 
     path = demo_copy()
     set_authority(path, "apr-00000192", json.dumps({"requested_by": os_login()}))
@@ -192,7 +184,7 @@ async def test_the_console_refuses_the_login_s_own_request_and_archon_s_names(de
 
 async def test_the_environments_screen_greys_every_claim_key_for_archon_s_names(demo_copy, make_app):
     from console.tui.screens.environments import EnvironmentsScreen
-    from tests.tui.test_flows import db as query, ready, select, settle
+    from tests.tui.pilot import db as query, ready, select, settle
 
     path = demo_copy()
     app = make_app(path, actor="\u0455ystem", start="envs")  # Cyrillic s

@@ -33,9 +33,8 @@ from console.db.connect import open_database
 from console.errors import Refusal, UsageError
 from console.services import approvals, four_eyes, identity
 from console.services.base import validate_actor
-from tests.conftest import make_schema
-from tests.test_approvals_helpers import NOW, add_project, add_request, connect, dump, events, status_of
-from tests.test_environments_support import add_env
+from tests.approvals_helpers import NOW, add_project, add_request, connect, dump, events, status_of
+from tests.environments_support import add_env
 
 FAR = NOW + timedelta(days=36500)
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,10 +59,7 @@ def as_account(monkeypatch, login: str | None, uid: int = 1001) -> None:
     monkeypatch.setattr(identity, "current", lambda: identity.OsIdentity(login, uid, real.host))
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory):
-    path = make_schema(tmp_path_factory.mktemp("kernel") / "archon.db", "1.10.0")
-    conn = connect(path)
+def _rows(conn) -> None:
     add_project(conn, "p1")
     add_request(conn, "root-req", "p1", expires_at=FAR, authority={"requested_by": "root"})
     add_request(conn, "carol-req", "p1", expires_at=FAR, authority={"requested_by": "carol"})
@@ -76,15 +72,11 @@ def template(tmp_path_factory):
         add_request(conn, f"deny{index}", "p1", expires_at=FAR, authority={"requested_by": name})
     add_request(conn, "zwsp", "p1", expires_at=FAR, authority={"requested_by" + "\u200b" * 1500: "bob"})
     add_env(conn, "env-free", "ready")
-    conn.close()
-    return path
 
 
 @pytest.fixture
-def db(template, tmp_path):
-    path = tmp_path / "archon.db"
-    shutil.copyfile(template, path)
-    return path
+def db(make_db):
+    return make_db(fill=_rows, cached=True)
 
 
 def cli(capsys, *argv: str) -> tuple[int, str]:

@@ -190,7 +190,7 @@ def test_a_latin1_stdout_gets_escapes_not_an_error(hidden_db):
 
 
 async def test_the_tui_paints_hidden_text_as_pictures(hidden_db, tmp_path, make_app):
-    from tests.adversarial.test_escapes import _assert_screen_clean
+    from tests.adversarial.tui import _assert_screen_clean
     from tests.adversarial.tui import open_screen
 
     path = tmp_path / "archon.db"
@@ -213,7 +213,7 @@ MARKS_IN_NAME = 20_000
 async def test_a_project_name_of_combining_marks_draws_at_once(demo_copy, make_app):
     """F11: 'a' + 20,000 U+0301 as a project name took the TUI about a minute to draw."""
     from console.tui.screens.approvals import ApprovalsScreen
-    from tests.tui.test_flows import wait_until
+    from tests.tui.pilot import wait_until
     from widgets.lazy_table import LazyTable
 
     path = demo_copy()
@@ -343,7 +343,7 @@ def test_the_shell_word_test_is_whole_and_ascii():
 async def test_y_refuses_an_id_with_shell_syntax_and_points_to_Y(demo_copy, make_app):
     """Finding 1: `y` copied `apr-…$(touch${IFS}/tmp/ae-pwned)`id`;x`, which ran when pasted."""
     from console.tui.screens.approvals import ApprovalsScreen
-    from tests.tui.test_flows import wait_until
+    from tests.tui.pilot import notifications, wait_until
     from widgets.lazy_table import LazyTable
 
     path = demo_copy()
@@ -353,7 +353,7 @@ async def test_y_refuses_an_id_with_shell_syntax_and_points_to_Y(demo_copy, make
         await wait_until(pilot, lambda: isinstance(app.screen, ApprovalsScreen)
                          and app.screen.query_one(LazyTable).cursor_key, timeout=20, what="a request")
         await pilot.press("y")
-        notes = lambda: [n.message for n in app._notifications]  # noqa: E731
+        notes = lambda: [n.message for n in notifications(app)]  # noqa: E731
         await wait_until(pilot, lambda: any("not copied" in m for m in notes()), what="the refusal")
         assert app.clipboard == ""
         assert any("'$'" in m and "Y copies" in m for m in notes()), notes()

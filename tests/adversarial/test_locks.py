@@ -24,7 +24,7 @@ import pytest
 from console.clock import db_time, system_clock
 from tests.adversarial import proc_locks
 from tests.adversarial.tui import open_screen
-from tests.tui.test_flows import wait_until
+from tests.tui.pilot import wait_until
 
 pytestmark = pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs Linux /proc/locks")
 

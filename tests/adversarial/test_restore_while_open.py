@@ -16,7 +16,6 @@ import stat
 import subprocess
 import sys
 import tempfile
-import textwrap
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -24,61 +23,16 @@ import pytest
 
 from console.errors import EXIT_REFUSED
 from console.services.upgrade.run import run_upgrade
+from tests.adversarial.holder import Holder, _python_for
 from tests.upgrade_helpers import db_1820, dump, fingerprint_dir, run_cli
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 OTHER_USER = "archon-adv"
 
-HOLDER = textwrap.dedent("""
-    import sqlite3, sys
-    path, how = sys.argv[1], sys.argv[2]
-    conn = sqlite3.connect(path, isolation_level=None)
-    if how == "read-transaction":
-        conn.execute("BEGIN")
-    conn.execute("SELECT count(*) FROM projects").fetchone()  # idle afterwards unless in a transaction
-    print("ready", flush=True)
-    sys.stdin.read()
-""")
-
 
 def _upgraded(directory: Path, *, wal: bool) -> tuple[Path, str]:
     path = db_1820(directory / "archon.db", wal=wal)
     return path, run_upgrade(path, force=True, now=NOW).snapshot_path
-
-
-def _python_for(user: str | None) -> str:
-    """An interpreter `user` may run (the holder needs only the standard library)."""
-    if user is None:
-        return sys.executable
-    for candidate in (os.path.realpath(sys.executable), "/usr/bin/python3", "/usr/local/bin/python3"):
-        if not os.path.exists(candidate):
-            continue
-        try:
-            probe = subprocess.run([candidate, "-I", "-c", "import sqlite3"], user=user, cwd="/",
-                                   capture_output=True, check=False)
-        except OSError:  # not executable by that user
-            continue
-        if probe.returncode == 0:
-            return candidate
-    pytest.skip(f"no Python interpreter that user {user} may run")
-
-
-class Holder:
-    """A second process that keeps the database open, as archon does."""
-
-    def __init__(self, path: Path, how: str, user: str | None = None):
-        python = _python_for(user)
-        self.proc = subprocess.Popen(
-            [python, "-I", "-c", HOLDER, str(path), how],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            user=user, cwd="/",
-        )
-        line = self.proc.stdout.readline().strip()
-        assert line == "ready", self.proc.stderr.read()
-
-    def stop(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait(timeout=10)
 
 
 def _restore(path: Path, snapshot: str, *extra: str):

@@ -10,42 +10,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from datetime import datetime, timezone
 from pathlib import Path
 
 from console.errors import EXIT_OK, EXIT_REFUSED, EXIT_UNUSABLE
 from console.services.upgrade.run import run_upgrade
-from tests.upgrade_helpers import db_1820, dump, fingerprint_dir, run_cli, sha256
-
-NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
-
-
-def _upgraded(tmp_path: Path):
-    path = db_1820(tmp_path / "archon.db")
-    before = dump(path)
-    result = run_upgrade(path, force=True, now=NOW)
-    return path, before, Path(result.snapshot_path)
-
-
-def _move(snapshot: Path, directory: Path, *, manifest: bool) -> Path:
-    directory.mkdir(exist_ok=True)
-    moved = directory / f"renamed-{snapshot.name}"
-    shutil.move(snapshot, moved)
-    if manifest:
-        shutil.move(f"{snapshot}.sha256", f"{moved}.sha256")
-    return moved
-
-
-def _tamper_one_byte(snapshot: Path) -> None:
-    """Change one letter of a row's text: still a sound SQLite file, no longer the one taken."""
-    data = bytearray(snapshot.read_bytes())
-    at = data.index(b"/srv/repo1")  # a project's repo_path (tests/reference/rows.py), not indexed
-    data[at + 1] = ord("S")
-    snapshot.write_bytes(bytes(data))
-
-
-def _restore(path: Path, snapshot: Path, *extra: str):
-    return run_cli("--db", str(path), "restore", str(snapshot), "--yes", *extra)
+from tests.adversarial.snapshot_helpers import NOW, _move, _restore, _tamper_one_byte, _upgraded
+from tests.upgrade_helpers import db_1820, dump, fingerprint_dir, sha256
 
 
 def test_the_manifest_is_written_beside_the_snapshot(tmp_path):

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from console.errors import EXIT_OK, EXIT_REFUSED, EXIT_UNUSABLE
-from tests.adversarial.test_snapshot_identity import _restore, _tamper_one_byte, _upgraded
+from tests.adversarial.snapshot_helpers import _restore, _tamper_one_byte, _upgraded
 from tests.upgrade_helpers import dump, fingerprint_dir, sha256
 
 OTHER_UID = 54321  # no account; what matters is that it is neither the operator nor root

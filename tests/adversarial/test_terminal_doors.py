@@ -26,7 +26,7 @@ from textual.color import Color
 from textual.command import CommandList
 
 from tests.adversarial.hostile import HOSTILE_ID, HOSTILE_TABLE, poison, poison_ids, poison_schema
-from tests.tui.test_flows import settle, wait_until
+from tests.tui.pilot import notifications, record_notifications, settle, wait_until
 from widgets.safe_text import is_clean
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +69,7 @@ def unsafe_left(app, where: str) -> list[str]:
               "screen.title": app.screen.title or "", "screen.sub_title": app.screen.sub_title or ""}
     bad += [f"{where}: {name} {value!r}" for name, value in titles.items()
             if not is_clean(value, allow_newlines=False)]
-    for note in app._notifications:
+    for note in notifications(app):
         for value in (note.message, note.title):
             if not is_clean(value):
                 bad.append(f"{where}: notification {value!r}")
@@ -81,7 +81,7 @@ def unsafe_left(app, where: str) -> list[str]:
 
 
 def messages(app) -> list[str]:
-    return [note.message for note in app._notifications]
+    return [note.message for note in notifications(app)]
 
 
 async def open_doctor(pilot, app):
@@ -391,6 +391,7 @@ async def test_the_console_widgets_show_a_str_as_written():
             yield DataTable(id="table")
 
     app = Probe()
+    record_notifications(app)
     async with app.run_test(size=(100, 10)) as pilot:
         table = app.query_one(DataTable)
         table.add_column("c[b]x")

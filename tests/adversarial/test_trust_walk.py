@@ -27,7 +27,7 @@ from console.db.file_trust import open_judged, untrusted_because
 from console.errors import EXIT_OK, EXIT_REFUSED, EXIT_UNUSABLE, DatabaseUnusable, Refusal
 from console.services.upgrade import restore as restore_module, restore_records
 from console.services.upgrade.run import run_upgrade
-from tests.adversarial.test_snapshot_identity import NOW, _restore, _tamper_one_byte, _upgraded
+from tests.adversarial.snapshot_helpers import NOW, _restore, _tamper_one_byte, _upgraded
 from tests.upgrade_helpers import db_1820, dump, fingerprint_dir, sha256
 
 OTHER_UID = 54321  # no account; what matters is that it is neither the operator nor root

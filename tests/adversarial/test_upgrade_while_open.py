@@ -12,32 +12,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from console.errors import EXIT_OK, EXIT_UNUSABLE
-from tests.adversarial.test_restore_while_open import HOLDER  # the same archon stand-in
+from tests.adversarial.holder import Holder  # the same archon stand-in
 from tests.upgrade_helpers import REPO, db_1820, dump, fingerprint_dir, ledger_names, run_cli
-
-
-
-class Holder:
-    """A second process that keeps the database open, as archon does."""
-
-    def __init__(self, path: Path, how: str):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-c", HOLDER, str(path), how],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/",
-        )
-        line = self.proc.stdout.readline().strip()
-        assert line == "ready", self.proc.stderr.read()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            self.proc.wait(timeout=30)
 
 
 CASES = [(False, "read-transaction"), (True, "idle"), (True, "read-transaction")]

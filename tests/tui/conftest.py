@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -29,11 +28,9 @@ def demo_file(tmp_path_factory, release: str = "current", requests: int = 200) -
 
 
 @pytest.fixture
-def demo_db(tmp_path, tmp_path_factory):
+def demo_db(make_db, tmp_path_factory):
     def factory(release: str = "current", requests: int = 200, name: str = "archon.db") -> Path:
-        target = tmp_path / name
-        shutil.copyfile(demo_file(tmp_path_factory, release, requests), target)
-        return target
+        return make_db(template=demo_file(tmp_path_factory, release, requests), name=name)
     return factory
 
 
@@ -54,7 +51,9 @@ def make_app(monkeypatch, tmp_path):
     def factory(path: Path, *, actor: str = "alice", read_only: bool = False, start: str | None = None,
                 poll_seconds: float = 0.2):
         from console.tui.app import ArchonConsole
+        from tests.tui.pilot import record_notifications
 
-        return ArchonConsole(make_ctx(path, actor=actor, read_only=read_only), start=start,
-                             poll_seconds=poll_seconds)
+        app = ArchonConsole(make_ctx(path, actor=actor, read_only=read_only), start=start, poll_seconds=poll_seconds)
+        record_notifications(app)
+        return app
     return factory

@@ -7,7 +7,7 @@ import json
 import sqlite3
 
 from console.tui.screens.approvals import ApprovalsScreen
-from tests.tui.test_flows import ready, select, wait_until
+from tests.tui.pilot import ready, select, wait_until
 
 REQUEST = "apr-00000192"
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from console.tui.attention import (Attention, NotifyConfig, load_notify_config, osc777, osc9, title_sequence,
                                wants_osc777)
 from console.tui.screens.projects import OverviewScreen
-from tests.tui.test_flows import ready, wait_until
+from tests.tui.pilot import notifications, ready, wait_until
 from widgets.safe_text import is_clean
 
 # Another process doing what archon does when an agent asks: a run, a request, its first event.
@@ -70,7 +70,7 @@ async def test_a_new_request_is_announced_on_any_screen(demo_db, make_app, quiet
         sent.clear()
         await asyncio.to_thread(ask, path, "apr-brand-new")
         await wait_until(pilot, lambda: bells, what="the bell", timeout=20)
-        toasts = [n for n in app._notifications]
+        toasts = [n for n in notifications(app)]
         assert any("apr-brand-new" in n.message and n.title == "Approval needed" for n in toasts)
         assert osc9("Approval needed: apr-brand-new in atlas-api (git_push)") in sent
         assert "\x1b]9;archon-console: Approval needed: apr-brand-new in atlas-api (git_push)\x07" in sent
@@ -92,7 +92,7 @@ async def test_several_at_once_are_one_notification(demo_db, make_app, quiet_con
         await wait_until(pilot, lambda: bells, what="the bell", timeout=20)
         await pilot.pause(0.3)
         assert bells == ["bell"]
-        message = [n for n in app._notifications if n.title == "5 approvals needed"][0].message
+        message = [n for n in notifications(app) if n.title == "5 approvals needed"][0].message
         assert "apr-x1" in message and "and 2 more" in message
 
 
@@ -112,7 +112,7 @@ async def test_quiet_keeps_only_the_title(demo_db, make_app, monkeypatch, quiet_
         await wait_until(pilot, lambda: any("pending" in s for s in sent), what="the title", timeout=20)
         await pilot.pause(0.5)
         assert bells == [] and not any(s.startswith("\x1b]9;") for s in sent)
-        assert not any(n.title == "Approval needed" for n in app._notifications)
+        assert not any(n.title == "Approval needed" for n in notifications(app))
     assert argparse  # the flag itself: tests/test_cli_reference.py keeps the README's option list honest
 
 

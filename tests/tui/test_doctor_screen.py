@@ -6,7 +6,7 @@ from console.tui.screens.approvals import ApprovalsScreen
 from console.tui.screens.doctor import DoctorScreen
 from console.tui.screens.environments import EnvironmentsScreen
 from console.tui.screens.profiles import ProfilesScreen
-from tests.tui.test_flows import settle, wait_until
+from tests.tui.pilot import settle, wait_until
 from textual.widgets import DataTable
 from widgets.lazy_table import LazyTable
 

@@ -21,7 +21,7 @@ from console.tui.screens.confirm import ActionModal, ConfirmModal
 from console.tui.screens.typed import TypedConfirmModal
 from console.tui.screens.environments import EnvironmentsScreen
 from console.services.environment_rules import lease_blocks_stop
-from tests.tui.test_flows import db, ready, select, settle, type_text, wait_until
+from tests.tui.pilot import db, ready, select, settle, type_text, wait_until
 
 
 def execute(path, sql: str) -> None:

@@ -10,7 +10,7 @@ from textual.widgets import Static
 
 from console.tui.screens.confirm import ConfirmModal
 from console.tui.screens.environments import EnvironmentsScreen
-from tests.tui.test_flows import db, field, ready, select, settle, wait_until
+from tests.tui.pilot import db, field, ready, select, settle, wait_until
 
 
 def detail_text(app) -> str:
@@ -60,7 +60,7 @@ async def test_work_placed_in_the_environment_greys_complete_and_the_detail_says
     under another project (and check runs) are only checked when completing."""
     from console.services.environment_rules import lease_blocks_stop
     from console.services.base import claim_id_for
-    from tests.test_environments_support import add_service_run, add_validation, raw, set_claim
+    from tests.environments_support import add_service_run, add_validation, raw, set_claim
 
     path = demo_db()
     conn = raw(path)

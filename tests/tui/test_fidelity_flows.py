@@ -8,21 +8,8 @@ import sqlite3
 from console.tui.screens.approvals import ApprovalsScreen
 from console.tui.screens.reason import ReasonModal
 from console.tui.screens.typed import TypedConfirmModal
-from tests.tui.test_flows import db, ready, select, settle, table, type_text, wait_until
-
-
-def set_authority(path, request_id: str, text: str) -> None:
-    """Archon's identity trigger forbids this UPDATE; lift it for the fixture only."""
-    conn = sqlite3.connect(path)
-    try:
-        name = "preserve_approval_request_identity"
-        sql = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", (name,)).fetchone()[0]
-        conn.execute(f"DROP TRIGGER {name}")
-        conn.execute("UPDATE approval_requests SET authority_json = ? WHERE id = ?", (text, request_id))
-        conn.execute(sql)
-        conn.commit()
-    finally:
-        conn.close()
+from tests.approvals_helpers import set_authority
+from tests.tui.pilot import db, ready, select, settle, table, type_text, wait_until
 
 
 async def test_unknown_requester_asks_for_a_typed_confirmation_naming_the_problem(demo_db, make_app):

@@ -9,7 +9,7 @@ import pytest
 
 from console.tui.screens.approvals import ApprovalsScreen
 from console.tui.screens.environments import EnvironmentsScreen
-from tests.tui.test_flows import db, field, ready, select, table, type_text, wait_until
+from tests.tui.pilot import db, field, notifications, ready, record_notifications, select, table, type_text, wait_until
 from widgets.lazy_table import LazyTable
 
 SIZES = [(120, 40), (80, 24)]
@@ -101,7 +101,7 @@ async def test_search_and_project_inputs_show_what_is_typed(demo_db, make_app, s
 
 
 def notes(app) -> list[str]:
-    return [str(n.message) for n in app._notifications]
+    return [str(n.message) for n in notifications(app)]
 
 
 # ---------------------------------------------------------------- 3. an unknown project in `p`
@@ -304,6 +304,7 @@ async def test_in_inspect_the_reason_is_the_support_snapshot(demo_db, make_app, 
     approved = db(path, "SELECT count(*) FROM approval_requests WHERE status='approved'")
     support = SupportInfo(Path("/srv/archon/archon.db"), path, datetime(2025, 6, 1, 11, 59, tzinfo=timezone.utc))
     app = ArchonConsole(make_ctx(path, read_only=True), support, start="approvals", poll_seconds=3600)
+    record_notifications(app)
     async with app.run_test(size=size, notifications=True) as pilot:
         await ready(pilot, app, ApprovalsScreen)
         await pilot.press("a")

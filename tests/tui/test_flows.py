@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import shlex
-import sqlite3
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -20,69 +18,7 @@ from console.tui.screens.profiles import ProfilesScreen
 from console.tui.screens.reason import ReasonModal
 from console.tui.screens.typed import TypedConfirmModal
 from console.tui.screens.upgrade import UpgradeScreen
-from widgets.lazy_table import LazyTable
-
-
-async def wait_until(pilot, predicate, timeout: float = 5.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        await pilot.pause(0.02)
-        try:
-            if predicate():
-                return
-        except Exception:
-            pass
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-async def settle(pilot, app) -> None:
-    """Everything a keypress started has finished: its messages handled, the workers they started
-    complete, and their results handled. A test that asserts "nothing happened" waits on this, not
-    on a fixed pause that a loaded machine can outlast."""
-    for _ in range(2):
-        await pilot.pause()
-        await app.workers.wait_for_complete()
-    await pilot.pause()
-
-
-def table(app) -> LazyTable:
-    return app.screen.query_one(LazyTable)
-
-
-def field(row, key: str):
-    """A field of a row or a detail, whether the screen holds a dict or a typed read model."""
-    if row is None:
-        return None
-    return row.get(key) if isinstance(row, dict) else getattr(row, key, None)
-
-
-async def ready(pilot, app, screen_cls):
-    await wait_until(pilot, lambda: isinstance(app.screen, screen_cls) and table(app).visible_loaded,
-                     what=f"{screen_cls.__name__} loaded")
-
-
-async def select(pilot, app, key: str, detail_key: str = "id"):
-    """Move the cursor to the row whose key is `key` and wait for its detail."""
-    t = table(app)
-    for _ in range(200):
-        if t.cursor_key == key:
-            break
-        await pilot.press("down")
-    assert t.cursor_key == key
-    await wait_until(pilot, lambda: field(app.screen.detail, detail_key) == key, what=f"detail of {key}")
-
-
-def db(path, sql, *params):
-    conn = sqlite3.connect(path)
-    try:
-        return conn.execute(sql, params).fetchall()
-    finally:
-        conn.close()
-
-
-async def type_text(pilot, text: str):
-    for ch in text:
-        await pilot.press("space" if ch == " " else ch)
+from tests.tui.pilot import db, notifications, ready, select, settle, table, type_text, wait_until
 
 
 # ---------------------------------------------------------------- approvals
@@ -195,7 +131,7 @@ async def test_copy_id_and_json(demo_db, make_app):
         await select(pilot, app, "apr-00000192")
         await pilot.press("y")
         assert app.clipboard == "apr-00000192"
-        assert any("OSC 52" in n.message for n in app._notifications)
+        assert any("OSC 52" in n.message for n in notifications(app))
         await pilot.press("Y")
         assert '"id": "apr-00000192"' in app.clipboard and '"action_json": {' in app.clipboard
 

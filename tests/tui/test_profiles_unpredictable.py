@@ -9,7 +9,7 @@ from console.db import execution_profiles as ep
 from console.db.connect import open_database
 from console.tui.screens.reason import ReasonModal
 from console.services import profiles
-from tests.tui.test_flows import db, ready, table, wait_until
+from tests.tui.pilot import db, ready, table, wait_until
 
 SENTENCE = "so the console cannot promise what that start does with it"
 

@@ -23,7 +23,7 @@ from console.tui.screens.approvals import ApprovalsScreen
 from console.tui.screens.environments import EnvironmentsScreen
 from console.tui.screens.projects import OverviewScreen
 from tests.tui.conftest import NOW_TEXT
-from tests.tui.test_flows import ready
+from tests.tui.pilot import ready
 
 _STEP = re.compile(r"^SCAN (?P<name>\S+)(?P<rest>.*)$")
 _BUILT = re.compile(r"^(?:CO-ROUTINE|MATERIALIZE) (?P<name>.+)$")

@@ -6,7 +6,7 @@ import json
 import sqlite3
 
 from console.tui.screens.upgrade import UpgradeScreen
-from tests.tui.test_flows import settle, wait_until
+from tests.tui.pilot import settle, wait_until
 
 
 def _contradict(path) -> str:

@@ -27,7 +27,7 @@ from console.tui.screens.reason import ReasonModal
 from console.tui.screens.registry import SCREENS
 from console.tui.screens.typed import TypedConfirmModal
 from console.tui.screens.upgrade import UpgradeScreen
-from tests.tui.test_flows import db, ready, table, type_text, wait_until
+from tests.tui.pilot import db, notifications, ready, table, type_text, wait_until
 
 ARGUMENTS = {"project": "atlas-api"}  # screens that need one to open
 
@@ -67,7 +67,7 @@ async def _approvable(pilot, app) -> str:
 
 
 def _notified(app, text: str) -> bool:
-    return any(text in str(n.message) for n in app._notifications)
+    return any(text in str(n.message) for n in notifications(app))
 
 
 async def test_no_write_while_the_upgrade_runs_and_writes_come_back_after(demo_db, make_app, monkeypatch):

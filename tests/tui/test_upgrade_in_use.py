@@ -14,8 +14,8 @@ import pytest
 from console.db import execution_profiles as profiles
 from console.tui.screens.typed import TypedConfirmModal
 from console.tui.screens.upgrade import UpgradeScreen
-from tests.adversarial.test_upgrade_while_open import Holder
-from tests.tui.test_flows import settle, type_text, wait_until
+from tests.adversarial.holder import Holder
+from tests.tui.pilot import settle, type_text, wait_until
 
 
 def _wal(path) -> None:

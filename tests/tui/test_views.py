@@ -13,7 +13,7 @@ from console.errors import UsageError
 from console.tui.screens.approvals import ApprovalsScreen
 from console.tui.screens.environments import EnvironmentsScreen
 from console.tui.screens.projects import OverviewScreen
-from tests.tui.test_flows import ready, table, wait_until
+from tests.tui.pilot import notifications, ready, table, wait_until
 
 
 @pytest.fixture
@@ -84,7 +84,7 @@ async def test_envs_views_and_a_vanished_project(demo_db, make_app, views_file):
         app.navigate("view", "gone")
         await ready(pilot, app, ApprovalsScreen)
         assert app.screen.filters.project is None
-        assert any("not in this database" in n.message for n in app._notifications)
+        assert any("not in this database" in n.message for n in notifications(app))
         app.navigate("envs", "state=ready claimed=no")
         await ready(pilot, app, EnvironmentsScreen)
         assert app.screen.state == "ready"
@@ -94,7 +94,7 @@ async def test_envs_views_and_a_vanished_project(demo_db, make_app, views_file):
         app.navigate("approvals", "colour=red")
         await pilot.pause(0.1)
         assert isinstance(app.screen, EnvironmentsScreen)  # a wrong expression opens nothing
-        assert any("has no filter 'colour'" in n.message for n in app._notifications)
+        assert any("has no filter 'colour'" in n.message for n in notifications(app))
 
 
 async def test_palette_lists_saved_views(demo_db, make_app, views_file):

@@ -5,28 +5,21 @@ No tests here; the environment test modules import these helpers.
 
 from __future__ import annotations
 
+import os
 import sqlite3
-from datetime import datetime, timezone
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from console.clock import db_time
 from console.db.connect import open_database
+from tests.conftest import add_project  # noqa: F401 (the environment tests' projects: tests/conftest.py)
+from tests.conftest import connect as raw
 
 FP = "a" * 64
 T0 = datetime(2026, 11, 1, 9, 30, tzinfo=timezone.utc)
-
-
-def raw(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA foreign_keys = ON")
-    return conn
-
-
-def add_project(conn, project_id: str = "p1", *, deleting: bool = False) -> None:
-    conn.execute(
-        "INSERT INTO projects (id, name, repo_path, deletion_started_at) VALUES (?, ?, ?, ?)",
-        (project_id, project_id.upper(), f"/repo/{project_id}", "2026-10-31 08:00:00" if deleting else None),
-    )
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def add_env(conn, env_id: str, state: str = "ready", project_id: str = "p1", **columns) -> None:
@@ -145,3 +138,15 @@ def events(path: Path, env_id: str) -> list[dict]:
 
 def handle(path: Path, *, read_only: bool = False):
     return open_database(path, read_only=read_only)
+
+
+def console(db: Path, *argv: str) -> subprocess.CompletedProcess:
+    """`archon-console ARGV --db DB` in its own process (writes use the real clock)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ARCHON_CONSOLE_STALE_MINUTES", "ARCHON_CONSOLE_NOW", "ARCHON_DB_PATH", "ARCHON_CONSOLE_ACTOR")}
+    return subprocess.run([sys.executable, "-m", "console", *argv, "--db", str(db), "--as", "alice"],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+
+
+def ago(minutes: float) -> str:
+    return db_time(datetime.now(timezone.utc) - timedelta(minutes=minutes))

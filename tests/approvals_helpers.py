@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-import tempfile
 import sqlite3
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+
+from tests.conftest import add_project as shared_add_project
+from tests.conftest import connect
 
 NOW = datetime(2026, 11, 1, 9, 30, tzinfo=timezone.utc)
 
@@ -22,21 +23,9 @@ def ts(at: datetime) -> str:
     return at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA foreign_keys = ON")
-    conn.execute("PRAGMA busy_timeout = 10000")
-    return conn
-
-
 def add_project(conn: sqlite3.Connection, project_id: str, name: str | None = None, *, deleting: str | None = None) -> None:
-    conn.execute(
-        "INSERT INTO projects (id, name, repo_path) VALUES (?, ?, ?)",
-        (project_id, name or project_id, f"/srv/{project_id}"),
-    )
-    if deleting:
-        conn.execute("UPDATE projects SET deletion_started_at = ? WHERE id = ?", (deleting, project_id))
+    """Approval tests' projects are named by their id and live under /srv (tests/conftest.py `add_project`)."""
+    shared_add_project(conn, project_id, name or project_id, repo=f"/srv/{project_id}", deleting=deleting)
 
 
 def add_request(
@@ -132,32 +121,10 @@ def events(path: Path, request_id: str) -> list[sqlite3.Row]:
         conn.close()
 
 
-_SEEDED: dict[tuple[str, bool], Path] = {}
-
-
-def seeded(make, release: str = "1.10.0", *, wal: bool = False, name: str = "archon.db", tmp_path: Path | None = None) -> Path:
-    """A database with projects p1 ('Payments') and p2 ('Web'), and requests:
-    apr-1..apr-3 pending in p1 (apr-3 requested by carol), apr-4 pending in p2, apr-5 approved by
-    bob, apr-6 denied by carol, apr-7 pending but overdue.
-
-    Built once per test process with `make` (conftest's `schema_db`, archon's exact triggers);
-    later calls that pass `tmp_path` get a byte copy of it, which is much faster than replaying
-    the schema history for every test.
-    """
-    cached = _SEEDED.get((release, wal))
-    if cached is not None and tmp_path is not None:
-        target = Path(tmp_path) / name
-        shutil.copyfile(cached, target)
-        return target
-    path = _seed(make(release, name=name, wal=wal))
-    cache = Path(tempfile.mkdtemp(prefix="seeded-approvals-")) / f"{release}-{int(wal)}.db"
-    shutil.copyfile(path, cache)
-    _SEEDED[(release, wal)] = cache
-    return path
-
-
-def _seed(path: Path) -> Path:
-    conn = connect(path)
+def seed(conn: sqlite3.Connection) -> None:
+    """The rows of conftest's `db`: projects p1 ('Payments') and p2 ('Web'), and requests apr-1..apr-3
+    pending in p1 (apr-3 requested by carol), apr-4 pending in p2, apr-5 approved by bob, apr-6 denied
+    by carol, apr-7 pending but overdue; use it as `make_db(fill=seed, cached=True)`."""
     add_project(conn, "p1", "Payments")
     add_project(conn, "p2", "Web")
     add_request(conn, "apr-1", "p1", expires_at=NOW + timedelta(minutes=12))
@@ -170,5 +137,25 @@ def _seed(path: Path) -> Path:
     add_request(conn, "apr-6", "p2", expires_at=NOW + timedelta(hours=5))
     archon_move(conn, "apr-6", "denied", actor="carol", reason="not now")
     add_request(conn, "apr-7", "p1", expires_at=NOW - timedelta(minutes=3))
+
+
+def live_request(path) -> str:
+    """A request pending by the real clock: a subprocess writes with the real clock (console/clock.py)."""
+    conn = connect(path)
+    add_request(conn, "apr-live", "p1", expires_at=datetime(2099, 1, 1, tzinfo=timezone.utc))
     conn.close()
-    return path
+    return "apr-live"
+
+
+def set_authority(path, request_id: str, text: str) -> None:
+    """Archon's identity trigger forbids this UPDATE; lift it for the fixture only."""
+    conn = sqlite3.connect(path)
+    try:
+        name = "preserve_approval_request_identity"
+        sql = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", (name,)).fetchone()[0]
+        conn.execute(f"DROP TRIGGER {name}")
+        conn.execute("UPDATE approval_requests SET authority_json = ? WHERE id = ?", (text, request_id))
+        conn.execute(sql)
+        conn.commit()
+    finally:
+        conn.close()
