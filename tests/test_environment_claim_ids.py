@@ -30,6 +30,8 @@ from console.services.base import CONSOLE_CLAIM_ID, claim_id_for, validate_actor
 from console.services.environment_rules import console_made
 from tests.test_environments_support import add_env, add_project, dump, env_row, raw, set_claim
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

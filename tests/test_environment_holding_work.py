@@ -25,6 +25,8 @@ from tests.test_environments_support import (
     set_cleanup_claim,
 )
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def db(schema_db) -> Path:

@@ -6,9 +6,13 @@ import multiprocessing
 import random
 import sqlite3
 
+import pytest
+
 from console.errors import Refusal
 from console.services import environments as envs
 from tests.test_environments_support import T0, add_env, add_project, handle, raw
+
+pytestmark = pytest.mark.slow
 
 N_ENVS = 60
 WORKERS = 4

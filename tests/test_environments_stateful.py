@@ -24,6 +24,8 @@ from console.services import environments as envs
 from tests.conftest import make_schema
 from tests.test_environments_support import T0, add_env, add_lease, add_project, handle, raw, release_lease
 
+pytestmark = pytest.mark.slow
+
 ACTORS = ("alice", "bob", "carol")
 ENVS = {"e1": "ready", "e2": "cleanup_pending"}
 STALE = timedelta(minutes=15)

@@ -23,6 +23,8 @@ from console.errors import EXIT_OK, EXIT_UNUSABLE
 from console.services.upgrade import run_upgrade
 from tests.upgrade_helpers import FP, T0, connect, db_1822, dump, fingerprint_dir, run_cli
 
+pytestmark = pytest.mark.slow
+
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 LATER = "2026-05-01 12:30:00"
 REQUESTS = [f"apr-{i}" for i in range(6)]  # pending when the snapshot is taken, but apr-0: approved

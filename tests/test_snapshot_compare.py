@@ -148,6 +148,7 @@ def test_a_backup_api_copy_is_quick_checked_itself(wal_source, monkeypatch):
     assert len(calls) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("full_check", [False, True])
 def test_the_upgrade_runs_integrity_check_only_with_full_check(tmp_path, monkeypatch, full_check):
     from console.services.upgrade import run_upgrade

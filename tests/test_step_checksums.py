@@ -149,6 +149,7 @@ def _as_written_by_0_1_0(path, tool_version="0.1.0"):
     _as_written_with(path, CHECKSUMS_0_1_0, tool_version)
 
 
+@pytest.mark.slow
 def test_a_ledger_written_by_0_1_0_is_accepted(tmp_path, capsys):
     path = db_1820(tmp_path / "archon.db")
     run_upgrade(path, target="1.8.22", force=True)
@@ -250,6 +251,7 @@ def _as_written_by_main_before_0_2_0(path, tool_version="0.1.0"):
     _as_written_with(path, CHECKSUMS_0_1_0_PACKAGE, tool_version)
 
 
+@pytest.mark.slow
 def test_a_ledger_written_before_the_profile_algorithms_were_covered_is_accepted(tmp_path):
     from console.db.migrations.legacy_checksums import CHECKSUMS_0_1_0_PACKAGE
 

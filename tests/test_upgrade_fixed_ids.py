@@ -24,6 +24,8 @@ from console.errors import EXIT_OK, EXIT_UNUSABLE, DatabaseUnusable
 from console.services.upgrade import plan_upgrade, run_upgrade
 from tests.upgrade_helpers import LEGACY_PROFILE, db_1822, fingerprint_dir, run_cli
 
+pytestmark = pytest.mark.slow
+
 
 def _schema_and_rows(path: Path) -> tuple[list, list[str]]:
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)

@@ -157,6 +157,7 @@ def _alarm(signum, frame):
     raise _Timeout()
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(command=st.sampled_from(COMMANDS), extra=st.lists(st.one_of(st.sampled_from(OPTIONS), VALUES), max_size=5))
 def test_any_command_line_ends_with_a_known_exit_code_and_no_traceback(demo_copy, capsys, command, extra):

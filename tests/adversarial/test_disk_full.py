@@ -49,6 +49,7 @@ def test_inspect_keep_snapshot_on_a_full_disk(demo_copy, disk, monkeypatch, caps
     assert len(disk.entries()) == 1 and disk.entries()[0].startswith("archon.support-")
 
 
+@pytest.mark.slow
 def test_upgrade_snapshot_on_a_full_disk(demo_copy, disk, monkeypatch, capsys):
     db = demo_copy("1.8.20")
     before = db.read_bytes()

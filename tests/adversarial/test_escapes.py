@@ -121,6 +121,7 @@ async def _assert_screen_clean(pilot, app, where: str, seen: list[str]):
     seen.append("".join(texts))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("read_only", [False, True])
 async def test_no_screen_shows_a_control_character(poisoned, tmp_path, make_app, read_only):
     from console.tui.screens.approvals import ApprovalsScreen

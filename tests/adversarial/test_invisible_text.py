@@ -163,6 +163,7 @@ def _commands(path) -> list[list[str]]:
     return out
 
 
+@pytest.mark.slow
 def test_no_cli_output_carries_hidden_text(hidden_db, tmp_path, capsys):
     seen = ""
     for argv in _commands(hidden_db):
@@ -181,6 +182,7 @@ def test_no_cli_output_carries_hidden_text(hidden_db, tmp_path, capsys):
     assert "\\u200b" in seen and "\\ud800" in seen
 
 
+@pytest.mark.slow
 def test_a_latin1_stdout_gets_escapes_not_an_error(hidden_db):
     for argv in (["approvals", "list"], ["approvals", "list", "--json"], ["audit", "--format", "text"]):
         result = console("--db", str(hidden_db), *argv, env={"PYTHONIOENCODING": "latin-1"}, timeout=60)
@@ -189,6 +191,7 @@ def test_a_latin1_stdout_gets_escapes_not_an_error(hidden_db):
         assert "\\u27e8" in result.stdout or "\\u200b" in result.stdout
 
 
+@pytest.mark.slow
 async def test_the_tui_paints_hidden_text_as_pictures(hidden_db, tmp_path, make_app):
     from tests.adversarial.test_escapes import _assert_screen_clean
     from tests.adversarial.tui import open_screen

@@ -96,6 +96,7 @@ def members(path) -> dict[str, bytes]:
         return {name: archive.read(name) for name in archive.namelist()}
 
 
+@pytest.mark.slow
 def test_no_original_value_key_or_id_part_in_any_spelling(tmp_path, demo_copy):
     db = demo_copy()
     (tmp_path / "secrets").mkdir()
@@ -242,6 +243,7 @@ ID_SHAPES = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(value=ID_SHAPES)
 def test_id_shaped_values_are_replaced_in_every_free_column_and_json_key(value):
@@ -313,6 +315,7 @@ def _plant(db) -> None:
     conn.close()
 
 
+@pytest.mark.slow
 def test_id_shaped_secrets_in_every_column_leave_no_trace_in_any_member(tmp_path, demo_copy):
     (tmp_path / "secrets").mkdir()
     for source in (demo_copy(), damage.with_secrets(tmp_path / "secrets" / "archon.db")):
@@ -417,6 +420,7 @@ def test_secrets_in_schema_positions_leave_no_trace_in_any_member(tmp_path, demo
     assert any(re.fullmatch(r"projects\.column-\d+", f) for f in fields)
 
 
+@pytest.mark.slow
 @settings(max_examples=4, deadline=None)
 @given(tag=st.text(alphabet="abcXYZ019 \"'-_]`;\n", min_size=3, max_size=8))
 def test_schema_secrets_with_hostile_characters_are_replaced(tmp_path_factory, tag):

@@ -13,9 +13,13 @@ import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+
 from console.errors import EXIT_OK, EXIT_REFUSED, EXIT_UNUSABLE
 from console.services.upgrade import run_upgrade
 from tests.upgrade_helpers import db_1820, dump, fingerprint_dir, run_cli, sha256
+
+pytestmark = pytest.mark.slow
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 

@@ -21,6 +21,8 @@ from console.errors import EXIT_OK, EXIT_UNUSABLE
 from tests.adversarial.test_restore_while_open import HOLDER  # the same archon stand-in
 from tests.upgrade_helpers import REPO, db_1820, dump, fingerprint_dir, ledger_names, run_cli
 
+pytestmark = pytest.mark.slow
+
 
 
 class Holder:

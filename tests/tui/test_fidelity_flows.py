@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import pytest
+
 from console.tui.screens.approvals import ApprovalsScreen
 from console.tui.screens.reason import ReasonModal
 from console.tui.screens.typed import TypedConfirmModal
 from tests.tui.test_flows import db, ready, select, settle, table, type_text, wait_until
+
+pytestmark = pytest.mark.slow
 
 
 def set_authority(path, request_id: str, text: str) -> None:

@@ -22,6 +22,8 @@ from console.tui.screens.typed import TypedConfirmModal
 from console.tui.screens.upgrade import UpgradeScreen
 from widgets.lazy_table import LazyTable
 
+pytestmark = pytest.mark.slow
+
 
 async def wait_until(pilot, predicate, timeout: float = 5.0, what: str = "condition"):
     deadline = time.monotonic() + timeout
