@@ -213,6 +213,7 @@ async def test_the_tui_paints_hidden_text_as_pictures(hidden_db, tmp_path, make_
 MARKS_IN_NAME = 20_000
 
 
+@pytest.mark.slow
 async def test_a_project_name_of_combining_marks_draws_at_once(demo_copy, make_app):
     """F11: 'a' + 20,000 U+0301 as a project name took the TUI about a minute to draw."""
     from console.tui.screens.approvals import ApprovalsScreen
@@ -343,6 +344,7 @@ def test_the_shell_word_test_is_whole_and_ascii():
     assert is_shell_word("apr-1")
 
 
+@pytest.mark.slow
 async def test_y_refuses_an_id_with_shell_syntax_and_points_to_Y(demo_copy, make_app):
     """Finding 1: `y` copied `apr-…$(touch${IFS}/tmp/ae-pwned)`id`;x`, which ran when pasted."""
     from console.tui.screens.approvals import ApprovalsScreen
