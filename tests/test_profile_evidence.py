@@ -118,6 +118,7 @@ def test_each_kind_of_contradiction_is_named(demos, tmp_path):
     assert evidence.contradicted_rows == [first, second, "create_project_execution_profile"]
 
 
+@pytest.mark.slow
 def test_console_upgraded_demo_keeps_only_archons_evidence(demos, tmp_path):
     """Issue 18, finding 5: after the console's own upgrade, its backfilled revisions, events and the
     trigger it rebuilt are not evidence; archon's own schema-2 revisions still are, for schema 2 only."""

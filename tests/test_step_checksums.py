@@ -270,6 +270,7 @@ def test_a_ledger_written_before_the_profile_algorithms_were_covered_is_accepted
     assert result.release_after == "1.10.0" and len(result.applied) == 10
 
 
+@pytest.mark.slow
 def test_those_checksums_are_refused_in_a_row_the_current_version_wrote(tmp_path, capsys):
     from console import __version__
 

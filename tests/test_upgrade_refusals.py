@@ -153,6 +153,7 @@ def test_adoption_without_force_prints_the_plan_and_writes_nothing(tmp_path, cap
     assert fingerprint_dir(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_destructive_step_on_a_versioned_database_needs_force(tmp_path, capsys):
     path = _versioned(tmp_path, target="1.8.20")
     _refused(tmp_path, capsys, path, [], EXIT_REFUSED, "009-build-sequence-incomplete-sweep is historical-destructive")

@@ -238,6 +238,7 @@ def test_1d_unknown_provider_direct_to_1_10_0_runs_on_the_host_as_archon_does(tm
     assert_same(ours, theirs, "1d: unknown provider, 1.8.20 -> 1.10.0 directly")
 
 
+@pytest.mark.slow
 def test_1d_unknown_provider_to_1_8_22_runs_on_the_host_as_archon_does(tmp_path):
     start = _unknown_provider(scenarios.ref_1820(tmp_path / "start.db"))
     theirs = scenarios.archon_upgrade(start, tmp_path / "archon.db", "1.8.20", "1.8.22")

@@ -275,6 +275,7 @@ def test_every_command_runs_nothing_from_the_working_directory(planted, tmp_path
     assert [r for r in ran if r[1] not in (0, 1)] == []
 
 
+@pytest.mark.slow
 def test_a_watch_with_a_hook_runs_nothing_from_the_working_directory(planted, tmp_path_factory):
     """`approvals watch --exec notify-hook`: the hook's program is looked up in PATH, and PATH's
     entries that name the working directory are not searched (the planted `notify-hook` stays put)."""

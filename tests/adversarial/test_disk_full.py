@@ -174,6 +174,7 @@ def _as_unprivileged_user() -> list[str]:
     pytest.skip("no Python interpreter that the user nobody can run imports this package")
 
 
+@pytest.mark.slow
 def test_writing_a_wal_database_in_a_0555_directory_as_its_owner():
     """The reported case: a non-root owner, a 0555 directory, no -wal/-shm (archon stopped)."""
     import shutil

@@ -170,6 +170,7 @@ def _name(signum: int) -> str:
         return f"SIG{signum}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM, signal.SIGVTALRM,
                                     signal.SIGPROF, signal.SIGXCPU, signal.SIGQUIT, signal.SIGIO,
                                     signal.SIGPWR, signal.SIGRTMIN], ids=_name)

@@ -287,6 +287,7 @@ def test_no_spelling_of_the_requester_approves_and_other_names_still_can(shared,
         assert _approve(shared, requester=variant, actor=other) == "approved", (base, variant)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(data=st.data(), word=st.sampled_from(["archon", "system", "console", "archon-", "archon_", "archon "]),
        suffix=st.text(alphabet="abcxyz-", max_size=6))

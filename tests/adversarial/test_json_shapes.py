@@ -171,6 +171,7 @@ def test_approving_a_deep_request_fails_closed(deep_db, capsys):
     assert "[[[" not in err
 
 
+@pytest.mark.slow
 def test_a_deep_authority_that_names_the_approver_is_refused_even_when_confirmed(demo_copy, capsys):
     """Unreadable is uncertain, and an uncertain authority that mentions the approver anywhere (here
     10,000 levels down) is refused outright: the confirmation cannot override it."""

@@ -116,6 +116,7 @@ def test_no_original_value_key_or_id_part_in_any_spelling(tmp_path, demo_copy):
             assert all(info.comment == b"" for info in archive.infolist())
 
 
+@pytest.mark.slow
 def test_demo_project_ids_and_claims_are_gone(tmp_path, demo_copy):
     db = demo_copy()
     out = tmp_path / "out" / "b.zip"
@@ -496,6 +497,7 @@ def _audit(capsys, db, *extra) -> bytes:
     return out.encode()
 
 
+@pytest.mark.slow
 def test_every_field_of_every_audit_format_passes_the_redactor(capsys, demo_copy):
     db = demo_copy()
     secrets = _plant_audit_secrets(db)
@@ -526,6 +528,7 @@ def test_audit_fields_come_from_a_column_unless_they_are_the_consoles_constants(
             assert origin is not None or expression in ("NULL", "rowid", f"'{kind}'"), (kind, expression)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("release", ["1.8.20", "1.8.22", "current"])
 def test_a_column_added_to_every_archon_table_keeps_the_report_but_not_its_name(tmp_path, demo_copy, release):
     """Each archon table rebuilt from the DDL it extends: the same release is detected and every

@@ -122,6 +122,7 @@ def test_upgrade_snapshot_takes_another_name_beside_planted_links(shared, victim
     assert victim()
 
 
+@pytest.mark.slow
 def test_restore_keeps_the_replaced_file_under_another_name(shared, victim):
     db = db_1820(shared / "archon.db")
     result = run_upgrade(db, force=True, now=NOW)
