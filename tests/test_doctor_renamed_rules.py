@@ -79,6 +79,7 @@ def test_every_reconstructed_rule_has_an_identity_beyond_its_name(built):
         conn.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "name"), RULES, ids=[n for _t, n in RULES])
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(new_name=NAMES)
@@ -195,6 +196,7 @@ def _rewritten(sql: str, random) -> str:
     return "".join(out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "name"), TRIGGERS, ids=[n for _t, n in TRIGGERS])
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32))

@@ -17,6 +17,7 @@ from tests.upgrade_helpers import db_1822, dump, sha256
 AT = datetime(2026, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wal", [False, True])
 @pytest.mark.parametrize("check_workers", [1, 2])
 def test_snapshot_is_verified_single_file_copy(tmp_path, wal, check_workers):

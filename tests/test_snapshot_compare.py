@@ -92,6 +92,7 @@ WHERE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", list(WHERE), ids=list(WHERE))
 @pytest.mark.parametrize("wal", [False, True], ids=["block-copy", "backup-api"])
 def test_a_copy_one_byte_off_is_refused(tmp_path, monkeypatch, request, where, wal):

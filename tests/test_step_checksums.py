@@ -215,6 +215,7 @@ def test_the_profile_algorithms_are_inside_the_profile_steps_checksums(monkeypat
     assert base.step_checksum(module) != before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", STEP_MODULE_NAMES)
 def test_every_project_module_a_step_imports_at_any_depth_is_in_its_sources(step):
     """Checked independently of the AST walk: a fresh interpreter imports the step and lists every

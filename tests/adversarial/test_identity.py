@@ -131,6 +131,7 @@ COMMANDS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 @pytest.mark.parametrize("name", RESERVED)
 def test_archon_s_own_names_are_refused_for_every_human_action(db, capsys, monkeypatch, command, name):

@@ -176,6 +176,7 @@ def test_other_objects_and_keys_are_replaced_and_archons_kept(tmp_path):
     assert counts["approval_requests"] >= 2 and any(k.startswith("table-") and v == 1 for k, v in counts.items())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("finding_id", sorted(damage.ANOMALIES))
 def test_every_kind_of_damage_is_reported_alike_when_redacted(tmp_path, finding_id):
     """Each anomaly doctor knows gives the same finding on the redacted copy, with the same words."""
