@@ -1,11 +1,12 @@
 # The two commands of the README: `make demo` and `make test`. Each creates .venv when missing.
+# `make test-fast` is the loop to run while working: every test not marked `slow` (docs/architecture.md, "Two test commands").
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_DB ?= demo/archon-demo.db
 
-.PHONY: demo test bench screenshots reference install clean
+.PHONY: demo test test-fast bench screenshots reference install clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -22,9 +23,17 @@ demo: $(STAMP)
 	$(BIN)/archon-console demo $(DEMO_DB) --overwrite --seed 7
 	$(BIN)/archon-console --db $(DEMO_DB)
 
+# PYTHONDONTWRITEBYTECODE (set by some shells and containers) is emptied for the tests: without
+# __pycache__ every worker compiles and assertion-rewrites every test module again (about 5 s of CPU
+# each) and every console process the tests start compiles the console again.
 test: $(STAMP)
 	$(BIN)/lint-imports --no-logo
-	$(BIN)/python -m pytest -n 2 -q
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 2 -q
+
+# No separate lint-imports: tests/test_layers.py::test_import_contracts_hold (a fast test) runs it.
+# The five slowest fast tests over 1 s are listed at the end: one that stays there belongs in `slow`.
+test-fast: $(STAMP)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 2 -q -m "not slow" --durations=5 --durations-min=1
 
 bench: $(STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)

@@ -14,6 +14,8 @@ import pytest
 
 from tests.approvals_helpers import NOW, add_project, add_request, connect
 
+pytestmark = pytest.mark.slow
+
 REQUESTS = 500
 WORKERS = 4
 

@@ -98,6 +98,7 @@ def test_revoke_of_a_pending_request_is_refused_with_a_hint_to_deny(db):
     assert "still pending" in err.reason and "deny" in err.hint
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("status", ["denied", "cancelled", "expired", "invalidated", "consumed"])
 @pytest.mark.parametrize("decision", ["approve", "deny", "revoke"])
 def test_terminal_statuses_refuse_every_decision_and_name_who(schema_db, status, decision):

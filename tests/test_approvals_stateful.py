@@ -12,6 +12,7 @@ import tempfile
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -23,6 +24,8 @@ from console.services.approval_expiry import expire_overdue
 from console.services.approval_transitions import SYSTEM_ACTOR, DecisionRefused
 from tests.conftest import make_schema
 from tests.approvals_helpers import NOW, add_project, add_request, connect
+
+pytestmark = pytest.mark.slow
 
 ACTORS = ("alice", "bob", "carol")
 REQUESTS = {  # id -> (minutes until expiry, requester)

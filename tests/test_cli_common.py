@@ -85,6 +85,7 @@ def test_cli_commands_do_not_import_textual(db):
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow
 def test_exit_codes_from_a_real_process(db):
     live = live_request(db)
 

@@ -66,6 +66,7 @@ def _bash_complete(line: str, db: Path) -> list[str]:
     return [w for w in done.stdout.splitlines() if w]
 
 
+@pytest.mark.slow
 def test_the_bash_script_completes_through_the_real_command(demo):
     assert _bash_complete("archon-console envs cl", demo) == ["claim"]
     # bash splits words at ':', so only the part after the last ':' is replaced

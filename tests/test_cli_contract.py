@@ -86,6 +86,7 @@ def test_version_without_json_does_not_import_the_registry():
 
 # --- 13: names work where ids do ------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_profiles_list_takes_a_project_name(demo, capsys):
     code, out, _ = run(capsys, "--db", demo, "--json", "profiles", "list", "atlas-api")
     assert code == 0 and {r["project_id"] for r in json.loads(out)} == {"prj-atlas-api"}
@@ -152,6 +153,7 @@ def test_the_console_resolves_project_names_with_the_same_resolver(demo):
 
 # --- 14: exit codes ---------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_overdue_approval_exits_1_and_says_what_it_wrote(db, capsys):
     code, out, _ = run(capsys, "--db", db, "--json", "--as", "dave", "approvals", "approve", "apr-7", "apr-6")
     results = {r["id"]: r for r in json.loads(out)}

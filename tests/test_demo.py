@@ -86,6 +86,7 @@ def test_no_wall_clock_time_leaks_in(demo):
 
 # --- determinism and refusal -------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_same_seed_and_clock_give_the_same_file(tmp_path):
     a, b, c = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "c.db"
     generate(a, now=NOW, requests=300)
@@ -96,6 +97,7 @@ def test_same_seed_and_clock_give_the_same_file(tmp_path):
     assert dump(a) != dump(c)
 
 
+@pytest.mark.slow
 def test_frozen_environment_clock_is_the_default(tmp_path, monkeypatch):
     monkeypatch.setenv("ARCHON_CONSOLE_NOW", NOW)
     summary = generate(tmp_path / "env.db", requests=30)
@@ -349,6 +351,7 @@ def test_small_request_counts(tmp_path, count):
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
 
 
+@pytest.mark.slow
 def test_moderate_size(tmp_path):
     path = tmp_path / "moderate.db"
     seen = []
@@ -393,6 +396,7 @@ def test_replaying_the_release_steps_changes_nothing(tmp_path, release, seed):
     assert after == before
 
 
+@pytest.mark.slow
 def test_a_failed_run_leaves_nothing_behind(tmp_path, monkeypatch):
     """Written under a temporary name and renamed at the end: a failure mid-way, even with
     --overwrite, leaves the directory as it was."""

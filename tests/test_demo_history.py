@@ -50,6 +50,7 @@ def one(conn, sql, params=()):
     return conn.execute(sql, params).fetchone()[0]
 
 
+@pytest.mark.slow
 def test_is_an_unversioned_1820_database(scaled):
     path, summary = scaled[SMALL]
     conn = connect(path)
@@ -182,6 +183,7 @@ def test_deterministic_for_a_seed(tmp_path):
     assert dump(paths[0]) != dump(paths[2])
 
 
+@pytest.mark.slow
 def test_upgrade_to_current_does_the_work(scaled, tmp_path):
     path = tmp_path / "archon.db"
     shutil.copyfile(scaled[SMALL][0], path)
@@ -229,6 +231,7 @@ def test_cli_says_what_n_meant(tmp_path, capsys):
     assert "1.8.20 the size of the run history" in " ".join(capsys.readouterr().out.split())
 
 
+@pytest.mark.slow
 def test_progress_reports_the_history(tmp_path):
     seen = []
     generate(tmp_path / "p.db", release="1.8.20", requests=50_000, now=NOW,

@@ -7,6 +7,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = ROOT / "console" / "db" / "migrations" / "steps"
 
@@ -148,6 +150,7 @@ def test_every_cited_path_exists():
     assert missing == []
 
 
+@pytest.mark.slow
 def test_every_cited_code_name_is_defined():
     import builtins
 
@@ -161,6 +164,7 @@ def test_every_cited_code_name_is_defined():
     assert missing == []
 
 
+@pytest.mark.slow
 def test_a_name_cited_after_its_module_is_defined_there():
     """`console/x.py` `name` and `console/x.py` (`a`, `b`) say where a name is defined; it must be."""
     defined = _definitions()

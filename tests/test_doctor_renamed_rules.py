@@ -79,6 +79,7 @@ def test_every_reconstructed_rule_has_an_identity_beyond_its_name(built):
         conn.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "name"), RULES, ids=[n for _t, n in RULES])
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(new_name=NAMES)
@@ -153,6 +154,7 @@ def _weakened(sql: str, how: str, condition: str) -> str:
     return RAISE.sub(lambda m: f"SELECT {m.group(1)} FROM (SELECT 1 AS one) WHERE {condition};", sql)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "name"), TRIGGERS, ids=[n for _t, n in TRIGGERS])
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(how=st.sampled_from(["when", "no-when", "case", "where", "from-where"]), condition=CONDITIONS,
@@ -194,6 +196,7 @@ def _rewritten(sql: str, random) -> str:
     return "".join(out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "name"), TRIGGERS, ids=[n for _t, n in TRIGGERS])
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32))
@@ -227,6 +230,7 @@ PATHOLOGICAL = ("RAISE(ABORT, 'x " * 100_000, "'" * 300_001, '"' * 300_001 + "'"
                 "RAISE(ABORT, " + "''" * 200_000, "[" * 300_000, "`" * 300_001, "x'" * 200_000, ") " * 300_000)
 
 
+@pytest.mark.slow
 def test_a_hostile_trigger_text_is_read_in_linear_time(tmp_path):
     """Trigger text is the database's, hence hostile: doctor now reads every trigger's text to find
     what it RAISEs. 100,000 unclosed `RAISE(ABORT, 'x` in a comment (where SQLite keeps them) and

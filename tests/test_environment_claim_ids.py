@@ -29,6 +29,8 @@ from console.services.base import CONSOLE_CLAIM_ID, claim_id_for, validate_actor
 from console.services.environment_rules import claim_holder, console_made
 from tests.environments_support import add_env, add_project, dump, env_row, raw, set_claim
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

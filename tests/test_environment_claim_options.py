@@ -31,6 +31,8 @@ from console.services.base import claim_id_for
 from tests.conftest import make_schema
 from tests.environments_support import T0, add_env, add_lease, add_project, handle, raw, set_claim
 
+pytestmark = pytest.mark.slow
+
 ACTOR = "alice"
 STALE_AFTER = timedelta(minutes=15)
 DEMO_NOW = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)

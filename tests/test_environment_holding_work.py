@@ -27,6 +27,8 @@ from tests.environments_support import (
     set_cleanup_claim,
 )
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def db(make_db) -> Path:

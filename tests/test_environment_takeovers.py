@@ -68,6 +68,7 @@ def db(make_db) -> Path:
     return make_db(projects=["p1"])
 
 
+@pytest.mark.slow
 def test_a_stop_takeover_of_archons_stale_retire_claim_is_refused_and_keeps_the_kind(db):
     conn = raw(db)
     add_env(conn, "env-1", "ready")
@@ -107,6 +108,7 @@ def test_a_stop_takeover_of_archons_stale_retire_claim_is_refused_and_keeps_the_
     assert json.loads(console(db, "envs", "show", "env-1", "--json").stdout)["admits_leases"] is False
 
 
+@pytest.mark.slow
 def test_release_takeover_of_archons_reset_claim_needs_its_holder_named(db):
     conn = raw(db)
     add_env(conn, "env-2", "stopped")
@@ -133,6 +135,7 @@ def test_release_takeover_of_archons_reset_claim_needs_its_holder_named(db):
     assert meta["confirmed_holder"] == ARCHON and meta["takeover"] is True and meta["console_claim"] is False
 
 
+@pytest.mark.slow
 def test_a_console_claim_needs_no_holder_named(db):
     """Another operator's stale console claim is taken over with a reason alone, as before."""
     conn = raw(db)
@@ -146,6 +149,7 @@ def test_a_console_claim_needs_no_holder_named(db):
     assert done.returncode == 2 and "--op" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_completing_a_stop_while_a_run_holds_the_environment_is_refused(db):
     conn = raw(db)
     add_env(conn, "env-4", "running")
@@ -173,6 +177,7 @@ def test_completing_a_stop_while_a_run_holds_the_environment_is_refused(db):
     assert env_row(db, "env-4")["idle_stop_at"] is not None
 
 
+@pytest.mark.slow
 def test_a_validation_binding_blocks_the_stop_hand_off_too(db):
     """Attack round, finding 8 (on main): with the execution lease released and a validation binding
     still active, `complete` wrote idle_stop_at = now "with no run holding it"."""
@@ -268,6 +273,7 @@ def _attempt(h, env_id: str, action: str, op, confirm):
     return result.ok and not result.noop
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     state=st.sampled_from(STATES),

@@ -6,10 +6,14 @@ import multiprocessing
 import random
 import sqlite3
 
+import pytest
+
 from console.errors import Refusal
 from console.services.environment_claims import claim
 from console.services.environment_rules import claim_holder
 from tests.environments_support import T0, add_env, add_project, handle, raw
+
+pytestmark = pytest.mark.slow
 
 N_ENVS = 60
 WORKERS = 4

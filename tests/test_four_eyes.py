@@ -217,6 +217,7 @@ def shared(tmp_path_factory):
         yield handle, iter(range(10**6))
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=alice_authorities(), flag=st.booleans())
 def test_generated_authorities_never_let_alice_approve_her_own_request(shared, text, flag):

@@ -48,6 +48,7 @@ def _accepted(write) -> bool:
     return result.ok and not result.noop
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("verb", ["approve", "deny", "revoke"])
 def test_decision_keys_are_enabled_exactly_when_the_decision_is_accepted(demo, tmp_path, verb):
     # Deciding one request leaves every other request's answer as it was: one copy per key suffices.

@@ -91,6 +91,7 @@ READ_ONLY_COMMANDS = [
 
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wal", ["rollback", "wal", "live-wal"])
 @pytest.mark.parametrize("module,argv", READ_ONLY_COMMANDS, ids=[" ".join(a) for _m, a in READ_ONLY_COMMANDS])
 def test_read_only_commands_leave_no_trace(tmp_path, capsys, monkeypatch, module, argv, wal):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
 import sqlite_utils
 from sqlite_utils import hookimpl
 from sqlite_utils.plugins import pm
@@ -68,6 +69,7 @@ def test_it_reads_what_sqlite_master_holds(schema_db):
         assert {t.name for t in schema_of(conn).triggers} == triggers and triggers
 
 
+@pytest.mark.slow
 def test_only_introspect_reaches_sqlite_utils():
     found = []
     for package in ("console", "widgets"):

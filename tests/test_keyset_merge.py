@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -60,6 +61,7 @@ def test_the_last_page_is_read_from_the_far_end():
     assert seen[0] < 3 * 31 + 40
 
 
+@pytest.mark.slow
 def test_no_statement_is_left_open_after_a_page(tmp_path):
     path = tmp_path / "t.db"
     conn = sqlite3.connect(path, isolation_level=None)

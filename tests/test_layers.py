@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("console", "widgets")
 
@@ -74,6 +76,7 @@ def _connect_calls(tree: ast.AST) -> list[int]:
     return lines
 
 
+@pytest.mark.slow
 def test_only_the_connect_module_opens_sqlite():
     found = {path: lines for path, tree in _sources() if (lines := _connect_calls(tree))}
     assert CONNECTS in found, "the one sqlite3.connect moved: update CONNECTS"
@@ -115,6 +118,7 @@ def _private_attributes(tree: ast.AST) -> set[tuple[str, str]]:
             and isinstance(node.value, ast.Name) and node.value.id in modules}
 
 
+@pytest.mark.slow
 def test_no_private_name_is_imported_from_another_module():
     found = set()
     for path, tree in _sources():
@@ -133,6 +137,7 @@ def test_no_private_name_is_imported_from_another_module():
     assert not stale, f"no longer needed, remove from PRIVATE_IMPORT_ALLOWED: {stale}"
 
 
+@pytest.mark.slow
 def test_screens_reach_the_database_only_through_the_services():
     """import-linter sees `import console.db`; this sees `session.handle.conn.execute(...)`."""
     found = set()

@@ -120,6 +120,7 @@ def test_each_kind_of_contradiction_is_named(demos, tmp_path):
     assert evidence.contradicted_rows == [first, second, "create_project_execution_profile"]
 
 
+@pytest.mark.slow
 def test_console_upgraded_demo_keeps_only_archons_evidence(demos, tmp_path):
     """Issue 18, finding 5: after the console's own upgrade, its backfilled revisions, events and the
     trigger it rebuilt are not evidence; archon's own schema-2 revisions still are, for schema 2 only."""
@@ -140,6 +141,7 @@ def test_console_upgraded_demo_keeps_only_archons_evidence(demos, tmp_path):
 # --- the upgrade gate ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_schema_2_evidence_does_not_prove_the_schema_3_steps(demos, tmp_path, capsys):
     """Issue 18, finding 5: archon's 1.8.22 rows (schema 2, and its schema-2 trigger) agree with the
     console, but steps 020/021 write schema 3, which nothing archon wrote here shows."""
@@ -221,6 +223,7 @@ def test_contradiction_appearing_after_the_plan_is_caught_under_the_lock(demos, 
     assert fingerprint_dir(path.parent) == before
 
 
+@pytest.mark.slow
 def test_no_evidence_is_a_plan_line_and_a_risk_force_accepts(demos, tmp_path, capsys):
     path = _copy(demos, "1.8.20", tmp_path)
     plan = plan_upgrade(path)
@@ -291,6 +294,7 @@ def test_index_archon_drops_in_its_own_rebuild_is_info_not_error(demos, tmp_path
     assert report.exit_code() == 0
 
 
+@pytest.mark.slow
 def test_the_same_index_missing_after_the_consoles_upgrade_is_an_error(tmp_path):
     path = db_1820(tmp_path / "archon.db")
     run_upgrade(path, force=True)

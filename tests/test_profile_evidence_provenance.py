@@ -40,6 +40,7 @@ def _evidence(path) -> profile_evidence.ProfileEvidence:
         conn.close()
 
 
+@pytest.mark.slow
 def test_a_forced_upgrade_does_not_make_its_own_evidence(tmp_path, capsys):
     path = db_1820(tmp_path / "archon.db", projects=3)
     assert plan_upgrade(path, target="1.8.22").profile_evidence.status == "no-evidence"
@@ -66,6 +67,7 @@ def test_a_forced_upgrade_does_not_make_its_own_evidence(tmp_path, capsys):
     assert fingerprint_dir(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_a_console_created_trigger_is_set_aside_whatever_it_embeds(tmp_path):
     """The ledger names step 007; the trigger then proves nothing and contradicts nothing."""
     path = db_1820(tmp_path / "archon.db")
@@ -78,6 +80,7 @@ def test_a_console_created_trigger_is_set_aside_whatever_it_embeds(tmp_path):
     assert evidence.status == profile_evidence.NONE and not evidence.proves(2)
 
 
+@pytest.mark.slow
 def test_archons_own_revisions_beside_the_consoles_still_count(tmp_path):
     """A revision archon wrote under an id the console never writes (`...:2`) stays evidence, for its
     schema version only."""
@@ -157,6 +160,7 @@ def _settings_revision(conn) -> str:
     return "proj-2:execution-profile:settings-7"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad_id", ["proj-1:execution-profile:v2", "proj-1:execution-profile:settings-9"])
 def test_a_row_the_console_cannot_have_written_contradicts_whatever_its_id(upgraded, tmp_path, bad_id):
     path = tmp_path / "archon.db"

@@ -122,6 +122,7 @@ KEYS = st.text(alphabet=st.sampled_from(["a", "Z", "1", "\x7f", "\u00e9", "\ud7f
                                          "\uffff", "\U00010000", "\U0001f600", "\U0010ffff"]), max_size=3)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(value=st.recursive(st.none() | st.booleans() | FLOATS | st.text(max_size=4),
                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS | st.text(max_size=3),
@@ -183,6 +184,7 @@ ARCHON_TEXT = ('{"check_template_policy":{"agent":"opencode","mode":"agent_templ
 NOW = "2026-03-01T12:00:00+00:00"
 
 
+@pytest.mark.slow
 def test_a_profile_archon_wrote_with_numbers_and_astral_keys_is_not_a_contradiction(tmp_path):
     """On main the evidence gate called it a contradiction (no byte-for-byte round trip) and doctor
     a fingerprint mismatch: the console wrote `1.0`-style numbers and sorted keys by code point."""

@@ -66,6 +66,7 @@ def refused(path, match, *args, **kwargs):
     assert match in info.value.reason, info.value.reason
 
 
+@pytest.mark.slow
 def test_list_marks_active_and_checks_fingerprints(broken_db):
     with handle(broken_db) as h:
         rows = profiles.list_revisions(h, "p1")
@@ -78,6 +79,7 @@ def test_list_marks_active_and_checks_fingerprints(broken_db):
     assert by_rev[2].fingerprint_short == by_rev[2].fingerprint[:12]
 
 
+@pytest.mark.slow
 def test_show_pretty_json_and_a_mismatch_is_shown_not_fixed(broken_db):
     before = dump(broken_db)
     with handle(broken_db) as h:
@@ -130,6 +132,7 @@ def test_activating_the_active_revision_is_a_noop(db):
     assert dump(db) == before
 
 
+@pytest.mark.slow
 def test_mismatched_fingerprint_is_refused_where_archons_start_rereads_it(broken_db):
     """Issue 18, finding 6: on 1.10.0 archon's start re-reads every active revision with algorithms
     this database contradicts, so no promise about that start can be made."""

@@ -220,6 +220,7 @@ print(n, report.exit_code(), snap.exists())
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch to nobody")
 def test_as_a_user_without_write_permission(tmp_path_factory):
     """The non-root case: a 0444 file in a 0555 directory, read by `nobody`."""

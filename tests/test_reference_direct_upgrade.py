@@ -27,6 +27,8 @@ from tests import upgrade_helpers as uh
 from tests.reference import builder, compare, scenarios
 from tests.upgrade_helpers import assert_same
 
+pytestmark = pytest.mark.slow
+
 STARTS = {
     "ref-1.8.20": scenarios.ref_1820,
     "ref-1.8.20-shapes": scenarios.ref_1820_shapes,

@@ -187,6 +187,7 @@ def _changes(before: dict, after: dict) -> list[str]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(WRITES))
 def test_archon_next_start_keeps_what_the_console_wrote(db, name):
     before_write = _snapshot(db)

@@ -94,12 +94,14 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, target, options", CASES)
 def test_console_upgrade_matches_archon(tmp_path, name, target, options):
     ours, theirs = run(tmp_path, name, target, **options)
     assert_same(ours, theirs, f"{name} -> {target}")
 
 
+@pytest.mark.slow
 def test_console_made_1822_matches_archon_when_1822_started_first(tmp_path):
     """The console-made 1.8.22 start, but archon 1.8.22 really starts on it before the upgrade to
     1.10.0: the chained history (its schema-v2 backfill) is kept."""
@@ -112,17 +114,20 @@ def test_console_made_1822_matches_archon_when_1822_started_first(tmp_path):
     assert_same(ours, theirs, "console-1.8.22 -> 1.8.22 start -> 1.10.0")
 
 
+@pytest.mark.slow
 def test_check_attempt_rebuild_keeps_the_line_the_seeds_do_not_show(tmp_path):
     ours, theirs = run(tmp_path, "ref-1.8.20-unseen-line", "1.10.0", chain=False,
                        unseen_check_attempt_line=scenarios.UNSEEN_CHECK_ATTEMPT_LINE)
     assert_same(ours, theirs, "1.8.20 with the unseen check_attempt_details line")
 
 
+@pytest.mark.slow
 def test_rebuilds_reinstall_the_release_trigger_text(tmp_path):
     ours, theirs = run(tmp_path, "ref-1.8.21-shape", "1.10.0", chain=False)
     assert_same(ours, theirs, "1.8.21-shaped database with older trigger text")
 
 
+@pytest.mark.slow
 def test_rebuilds_from_1821_shape_agree_when_trigger_text_is_archons(tmp_path):
     path = scenarios.ref_1821_shape(tmp_path / "start.db", old_trigger_text=False)
     ours = console_upgrade(path, tmp_path / "console.db", "1.10.0")

@@ -28,6 +28,7 @@ def _upgraded(tmp_path, *, wal=False):
     return path, before, result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wal", [False, True])
 def test_round_trip_restores_the_pre_upgrade_dump(tmp_path, capsys, wal):
     path, before, result = _upgraded(tmp_path, wal=wal)
@@ -50,6 +51,7 @@ def test_round_trip_restores_the_pre_upgrade_dump(tmp_path, capsys, wal):
     assert run_upgrade(path, force=True, now=LATER).applied[0].startswith("001")
 
 
+@pytest.mark.slow
 def test_without_yes_and_without_a_terminal_nothing_happens(tmp_path):
     path, _, result = _upgraded(tmp_path)
     before = fingerprint_dir(tmp_path)
@@ -74,6 +76,7 @@ def test_typed_confirmation(tmp_path):
     assert dump(path) == before
 
 
+@pytest.mark.slow
 def test_refused_while_another_process_reads_the_database(tmp_path):
     """More cases, by lock and not by path, in tests/adversarial/test_restore_while_open.py."""
     path, _, result = _upgraded(tmp_path)
@@ -99,6 +102,7 @@ def test_refused_while_another_process_reads_the_database(tmp_path):
         holder.wait(timeout=10)
 
 
+@pytest.mark.slow
 def test_refused_while_the_writer_lock_is_held(tmp_path):
     path, _, result = _upgraded(tmp_path)
     other = sqlite3.connect(path, isolation_level=None)
@@ -113,6 +117,7 @@ def test_refused_while_the_writer_lock_is_held(tmp_path):
         other.close()
 
 
+@pytest.mark.slow
 def test_a_changed_snapshot_is_refused(tmp_path, capsys):
     path, _, result = _upgraded(tmp_path)
     conn = sqlite3.connect(result.snapshot_path)
@@ -125,6 +130,7 @@ def test_a_changed_snapshot_is_refused(tmp_path, capsys):
     assert fingerprint_dir(tmp_path) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content", [b"", b"not sqlite at all" * 10])
 def test_a_broken_snapshot_is_refused(tmp_path, content):
     path, _, _ = _upgraded(tmp_path)

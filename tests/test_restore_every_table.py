@@ -20,6 +20,8 @@ from console.errors import EXIT_OK, EXIT_UNUSABLE
 from tests.restore_helpers import LATER, _armed, _as_archon, _consume, _event, _restore
 from tests.upgrade_helpers import connect, dump, fingerprint_dir
 
+pytestmark = pytest.mark.slow
+
 EVIL = "\x1b[31mRED\x1b]0;title\x07\rX\nREFUSED: fake"
 
 

@@ -10,9 +10,13 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from console.errors import EXIT_OK, EXIT_UNUSABLE
 from tests.restore_helpers import LATER, _armed, _as_archon, _event, _restore
 from tests.upgrade_helpers import connect, db_1822, run_cli
+
+pytestmark = pytest.mark.slow
 
 
 def _tables(path: Path) -> list[str]:

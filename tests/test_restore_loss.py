@@ -23,6 +23,8 @@ from console.services.upgrade.run import run_upgrade
 from tests.restore_helpers import ENVS, LATER, REQUESTS, _armed, _as_archon, _consume, _decide, _event, _restore
 from tests.upgrade_helpers import connect, dump, fingerprint_dir
 
+pytestmark = pytest.mark.slow
+
 
 def test_undoing_a_consumption_is_refused_naming_the_request(tmp_path):
     path, snapshot = _armed(tmp_path)

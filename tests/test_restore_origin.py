@@ -16,9 +16,13 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+
 from console.errors import EXIT_OK, EXIT_UNUSABLE
 from console.services.upgrade.run import run_upgrade
 from tests.upgrade_helpers import REPO, db_1820, dump, fingerprint_dir, sha256
+
+pytestmark = pytest.mark.slow
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 LATER = datetime(2026, 5, 1, 13, 0, 0, tzinfo=timezone.utc)

@@ -27,6 +27,8 @@ from console.errors import EXIT_OK, EXIT_UNUSABLE
 from tests.restore_helpers import _armed, _as_archon, _consume, _restore
 from tests.upgrade_helpers import REPO, connect, run_cli
 
+pytestmark = pytest.mark.slow
+
 BULK_ROWS = 1_200_000
 
 

@@ -19,6 +19,7 @@ from tests.upgrade_helpers import db_1822, dump, sha256
 AT = datetime(2026, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wal", [False, True])
 @pytest.mark.parametrize("check_workers", [1, 2])
 def test_snapshot_is_verified_single_file_copy(tmp_path, wal, check_workers):
@@ -50,6 +51,7 @@ def test_snapshot_is_verified_single_file_copy(tmp_path, wal, check_workers):
     assert leftovers == []
 
 
+@pytest.mark.slow
 def test_never_overwrites_an_existing_snapshot(tmp_path):
     path = db_1822(tmp_path / "archon.db")
     target = snapshots.snapshot_target(path, AT)
@@ -92,6 +94,7 @@ def test_failed_hash_or_fsync_beside_the_check_leaves_no_partial_file(tmp_path, 
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
+@pytest.mark.slow
 def test_a_copy_killed_midway_leaves_only_a_temporary_file_the_next_run_removes(tmp_path):
     path = db_1822(tmp_path / "archon.db")
     target = snapshots.snapshot_target(path, AT)

@@ -93,6 +93,7 @@ WHERE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", list(WHERE), ids=list(WHERE))
 @pytest.mark.parametrize("wal", [False, True], ids=["block-copy", "backup-api"])
 def test_a_copy_one_byte_off_is_refused(tmp_path, monkeypatch, request, where, wal):
@@ -149,6 +150,7 @@ def test_a_backup_api_copy_is_quick_checked_itself(wal_source, monkeypatch):
     assert len(calls) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("full_check", [False, True])
 def test_the_upgrade_runs_integrity_check_only_with_full_check(tmp_path, monkeypatch, full_check):
     from console.services.upgrade.run import run_upgrade

@@ -150,6 +150,7 @@ def _as_written_by_0_1_0(path, tool_version="0.1.0"):
     _as_written_with(path, CHECKSUMS_0_1_0, tool_version)
 
 
+@pytest.mark.slow
 def test_a_ledger_written_by_0_1_0_is_accepted(tmp_path, capsys):
     path = db_1820(tmp_path / "archon.db")
     run_upgrade(path, target="1.8.22", force=True)
@@ -215,6 +216,7 @@ def test_the_profile_algorithms_are_inside_the_profile_steps_checksums(monkeypat
     assert base.step_checksum(module) != before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", STEP_MODULE_NAMES)
 def test_every_project_module_a_step_imports_at_any_depth_is_in_its_sources(step):
     """Checked independently of the AST walk: a fresh interpreter imports the step and lists every
@@ -251,6 +253,7 @@ def _as_written_by_main_before_0_2_0(path, tool_version="0.1.0"):
     _as_written_with(path, CHECKSUMS_0_1_0_PACKAGE, tool_version)
 
 
+@pytest.mark.slow
 def test_a_ledger_written_before_the_profile_algorithms_were_covered_is_accepted(tmp_path):
     from console.db.migrations.legacy_checksums import CHECKSUMS_0_1_0_PACKAGE
 
@@ -269,6 +272,7 @@ def test_a_ledger_written_before_the_profile_algorithms_were_covered_is_accepted
     assert result.release_after == "1.10.0" and len(result.applied) == 10
 
 
+@pytest.mark.slow
 def test_those_checksums_are_refused_in_a_row_the_current_version_wrote(tmp_path, capsys):
     from console import __version__
 

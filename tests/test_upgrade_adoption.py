@@ -11,6 +11,8 @@ from __future__ import annotations
 import sqlite3
 from datetime import datetime, timezone
 
+import pytest
+
 from console.db.migrations.steps import s001_baseline_1_8_20 as baseline
 from console.services.doctor import run_doctor
 from console.services.upgrade.run import run_upgrade
@@ -41,6 +43,7 @@ def test_building_from_nothing_creates_the_reconstruction(tmp_path):
     assert INVENTED in _names(path, "trigger")
 
 
+@pytest.mark.slow
 def test_adoption_leaves_a_reconstructed_trigger_absent_and_doctor_reports_it(tmp_path):
     path = db_1820(tmp_path / "archon.db")
     conn = connect(path)

@@ -8,10 +8,14 @@ import json
 import shutil
 import signal
 
+import pytest
+
 from console.cli.cli import main
 from console.cli.commands.upgrade import ProgressBar
 from console.services.upgrade.model import UpgradeProgress
 from tests.upgrade_helpers import ledger_names, normalized_dump, run_cli, run_cli_crashing_at
+
+pytestmark = pytest.mark.slow
 
 
 class _Tty(io.StringIO):

@@ -29,6 +29,8 @@ from tests.upgrade_helpers import (
     run_cli_crashing_at,
 )
 
+pytestmark = pytest.mark.slow
+
 ALL_IDS = [m.id for m in MIGRATIONS]
 
 BOUNDARIES = [

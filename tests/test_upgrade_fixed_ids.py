@@ -25,6 +25,8 @@ from console.services.upgrade.plan import plan_upgrade
 from console.services.upgrade.run import run_upgrade
 from tests.upgrade_helpers import LEGACY_PROFILE, db_1822, fingerprint_dir, run_cli
 
+pytestmark = pytest.mark.slow
+
 
 def _schema_and_rows(path: Path) -> tuple[list, list[str]]:
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)

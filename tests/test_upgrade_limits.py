@@ -71,6 +71,7 @@ def _stored(db: Path, sql: str):
         conn.close()
 
 
+@pytest.mark.slow
 def test_a_value_over_the_read_limit_is_upgraded_byte_for_byte(tmp_path):
     """Finding 1: 5 MB of retained_output (archon's table bounds it nowhere) stopped the upgrade at
     018's rebuild after 17 committed steps ("string or blob too big")."""
@@ -92,6 +93,7 @@ COUNTING = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHER
             "SELECT count(*) FROM c")  # well over 0.05 s of SQLite's own work
 
 
+@pytest.mark.slow
 def test_the_statement_budget_variable_does_not_apply_to_an_upgrade_step(monkeypatch):
     """Finding 2: ARCHON_CONSOLE_STATEMENT_SECONDS overrode the upgrade's budget and interrupted 018
     after 17 committed steps. A step's statement (an upgrade connection outside its checks) runs to
@@ -122,6 +124,7 @@ def test_the_statement_budget_variable_does_not_apply_to_an_upgrade_step(monkeyp
         reader.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seconds", ["0.000001", "0.2", "900"])
 def test_a_statement_budget_never_stops_an_upgrade_part_way(tmp_path, monkeypatch, seconds):
     """Whatever the variable says, the upgrade completes, or is refused before its first write with a
@@ -157,6 +160,7 @@ def test_an_upgrade_connection_keeps_sqlites_own_limits():
         after.close()
 
 
+@pytest.mark.slow
 def test_a_large_check_definitions_plans_and_upgrades(tmp_path):
     """Finding 8: a 5 MB projects.check_definitions (no CHECK bounds it) made --plan and --force say the
     file "cannot be read as a SQLite database ... may be corrupt"; archon starts on it."""
@@ -210,6 +214,7 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@pytest.mark.slow
 def test_a_signal_still_stops_an_upgrade_without_a_budget(tmp_path):
     """With no budget left to end a statement, the operator's SIGTERM must: here during the
     rehearsal of the profile backfill (an endless trigger on projects), where the interrupt also

@@ -104,6 +104,7 @@ def test_plan_of_a_wal_without_its_index_reads_a_private_copy(tmp_path):
     assert fingerprint_dir(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_up_to_date_plan(tmp_path, capsys):
     path = db_1820(tmp_path / "archon.db")
     run_upgrade(path, force=True)

@@ -172,6 +172,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("args", [["--force"], ["--plan"]])
 def test_each_condition_refuses_before_the_first_write(tmp_path, capsys, case, args):

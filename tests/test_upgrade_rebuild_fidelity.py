@@ -12,11 +12,15 @@ from __future__ import annotations
 import re
 import sqlite3
 
+import pytest
+
 from console.db.migrations.base import statements_by_name
 from console.db.migrations.profile_triggers import release_revision_triggers
 from console.db.migrations.steps import approval_ddl
 from console.services.upgrade.run import run_upgrade
 from tests.upgrade_helpers import add_old_approval_tables, connect, db_1820, db_1822, make_schema
+
+pytestmark = pytest.mark.slow
 
 UNSEEN_LINE = "UNIQUE (batch_run_id, definition_id, execution_run_id)"
 

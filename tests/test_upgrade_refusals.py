@@ -72,6 +72,7 @@ LEDGER_EDITS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(LEDGER_EDITS))
 @pytest.mark.parametrize("args", [["--plan"], ["--force"]])
 def test_divergent_ledgers_fail_closed(tmp_path, capsys, case, args):
@@ -92,6 +93,7 @@ def test_unknown_unversioned_shape(tmp_path, capsys):
     _refused(tmp_path, capsys, path, ["--force"], EXIT_UNUSABLE, "matches no known archon release")
 
 
+@pytest.mark.slow
 def test_intermediate_1_8_21_shape_is_adopted_and_upgraded(tmp_path, capsys):
     """docs/decisions.md, Q16: 1.8.22 everywhere except an approval table of an older action limit (the
     shape a pre-release left) is a valid starting point; 1.8.22's rebuild step widens it."""
@@ -129,11 +131,13 @@ def test_never_downgrades_an_unversioned_database(tmp_path, capsys):
     _refused(tmp_path, capsys, path, ["--force", "--to", "1.8.20"], EXIT_UNUSABLE, "never downgrades")
 
 
+@pytest.mark.slow
 def test_never_downgrades_a_versioned_database(tmp_path, capsys):
     path = _versioned(tmp_path)
     _refused(tmp_path, capsys, path, ["--to", "1.8.22"], EXIT_UNUSABLE, "never downgrades")
 
 
+@pytest.mark.slow
 def test_ledger_contradicting_the_schema(tmp_path, capsys):
     path = _versioned(tmp_path, target="1.8.22")
     _edit(path, "DROP TABLE build_setup_evidence")
@@ -150,6 +154,7 @@ def test_adoption_without_force_prints_the_plan_and_writes_nothing(tmp_path, cap
     assert fingerprint_dir(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_destructive_step_on_a_versioned_database_needs_force(tmp_path, capsys):
     path = _versioned(tmp_path, target="1.8.20")
     _refused(tmp_path, capsys, path, [], EXIT_REFUSED, "009-build-sequence-incomplete-sweep is historical-destructive")

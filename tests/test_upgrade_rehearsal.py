@@ -66,6 +66,7 @@ def _refused_before_step_001(path: Path, capsys, *words: str) -> None:
     assert _ledger(path) == []
 
 
+@pytest.mark.slow
 def test_1a_dangling_pointer_on_a_1_8_22_file_upgrades_as_archon_1_10_0_starts(tmp_path):
     """proj-2 points at a deleted docker revision (archon's guards allow the activation, nothing
     guards the delete): 1.10.0's start moves it on; step 021 used to be refused by 007's guard."""
@@ -129,6 +130,7 @@ def _revision_triggers(path: Path) -> list[str]:
         conn.close()
 
 
+@pytest.mark.slow
 def test_4_a_run_resumed_after_step_020_finishes_as_archon_1_10_0_starts(tmp_path):
     """Attack round 3: 1a's file, its upgrade killed right after step 020 committed (the rebuild).
     020 used to commit with the guards archon's rebuild drops, a state archon never leaves, and the
@@ -190,6 +192,7 @@ def test_doctor_names_an_archon_start_stopped_after_its_rebuild(tmp_path):
     assert "validate_project_execution_profile_owner_update" in finding.found
 
 
+@pytest.mark.slow
 def test_1b_provider_not_projecting_a_schema_1_profile_upgrades_as_archon_1_10_0_starts(tmp_path):
     """1.8.21 shape (no projection guards): proj-1 runs on a docker schema-1 revision while its
     provider stays host; archon 1.10.0 started directly succeeds."""
@@ -228,6 +231,7 @@ def _unknown_provider(path: Path, project: str = "proj-1") -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_1d_unknown_provider_direct_to_1_10_0_runs_on_the_host_as_archon_does(tmp_path):
     start = _unknown_provider(scenarios.ref_1820(tmp_path / "start.db"))
     theirs = scenarios.archon_upgrade(start, tmp_path / "archon.db", "1.8.20", "1.10.0", chain=False)
@@ -235,6 +239,7 @@ def test_1d_unknown_provider_direct_to_1_10_0_runs_on_the_host_as_archon_does(tm
     assert_same(ours, theirs, "1d: unknown provider, 1.8.20 -> 1.10.0 directly")
 
 
+@pytest.mark.slow
 def test_1d_unknown_provider_to_1_8_22_runs_on_the_host_as_archon_does(tmp_path):
     start = _unknown_provider(scenarios.ref_1820(tmp_path / "start.db"))
     theirs = scenarios.archon_upgrade(start, tmp_path / "archon.db", "1.8.20", "1.8.22")
@@ -306,6 +311,7 @@ def _hostile(path: Path, kind: str, states: list[dict]) -> None:
     conn.close()
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(kind=st.sampled_from(("1.8.21", "1.8.22", "1.10.0")), states=st.lists(project_state, min_size=2, max_size=2))
 @example(kind="1.8.21", states=[  # an unmigratable active profile: archon's start stops too

@@ -28,6 +28,8 @@ from tests.upgrade_helpers import (
     sha256,
 )
 
+pytestmark = pytest.mark.slow
+
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 ALL_IDS = [m.id for m in MIGRATIONS]
 

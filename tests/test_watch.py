@@ -24,6 +24,7 @@ def db(make_db):
     return make_db(fill=seed, wal=True, cached=True)
 
 
+@pytest.mark.slow
 def test_decisions_and_new_requests_from_another_process_stream_in_order(db, watches):
     w = watches(db)
     w.ready()
@@ -43,6 +44,7 @@ def test_decisions_and_new_requests_from_another_process_stream_in_order(db, wat
     assert dump(db) == settled  # and the watcher wrote nothing
 
 
+@pytest.mark.slow
 def test_filters_pick_project_kind_and_status(db, watches):
     w = watches(db, "--project", "Web", "--status", "pending,approved")
     w.ready()
@@ -56,6 +58,7 @@ def test_filters_pick_project_kind_and_status(db, watches):
     assert w.quiet() == []
 
 
+@pytest.mark.slow
 def test_cursor_delivers_every_change_exactly_once_across_restarts(db, tmp_path, watches):
     cursor = tmp_path / "watch.cursor"
     first = watches(db, "--cursor", str(cursor))
@@ -78,6 +81,7 @@ def test_cursor_delivers_every_change_exactly_once_across_restarts(db, tmp_path,
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".archon-console-cursor")]
 
 
+@pytest.mark.slow
 def test_a_cursor_that_cannot_be_saved_warns_once_and_the_stream_goes_on(db, tmp_path, watches):
     """Issue 17: the first failed save used to end the watch for good. Now it is said once, every
     change is still streamed, and the newest position is saved as soon as it can be."""
@@ -112,6 +116,7 @@ def test_a_bad_cursor_file_is_one_sentence_and_exit_2(db, tmp_path):
     assert proc.returncode == 2 and "not a cursor" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_reminders_once_per_request_entering_the_window(db, watches):
     w = watches(db, "--expiring-within", "45")
     got = w.changes(3)
@@ -121,6 +126,7 @@ def test_reminders_once_per_request_entering_the_window(db, watches):
     assert w.quiet(0.8) == []  # reminded once, not on every poll
 
 
+@pytest.mark.slow
 def test_survives_replacement_and_a_missing_file(db, tmp_path, watches):
     w = watches(db, "--cursor", str(tmp_path / "cur"))
     w.ready()
@@ -180,6 +186,7 @@ if rid == "apr-hang":
 """
 
 
+@pytest.mark.slow
 def test_hooks_fail_hang_and_succeed_without_blocking_the_stream(db, tmp_path, watches):
     script = tmp_path / "hook.py"
     script.write_text(HOOK)

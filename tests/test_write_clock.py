@@ -52,6 +52,7 @@ def db(make_db, monkeypatch):
     return path
 
 
+@pytest.mark.slow
 def test_a_frozen_past_clock_cannot_approve_what_really_expired(db, capsys, monkeypatch):
     frozen = real_now() - timedelta(days=700)
     monkeypatch.setenv("ARCHON_CONSOLE_NOW", db_time(frozen))
@@ -69,6 +70,7 @@ def test_a_frozen_past_clock_cannot_approve_what_really_expired(db, capsys, monk
     assert near_real_now(events(db, "live")[-1]["created_at"])
 
 
+@pytest.mark.slow
 def test_a_frozen_future_clock_expires_nothing_live(db, capsys, monkeypatch):
     monkeypatch.setenv("ARCHON_CONSOLE_NOW", "2099-01-01 00:00:00")
     code, out, err = cli(capsys, "approvals", "expire", "--as", "ops", "--db", db)
@@ -80,6 +82,7 @@ def test_a_frozen_future_clock_expires_nothing_live(db, capsys, monkeypatch):
     assert code == 0 and json.loads(out)[0]["state"] == "denied"  # not "expired at decision"
 
 
+@pytest.mark.slow
 def test_envs_and_profiles_write_the_real_time_and_say_so(db, capsys, monkeypatch):
     monkeypatch.setenv("ARCHON_CONSOLE_NOW", "2020-01-01 00:00:00")
     code, out, err = cli(capsys, "envs", "claim", "env-1", "--op", "stop", "--as", "ops", "--db", db)
@@ -102,6 +105,7 @@ def test_reads_still_follow_the_frozen_clock(db, capsys, monkeypatch):
     assert code == 0 and rows["old"]["overdue"] is False and err == ""  # shown as of the frozen instant
 
 
+@pytest.mark.slow
 def test_without_the_variable_nothing_is_added(db, capsys, monkeypatch):
     monkeypatch.delenv("ARCHON_CONSOLE_NOW", raising=False)
     code, out, err = cli(capsys, "--json", "approvals", "approve", "live", "--as", "dave", "--db", db)
@@ -113,6 +117,7 @@ NOT_TIMES = ["nan", "inf", "-inf", "NaN", "2026-13-45", "2026-02-30 10:00:00", "
              "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "yesterday", " "]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", NOT_TIMES)
 @pytest.mark.parametrize("argv", [["projects", "list"], ["approvals", "list", "--json"],
                                   ["approvals", "expire"]], ids=" ".join)

@@ -82,6 +82,7 @@ def test_arguments_that_are_not_utf8_are_a_usage_error(demo_copy, argv):
     assert "not valid UTF-8" in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [
     ["approvals", "list", "--limit", "99999999999999999999"],
     ["approvals", "list", "--expiring-within", "nan"],
@@ -105,6 +106,7 @@ def test_absurd_numbers_are_a_usage_error(demo_copy, argv):
     assert_one_sentence(run_cli("--db", str(demo_copy()), *argv), 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["nan", "inf", "-5", "1e300", "fifteen"])
 def test_an_absurd_stale_minutes_variable_is_a_usage_error(demo_copy, value):
     proc = run_cli("--db", str(demo_copy()), "envs", "list", env={"ARCHON_CONSOLE_STALE_MINUTES": value})
@@ -157,6 +159,7 @@ def _alarm(signum, frame):
     raise _Timeout()
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(command=st.sampled_from(COMMANDS), extra=st.lists(st.one_of(st.sampled_from(OPTIONS), VALUES), max_size=5))
 def test_any_command_line_ends_with_a_known_exit_code_and_no_traceback(demo_copy, capsys, command, extra):

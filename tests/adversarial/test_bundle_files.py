@@ -72,6 +72,7 @@ def fill(directory, leave: int) -> None:
         handle.write(b"\0" * max(0, free - leave))
 
 
+@pytest.mark.slow
 def test_full_disk_leaves_nothing_and_the_next_attempt_works(small_disk, demo_copy, capsys):
     db = demo_copy()
     fill(small_disk, 8192)  # far less than a demo bundle

@@ -126,6 +126,7 @@ def _record_spawns() -> None:
     _HOOKED.append(hook)
 
 
+@pytest.mark.slow
 def test_only_known_places_start_processes():
     """Every way of starting a process in the console's own code, by file and function: the
     isolated child (console/isolation.py) and the operator's hook through /bin/sh (console/cli/hooks.py).
@@ -154,6 +155,7 @@ def test_only_known_places_start_processes():
                     assert not {"multiprocessing", "pty", "concurrent.futures.process"} & set(names), path
     assert found == {("console/isolation.py", "call_isolated", "Popen"), ("console/cli/hooks.py", "_run", "Popen")}
 
+@pytest.mark.slow
 async def test_doctor_and_upgrade_in_the_console_run_nothing_from_the_working_directory(
         planted, tmp_path_factory, make_app, monkeypatch):
     from console.tui.screens.typed import TypedConfirmModal
@@ -273,6 +275,7 @@ def test_every_command_runs_nothing_from_the_working_directory(planted, tmp_path
     assert [r for r in ran if r[1] not in (0, 1)] == []
 
 
+@pytest.mark.slow
 def test_a_watch_with_a_hook_runs_nothing_from_the_working_directory(planted, tmp_path_factory):
     """`approvals watch --exec notify-hook`: the hook's program is looked up in PATH, and PATH's
     entries that name the working directory are not searched (the planted `notify-hook` stays put)."""

@@ -49,6 +49,7 @@ def test_inspect_keep_snapshot_on_a_full_disk(demo_copy, disk, monkeypatch, caps
     assert len(disk.entries()) == 1 and disk.entries()[0].startswith("archon.support-")
 
 
+@pytest.mark.slow
 def test_upgrade_snapshot_on_a_full_disk(demo_copy, disk, monkeypatch, capsys):
     db = demo_copy("1.8.20")
     before = db.read_bytes()
@@ -173,6 +174,7 @@ def _as_unprivileged_user() -> list[str]:
     pytest.skip("no Python interpreter that the user nobody can run imports this package")
 
 
+@pytest.mark.slow
 def test_writing_a_wal_database_in_a_0555_directory_as_its_owner():
     """The reported case: a non-root owner, a 0555 directory, no -wal/-shm (archon stopped)."""
     import shutil

@@ -107,6 +107,7 @@ def test_the_sanitiser_leaves_nothing_a_terminal_obeys(text):
 
 # --- the TUI ---------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("read_only", [False, True])
 async def test_no_screen_shows_a_control_character(poisoned, tmp_path, make_app, read_only):
     from console.tui.screens.approvals import ApprovalsScreen

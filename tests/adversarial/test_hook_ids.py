@@ -45,6 +45,7 @@ with open(sys.argv[1], "a") as log:
 """
 
 
+@pytest.mark.slow
 def test_hostile_ids_never_stop_the_hooks_and_reach_them_on_stdin(db, tmp_path, watches):
     script = tmp_path / "hook.py"
     script.write_text(HOOK)
@@ -113,6 +114,7 @@ def test_hook_failures_print_through_the_sanitiser(db, tmp_path, watches):
     assert all(is_clean(e) for e in w.errors), w.errors
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.text(min_size=0, max_size=400))
 def test_every_id_either_goes_into_the_environment_as_itself_or_not_at_all(request_id):

@@ -31,6 +31,8 @@ from tests.adversarial.bounded import (
     popen,
 )
 
+pytestmark = pytest.mark.slow
+
 READS = [
     ["projects", "list"], ["projects", "list", "--json"],
     ["approvals", "list"], ["approvals", "list", "--json"], ["approvals", "list", "--status", "all"],

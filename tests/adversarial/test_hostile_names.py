@@ -24,6 +24,8 @@ from console.db.sql import quote_identifier
 from tests import damage
 from tests.adversarial.bounded import console, ended_cleanly
 
+pytestmark = pytest.mark.slow
+
 PIECES = ['"', "]", "[", "`", "'", "\n", "\r", "\t", "\x01", "\x1b", "\x7f", "--", ";", "/*", " ", "x", "é"]
 FIXED_NAMES = ['a"b', 'a""', "a]b", "[a", "a`b", "a'b", "a\nb", "a\x01\x1fb", "a--b", "a;b", '";--', "x'); --"]
 # Spliced unquoted, this name ends the statement's FROM and appends a query that never ends.

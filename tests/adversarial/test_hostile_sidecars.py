@@ -89,6 +89,7 @@ def _make(kind: str, path: Path, keep: list) -> None:
             handle.truncate(_huge(path.parent))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("target", ["", "-wal", "-shm", "-journal"], ids=["main", "wal", "shm", "journal"])
 def test_every_read_only_command_on_a_hostile_file(tmp_path, target, kind):
@@ -169,6 +170,7 @@ def _name(signum: int) -> str:
         return f"SIG{signum}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM, signal.SIGVTALRM,
                                     signal.SIGPROF, signal.SIGXCPU, signal.SIGQUIT, signal.SIGIO,
                                     signal.SIGPWR, signal.SIGRTMIN], ids=_name)

@@ -192,11 +192,13 @@ def _sweep(demo_copy, tmp_path, capsys, expression: str) -> None:
         assert_normal_end(code, out, err, argv)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_every_command_survives_a_hostile_value_in_every_column(demo_copy, tmp_path, capsys, kind):
     _sweep(demo_copy, tmp_path, capsys, KINDS[kind])
 
 
+@pytest.mark.slow
 def test_every_command_survives_a_lone_surrogate_in_every_column(demo_copy, tmp_path, capsys):
     _sweep(demo_copy, tmp_path, capsys, LONE_SURROGATE)
 
@@ -211,6 +213,7 @@ _HOT = {"approval_requests": {"expires_at", "action_json", "authority_json", "cr
         "execution_profile_audit_events": {"created_at"}}
 
 
+@pytest.mark.slow
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(picks=st.lists(st.tuples(st.sampled_from(sorted(KINDS)), st.sampled_from(sorted(_HOT))), min_size=2,
                       max_size=4))
@@ -278,6 +281,7 @@ def test_a_blob_where_text_is_expected_reads_as_text(demo_copy, capsys):
         assert "Traceback" not in err and "unexpected" not in err
 
 
+@pytest.mark.slow
 def test_redaction_bounds_depth_across_json_in_json_strings(demo_copy, tmp_path):
     """F1: 8 layers of 63-deep JSON, each a string of the one above (1.5 KB), in a reason or an
     action: `doctor --bundle --redact` ended in RecursionError. Run as the operator runs it (a fresh
@@ -478,6 +482,7 @@ def _no_error_dialog(app) -> None:
     assert type(app.screen).__name__ != "ErrorModal", type(app.screen).__name__
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["nan_text", "inf_real", "past_the_calendar", "invalid_utf8", "blob"])
 async def test_every_screen_survives_a_hostile_value(demo_copy, make_app, kind):
     """F3, F4, F6, F7 in the TUI: 'Could not read the list', 'Unexpected error', or exit 3 on a

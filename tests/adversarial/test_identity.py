@@ -96,6 +96,7 @@ def test_declaring_another_name_does_not_hide_your_own_request(db, capsys, monke
     assert "OS login" in options["approve"] and options["deny"]
 
 
+@pytest.mark.slow
 def test_every_event_records_the_os_account_beside_the_declared_name(db, capsys, monkeypatch):
     monkeypatch.delenv("ARCHON_CONSOLE_ACTOR", raising=False)
     me = {"os_login": os_login(), "os_uid": os.geteuid(), "os_host": os.uname().nodename, "declared_as": "bob"}
@@ -125,6 +126,7 @@ COMMANDS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 @pytest.mark.parametrize("name", RESERVED)
 def test_archon_s_own_names_are_refused_for_every_human_action(db, capsys, monkeypatch, command, name):
@@ -164,6 +166,7 @@ def test_a_128_character_console_claim_prefix_is_nobody_s_claim(db, capsys, monk
 
 # --- the TUI decides through the same service ----------------------------------------------------
 
+@pytest.mark.slow
 async def test_the_console_refuses_the_login_s_own_request_and_archon_s_names(demo_copy, make_app):
     from console.tui.screens.approvals import ApprovalsScreen
     from tests.approvals_helpers import set_authority
@@ -182,6 +185,7 @@ async def test_the_console_refuses_the_login_s_own_request_and_archon_s_names(de
         assert query(path, "SELECT status FROM approval_requests WHERE id='apr-00000192'")[0][0] == "pending"
 
 
+@pytest.mark.slow
 async def test_the_environments_screen_greys_every_claim_key_for_archon_s_names(demo_copy, make_app):
     from console.tui.screens.environments import EnvironmentsScreen
     from tests.tui.pilot import db as query, ready, select, settle
@@ -253,6 +257,7 @@ def _approve(shared, requester: str, actor: str) -> str:
     return handle.conn.execute("SELECT status FROM approval_requests WHERE id = ?", (rid,)).fetchone()[0]
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(data=st.data(), base=NAMES)
 def test_every_spelling_of_a_name_is_that_name_and_a_longer_one_is_not(data, base):
@@ -263,6 +268,7 @@ def test_every_spelling_of_a_name_is_that_name_and_a_longer_one_is_not(data, bas
     assert not four_eyes.same_name(variant, base + "q"), (base, variant)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), base=NAMES)
 def test_no_spelling_of_the_requester_approves_and_other_names_still_can(shared, data, base):
@@ -277,6 +283,7 @@ def test_no_spelling_of_the_requester_approves_and_other_names_still_can(shared,
         assert _approve(shared, requester=variant, actor=other) == "approved", (base, variant)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(data=st.data(), word=st.sampled_from(["archon", "system", "console", "archon-", "archon_", "archon "]),
        suffix=st.text(alphabet="abcxyz-", max_size=6))
@@ -321,6 +328,7 @@ def test_the_skeleton_table_is_idempotent_and_knows_the_listed_pairs():
 
 # --- claim ownership is the exact id --------------------------------------------------------------
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(a=st.text(min_size=1, max_size=160), b=st.text(min_size=1, max_size=160),
        forged=st.text(max_size=120))

@@ -116,6 +116,7 @@ def test_a_user_namespace_cannot_approve_whatever_uid_it_reports(db, mapping):
     assert text.strip().count("\n") == 0 and dump(db) == before
 
 
+@pytest.mark.slow
 def test_a_user_namespace_records_the_account_as_unverified_and_holds_no_claim(db):
     """Deny only takes power away, so it is allowed; its event says the account is unverified. A
     claim made from a namespace is nobody's: releasing it needs --takeover (main released it)."""

@@ -163,6 +163,7 @@ def _commands(path) -> list[list[str]]:
     return out
 
 
+@pytest.mark.slow
 def test_no_cli_output_carries_hidden_text(hidden_db, tmp_path, capsys):
     seen = ""
     for argv in _commands(hidden_db):
@@ -181,6 +182,7 @@ def test_no_cli_output_carries_hidden_text(hidden_db, tmp_path, capsys):
     assert "\\u200b" in seen and "\\ud800" in seen
 
 
+@pytest.mark.slow
 def test_a_latin1_stdout_gets_escapes_not_an_error(hidden_db):
     for argv in (["approvals", "list"], ["approvals", "list", "--json"], ["audit", "--format", "text"]):
         result = console("--db", str(hidden_db), *argv, env={"PYTHONIOENCODING": "latin-1"}, timeout=60)
@@ -189,6 +191,7 @@ def test_a_latin1_stdout_gets_escapes_not_an_error(hidden_db):
         assert "\\u27e8" in result.stdout or "\\u200b" in result.stdout
 
 
+@pytest.mark.slow
 async def test_the_tui_paints_hidden_text_as_pictures(hidden_db, tmp_path, make_app):
     from tests.adversarial.tui import _assert_screen_clean
     from tests.adversarial.tui import open_screen
@@ -210,6 +213,7 @@ async def test_the_tui_paints_hidden_text_as_pictures(hidden_db, tmp_path, make_
 MARKS_IN_NAME = 20_000
 
 
+@pytest.mark.slow
 async def test_a_project_name_of_combining_marks_draws_at_once(demo_copy, make_app):
     """F11: 'a' + 20,000 U+0301 as a project name took the TUI about a minute to draw."""
     from console.tui.screens.approvals import ApprovalsScreen
@@ -340,6 +344,7 @@ def test_the_shell_word_test_is_whole_and_ascii():
     assert is_shell_word("apr-1")
 
 
+@pytest.mark.slow
 async def test_y_refuses_an_id_with_shell_syntax_and_points_to_Y(demo_copy, make_app):
     """Finding 1: `y` copied `apr-…$(touch${IFS}/tmp/ae-pwned)`id`;x`, which ran when pasted."""
     from console.tui.screens.approvals import ApprovalsScreen

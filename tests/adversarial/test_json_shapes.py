@@ -73,6 +73,7 @@ def test_brackets_inside_strings_do_not_count():
         read_json(deep_array(MAX_DEPTH + 1))
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(json_shapes())
 def test_the_reader_never_raises_anything_else_and_what_it_returns_reserialises(shape):
@@ -114,6 +115,7 @@ def _parses(path: Path):
             yield owner.get(node, "<module>"), node.lineno
 
 
+@pytest.mark.slow
 def test_no_other_parse_of_database_json_remains():
     found = []
     for path in sorted([*ROOT.joinpath("console").rglob("*.py"), *ROOT.joinpath("widgets").rglob("*.py")]):
@@ -169,6 +171,7 @@ def test_approving_a_deep_request_fails_closed(deep_db, capsys):
     assert "[[[" not in err
 
 
+@pytest.mark.slow
 def test_a_deep_authority_that_names_the_approver_is_refused_even_when_confirmed(demo_copy, capsys):
     """Unreadable is uncertain, and an uncertain authority that mentions the approver anywhere (here
     10,000 levels down) is refused outright: the confirmation cannot override it."""
@@ -230,6 +233,7 @@ def _commands(path: Path, pending: str, tmp: Path) -> list[list[str]]:
 _COUNTER = count()
 
 
+@pytest.mark.slow
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(shape=json_shapes())
 @example(shape=("deep_array", 1100))

@@ -25,6 +25,8 @@ from hypothesis import HealthCheck, example, given, settings
 from tests.adversarial.json_shapes import DEEP_1100, json_shapes, poison_json, shape_text
 from tests.adversarial.tui import open_screen
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "SECRET-FROM-THE-DATABASE"
 NOTE = "unparseable (nested too deeply)"

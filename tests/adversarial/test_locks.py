@@ -26,7 +26,7 @@ from tests.adversarial import proc_locks
 from tests.adversarial.tui import open_screen
 from tests.tui.pilot import wait_until
 
-pytestmark = pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs Linux /proc/locks")
+pytestmark = [pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs Linux /proc/locks"), pytest.mark.slow]
 
 
 def locks_held(pid: int, *paths: Path) -> list[tuple[str, str, str]]:

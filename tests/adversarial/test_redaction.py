@@ -96,6 +96,7 @@ def members(path) -> dict[str, bytes]:
         return {name: archive.read(name) for name in archive.namelist()}
 
 
+@pytest.mark.slow
 def test_no_original_value_key_or_id_part_in_any_spelling(tmp_path, demo_copy):
     db = demo_copy()
     (tmp_path / "secrets").mkdir()
@@ -115,6 +116,7 @@ def test_no_original_value_key_or_id_part_in_any_spelling(tmp_path, demo_copy):
             assert all(info.comment == b"" for info in archive.infolist())
 
 
+@pytest.mark.slow
 def test_demo_project_ids_and_claims_are_gone(tmp_path, demo_copy):
     db = demo_copy()
     out = tmp_path / "out" / "b.zip"
@@ -174,6 +176,7 @@ def test_other_objects_and_keys_are_replaced_and_archons_kept(tmp_path):
     assert counts["approval_requests"] >= 2 and any(k.startswith("table-") and v == 1 for k, v in counts.items())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("finding_id", sorted(damage.ANOMALIES))
 def test_every_kind_of_damage_is_reported_alike_when_redacted(tmp_path, finding_id):
     """Each anomaly doctor knows gives the same finding on the redacted copy, with the same words."""
@@ -242,6 +245,7 @@ ID_SHAPES = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(value=ID_SHAPES)
 def test_id_shaped_values_are_replaced_in_every_free_column_and_json_key(value):
@@ -313,6 +317,7 @@ def _plant(db) -> None:
     conn.close()
 
 
+@pytest.mark.slow
 def test_id_shaped_secrets_in_every_column_leave_no_trace_in_any_member(tmp_path, demo_copy):
     (tmp_path / "secrets").mkdir()
     for source in (demo_copy(), damage.with_secrets(tmp_path / "secrets" / "archon.db")):
@@ -417,6 +422,7 @@ def test_secrets_in_schema_positions_leave_no_trace_in_any_member(tmp_path, demo
     assert any(re.fullmatch(r"projects\.column-\d+", f) for f in fields)
 
 
+@pytest.mark.slow
 @settings(max_examples=4, deadline=None)
 @given(tag=st.text(alphabet="abcXYZ019 \"'-_]`;\n", min_size=3, max_size=8))
 def test_schema_secrets_with_hostile_characters_are_replaced(tmp_path_factory, tag):
@@ -492,6 +498,7 @@ def _audit(capsys, db, *extra) -> bytes:
     return out.encode()
 
 
+@pytest.mark.slow
 def test_every_field_of_every_audit_format_passes_the_redactor(capsys, demo_copy):
     db = demo_copy()
     secrets = _plant_audit_secrets(db)
@@ -522,6 +529,7 @@ def test_audit_fields_come_from_a_column_unless_they_are_the_consoles_constants(
             assert origin is not None or expression in ("NULL", "rowid", f"'{kind}'"), (kind, expression)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("release", ["1.8.20", "1.8.22", "current"])
 def test_a_column_added_to_every_archon_table_keeps_the_report_but_not_its_name(tmp_path, demo_copy, release):
     """Each archon table rebuilt from the DDL it extends: the same release is detected and every

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +29,7 @@ def test_every_console_error_is_known():
     assert errors.Refusal in ERRORS and errors.UsageError in ERRORS and errors.DatabaseUnusable in ERRORS
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(cls=st.sampled_from(ERRORS), reason=_hostile(), hint=st.one_of(st.none(), _hostile()))
 def test_a_refusal_is_one_clean_line_whatever_it_quotes(cls, reason, hint):

@@ -26,6 +26,8 @@ from console.services.upgrade.run import run_upgrade
 from tests.adversarial.holder import Holder, _python_for
 from tests.upgrade_helpers import db_1820, dump, fingerprint_dir, run_cli
 
+pytestmark = pytest.mark.slow
+
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 OTHER_USER = "archon-adv"
 

@@ -69,6 +69,7 @@ def _commands(db: Path, where: Path) -> dict[str, list[str]]:
     }
 
 
+@pytest.mark.slow
 @root_only
 @pytest.mark.parametrize("command", list(_commands(Path("x"), Path("y"))))
 def test_every_output_option_refuses_a_directory_others_can_write(tmp_path, command):

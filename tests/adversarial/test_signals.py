@@ -20,6 +20,8 @@ import pytest
 
 from tests import damage
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -12,10 +12,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from console.errors import EXIT_OK, EXIT_REFUSED, EXIT_UNUSABLE
 from console.services.upgrade.run import run_upgrade
 from tests.adversarial.snapshot_helpers import NOW, _move, _restore, _tamper_one_byte, _upgraded
 from tests.upgrade_helpers import db_1820, dump, fingerprint_dir, sha256
+
+pytestmark = pytest.mark.slow
 
 
 def test_the_manifest_is_written_beside_the_snapshot(tmp_path):

@@ -21,6 +21,8 @@ from console.errors import EXIT_OK, EXIT_REFUSED, EXIT_UNUSABLE
 from tests.adversarial.snapshot_helpers import _restore, _tamper_one_byte, _upgraded
 from tests.upgrade_helpers import dump, fingerprint_dir, sha256
 
+pytestmark = pytest.mark.slow
+
 OTHER_UID = 54321  # no account; what matters is that it is neither the operator nor root
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another uid needs root (os.chown)")
 

@@ -90,6 +90,7 @@ def _write_manifest(candidate: Path, sha256: str) -> None:
     candidate.with_name(candidate.name + ".sha256").write_text(f"{sha256}  {candidate.name}\n")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("planted", ["a manifest hard-linked to -shm", "a candidate swapped for a symlink to -shm"])
 def test_a_planted_name_for_the_shm_never_drops_the_upgrades_locks(tmp_path, planted):
     path = db_1820(tmp_path / "archon.db", wal=True)

@@ -16,6 +16,8 @@ import textwrap
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 CHILD = textwrap.dedent(
     """
     import sys

@@ -54,6 +54,7 @@ def test_an_endless_statement_ends_at_its_budget(monkeypatch):
     assert said is not None and "ran longer than 0.3 seconds" in said.reason
 
 
+@pytest.mark.slow
 def test_a_caller_that_consumes_rows_slowly_is_not_stopped(monkeypatch):
     """`audit | less`: the time the reader takes between rows is not the statement's."""
     monkeypatch.setenv("ARCHON_CONSOLE_STATEMENT_SECONDS", "0.3")

@@ -111,6 +111,7 @@ def test_inspect_keep_snapshot_refuses_a_planted_final_name(tmp_path, shared, vi
     assert not (tmp_path / "not-yet.db").exists()
 
 
+@pytest.mark.slow
 def test_upgrade_snapshot_takes_another_name_beside_planted_links(shared, victim):
     db = db_1820(shared / "archon.db")
     taken = snapshot_name(db, NOW)
@@ -122,6 +123,7 @@ def test_upgrade_snapshot_takes_another_name_beside_planted_links(shared, victim
     assert victim()
 
 
+@pytest.mark.slow
 def test_restore_keeps_the_replaced_file_under_another_name(shared, victim):
     db = db_1820(shared / "archon.db")
     result = run_upgrade(db, force=True, now=NOW)

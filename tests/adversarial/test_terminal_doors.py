@@ -29,6 +29,8 @@ from tests.adversarial.hostile import HOSTILE_ID, HOSTILE_TABLE, poison, poison_
 from tests.tui.pilot import notifications, record_notifications, settle, wait_until
 from widgets.safe_text import is_clean
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

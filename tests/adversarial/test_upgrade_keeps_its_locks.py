@@ -36,6 +36,8 @@ from tests.upgrade_helpers import (
     run_cli,
 )
 
+pytestmark = pytest.mark.slow
+
 OTHER_CLIENT = textwrap.dedent("""
     import sqlite3, sys
     path, note = sys.argv[1], sys.argv[2]

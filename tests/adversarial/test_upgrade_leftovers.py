@@ -18,6 +18,8 @@ from console.db.migrations.registry import MIGRATIONS
 from console.errors import EXIT_UNUSABLE
 from tests.upgrade_helpers import db_1820, dump, fingerprint_dir, ledger_names, run_cli, run_cli_crashing_at, sha256
 
+pytestmark = pytest.mark.slow
+
 ALL_IDS = [m.id for m in MIGRATIONS]
 
 

@@ -20,6 +20,8 @@ from console.errors import EXIT_OK, EXIT_UNUSABLE
 from tests.adversarial.holder import Holder  # the same archon stand-in
 from tests.upgrade_helpers import REPO, db_1820, dump, fingerprint_dir, ledger_names, run_cli
 
+pytestmark = pytest.mark.slow
+
 
 CASES = [(False, "read-transaction"), (True, "idle"), (True, "read-transaction")]
 IDS = ["rollback-journal-reader", "wal-idle", "wal-reader"]

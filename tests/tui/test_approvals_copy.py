@@ -6,8 +6,12 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import pytest
+
 from console.tui.screens.approvals import ApprovalsScreen
 from tests.tui.pilot import ready, select, wait_until
+
+pytestmark = pytest.mark.slow
 
 REQUEST = "apr-00000192"
 

@@ -59,6 +59,7 @@ def record(app) -> tuple[list[str], list[str]]:
     return sent, bells
 
 
+@pytest.mark.slow
 async def test_a_new_request_is_announced_on_any_screen(demo_db, make_app, quiet_config):
     path = demo_db()
     app = make_app(path, start="projects")
@@ -82,6 +83,7 @@ async def test_a_new_request_is_announced_on_any_screen(demo_db, make_app, quiet
         assert bells == ["bell"]
 
 
+@pytest.mark.slow
 async def test_several_at_once_are_one_notification(demo_db, make_app, quiet_config):
     path = demo_db()
     app = make_app(path, start="projects")
@@ -96,6 +98,7 @@ async def test_several_at_once_are_one_notification(demo_db, make_app, quiet_con
         assert "apr-x1" in message and "and 2 more" in message
 
 
+@pytest.mark.slow
 async def test_quiet_keeps_only_the_title(demo_db, make_app, monkeypatch, quiet_config):
     import argparse
 

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -28,6 +30,7 @@ def test_widgets_are_archon_agnostic():
         assert not any(n == "console" or n.startswith("console.") for n in _imports(path)), path
 
 
+@pytest.mark.slow
 def test_cli_and_services_do_not_load_textual():
     """At run time, every module of the services, the database code and the commands (import-linter
     checks the static graph; this catches an import made by name, e.g. through importlib)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from console.tui.screens.approvals import ApprovalsScreen
 from console.tui.screens.doctor import DoctorScreen
 from console.tui.screens.environments import EnvironmentsScreen
@@ -9,6 +11,8 @@ from console.tui.screens.profiles import ProfilesScreen
 from tests.tui.pilot import settle, wait_until
 from textual.widgets import DataTable
 from widgets.lazy_table import LazyTable
+
+pytestmark = pytest.mark.slow
 
 
 def findings_table(app) -> DataTable:

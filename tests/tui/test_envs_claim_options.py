@@ -17,11 +17,15 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 
+import pytest
+
 from console.tui.screens.confirm import ActionModal, ConfirmModal
 from console.tui.screens.typed import TypedConfirmModal
 from console.tui.screens.environments import EnvironmentsScreen
 from console.services.environment_rules import lease_blocks_stop
 from tests.tui.pilot import db, ready, select, settle, type_text, wait_until
+
+pytestmark = pytest.mark.slow
 
 
 def execute(path, sql: str) -> None:

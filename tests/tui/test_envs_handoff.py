@@ -6,11 +6,14 @@ did not say what archon had been handed.
 
 from __future__ import annotations
 
+import pytest
 from textual.widgets import Static
 
 from console.tui.screens.confirm import ConfirmModal
 from console.tui.screens.environments import EnvironmentsScreen
 from tests.tui.pilot import db, field, ready, select, settle, wait_until
+
+pytestmark = pytest.mark.slow
 
 
 def detail_text(app) -> str:

@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import pytest
+
 from console.tui.screens.approvals import ApprovalsScreen
 from console.tui.screens.reason import ReasonModal
 from console.tui.screens.typed import TypedConfirmModal
 from tests.approvals_helpers import set_authority
 from tests.tui.pilot import db, ready, select, settle, table, type_text, wait_until
+
+pytestmark = pytest.mark.slow
 
 
 async def test_unknown_requester_asks_for_a_typed_confirmation_naming_the_problem(demo_db, make_app):

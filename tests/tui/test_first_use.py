@@ -12,6 +12,8 @@ from console.tui.screens.environments import EnvironmentsScreen
 from tests.tui.pilot import db, field, notifications, ready, record_notifications, select, table, type_text, wait_until
 from widgets.lazy_table import LazyTable
 
+pytestmark = pytest.mark.slow
+
 SIZES = [(120, 40), (80, 24)]
 size_ids = pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 

@@ -20,6 +20,8 @@ from console.tui.screens.typed import TypedConfirmModal
 from console.tui.screens.upgrade import UpgradeScreen
 from tests.tui.pilot import db, notifications, ready, select, settle, table, type_text, wait_until
 
+pytestmark = pytest.mark.slow
+
 
 # ---------------------------------------------------------------- approvals
 async def test_approve_one(demo_db, make_app):

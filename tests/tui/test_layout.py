@@ -9,8 +9,12 @@ import re
 import time
 from pathlib import Path
 
+import pytest
+
 from console.tui.screens.approvals import ApprovalsScreen
 from console.tui.screens.environments import EnvironmentsScreen
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 
+import pytest
 from textual.app import App, ComposeResult
 
 from widgets.lazy_table import LazyTable
@@ -75,6 +76,7 @@ async def wait_loaded(pilot, table):
     raise AssertionError("table never finished loading")
 
 
+@pytest.mark.slow
 async def test_pages_on_demand_and_bounded_memory(tmp_path):
     source = NumbersSource(make_numbers(tmp_path, 5000))
     app = TableApp(source)
@@ -167,6 +169,7 @@ class JumpingNumbersSource(NumbersSource):
         return ns[-1] if len(ns) == count else None
 
 
+@pytest.mark.slow
 async def test_end_reads_the_last_page_from_the_end_not_every_row(tmp_path):
     source = JumpingNumbersSource(make_numbers(tmp_path, 20000))
     app = TableApp(source)

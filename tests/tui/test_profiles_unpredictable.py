@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
+
 from console.db import execution_profiles as ep
 from console.db.connect import open_database
 from console.tui.screens.reason import ReasonModal
 from console.services import profiles
 from tests.tui.pilot import db, ready, table, wait_until
+
+pytestmark = pytest.mark.slow
 
 SENTENCE = "so the console cannot promise what that start does with it"
 

@@ -25,6 +25,8 @@ from console.tui.screens.projects import OverviewScreen
 from tests.tui.conftest import NOW_TEXT
 from tests.tui.pilot import ready
 
+pytestmark = pytest.mark.slow
+
 _STEP = re.compile(r"^SCAN (?P<name>\S+)(?P<rest>.*)$")
 _BUILT = re.compile(r"^(?:CO-ROUTINE|MATERIALIZE) (?P<name>.+)$")
 

@@ -10,6 +10,8 @@ import pytest
 from console import isolation
 from tests.tui.scenes import FREE_BYTES, SCENES, fixed_free_space, settle
 
+pytestmark = pytest.mark.slow
+
 SIZES = [(80, 24), (120, 40)]
 
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import pytest
+
 from console.tui.screens.upgrade import UpgradeScreen
 from tests.tui.pilot import settle, wait_until
+
+pytestmark = pytest.mark.slow
 
 
 def _contradict(path) -> str:

@@ -29,6 +29,8 @@ from console.tui.screens.typed import TypedConfirmModal
 from console.tui.screens.upgrade import UpgradeScreen
 from tests.tui.pilot import db, notifications, ready, table, type_text, wait_until
 
+pytestmark = pytest.mark.slow
+
 ARGUMENTS = {"project": "atlas-api"}  # screens that need one to open
 
 

@@ -17,6 +17,8 @@ from console.tui.screens.upgrade import UpgradeScreen
 from tests.adversarial.holder import Holder
 from tests.tui.pilot import settle, type_text, wait_until
 
+pytestmark = pytest.mark.slow
+
 
 def _wal(path) -> None:
     conn = sqlite3.connect(path, isolation_level=None)

@@ -57,6 +57,7 @@ def test_the_file_keeps_views_atomically_and_skips_broken_ones(views_file):
         views.find("nope")
 
 
+@pytest.mark.slow
 async def test_typed_filters_save_and_reopen(demo_db, make_app, views_file):
     app = make_app(demo_db(), start="projects")
     async with app.run_test(size=(120, 40)) as pilot:
@@ -76,6 +77,7 @@ async def test_typed_filters_save_and_reopen(demo_db, make_app, views_file):
         assert table(app).total == kinds_total and app.screen.filters.kind == "custom_check"
 
 
+@pytest.mark.slow
 async def test_envs_views_and_a_vanished_project(demo_db, make_app, views_file):
     views.save("gone", views.parse("approvals", "status=pending project=prj-deleted-long-ago"))
     app = make_app(demo_db(), start="projects")
