@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from tests.tui.test_flows import type_text, wait_until
+
 
 async def open_screen(pilot, command: str) -> None:
-    """Escape to the list, then `:command` Enter, typed key by key."""
+    """Escape to the list, then `:command` Enter, typed key by key into the command line once it
+    has the focus."""
+    from console.tui.screens.command_line import CommandLine
+
+    app = pilot.app
     await pilot.press("escape")
     await pilot.press(":")
-    await pilot.pause(0.1)
-    for ch in command:
-        await pilot.press("space" if ch == " " else ch)
+    await wait_until(pilot, lambda: isinstance(app.screen, CommandLine)
+                     and app.focused is app.screen.query_one("#command-input"), what="the command line")
+    await type_text(pilot, command)
     await pilot.press("enter")
