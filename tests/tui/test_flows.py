@@ -12,7 +12,7 @@ import unicodedata
 
 import pytest
 from textual import events
-from textual.keys import KEY_NAME_REPLACEMENTS, key_to_character
+from textual.keys import KEY_NAME_REPLACEMENTS, REPLACED_KEYS, key_to_character
 
 from console.tui.screens.approvals import ApprovalsScreen
 from console.tui.screens.bulk_results import BulkResultsModal
@@ -93,7 +93,7 @@ def key_event(key: str) -> events.Key:
     """The Key event a terminal sends for `key`: a key name (`down`, `enter`) or a typed character,
     which Textual's input parser names as done here (`a`, `space`, `minus`, `full_stop`)."""
     if len(key) > 1:
-        return events.Key(key, " " if key == "space" else key_to_character(key))
+        return events.Key(key, " " if key == "space" else key_to_character(REPLACED_KEYS.get(key, key)))
     if key.isalnum():
         return events.Key(key, key)
     name = unicodedata.name(key).lower().replace("-", "_").replace(" ", "_")
