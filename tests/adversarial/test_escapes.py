@@ -20,6 +20,7 @@ from console.cli.cli import main
 from console.cli.output import SafeStream
 from tests.adversarial.hostile import HOSTILE, poison
 from tests.adversarial.tui import _assert_screen_clean, open_screen
+from tests.tui.pilot import send_keys, settle, wait_until
 from widgets.safe_text import clean, is_clean
 
 READ_COMMANDS = [
@@ -117,21 +118,19 @@ async def test_no_screen_shows_a_control_character(poisoned, tmp_path, make_app,
     app = make_app(path, read_only=read_only, start="approvals")
     seen: list[str] = []
     async with app.run_test(size=(160, 50)) as pilot:
-        await pilot.pause(0.5)
+        await wait_until(pilot, lambda: isinstance(app.screen, ApprovalsScreen), what="the queue")
         assert isinstance(app.screen, ApprovalsScreen)
         await _assert_screen_clean(pilot, app, "approvals", seen)
-        for key in ("down", "down", "end"):
-            await pilot.press(key)
+        await send_keys(pilot, "down", "down", "end")
         await _assert_screen_clean(pilot, app, "approvals after moving", seen)
-        await pilot.press("w")  # why greyed: reasons quote who decided
+        await send_keys(pilot, "w")  # why greyed: reasons quote who decided
         await _assert_screen_clean(pilot, app, "approvals why", seen)
         for command in ("envs", "projects", "project prj-atlas-api", "doctor", "upgrade"):
             await open_screen(pilot, command)
             await _assert_screen_clean(pilot, app, command, seen)
-            for key in ("down", "down", "down"):
-                await pilot.press(key)
+            await send_keys(pilot, "down", "down", "down")
             await _assert_screen_clean(pilot, app, f"{command} after moving", seen)
-            await pilot.press("w")
+            await send_keys(pilot, "w")
             await _assert_screen_clean(pilot, app, f"{command} why", seen)
     # Not vacuous: the hostile text was on screen, pictured.
     assert any("HIJACKED" in text for text in seen)

@@ -40,7 +40,7 @@ from hypothesis import strategies as st
 from console.cli.cli import main
 from tests.adversarial.json_shapes import first_pending
 from tests.adversarial.tui import open_screen
-from tests.tui.pilot import notifications, settle
+from tests.tui.pilot import notifications, send_keys, settle, type_text
 from widgets.safe_text import is_clean
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -458,19 +458,18 @@ async def _tour(app, pilot) -> list[str]:
     _no_error_dialog(app)
     assert app.screen.query_one(LazyTable).total, "the queue could not be read"
     for key in ("down", "up", "enter", "escape", "end"):
-        await pilot.press(key)
+        await send_keys(pilot, key)  # the terminal's path; `_settled` waits for what it started
         await _settled(app, pilot)
         _no_error_dialog(app)
     await pilot.press("slash")
-    for ch in "o":
-        await pilot.press(ch)
+    await type_text(pilot, "o")
     await pilot.press("enter")
     await _settled(app, pilot)
     for command in ("envs", "projects", "project prj-atlas-api"):
         await open_screen(pilot, command)
         await _settled(app, pilot)
         for key in ("down", "enter", "w"):
-            await pilot.press(key)
+            await send_keys(pilot, key)
             await _settled(app, pilot)
             _no_error_dialog(app)
         await pilot.press("escape")

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, example, given, settings
 
 from tests.adversarial.json_shapes import DEEP_1100, json_shapes, poison_json, shape_text
 from tests.adversarial.tui import open_screen
+from tests.tui.pilot import send_keys, type_text
 
 pytestmark = pytest.mark.slow
 
@@ -154,19 +155,18 @@ async def _tour(app, pilot) -> list[str]:
     assert isinstance(app.screen, ApprovalsScreen)
     shown = []
     for key in ("down", "up", "enter", "escape", "end"):
-        await pilot.press(key)
+        await send_keys(pilot, key)  # the terminal's path; `_settled` waits for what it started
         await _settled(app, pilot)
     shown.append(str(app.screen.query_one("#detail-action").render()))
     await pilot.press("slash")
-    for ch in "origin":
-        await pilot.press(ch)
+    await type_text(pilot, "origin")
     await pilot.press("enter")
     await _settled(app, pilot)
     for command in ("envs", "projects", "project prj-atlas-api", "doctor", "upgrade"):
         await open_screen(pilot, command)
         await _settled(app, pilot)
         for key in ("down", "enter", "w"):
-            await pilot.press(key)
+            await send_keys(pilot, key)
             await _settled(app, pilot)
         await pilot.press("escape")
     return shown

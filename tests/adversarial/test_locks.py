@@ -24,7 +24,7 @@ import pytest
 from console.clock import db_time, system_clock
 from tests.adversarial import proc_locks
 from tests.adversarial.tui import open_screen
-from tests.tui.pilot import wait_until
+from tests.tui.pilot import settle, wait_until
 
 pytestmark = [pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs Linux /proc/locks"), pytest.mark.slow]
 
@@ -89,7 +89,7 @@ async def _every_screen(path: Path, monkeypatch, tmp_path: Path, read_only: bool
     app = make_live_app(path, monkeypatch, tmp_path, read_only=read_only)
     pid = os.getpid()
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause(0.5)
+        await settle(pilot, app)  # the first screen has read
         before = locks_held(pid, *files(path))
         assert before, "a WAL connection holds its WAL-index lock while open"
         await open_screen(pilot, "doctor")
@@ -102,7 +102,7 @@ async def _every_screen(path: Path, monkeypatch, tmp_path: Path, read_only: bool
         assert set(before) <= set(locks_held(pid, *files(path))), "upgrade planning dropped the connection's locks"
         for command in ("envs", "projects", "approvals", "help"):
             await open_screen(pilot, command)
-            await pilot.pause(0.5)
+            await settle(pilot, app)  # the screen has read
             assert set(before) <= set(locks_held(pid, *files(path))), f"{command} dropped the connection's locks"
 
 
@@ -131,7 +131,7 @@ async def test_an_approval_after_doctor_reaches_the_file_when_archon_restarts(tm
     probe.close()
     app = make_live_app(path, monkeypatch, tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause(0.5)
+        await settle(pilot, app)
         await open_screen(pilot, "doctor")
         await wait_until(pilot, lambda: isinstance(app.screen, DoctorScreen) and app.screen.report is not None,
                        what="the doctor report", timeout=20)

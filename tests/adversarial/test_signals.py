@@ -194,7 +194,10 @@ def test_the_console_exits_when_its_terminal_goes_away(tmp_path):
             if select.select([primary], [], [], 0.1)[0]:
                 seen += os.read(primary, 65536)
         assert b"apr-" in seen, "the console never drew its first screen"
-        time.sleep(1.5)  # past the first poll: the title has been set
+        while time.monotonic() < deadline and b"\x1b]2;archon" not in seen:  # the first poll set the title
+            if select.select([primary], [], [], 0.1)[0]:
+                seen += os.read(primary, 65536)
+        assert b"\x1b]2;archon" in seen, "the console never set the window title"
         os.close(primary)  # the terminal goes away
         primary = -1
         deadline = time.monotonic() + 15

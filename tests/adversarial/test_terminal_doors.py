@@ -26,7 +26,7 @@ from textual.color import Color
 from textual.command import CommandList
 
 from tests.adversarial.hostile import HOSTILE_ID, HOSTILE_TABLE, poison, poison_ids, poison_schema
-from tests.tui.pilot import notifications, record_notifications, settle, wait_until
+from tests.tui.pilot import notifications, record_notifications, send_keys, settle, type_text, wait_until
 from widgets.safe_text import is_clean
 
 pytestmark = pytest.mark.slow
@@ -66,7 +66,8 @@ SEEN: list[str] = []  # what the sweep saw: painted text and toasts, for its not
 def unsafe_left(app, where: str) -> list[str]:
     """Every place Textual could send database text to the terminal or a clipboard, checked."""
     bad = []
-    SEEN.extend(_painted(app) + messages(app))
+    painted = _painted(app)  # rendering the screen is the costly part: once per check
+    SEEN.extend(painted + messages(app))
     titles = {"app.title": app.title, "app.sub_title": app.sub_title,
               "screen.title": app.screen.title or "", "screen.sub_title": app.screen.sub_title or ""}
     bad += [f"{where}: {name} {value!r}" for name, value in titles.items()
@@ -75,7 +76,7 @@ def unsafe_left(app, where: str) -> list[str]:
         for value in (note.message, note.title):
             if not is_clean(value):
                 bad.append(f"{where}: notification {value!r}")
-    bad += [f"{where}: painted {text!r}" for text in _painted(app) if not is_clean(text, allow_newlines=False)]
+    bad += [f"{where}: painted {text!r}" for text in painted if not is_clean(text, allow_newlines=False)]
     clip = app.clipboard or ""
     if clip and not is_clean(clip, allow_newlines=clip.lstrip().startswith(("{", "["))):
         bad.append(f"{where}: clipboard {clip!r}")
@@ -188,8 +189,7 @@ async def test_the_palette_shows_hostile_project_ids_as_written(poisoned_names, 
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot, app)
         await pilot.press("ctrl+p")
-        for ch in "project":
-            await pilot.press(ch)
+        await type_text(pilot, "project")
         await wait_until(pilot, lambda: "profiles of project" in "".join(_painted(app)), what="project hits")
         assert unsafe_left(app, "palette") == []
         hits = [str(option.prompt) for option in app.screen.query_one(CommandList).options]
@@ -212,7 +212,7 @@ async def _back_to(pilot, app, screen) -> None:
     for _ in range(6):
         if app.screen is screen:
             return
-        await pilot.press("escape")
+        await send_keys(pilot, "escape")
         await settle(pilot, app)
     assert app.screen is screen, f"could not get back to {screen!r} from {app.screen!r}"
 
@@ -224,7 +224,7 @@ async def _every_key(pilot, app, where: str) -> list[str]:
     keys = sorted(key for key in screen.active_bindings if key not in NOT_PRESSED)
     bad = []
     for key in ["y", "Y", "w", *keys, "down", "y", "Y"]:
-        await pilot.press(key)
+        await send_keys(pilot, key)  # the terminal's path; `settle` is the wait for what it started
         await settle(pilot, app)
         bad += unsafe_left(app, f"{where} {key}")
         if app.screen is not screen:
@@ -262,7 +262,7 @@ async def test_no_screen_or_key_lets_a_hostile_name_through(hostile_copy, make_a
             findings.focus()
             findings.move_cursor(row=index)
             await settle(pilot, app)
-            await pilot.press("y", "Y", "enter")
+            await send_keys(pilot, "y", "Y", "enter")
             await settle(pilot, app)
             bad += unsafe_left(app, f"doctor enter {screen.findings[index].id}")
             if app.screen is not screen:

@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
+import unicodedata
 import weakref
 
+from textual import events
+from textual.keys import KEY_NAME_REPLACEMENTS, REPLACED_KEYS, key_to_character
 from textual.notifications import Notification, Notify
 
 from widgets.lazy_table import LazyTable
@@ -55,6 +59,12 @@ async def ready(pilot, app, screen_cls):
 async def select(pilot, app, key: str, detail_key: str = "id"):
     """Move the cursor to the row whose key is `key` and wait for its detail."""
     t = table(app)
+    loaded = [t.row_at(i) for i in range(t.total or 0)]
+    keys = [None if row is None else t.source.key(row) for row in loaded]
+    if key in keys and keys.index(key) >= t.cursor:  # the downs it takes, sent as one burst
+        target = keys.index(key)
+        await send_keys(pilot, *["down"] * (target - t.cursor))
+        await wait_until(pilot, lambda: t.cursor == target, what=f"the cursor on {key}")
     for _ in range(200):
         if t.cursor_key == key:
             break
@@ -71,9 +81,48 @@ def db(path, sql, *params):
         conn.close()
 
 
+def key_event(key: str) -> events.Key:
+    """The Key event a terminal sends for `key`: a key name (`down`, `enter`) or a typed character,
+    which Textual's input parser names as done here (`a`, `space`, `minus`, `full_stop`)."""
+    if len(key) > 1:
+        return events.Key(key, " " if key == "space" else key_to_character(REPLACED_KEYS.get(key, key)))
+    if key.isalnum():
+        return events.Key(key, key)
+    name = unicodedata.name(key).lower().replace("-", "_").replace(" ", "_")
+    return events.Key(KEY_NAME_REPLACEMENTS.get(name, name), key)
+
+
+async def send_keys(pilot, *keys: str) -> None:
+    """Press `keys` (key names or typed characters) as a terminal sends them: one Key message each
+    to the app, which forwards it to the focused widget; a key nobody there handles bubbles up
+    through the widget's ancestors to the app, which runs its binding. Return when every key has
+    come all the way through. What the keys started is the caller's to wait for (`settle`,
+    `wait_until`).
+
+    `pilot.press` waits for the process to go idle after every key (about 0.1 s a key, much more
+    on a loaded machine). The message queues keep the keys in order, so this waits once, on a
+    condition: a marker sent behind the keys along the same path (the focused widget, each of its
+    ancestors, the app) has arrived."""
+    app = pilot.app
+    for key in keys:
+        app.post_message(key_event(key))
+    through = asyncio.Event()
+
+    def hop(path: list) -> None:
+        if path:
+            path[0].call_later(hop, path[1:])
+        else:
+            through.set()
+    app.call_later(lambda: hop(list((app.focused or app.screen).ancestors_with_self)))
+    await asyncio.wait_for(through.wait(), timeout=30)
+
+
 async def type_text(pilot, text: str):
-    for ch in text:
-        await pilot.press("space" if ch == " " else ch)
+    """Type `text` into the focused widget, key by key (see `send_keys`), and let what it started
+    run (a pause: one round of every queue, then an idle process)."""
+    await pilot.pause()  # a dialog just opened has set its focus
+    await send_keys(pilot, *text)
+    await pilot.pause()
 
 
 def record_notifications(app) -> list[Notification]:

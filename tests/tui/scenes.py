@@ -118,11 +118,11 @@ async def settle(pilot, app, scene: Scene, timeout: float = 10.0) -> None:
     await wait(first)
     if scene.navigate:
         app.navigate(*scene.navigate)
-        await pilot.pause(0.05)
+        await pilot.pause()  # the navigation's screen is the one `_table_ready` looks at
         await wait(_table_ready)
     for key in scene.keys:
         await pilot.press(key)
-        await pilot.pause(0.02)
+        await pilot.pause()
     if scene.act is not None:
         scene.act(app)
     if scene.final:
@@ -135,6 +135,6 @@ async def settle(pilot, app, scene: Scene, timeout: float = 10.0) -> None:
     # The footer greys keys from the loaded row; its refresh is scheduled after the detail arrives,
     # so ask for it now and let it run, or the picture depends on which came first.
     app.screen.refresh_bindings()
-    await pilot.pause(0.1)
-    await pilot.pause(0.05)
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
 

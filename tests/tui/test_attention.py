@@ -9,6 +9,7 @@ import sys
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from textual.worker import Worker, WorkerState
 
 from console.tui.attention import (Attention, NotifyConfig, load_notify_config, osc777, osc9, title_sequence,
                                wants_osc777)
@@ -59,12 +60,32 @@ def record(app) -> tuple[list[str], list[str]]:
     return sent, bells
 
 
+def count_polls(app) -> list[Worker]:
+    """The polls the app has finished, each added once the app has handled what the poll posted
+    (its worker's end comes through the app's queue behind the poll's own messages). A test that
+    proves "no second bell" waits for more polls, not for a duration."""
+    done: list[Worker] = []
+
+    def seen(message) -> None:
+        if isinstance(message, Worker.StateChanged) and message.worker.group == "poll" \
+                and message.state in (WorkerState.SUCCESS, WorkerState.ERROR):
+            done.append(message.worker)
+    app.message_signal.subscribe(app, seen, immediate=True)
+    return done
+
+
+async def two_more_polls(pilot, polls: list[Worker]) -> None:
+    seen = len(polls)
+    await wait_until(pilot, lambda: len(polls) >= seen + 2, what="two more polls", timeout=20)
+
+
 @pytest.mark.slow
 async def test_a_new_request_is_announced_on_any_screen(demo_db, make_app, quiet_config):
     path = demo_db()
     app = make_app(path, start="projects")
     async with app.run_test(size=(120, 40)) as pilot:
         sent, bells = record(app)
+        polls = count_polls(app)
         await ready(pilot, app, OverviewScreen)
         await wait_until(pilot, lambda: any(s.startswith("\x1b]2;") for s in sent), what="the first title", timeout=20)
         before = int(app.attention.last_title.split("· ")[1].split()[0])
@@ -79,7 +100,7 @@ async def test_a_new_request_is_announced_on_any_screen(demo_db, make_app, quiet
         assert not any(s.startswith("\x1b]777;") for s in sent)  # xterm: OSC 9 only
         assert isinstance(app.screen, OverviewScreen)  # nothing navigated away
         # already pending at start is no news; one arrival, one bell
-        await pilot.pause(0.5)
+        await two_more_polls(pilot, polls)
         assert bells == ["bell"]
 
 
@@ -89,10 +110,11 @@ async def test_several_at_once_are_one_notification(demo_db, make_app, quiet_con
     app = make_app(path, start="projects")
     async with app.run_test(size=(120, 40)) as pilot:
         sent, bells = record(app)
+        polls = count_polls(app)
         await ready(pilot, app, OverviewScreen)
         await asyncio.to_thread(ask, path, "apr-x1,apr-x2,apr-x3,apr-x4,apr-x5")
         await wait_until(pilot, lambda: bells, what="the bell", timeout=20)
-        await pilot.pause(0.3)
+        await two_more_polls(pilot, polls)
         assert bells == ["bell"]
         message = [n for n in notifications(app) if n.title == "5 approvals needed"][0].message
         assert "apr-x1" in message and "and 2 more" in message
@@ -110,10 +132,11 @@ async def test_quiet_keeps_only_the_title(demo_db, make_app, monkeypatch, quiet_
     app.attention.config = load(quiet=True)[0]
     async with app.run_test(size=(120, 40)) as pilot:
         sent, bells = record(app)
+        polls = count_polls(app)
         await ready(pilot, app, OverviewScreen)
         await asyncio.to_thread(ask, path, "apr-silent")
         await wait_until(pilot, lambda: any("pending" in s for s in sent), what="the title", timeout=20)
-        await pilot.pause(0.5)
+        await two_more_polls(pilot, polls)
         assert bells == [] and not any(s.startswith("\x1b]9;") for s in sent)
         assert not any(n.title == "Approval needed" for n in notifications(app))
     assert argparse  # the flag itself: tests/test_cli_reference.py keeps the README's option list honest

@@ -50,7 +50,7 @@ async def test_a_project_being_deleted_greys_every_claim_key(demo_db, make_app):
             assert screen.check_action(action, ()) is None, action
             assert screen.unavailable()[action] == "its project is being deleted", action
         await pilot.press("s")
-        await pilot.pause(0.1)
+        await settle(pilot, app)
         assert app.screen is screen  # no dialog for a write the service refuses
     assert db(path, "SELECT operation_claim_id FROM execution_environments WHERE id = 'env-0011'") == [(None,)]
 
@@ -83,7 +83,7 @@ async def test_a_claim_taken_while_the_dialog_is_open_blocks_it(demo_db, make_ap
         await wait_until(pilot, lambda: modal.blocked_reason is not None, what="the dialog to re-check")
         assert "changed" in modal.blocked_reason
         await pilot.press("y")
-        await pilot.pause(0.1)
+        await settle(pilot, app)
         assert isinstance(app.screen, ActionModal)
     assert db(path, "SELECT operation_claim_id FROM execution_environments WHERE id = 'env-0011'") == [("archon-worker:5",)]
 

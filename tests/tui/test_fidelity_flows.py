@@ -44,7 +44,6 @@ async def test_unknown_requester_asks_for_a_typed_confirmation_naming_the_proble
         assert db(path, "SELECT status FROM approval_requests WHERE id='apr-00000192'")[0][0] == "pending"
         modal.query_one("#typed").value = ""
         modal.query_one("#typed").focus()
-        await pilot.pause(0.05)
         await type_text(pilot, "not the requester")
         await pilot.press("enter")
         await type_text(pilot, "checked with bob")
@@ -88,7 +87,7 @@ async def test_rollback_dialog_refuses_a_revision_archon_would_replace_before_an
         assert "lacks chat_build" in why
         assert app.screen.check_action("activate", ()) is not True
         await pilot.press("A")
-        await pilot.pause(0.3)
+        await settle(pilot, app)  # the key was handled and opened nothing
         assert not isinstance(app.screen, ReasonModal)
         assert "cannot be activated: archon 1.10.0" in str(app.screen.query_one("#detail-head").render())
     assert db(path, "SELECT active_execution_profile_revision_id FROM projects WHERE id='prj-atlas-api'") == active_before

@@ -40,25 +40,25 @@ async def test_selected_row_visible_after_end_pagedown_filter_and_refresh(demo_d
                          and table(app).visible_loaded)
         await pilot.press("end")
         await wait_until(pilot, lambda: table(app).cursor == table(app).total - 1 and table(app).visible_loaded)
-        await pilot.pause(0.05)
+        await pilot.pause()
         assert_cursor_row_on_screen(app)
         await pilot.press("home", "pagedown")
-        await pilot.pause(0.05)
+        await pilot.pause()
         assert_cursor_row_on_screen(app)
         await pilot.press("pagedown", "pagedown")
-        await pilot.pause(0.05)
+        await pilot.pause()
         assert_cursor_row_on_screen(app)
         await pilot.press("s")  # denied: another list, then to its end
         await wait_until(pilot, lambda: app.screen.filters.statuses == ("denied",) and table(app).visible_loaded)
         await pilot.press("end")
         await wait_until(pilot, lambda: table(app).cursor == table(app).total - 1 and table(app).visible_loaded)
-        await pilot.pause(0.05)
+        await pilot.pause()
         assert_cursor_row_on_screen(app)
         # live refresh (what the poll does when another process commits)
         key = table(app).cursor_key
         app.screen.refresh_data()
         await wait_until(pilot, lambda: table(app).cursor_key == key and table(app).visible_loaded)
-        await pilot.pause(0.05)
+        await pilot.pause()
         assert_cursor_row_on_screen(app)
 
 
@@ -71,7 +71,7 @@ async def test_selected_environment_visible_after_end(demo_db, make_app, size):
         await pilot.press("end")
         await wait_until(pilot, lambda: table(app).cursor == table(app).total - 1 and table(app).visible_loaded)
         await wait_until(pilot, lambda: field(app.screen.detail, "id") == table(app).cursor_key)
-        await pilot.pause(0.05)
+        await pilot.pause()
         assert_cursor_row_on_screen(app)
 
 
@@ -90,7 +90,7 @@ async def test_search_and_project_inputs_show_what_is_typed(demo_db, make_app, s
         for key, text in (("slash", "billing"), ("p", "atlas")):
             await pilot.press(key)
             await type_text(pilot, text)
-            await pilot.pause(0.05)
+            await wait_until(pilot, lambda: any(text in line for line in screen_lines(app)), what=f"{text!r} drawn")
             box = app.screen.query_one("#filter-input")
             assert box.has_focus and box.value == text
             assert box.content_region.height >= 1
@@ -98,8 +98,7 @@ async def test_search_and_project_inputs_show_what_is_typed(demo_db, make_app, s
             await pilot.press("escape")
         await pilot.press("colon")
         await type_text(pilot, "envs")
-        await pilot.pause(0.05)
-        assert any("envs" in line for line in screen_lines(app))
+        await wait_until(pilot, lambda: any("envs" in line for line in screen_lines(app)), what="'envs' drawn")
 
 
 def notes(app) -> list[str]:
@@ -151,7 +150,8 @@ async def test_detail_pane_never_shows_a_request_the_filter_removed(demo_db, mak
         await type_text(pilot, "nothing-has-this-text")
         await pilot.press("enter")
         await wait_until(pilot, lambda: table(app).total == 0)
-        await pilot.pause(0.3)
+        await wait_until(pilot, lambda: "No request matches" in str(app.screen.query_one("#detail-head").render()),
+                         what="the detail pane emptied")
         assert app.screen.detail is None
         assert shown not in str(app.screen.query_one("#detail-head").render())
         assert "No request matches" in str(app.screen.query_one("#detail-head").render())
@@ -196,7 +196,7 @@ async def test_claim_column_shows_holder_age_and_stale_on_screen(demo_db, make_a
     app = make_app(path, start="envs")
     async with app.run_test(size=size) as pilot:
         await ready(pilot, app, EnvironmentsScreen)
-        await pilot.pause(0.05)
+        await wait_until(pilot, lambda: any("env-0005" in line for line in screen_lines(app)), what="the rows drawn")
         lines = {line.split()[0]: line for line in screen_lines(app) if line.strip().startswith("env-")}
         assert "reset · …-worker:13 · 3h STALE" in lines["env-0005"]  # claimed at 09:00, now 12:00
         assert "stop · archon-worker:42 · 2m" in lines["env-0004"] and "STALE" not in lines["env-0004"]
@@ -218,7 +218,8 @@ async def test_upgrade_screen_idle_shows_the_plan_and_steps_not_a_bar(demo_db, m
     app = make_app(path, start="upgrade")
     async with app.run_test(size=size) as pilot:
         await wait_until(pilot, lambda: isinstance(app.screen, UpgradeScreen) and app.screen.plan is not None)
-        await pilot.pause(0.05)
+        await wait_until(pilot, lambda: any("001-archon-1.8.20-baseline" in line for line in screen_lines(app)),
+                         what="the step table drawn")
         screen = app.screen
         assert not screen.query_one(ProgressBar).display and not screen.query_one(RichLog).display
         shown = "\n".join(screen_lines(app))
@@ -257,8 +258,8 @@ async def test_footer_always_shows_help_and_quit_and_back_only_where_it_acts(dem
             assert key in footer, (key, footer)
         assert "esc Back" not in footer  # the first screen: nothing to go back to
         await pilot.press("question_mark")
-        await wait_until(pilot, lambda: type(app.screen).__name__ == "HelpScreen")
-        await pilot.pause(0.1)
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "HelpScreen"
+                         and any("Quit" in line for line in screen_lines(app)[:-1]), what="the help drawn")
         quit_rows = [line for line in screen_lines(app)[:-1] if "Quit" in line]
         assert quit_rows and all("q, ^q" in line for line in quit_rows), screen_lines(app)  # the footer's q first
         await pilot.press("escape")
@@ -349,7 +350,7 @@ async def test_smaller_ones_on_screen(demo_db, make_app, size):
         # projects being deleted are marked in words; pending reads one way
         app.navigate("projects")
         await ready(pilot, app, OverviewScreen)
-        await pilot.pause(0.05)
+        await wait_until(pilot, lambda: any("legacy-mo" in line for line in screen_lines(app)), what="the projects drawn")
         lines = screen_lines(app)
         assert any("legacy-mo" in line and "[being deleted]" in line for line in lines)
         assert any("16 (4 <1h, 1 overdue)" in line for line in lines), lines  # was "16 (4 <1h) 1 overdue"
@@ -357,7 +358,9 @@ async def test_smaller_ones_on_screen(demo_db, make_app, size):
         app.navigate("doctor")
         await wait_until(pilot, lambda: isinstance(app.screen, DoctorScreen) and app.screen.report is not None,
                          timeout=15)
-        await pilot.pause(0.1)
+        await wait_until(pilot, lambda: "0 errors" in str(app.screen.query_one("#doctor-summary").render())
+                         and all(f.id in "\n".join(screen_lines(app)) for f in app.screen.findings[:5]),
+                         what="the findings drawn, whole")
         summary = str(app.screen.query_one("#doctor-summary").render())
         assert "0 errors" in summary and "0 error " not in summary
         release = app.screen.report.finding("schema.release")
@@ -427,7 +430,7 @@ async def test_no_color_is_monochrome_and_says_in_words_what_colour_said(demo_db
         assert "expired" in lines[t.content_region.y + 1]  # overdue: a word
         app.navigate("envs")
         await ready(pilot, app, EnvironmentsScreen)
-        await pilot.pause(0.05)
+        await wait_until(pilot, lambda: any("STALE" in line for line in screen_lines(app)), what="the rows drawn")
         assert_monochrome(app)
         assert any("STALE" in line for line in screen_lines(app))
 

@@ -8,6 +8,8 @@ import subprocess
 import sys
 
 import pytest
+from textual import events
+from textual.keys import KEY_NAME_REPLACEMENTS, REPLACED_KEYS, key_to_character
 
 from console.tui.screens.approvals import ApprovalsScreen
 from console.tui.screens.bulk_results import BulkResultsModal
@@ -167,7 +169,7 @@ async def test_start_screen_is_the_bottom_of_the_stack(demo_db, make_app):
         await ready(pilot, app, ApprovalsScreen)
         assert app._prefetched is None  # the start screen took its first page
         await pilot.press("escape")
-        await pilot.pause(0.05)
+        await settle(pilot, app)
         assert isinstance(app.screen, ApprovalsScreen)  # nothing below it
         await pilot.press("colon")
         await type_text(pilot, "envs")

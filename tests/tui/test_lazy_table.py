@@ -96,7 +96,7 @@ async def test_pages_on_demand_and_bounded_memory(tmp_path):
         await wait_loaded(pilot, table)
         assert table.cursor_row["n"] == 5000
         # Untrusted text rendered literally, never as markup: the app is still running.
-        await pilot.pause(0.05)
+        await pilot.pause()
         line = "".join(seg.text for seg in table.render_line(table._body_height()))
         assert "[@click=app.quit]x[/]" in line and "\x1b" not in line and "␛[2J" in line
         assert app.is_running

@@ -23,7 +23,7 @@ from console.tui.screens.approvals import ApprovalsScreen
 from console.tui.screens.environments import EnvironmentsScreen
 from console.tui.screens.projects import OverviewScreen
 from tests.tui.conftest import NOW_TEXT
-from tests.tui.pilot import ready
+from tests.tui.pilot import ready, settle
 
 pytestmark = pytest.mark.slow
 
@@ -105,7 +105,7 @@ async def _page(pilot, app, screen_cls) -> None:
     for key in ("pagedown", "pagedown", "pagedown", "pagedown", "end", "pageup", "home"):
         await pilot.press(key)
         await ready(pilot, app, screen_cls)
-    await pilot.pause(0.2)  # a page move's read-ahead runs in a worker
+    await settle(pilot, app)  # a page move's read-ahead runs in a worker
 
 
 @pytest.fixture(scope="module")

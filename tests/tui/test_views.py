@@ -13,7 +13,7 @@ from console.errors import UsageError
 from console.tui.screens.approvals import ApprovalsScreen
 from console.tui.screens.environments import EnvironmentsScreen
 from console.tui.screens.projects import OverviewScreen
-from tests.tui.pilot import notifications, ready, table, wait_until
+from tests.tui.pilot import notifications, ready, settle, table, wait_until
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ async def test_envs_views_and_a_vanished_project(demo_db, make_app, views_file):
         await wait_until(pilot, lambda: "ready-envs" in views.load()[0], what="the saved envs view", timeout=20)
         assert views.find("ready-envs").expression() == "state=ready"
         app.navigate("approvals", "colour=red")
-        await pilot.pause(0.1)
+        await settle(pilot, app)
         assert isinstance(app.screen, EnvironmentsScreen)  # a wrong expression opens nothing
         assert any("has no filter 'colour'" in n.message for n in notifications(app))
 
