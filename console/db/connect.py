@@ -155,24 +155,21 @@ class ArchonDatabase:
             self.close()
 
 
-def _configure(conn: sqlite3.Connection, busy_timeout_ms: int, read_only: bool) -> None:
-    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-    if read_only:
-        conn.execute("PRAGMA query_only = ON")
-    else:
-        conn.execute("PRAGMA foreign_keys = ON")
+def _setup(busy_timeout_ms: int, read_only: bool) -> tuple[str, str]:
+    return (f"PRAGMA busy_timeout = {int(busy_timeout_ms)}",
+            "PRAGMA query_only = ON" if read_only else "PRAGMA foreign_keys = ON")
 
 
 def connect_raw(
     path: Path, *, read_only: bool = False, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
 ) -> sqlite3.Connection:
     """A configured connection without validation; for snapshots and tests."""
+    setup = _setup(busy_timeout_ms, read_only)
     if read_only:
-        conn = sqlite_connection(_uri(path, mode="ro"), uri=True, check_same_thread=False)
+        conn = sqlite_connection(_uri(path, mode="ro"), uri=True, setup=setup, check_same_thread=False)
     else:
-        conn = sqlite_connection(str(path), check_same_thread=False)
+        conn = sqlite_connection(str(path), setup=setup, check_same_thread=False)
     conn.row_factory = text_row  # a BLOB reads as text (console/db/rows.py)
-    _configure(conn, busy_timeout_ms, read_only)
     return conn
 
 

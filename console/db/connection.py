@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from console.db.file_guard import Connection, keep_connection, register, sqlite_target_refused
 from console.db.limits import guard
@@ -20,7 +20,8 @@ from console.errors import DatabaseUnusable
 SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
 
 
-def sqlite_connection(target: str | Path, *, uri: bool = False, **options: Any) -> sqlite3.Connection:
+def sqlite_connection(target: str | Path, *, uri: bool = False, setup: Iterable[str] = (),
+                      **options: Any) -> sqlite3.Connection:
     """Every SQLite connection the console makes is opened here, in autocommit mode.
 
     `isolation_level=None`: a deferred `BEGIN` that reads and then writes fails with SQLITE_BUSY at
@@ -29,6 +30,11 @@ def sqlite_connection(target: str | Path, *, uri: bool = False, **options: Any) 
     console opens and how; the callers name the file and its URI flags. Every connection is a
     `Connection` (a `factory` must subclass it), registered while open (console/db/file_guard.py),
     bounded (value size, statement time) and interruptible by a signal (console/db/limits.py `guard`).
+
+    `setup`: statements (the caller's PRAGMAs) run before the connection is handed out. One that
+    fails (a stop, a busy file) closes the connection here: no caller holds a connection it could
+    not configure, so none is left for the garbage collector to close at some later moment (with
+    its locks, if it holds any, until then).
     """
     options.setdefault("factory", Connection)
     if not issubclass(options["factory"], Connection):
@@ -42,7 +48,14 @@ def sqlite_connection(target: str | Path, *, uri: bool = False, **options: Any) 
         keep_connection(conn)
         raise DatabaseUnusable(f"refused to open {refused}: closing it would drop that connection's locks.")
     conn.text_factory = _TEXT
-    return register(guard(conn), target, uri)
+    conn = register(guard(conn), target, uri)
+    try:
+        for statement in setup:
+            conn.execute(statement)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 # The one decoding of stored text, for every connection. TEXT that is not valid UTF-8 (archon's

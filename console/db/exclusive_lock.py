@@ -185,6 +185,34 @@ def _overlaps(start: str, end: str, first: int, length: int) -> bool:
     return lo <= first + length - 1 and hi >= first
 
 
+_TABLE_READS = 8  # whole reads of /proc/locks at most, while other processes keep changing it
+
+
+def _lock_table() -> list[str] | None:
+    """Every row of /proc/locks seen while asking; None when it cannot be read.
+
+    The kernel hands the table out one page (4 KB) per read, each read resuming at a row number: when
+    any process takes or lets go of a lock between two of them, a row is shown twice or skipped, and
+    a skipped row is a holder missed (tests/adversarial/test_proc_locks.py). So the table is read
+    whole until two reads in a row agree byte for byte (nothing moved between them), at most
+    `_TABLE_READS` times, and the rows of every read count: a lock held throughout is missed only if
+    every read skipped it, and one let go meanwhile still counts, on the safe side (a caller that
+    waits asks again)."""
+    rows: dict[str, None] = {}
+    previous = None
+    for _ in range(_TABLE_READS):
+        try:
+            with open("/proc/locks", encoding="ascii", errors="replace") as table:
+                text = table.read()
+        except OSError:
+            return None
+        rows.update(dict.fromkeys(text.splitlines()))
+        if text == previous:
+            break
+        previous = text
+    return list(rows)
+
+
 def _from_proc_locks(path: Path) -> set[int | None] | None:
     """Pids holding a lock in SQLite's ranges of the main file or its `-shm`, from /proc/locks (which
     lists every process's locks, of any user, by device and inode); None when it cannot be read."""
@@ -195,10 +223,8 @@ def _from_proc_locks(path: Path) -> set[int | None] | None:
     shm = _key(f"{path}-shm")
     if shm is not None:
         ranges[shm.lower()] = (SHM_LOCK_FIRST, SHM_LOCK_BYTES)
-    try:
-        with open("/proc/locks", encoding="ascii", errors="replace") as table:
-            lines = table.readlines()
-    except OSError:
+    lines = _lock_table()
+    if lines is None:
         return None
     pids: set[int | None] = set()
     for line in lines:

@@ -82,9 +82,11 @@ class ReadOnlyConnection(Connection):
     source_uri: str | None = None
 
 
-def _connect(uri_or_path: str, *, uri: bool) -> ReadOnlyConnection:
-    conn = sqlite_connection(uri_or_path, uri=uri, check_same_thread=False, factory=ReadOnlyConnection)
-    conn.source_uri = uri_or_path if uri else ro_uri(Path(uri_or_path))
+def _connect(uri_or_path: str, *, uri: bool, setup: tuple[str, ...] = ()) -> ReadOnlyConnection:
+    source = uri_or_path if uri else ro_uri(Path(uri_or_path))
+    conn = sqlite_connection(uri_or_path, uri=uri, setup=setup, check_same_thread=False, factory=ReadOnlyConnection)
+    conn.source_uri = source
+    conn.row_factory = text_row  # a BLOB reads as text (console/db/rows.py)
     return conn
 
 
@@ -93,16 +95,12 @@ def reconnect(conn: sqlite3.Connection) -> sqlite3.Connection | None:
     uri = getattr(conn, "source_uri", None)
     if not uri:
         return None
-    other = sqlite_connection(uri, uri=True, check_same_thread=False)
-    other.execute("PRAGMA query_only = ON")
-    return other
+    return sqlite_connection(uri, uri=True, setup=("PRAGMA query_only = ON",), check_same_thread=False)
 
 
 def _open_copy(copy: CopyResult, *, busy_timeout_ms: int = 5000) -> sqlite3.Connection:
     """Open the private copy read-write (in our directory) so SQLite replays its WAL/journal."""
-    conn = _connect(str(copy.path), uri=False)
-    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-    return conn
+    return _connect(str(copy.path), uri=False, setup=(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}",))
 
 
 def snapshot_copy(
@@ -265,10 +263,9 @@ def open_read_only(
     wal = is_wal_header(header)
     if not force_copy and not wal and not nonempty_file(journal):
         try:
-            conn = _connect(ro_uri(path), uri=True)
+            conn = _connect(ro_uri(path), uri=True, setup=_read_only(busy_timeout_ms))
         except sqlite3.Error as exc:
             raise DatabaseUnusable(f"Cannot open {path}: {exc}.") from None
-        _configure_read_only(conn, busy_timeout_ms)
         return conn, (lambda: None), "in place"
     reason = "forced" if force_copy else ("a leftover -journal" if not wal else None)
     if not force_copy and wal and not side["-wal"].exists() and not side["-shm"].exists():
@@ -287,6 +284,7 @@ def open_read_only(
         workdir = private_dir("ro")
     except OSError as exc:
         raise _no_private_copy(path, exc) from None
+    conn = None
     try:
         copy = private_copy(path, workdir, timeout_s=max(1.0, busy_timeout_ms / 1000))
         reached("private-copy")
@@ -294,12 +292,14 @@ def open_read_only(
         conn = _open_copy(copy, busy_timeout_ms=busy_timeout_ms)
         workdir_left = not _unlink_open_copy(conn, workdir)
         reached("private-copy-open")
-        _configure_read_only(conn, busy_timeout_ms)
-    except (OSError, sqlite3.OperationalError) as exc:
+        for statement in _read_only(busy_timeout_ms):
+            conn.execute(statement)
+    except BaseException as exc:
+        if conn is not None:  # closed here, not left to the garbage collector
+            conn.close()
         _remove_tree(workdir)
-        raise _no_private_copy(path, exc) from None
-    except BaseException:
-        _remove_tree(workdir)
+        if isinstance(exc, (OSError, sqlite3.OperationalError)):
+            raise _no_private_copy(path, exc) from None
         raise
 
     def cleanup() -> None:
@@ -364,8 +364,7 @@ def _open_live_wal(path: Path, busy_timeout_ms: int):
     """
     conn = None
     try:
-        conn = _connect(ro_uri(path), uri=True)
-        _configure_read_only(conn, busy_timeout_ms)
+        conn = _connect(ro_uri(path), uri=True, setup=_read_only(busy_timeout_ms))
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.Error as exc:
         if conn is not None:
@@ -409,8 +408,7 @@ def _open_quiet_wal(path: Path, busy_timeout_ms: int):
         if Path(f"{path}-wal").exists():  # someone opened it meanwhile: use a private copy
             _let_go(fd)
             return None
-        conn = _connect(ro_uri(path, immutable="1"), uri=True)
-        _configure_read_only(conn, busy_timeout_ms)
+        conn = _connect(ro_uri(path, immutable="1"), uri=True, setup=_read_only(busy_timeout_ms))
     except BaseException:
         _let_go(fd)
         raise
@@ -433,7 +431,6 @@ def stat_token(path: str | Path) -> tuple:
     return tuple(token)
 
 
-def _configure_read_only(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
-    conn.row_factory = text_row  # a BLOB reads as text (console/db/rows.py)
-    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-    conn.execute("PRAGMA query_only = ON")
+def _read_only(busy_timeout_ms: int) -> tuple[str, str]:
+    """The statements that make a connection a reader's (console/db/connection.py `sqlite_connection` runs them)."""
+    return f"PRAGMA busy_timeout = {int(busy_timeout_ms)}", "PRAGMA query_only = ON"

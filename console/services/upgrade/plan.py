@@ -37,10 +37,8 @@ def _read_only_connection(path: Path, *, allow_recovery: bool) -> sqlite3.Connec
             "would create the index, so the read-only plan stops here. Nothing was written.",
             "Start and stop archon once, or run `archon-console upgrade` (it recovers under the lock).",
         )
-    conn = sqlite_connection(untouched_read_uri(path), uri=True)
-    conn.execute(f"PRAGMA busy_timeout = {DEFAULT_BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA query_only = ON")
-    return conn
+    return sqlite_connection(untouched_read_uri(path), uri=True,
+                             setup=(f"PRAGMA busy_timeout = {DEFAULT_BUSY_TIMEOUT_MS}", "PRAGMA query_only = ON"))
 
 
 class _HotJournal(Exception):
