@@ -209,6 +209,7 @@ from console.db.migrations import registry, runner
 from console.services.doctor import run_doctor
 from console.services.doctor.checks_schema import reference_objects
 from tests.damage import NOW
+import sqlite_utils  # doctor reads the schema with it (console/db/introspect.py), importing it lazily
 reference_objects("1.10.0")
 os.setgid(65534); os.setuid(65534)
 db, out = sys.argv[1], sys.argv[2]
