@@ -118,3 +118,27 @@ def test_an_archon_database_opens(tmp_path):
     path = db_1820(tmp_path / "archon.db")
     with open_database(path, read_only=True) as handle:
         assert handle.shape.release == "1.8.20"
+
+
+@pytest.mark.parametrize("side", ["-journal", "-wal"])
+def test_a_file_short_beside_a_side_file_is_left_to_sqlite(tmp_path, side):
+    """A rollback-journal commit writes page 1 (the new page count) before the pages that extend the
+    file, with its `-journal` present until the commit is whole: read without a lock, a live file
+    looks short for a moment (a run of test_readonly.py's live-writer snapshots was refused
+    "truncated" so). A `-journal` or `-wal` may hold what the main file lacks; SQLite decides."""
+    from datetime import datetime, timezone
+
+    from console.db.connect import check_size
+    from console.services.doctor import run_doctor
+
+    def doctor(path: Path) -> set[str]:
+        return {f.id for f in run_doctor(path, now=datetime(2026, 5, 1, tzinfo=timezone.utc)).findings}
+
+    path = _truncated(tmp_path / "archon.db")
+    Path(f"{path}{side}").write_bytes(b"")
+    check_size(path)  # no refusal
+    assert "file.truncated" not in doctor(path)
+    Path(f"{path}{side}").unlink()
+    with pytest.raises(DatabaseUnusable, match="truncated"):
+        check_size(path)
+    assert "file.truncated" in doctor(path)

@@ -60,23 +60,34 @@ def untouched_read_uri(path: Path) -> str:
 
 
 def check_size(path: Path) -> None:
-    """Refuse a file shorter than the page count its header promises (a truncated copy)."""
-    header = read_head(path, 100)
-    if len(header) < 100:
-        raise DatabaseUnusable(f"{path} is truncated (shorter than a SQLite header).")
-    page_size = int.from_bytes(header[16:18], "big")
-    page_size = 65536 if page_size == 1 else page_size
-    change_counter = header[24:28]
-    pages = int.from_bytes(header[28:32], "big")
-    valid_for = header[92:96]
-    if Path(f"{path}-wal").exists():
-        return  # the WAL may hold pages the main file has not received yet
-    if pages and change_counter == valid_for and path.stat().st_size < pages * page_size:
-        raise DatabaseUnusable(
-            f"{path} is truncated: its header promises {pages * page_size:,} bytes, "
-            f"the file has {path.stat().st_size:,}.",
-            "Restore it from a snapshot or a backup.",
-        )
+    """Refuse a file shorter than the page count its header promises (a truncated copy).
+
+    The header and the size are read without a lock, so a file being written can look short for a
+    moment: in rollback-journal mode a commit writes page 1 (the new page count) before the pages
+    that extend the file, with its `-journal` present until the commit is whole; a `-wal` may hold
+    pages the main file has not received yet. Either side file means the main file is not the
+    whole story (SQLite finishes or rolls back from it), so the check is left to SQLite. A writer
+    can finish between our reads and delete its journal, so a short file is read again before it
+    is refused: a truncated file stays short, a commit in flight does not.
+    """
+    for _ in range(3):
+        header = read_head(path, 100)
+        if len(header) < 100:
+            raise DatabaseUnusable(f"{path} is truncated (shorter than a SQLite header).")
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        change_counter = header[24:28]
+        pages = int.from_bytes(header[28:32], "big")
+        valid_for = header[92:96]
+        size = path.stat().st_size
+        if any(Path(f"{path}{side}").exists() for side in ("-wal", "-journal")):
+            return
+        if not (pages and change_counter == valid_for and size < pages * page_size):
+            return
+    raise DatabaseUnusable(
+        f"{path} is truncated: its header promises {pages * page_size:,} bytes, the file has {size:,}.",
+        "Restore it from a snapshot or a backup.",
+    )
 
 
 def is_wal_file(path: Path) -> bool:

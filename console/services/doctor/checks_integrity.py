@@ -92,7 +92,10 @@ def check_file(ctx: Ctx) -> list[Finding]:
         )
     ]
     expected = facts["header_pages"] * facts["page_size"]
-    if facts["header_pages"] and facts["pages_valid"] and "-wal" not in present and facts["size"] < expected:
+    # A -wal or -journal beside the file may hold what the main file lacks (a commit in flight, or one
+    # SQLite rolls back): the same rule as the refusal at open (console/db/connect.py `check_size`).
+    if (facts["header_pages"] and facts["pages_valid"] and not {"-wal", "-journal"} & present.keys()
+            and facts["size"] < expected):
         findings.append(Finding(
             "file.truncated", "error", "The file is shorter than its header says",
             f"The header promises {facts['header_pages']:,} pages of {facts['page_size']} bytes "
