@@ -142,6 +142,38 @@ def test_the_cli_refuses_a_status_in_the_one_sentence(argv, tmp_path, capsys, mo
         views.parse("approvals", "status=maybe")
 
 
+def test_the_kind_list_is_spelled_once():
+    both = {"git_push", "custom_check"}
+
+    def lists_them(node: ast.AST) -> bool:
+        if not isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return False
+        return both <= {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+
+    # Migration steps are archon's DDL, released and checksummed; the demo writes rows of each kind.
+    found = [w for w in _where(lists_them) if not w.startswith(("console/models/approvals.py:",
+                                                                  "console/db/migrations/", "console/demo/"))]
+    assert not found, f"the approval kinds spelled outside console/models/approvals.py: {found}"
+
+
+@pytest.mark.parametrize("argv", [["approvals", "list", "--kind", "rm_rf"],
+                                  ["approvals", "watch", "--kind", "rm_rf"],
+                                  ["approvals", "list", "--view", "x", "--kind", "rm_rf"]])
+def test_the_cli_refuses_a_kind_in_the_one_sentence(argv, tmp_path, capsys, monkeypatch):
+    from console.cli.cli import main
+    from console.services import views
+
+    monkeypatch.setenv("ARCHON_CONSOLE_VIEWS", str(tmp_path / "views.toml"))
+    views.save("x", views.parse("approvals", "status=pending"))
+    from tests import damage
+
+    db = damage.healthy(tmp_path / "archon.db")
+    assert main(["--db", str(db), *argv]) == 2
+    assert "Unknown kind 'rm_rf'; use git_push or custom_check." in capsys.readouterr().err
+    with pytest.raises(UsageError, match="Unknown kind 'rm_rf'; use git_push or custom_check."):
+        views.parse("approvals", "kind=rm_rf")
+
+
 # --- the --json error object -----------------------------------------------------------------
 
 def test_the_json_error_object_is_built_once():

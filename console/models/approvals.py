@@ -21,6 +21,18 @@ from console.models.values import Json, Stored
 STATUSES = ("pending", "approved", "denied", "cancelled", "expired", "invalidated", "consumed")
 # The ones a request can still leave by a decision, a revoke or the expiry sweep.
 OPEN_STATUSES = ("pending", "approved")
+# Every action kind archon's `approval_requests.action_kind` CHECK allows.
+KINDS = ("git_push", "custom_check")
+
+
+def check_kind(text: str) -> str:
+    """A kind filter as typed, refused in one sentence unless it is one of `KINDS`: the one check
+    behind `approvals list --kind`, `approvals watch --kind` and a saved view's `kind=`."""
+    if text not in KINDS:
+        from console.text import one_line
+
+        raise UsageError(f"Unknown kind {one_line(text)!r}; use {' or '.join(KINDS)}.")
+    return text
 
 
 def parse_status_filter(text: str) -> tuple[str, ...] | None:

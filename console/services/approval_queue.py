@@ -32,13 +32,12 @@ from console.db.queries import (
 )
 from console.errors import Refusal, UsageError
 from console.models.approvals import (OPEN_STATUSES, STATUSES, ApprovalDetail, ApprovalEvent, ApprovalRequest,
-                                      DecisionOptions)
+                                      DecisionOptions, check_kind)
 from console.services import four_eyes
 from console.services.base import require_feature, validate_actor
 from console.services.resolve import resolve_project  # noqa: F401 - also re-exported
 from console.text import json_or_none, one_line, unparseable_note
 
-KINDS = ("git_push", "custom_check")
 ORDER_KEYS = ("expires_at", "id")
 REQUESTER_KEYS = ("requested_by", "requester")
 
@@ -72,8 +71,8 @@ def _projects(conn: sqlite3.Connection) -> list[sqlite3.Row]:
 
 def _partitions(handle: ArchonDatabase, filters: Filters, now: datetime) -> tuple[list[KeysetQuery], dict[str, str]]:
     conn = handle.conn
-    if filters.kind is not None and filters.kind not in KINDS:
-        raise UsageError(f"Unknown kind {one_line(filters.kind)!r}; use {' or '.join(KINDS)}.")
+    if filters.kind is not None:
+        check_kind(filters.kind)
     if filters.project is not None:
         projects = [resolve_project(conn, filters.project)]
     else:
@@ -384,7 +383,6 @@ def show_request(handle: ArchonDatabase, request_id: str, *, actor: str | None =
 
 __all__ = [
     "Filters",
-    "KINDS",
     "RequestPage",
     "action_summary",
     "advance_cursor",

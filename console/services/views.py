@@ -86,8 +86,10 @@ def _checked(screen: str, key: str, value: str) -> str:
 
         statuses = parse_status_filter(value)
         return "all" if statuses is None else ",".join(statuses)
-    if key == "kind" and value not in ("git_push", "custom_check"):
-        raise UsageError(f"kind={value}: use git_push or custom_check.")
+    if key == "kind":
+        from console.models.approvals import check_kind
+
+        return check_kind(value)
     if key == "expiring":
         if not value.isdigit() or not 0 < int(value) <= 10**6:
             raise UsageError(f"expiring<{value}: give whole minutes, e.g. expiring<60.")

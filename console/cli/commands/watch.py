@@ -31,7 +31,7 @@ def register(commands: argparse._SubParsersAction, parents: list[argparse.Argume
         "restarts, when `restore` replaces the file and while the file is missing.",
     )
     p.add_argument("--project", metavar="P", help="project id or name")
-    p.add_argument("--kind", metavar="K", choices=("git_push", "custom_check"), help="git_push or custom_check")
+    p.add_argument("--kind", metavar="K", help="git_push or custom_check")
     p.add_argument("--status", metavar="S",
                    help="only changes into these statuses (comma-separated: pending, approved, denied, "
                    "cancelled, expired, invalidated, consumed)")
@@ -230,6 +230,10 @@ def run_watch(ctx) -> int:
 
     args = ctx.args
     statuses = _statuses(args.status)
+    if args.kind is not None:
+        from console.models.approvals import check_kind
+
+        check_kind(args.kind)
     emit = _Emitter(ctx)
     lock = threading.Lock()  # hooks report from their own threads
 

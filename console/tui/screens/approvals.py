@@ -16,7 +16,7 @@ from textual.message import Message
 
 from console.clock import parse_time
 from console.errors import Refusal
-from console.models.approvals import OPEN_STATUSES, ApprovalDetail, ApprovalRequest, DecisionBatch
+from console.models.approvals import KINDS, OPEN_STATUSES, ApprovalDetail, ApprovalRequest, DecisionBatch
 from console.tui.screens.approval_detail import (
     SHORT_ID,
     VERB,
@@ -50,7 +50,7 @@ STATUS_CYCLE: tuple[tuple[str, ...] | None, ...] = (
     ("pending",), ("approved",), ("pending", "approved"), None,
     ("denied",), ("expired",), ("consumed",), ("cancelled", "invalidated"),
 )
-KIND_CYCLE = (None, "git_push", "custom_check")
+KIND_CYCLE = (None, *KINDS)
 STATUS_STYLE = {
     "pending": "bold", "approved": "green", "denied": "red", "expired": "dim",
     "cancelled": "dim", "invalidated": "dim", "consumed": "cyan",
