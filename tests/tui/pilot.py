@@ -18,7 +18,10 @@ from widgets.lazy_table import LazyTable
 _SENT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-async def wait_until(pilot, predicate, timeout: float = 5.0, what: str = "condition"):
+async def wait_until(pilot, predicate, timeout: float = 30.0, what: str = "condition"):
+    """Poll `predicate` between message rounds until it holds. `timeout` only bounds a test that is
+    already failing; it is generous so a loaded machine (load 7-8 on 2 cores) never fails a test
+    that would pass, and no test waits for it to run out."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         await pilot.pause(0.02)
