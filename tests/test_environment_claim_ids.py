@@ -95,7 +95,12 @@ def test_generated_near_misses_are_not_the_consoles(actor, host, which):
 
 
 @pytest.mark.parametrize("lookalike", ["console:archon-worker@7", "console:@", "console:a@b:c",
-                                       "console:bob@host:0123456789abcdef"])
+                                       "console:bob@host:0123456789abcdef",
+                                       # the whole shape, with an actor the console never writes
+                                       "console:archon-worker@7:0123456789abcdef-0123456789ab",
+                                       "console:bob\n@host:0123456789abcdef-0123456789ab",
+                                       "console: bob\u200b@host:0123456789abcdef-0123456789ab",
+                                       "console:system@host:0123456789abcdef-0123456789ab"])
 def test_lookalikes_are_not_console_claims(lookalike):
     assert not console_made(lookalike) and claim_holder(lookalike) == lookalike
 

@@ -72,9 +72,9 @@ _CLAIM_HEAD = "console:"
 # id of this shape is the console's; `console:archon-worker@7` is not. A head shorter than the cut
 # is whole, so it has a non-empty actor before an `@` and a host after it (`console:@0:...` is not
 # the console's: no actor it accepts writes it).
-_CLAIM_HEAD_CUT = CLAIM_ID_MAX - len(_CLAIM_HEAD) - CLAIM_TAG_LENGTH - CLAIM_RANDOM_LENGTH - 2
+CLAIM_HEAD_CUT = CLAIM_ID_MAX - len(_CLAIM_HEAD) - CLAIM_TAG_LENGTH - CLAIM_RANDOM_LENGTH - 2
 CONSOLE_CLAIM_ID = re.compile(
-    rf"(?=.{{1,{CLAIM_ID_MAX}}}\Z){_CLAIM_HEAD}(?P<head>.{{{_CLAIM_HEAD_CUT}}}|.+@.+)"
+    rf"(?=.{{1,{CLAIM_ID_MAX}}}\Z){_CLAIM_HEAD}(?P<head>.{{{CLAIM_HEAD_CUT}}}|.+@.+)"
     rf":[0-9a-f]{{{CLAIM_TAG_LENGTH}}}-[0-9a-f]{{{CLAIM_RANDOM_LENGTH}}}",
     re.DOTALL,
 )

@@ -16,7 +16,8 @@ from datetime import timedelta
 from console.clock import duration, parse_time
 from console.errors import Refusal, UsageError
 from console.models.environments import ClaimOptions, EnvironmentView
-from console.services.base import CLAIM_RANDOM_LENGTH, CONSOLE_CLAIM_ID, claim_id_stem, validate_actor
+from console.services.base import (CLAIM_HEAD_CUT, CLAIM_RANDOM_LENGTH, CONSOLE_CLAIM_ID, claim_id_stem,
+                                   validate_actor)
 from console.text import clean
 
 STATES = (
@@ -177,11 +178,32 @@ def exact_time(value: object) -> str:
 
 # --- claim ids ----------------------------------------------------------------------------
 
+def _console_head(claim_id: object) -> str | None:
+    """The readable head `<actor>@<host>` of a claim id the console could have written, or None.
+
+    The shape (`CONSOLE_CLAIM_ID`, next to `claim_id_for`; D14) is not enough: anyone can write
+    `console:archon-worker@7:<16 hex>-<12 hex>`. The console writes only actors `validate_actor`
+    accepts, so the actor in the head must be one: no control, bidi or invisible character, no edge
+    whitespace (of a head cut to fit, only the characters are judged), and none of archon's own
+    names."""
+    from console.services.four_eyes import declared_name_problem, reserved_name
+
+    match = CONSOLE_CLAIM_ID.fullmatch(claim_id) if isinstance(claim_id, str) else None
+    if match is None:
+        return None
+    head = match["head"]
+    actor = head.rsplit("@", 1)[0] if "@" in head else head
+    cut = len(head) == CLAIM_HEAD_CUT
+    if declared_name_problem(actor.rstrip(" ") if cut else actor) or reserved_name(actor):
+        return None
+    return head
+
+
 def console_made(claim_id: object) -> bool:
-    """Whether a claim id has exactly the shape the console writes (`CONSOLE_CLAIM_ID`, next to
-    `claim_id_for`; D14): every other claim, `console:archon-worker@7` included, is archon's or some
+    """Whether a claim id is one the console writes: its shape and an actor the console accepts
+    (`_console_head`). Every other claim, `console:archon-worker@7` included, is archon's or some
     other writer's, and taking it over needs the holder named."""
-    return isinstance(claim_id, str) and CONSOLE_CLAIM_ID.fullmatch(claim_id) is not None
+    return _console_head(claim_id) is not None
 
 
 def claim_holder(claim_id: str | None) -> str | None:
@@ -189,10 +211,10 @@ def claim_holder(claim_id: str | None) -> str | None:
     else's (never a name parsed out of an id the console did not write)."""
     if not claim_id:
         return None
-    match = CONSOLE_CLAIM_ID.fullmatch(claim_id) if isinstance(claim_id, str) else None
-    if match is None:
+    head = _console_head(claim_id)
+    if head is None:
         return claim_id
-    return match["head"].rsplit("@", 1)[0] or claim_id
+    return head.rsplit("@", 1)[0] or claim_id
 
 
 def holder_to_confirm(claim_id: object) -> str | None:
