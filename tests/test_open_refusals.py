@@ -142,3 +142,55 @@ def test_a_file_short_beside_a_side_file_is_left_to_sqlite(tmp_path, side):
     with pytest.raises(DatabaseUnusable, match="truncated"):
         check_size(path)
     assert "file.truncated" in doctor(path)
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_file_another_process_holds_locked_is_busy_not_damaged(tmp_path, capsys, read_only):
+    """A rollback-journal file with another process holding EXCLUSIVE (archon mid-write before its
+    first page, a VACUUM): "database is locked" is a `DatabaseError` too, and the first read called
+    it corrupt (exit 3, "run doctor"), which sends an operator to restore a snapshot over a healthy
+    file. It is busy: exit 1, try again."""
+    import subprocess
+    import sys
+
+    path = db_1820(tmp_path / "archon.db")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+         "c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); sys.stdin.read()", str(path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        argv = ["--db", str(path), "--busy-timeout", "0.2", *(["--read-only"] if read_only else []), "projects", "list"]
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert "is busy" in err and "corrupt" not in err
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+@pytest.mark.slow  # doctor waits out its own busy timeout
+def test_doctor_calls_a_lock_it_could_not_take_busy_not_damage(tmp_path):
+    """quick_check on its own connection met another process's EXCLUSIVE lock and doctor said
+    "PRAGMA quick_check reports damage ... restore the latest good snapshot": advice that loses a
+    healthy file's newer rows. It is a check that could not run."""
+    import subprocess
+    import sys
+    from datetime import datetime, timezone
+
+    from console.services.doctor import run_doctor
+
+    path = db_1820(tmp_path / "archon.db")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+         "c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); sys.stdin.read()", str(path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        report = run_doctor(path, now=datetime(2026, 5, 1, tzinfo=timezone.utc))
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    ids = {f.id for f in report.findings}
+    assert "database.busy" in ids
+    assert not ids & {"integrity.failed", "database.unreadable", "foreign_keys.unchecked"}

@@ -96,6 +96,26 @@ def is_wal_file(path: Path) -> bool:
     return len(header) >= 20 and header[18] == 2 and header[19] == 2
 
 
+def is_busy(exc: BaseException) -> bool:
+    """SQLITE_BUSY / SQLITE_LOCKED past the busy timeout: another process's lock, not damage."""
+    text = str(exc)
+    return isinstance(exc, sqlite3.OperationalError) and ("database is locked" in text or "database is busy" in text)
+
+
+def unreadable(path: Path, exc: sqlite3.Error, hint: str | None = None) -> Exception:
+    """What a first read that failed means. "database is locked" is an `OperationalError`, which
+    is a `DatabaseError`: another process (archon mid-write, a VACUUM) holding the lock past the
+    busy timeout is busy, not damage, and must never send an operator to restore a snapshot over a
+    healthy file."""
+    from console.db.tx import BUSY_HINT
+    from console.errors import Refusal
+
+    if is_busy(exc):
+        return Refusal(f"{path} is busy: another process held its lock past the busy timeout; nothing was read.",
+                       BUSY_HINT)
+    return DatabaseUnusable(f"{path} cannot be read as a SQLite database ({exc}).", hint)
+
+
 def _probe(conn: sqlite3.Connection, path: Path) -> set[str]:
     try:
         names = {
@@ -105,10 +125,7 @@ def _probe(conn: sqlite3.Connection, path: Path) -> set[str]:
             )
         }
     except sqlite3.DatabaseError as exc:
-        raise DatabaseUnusable(
-            f"{path} cannot be read as a SQLite database ({exc}).",
-            "It may be corrupt or encrypted; run `archon-console doctor` on a copy.",
-        ) from None
+        raise unreadable(path, exc, "It may be corrupt or encrypted; run `archon-console doctor` on a copy.") from None
     missing = [t for t in ARCHON_CORE_TABLES if t not in names]
     if missing:
         raise DatabaseUnusable(
@@ -198,7 +215,8 @@ def open_database(
     if read_only:
         return _open_read_only(path, busy_timeout_ms=busy_timeout_ms, require_archon=require_archon)
     try:
-        probe = sqlite_connection(untouched_read_uri(path), uri=True)
+        probe = sqlite_connection(untouched_read_uri(path), uri=True,
+                                  setup=(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}",))
     except sqlite3.Error as exc:
         raise DatabaseUnusable(f"Cannot open {path}: {exc}.") from None
     try:
@@ -208,9 +226,7 @@ def open_database(
             try:
                 probe.execute("SELECT count(*) FROM sqlite_master").fetchone()
             except sqlite3.DatabaseError as exc:
-                raise DatabaseUnusable(
-                    f"{path} cannot be read as a SQLite database ({exc})."
-                ) from None
+                raise unreadable(path, exc) from None
     finally:
         probe.close()
     _require_wal_files_writable(path)
@@ -249,7 +265,7 @@ def _open_read_only(path: Path, *, busy_timeout_ms: int, require_archon: bool) -
             try:
                 conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
             except sqlite3.DatabaseError as exc:
-                raise DatabaseUnusable(f"{path} cannot be read as a SQLite database ({exc}).") from None
+                raise unreadable(path, exc) from None
     except BaseException:
         conn.close()
         cleanup()

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from console.clock import db_time
-from console.db.connect import ARCHON_CORE_TABLES, ArchonDatabase
+from console.db.connect import ARCHON_CORE_TABLES, ArchonDatabase, is_busy
 from console.db.limits import LONG_STATEMENT_SECONDS, statement_budget
 from console.db.readonly import open_read_only, reconnect, stat_token
 from console.db.paths import require_database_file
@@ -39,6 +39,7 @@ from console.text import json_text
 from console.services.doctor.checks_approvals import check_approvals, prefetch_approvals
 from console.services.doctor.checks_environments import check_environments
 from console.services.doctor.checks_integrity import (
+    busy_finding,
     check_file,
     check_foreign_keys,
     integrity_finding,
@@ -175,7 +176,7 @@ def _run(conn, path: Path, names: list[str], *, full: bool, now: datetime, stale
             ctx.tables  # noqa: B018 - reads sqlite_master
         except sqlite3.DatabaseError as exc:
             readable = False
-            findings.append(Finding(
+            findings.append(busy_finding("Reading the schema", exc) if is_busy(exc) else Finding(
                 "database.unreadable", "error", "SQLite cannot read the schema",
                 f"Reading sqlite_master failed: {exc}.",
                 "The first pages of the file are damaged or it is encrypted; nothing in it can be used.",

@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Sequence
 
+from console.db.connect import is_busy
 from console.db.file_guard import read_head
 from console.db.sql import quote_identifier
 from console.db.locked_copy import is_wal_header
@@ -124,20 +125,37 @@ def check_file(ctx: Ctx) -> list[Finding]:
     return findings
 
 
+BUSY = "busy: "  # an integrity message that is no message: the check could not take its lock
+
+
 def integrity_messages(conn: sqlite3.Connection, full: bool) -> list[str]:
     pragma = "integrity_check" if full else "quick_check"
     try:
         rows = conn.execute(f"PRAGMA {pragma}(1000)").fetchall()
     except sqlite3.DatabaseError as exc:
-        return [f"{pragma} could not finish: {exc}"]
+        return [f"{BUSY}{exc}" if is_busy(exc) else f"{pragma} could not finish: {exc}"]
     messages = [str(r[0]) for r in rows]
     return [] if messages == ["ok"] else messages
+
+
+def busy_finding(what: str, exc: object) -> Finding:
+    """A check another process's lock kept from running: unchecked, never damage (its advice to
+    restore a snapshot would lose a healthy file's newer rows)."""
+    return Finding(
+        "database.busy", "warning", f"{what} could not run: the database is busy",
+        f"Another process held a lock on the file past the busy timeout ({exc}).",
+        "Archon (or another tool) was writing; this is not damage, but what it would have checked was not checked.",
+        "Run doctor again when archon is idle, or raise --busy-timeout.",
+        count=1,
+    )
 
 
 def integrity_finding(messages: list[str], full: bool) -> list[Finding]:
     pragma = "integrity_check" if full else "quick_check"
     if not messages:
         return []
+    if messages[0].startswith(BUSY):
+        return [busy_finding(f"PRAGMA {pragma}", messages[0][len(BUSY):])]
     shown = " | ".join(one_line(m, 200) for m in messages[:10])
     more = len(messages) - min(len(messages), 10)
     return [Finding(
@@ -194,6 +212,8 @@ def check_foreign_keys(ctx: Ctx) -> list[Finding]:
             if orphans != 0:  # some event group has no request (or the count failed): the exact rows
                 rows.extend(_fk_rows(ctx.conn, [EVENTS_TABLE]))
     except sqlite3.DatabaseError as exc:
+        if is_busy(exc):
+            return [busy_finding("PRAGMA foreign_key_check", exc)]
         return [Finding(
             "foreign_keys.unchecked", "error", "foreign_key_check could not run",
             f"PRAGMA foreign_key_check failed: {exc}.",
