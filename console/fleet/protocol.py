@@ -1,0 +1,143 @@
+"""The wire between the fleet client and `archon-console serve --stdio` on a host.
+
+Newline-delimited JSON-RPC 2.0 (the MCP stdio framing): one JSON object per line on stdin and
+stdout, nothing else on stdout, logs on stderr. Both ends import this module, so the framing, the
+size caps, the error codes and the method table are one thing.
+
+A method is a console command run on the host through the same parser and handler as the CLI
+(`METHODS` maps it to its argv words), so every read and write there is the local code path, with
+the host's own database, identity and read-only policy. Parameters are the command's option
+destinations (`{"status": "pending", "limit": 50}`); only those listed in `METHODS` are accepted,
+so a client cannot reach an option that touches the host's files (`doctor PATH`, `--bundle`,
+`--snapshot-dir`) or a global option the host decides (`--db`, `--as`, `--read-only`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import IO, Any
+
+PROTOCOL_VERSION = 1
+MAX_REQUEST_BYTES = 256 * 1024  # a request is a method and a few options
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024  # a page of requests, an audit page, a doctor report
+
+# JSON-RPC 2.0's own codes, then the server's (-32000 to -32099 are for the implementation).
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+TOO_LARGE = -32001
+IDENTITY_AMBIGUOUS = -32002
+READ_ONLY = -32003
+NOT_READY = -32004  # a method before `hello`
+
+ERROR_KINDS = {
+    PARSE_ERROR: "parse_error", INVALID_REQUEST: "invalid_request", METHOD_NOT_FOUND: "method_not_found",
+    INVALID_PARAMS: "invalid_params", INTERNAL_ERROR: "internal_error", TOO_LARGE: "too_large",
+    IDENTITY_AMBIGUOUS: "identity_ambiguous", READ_ONLY: "read_only", NOT_READY: "not_ready",
+}
+
+
+@dataclass(frozen=True)
+class Method:
+    """`argv`: the command words; `params`: option destinations a client may set; `fixed`: argv
+    the server always adds (`upgrade.plan` is `upgrade --plan`); `writes`: refused in a read-only
+    session, and answered `identity_ambiguous` when the host could not resolve who is acting."""
+
+    argv: tuple[str, ...]
+    params: frozenset[str]
+    writes: bool = False
+    fixed: tuple[str, ...] = ()
+
+
+def _m(argv: str, params: str = "", *, writes: bool = False, fixed: str = "") -> Method:
+    return Method(tuple(argv.split()), frozenset(params.split()), writes, tuple(fixed.split()))
+
+
+METHODS: dict[str, Method] = {
+    "approvals.list": _m("approvals list", "status project kind expiring_within search limit"),
+    "approvals.show": _m("approvals show", "id as_of"),
+    "approvals.approve": _m("approvals approve", "ids reason requester_unknown_ok", writes=True),
+    "approvals.deny": _m("approvals deny", "ids reason", writes=True),
+    "approvals.revoke": _m("approvals revoke", "ids reason", writes=True),
+    "approvals.expire": _m("approvals expire", writes=True),
+    "envs.list": _m("envs list", "state project claimed stale limit after stale_after"),
+    "envs.show": _m("envs show", "id as_of stale_after"),
+    "envs.claim": _m("envs claim", "id op takeover reason confirm_holder stale_after", writes=True),
+    "envs.release": _m("envs release", "id takeover reason confirm_holder stale_after", writes=True),
+    "envs.complete": _m("envs complete", "id", writes=True),
+    "projects.list": _m("projects list"),
+    "profiles.list": _m("profiles list", "project"),
+    "profiles.activate": _m("profiles activate", "project revision reason", writes=True),
+    "doctor": _m("doctor", "check full strict"),
+    "audit": _m("audit", "since until project actor kind limit"),
+    "upgrade.plan": _m("upgrade", "to", fixed="--plan"),
+}
+# `hello` and `approvals.watch` (a stream of notifications) are the server's own, not commands.
+SESSION_METHODS = ("hello", "approvals.watch", "shutdown")
+
+
+class MessageTooLarge(ValueError):
+    """A line over the cap: the peer is refused, the rest of the line is discarded unread."""
+
+
+def encode(message: dict[str, Any], *, cap: int) -> bytes:
+    """One line: ASCII-only JSON (no raw newline or control byte can end or split it)."""
+    data = json.dumps(message, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode("ascii") + b"\n"
+    if len(data) > cap:
+        raise MessageTooLarge(f"a message of {len(data)} bytes is over the {cap}-byte cap")
+    return data
+
+
+def read_line(stream: IO[bytes], *, cap: int) -> bytes | None:
+    """The next line without its newline; None at end of input. Over `cap`, the rest of the line
+    is read and dropped in bounded chunks before `MessageTooLarge` is raised, so the next message
+    starts clean and memory stays bounded."""
+    data = stream.readline(cap + 1)
+    if not data:
+        return None
+    if data.endswith(b"\n"):
+        return data[:-1]
+    if len(data) <= cap:  # the last line, without a newline
+        return data
+    while True:
+        rest = stream.readline(64 * 1024)
+        if not rest or rest.endswith(b"\n"):
+            break
+    raise MessageTooLarge(f"a message over the {cap}-byte cap was refused")
+
+
+def decode(line: bytes) -> Any:
+    """The JSON value of one line; ValueError for bytes that are not UTF-8 JSON (NaN refused)."""
+    def no_constants(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(line.decode("utf-8"), parse_constant=no_constants)
+
+
+def request(id_: int, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id_, "method": method, "params": params or {}}
+
+
+def result(id_: Any, value: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id_, "result": value}
+
+
+def error(id_: Any, code: int, message: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"code": code, "message": message}
+    body["data"] = {"kind": ERROR_KINDS.get(code, "remote_error"), **(data or {})}
+    return {"jsonrpc": "2.0", "id": id_, "error": body}
+
+
+def notification(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+__all__ = [
+    "ERROR_KINDS", "IDENTITY_AMBIGUOUS", "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "MAX_REQUEST_BYTES",
+    "MAX_RESPONSE_BYTES", "METHODS", "METHOD_NOT_FOUND", "Method", "MessageTooLarge", "NOT_READY", "PARSE_ERROR",
+    "PROTOCOL_VERSION", "READ_ONLY", "SESSION_METHODS", "TOO_LARGE", "decode", "encode", "error", "notification",
+    "read_line", "request", "result",
+]
