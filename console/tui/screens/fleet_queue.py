@@ -1,0 +1,300 @@
+"""The merged approval queue: every reachable host's pending requests in one table, HOST first,
+soonest expiry first across hosts. A decision goes to the row's own host (console/tui/fleet_monitor.py
+`FleetMonitor.decide`), which re-checks everything in its own transaction with the actor it resolved;
+the console asserts nothing. Rows of a host whose last read is not current are marked STALE and
+cannot be decided; a read-only host's write keys are greyed with the reason."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+
+from console.clock import parse_time
+from console.services.approval_queue import action_summary, parse_json_field, requester_of
+from console.services.projects import EXPIRING_SOON
+from console.tui.screens.fleet_base import FleetScreen, ListSource
+from widgets.humane import countdown, plural
+from widgets.lazy_table import LazyTable
+from widgets.safe_text import safe_text
+from widgets.safe_widgets import Static
+from widgets.table_column import Column
+
+FAR_FUTURE = datetime.max.replace(tzinfo=None)
+VERB = {"approve": "Approve", "deny": "Deny"}
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    """One pending request as its host sent it, with what the table shows of it."""
+
+    host: str
+    id: str
+    project: str
+    kind: str
+    expires_at: str | None
+    requester: str
+    summary: str
+    stale: bool
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.host, self.id)
+
+
+def queue_row(host: str, row: dict, stale: bool) -> QueueRow:
+    kind = row.get("action_kind")
+    return QueueRow(
+        host=host, id=row["id"],
+        project=str(row.get("project_name") or row.get("project_id") or "-"),
+        kind=str(kind or "-"),
+        expires_at=row.get("expires_at") if isinstance(row.get("expires_at"), str) else None,
+        requester=requester_of(parse_json_field(row.get("authority_json"))) or "-",
+        summary=action_summary(kind, parse_json_field(row.get("action_json")), row.get("action_json")),
+        stale=stale,
+    )
+
+
+def _expiry_key(row: QueueRow) -> tuple:
+    when = parse_time(row.expires_at)
+    return (when.replace(tzinfo=None) if when is not None else FAR_FUTURE, row.host, row.id)
+
+
+class FleetQueueScreen(FleetScreen):
+    COMMAND = "approvals"
+    TITLE = "Fleet approvals"
+    WRITE_ACTIONS = frozenset({"approve", "deny"})
+
+    BINDINGS = [
+        Binding("a", "approve", "Approve", id="fleet.approve"),
+        Binding("d", "deny", "Deny", id="fleet.deny"),
+        Binding("h", "cycle_host", "Host", id="fleet.host"),
+        Binding("slash", "search", "Search", key_display="/", id="fleet.search"),
+        Binding("H", "hosts", "Hosts", id="fleet.hosts"),
+    ]
+
+    def __init__(self, host: str | None = None) -> None:
+        super().__init__()
+        self.host_filter = host
+        self.search: str | None = None
+        self.rows: list[QueueRow] = []
+
+    # ------------------------------------------------------------ layout
+    def compose_content(self) -> ComposeResult:
+        yield Static(self._filter_text(), classes="filters", id="filters")
+        with Horizontal(classes="main", id="main"):
+            yield LazyTable(self._columns(), row_class=self._row_class, id="requests",
+                            empty_message=self._empty_message())
+            with VerticalScroll(classes="detail", id="detail"):
+                yield Static(Text("Select a request.", style="dim"), id="detail-head")
+
+    def _columns(self) -> list[Column]:
+        return [
+            Column("host", "host", 11, render=self._host_cell),
+            Column("id", "id", 12, render=lambda r: safe_text(
+                r.id if len(r.id) <= 12 else "…" + r.id[-11:], one_line=True)),
+            Column("project", "project", 10),
+            Column("kind", "kind", 9),
+            Column("expires_at", "expires", 8, render=self._expiry_cell),
+            Column("requester", "requester", 8),
+            Column("summary", "action", 5),
+        ]
+
+    def _host_cell(self, row: QueueRow) -> Text:
+        text = safe_text(row.host, one_line=True)
+        if row.stale:
+            text.append(" STALE", style="bold yellow")
+        return text
+
+    def _expiry_cell(self, row: QueueRow) -> Text:
+        when = parse_time(row.expires_at)
+        label = countdown(when, self.fleet.now())
+        if label == "expired":
+            return Text(label, style="bold red")
+        if when is not None and when - self.fleet.now() <= EXPIRING_SOON:
+            return Text(f"! {label}", style="bold yellow")
+        return Text(label)
+
+    def _row_class(self, row: QueueRow) -> str | None:
+        if row.stale:
+            return "muted"
+        when = parse_time(row.expires_at)
+        if when is not None and when - self.fleet.now() <= EXPIRING_SOON:
+            return "warning"
+        return None
+
+    def _empty_message(self) -> str:
+        if self.fleet.problem:
+            return self.fleet.problem
+        phases = [s.phase for s in self.fleet.status.values()]
+        if phases and all(p == "connecting" for p in phases):
+            return "Connecting to the hosts…"
+        if phases and all(p == "down" for p in phases):
+            return "No host answered; H shows each host's reason."
+        return "No pending requests on the hosts shown."
+
+    def _filter_text(self) -> Text:
+        text = Text("host ", style="dim")
+        text.append_text(safe_text(self.host_filter or "all", "bold", one_line=True))
+        if self.search:
+            text.append("  text ", style="dim")
+            text.append_text(safe_text(self.search, "bold", one_line=True))
+        states = [s.phase for s in self.fleet.status.values()]
+        text.append(f"   {plural(len(self.rows), 'request')}", style="dim")
+        waiting = sum(1 for p in states if p == "connecting")
+        down = sum(1 for p in states if p in ("down", "stale"))
+        if waiting:
+            text.append(f", {waiting} connecting", style="dim")
+        if down:
+            text.append(f", {down} not current", style="bold yellow")
+        return text
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        table = self.query_one(LazyTable)
+        table.focus()
+        self._rebuild()
+        self.set_interval(1.0, table.refresh)  # live countdown
+
+    # ------------------------------------------------------------ rows
+    def _rebuild(self) -> None:
+        rows: list[QueueRow] = []
+        for name, status in self.fleet.status.items():
+            if self.host_filter and name != self.host_filter:
+                continue
+            stale = status.phase != "ok"
+            rows += [queue_row(name, r, stale) for r in status.rows]
+        if self.search:
+            needle = self.search.casefold()
+            rows = [r for r in rows if any(needle in str(v).casefold()
+                                           for v in (r.host, r.id, r.project, r.kind, r.requester, r.summary))]
+        rows.sort(key=_expiry_key)
+        self.rows = rows
+        table = self.query_one(LazyTable)
+        table.empty_message = self._empty_message()
+        table.set_source(ListSource(rows, lambda r: r.key), keep_cursor=True)
+        self.query_one("#filters", Static).update(self._filter_text())
+
+    def host_changed(self, status: Any) -> None:
+        self._rebuild()
+
+    @property
+    def selected(self) -> QueueRow | None:
+        return self.query_one(LazyTable).cursor_row
+
+    def on_lazy_table_cursor_moved(self, message: LazyTable.CursorMoved) -> None:
+        self._show_detail(message.row)
+        self.refresh_bindings_if_changed()
+
+    def _show_detail(self, row: QueueRow | None) -> None:
+        head = self.query_one("#detail-head", Static)
+        if row is None:
+            head.update(Text(self._empty_message() if not self.rows else "Select a request.", style="dim"))
+            return
+        text = Text(end="")
+        for label, value in (("host", row.host), ("id", row.id), ("project", row.project), ("kind", row.kind),
+                             ("expires", row.expires_at or "-"), ("requester", row.requester),
+                             ("action", row.summary)):
+            text.append(f"{label:<10}", style="dim")
+            text.append_text(safe_text(value, one_line=True))
+            text.append("\n")
+        status = self.fleet.status.get(row.host)
+        block = status.write_block() if status is not None else None
+        if block:
+            text.append_text(safe_text(block, "bold yellow", one_line=True))
+        head.update(text)
+
+    # ------------------------------------------------------------ filters
+    def action_cycle_host(self) -> None:
+        names = [None, *self.fleet.status]
+        i = names.index(self.host_filter) if self.host_filter in names else 0
+        self.set_host(names[(i + 1) % len(names)])
+
+    def set_host(self, name: str | None) -> None:
+        self.host_filter = name
+        self._rebuild()
+
+    def action_search(self) -> None:
+        boxes = self.query("#filter-input")
+        if boxes:
+            box = boxes.first()
+        else:
+            from textual.widgets import Input
+
+            box = Input(id="filter-input")
+            self.mount(box, after="#filters")
+        box.placeholder = "text in host, id, project, kind, requester or action (Enter; empty clears)"
+        box.value = self.search or ""
+        box.display = True
+        box.focus()
+
+    def on_input_submitted(self, event: Any) -> None:
+        if event.input.id != "filter-input":
+            return
+        event.stop()
+        event.input.display = False
+        self.query_one(LazyTable).focus()
+        self.search = event.value.strip() or None
+        self._rebuild()
+
+    def on_key(self, event: Any) -> None:
+        boxes = self.query("#filter-input")
+        if event.key == "escape" and boxes and boxes.first().display:
+            event.stop()
+            boxes.first().display = False
+            self.query_one(LazyTable).focus()
+
+    def action_hosts(self) -> None:
+        self.fleet.show_screen("hosts")
+
+    # ------------------------------------------------------------ decisions
+    def unavailable(self) -> dict[str, str]:
+        row = self.selected
+        if row is None:
+            return {a: "no request selected" for a in self.WRITE_ACTIONS}
+        status = self.fleet.status.get(row.host)
+        block = status.write_block() if status is not None else "unknown host"
+        return {a: block for a in self.WRITE_ACTIONS} if block else {}
+
+    def action_approve(self) -> None:
+        self._decide("approve")
+
+    def action_deny(self) -> None:
+        self._decide("deny")
+
+    def _decide(self, verb: str) -> None:
+        row = self.selected
+        if row is None or verb in self.unavailable():
+            self.action_why()
+            return
+        from console.tui.screens.confirm import Decision
+        from console.tui.screens.reason import ReasonModal
+
+        summary = Text(f"{VERB[verb]} ", end="")
+        summary.append_text(safe_text(row.id, "bold", one_line=True))
+        summary.append(" on host ")
+        summary.append_text(safe_text(row.host, "bold", one_line=True))
+        summary.append("\n")
+        summary.append_text(safe_text(f"{row.kind} for {row.project}: {row.summary}", one_line=True))
+        summary.append("\nrequested by ")
+        summary.append_text(safe_text(row.requester, one_line=True))
+        summary.append(f", expires {countdown(parse_time(row.expires_at), self.fleet.now())}")
+        summary.append("\nThe host checks everything again (four-eyes too) and records the actor it resolved.",
+                       style="dim")
+        modal = ReasonModal(f"{VERB[verb]} request on {row.host}", summary, required=verb != "approve",
+                            confirm_label=VERB[verb], danger=verb != "approve")
+
+        def done(decision: Decision | None) -> None:
+            monitor = self.fleet.monitor
+            if decision is not None and monitor is not None:
+                monitor.decide(row.host, verb, row.id, decision.reason or None)
+
+        self.app.push_screen(modal, done)
+
+
+__all__ = ["FleetQueueScreen", "QueueRow", "queue_row"]

@@ -1,0 +1,62 @@
+"""Pieces the fleet console's tests share (no tests here).
+
+`FixedLink` answers as the fleet client would, from fixed data: the snapshot tests photograph the
+screens with known hosts, rows and states, without timing. The flow tests
+(tests/tui/test_fleet_flows.py) go through the real client, ssh stand-in and server instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from console.tui.fleet_monitor import Answer
+
+NOW_TEXT = "2025-06-01 12:00:00"
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    name: str
+    read_only: bool = False
+
+
+def request_row(request_id: str, project: str, kind: str, expires_at: str, requester: str,
+                action: dict[str, Any]) -> dict[str, Any]:
+    """A row as `approvals list --json` prints it (the fields the merged queue reads)."""
+    return {"id": request_id, "project_id": f"prj-{project}", "project_name": project, "action_kind": kind,
+            "action_json": json.dumps(action), "authority_json": json.dumps({"requested_by": requester}),
+            "status": "pending", "expires_at": expires_at}
+
+
+class FixedLink:
+    """`hosts`: name -> ("ok", hello, rows) | ("down", sentence) | ("hang",) (connects forever)."""
+
+    def __init__(self, hosts: dict[str, tuple]) -> None:
+        self.hosts = hosts
+        self.calls: list[tuple[str, str, dict]] = []
+        self.closed = False
+
+    async def connect(self, host: str) -> Answer:
+        spec = self.hosts[host]
+        if spec[0] == "hang":
+            await asyncio.Event().wait()
+        if spec[0] == "down":
+            return Answer(host, "unreachable", spec[1])
+        return Answer(host, "ok", hello=spec[1])
+
+    async def call(self, host: str, method: str, params: dict) -> Answer:
+        self.calls.append((host, method, params))
+        spec = self.hosts[host]
+        if method == "approvals.list":
+            return Answer(host, "ok", exit=0, data=list(spec[2]))
+        if method == "doctor":
+            return Answer(host, "ok", exit=0, data={"counts": {"error": 0, "warning": 1, "info": 0}})
+        ids = params.get("ids", [])
+        return Answer(host, "ok", exit=0, data=[{"ok": True, "id": i, "state": "approved",
+                                                  "message": f"Approved {i}."} for i in ids])
+
+    async def close(self) -> None:
+        self.closed = True
