@@ -259,7 +259,10 @@ class FleetMonitor:
             return Answer(host, "remote_error", f"{host}: the client failed ({type(exc).__name__})")
 
     def _set(self, name: str, **changes: Any) -> None:
-        status = replace(self.status[name], reported_at=time.monotonic(), **changes)
+        old = self.status[name]
+        status = replace(old, reported_at=time.monotonic(), **changes)
+        if replace(status, reported_at=old.reported_at) == old:
+            return  # nothing the screens show changed: no report, no table rebuilt
         self.status[name] = status
         self.report(status)
 

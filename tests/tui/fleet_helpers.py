@@ -32,7 +32,8 @@ def request_row(request_id: str, project: str, kind: str, expires_at: str, reque
 
 
 class FixedLink:
-    """`hosts`: name -> ("ok", hello, rows) | ("down", sentence) | ("hang",) (connects forever)."""
+    """`hosts`: name -> ("ok", hello, rows) | ("stale", hello, rows, sentence, age) (connects, then
+    every read answers from the cache) | ("down", sentence) | ("hang",) (connects forever)."""
 
     def __init__(self, hosts: dict[str, tuple]) -> None:
         self.hosts = hosts
@@ -50,6 +51,8 @@ class FixedLink:
     async def call(self, host: str, method: str, params: dict) -> Answer:
         self.calls.append((host, method, params))
         spec = self.hosts[host]
+        if method == "approvals.list" and spec[0] == "stale":
+            return Answer(host, "stale", spec[3], data=list(spec[2]), age_seconds=spec[4])
         if method == "approvals.list":
             return Answer(host, "ok", exit=0, data=list(spec[2]))
         if method == "doctor":

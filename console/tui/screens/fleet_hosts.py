@@ -85,6 +85,8 @@ class FleetHostsScreen(FleetScreen):
         self.query_one(LazyTable).set_source(ListSource(rows, lambda s: s.name), keep_cursor=True)
 
     def host_changed(self, status: Any) -> None:
+        if not self.query(LazyTable):  # a report before the screen was composed: on_mount reads it all
+            return
         self._rebuild()
         selected = self.query_one(LazyTable).cursor_row
         if selected is not None and selected.name == status.name:
@@ -108,7 +110,8 @@ class FleetHostsScreen(FleetScreen):
         self.query_one("#host-detail", Static).update(text)
 
     def _selected(self) -> HostStatus | None:
-        return self.query_one(LazyTable).cursor_row
+        tables = self.query(LazyTable)
+        return tables.first().cursor_row if tables else None
 
     def action_doctor(self) -> None:
         status, monitor = self._selected(), self.fleet.monitor

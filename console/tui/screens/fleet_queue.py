@@ -181,11 +181,14 @@ class FleetQueueScreen(FleetScreen):
         self.query_one("#filters", Static).update(self._filter_text())
 
     def host_changed(self, status: Any) -> None:
+        if not self.query(LazyTable):  # a report before the screen was composed: on_mount reads it all
+            return
         self._rebuild()
 
     @property
     def selected(self) -> QueueRow | None:
-        return self.query_one(LazyTable).cursor_row
+        tables = self.query(LazyTable)
+        return tables.first().cursor_row if tables else None
 
     def on_lazy_table_cursor_moved(self, message: LazyTable.CursorMoved) -> None:
         self._show_detail(message.row)
