@@ -27,6 +27,7 @@ POLL_SECONDS = 3.0  # how often each host's queue is read again
 CALL_DEADLINE = 30.0  # the console's own bound on one host operation (ConnectTimeout is not one)
 BACKOFF = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)  # seconds before reconnecting, by failed attempt
 PENDING_LIMIT = 200  # rows read from each host; the merged queue shows at most this many per host
+QUEUE_PARAMS = {"status": "pending", "limit": PENDING_LIMIT}
 CLOSE_SECONDS = 10.0  # quitting waits this long, at most, for the sessions to close
 STALE_REASON = "stale data: reconnecting"
 
@@ -121,10 +122,17 @@ def read_only_reason(config_read_only: bool, hello: dict | None, *, console_read
         return "read-only mode (--read-only): nothing is sent to any host"
     if config_read_only:
         return "read-only host (read_only = true in the hosts file)"
-    if hello and hello.get("read_only"):
+    if not hello:
+        return None
+    if hello.get("identity_ambiguous"):
+        why = _text(hello.get("identity_ambiguous"))
+        return f"the host cannot tell who is acting ({why}): it refuses writes" if why else \
+            "the host cannot tell who is acting: it refuses writes"
+    if hello.get("read_only"):
         if hello.get("actor_source") == "shared_account":
-            return f"read-only: {hello.get('actor') or 'this login'} is a shared account on the host"
-        return "read-only: the host serves this session read-only"
+            return f"read-only: {_text(hello.get('actor')) or 'this login'} is a shared account on the host"
+        why = _text(hello.get("read_only_reason"))
+        return f"read-only on the host ({why})" if why else "read-only: the host serves this session read-only"
     return None
 
 
@@ -287,7 +295,7 @@ class FleetMonitor:
                     if answer.state != "ok":
                         break
                     await self._pause(name, self.poll_seconds)
-            self._failed(name, answer)
+            await self._failed(name, answer)
             await self._pause(name, BACKOFF[min(attempt, len(BACKOFF) - 1)])
             attempt += 1
 
@@ -299,8 +307,7 @@ class FleetMonitor:
                                                     console_read_only=self.read_only))
 
     async def _read_queue(self, name: str) -> Any:
-        answer = await self._guarded(name, self.link.call(
-            name, "approvals.list", {"status": "pending", "limit": PENDING_LIMIT}))
+        answer = await self._guarded(name, self.link.call(name, "approvals.list", QUEUE_PARAMS))
         if answer.state == "stale" and isinstance(answer.data, list):  # the client's cache
             self._set(name, phase="stale", sentence=answer.sentence, rows=_rows(answer.data),
                       age_seconds=answer.age_seconds or 0.0)
@@ -321,9 +328,18 @@ class FleetMonitor:
         self._set(name, phase="ok", sentence=None, rows=rows, age_seconds=None)
         return answer
 
-    def _failed(self, name: str, answer: Any) -> None:
+    async def _failed(self, name: str, answer: Any) -> None:
+        if answer.hello and self.status[name].release is None:  # the hello the client cached
+            self._hello(name, answer.hello)
         status = self.status[name]
         sentence = answer.sentence or f"{name}: {answer.state}"
+        cached = getattr(self.link, "cached", None)
+        if not status.rows and status.phase != "stale" and cached is not None:
+            found = await self._guarded(name, cached(name, "approvals.list", QUEUE_PARAMS))
+            if found is not None and found.state == "stale" and isinstance(found.data, list):
+                self._set(name, phase="stale", sentence=sentence, rows=_rows(found.data),
+                          age_seconds=found.age_seconds or 0.0)
+                return
         if status.rows or status.phase == "stale":
             age = status.age_now() if status.phase == "stale" else 0.0
             self._set(name, phase="stale", sentence=sentence, age_seconds=age or 0.0)
@@ -366,6 +382,56 @@ class FleetMonitor:
         return summary
 
 
+class ClientLink:
+    """The fleet client (console/fleet/client.py) as the monitor's link. Each read and write is one
+    `call_one`: `hello` and the method on a fresh `serve` over the host's shared ssh connection
+    (ControlMaster, so only the first costs a login), within the client's deadline. A read that
+    fails falls back on the host's last good read (STALE); a write whose answer never came is
+    `outcome_unknown`. `close` ends the shared connections (`ssh -O exit`)."""
+
+    def __init__(self, fleet: Any, hosts: Iterable[Any], *, parallel: int = 8, deadline: float = CALL_DEADLINE) -> None:
+        self.fleet = fleet
+        self.hosts = {h.name: h for h in hosts}
+        self.parallel = max(1, int(parallel))
+        self.deadline = deadline
+        self._gate: asyncio.Semaphore | None = None
+        self._sockets: Any = None
+
+    async def connect(self, host: str) -> Any:
+        return await self.call(host, "hello", {})
+
+    async def call(self, host: str, method: str, params: dict[str, Any]) -> Any:
+        from console.fleet.client import call_one
+        from console.fleet.private import PrivateDirUnusable
+        from console.fleet.transport import control_dir
+
+        if self._gate is None:
+            self._gate = asyncio.Semaphore(self.parallel)
+        async with self._gate:  # at most `parallel` ssh processes at once, as `--parallel` says
+            if self._sockets is None:
+                try:
+                    self._sockets = await asyncio.to_thread(control_dir)
+                except PrivateDirUnusable as exc:
+                    return Answer(host, "remote_error", str(exc))
+            return await call_one(self.fleet, self.hosts[host], method, dict(params), deadline=self.deadline,
+                                  use_cache=True, sockets=self._sockets)
+
+    async def cached(self, host: str, method: str, params: dict[str, Any]) -> Any:
+        """The last good read of `method` on `host` as a `stale` answer, or None."""
+        from console.fleet import cache
+
+        found = await asyncio.to_thread(cache.lookup, self.hosts[host], method, dict(params))
+        if found is None:
+            return None
+        data, hello, exit_code, age = found
+        return Answer(host, "stale", None, exit_code, data, hello, age)
+
+    async def close(self) -> None:
+        from console.fleet.transport import close_masters
+
+        await asyncio.to_thread(close_masters, self.fleet, list(self.hosts.values()))
+
+
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -375,5 +441,5 @@ def _rows(data: list) -> tuple[dict, ...]:
     return tuple(r for r in data[:PENDING_LIMIT] if isinstance(r, dict) and isinstance(r.get("id"), str))
 
 
-__all__ = ["Answer", "Arrival", "Decided", "FleetMonitor", "HostLink", "HostStatus", "STALE_REASON",
+__all__ = ["Answer", "Arrival", "ClientLink", "Decided", "FleetMonitor", "HostLink", "HostStatus", "STALE_REASON",
            "doctor_summary", "read_only_reason", "result_sentence"]

@@ -13,7 +13,10 @@ from console.models.support import SupportInfo
 
 def run_tui(ctx: Any, support: SupportInfo | None = None, *, start: str | None = None) -> int:
     """Open the console on `ctx.db_path`; returns the exit code. `support` shows a SUPPORT badge
-    (the console is looking at a snapshot of someone else's database)."""
+    (the console is looking at a snapshot of someone else's database). With `--host`, `--group` or
+    `--fleet` it opens the fleet console instead, and no local database is opened."""
+    if fleet_requested(getattr(ctx, "args", None)):
+        return run_fleet(ctx)
     from console.tui.app import ArchonConsole
     from console.services import navigation
     from console.tui.session import Session
@@ -24,15 +27,45 @@ def run_tui(ctx: Any, support: SupportInfo | None = None, *, start: str | None =
             start = session.run(navigation.start_screen)
         except Exception:
             start = None  # the app decides in a worker, and shows any error there
-    app = ArchonConsole(ctx, support, session=session, start=start)
+    return _run(ArchonConsole(ctx, support, session=session, start=start), session)
 
+
+FLEET_DESTS = ("fleet_hosts", "fleet_groups", "fleet_all")  # console/cli/parser.py's fleet options
+
+
+def fleet_requested(args: Any) -> bool:
+    return any(getattr(args, dest, None) for dest in FLEET_DESTS)
+
+
+def run_fleet(ctx: Any) -> int:
+    """The fleet console over the hosts chosen by `--host/--group/--fleet`. An unknown host or
+    group is a usage error (exit 2) before the terminal is taken over; a missing or unusable hosts
+    file is not: the console starts and says so in one sentence."""
+    from console.errors import UsageError
+    from console.fleet.hosts import load_fleet, select
+    from console.tui.fleet_app import FleetConsole
+    from console.tui.fleet_monitor import ClientLink
+
+    args = ctx.args
+    try:
+        fleet = load_fleet()
+    except UsageError as exc:
+        app = FleetConsole([], None, problem=" ".join(p for p in (exc.reason, exc.hint) if p))
+        return _run(app, None)
+    hosts = select(fleet, getattr(args, "fleet_hosts", None) or (), getattr(args, "fleet_groups", None) or (),
+                   bool(getattr(args, "fleet_all", False)))
+    link = ClientLink(fleet, hosts, parallel=int(getattr(args, "parallel", 8) or 8))
+    return _run(FleetConsole(hosts, link, read_only=bool(ctx.read_only)), None)
+
+
+def _run(app: Any, session: Any) -> int:
+    """Run `app` until it exits; SIGTERM/SIGHUP end it as quitting does (console/signals.py)."""
     def stop(signum: int) -> bool:
-        """SIGTERM/SIGHUP: let the app shut down as on quit (console/signals.py says why)."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return False
-        if signum == signal.SIGHUP:  # the terminal is gone: write nothing more to it
+        if signum == signal.SIGHUP and hasattr(app, "attention"):  # the terminal is gone: write nothing more
             app.attention.terminal_gone = True
         loop.call_soon_threadsafe(lambda: app.exit(128 + signum))
         return True
@@ -41,8 +74,9 @@ def run_tui(ctx: Any, support: SupportInfo | None = None, *, start: str | None =
         with graceful(stop):
             result = app.run()
     finally:
-        session.close()  # on_unmount does this too; here it also holds when the app never got that far
+        if session is not None:
+            session.close()  # on_unmount does this too; here it also holds when the app never got that far
     return int(result or 0) if isinstance(result, int) else (app.return_code or 0)
 
 
-__all__ = ["run_tui"]
+__all__ = ["fleet_requested", "run_fleet", "run_tui"]
