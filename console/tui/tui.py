@@ -38,24 +38,27 @@ def fleet_requested(args: Any) -> bool:
 
 
 def run_fleet(ctx: Any) -> int:
-    """The fleet console over the hosts chosen by `--host/--group/--fleet`. An unknown host or
-    group is a usage error (exit 2) before the terminal is taken over; a missing or unusable hosts
-    file is not: the console starts and says so in one sentence."""
+    """The fleet console over the hosts chosen by `--host/--group/--fleet`."""
+    return _run(fleet_app(ctx.args, read_only=bool(ctx.read_only)), None)
+
+
+def fleet_app(args: Any, *, read_only: bool = False, poll_seconds: float | None = None) -> Any:
+    """The fleet console, not yet running. An unknown host or group is a usage error (exit 2)
+    before the terminal is taken over; a missing or unusable hosts file is not: the console starts
+    and says so in one sentence."""
     from console.errors import UsageError
     from console.fleet.hosts import load_fleet, select
     from console.tui.fleet_app import FleetConsole
     from console.tui.fleet_monitor import ClientLink
 
-    args = ctx.args
     try:
         fleet = load_fleet()
     except UsageError as exc:
-        app = FleetConsole([], None, problem=" ".join(p for p in (exc.reason, exc.hint) if p))
-        return _run(app, None)
+        return FleetConsole([], None, problem=" ".join(p for p in (exc.reason, exc.hint) if p))
     hosts = select(fleet, getattr(args, "fleet_hosts", None) or (), getattr(args, "fleet_groups", None) or (),
                    bool(getattr(args, "fleet_all", False)))
     link = ClientLink(fleet, hosts, parallel=int(getattr(args, "parallel", 8) or 8))
-    return _run(FleetConsole(hosts, link, read_only=bool(ctx.read_only)), None)
+    return FleetConsole(hosts, link, read_only=read_only, poll_seconds=poll_seconds)
 
 
 def _run(app: Any, session: Any) -> int:
@@ -79,4 +82,4 @@ def _run(app: Any, session: Any) -> int:
     return int(result or 0) if isinstance(result, int) else (app.return_code or 0)
 
 
-__all__ = ["fleet_requested", "run_fleet", "run_tui"]
+__all__ = ["fleet_app", "fleet_requested", "run_fleet", "run_tui"]
