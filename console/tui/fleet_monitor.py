@@ -289,11 +289,11 @@ class FleetMonitor:
             if answer.state == "ok":
                 attempt = 0
                 self._hello(name, answer.hello)
-                await self._reread_unknown(name)
                 while not self._closing:
                     answer = await self._read_queue(name)
                     if answer.state != "ok":
                         break
+                    await self._reread_unknown(name)  # the host answers again: what became of lost answers
                     await self._pause(name, self.poll_seconds)
             await self._failed(name, answer)
             await self._pause(name, BACKOFF[min(attempt, len(BACKOFF) - 1)])
@@ -370,7 +370,11 @@ class FleetMonitor:
             if answer.state != "ok" or not isinstance(answer.data, dict):
                 continue
             self._unknown[name].discard(request_id)
-            status = _text(answer.data.get("status")) or "unknown"
+            status = _text(answer.data.get("status"))
+            if status is None:  # refused (the request is gone): the host's own words
+                said = _text(answer.data.get("error")) or "it could not be read"
+                self.report(Decided(name, request_id, "reread", False, f"{request_id} on {name}: {said}"))
+                continue
             self.report(Decided(name, request_id, "reread", status != "pending",
                                 f"{request_id} on {name} is {status} (read again after the connection dropped)"))
 

@@ -39,6 +39,10 @@ class FixedLink:
         self.hosts = hosts
         self.calls: list[tuple[str, str, dict]] = []
         self.closed = False
+        self.script: dict[tuple[str, str], list[Answer]] = {}  # (host, method) -> answers given first
+
+    def answer_next(self, host: str, method: str, *answers: Answer) -> None:
+        self.script.setdefault((host, method), []).extend(answers)
 
     async def connect(self, host: str) -> Answer:
         spec = self.hosts[host]
@@ -50,6 +54,9 @@ class FixedLink:
 
     async def call(self, host: str, method: str, params: dict) -> Answer:
         self.calls.append((host, method, params))
+        scripted = self.script.get((host, method))
+        if scripted:
+            return scripted.pop(0)
         spec = self.hosts[host]
         if method == "approvals.list" and spec[0] == "stale":
             return Answer(host, "stale", spec[3], data=list(spec[2]), age_seconds=spec[4])

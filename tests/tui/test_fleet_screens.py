@@ -1,0 +1,157 @@
+"""The fleet console's screens over fixed hosts (tests/tui/fleet_helpers.py `FixedLink`): where a
+decision is sent and with what, the host filter and search, an answer lost with the connection
+read again, new requests on any host announced, doctor on demand, hostile host text shown as
+data, and quitting closing the sessions. The same flows over the real client and servers are
+tests/fleet/test_tui_flows.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from console.tui.fleet_monitor import Answer
+from tests.tui.fleet_helpers import NOW_TEXT, FixedLink, HostConfig, request_row
+from tests.tui.pilot import notifications, record_notifications, send_keys, type_text, wait_until
+from widgets.safe_text import is_clean
+
+pytestmark = pytest.mark.slow
+
+HELLO = {"archon_release": "1.10.0", "actor": "alice", "actor_source": "forced_command", "read_only": False}
+
+
+def two_hosts() -> FixedLink:
+    return FixedLink({
+        "eu1": ("ok", HELLO, [request_row("apr-1", "billing", "git_push", "2025-06-01 12:40:00", "dave",
+                                          {"remote": "origin", "branch": "main"})]),
+        "us2": ("ok", HELLO, [request_row("apr-1", "atlas", "custom_check", "2025-06-01 12:10:00", "erin",
+                                          {"command": "make test"})]),
+    })
+
+
+@pytest.fixture
+def start(monkeypatch, tmp_path):
+    monkeypatch.setenv("ARCHON_CONSOLE_NOW", NOW_TEXT)
+    monkeypatch.setenv("ARCHON_CONSOLE_KEYMAP", str(tmp_path / "no-keymap.toml"))
+
+    def build(link: FixedLink):
+        from console.tui.fleet_app import FleetConsole
+
+        app = FleetConsole([HostConfig(name) for name in link.hosts], link, poll_seconds=3600)
+        record_notifications(app)
+        return app
+    return build
+
+
+def keys(app):
+    return [(r.host, r.id) for r in app.screen.rows]
+
+
+def said(app, text: str) -> bool:
+    return any(text in n.message for n in notifications(app))
+
+
+async def loaded(pilot, app, count: int) -> None:
+    await wait_until(pilot, lambda: hasattr(app.screen, "rows") and len(app.screen.rows) == count
+                     and app.screen.selected is not None, what=f"{count} rows")
+
+
+async def test_deny_goes_to_the_rows_host_with_its_reason(start):
+    link = two_hosts()
+    app = start(link)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot, app, 2)
+        assert keys(app) == [("us2", "apr-1"), ("eu1", "apr-1")]  # one id on two hosts: two rows, by expiry
+        await send_keys(pilot, "down", "d")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "ReasonModal", what="the deny dialog")
+        await send_keys(pilot, "ctrl+s")  # a deny needs a reason: nothing is sent without one
+        await type_text(pilot, "not today")
+        await send_keys(pilot, "enter")
+        await wait_until(pilot, lambda: said(app, "eu1: Approved apr-1."), what="the host's answer")
+        sent = [(h, m, p) for h, m, p in link.calls if m.startswith("approvals.") and m != "approvals.list"]
+        assert sent == [("eu1", "approvals.deny", {"ids": ["apr-1"], "reason": "not today"})]
+
+
+async def test_an_answer_lost_with_the_connection_is_read_again(start):
+    link = two_hosts()
+    link.answer_next("eu1", "approvals.approve", Answer("eu1", "outcome_unknown", "the connection ended"))
+    link.answer_next("eu1", "approvals.show", Answer("eu1", "ok", exit=0, data={"id": "apr-1", "status": "approved"}))
+    app = start(link)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot, app, 2)
+        await send_keys(pilot, "down", "a")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "ReasonModal", what="the approve dialog")
+        await send_keys(pilot, "ctrl+s")
+        await wait_until(pilot, lambda: said(app, "outcome unknown"), what="outcome unknown")
+        await wait_until(pilot, lambda: said(app, "apr-1 on eu1 is approved (read again"), what="the re-read")
+        assert ("eu1", "approvals.show", {"id": "apr-1"}) in link.calls
+
+
+async def test_host_filter_search_and_the_command_line(start):
+    app = start(two_hosts())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot, app, 2)
+        await send_keys(pilot, "h")
+        await wait_until(pilot, lambda: keys(app) == [("eu1", "apr-1")], what="eu1 only")
+        await send_keys(pilot, "h")
+        await wait_until(pilot, lambda: keys(app) == [("us2", "apr-1")], what="us2 only")
+        await send_keys(pilot, "h")
+        await wait_until(pilot, lambda: len(keys(app)) == 2, what="every host again")
+        await send_keys(pilot, "colon")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "FleetCommandLine", what="the command line")
+        await type_text(pilot, "host eu1")
+        await send_keys(pilot, "enter")
+        await wait_until(pilot, lambda: keys(app) == [("eu1", "apr-1")], what=":host eu1")
+        app.command("host nowhere")
+        await wait_until(pilot, lambda: said(app, "No host called 'nowhere'"), what="the refusal")
+        app.command("host")
+        await wait_until(pilot, lambda: len(keys(app)) == 2, what=":host alone: every host")
+        await send_keys(pilot, "slash")
+        await type_text(pilot, "make test")
+        await send_keys(pilot, "enter")
+        await wait_until(pilot, lambda: keys(app) == [("us2", "apr-1")], what="the search")
+
+
+async def test_new_requests_on_any_host_are_announced(start):
+    link = two_hosts()
+    app = start(link)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot, app, 2)
+        link.hosts["us2"][2].append(request_row("apr-9", "atlas", "git_push", "2025-06-01 13:00:00", "erin", {}))
+        app.monitor.refresh("us2")
+        await wait_until(pilot, lambda: said(app, "New request on us2: apr-9"), what="the announcement")
+        assert len(app.screen.rows) == 3
+
+
+async def test_doctor_on_demand_and_quitting_closes_the_sessions(start):
+    link = two_hosts()
+    app = start(link)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot, app, 2)
+        await send_keys(pilot, "H")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "FleetHostsScreen", what="the hosts screen")
+        await send_keys(pilot, "d")
+        await wait_until(pilot, lambda: app.status["eu1"].doctor == "1 warning", what="doctor's summary")
+        await send_keys(pilot, "escape")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "FleetQueueScreen", what="back to the queue")
+    assert link.closed
+
+
+async def test_host_text_is_data(start):
+    hostile = "[@click=app.quit]x\x1b[2J\u202e"
+    link = FixedLink({"eu1": ("ok", dict(HELLO, actor=hostile, archon_release=hostile), [
+        request_row("apr-" + hostile, hostile, hostile, "2025-06-01 12:40:00", hostile, {"command": hostile})])})
+    app = start(link)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot, app, 1)
+        screen = app.screen
+        row = screen.rows[0]
+        from widgets.lazy_table import LazyTable
+
+        cells = [column.cell(row).plain for column in screen.query_one(LazyTable).columns]
+        assert all(is_clean(cell, allow_newlines=False) for cell in cells), cells
+        head = str(screen.query_one("#detail-head").render())
+        assert "\x1b" not in head and "\u202e" not in head
+        await send_keys(pilot, "H")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "FleetHostsScreen", what="the hosts screen")
+        hosts_cells = [column.cell(app.status["eu1"]).plain for column in app.screen.query_one(LazyTable).columns]
+        assert all(is_clean(cell, allow_newlines=False) for cell in hosts_cells), hosts_cells
+        assert app.is_running  # the markup was not an action
