@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Protocol
 
 from console.clock import parse_time
+from console.text import one_line
 
 POLL_SECONDS = 3.0  # how often each host's queue is read again
 CALL_DEADLINE = 30.0  # the console's own bound on one host operation (ConnectTimeout is not one)
@@ -30,6 +31,7 @@ PENDING_LIMIT = 200  # rows read from each host; the merged queue shows at most 
 QUEUE_PARAMS = {"status": "pending", "limit": PENDING_LIMIT}
 CLOSE_SECONDS = 10.0  # quitting waits this long, at most, for the sessions to close
 STALE_REASON = "stale data: reconnecting"
+SAID_WIDTH = 400  # a host's sentence is cut here (a toast, a table cell): the host decides its length
 
 
 class HostLink(Protocol):
@@ -152,14 +154,14 @@ def result_sentence(answer: Any, request_id: str) -> tuple[bool | None, str]:
         return None, (f"outcome unknown: the connection dropped before {answer.host} answered; "
                       f"{request_id} is read again when the host is back")
     if answer.state != "ok":
-        return False, answer.sentence or f"{answer.host} did not answer ({answer.state})"
+        return False, one_line(answer.sentence or f"{answer.host} did not answer ({answer.state})", SAID_WIDTH)
     output = answer.data
     if isinstance(output, list):
         for item in output:
             if isinstance(item, dict) and item.get("id") == request_id:
-                return bool(item.get("ok")), str(item.get("message") or "")
+                return bool(item.get("ok")), one_line(item.get("message") or "", SAID_WIDTH)
     if isinstance(output, dict) and output.get("error"):
-        return False, str(output["error"])
+        return False, one_line(output["error"], SAID_WIDTH)
     return False, f"{answer.host} answered without a result for {request_id}"
 
 
@@ -309,15 +311,15 @@ class FleetMonitor:
     async def _read_queue(self, name: str) -> Any:
         answer = await self._guarded(name, self.link.call(name, "approvals.list", QUEUE_PARAMS))
         if answer.state == "stale" and isinstance(answer.data, list):  # the client's cache
-            self._set(name, phase="stale", sentence=answer.sentence, rows=_rows(answer.data),
-                      age_seconds=answer.age_seconds or 0.0)
+            self._set(name, phase="stale", sentence=one_line(answer.sentence or "", SAID_WIDTH) or None,
+                      rows=pending_rows(answer.data), age_seconds=answer.age_seconds or 0.0)
             return answer
         if answer.state != "ok":
             return answer
         if answer.exit not in (0, None) or not isinstance(answer.data, list):
             error = answer.data.get("error") if isinstance(answer.data, dict) else None
             return Answer(name, "remote_error", _text(error) or f"{name} could not list its requests")
-        rows = _rows(answer.data)
+        rows = pending_rows(answer.data)
         seen = self._seen[name]
         ids = {r["id"] for r in rows}
         if seen is not None:
@@ -332,12 +334,12 @@ class FleetMonitor:
         if answer.hello and self.status[name].release is None:  # the hello the client cached
             self._hello(name, answer.hello)
         status = self.status[name]
-        sentence = answer.sentence or f"{name}: {answer.state}"
+        sentence = one_line(answer.sentence or f"{name}: {answer.state}", SAID_WIDTH)
         cached = getattr(self.link, "cached", None)
         if not status.rows and status.phase != "stale" and cached is not None:
             found = await self._guarded(name, cached(name, "approvals.list", QUEUE_PARAMS))
             if found is not None and found.state == "stale" and isinstance(found.data, list):
-                self._set(name, phase="stale", sentence=sentence, rows=_rows(found.data),
+                self._set(name, phase="stale", sentence=sentence, rows=pending_rows(found.data),
                           age_seconds=found.age_seconds or 0.0)
                 return
         if status.rows or status.phase == "stale":
@@ -372,7 +374,7 @@ class FleetMonitor:
             self._unknown[name].discard(request_id)
             status = _text(answer.data.get("status"))
             if status is None:  # refused (the request is gone): the host's own words
-                said = _text(answer.data.get("error")) or "it could not be read"
+                said = one_line(answer.data.get("error") or "it could not be read", SAID_WIDTH)
                 self.report(Decided(name, request_id, "reread", False, f"{request_id} on {name}: {said}"))
                 continue
             self.report(Decided(name, request_id, "reread", status != "pending",
@@ -440,10 +442,10 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _rows(data: list) -> tuple[dict, ...]:
+def pending_rows(data: list) -> tuple[dict, ...]:
     """The rows a host sent that have an id, bounded; the rest is the host's data, shown as is."""
     return tuple(r for r in data[:PENDING_LIMIT] if isinstance(r, dict) and isinstance(r.get("id"), str))
 
 
 __all__ = ["Answer", "Arrival", "ClientLink", "Decided", "FleetMonitor", "HostLink", "HostStatus", "STALE_REASON",
-           "doctor_summary", "read_only_reason", "result_sentence"]
+           "doctor_summary", "pending_rows", "read_only_reason", "result_sentence"]
