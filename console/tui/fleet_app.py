@@ -52,6 +52,7 @@ class FleetConsole(GuardedApp, App):
 
     BINDINGS = [
         Binding("colon", "command_line", "Command", key_display=":", id="app.command_line"),
+        Binding("question_mark,f1", "help", "Help", key_display="?", id="app.help"),
         Binding("ctrl+t", "toggle_theme", "Theme", id="app.theme", show=False),
         Binding("q", "quit", "Quit", id="app.quit"),
     ]
@@ -174,6 +175,8 @@ class FleetConsole(GuardedApp, App):
             self.exit(0)
         elif word in ("hosts", "h"):
             self.show_screen("hosts")
+        elif word in ("help", "?"):
+            self.action_help()
         elif word in ("approvals", "a", "queue"):
             self.show_screen("approvals")
         elif word == "host":
@@ -186,6 +189,12 @@ class FleetConsole(GuardedApp, App):
         else:
             self.notify(clean(f"No command {word!r}. Try :{', :'.join(FLEET_COMMANDS)}.", one_line=True),
                         severity="warning", markup=False)
+
+    def action_help(self) -> None:
+        from console.tui.screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self.screen))
 
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.current_theme.dark else "textual-dark"

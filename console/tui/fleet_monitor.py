@@ -126,6 +126,11 @@ def read_only_reason(config_read_only: bool, hello: dict | None, *, console_read
         return "read-only host (read_only = true in the hosts file)"
     if not hello:
         return None
+    why = _host_reason(hello)
+    return None if why is None else one_line(why, SAID_WIDTH)
+
+
+def _host_reason(hello: dict) -> str | None:
     if hello.get("identity_ambiguous"):
         why = _text(hello.get("identity_ambiguous"))
         return f"the host cannot tell who is acting ({why}): it refuses writes" if why else \

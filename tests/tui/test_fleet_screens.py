@@ -155,3 +155,16 @@ async def test_host_text_is_data(start):
         hosts_cells = [column.cell(app.status["eu1"]).plain for column in app.screen.query_one(LazyTable).columns]
         assert all(is_clean(cell, allow_newlines=False) for cell in hosts_cells), hosts_cells
         assert app.is_running  # the markup was not an action
+
+
+async def test_help_lists_the_fleet_keys_and_why_one_is_greyed(start):
+    link = FixedLink({"ro": ("ok", dict(HELLO, read_only=True, read_only_reason="the host's policy sets read_only"),
+                             [request_row("apr-1", "billing", "git_push", "2025-06-01 12:40:00", "dave", {})])})
+    app = start(link)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot, app, 1)
+        await wait_until(pilot, lambda: app.screen.check_action("approve", ()) is None, what="approve greyed")
+        queue = app.screen
+        await send_keys(pilot, "question_mark")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "HelpScreen", what="help")
+        assert queue.unavailable()["approve"] == "read-only on the host (the host's policy sets read_only)"

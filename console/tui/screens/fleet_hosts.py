@@ -43,6 +43,10 @@ def identity(status: HostStatus) -> str:
 class FleetHostsScreen(FleetScreen):
     COMMAND = "hosts"
     TITLE = "Fleet hosts"
+    HELP_NOTES = (
+        "Each host's state: connecting…, ok, read-only, STALE with the age of its last good read, or down with\n"
+        "the reason. d runs doctor on the selected host; r reads it again now; Enter shows its requests."
+    )
 
     BINDINGS = [
         Binding("escape", "back", "Back", id="fleet.back"),

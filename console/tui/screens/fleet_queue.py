@@ -69,6 +69,12 @@ class FleetQueueScreen(FleetScreen):
     COMMAND = "approvals"
     TITLE = "Fleet approvals"
     WRITE_ACTIONS = frozenset({"approve", "deny"})
+    HELP_NOTES = (
+        "Pending requests of every host, soonest expiry first across hosts; the host column says where each lives.\n"
+        "a / d send the decision to that host only; it re-checks everything (four-eyes too) and records who you\n"
+        "are as the host resolved it. STALE rows come from a host's last good read and cannot be decided.\n"
+        "h cycles the host filter (:host NAME picks one, :host alone shows all); H or :hosts shows each host."
+    )
 
     BINDINGS = [
         Binding("a", "approve", "Approve", id="fleet.approve"),
