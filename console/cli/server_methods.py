@@ -102,7 +102,11 @@ def argv_for(method: Method, params: dict[str, Any], *, extra: frozenset[str] = 
     options: list[str] = []
     positionals: list[str] = []
     skipped: str | None = None
-    for action in command_actions(method):
+    actions = command_actions(method)
+    missing = sorted(set(params) - {a.dest for a in actions} - extra)
+    if missing:  # listed in METHODS, but this console's command has no such option
+        raise BadParams(f"this host's console has no option for {missing[0]!r}")
+    for action in actions:
         name = action.dest
         value = params.get(name)
         if not action.option_strings:  # a positional, in the parser's order

@@ -51,6 +51,7 @@ class Server:
         self.errors: list[str] = []
         self.next_id = 0
         self.notes: list[dict[str, Any]] = []
+        self.watch_notes: list[str] = []
         threading.Thread(target=self._pump, daemon=True).start()
         threading.Thread(target=self._collect, daemon=True).start()
 
@@ -92,6 +93,25 @@ class Server:
                 assert answer["id"] == id_, answer
                 return answer
             self.notes.append(answer)
+
+    def notification(self, timeout: float = WAIT) -> dict[str, Any]:
+        """The next notification's params (one that arrived during a request first)."""
+        if self.notes:
+            return self.notes.pop(0)["params"]
+        message = self.read(timeout)
+        assert "id" not in message and message["method"] == "approvals.changed", message
+        return message["params"]
+
+    def changes(self, n: int) -> list[dict[str, Any]]:
+        """The next `n` changes (notes are kept in `watch_notes`)."""
+        got: list[dict[str, Any]] = []
+        while len(got) < n:
+            params = self.notification()
+            if params["change"]["change"] == "note":
+                self.watch_notes.append(params["change"]["note"])
+            else:
+                got.append(params)
+        return got
 
     def hello(self, **params: Any) -> dict[str, Any]:
         answer = self.request("hello", {"protocol": 1, **params})

@@ -218,3 +218,15 @@ def test_a_forced_actor_on_a_shared_account_may_write(servers, db, tmp_path):
 def test_a_reserved_forced_actor_is_refused(servers, db):
     server = servers("--actor", "archon", db=db)
     assert server.close() == 2 and server.raw == []
+
+
+def test_every_param_of_every_method_is_an_option_of_its_command_and_never_a_global_one():
+    """METHODS (console/fleet/protocol.py) names destinations; each must be its command's own action,
+    so a param can never reach `--db`, `--as`, `--read-only` or `--busy-timeout`."""
+    from console.cli.server_methods import command_actions
+
+    for name, method in {**wire.METHODS, "approvals.watch": wire.WATCH}.items():
+        actions = command_actions(method)
+        assert {a.dest for a in actions} == set(method.params), name
+        for action in actions:
+            assert not set(action.option_strings) & {"--db", "--as", "--read-only", "--busy-timeout", "--json"}, name
