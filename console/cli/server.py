@@ -301,16 +301,20 @@ def _private_streams() -> tuple[int, int]:
 
 
 def serve(ctx) -> int:
-    from console.errors import UsageError
+    from console.errors import ConsoleError, UsageError
     from console.services import host_identity
     from console.services.identity import current, set_session
 
     args = ctx.args
-    if args.actor is not None:
-        raise UsageError("serve does not take --as: who acts is decided on the host (--actor from a forced command, "
-                         "the SSH certificate, or the login).")
-    policy = host_identity.load_policy(args.policy)
-    identity = host_identity.resolve(args.serve_actor, policy, os.environ, current().login)
+    try:
+        if args.actor is not None:
+            raise UsageError("serve does not take --as: who acts is decided on the host (--actor from a forced "
+                             "command, the SSH certificate, or the login).")
+        policy = host_identity.load_policy(args.policy)
+        identity = host_identity.resolve(args.serve_actor, policy, os.environ, current().login)
+    except ConsoleError as exc:  # the session is refused before the channel exists: stdout stays empty
+        log(exc.reason + (f" {exc.hint}" if exc.hint else ""))
+        return exc.exit_code
     set_session(actor_source=identity.source, ssh_connection=identity.ssh_connection)
     channel_in, channel_out = _private_streams()
     saved = sys.stdout

@@ -230,3 +230,12 @@ def test_every_param_of_every_method_is_an_option_of_its_command_and_never_a_glo
         assert {a.dest for a in actions} == set(method.params), name
         for action in actions:
             assert not set(action.option_strings) & {"--db", "--as", "--read-only", "--busy-timeout", "--json"}, name
+
+
+def test_a_refused_session_writes_nothing_on_stdout_even_with_json(servers, db, tmp_path):
+    policy = tmp_path / "serve.toml"
+    policy.write_text("read_only = 'maybe'\n")
+    server = servers("--json", "--actor", "dave", db=db, policy=policy)
+    assert server.close() == 3 and server.raw == []
+    said = "".join(server.errors).strip().splitlines()
+    assert len(said) == 1 and "read_only must be true or false" in said[0]
