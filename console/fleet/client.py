@@ -1,0 +1,241 @@
+"""Calling hosts: one outcome per host, whatever happened there, never a traceback.
+
+`call_hosts` is the CLI's: one connection per host (`hello`, then the method), at most `parallel`
+at once, each host within a console-side `deadline` (ssh's ConnectTimeout bounds only the
+connection; a host that accepts and never speaks, or stops mid-answer, is bounded here: the ssh
+process is killed). `FleetSessions` is the TUI's and watch's: a long-lived session per host,
+reconnected in the background with bounded back-off, closed with `ssh -O exit`.
+
+Each host ends in one state of console/fleet/transport.py `STATES` with one sentence. A read that
+fails for a reason of the connection falls back on the host's last successful read
+(console/fleet/cache.py), as `stale` with its age; a write never does. A write whose request was
+sent and whose answer never came is `outcome_unknown`: it may have landed, so it is never retried
+blindly (a repeated decision is answered "already ... by you" by the host).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from console import __version__
+from console.fleet import cache as fleet_cache
+from console.fleet.hosts import Fleet, Host
+from console.fleet.protocol import METHOD_NOT_FOUND, METHODS, PROTOCOL_VERSION, MessageTooLarge
+from console.fleet.session import Notify, RemoteError, Session, SessionLost
+from console.fleet.transport import classify, close_masters, control_dir
+from console.text import is_clean, one_line
+
+STALE_FROM = ("unreachable", "timeout", "auth_failed", "host_key", "no_server", "version_skew")
+MAX_BACKOFF = 60.0
+
+
+@dataclass
+class HostOutcome:
+    """What one host answered. `data` is the command's JSON output (`exit` its exit code) for
+    `ok`, the cached one for `stale` (`age_seconds` old, `cause` the state of the live attempt);
+    `hello` is the host's hello. Everything in `data` and `hello` came from the host: data."""
+
+    host: str
+    state: str
+    sentence: str | None = None
+    exit: int | None = None
+    data: Any = None
+    hello: dict[str, Any] | None = None
+    age_seconds: float | None = None
+    cause: str | None = None
+
+
+def is_write(method: str) -> bool:
+    """Writes are never cached, never answered from the cache, and unknown when a connection drops
+    under them. A method the table does not know counts as a write: nothing is assumed safe."""
+    spec = METHODS.get(method)
+    return method not in ("hello", "approvals.watch") and (spec is None or spec.writes)
+
+
+def hello_params(host: Host) -> dict[str, Any]:
+    params: dict[str, Any] = {"protocol": PROTOCOL_VERSION, "client": __version__}
+    if host.db is not None:
+        params["db"] = host.db
+    return params
+
+
+def check_hello(host: Host, hello: Any, *, use_cache: bool) -> HostOutcome | None:
+    """The outcome that ends the call at `hello` (version skew, another database), else None."""
+    name = host.name
+    if not isinstance(hello, dict):
+        return HostOutcome(name, "remote_error", one_line(f"{name} answered hello with something other than an object."))
+    protocol = hello.get("protocol")
+    if protocol != PROTOCOL_VERSION:
+        return HostOutcome(name, "version_skew", one_line(
+            f"{name} speaks fleet protocol {one_line(protocol, 20)}, this console {PROTOCOL_VERSION}: upgrade the "
+            "older of the two (pipx upgrade archon-console)."), hello=hello)
+    instance = hello.get("instance_id")
+    if not isinstance(instance, str) or not 0 < len(instance) <= 128 or not is_clean(instance, allow_newlines=False):
+        return HostOutcome(name, "remote_error", one_line(f"{name} answered hello without a usable instance id."),
+                           hello=hello)
+    known = fleet_cache.known_instance(host) if use_cache else None
+    if known is not None and known != instance:
+        return HostOutcome(name, "wrong_instance", one_line(
+            f"{name} now answers for database {instance}, not {known} as before: check that {host.ssh} still "
+            f"reaches the right host and file; if the database was replaced on purpose, delete "
+            f"{name}.instance.json in the fleet cache."), hello=hello)
+    if known is None and use_cache:
+        fleet_cache.remember_instance(host, instance)
+    return None
+
+
+def _remote_outcome(host: Host, error: RemoteError, at_hello: bool) -> HostOutcome:
+    if at_hello and (error.code == METHOD_NOT_FOUND or error.kind in ("version_skew", "protocol")):
+        return HostOutcome(host.name, "version_skew", one_line(
+            f"{host.name} does not speak this console's fleet protocol ({error.message}): upgrade the older of the "
+            "two (pipx upgrade archon-console)."))
+    return HostOutcome(host.name, "remote_error", one_line(f"{host.name} refused: {error.message} ({error.kind})."))
+
+
+def _answer(host: Host, value: Any, hello: dict[str, Any]) -> HostOutcome:
+    """A method's result, `{"exit": CODE, "output": JSON}` (and the refusal's words, when any)."""
+    if not isinstance(value, dict) or type(value.get("exit")) is not int:
+        return HostOutcome(host.name, "remote_error", one_line(f"{host.name} sent an answer the console does not "
+                                                               "understand."), hello=hello)
+    said = next((value[k] for k in ("error", "message") if isinstance(value.get(k), str)), None)
+    return HostOutcome(host.name, "ok", one_line(said, 400) if said else None, value["exit"], value.get("output"), hello)
+
+
+def _lost(host: Host, lost: SessionLost, returncode: int | None, stderr: str,
+          write_sent: bool) -> HostOutcome:
+    if write_sent:
+        return HostOutcome(host.name, "outcome_unknown", one_line(
+            f"The connection to {host.name} ended after the write was sent and before its answer: whether it took "
+            "effect is unknown; read it again before repeating it."))
+    if lost.violation:
+        return HostOutcome(host.name, "remote_error", one_line(f"{host.name} {lost.violation}; the session was ended."))
+    state, sentence = classify(returncode, stderr, alias=host.ssh, name=host.name, remote=host.remote)
+    return HostOutcome(host.name, state, sentence)
+
+
+class _Progress:
+    """How far one attempt got, readable after the deadline cancelled it."""
+
+    def __init__(self) -> None:
+        self.write_sent = False
+        self.session: Session | None = None
+
+
+async def _attempt(fleet: Fleet, host: Host, method: str, params: dict[str, Any], sockets: Path | None,
+                   progress: _Progress, use_cache: bool) -> HostOutcome:
+    session = progress.session = Session(fleet, host, sockets=sockets)
+    at_hello, killed = True, False
+    try:
+        try:
+            await session.start()
+        except OSError as exc:
+            return HostOutcome(host.name, "unreachable", one_line(
+                f"ssh could not be started for {host.name} ({exc.strerror or exc}): install OpenSSH's client or set "
+                f"[ssh] command in {fleet.path}."))
+        hello = await session.request("hello", hello_params(host))
+        ended = check_hello(host, hello, use_cache=use_cache)
+        if ended is not None or method == "hello":
+            return ended or HostOutcome(host.name, "ok", data=hello, hello=hello, exit=0)
+        at_hello = False
+        progress.write_sent = is_write(method)
+        return _answer(host, await session.request(method, params), hello)
+    except RemoteError as exc:
+        return _remote_outcome(host, exc, at_hello)
+    except SessionLost as exc:
+        if exc.violation:  # the peer broke the framing: nothing more is read from it
+            killed = True
+            await session.close(kill=True)
+            return _lost(host, exc, None, "", progress.write_sent and exc.sent)
+        returncode, stderr = await session.finish()
+        return _lost(host, exc, returncode, stderr, progress.write_sent and exc.sent)
+    except MessageTooLarge as exc:
+        progress.write_sent = False
+        return HostOutcome(host.name, "remote_error", one_line(f"Not sent to {host.name}: {exc}."))
+    except asyncio.CancelledError:  # the deadline: the process is killed, not asked
+        killed = True
+        await session.close(kill=True)
+        raise
+    finally:
+        if not killed:
+            await session.close()
+
+
+async def _stale(host: Host, method: str, params: dict[str, Any], outcome: HostOutcome) -> HostOutcome:
+    found = await asyncio.to_thread(fleet_cache.lookup, host, method, params)
+    if found is None:
+        return outcome
+    data, hello, exit_code, age = found
+    return HostOutcome(host.name, "stale", outcome.sentence, exit_code, data, hello, age, outcome.state)
+
+
+async def call_one(fleet: Fleet, host: Host, method: str, params: dict[str, Any], *, deadline: float,
+                   use_cache: bool, sockets: Path | None) -> HostOutcome:
+    """One host's outcome within `deadline` seconds (the ssh process killed when it runs out)."""
+    progress = _Progress()
+    try:
+        outcome = await asyncio.wait_for(_attempt(fleet, host, method, params, sockets, progress, use_cache),
+                                         deadline)
+    except asyncio.TimeoutError:
+        if progress.write_sent:
+            outcome = HostOutcome(host.name, "outcome_unknown", one_line(
+                f"{host.name} did not answer the write within {deadline:g} s: whether it took effect is unknown; "
+                "read it again before repeating it."))
+        else:
+            stderr = progress.session.stderr if progress.session else ""
+            state, sentence = classify(None, stderr, alias=host.ssh, name=host.name) if stderr.strip() else ("", "")
+            if state not in ("host_key", "auth_failed", "unreachable"):
+                state, sentence = "timeout", one_line(f"{host.name} did not answer within {deadline:g} s "
+                                                      "(the console's deadline); its ssh was stopped.")
+            outcome = HostOutcome(host.name, state, sentence)
+    if outcome.state == "ok" and use_cache and not is_write(method) and outcome.exit == 0:
+        await asyncio.to_thread(fleet_cache.store, host, method, params, outcome.data, outcome.hello, outcome.exit)
+    elif outcome.state in STALE_FROM and use_cache and not is_write(method):
+        outcome = await _stale(host, method, params, outcome)
+    return outcome
+
+
+def flag_shared_instances(outcomes: Sequence[HostOutcome]) -> list[HostOutcome]:
+    """Two hosts answering for one database would show its rows twice and take one decision twice:
+    every host after the first with the same instance id is `wrong_instance`."""
+    first: dict[str, str] = {}
+    flagged = []
+    for outcome in outcomes:
+        instance = outcome.hello.get("instance_id") if outcome.state == "ok" and outcome.hello else None
+        if isinstance(instance, str) and instance in first:
+            outcome = replace(outcome, state="wrong_instance", data=None, exit=None, sentence=one_line(
+                f"{outcome.host} answers for the same database as {first[instance]} (instance {instance}): two "
+                "entries of hosts.toml reach one database; remove one of them."))
+        elif isinstance(instance, str):
+            first[instance] = outcome.host
+        flagged.append(outcome)
+    return flagged
+
+
+async def fan_out(fleet: Fleet, hosts: Sequence[Host], method: str, params: dict[str, Any] | None = None, *,
+                  parallel: int = 8, deadline: float = 30.0, cache: bool = True) -> list[HostOutcome]:
+    """`call_hosts` for a caller already inside an event loop."""
+    sockets = await asyncio.to_thread(control_dir)
+    gate = asyncio.Semaphore(max(1, int(parallel)))
+    params = dict(params or {})
+
+    async def one(host: Host) -> HostOutcome:
+        async with gate:
+            return await call_one(fleet, host, method, params, deadline=deadline, use_cache=cache, sockets=sockets)
+
+    return flag_shared_instances(await asyncio.gather(*(one(host) for host in hosts)))
+
+
+def call_hosts(fleet: Fleet, hosts: Sequence[Host], method: str, params: dict[str, Any] | None = None, *,
+               parallel: int = 8, deadline: float = 30.0, cache: bool = True) -> list[HostOutcome]:
+    """Each host's outcome of `method`, in the order of `hosts`: `hello`, then the method, on one
+    connection per host. `console.fleet.private.PrivateDirUnusable` when ssh's control directory
+    is not private."""
+    return asyncio.run(fan_out(fleet, hosts, method, params, parallel=parallel, deadline=deadline, cache=cache))
+
+
+__all__ = ["HostOutcome", "STALE_FROM", "call_hosts", "call_one", "check_hello", "fan_out", "flag_shared_instances",
+           "hello_params", "is_write"]
