@@ -63,6 +63,11 @@ def hosts_path() -> Path:
     return Path(base) / "archon-console" / "hosts.toml"
 
 
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 class _Bad(Exception):
     """One problem with the file, as the middle of the sentence `load_fleet` makes."""
 
@@ -77,7 +82,7 @@ def _text(value: object, where: str) -> str:
 
 def _name(value: object, where: str) -> str:
     if not isinstance(value, str) or not NAME.fullmatch(value):
-        raise _Bad(f"{where} {value!r} is not a name (a letter or digit, then letters, digits, '_', '.' or '-', "
+        raise _Bad(f"{where} {_show(value)} is not a name (a letter or digit, then letters, digits, '_', '.' or '-', "
                    "at most 64)")
     return value
 
@@ -87,9 +92,9 @@ def _alias(value: object, where: str) -> str:
     if not alias:
         raise _Bad(f"{where} is empty")
     if alias.startswith("-"):
-        raise _Bad(f"{where} {alias!r} starts with '-', which ssh would read as an option")
+        raise _Bad(f"{where} {_show(alias)} starts with '-', which ssh would read as an option")
     if any(ch.isspace() for ch in alias):
-        raise _Bad(f"{where} {alias!r} holds a space")
+        raise _Bad(f"{where} {_show(alias)} holds a space")
     if len(alias) > MAX_ALIAS:
         raise _Bad(f"{where} is longer than {MAX_ALIAS} characters")
     return alias
@@ -100,11 +105,11 @@ def _remote(value: object, where: str) -> str:
     try:
         words = shlex.split(remote)
     except ValueError as exc:
-        raise _Bad(f"{where} {remote!r} cannot be split into words ({exc})") from None
+        raise _Bad(f"{where} {_show(remote)} cannot be split into words ({exc})") from None
     if not words:
         raise _Bad(f"{where} is empty")
     if words[0].startswith("-"):
-        raise _Bad(f"{where} {remote!r} starts with an option, not a command")
+        raise _Bad(f"{where} {_show(remote)} starts with an option, not a command")
     return remote
 
 
@@ -114,7 +119,7 @@ def _host(name: str, table: object) -> Host:
         raise _Bad(f"hosts.{name} must be a table")
     unknown = sorted(set(table) - HOST_KEYS)
     if unknown:
-        raise _Bad(f"{where} has an unknown key {unknown[0]!r} (use {', '.join(sorted(HOST_KEYS))})")
+        raise _Bad(f"{where} has an unknown key {_show(unknown[0])} (use {', '.join(sorted(HOST_KEYS))})")
     if "ssh" not in table:
         raise _Bad(f"{where} has no ssh = \"ALIAS\" (an alias or user@host that ssh understands)")
     ssh = _alias(table["ssh"], f"{where} ssh")
@@ -122,7 +127,7 @@ def _host(name: str, table: object) -> Host:
     if db is not None:
         db = _text(db, f"{where} db")
         if not db.startswith("/"):
-            raise _Bad(f"{where} db {db!r} is not an absolute path")
+            raise _Bad(f"{where} db {_show(db)} is not an absolute path")
     remote = _remote(table.get("remote", DEFAULT_REMOTE), f"{where} remote")
     read_only = table.get("read_only", False)
     if not isinstance(read_only, bool):
@@ -139,7 +144,7 @@ def _ssh_command(table: object) -> tuple[str, ...]:
         raise _Bad("ssh must be a table")
     unknown = sorted(set(table) - {"command"})
     if unknown:
-        raise _Bad(f"[ssh] has an unknown key {unknown[0]!r} (use command)")
+        raise _Bad(f"[ssh] has an unknown key {_show(unknown[0])} (use command)")
     command = table.get("command", ["ssh"])
     if not isinstance(command, list) or not command:
         raise _Bad("[ssh] command must be a list of words, the program first")
@@ -154,7 +159,7 @@ def parse_fleet(data: dict[str, Any], path: Path) -> Fleet:
     try:
         unknown = sorted(set(data) - {"ssh", "hosts"})
         if unknown:
-            raise _Bad(f"it has an unknown table or key {unknown[0]!r} (use [ssh] and [hosts.NAME])")
+            raise _Bad(f"it has an unknown table or key {_show(unknown[0])} (use [ssh] and [hosts.NAME])")
         command = _ssh_command(data.get("ssh", {}))
         tables = data.get("hosts", {})
         if not isinstance(tables, dict):
@@ -188,7 +193,7 @@ def _unknown(kind: str, wanted: str, known: Iterable[str], path: Path) -> UsageE
         hint = f"The {kind}s are: {', '.join(known[:20])}{', ...' if len(known) > 20 else ''}."
     else:
         hint = f"{path} names no {kind}s."
-    return UsageError(f"No {kind} named {wanted!r} in {path}.", hint)
+    return UsageError(f"No {kind} named {_show(wanted)} in {path}.", hint)
 
 
 def select(fleet: Fleet, names: Iterable[str] = (), groups: Iterable[str] = (), everything: bool = False) -> list[Host]:

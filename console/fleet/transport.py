@@ -140,6 +140,9 @@ def classify(returncode: int | None, stderr: str, *, alias: str = "HOST", name: 
         return "auth_failed", one_line(f"ssh could not log in to {who} (permission denied): check its key, agent or "
                                        "certificate in ~/.ssh/config; the console never asks for a password.")
     if _TIMEOUT.search(stderr):
+        if "banner exchange" in stderr:
+            return "timeout", one_line(f"{who} accepted the connection but never spoke SSH (timed out during the "
+                                       "banner exchange): check the address and port, or what listens there.")
         return "timeout", one_line(f"{who} did not answer in time ({last_line(stderr, 120)}).")
     if _UNREACHABLE.search(stderr) or returncode == 255:
         return "unreachable", one_line(f"{who} cannot be reached: {last_line(stderr, 160) or 'ssh failed'}.")
