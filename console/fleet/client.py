@@ -237,5 +237,167 @@ def call_hosts(fleet: Fleet, hosts: Sequence[Host], method: str, params: dict[st
     return asyncio.run(fan_out(fleet, hosts, method, params, parallel=parallel, deadline=deadline, cache=cache))
 
 
-__all__ = ["HostOutcome", "STALE_FROM", "call_hosts", "call_one", "check_hello", "fan_out", "flag_shared_instances",
+
+class FleetSessions:
+    """A session per host for the TUI and `approvals watch`: connected all at once, kept open,
+    reconnected in the background with back-off (1 s doubling to `MAX_BACKOFF`, jittered) while
+    the host is down, and closed with `ssh -O exit`. `states` holds each host's last connection
+    outcome (`ok` with its hello, or why not); `on_state(outcome)` is told of every change and
+    `on_notification(host, method, params)` of every notification (e.g. `approvals.watch`); both
+    run on the event loop and must not block."""
+
+    def __init__(self, fleet: Fleet, hosts: Sequence[Host], *, parallel: int = 8, deadline: float = 30.0,
+                 cache: bool = True, on_notification: Notify | None = None,
+                 on_state: Callable[[HostOutcome], None] | None = None):
+        self.fleet, self.deadline, self.cache = fleet, deadline, cache
+        self.hosts = {host.name: host for host in hosts}
+        self.states: dict[str, HostOutcome] = {}
+        self.on_notification, self.on_state = on_notification, on_state
+        self._parallel = max(1, int(parallel))
+        self._gate: asyncio.Semaphore | None = None
+        self._sockets: Path | None = None
+        self._sessions: dict[str, Session] = {}
+        self._locks = {name: asyncio.Lock() for name in self.hosts}
+        self._down = {name: asyncio.Event() for name in self.hosts}
+        self._keepers: list[asyncio.Task[None]] = []
+        self._closing = asyncio.Event()
+
+    def _note(self, outcome: HostOutcome) -> HostOutcome:
+        self.states[outcome.host] = outcome
+        (self._down[outcome.host].clear if outcome.state == "ok" else self._down[outcome.host].set)()
+        if self.on_state is not None:
+            try:
+                self.on_state(outcome)
+            except Exception:  # noqa: BLE001 - a listener's bug must not stop the fleet
+                pass
+        return outcome
+
+    def _session_ended(self, name: str, session: Session) -> None:
+        if self._sessions.get(name) is session and not self._closing.is_set():
+            asyncio.ensure_future(self._note_lost(name, session))
+
+    async def _note_lost(self, name: str, session: Session) -> None:
+        returncode, stderr = await session.finish()
+        if self._sessions.get(name) is session:
+            del self._sessions[name]
+            await session.close(kill=True)
+            self._note(_lost(self.hosts[name], SessionLost(False, session.violation), returncode, stderr, False))
+
+    async def _open(self, host: Host) -> HostOutcome:
+        """Connect `host` unless it is connected (one attempt at a time per host)."""
+        assert self._gate is not None
+        async with self._locks[host.name]:
+            current = self._sessions.get(host.name)
+            if current is not None and current.alive:
+                return self.states[host.name]
+            async with self._gate:
+                session = Session(self.fleet, host, sockets=self._sockets, on_notification=self.on_notification,
+                                  on_lost=lambda: self._session_ended(host.name, session))
+                outcome = await self._hello(host, session)
+            if outcome.state == "ok":
+                duplicate = next((o.host for o in self.states.values() if o.state == "ok" and o.host != host.name
+                                  and o.hello and o.hello.get("instance_id") == outcome.hello.get("instance_id")), None)
+                if duplicate is not None:
+                    outcome = flag_shared_instances([self.states[duplicate], outcome])[1]
+            if outcome.state == "ok":
+                self._sessions[host.name] = session
+            else:
+                await session.close(kill=True)
+            return self._note(outcome)
+
+    async def _hello(self, host: Host, session: Session) -> HostOutcome:
+        try:
+            async with asyncio.timeout(self.deadline):
+                try:
+                    await session.start()
+                except OSError as exc:
+                    return HostOutcome(host.name, "unreachable", one_line(
+                        f"ssh could not be started for {host.name} ({exc.strerror or exc}): install OpenSSH's client "
+                        f"or set [ssh] command in {self.fleet.path}."))
+                hello = await session.request("hello", hello_params(host))
+                return check_hello(host, hello, use_cache=self.cache) or HostOutcome(host.name, "ok", hello=hello,
+                                                                                   data=hello, exit=0)
+        except TimeoutError:
+            return HostOutcome(host.name, "timeout", one_line(f"{host.name} did not answer within {self.deadline:g} s "
+                                                              "(the console's deadline); its ssh was stopped."))
+        except RemoteError as exc:
+            return _remote_outcome(host, exc, True)
+        except SessionLost as exc:
+            returncode, stderr = await session.finish() if not exc.violation else (None, "")
+            return _lost(host, exc, returncode, stderr, False)
+
+    async def connect(self) -> list[HostOutcome]:
+        """Connect every host at once (at most `parallel` at a time); each host's outcome, in order.
+        Hosts that are down keep being retried in the background until `close`."""
+        self._gate = asyncio.Semaphore(self._parallel)
+        self._sockets = await asyncio.to_thread(control_dir)
+        outcomes = await asyncio.gather(*(self._open(host) for host in self.hosts.values()))
+        self._keepers = [asyncio.ensure_future(self._keep(host)) for host in self.hosts.values()]
+        return list(outcomes)
+
+    async def _keep(self, host: Host) -> None:
+        backoff = 1.0
+        while not self._closing.is_set():
+            await self._down[host.name].wait()
+            try:
+                await asyncio.wait_for(self._closing.wait(), backoff * random.uniform(0.8, 1.2))
+                return
+            except asyncio.TimeoutError:
+                pass
+            outcome = await self._open(host)
+            backoff = 1.0 if outcome.state == "ok" else min(backoff * 2, MAX_BACKOFF)
+
+    async def call(self, name: str, method: str, params: dict[str, Any] | None = None, *,
+                   deadline: float | None = None) -> HostOutcome:
+        """`method` on host `name`, connecting it first when it is down; a read that cannot be
+        made answers from the cache as `stale`, a write never does."""
+        host, params = self.hosts[name], dict(params or {})
+        write = is_write(method)
+        outcome = await self._open(host)
+        session = self._sessions.get(name)
+        if outcome.state == "ok" and session is not None:
+            outcome = await self._request(host, session, method, params, deadline or self.deadline, write)
+        if outcome.state == "ok" and self.cache and not write and outcome.exit == 0:
+            await asyncio.to_thread(fleet_cache.store, host, method, params, outcome.data, outcome.hello, outcome.exit)
+        elif outcome.state in STALE_FROM and self.cache and not write:
+            outcome = await _stale(host, method, params, outcome)
+        return outcome
+
+    async def _request(self, host: Host, session: Session, method: str, params: dict[str, Any], deadline: float,
+                       write: bool) -> HostOutcome:
+        hello = self.states[host.name].hello or {}
+        try:
+            return _answer(host, await asyncio.wait_for(session.request(method, params), deadline), hello)
+        except asyncio.TimeoutError:
+            self._sessions.pop(host.name, None)
+            await session.close(kill=True)
+            self._note(HostOutcome(host.name, "timeout", one_line(
+                f"{host.name} did not answer within {deadline:g} s (the console's deadline); its ssh was stopped.")))
+            if not write:
+                return self.states[host.name]
+            return HostOutcome(host.name, "outcome_unknown", one_line(
+                f"{host.name} did not answer the write within {deadline:g} s: whether it took effect is unknown; "
+                "read it again before repeating it."))
+        except RemoteError as exc:
+            return _remote_outcome(host, exc, False)
+        except MessageTooLarge as exc:
+            return HostOutcome(host.name, "remote_error", one_line(f"Not sent to {host.name}: {exc}."))
+        except SessionLost as exc:
+            self._sessions.pop(host.name, None)
+            returncode, stderr = await session.finish() if not exc.violation else (None, "")
+            await session.close(kill=True)
+            self._note(_lost(host, exc, returncode, stderr, False))  # why the host is down now
+            return _lost(host, exc, returncode, stderr, write and exc.sent)
+
+    async def close(self) -> None:
+        """End every session and the keepers, then `ssh -O exit` the shared connections."""
+        self._closing.set()
+        for task in self._keepers:
+            task.cancel()
+        await asyncio.gather(*self._keepers, return_exceptions=True)
+        sessions, self._sessions = list(self._sessions.values()), {}
+        await asyncio.gather(*(session.close() for session in sessions), return_exceptions=True)
+        await asyncio.to_thread(close_masters, self.fleet, list(self.hosts.values()))
+
+__all__ = ["FleetSessions", "HostOutcome", "MAX_BACKOFF", "STALE_FROM", "call_hosts", "call_one", "check_hello", "fan_out", "flag_shared_instances",
            "hello_params", "is_write"]

@@ -3,7 +3,8 @@ nothing of the console behind it, so each test says exactly how the host behaves
 
     peer.py [--instance ID] [--protocol N] [--mode MODE] [--markers DIR] [--together N]
 
-Every method answers `{"exit": 0, "output": {"method": ..., "params": ..., "pid": ...}}`. Modes:
+`--require FILE` fails as an unreachable host would (exit 255) until FILE exists;
+`approvals.watch` sends three `approvals.changed` notifications before its answer. Every method answers `{"exit": 0, "output": {"method": ..., "params": ..., "pid": ...}}`. Modes:
 `die-on-write` exits without an answer when a write method arrives (after reading it whole),
 `hang` answers hello and then nothing, `mute` answers nothing at all, `huge` answers every method
 with one line over the response cap, `garbage` answers with a line that is not JSON. With
@@ -29,10 +30,15 @@ parser.add_argument("--mode", default="normal")
 parser.add_argument("--markers")
 parser.add_argument("--together", type=int, default=0)
 parser.add_argument("--total", type=int, default=0)
+parser.add_argument("--require")
 parser.add_argument("serve", nargs="*")  # `serve --stdio` as the client adds them
 parser.add_argument("--stdio", action="store_true")
 parser.add_argument("--read-only", action="store_true")
 opts = parser.parse_args()
+
+if opts.require and not Path(opts.require).exists():
+    sys.stderr.write("ssh: connect to host peer port 22: Connection refused\n")
+    sys.exit(255)
 
 marker = Path(opts.markers) / str(os.getpid()) if opts.markers else None
 if marker:
@@ -83,6 +89,9 @@ try:
             sys.stdout.write(send_line)
             sys.stdout.flush()
             continue
+        if method == "approvals.watch":
+            for n in range(3):
+                send({"jsonrpc": "2.0", "method": "approvals.changed", "params": {"n": n}})
         if method == "fail":
             send({"jsonrpc": "2.0", "id": id_, "error": {"code": -32602, "message": "bad\nparams\x1b[2J",
                                                          "data": {"kind": "invalid_params"}}})
