@@ -67,7 +67,7 @@ def _read(path: Path) -> Any:
 
 
 def _prune(directory: Path, host: Host) -> None:
-    files = sorted(directory.glob(f"{host.name}.read.*.json"), key=lambda p: p.lstat().st_mtime)
+    files = sorted(directory.glob(f"{host.name}+read+*.json"), key=lambda p: p.lstat().st_mtime)
     for old in files[: max(0, len(files) - MAX_READS_PER_HOST)]:
         old.unlink(missing_ok=True)
 
@@ -77,7 +77,7 @@ def store(host: Host, method: str, params: dict[str, Any], data: Any, hello: dic
     """Remember a successful read. Never raises: a cache that cannot be written loses nothing."""
     try:
         directory = cache_dir()
-        _write(directory / f"{host.name}.read.{_key(host, method, params)}.json",
+        _write(directory / f"{host.name}+read+{_key(host, method, params)}.json",
                {"at": time.time(), "data": data, "hello": hello, "exit": exit_code})
         _prune(directory, host)
     except Exception:  # noqa: BLE001 - a cache that cannot be written is only a cache
@@ -87,7 +87,7 @@ def store(host: Host, method: str, params: dict[str, Any], data: Any, hello: dic
 def lookup(host: Host, method: str, params: dict[str, Any]) -> tuple[Any, dict[str, Any] | None, int | None, float] | None:
     """(data, hello, exit, age in seconds) of the last successful read, or None."""
     try:
-        found = _read(cache_dir() / f"{host.name}.read.{_key(host, method, params)}.json")
+        found = _read(cache_dir() / f"{host.name}+read+{_key(host, method, params)}.json")
     except Exception:
         return None
     if not isinstance(found, dict) or not isinstance(found.get("at"), (int, float)):
@@ -97,14 +97,16 @@ def lookup(host: Host, method: str, params: dict[str, Any]) -> tuple[Any, dict[s
     return found.get("data"), hello, exit_code, max(0.0, time.time() - float(found["at"]))
 
 
-def _instance_path(host: Host) -> Path:
-    return cache_dir() / f"{host.name}.instance.json"
+def instance_file(host: Host) -> Path:
+    """Where the host's database instance is remembered ('+' is in no host name, so no host's
+    files can match another's)."""
+    return cache_dir() / f"{host.name}+instance.json"
 
 
 def known_instance(host: Host) -> str | None:
     """The database instance this host answered as before (for its alias and database), or None."""
     try:
-        found = _read(_instance_path(host))
+        found = _read(instance_file(host))
     except Exception:
         return None
     if isinstance(found, dict) and found.get("key") == _key(host, "", {}) and isinstance(found.get("instance_id"), str):
@@ -114,7 +116,7 @@ def known_instance(host: Host) -> str | None:
 
 def remember_instance(host: Host, instance_id: str) -> None:
     try:
-        _write(_instance_path(host), {"key": _key(host, "", {}), "instance_id": instance_id, "at": time.time()})
+        _write(instance_file(host), {"key": _key(host, "", {}), "instance_id": instance_id, "at": time.time()})
     except Exception:
         return
 
@@ -122,9 +124,9 @@ def remember_instance(host: Host, instance_id: str) -> None:
 def forget_instance(host: Host) -> None:
     """Accept a replaced database: the next answer is remembered as the host's instance."""
     try:
-        _instance_path(host).unlink(missing_ok=True)
+        instance_file(host).unlink(missing_ok=True)
     except Exception:
         return
 
 
-__all__ = ["MAX_FILE_BYTES", "cache_dir", "forget_instance", "known_instance", "lookup", "remember_instance", "store"]
+__all__ = ["MAX_FILE_BYTES", "cache_dir", "forget_instance", "instance_file", "known_instance", "lookup", "remember_instance", "store"]

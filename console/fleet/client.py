@@ -56,6 +56,12 @@ def is_write(method: str) -> bool:
     return method not in ("hello", "approvals.watch") and (spec is None or spec.writes)
 
 
+def cacheable(method: str) -> bool:
+    """Only a command's read is kept (and shown stale): not hello, not a watch's stream, never a write."""
+    spec = METHODS.get(method)
+    return spec is not None and not spec.writes
+
+
 def hello_params(host: Host) -> dict[str, Any]:
     params: dict[str, Any] = {"protocol": PROTOCOL_VERSION, "client": __version__}
     if host.db is not None:
@@ -69,7 +75,7 @@ def check_hello(host: Host, hello: Any, *, use_cache: bool) -> HostOutcome | Non
     if not isinstance(hello, dict):
         return HostOutcome(name, "remote_error", one_line(f"{name} answered hello with something other than an object."))
     protocol = hello.get("protocol")
-    if protocol != PROTOCOL_VERSION:
+    if type(protocol) is not int or protocol != PROTOCOL_VERSION:
         return HostOutcome(name, "version_skew", one_line(
             f"{name} speaks fleet protocol {one_line(protocol, 20)}, this console {PROTOCOL_VERSION}: upgrade the "
             "older of the two (pipx upgrade archon-console)."), hello=hello)
@@ -82,7 +88,7 @@ def check_hello(host: Host, hello: Any, *, use_cache: bool) -> HostOutcome | Non
         return HostOutcome(name, "wrong_instance", one_line(
             f"{name} now answers for database {instance}, not {known} as before: check that {host.ssh} still "
             f"reaches the right host and file; if the database was replaced on purpose, delete "
-            f"{name}.instance.json in the fleet cache."), hello=hello)
+            f"{fleet_cache.instance_file(host)}."), hello=hello)
     if known is None and use_cache:
         fleet_cache.remember_instance(host, instance)
     return None
@@ -128,14 +134,14 @@ class _Progress:
 async def _attempt(fleet: Fleet, host: Host, method: str, params: dict[str, Any], sockets: Path | None,
                    progress: _Progress, use_cache: bool) -> HostOutcome:
     session = progress.session = Session(fleet, host, sockets=sockets)
-    at_hello, killed = True, False
+    at_hello = True
     try:
-        try:
-            await session.start()
-        except OSError as exc:
-            return HostOutcome(host.name, "unreachable", one_line(
-                f"ssh could not be started for {host.name} ({exc.strerror or exc}): install OpenSSH's client or set "
-                f"[ssh] command in {fleet.path}."))
+        await session.start()
+    except OSError as exc:
+        return HostOutcome(host.name, "unreachable", one_line(
+            f"ssh could not be started for {host.name} ({exc.strerror or exc}): install OpenSSH's client or set "
+            f"[ssh] command in {fleet.path}."))
+    try:
         hello = await session.request("hello", hello_params(host))
         ended = check_hello(host, hello, use_cache=use_cache)
         if ended is not None or method == "hello":
@@ -146,22 +152,12 @@ async def _attempt(fleet: Fleet, host: Host, method: str, params: dict[str, Any]
     except RemoteError as exc:
         return _remote_outcome(host, exc, at_hello)
     except SessionLost as exc:
-        if exc.violation:  # the peer broke the framing: nothing more is read from it
-            killed = True
-            await session.close(kill=True)
-            return _lost(host, exc, None, "", progress.write_sent and exc.sent)
-        returncode, stderr = await session.finish()
+        # after a violation nothing more is read: the caller kills the process
+        returncode, stderr = await session.finish() if not exc.violation else (None, "")
         return _lost(host, exc, returncode, stderr, progress.write_sent and exc.sent)
     except MessageTooLarge as exc:
         progress.write_sent = False
         return HostOutcome(host.name, "remote_error", one_line(f"Not sent to {host.name}: {exc}."))
-    except asyncio.CancelledError:  # the deadline: the process is killed, not asked
-        killed = True
-        await session.close(kill=True)
-        raise
-    finally:
-        if not killed:
-            await session.close()
 
 
 async def _stale(host: Host, method: str, params: dict[str, Any], outcome: HostOutcome) -> HostOutcome:
@@ -176,9 +172,11 @@ async def call_one(fleet: Fleet, host: Host, method: str, params: dict[str, Any]
                    use_cache: bool, sockets: Path | None) -> HostOutcome:
     """One host's outcome within `deadline` seconds (the ssh process killed when it runs out)."""
     progress = _Progress()
+    answered = False
     try:
         outcome = await asyncio.wait_for(_attempt(fleet, host, method, params, sockets, progress, use_cache),
                                          deadline)
+        answered = True
     except asyncio.TimeoutError:
         if progress.write_sent:
             outcome = HostOutcome(host.name, "outcome_unknown", one_line(
@@ -191,9 +189,14 @@ async def call_one(fleet: Fleet, host: Host, method: str, params: dict[str, Any]
                 state, sentence = "timeout", one_line(f"{host.name} did not answer within {deadline:g} s "
                                                       "(the console's deadline); its ssh was stopped.")
             outcome = HostOutcome(host.name, state, sentence)
-    if outcome.state == "ok" and use_cache and not is_write(method) and outcome.exit == 0:
+    finally:
+        # Outside the deadline: an answer that came in time stays the answer while the server exits
+        # (within GRACE). Past the deadline, or cancelled, the process is killed at once.
+        if progress.session is not None:
+            await progress.session.close(kill=not answered or progress.session.violation is not None)
+    if outcome.state == "ok" and use_cache and cacheable(method) and outcome.exit == 0:
         await asyncio.to_thread(fleet_cache.store, host, method, params, outcome.data, outcome.hello, outcome.exit)
-    elif outcome.state in STALE_FROM and use_cache and not is_write(method):
+    elif outcome.state in STALE_FROM and use_cache and cacheable(method):
         outcome = await _stale(host, method, params, outcome)
     return outcome
 
@@ -357,9 +360,9 @@ class FleetSessions:
         session = self._sessions.get(name)
         if outcome.state == "ok" and session is not None:
             outcome = await self._request(host, session, method, params, deadline or self.deadline, write)
-        if outcome.state == "ok" and self.cache and not write and outcome.exit == 0:
+        if outcome.state == "ok" and self.cache and cacheable(method) and outcome.exit == 0:
             await asyncio.to_thread(fleet_cache.store, host, method, params, outcome.data, outcome.hello, outcome.exit)
-        elif outcome.state in STALE_FROM and self.cache and not write:
+        elif outcome.state in STALE_FROM and self.cache and cacheable(method):
             outcome = await _stale(host, method, params, outcome)
         return outcome
 
@@ -399,5 +402,5 @@ class FleetSessions:
         await asyncio.gather(*(session.close() for session in sessions), return_exceptions=True)
         await asyncio.to_thread(close_masters, self.fleet, list(self.hosts.values()))
 
-__all__ = ["FleetSessions", "HostOutcome", "MAX_BACKOFF", "STALE_FROM", "call_hosts", "call_one", "check_hello", "fan_out", "flag_shared_instances",
+__all__ = ["FleetSessions", "HostOutcome", "MAX_BACKOFF", "STALE_FROM", "cacheable", "call_hosts", "call_one", "check_hello", "fan_out", "flag_shared_instances",
            "hello_params", "is_write"]

@@ -111,7 +111,6 @@ _UNREACHABLE = re.compile(r"Connection refused|No route to host|Name or service 
                           r"Could not resolve hostname|Network is unreachable|Temporary failure in name resolution|"
                           r"Connection closed by|Connection reset by|kex_exchange_identification")
 _AUTH = re.compile(r"Permission denied|Too many authentication failures")
-_NOT_FOUND = re.compile(r"command not found|No such file or directory|not found")
 _TOO_OLD = re.compile(r"invalid choice: '?serve'?|unrecognized arguments: .*--stdio")
 
 
@@ -146,7 +145,7 @@ def classify(returncode: int | None, stderr: str, *, alias: str = "HOST", name: 
         return "timeout", one_line(f"{who} did not answer in time ({last_line(stderr, 120)}).")
     if _UNREACHABLE.search(stderr) or returncode == 255:
         return "unreachable", one_line(f"{who} cannot be reached: {last_line(stderr, 160) or 'ssh failed'}.")
-    if returncode == 127 or _NOT_FOUND.search(stderr) and returncode not in (0, None):
+    if returncode == 127 or "command not found" in stderr and returncode not in (0, None):
         return "no_server", one_line(f"{who} has no archon-console to run (the remote command {remote!r} was not "
                                      f"found): install it there with {INSTALL_COMMAND}, or set remote for {who} "
                                      "in hosts.toml.")

@@ -6,7 +6,7 @@ nothing of the console behind it, so each test says exactly how the host behaves
 `--require FILE` fails as an unreachable host would (exit 255) until FILE exists;
 `approvals.watch` sends three `approvals.changed` notifications before its answer. Every method answers `{"exit": 0, "output": {"method": ..., "params": ..., "pid": ...}}`. Modes:
 `die-on-write` exits without an answer when a write method arrives (after reading it whole),
-`hang` answers hello and then nothing, `mute` answers nothing at all, `huge` answers every method
+`hang` answers hello and then nothing, `mute` answers nothing at all, `linger` answers and then outlives its stdin, `huge` answers every method
 with one line over the response cap, `garbage` answers with a line that is not JSON. With
 `--markers DIR` the peer creates DIR/PID while it runs (and DIR/PID.started for good) and, with
 `--together N --total T`, waits (at most 10 s) before answering hello until N peers run at once or
@@ -101,3 +101,7 @@ try:
 finally:
     if marker:
         marker.unlink(missing_ok=True)
+if opts.mode == "linger":  # keeps running after its stdin closed, until it is killed
+    import signal
+
+    signal.pause()

@@ -80,6 +80,19 @@ def test_a_host_that_never_answers_ends_at_the_deadline_with_its_ssh_killed(writ
     assert pids and not any(_alive(pid) for pid in pids)  # killed (and reaped), not left behind
 
 
+@pytest.mark.slow
+def test_an_answer_in_time_stays_the_answer_while_the_server_is_slow_to_exit(write_hosts, tmp_path):
+    """The deadline bounds the host's answer; ending the process afterwards has its own bound. A
+    write that was answered "done" is never reported as timed out or unknown."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--mode", "linger", "--markers", str(markers))}})
+    [outcome] = call_hosts(fleet, list(fleet.hosts.values()), "approvals.approve", {"ids": [1]}, deadline=1.0)
+    assert outcome.state == "ok" and outcome.exit == 0, outcome
+    pids = [int(p.stem) for p in markers.glob("*.started")]
+    assert pids and not any(_alive(pid) for pid in pids)  # killed after its grace, not left behind
+
+
 def test_a_write_whose_connection_drops_before_the_answer_is_outcome_unknown(write_hosts):
     fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--mode", "die-on-write")}})
     [outcome] = call_hosts(fleet, list(fleet.hosts.values()), "approvals.approve", {"ids": [7], "reason": "ok"})
@@ -155,7 +168,7 @@ def test_an_unreachable_host_shows_its_last_read_as_stale_with_its_age(write_hos
     assert live.state == "ok"
     directory = fleet_cache.cache_dir()
     assert stat.S_IMODE(directory.stat().st_mode) == 0o700
-    files = list(directory.glob("eu1.read.*.json"))
+    files = list(directory.glob("eu1+read+*.json"))
     assert files and all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in files)
     assert not list(directory.glob(".*.tmp"))
     down = write_hosts({"eu1": {"ssh": "eu1", "remote": "no-such-archon-console-here"}})
@@ -183,7 +196,7 @@ def test_a_symlink_in_the_cache_is_never_followed(write_hosts, tmp_path):
     fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer()}})
     host = fleet.hosts["eu1"]
     call_hosts(fleet, [host], "projects.list", {})
-    [path] = fleet_cache.cache_dir().glob("eu1.read.*.json")
+    [path] = fleet_cache.cache_dir().glob("eu1+read+*.json")
     elsewhere = tmp_path / "elsewhere.json"
     elsewhere.write_text('{"at": 0, "data": "planted"}')
     path.unlink()

@@ -37,7 +37,8 @@ def _options(argv: list[str]) -> list[str]:
 
 
 REMOTE = st.lists(st.text(st.characters(blacklist_categories=("Cc", "Cf", "Cs", "Zl", "Zp", "Co", "Cn")), min_size=1,
-                          max_size=12), min_size=1, max_size=4).filter(lambda ws: not ws[0].startswith("-"))
+                          max_size=12), min_size=1, max_size=4).filter(
+    lambda ws: not ws[0].startswith("-") and all(is_clean(w, allow_newlines=False) for w in ws))
 
 
 @given(remote=REMOTE, alias=st.sampled_from(["eu1", "ops@eu1.example", "a--b", "x;rm", "$(id)", "h`id`"]),
@@ -167,6 +168,11 @@ def test_a_changed_host_key_names_the_fingerprint_and_the_remedy():
 def test_exit_127_is_no_server_whatever_it_said():
     state, sentence = classify(127, "", alias="eu1", remote="/opt/ac/bin/archon-console")
     assert state == "no_server" and "pipx install archon-console" in sentence and "/opt/ac/bin" in sentence
+
+
+def test_a_server_that_cannot_find_its_database_is_not_a_missing_console():
+    state, _ = classify(3, "archon-console: /srv/a.db: No such file or directory; it was not found\n", alias="eu1")
+    assert state == "remote_error"
 
 
 @settings(max_examples=200)
