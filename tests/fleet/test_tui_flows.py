@@ -1,0 +1,152 @@
+"""The fleet console (console/tui/fleet_app.py) driven through Pilot over the real client, the ssh
+stand-in (tests/fleet/fake_ssh.py) and real `python -m console serve --stdio` processes, each on
+its own SQLite file: the merged queue shows every host's rows with their host, a decision lands on
+its own host's file only, a host that cannot be reached is down with its sentence while the others
+still show, the console starts with every host down or no hosts file, and a read-only host's
+write keys are greyed."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from tests.approvals_helpers import add_project, add_request, dump, events, status_of
+from tests.tui.pilot import notifications, record_notifications, send_keys, wait_until
+
+pytestmark = pytest.mark.slow
+
+SOON = datetime.now(timezone.utc) + timedelta(hours=2)  # decisions are stamped with the real clock
+
+
+def host_db(make_db, name: str, *ids: str, minutes: int = 0):
+    """A host's database with pending requests `ids`, expiring `minutes` apart (the first soonest)."""
+    def fill(conn):
+        add_project(conn, f"{name}-p", f"{name}-project")
+        for i, request_id in enumerate(ids):
+            add_request(conn, request_id, f"{name}-p", expires_at=SOON + timedelta(minutes=minutes * i))
+    return make_db(fill=fill, name=f"{name}.db")
+
+
+@pytest.fixture
+def fleet(write_hosts, monkeypatch, tmp_path):
+    """fleet({"eu1": {"db": path}, ...}) -> the fleet console over those hosts, not yet running."""
+    monkeypatch.setenv("ARCHON_CONSOLE_KEYMAP", str(tmp_path / "no-keymap.toml"))
+
+    def build(hosts: dict[str, dict], **kwargs):
+        from console.tui.tui import fleet_app
+
+        tables = {name: {"ssh": name, "remote": f"archon-console --busy-timeout 5", **table}
+                  for name, table in hosts.items()}
+        for name, table in tables.items():
+            if "db" in table:
+                table["db"] = str(table["db"])
+        loaded = write_hosts(tables)
+        monkeypatch.setenv("ARCHON_CONSOLE_HOSTS", str(loaded.path))
+        app = fleet_app(argparse.Namespace(fleet_hosts=None, fleet_groups=None, fleet_all=True, parallel=8),
+                        poll_seconds=3600, **kwargs)
+        record_notifications(app)
+        return app
+
+    return build
+
+
+def rows(app):
+    return [(r.host, r.id, r.stale) for r in getattr(app.screen, "rows", [])]
+
+
+async def cursor_to(pilot, app, host: str, request_id: str) -> None:
+    from widgets.lazy_table import LazyTable
+
+    table = app.screen.query_one(LazyTable)
+    index = [(r.host, r.id) for r in app.screen.rows].index((host, request_id))
+    await send_keys(pilot, *["down"] * (index - table.cursor))
+    await wait_until(pilot, lambda: table.cursor_key == (host, request_id), what=f"the cursor on {host}:{request_id}")
+
+
+async def test_merged_queue_and_a_decision_lands_on_its_own_host(fleet, make_db):
+    eu1 = host_db(make_db, "eu1", "apr-e1", "apr-shared", minutes=30)
+    us2 = host_db(make_db, "us2", "apr-u1", "apr-shared", minutes=20)
+    app = fleet({"eu1": {"db": eu1}, "us2": {"db": us2}})
+    before = dump(eu1)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: len(rows(app)) == 4, what="both hosts' rows")
+        assert sorted(rows(app)) == [("eu1", "apr-e1", False), ("eu1", "apr-shared", False),
+                                     ("us2", "apr-shared", False), ("us2", "apr-u1", False)]
+        assert [r[:2] for r in rows(app)][:2] == [("eu1", "apr-e1"), ("us2", "apr-u1")]  # by expiry across hosts
+        await cursor_to(pilot, app, "us2", "apr-shared")
+        await send_keys(pilot, "a")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "ReasonModal", what="the approve dialog")
+        await send_keys(pilot, "ctrl+s")
+        await wait_until(pilot, lambda: status_of(us2, "apr-shared") == "approved", what="the approval on us2")
+        await wait_until(pilot, lambda: ("us2", "apr-shared", False) not in rows(app), what="the row refreshed")
+        assert dump(eu1) == before  # the same id on the other host is untouched: nothing was written there
+        # The actor is the one the host resolved (here its login, as its hello said), not one the console sent.
+        assert events(us2, "apr-shared")[-1]["actor_reference"] == app.status["us2"].actor
+        assert app.status["us2"].actor_source == "login"
+        assert any(n.message.startswith("us2: ") and "apr-shared" in n.message for n in notifications(app))
+
+
+async def test_a_host_down_says_why_and_the_others_still_show(fleet, make_db):
+    eu1 = host_db(make_db, "eu1", "apr-e1")
+    app = fleet({"eu1": {"db": eu1}, "gone": {"remote": "archon-console-not-installed"}})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: rows(app) == [("eu1", "apr-e1", False)], what="eu1's row")
+        await wait_until(pilot, lambda: app.status["gone"].phase == "down", what="the host down")
+        await send_keys(pilot, "H")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "FleetHostsScreen", what="the hosts screen")
+        from console.tui.screens.fleet_hosts import state_label
+
+        label = state_label(app.status["gone"])
+        assert label.startswith("down: ") and "archon-console" in label  # the sentence names the remedy
+
+
+async def test_the_console_starts_with_every_host_down(fleet):
+    app = fleet({"a": {"remote": "archon-console-not-installed"}, "b": {"remote": "no-such-command"}})
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: all(s.phase == "down" for s in app.status.values()), what="both down")
+        await wait_until(pilot, lambda: "No host answered" in app.screen.query_one("LazyTable").empty_message,
+                         what="the sentence")
+
+
+async def test_the_console_starts_without_a_hosts_file(monkeypatch, tmp_path):
+    from console.tui.tui import fleet_app
+
+    monkeypatch.setenv("ARCHON_CONSOLE_HOSTS", str(tmp_path / "absent.toml"))
+    app = fleet_app(argparse.Namespace(fleet_hosts=None, fleet_groups=None, fleet_all=True, parallel=8))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: "There is no hosts file" in app.screen.query_one("LazyTable").empty_message,
+                         what="the sentence")
+
+
+async def test_a_read_only_host_greys_approve_and_sends_nothing(fleet, make_db):
+    ro = host_db(make_db, "ro", "apr-r1")
+    app = fleet({"ro": {"db": ro, "read_only": True}})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: rows(app) == [("ro", "apr-r1", False)], what="the row")
+        await wait_until(pilot, lambda: app.screen.check_action("approve", ()) is None, what="approve greyed")
+        await send_keys(pilot, "a")
+        await wait_until(pilot, lambda: any("read-only" in n.message for n in notifications(app)), what="why")
+        assert type(app.screen).__name__ == "FleetQueueScreen"  # no dialog opened
+        assert status_of(ro, "apr-r1") == "pending"
+
+
+async def test_a_black_holed_host_never_delays_the_others(fleet, make_db):
+    """A host whose server accepts and never speaks stays `connecting…` while the others' rows show."""
+    import shlex
+    import sys
+
+    eu1 = host_db(make_db, "eu1", "apr-e1")
+    silent = " ".join(shlex.quote(w) for w in (sys.executable, "-c", "import time; time.sleep(120)"))
+    app = fleet({"eu1": {"db": eu1}, "hole": {"remote": silent}})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: rows(app) == [("eu1", "apr-e1", False)], what="eu1's row")
+        assert app.status["hole"].phase == "connecting"
+        await send_keys(pilot, "H")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "FleetHostsScreen", what="the hosts screen")
+        from console.tui.screens.fleet_hosts import state_label
+
+        assert state_label(app.status["hole"]) == "connecting…"
+        assert state_label(app.status["eu1"]) == "ok"
+
