@@ -9,7 +9,7 @@ thread touches widgets). Hosts are independent: one host's answer never waits fo
 
 Nothing here imports Textual: the app (console/tui/fleet_app.py) and the tests drive it the same
 way. The link to the hosts is anything with the three coroutines of `HostLink`; the console uses
-`ClientLink` over `FleetSessions`.
+console/tui/fleet_link.py `ClientLink` over the client's `FleetSessions`.
 """
 
 from __future__ import annotations
@@ -192,6 +192,8 @@ class FleetMonitor:
         self._seen: dict[str, set[str] | None] = {name: None for name in self.hosts}
         self._tasks: list[asyncio.Task] = []
         self._closing = False
+        if hasattr(link, "on_change"):  # a host the link saw come back is read at once, not after its back-off
+            link.on_change = self.refresh
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -393,56 +395,6 @@ class FleetMonitor:
         return summary
 
 
-class ClientLink:
-    """The fleet client (console/fleet/client.py) as the monitor's link. Each read and write is one
-    `call_one`: `hello` and the method on a fresh `serve` over the host's shared ssh connection
-    (ControlMaster, so only the first costs a login), within the client's deadline. A read that
-    fails falls back on the host's last good read (STALE); a write whose answer never came is
-    `outcome_unknown`. `close` ends the shared connections (`ssh -O exit`)."""
-
-    def __init__(self, fleet: Any, hosts: Iterable[Any], *, parallel: int = 8, deadline: float = CALL_DEADLINE) -> None:
-        self.fleet = fleet
-        self.hosts = {h.name: h for h in hosts}
-        self.parallel = max(1, int(parallel))
-        self.deadline = deadline
-        self._gate: asyncio.Semaphore | None = None
-        self._sockets: Any = None
-
-    async def connect(self, host: str) -> Any:
-        return await self.call(host, "hello", {})
-
-    async def call(self, host: str, method: str, params: dict[str, Any]) -> Any:
-        from console.fleet.client import call_one
-        from console.fleet.private import PrivateDirUnusable
-        from console.fleet.transport import control_dir
-
-        if self._gate is None:
-            self._gate = asyncio.Semaphore(self.parallel)
-        async with self._gate:  # at most `parallel` ssh processes at once, as `--parallel` says
-            if self._sockets is None:
-                try:
-                    self._sockets = await asyncio.to_thread(control_dir)
-                except PrivateDirUnusable as exc:
-                    return Answer(host, "remote_error", str(exc))
-            return await call_one(self.fleet, self.hosts[host], method, dict(params), deadline=self.deadline,
-                                  use_cache=True, sockets=self._sockets)
-
-    async def cached(self, host: str, method: str, params: dict[str, Any]) -> Any:
-        """The last good read of `method` on `host` as a `stale` answer, or None."""
-        from console.fleet import cache
-
-        found = await asyncio.to_thread(cache.lookup, self.hosts[host], method, dict(params))
-        if found is None:
-            return None
-        data, hello, exit_code, age = found
-        return Answer(host, "stale", None, exit_code, data, hello, age)
-
-    async def close(self) -> None:
-        from console.fleet.transport import close_masters
-
-        await asyncio.to_thread(close_masters, self.fleet, list(self.hosts.values()))
-
-
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -452,5 +404,5 @@ def pending_rows(data: list) -> tuple[dict, ...]:
     return tuple(r for r in data[:PENDING_LIMIT] if isinstance(r, dict) and isinstance(r.get("id"), str))
 
 
-__all__ = ["Answer", "Arrival", "ClientLink", "Decided", "FleetMonitor", "HostLink", "HostStatus", "STALE_REASON",
+__all__ = ["Answer", "Arrival", "Decided", "FleetMonitor", "HostLink", "HostStatus", "STALE_REASON",
            "doctor_summary", "pending_rows", "read_only_reason", "result_sentence"]

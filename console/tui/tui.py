@@ -49,7 +49,7 @@ def fleet_app(args: Any, *, read_only: bool = False, poll_seconds: float | None 
     from console.errors import UsageError
     from console.fleet.hosts import load_fleet, select
     from console.tui.fleet_app import FleetConsole
-    from console.tui.fleet_monitor import ClientLink
+    from console.tui.fleet_link import ClientLink
 
     try:
         fleet = load_fleet()

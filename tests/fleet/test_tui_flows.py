@@ -133,12 +133,15 @@ async def test_a_read_only_host_greys_approve_and_sends_nothing(fleet, make_db):
 
 
 async def test_a_black_holed_host_never_delays_the_others(fleet, make_db):
-    """A host whose server accepts and never speaks stays `connecting…` while the others' rows show."""
+    """A host whose server accepts and never speaks stays `connecting…` while the others' rows show;
+    quitting ends its ssh too."""
     import shlex
     import sys
+    import uuid
 
     eu1 = host_db(make_db, "eu1", "apr-e1")
-    silent = " ".join(shlex.quote(w) for w in (sys.executable, "-c", "import time; time.sleep(120)"))
+    marker = f"black-hole-{uuid.uuid4().hex}"
+    silent = " ".join(shlex.quote(w) for w in (sys.executable, "-c", "import time; time.sleep(120)", marker))
     app = fleet({"eu1": {"db": eu1}, "hole": {"remote": silent}})
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: rows(app) == [("eu1", "apr-e1", False)], what="eu1's row")
@@ -149,4 +152,18 @@ async def test_a_black_holed_host_never_delays_the_others(fleet, make_db):
 
         assert state_label(app.status["hole"]) == "connecting…"
         assert state_label(app.status["eu1"]) == "ok"
+        assert running(marker)
+    assert not running(marker)  # the app has exited: the silent host's ssh was ended, not left behind
+
+
+def running(marker: str) -> bool:
+    from pathlib import Path
+
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if marker.encode() in cmdline.read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
 
