@@ -167,3 +167,26 @@ def running(marker: str) -> bool:
             continue
     return False
 
+
+
+async def test_four_eyes_is_the_hosts_refusal_shown_as_its_sentence(fleet, make_db):
+    """The host resolves who is acting and refuses a decision on one's own request; the console
+    shows the host's sentence and the request stays pending."""
+    import getpass
+
+    me = getpass.getuser()
+
+    def fill(conn):
+        add_project(conn, "own-p", "own-project")
+        add_request(conn, "apr-mine", "own-p", expires_at=SOON, authority={"requested_by": me})
+
+    own = make_db(fill=fill, name="own.db")
+    app = fleet({"own": {"db": own}})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: rows(app) == [("own", "apr-mine", False)], what="the row")
+        await send_keys(pilot, "a")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "ReasonModal", what="the approve dialog")
+        await send_keys(pilot, "ctrl+s")
+        await wait_until(pilot, lambda: any("four-eyes" in n.message and n.severity == "error"
+                                            for n in notifications(app)), what="the host's refusal")
+        assert status_of(own, "apr-mine") == "pending"
