@@ -168,3 +168,18 @@ async def test_help_lists_the_fleet_keys_and_why_one_is_greyed(start):
         await send_keys(pilot, "question_mark")
         await wait_until(pilot, lambda: type(app.screen).__name__ == "HelpScreen", what="help")
         assert queue.unavailable()["approve"] == "read-only on the host (the host's policy sets read_only)"
+
+
+async def test_read_only_console_sends_nothing_to_any_host(monkeypatch, tmp_path):
+    from console.tui.fleet_app import FleetConsole
+
+    monkeypatch.setenv("ARCHON_CONSOLE_NOW", NOW_TEXT)
+    link = two_hosts()
+    app = FleetConsole([HostConfig(name) for name in link.hosts], link, poll_seconds=3600, read_only=True)
+    record_notifications(app)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot, app, 2)
+        assert app.screen.unavailable()["approve"].startswith("read-only mode (--read-only)")
+        app.monitor.decide("eu1", "approve", "apr-1", None).result(30)  # even asked directly, nothing is sent
+        assert not [c for c in link.calls if c[1] == "approvals.approve"]
+        await wait_until(pilot, lambda: said(app, "Nothing was sent to eu1: read-only mode"), what="the refusal")
