@@ -67,10 +67,59 @@ class ConsoleApp(Protocol):
     def post_message(self, message: Message) -> bool: ...
 
 
-class ConsoleScreen(SafeTitles, Screen):
+class GreyedKeys:
+    """Write keys greyed in the Footer while they cannot act, and why: `w`, the help screen, and
+    the greyed key itself (the app's `run_action` calls `explain_unavailable`) say it in one
+    sentence per key. Mixed into every screen with write keys, local (`ConsoleScreen`) or fleet
+    (console/tui/screens/fleet_base.py)."""
+
+    WRITE_ACTIONS: frozenset[str] = frozenset()
+
+    def unavailable(self) -> dict[str, str]:
+        """action -> why it cannot act now."""
+        return {}
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in self.WRITE_ACTIONS and action in self.unavailable():
+            return None  # greyed in the Footer; `w` says why
+        return True
+
+    def _reason_lines(self, reasons: dict[str, str]) -> str:
+        names = {ab.binding.action: ab.binding.description for ab in self.active_bindings.values()}
+        return "\n".join(f"{names.get(a, a)}: {r}" for a, r in sorted(reasons.items()))
+
+    def action_why(self) -> None:
+        reasons = self.unavailable()
+        if not reasons:
+            self.notify("Every action on this screen can act now.", title="Why greyed?")
+            return
+        self.notify(clean(self._reason_lines(reasons)), title="Why greyed?", timeout=8, markup=False)
+
+    _explained: tuple[str, float] | None = None
+
+    def explain_unavailable(self, action: str) -> bool:
+        """A greyed key was pressed: say why, in `w`'s words (once while the same toast shows)."""
+        why = self.unavailable().get(action)
+        if not why:
+            return False
+        text = clean(self._reason_lines({action: why}))
+        now = time.monotonic()
+        if self._explained is None or self._explained[0] != text or now - self._explained[1] > EXPLAIN_AGAIN_AFTER:
+            self._explained = (text, now)
+            self.notify(text, title="Why greyed?", severity="warning", timeout=EXPLAIN_AGAIN_AFTER, markup=False)
+        return True
+
+    def refresh_bindings_if_changed(self) -> None:
+        """The Footer is re-laid out on every refresh_bindings; do it only when something changed."""
+        state = tuple(sorted(self.unavailable().items()))
+        if state != getattr(self, "_binding_state", None):
+            self._binding_state = state
+            self.refresh_bindings()
+
+
+class ConsoleScreen(SafeTitles, GreyedKeys, Screen):
     COMMAND = ""  # the `:name` that opens this screen
     TITLE = ""
-    WRITE_ACTIONS: frozenset[str] = frozenset()
     HELP_NOTES = ""  # what this screen's words mean, for the help screen
 
     BINDINGS = [
@@ -140,36 +189,6 @@ class ConsoleScreen(SafeTitles, Screen):
             return {a: UPGRADE_REASON for a in self.WRITE_ACTIONS}
         return {}
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in self.WRITE_ACTIONS and action in self.unavailable():
-            return None  # greyed in the Footer; `w` says why
-        return True
-
-    def _reason_lines(self, reasons: dict[str, str]) -> str:
-        names = {ab.binding.action: ab.binding.description for ab in self.active_bindings.values()}
-        return "\n".join(f"{names.get(a, a)}: {r}" for a, r in sorted(reasons.items()))
-
-    def action_why(self) -> None:
-        reasons = self.unavailable()
-        if not reasons:
-            self.notify("Every action on this screen can act now.", title="Why greyed?")
-            return
-        self.notify(clean(self._reason_lines(reasons)), title="Why greyed?", timeout=8, markup=False)
-
-    _explained: tuple[str, float] | None = None
-
-    def explain_unavailable(self, action: str) -> bool:
-        """A greyed key was pressed: say why, in `w`'s words (once while the same toast shows)."""
-        why = self.unavailable().get(action)
-        if not why:
-            return False
-        text = clean(self._reason_lines({action: why}))
-        now = time.monotonic()
-        if self._explained is None or self._explained[0] != text or now - self._explained[1] > EXPLAIN_AGAIN_AFTER:
-            self._explained = (text, now)
-            self.notify(text, title="Why greyed?", severity="warning", timeout=EXPLAIN_AGAIN_AFTER, markup=False)
-        return True
-
     # ------------------------------------------------------------ data
     def refresh_data(self) -> None:
         """Another process changed the database: reload what is visible, keep the selection."""
@@ -219,13 +238,6 @@ class ConsoleScreen(SafeTitles, Screen):
 
     def _load_detail(self, key: str) -> None:  # screens with a detail pane override this
         pass
-
-    def refresh_bindings_if_changed(self) -> None:
-        """The Footer is re-laid out on every refresh_bindings; do it only when something changed."""
-        state = tuple(sorted(self.unavailable().items()))
-        if state != getattr(self, "_binding_state", None):
-            self._binding_state = state
-            self.refresh_bindings()
 
     # ------------------------------------------------------------ writes
     class WriteDone(Message):

@@ -1,15 +1,14 @@
 """What the fleet screens share: the frame, a host's status arriving, and greyed keys that say why.
 
 The fleet console (console/tui/fleet_app.py) has no local database, so its screens are not
-`ConsoleScreen`s; they keep the same frame (header, badge bar, KeyFooter) and the same rule for
-write keys: greyed in the Footer while they cannot act, and `w` (or the greyed key itself) says why.
+`ConsoleScreen`s; they keep the same frame (header, badge bar, KeyFooter) and the same greyed write
+keys that say why (console/tui/screens/base.py `GreyedKeys`).
 Every string a host sent is data: it reaches the screen through widgets/safe_widgets.py and
 widgets/safe_text.py only.
 """
 
 from __future__ import annotations
 
-import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -19,15 +18,13 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Header
 
+from console.tui.screens.base import GreyedKeys
 from widgets.badge import Badge
 from widgets.key_footer import KeyFooter
-from widgets.safe_text import clean
 from widgets.terminal_guard import SafeTitles
 
 if TYPE_CHECKING:
     from console.tui.fleet_monitor import FleetMonitor, HostStatus
-
-EXPLAIN_AGAIN_AFTER = 4.0
 
 
 class FleetApp(Protocol):
@@ -42,10 +39,9 @@ class FleetApp(Protocol):
     def show_screen(self, name: str, argument: str | None = None) -> None: ...
 
 
-class FleetScreen(SafeTitles, Screen):
+class FleetScreen(SafeTitles, GreyedKeys, Screen):
     COMMAND = ""
     TITLE = ""
-    WRITE_ACTIONS: frozenset[str] = frozenset()
 
     BINDINGS = [Binding("w", "why", "Why greyed?", id="fleet.why", show=False)]
 
@@ -76,45 +72,6 @@ class FleetScreen(SafeTitles, Screen):
 
     def host_changed(self, status: "HostStatus") -> None:
         """A host's status changed (called by the app on the UI thread)."""
-
-    # ------------------------------------------------------------ greyed keys
-    def unavailable(self) -> dict[str, str]:
-        return {}
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in self.WRITE_ACTIONS and action in self.unavailable():
-            return None
-        return True
-
-    def _reason_lines(self, reasons: dict[str, str]) -> str:
-        names = {ab.binding.action: ab.binding.description for ab in self.active_bindings.values()}
-        return "\n".join(f"{names.get(a, a)}: {r}" for a, r in sorted(reasons.items()))
-
-    def action_why(self) -> None:
-        reasons = self.unavailable()
-        if not reasons:
-            self.notify("Every action on this screen can act now.", title="Why greyed?")
-            return
-        self.notify(clean(self._reason_lines(reasons)), title="Why greyed?", timeout=8, markup=False)
-
-    _explained: tuple[str, float] | None = None
-
-    def explain_unavailable(self, action: str) -> bool:
-        why = self.unavailable().get(action)
-        if not why:
-            return False
-        text = clean(self._reason_lines({action: why}))
-        now = time.monotonic()
-        if self._explained is None or self._explained[0] != text or now - self._explained[1] > EXPLAIN_AGAIN_AFTER:
-            self._explained = (text, now)
-            self.notify(text, title="Why greyed?", severity="warning", timeout=EXPLAIN_AGAIN_AFTER, markup=False)
-        return True
-
-    def refresh_bindings_if_changed(self) -> None:
-        state = tuple(sorted(self.unavailable().items()))
-        if state != getattr(self, "_binding_state", None):
-            self._binding_state = state
-            self.refresh_bindings()
 
 
 class ListSource:
