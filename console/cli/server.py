@@ -8,8 +8,9 @@ Why the loop looks the way it does:
   `print` lands in the log) and `sys.stdout` is a capture while a command runs and stderr otherwise.
   stdin is likewise kept private and descriptor 0 is /dev/null, so no command can read the channel.
 - Input is read with `select` and a deadline, framed by `protocol.Framer`: a line over the cap is
-  dropped as it arrives and answered `too_large`, and the loop can poll an `approvals.watch` between
-  requests.
+  dropped as it arrives and answered `too_large`, and the loop can poll an `approvals.watch` while
+  it waits. A watching session is dedicated to its stream (only `shutdown` is answered beside it),
+  so the server never holds two connections to the file at once (console/db/file_guard.py).
 - A method is the CLI command it names, run through the CLI's parser and handler on this host
   (console/cli/server_methods.py); JSON-RPC errors are only for what is not a command's answer: a
   malformed message, an unknown method or param, and a write refused because the session is
@@ -201,6 +202,12 @@ class Session:
         return wire.result(id_, outcome.to_json())
 
     def dispatch(self, id_: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if self.watch is not None and method != "shutdown":
+            # A watch holds its connection for the whole session; a method beside it would open the same
+            # file again in this process, and closing that would drop the watch's locks
+            # (console/db/file_guard.py). So a watching session is dedicated to its stream.
+            return wire.error(id_, wire.STREAM_BUSY, "This session is watching; it only streams changes now. "
+                              "Open another connection for other methods, or send shutdown.")
         if method == "hello":
             unknown = sorted(set(params) - SESSION_PARAMS["hello"])
             if unknown:

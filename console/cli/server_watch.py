@@ -8,9 +8,10 @@ cursor after that change (opaque to the client). A client that stores the cursor
 has handled and passes the last one as `cursor` when it watches again gets every later change once:
 a change is sent only after the position before it, and the position moves only with a change sent.
 
-A watch runs inside the session loop (console/cli/server.py), polled between requests; a client
-usually gives it its own connection. It ends with the session (end of input or `shutdown`), or when
-the database stops being readable in a way the live reader cannot wait out (one last note says why).
+A watch runs inside the session loop (console/cli/server.py) and has the session to itself: the
+client gives it its own connection (the session answers only `shutdown` beside it, so this process
+never opens the file again under the watch's connection). It ends with the session (end of input or
+`shutdown`), or when a poll fails in a way the live reader cannot wait out (a last note says why).
 """
 
 from __future__ import annotations
@@ -112,9 +113,6 @@ def start_watch(session, id_: Any, params: dict[str, Any]) -> dict[str, Any]:
     from console.errors import Refusal
     from console.services import watch as svc
 
-    if session.watch is not None:
-        return wire.error(id_, wire.STREAM_BUSY, "This session already watches; one watch per session "
-                          "(open another connection for another).")
     cursor = params.get("cursor")
     saved = None
     if cursor is not None:
