@@ -308,6 +308,7 @@ def _private_streams() -> tuple[int, int]:
 
 
 def serve(ctx) -> int:
+    from console.cli.commands.serve import DEFAULT_POLICY
     from console.errors import ConsoleError, UsageError
     from console.services import host_identity
     from console.services.identity import current, set_session
@@ -317,6 +318,8 @@ def serve(ctx) -> int:
         if args.actor is not None:
             raise UsageError("serve does not take --as: who acts is decided on the host (--actor from a forced "
                              "command, the SSH certificate, or the login).")
+        if args.policy != DEFAULT_POLICY:
+            host_identity.require_host_chosen("--policy", os.environ)
         policy = host_identity.load_policy(args.policy)
         identity = host_identity.resolve(args.serve_actor, policy, os.environ, current().login)
     except ConsoleError as exc:  # the session is refused before the channel exists: stdout stays empty

@@ -239,3 +239,16 @@ def test_a_refused_session_writes_nothing_on_stdout_even_with_json(servers, db, 
     assert server.close() == 3 and server.raw == []
     said = "".join(server.errors).strip().splitlines()
     assert len(said) == 1 and "read_only must be true or false" in said[0]
+
+
+def test_policy_under_ssh_without_a_forced_command_is_refused(servers, db, tmp_path):
+    """A client that chose the command line cannot pick the policy that says which accounts are shared."""
+    policy = tmp_path / "empty.toml"
+    policy.write_text("")
+    env = server_env(SSH_CONNECTION="127.0.0.1 50000 127.0.0.1 22")
+    server = servers(db=db, env=env, policy=policy)
+    assert server.close() == 2 and server.raw == []
+    assert "--policy is believed only from a forced command" in "".join(server.errors)
+    forced = servers(db=db, policy=policy, env=server_env(SSH_CONNECTION="127.0.0.1 50000 127.0.0.1 22",
+                                                          SSH_ORIGINAL_COMMAND="x"))
+    assert forced.hello()["actor_source"] == "login"
