@@ -308,7 +308,6 @@ def _private_streams() -> tuple[int, int]:
 
 
 def serve(ctx) -> int:
-    from console.cli.commands.serve import DEFAULT_POLICY
     from console.errors import ConsoleError, UsageError
     from console.services import host_identity
     from console.services.identity import current, set_session
@@ -318,9 +317,9 @@ def serve(ctx) -> int:
         if args.actor is not None:
             raise UsageError("serve does not take --as: who acts is decided on the host (--actor from a forced "
                              "command, the SSH certificate, or the login).")
-        if args.policy != DEFAULT_POLICY:
+        if args.policy is not None:
             host_identity.require_host_chosen("--policy", os.environ)
-        policy = host_identity.load_policy(args.policy)
+        policy = host_identity.load_policy(args.policy or host_identity.DEFAULT_POLICY)
         identity = host_identity.resolve(args.serve_actor, policy, os.environ, current().login)
     except ConsoleError as exc:  # the session is refused before the channel exists: stdout stays empty
         log(exc.reason + (f" {exc.hint}" if exc.hint else ""))

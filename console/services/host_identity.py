@@ -33,6 +33,7 @@ from typing import Mapping
 
 from console.errors import EXIT_UNUSABLE, ConsoleError, UsageError
 
+DEFAULT_POLICY = "/etc/archon-console/serve.toml"  # `serve --policy`'s default: the host admin's file
 POLICY_KEYS = {"shared_accounts": "a list of login names", "read_only": "true or false"}
 _SSH_CONNECTION = re.compile(r"[0-9A-Fa-f.:%a-z]{1,64} [0-9]{1,5} [0-9A-Fa-f.:%a-z]{1,64} [0-9]{1,5}")
 
@@ -163,5 +164,5 @@ def resolve(actor_option: str | None, policy: Policy, env: Mapping[str, str], lo
     return HostIdentity(login, "login", ssh_connection=connection, note=note)
 
 
-__all__ = ["HostIdentity", "POLICY_KEYS", "Policy", "PolicyUnusable", "ServeRefused", "load_policy",
+__all__ = ["DEFAULT_POLICY", "HostIdentity", "POLICY_KEYS", "Policy", "PolicyUnusable", "ServeRefused", "load_policy",
            "require_host_chosen", "resolve", "ssh_connection"]

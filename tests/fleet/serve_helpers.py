@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from console.cli.commands.serve import DEFAULT_POLICY
+from console.services.host_identity import DEFAULT_POLICY
 
 WAIT = 30.0  # generous for a loaded machine; a passing run never waits this long
 
