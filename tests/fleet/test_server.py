@@ -252,3 +252,26 @@ def test_policy_under_ssh_without_a_forced_command_is_refused(servers, db, tmp_p
     forced = servers(db=db, policy=policy, env=server_env(SSH_CONNECTION="127.0.0.1 50000 127.0.0.1 22",
                                                           SSH_ORIGINAL_COMMAND="x"))
     assert forced.hello()["actor_source"] == "login"
+
+
+@pytest.mark.parametrize("method, params, argv", [
+    ("approvals.deny", {"ids": ["apr-1"]}, ["approvals", "deny", "apr-1"]),
+    ("approvals.approve", {"ids": ["apr-3"]}, ["approvals", "approve", "apr-3"]),
+    ("approvals.show", {"id": "no-such"}, ["approvals", "show", "no-such"]),
+    ("approvals.list", {"status": "nonsense"}, ["approvals", "list", "--status", "nonsense"]),
+    ("approvals.list", {"limit": 0}, ["approvals", "list", "--limit", "0"]),
+    ("envs.show", {"id": "env-x"}, ["envs", "show", "env-x"]),
+])
+def test_a_methods_output_is_what_the_cli_prints_with_json(servers, db, method, params, argv):
+    """The same refusal, usage error or answer, whichever door: the CLI's --json, or the server."""
+    import subprocess
+    import sys
+
+    env = server_env()
+    env.pop("ARCHON_CONSOLE_NOW", None)
+    cli = subprocess.run([sys.executable, "-m", "console", "--db", str(db), "--as", "carol", *argv, "--json"],
+                         capture_output=True, text=True, timeout=60, env=env)
+    server = servers("--actor", "carol", db=db, env=env)
+    server.hello()
+    result = server.call(method, **params)
+    assert result == {"exit": cli.returncode, "output": json.loads(cli.stdout)}
