@@ -132,6 +132,8 @@ class Session:
             except Exception as exc:  # noqa: BLE001 - an unusable path is the client's to fix
                 return wire.error(id_, wire.INVALID_PARAMS, f"hello's db cannot be used: {exc}")
         self.db_path = wanted
+        client = params.get("client")
+        log(f"hello from client {client if isinstance(client, str) else 'unnamed'!s:.80} on {wanted}")
         return wire.result(id_, self._hello_result())
 
     def _hello_result(self) -> dict[str, Any]:

@@ -87,8 +87,9 @@ class WatchStream:
                 if not more:
                     break
         if self.window is not None:
-            for change in svc.expiring(conn, self.session.context(self.args).clock(), self.window, self.flt,
-                                       self.position.reminded):
+            from console.clock import system_clock
+
+            for change in svc.expiring(conn, system_clock(), self.window, self.flt, self.position.reminded):
                 self.position.reminded.add(change.request_id)
                 self._send(change.to_json())
 

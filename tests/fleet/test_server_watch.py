@@ -100,3 +100,19 @@ def test_a_watch_and_commands_on_a_wal_database_open_no_file_under_a_connection(
     assert other.call("upgrade.plan")["exit"] in (0, 1)
     (change,) = server.changes(1)
     assert change["change"]["request_id"] == live
+
+
+def test_reminders_are_in_the_cursor_so_a_resumed_watch_does_not_repeat_them(servers, db):
+    server, _start = watching(servers, db, expiring_within=60 * 24 * 365 * 10)
+    reminded = server.changes(5)  # every pending request of the seed (apr-1..4 and the overdue apr-7)
+    assert {c["change"]["change"] for c in reminded} == {"expiring"}
+    ids = {c["change"]["request_id"] for c in reminded}
+    assert ids == {"apr-1", "apr-2", "apr-3", "apr-4", "apr-7"}
+    last = reminded[-1]["cursor"]
+    assert set(last["reminded"]) == ids
+    assert server.close() == 0
+    again, _start = watching(servers, db, cursor=last, expiring_within=60 * 24 * 365 * 10)
+    new_request(db, "apr-later")
+    changes = again.changes(2)  # the new request, then its own reminder: nothing reminded twice
+    assert [(c["change"]["change"], c["change"]["request_id"]) for c in changes] == [
+        ("new", "apr-later"), ("expiring", "apr-later")]
