@@ -116,8 +116,9 @@ class Session:
                               f"speaks {wire.PROTOCOL_VERSION}; install the same console release on both.",
                               {"server_protocol": wire.PROTOCOL_VERSION})
         db = params.get("db")
-        if db is not None and (not isinstance(db, str) or not db.strip() or "\0" in db or len(db) > 4096):
-            return wire.error(id_, wire.INVALID_PARAMS, "hello's db must be a path (a non-empty string).")
+        if db is not None and not _usable_path(db):
+            return wire.error(id_, wire.INVALID_PARAMS, "hello's db must be a path: a non-empty UTF-8 string "
+                              "without NUL, at most 4096 characters.")
         wanted = self.fixed_db or self.db_path
         if db is not None and wanted is not None and not _same_path(Path(db).expanduser(), wanted):
             why = "was started with --db" if self.fixed_db else "already serves"
@@ -284,6 +285,16 @@ def _why(exc: BaseException) -> str:
     from console.text import one_line
 
     return one_line(exc, 120)
+
+
+def _usable_path(value: Any) -> bool:
+    if not isinstance(value, str) or not value.strip() or "\0" in value or len(value) > 4096:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate from a JSON escape
+        return False
+    return True
 
 
 def _same_path(a: Path, b: Path) -> bool:

@@ -275,3 +275,13 @@ def test_a_methods_output_is_what_the_cli_prints_with_json(servers, db, method, 
     server.hello()
     result = server.call(method, **params)
     assert result == {"exit": cli.returncode, "output": json.loads(cli.stdout)}
+
+
+@pytest.mark.parametrize("db_param", ["", " ", "a\u0000b", "\ud800", 7, ["x"], "x" * 5000])
+def test_hello_refuses_a_db_that_is_no_path(servers, db_param):
+    server = servers("--actor", "dave")
+    line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "hello", "params": {"protocol": 1, "db": db_param}})
+    server.send_raw(line.encode() + b"\n")
+    answer = server.read()
+    assert answer["error"]["code"] == wire.INVALID_PARAMS, answer
+    assert server.request("approvals.list")["error"]["code"] == wire.NOT_READY
