@@ -139,8 +139,7 @@ class Session:
 
     def _hello_result(self) -> dict[str, Any]:
         from console import __version__
-        from console.cli.cli import report_failure
-        from console.cli.server_methods import parse_output
+        from console.cli.server_methods import failure
 
         database: dict[str, Any] = {"archon_release": None, "shape": None, "instance_id": None,
                                     "instance_source": None}
@@ -152,13 +151,7 @@ class Session:
             with open_database(self.db_path, read_only=True, busy_timeout_ms=self.ctx.busy_timeout_ms) as handle:
                 database = describe(handle)
         except Exception as exc:  # noqa: BLE001 - the database's state is part of the answer
-            import contextlib
-            import io
-
-            printed = io.StringIO()
-            with contextlib.redirect_stdout(printed):
-                report_failure(exc, json=True)
-            state = parse_output(printed.getvalue())
+            state = failure(exc).output
         ident = self.identity
         return {
             "protocol": wire.PROTOCOL_VERSION,

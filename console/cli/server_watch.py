@@ -94,22 +94,8 @@ class WatchStream:
                 self._send(change.to_json())
 
 
-def _refusal(id_: Any, exc: BaseException) -> dict[str, Any]:
-    """A watch that cannot start answers as `approvals watch --json` would: exit and its error JSON."""
-    import contextlib
-    import io
-
-    from console.cli.cli import report_failure
-    from console.cli.server_methods import parse_output
-
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        code = report_failure(exc, json=True)
-    return wire.result(id_, {"exit": code, "output": parse_output(printed.getvalue())})
-
-
 def start_watch(session, id_: Any, params: dict[str, Any]) -> dict[str, Any]:
-    from console.cli.server_methods import BadParams, argv_for, run
+    from console.cli.server_methods import BadParams, argv_for, failure, run
     from console.db.live import LiveReader
     from console.errors import Refusal
     from console.services import watch as svc
@@ -168,9 +154,9 @@ def start_watch(session, id_: Any, params: dict[str, Any]) -> dict[str, Any]:
             position, moved = svc.resume(conn, saved)
             if moved:
                 notes.append(moved)
-    except Exception as exc:  # noqa: BLE001 - answered as the CLI would
+    except Exception as exc:  # noqa: BLE001 - answered as `approvals watch --json` would: exit and error JSON
         reader.close()
-        return _refusal(id_, exc)
+        return wire.result(id_, failure(exc).to_json())
     session.watch = WatchStream(session, args, position, flt, reader)
     return wire.result(id_, {"exit": 0, "output": {"watching": True, "db": str(ctx.db_path),
                                                    "cursor": position.to_json(), "notes": notes}})
