@@ -178,11 +178,15 @@ def test_actor_under_ssh_without_a_forced_command_is_refused(servers, db):
 def test_the_login_acts_when_nothing_else_names_anyone(servers, db):
     from console.services.identity import current
 
+    from console.services.four_eyes import reserved_name
+
     login = current().login
-    if login in (None, "root"):
-        pass  # root is a fine login name: only reserved names (archon, system, console) are refused
     hello = servers(db=db).hello()
-    assert hello["actor"] == login and hello["actor_source"] == "login"
+    assert hello["actor_source"] == "login"
+    if login is None or reserved_name(login):  # (a login named `archon` names nobody in particular)
+        assert hello["actor"] is None and hello["read_only"] is True
+    else:
+        assert hello["actor"] == login and hello["read_only"] is False
 
 
 def test_a_shared_account_reads_but_every_write_is_identity_ambiguous(servers, db, tmp_path):
