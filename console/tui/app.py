@@ -8,10 +8,8 @@ re-checks the row it acts on.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from rich.text import Text
 from textual import events, on, work
 from textual.app import App
 from textual.binding import Binding
@@ -20,9 +18,10 @@ from textual.message import Message
 from console.tui.attention import Attention, load_notify_config
 from console.tui.idle_gc import IdleCollector
 from console.tui.keymap import load_keymap, unknown_ids
+from console.tui.last_resort import LastResort
 from console.tui.screens.base import ConsoleScreen
 from console.services import views
-from console.errors import EXIT_UNUSABLE, UsageError
+from console.errors import UsageError
 from console.tui.screens.registry import command_words, lookup, parse_command
 from console.services import navigation
 from console.services.watch import arrivals, own_changes, pending_count, start_position
@@ -68,9 +67,10 @@ def known_binding_ids() -> set[str]:
     return ids
 
 
-class ArchonConsole(GuardedApp, App):
+class ArchonConsole(GuardedApp, LastResort, App):
     """`GuardedApp` first: its `notify`, title validators and `copy_to_clipboard` clean or refuse database
-    text whatever the caller did, and its filter pictures any control left in a painted line."""
+    text whatever the caller did, and its filter pictures any control left in a painted line.
+    `LastResort` ends the app in one sentence on whatever escaped (console/tui/last_resort.py)."""
 
     CSS_PATH = "app.tcss"
     TITLE = "archon-console"
@@ -155,30 +155,6 @@ class ArchonConsole(GuardedApp, App):
             if unknown:
                 self.keymap_warning = f"{self.keymap_warning} {unknown}" if self.keymap_warning else unknown
             self.set_keymap(overrides)
-
-    # ------------------------------------------------------------ last line of defence
-    def _handle_exception(self, error: Exception) -> None:
-        """Whatever escaped a screen, worker or timer ends the app with one sentence and exit 3, as
-        console/cli/cli.py `_unexpected` does for a command. Textual's own handler prints a Rich
-        traceback with every frame's local variables: database text (a request's JSON, its ids) on
-        the operator's terminal. The sentence names only the exception's type, never its message
-        (which can quote the database). `ARCHON_CONSOLE_DEBUG=1` keeps Textual's traceback."""
-        if os.environ.get("ARCHON_CONSOLE_DEBUG"):
-            super()._handle_exception(error)
-            return
-        self._return_code = EXIT_UNUSABLE
-        if self._exception is None:  # the first one is the cause; what follows is the app unwinding
-            self._exception = error  # Pilot re-raises it after the test, so the suite still sees it
-            self._exception_event.set()
-            from textual.worker import WorkerFailed
-
-            cause = error.error if isinstance(error, WorkerFailed) else error
-            self._exit_renderables.clear()
-            self.exit(None, EXIT_UNUSABLE, Text(
-                f"archon-console: the console stopped on an unexpected {type(cause).__name__}; nothing "
-                "further was written. Rerun with ARCHON_CONSOLE_DEBUG=1 to see where it happened."))
-        else:  # failing again while it shuts down: stop processing at once, as Textual would
-            self._close_messages_no_wait()
 
     # ------------------------------------------------------------ start
     def on_mount(self) -> None:

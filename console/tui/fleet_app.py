@@ -11,17 +11,15 @@ with every host down or no hosts file it says so in one sentence. Quitting close
 
 from __future__ import annotations
 
-import os
 from datetime import datetime
 from typing import Any, Callable, Iterable
 
-from rich.text import Text
 from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
 
 from console.clock import system_clock
-from console.errors import EXIT_UNUSABLE
+from console.tui.last_resort import LastResort
 from console.tui.fleet_monitor import Arrival, Decided, FleetMonitor, HostLink, HostStatus
 from console.tui.screens.command_line import CommandLine
 from console.tui.screens.fleet_base import FleetScreen
@@ -45,7 +43,10 @@ class FleetCommandLine(CommandLine):
                     id="command-input")
 
 
-class FleetConsole(GuardedApp, App):
+class FleetConsole(GuardedApp, LastResort, App):
+    STOPPED = ("archon-console: the fleet console stopped on an unexpected {name}; decisions already sent "
+               "stand. Rerun with ARCHON_CONSOLE_DEBUG=1 to see where it happened.")
+
     CSS_PATH = "app.tcss"
     TITLE = "archon-console"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
@@ -82,27 +83,6 @@ class FleetConsole(GuardedApp, App):
 
     def now(self) -> datetime:
         return self.clock()
-
-    # ------------------------------------------------------------ last line of defence
-    def _handle_exception(self, error: Exception) -> None:
-        """As console/tui/app.py: one sentence naming the exception's type, never a traceback with
-        a host's data in its frames."""
-        if os.environ.get("ARCHON_CONSOLE_DEBUG"):
-            super()._handle_exception(error)
-            return
-        self._return_code = EXIT_UNUSABLE
-        if self._exception is None:
-            self._exception = error
-            self._exception_event.set()
-            from textual.worker import WorkerFailed
-
-            cause = error.error if isinstance(error, WorkerFailed) else error
-            self._exit_renderables.clear()
-            self.exit(None, EXIT_UNUSABLE, Text(
-                f"archon-console: the fleet console stopped on an unexpected {type(cause).__name__}; "
-                "decisions already sent stand. Rerun with ARCHON_CONSOLE_DEBUG=1 to see where it happened."))
-        else:
-            self._close_messages_no_wait()
 
     # ------------------------------------------------------------ start and stop
     def get_default_screen(self) -> Any:

@@ -183,3 +183,15 @@ async def test_read_only_console_sends_nothing_to_any_host(monkeypatch, tmp_path
         app.monitor.decide("eu1", "approve", "apr-1", None).result(30)  # even asked directly, nothing is sent
         assert not [c for c in link.calls if c[1] == "approvals.approve"]
         await wait_until(pilot, lambda: said(app, "Nothing was sent to eu1: read-only mode"), what="the refusal")
+
+
+async def test_whatever_escapes_ends_the_fleet_console_in_one_sentence(start, monkeypatch):
+    monkeypatch.delenv("ARCHON_CONSOLE_DEBUG", raising=False)
+    link = two_hosts()
+    app = start(link)
+    with pytest.raises(ZeroDivisionError):
+        async with app.run_test(size=(80, 24)) as pilot:
+            await loaded(pilot, app, 2)
+            app.call_later(lambda: 1 / 0)
+            await wait_until(pilot, lambda: app.return_code == 3, what="the exit")
+    assert app.return_code == 3 and link.closed  # the sessions were closed on the way out
