@@ -62,8 +62,12 @@ def _statuses(text: str | None) -> frozenset[str] | None:
     return None if statuses is None else frozenset(statuses)
 
 
-class _Cursor:
+class Cursor:
     """The `--cursor` file: read at start, replaced atomically after every delivery.
+
+`decode` turns the file's JSON into a position (ValueError: not a cursor of this command) and
+`encode` a position into JSON: one host's `Position` here; a JSON object host -> the host's cursor
+for `approvals watch --fleet` (console/cli/fleet_watch.py), through this same file mechanism.
 
     A save that fails (the directory gone or full, a read-only remount) never stops the stream:
     what the watch is for is the lines, and the cursor only saves repeats after a restart. The
@@ -71,11 +75,13 @@ class _Cursor:
     and the watch says when the cursor is saved again.
     """
 
-    def __init__(self, path: str | None, warn):
+    def __init__(self, path: str | None, warn, *, decode=None, encode=None):
         from pathlib import Path
 
         self.path = Path(path).expanduser() if path else None
         self._warn = warn
+        self._decode = decode
+        self._encode = encode or (lambda position: position.to_json())
         self._unsaved = None  # the newest position a failed save left behind
 
     def load(self):
@@ -98,7 +104,7 @@ class _Cursor:
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"--cursor {self.path} cannot be read ({getattr(exc, 'strerror', None) or exc}).")
         try:
-            return Position.from_json(read_json(text))
+            return (self._decode or Position.from_json)(read_json(text))
         except ValueError:
             raise UsageError(f"--cursor {self.path} is not a cursor this command wrote; "
                              "move it away to start from now.") from None
@@ -132,7 +138,7 @@ class _Cursor:
         tmp = create_exclusive(self.path.parent, temp_prefix("cursor"))
         try:
             with open(tmp, "w", encoding="utf-8") as handle:
-                handle.write(json.dumps(position.to_json()) + "\n")
+                handle.write(json.dumps(self._encode(position)) + "\n")
                 handle.flush()
                 os.fsync(handle.fileno())
             publish(tmp, self.path, no_clobber=False)
@@ -168,7 +174,7 @@ def _skipped(report, change, exc: BaseException) -> None:
            f"({type(exc).__name__}); skipped it, the watch goes on.")
 
 
-def _line(change, now) -> str:
+def change_line(change, now) -> str:
     """One line per change; every field passes `line`'s `one_line` (a stored actor class or kind with
     a line break would otherwise print a second, forged change)."""
     from console.clock import relative
@@ -204,7 +210,7 @@ class _Emitter:
 
             self.out.write(json_text(change.to_json(), indent=None) + "\n")
         else:
-            self.out.write(_line(change, self.ctx.clock()) + "\n")
+            self.out.write(change_line(change, self.ctx.clock()) + "\n")
         self.out.flush()
 
     def note(self, text: str) -> None:
@@ -241,7 +247,7 @@ def run_watch(ctx) -> int:
         with lock:
             emit.note(text)
 
-    cursor = _Cursor(args.cursor, report)
+    cursor = Cursor(args.cursor, report)
     saved = cursor.load()
     reader = LiveReader(ctx.db_path, lambda: ctx.open(read_only=True))
     reader.open()
