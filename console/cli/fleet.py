@@ -90,9 +90,14 @@ def method_for(args: argparse.Namespace) -> str:
 def params_for(args: argparse.Namespace, parser: argparse.ArgumentParser, method: str) -> dict[str, Any]:
     """The params of `method` from what the user gave: an option given that the method does not
     take is refused here, with why, before any host is contacted."""
-    from console.fleet.protocol import METHODS
+    from console.fleet import protocol
 
-    allowed = METHODS[method].params if method in METHODS else frozenset()
+    if method == "approvals.watch":  # the host's filters, and what this machine keeps (cursor file, hook)
+        from console.cli.fleet_watch import LOCAL_OPTIONS
+
+        allowed = protocol.WATCH.params | LOCAL_OPTIONS
+    else:
+        allowed = protocol.METHODS[method].params
     leaf = leaf_parser(parser, command_path(args))
     params: dict[str, Any] = {}
     for action in leaf._actions:

@@ -150,7 +150,7 @@ for `approvals watch --fleet` (console/cli/fleet_watch.py), through this same fi
             raise
 
 
-class _held_signals:
+class held_signals:
     """Ctrl-C, SIGTERM and SIGHUP wait (blocked, not lost) while a change is printed and its cursor
     saved: they arrive right after, so a stop never repeats or skips a change."""
 
@@ -301,7 +301,7 @@ def run_watch(ctx) -> int:
                         for change in changes:
                             position = svc.Position(change.rowid, change.event_id, position.reminded)
                             try:
-                                with _held_signals():  # a clean stop never falls between line and cursor
+                                with held_signals():  # a clean stop never falls between line and cursor
                                     emit.change(change)
                                     cursor.save(position)
                                 if hooks is not None and change.change == "new":
@@ -317,7 +317,7 @@ def run_watch(ctx) -> int:
                 if window is not None:
                     for change in svc.expiring(conn, ctx.clock(), window, flt, position.reminded):
                         position.reminded.add(change.request_id)
-                        with _held_signals():
+                        with held_signals():
                             emit.change(change)
                             cursor.save(position)
                     if time.monotonic() - pruned > PRUNE_EVERY:
