@@ -257,8 +257,16 @@ def upgrade_rows(outcomes: Sequence) -> list[dict[str, Any]]:
         rows.append({"host": o.host, "release": plan.get("detected_release"), "target": plan.get("target"),
                      "pending": len(pending), "safety": safety, "needs_upgrade": bool(pending),
                      "force_required": bool(plan.get("force_required")), "state": o.state,
-                     "note": "upgrade needed" if pending else "up to date"})
+                     "note": _upgrade_note(plan, pending)})
     return rows
+
+
+def _upgrade_note(plan: dict[str, Any], pending: list) -> str:
+    if not pending:
+        return "up to date"
+    if plan.get("detected_release") == plan.get("target") and plan.get("ledger_state") == "unversioned-adoption":
+        return "upgrade needed: at the target's shape, its ledger to be recorded"
+    return "upgrade needed" + (", with --force" if plan.get("force_required") else "")
 
 
 def upgrade_text(rows: list[dict[str, Any]]) -> str:

@@ -117,10 +117,196 @@ def test_doctor_over_hosts_is_the_worst_hosts_exit_and_a_silent_host_is_not_clea
     assert {r["host"] for r in value["rows"]} == {"eu1", "us1"}
     assert main(["--fleet", "doctor"]) == 4
     out = capsys.readouterr().out
-    assert "dead" in out and "host.no_server" in out or "host.unreachable" in out
+    (dead,) = [line for line in out.splitlines() if line.startswith("dead ")]
+    assert "unknown" in dead and "host.no_server" in dead
 
 
 def test_upgrade_plan_over_hosts_one_row_each(fleet, capsys):
     assert main(["--group", "eu", "--group", "us", "upgrade", "--plan", "--json"]) == 0
     rows = _json(capsys)["rows"]
     assert [r["host"] for r in rows] == ["eu1", "us1"] and all(r["pending"] is not None for r in rows)
+
+
+_COMMANDS = [
+    ["approvals", "list"], ["approvals", "list", "--status", "all", "--limit", "2"], ["approvals", "show", "apr-a"],
+    ["approvals", "show", "apr-shared"], ["approvals", "approve", "apr-a", "us1:apr-b"],
+    ["approvals", "deny", "eu1:apr-nope", "--reason", "x"], ["approvals", "revoke", "us1:apr-b", "--reason", "x"],
+    ["approvals", "expire"], ["approvals", "list", "--view", "mine"], ["envs", "list"], ["envs", "show", "env-1"],
+    ["envs", "claim", "eu1:env-1", "--op", "stop"], ["envs", "release", "env-1"], ["envs", "complete", "env-1"],
+    ["projects", "list"], ["profiles", "list", "p-eu1"], ["profiles", "activate", "eu1:p-eu1", "r1", "--reason", "x"],
+    ["profiles", "diff", "p", "1", "2"], ["doctor"], ["doctor", "/tmp/elsewhere.db"], ["doctor", "--strict"],
+    ["audit"], ["audit", "--format", "csv"], ["upgrade", "--plan"], ["upgrade"], ["restore", "x.db"],
+    ["inspect", "x.db"], ["demo", "x.db"], ["help"], ["completion", "bash"],
+]
+_FLEET = [["--host", "eu1"], ["--host", "us1"], ["--host", "dead"], ["--host", "nowhere"], ["--group", "eu"],
+          ["--group", "nogroup"], ["--fleet"]]
+_MORE = [["--parallel", "1"], ["--parallel", "0"], ["--db", "x.db"], ["--as", "mallory"], ["--read-only"],
+         ["--json"], ["--busy-timeout", "1"]]
+
+
+def test_every_fleet_option_with_every_command_ends_in_a_result_or_one_sentence(fleet, capsys):
+    """Generated: any command with any fleet options ends in 0/1/2/3/4, a JSON object under --json,
+    and never a traceback or an "unexpected" last-line-of-defence sentence."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    more = st.one_of(st.just([]), st.just([["--json"]]), st.lists(st.sampled_from(_MORE), max_size=2))
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(st.sampled_from(_COMMANDS), st.lists(st.sampled_from(_FLEET), min_size=1, max_size=3), more, st.booleans())
+    def run(command, selectors, more, before):
+        options = [word for option in [*selectors, *more] for word in option]
+        argv = [*options, *command] if before else [*command, *options]
+        code = main(argv)
+        out, err = capsys.readouterr()
+        seen.add(code)
+        assert code in (0, 1, 2, 3, 4), (argv, code, err)
+        assert "Traceback" not in err and "unexpected" not in err and "unexpected" not in out, (argv, err)
+        if "--json" in argv and command != ["help"]:
+            value = json.loads(out)
+            assert isinstance(value, dict) and value.get("exit", code) == code, (argv, out)
+        elif code == 2:
+            assert len([line for line in err.splitlines() if line.startswith("archon-console")]) == 1, (argv, err)
+
+    seen: set[int] = set()
+    run()
+    assert {0, 2, 4} <= seen, seen  # answers, refusals and partial answers were all reached
+
+
+class _FleetWatch:
+    """`archon-console --group eu --group us approvals watch --json ...` as a real process; its lines
+    are read on a thread so every wait is bounded."""
+
+    def __init__(self, *extra: str):
+        import queue
+        import subprocess
+        import threading
+
+        argv = [sys.executable, "-m", "console", "--group", "eu", "--group", "us", "approvals", "watch", "--json",
+                "--poll", "0.05", *extra]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        self.lines: queue.Queue = queue.Queue()
+        self.err: list[str] = []
+        self.notes: list[str] = []  # under --json the watch's notes are lines of stdout
+        threading.Thread(target=lambda: [self.lines.put(x) for x in self.proc.stdout], daemon=True).start()
+        threading.Thread(target=lambda: [self.err.append(x) for x in self.proc.stderr], daemon=True).start()
+
+    def changes(self, n: int, wait: float = 30.0) -> list[dict]:
+        got = []
+        while len(got) < n:
+            value = json.loads(self.lines.get(timeout=wait))
+            if value.get("change") != "note":
+                got.append(value)
+            else:
+                self.notes.append(value["note"])
+        return got
+
+    def note(self, prefix: str, wait: float = 30.0) -> str:
+        """The first note starting with `prefix`, read on as long as it takes (bounded)."""
+        import time
+
+        deadline = time.monotonic() + wait
+        while not any(note.startswith(prefix) for note in self.notes):
+            value = json.loads(self.lines.get(timeout=max(0.01, deadline - time.monotonic())))
+            if value.get("change") == "note":
+                self.notes.append(value["note"])
+        return next(note for note in self.notes if note.startswith(prefix))
+
+    def stop(self) -> int:
+        import signal
+
+        self.proc.send_signal(signal.SIGINT)
+        return self.proc.wait(timeout=30)
+
+
+def _until(condition, what: str, wait: float = 30.0):
+    import time
+
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"waited {wait} s for {what}")
+
+
+def _hosts_in(path) -> set:
+    try:
+        return set(json.loads(path.read_text())["fleet"])
+    except (OSError, ValueError, KeyError):
+        return set()
+
+
+def _request(db, request_id: str) -> None:
+    conn = connect(db)
+    try:
+        add_request(conn, request_id, f"p-{db.stem}", expires_at=_later(2))
+    finally:
+        conn.close()
+
+
+def test_watch_over_hosts_delivers_each_change_once_across_restarts_with_its_host(fleet, tmp_path):
+    cursor, hooked = tmp_path / "fleet.cursor", tmp_path / "hooked.jsonl"
+    hook = f"cat >> {hooked}"
+    watch = _FleetWatch("--cursor", str(cursor), "--exec", hook)
+    try:
+        _until(lambda: _hosts_in(cursor) == {"eu1", "us1"}, "both hosts' watches to start")
+        _request(fleet["eu1"], "apr-new-eu")
+        _request(fleet["us1"], "apr-new-us")
+        got = watch.changes(2)
+        assert sorted((c["host"], c["request_id"], c["change"]) for c in got) == [
+            ("eu1", "apr-new-eu", "new"), ("us1", "apr-new-us", "new")]
+        _until(lambda: hooked.exists() and len(hooked.read_text().splitlines()) == 2, "the two hooks")
+    finally:
+        assert watch.stop() == 0
+    _request(fleet["eu1"], "apr-while-away")  # arrives while nobody watches
+    again = _FleetWatch("--cursor", str(cursor), "--exec", hook)
+    try:
+        (change,) = again.changes(1)
+        assert (change["host"], change["request_id"]) == ("eu1", "apr-while-away")
+        _until(lambda: len(hooked.read_text().splitlines()) == 3, "the third hook")
+        assert again.lines.empty()  # nothing delivered before was delivered again
+    finally:
+        assert again.stop() == 0
+    runs = [json.loads(line) for line in hooked.read_text().splitlines()]
+    assert sorted((r["host"], r["request_id"]) for r in runs) == [
+        ("eu1", "apr-new-eu"), ("eu1", "apr-while-away"), ("us1", "apr-new-us")]
+
+
+def _server_of(parent: int, actor: str) -> int | None:
+    """The pid of the host server (tests/fleet/fake_ssh.py execs it) the watch started for `actor`."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat_file:
+                ppid = int(stat_file.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as cmd:
+                words = cmd.read().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == parent and f"--actor={actor}".encode() in words:
+            return int(entry)
+    return None
+
+
+def test_a_host_that_drops_is_reconnected_and_resumes_from_its_cursor(fleet, tmp_path):
+    import signal
+
+    cursor = tmp_path / "fleet.cursor"
+    watch = _FleetWatch("--cursor", str(cursor))
+    try:
+        _until(lambda: _hosts_in(cursor) == {"eu1", "us1"}, "both hosts' watches to start")
+        server = _until(lambda: _server_of(watch.proc.pid, "erin"), "eu1's server process")
+        os.kill(server, signal.SIGKILL)
+        _request(fleet["eu1"], "apr-during-drop")
+        _request(fleet["us1"], "apr-meanwhile")
+        got = watch.changes(2)
+        assert sorted((c["host"], c["request_id"]) for c in got) == [("eu1", "apr-during-drop"),
+                                                                    ("us1", "apr-meanwhile")]
+        assert watch.note("eu1: back")
+        assert "reconnecting" in watch.note("eu1: ")
+    finally:
+        assert watch.stop() == 0
