@@ -3,7 +3,7 @@ each line (or JSON object) with its host.
 
 Each host runs `approvals watch` itself (the server's `approvals.watch`, notifications
 `approvals.changed` with the change and the host's opaque `cursor`). The `--cursor` file is the one
-of `approvals watch` (console/cli/commands/watch.py `Cursor`: created exclusively, replaced
+of `approvals watch` (console/cli/watch_delivery.py `Cursor`: created exclusively, replaced
 atomically), holding `{"fleet": {HOST: CURSOR}}`; it is saved after every delivered line, so a
 restart resumes each host after its last delivered change and `--exec` runs once per new request
 across restarts (its stdin is the change as JSON with its `host`, `$ARCHON_REQUEST_ID` is HOST:ID;
@@ -56,7 +56,7 @@ def change_from_json(data: Any) -> QueueChange:
 
 
 def change_text(host: str, change: QueueChange, now) -> str:
-    from console.cli.commands.watch import change_line
+    from console.cli.watch_delivery import change_line
     from console.text import line
 
     return line((host, 30), change_line(change, now))
@@ -78,7 +78,7 @@ def run_fleet_watch(runner, params: dict[str, Any]) -> int:
     import sys
     import threading
 
-    from console.cli.commands.watch import Cursor
+    from console.cli.watch_delivery import Cursor
     from console.signals import Stopped
 
     args = runner.args
@@ -176,7 +176,7 @@ class _Stream:
     def notified(self, host: str, method: str, params: Any) -> None:
         import sys
 
-        from console.cli.commands.watch import held_signals
+        from console.cli.watch_delivery import held_signals
         from console.clock import system_clock
         from console.text import json_text, one_line
 

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from console.cli.commands.watch import Cursor
+from console.cli.watch_delivery import Cursor
 from console.cli.fleet_watch import change_from_json, change_json, change_text, decode_cursors, encode_cursors
 from console.errors import UsageError
 
