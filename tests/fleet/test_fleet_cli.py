@@ -310,3 +310,31 @@ def test_a_host_that_drops_is_reconnected_and_resumes_from_its_cursor(fleet, tmp
         assert "reconnecting" in watch.note("eu1: ")
     finally:
         assert watch.stop() == 0
+
+
+def test_four_eyes_is_the_hosts_own_rule_with_the_actor_it_resolved(fleet, capsys):
+    conn = connect(fleet["us1"])
+    try:  # carol asked for it; us1's forced command says carol is the one approving
+        add_request(conn, "apr-carols", "p-us1", expires_at=_later(2), authority={"requested_by": "carol"})
+    finally:
+        conn.close()
+    # with `dead` silent the bare id could be there too: name it, or leave the silent host out
+    assert main(["--fleet", "approvals", "approve", "apr-carols", "--json"]) == 2
+    assert "dead did not answer" in _json(capsys)["error"]
+    assert main(["--group", "us", "--group", "eu", "approvals", "approve", "apr-carols", "--json"]) == 1
+    (row,) = _json(capsys)["rows"]
+    assert (row["host"], row["ok"]) == ("us1", False) and "request" in row["message"].lower()
+    assert status_of(fleet["us1"], "apr-carols") == "pending"
+
+
+def test_a_read_only_host_refuses_the_write_and_the_others_land(make_db, write_hosts, tmp_path, monkeypatch, capsys):
+    ro = _db(make_db, "ro", {"apr-r": 2})
+    rw = _db(make_db, "rw", {"apr-w": 2})
+    write_hosts({"ro": {"ssh": "ro", "db": str(ro), "read_only": True},
+                 "rw": {"ssh": "rw", "remote": _forced(tmp_path, "dana", rw)}})
+    monkeypatch.setenv("ARCHON_CONSOLE_HOSTS", str(tmp_path / "hosts.toml"))
+    assert main(["--fleet", "approvals", "deny", "ro:apr-r", "rw:apr-w", "--reason", "no"]) == 1
+    captured = capsys.readouterr()
+    assert "rw:apr-w: " in captured.out
+    assert "refused: ro:apr-r: refused by the host" in captured.err and "read" in captured.err
+    assert status_of(ro, "apr-r") == "pending" and status_of(rw, "apr-w") == "denied"
