@@ -148,7 +148,7 @@ class _Stream:
         if outcome.state == "ok":
             asyncio.ensure_future(self.start(outcome.host))
             return
-        text = f"{one_line(outcome.host, 30)}: {outcome.state}: {one_line(outcome.sentence or '', 300)}"
+        text = f"{one_line(outcome.host, 30)}: {outcome.state}: {one_line(outcome.sentence or '', 300).rstrip('.')}"
         if self.said.get(outcome.host) != text:  # once per change of state, not once per retry
             self.said[outcome.host] = text
             self.report(text + "; reconnecting with back-off, then resuming from its cursor")
