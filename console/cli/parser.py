@@ -51,8 +51,14 @@ FLEET_DESTS = ("fleet_hosts", "fleet_groups", "fleet_all")  # set: the command r
 
 
 def fleet_requested(args: argparse.Namespace) -> bool:
-    """Whether a fleet option was given: then console/cli/fleet.py runs the command, on the hosts."""
-    return any(getattr(args, dest, None) for dest in FLEET_DESTS)
+    """Whether a fleet option was given: then console/cli/fleet.py runs the command, on the hosts.
+    `--parallel` alone selects no host: a usage error, not an option silently ignored."""
+    requested = any(getattr(args, dest, None) for dest in FLEET_DESTS)
+    if not requested and getattr(args, "parallel", 8) != 8:
+        from console.errors import UsageError
+
+        raise UsageError("--parallel only applies with --host, --group or --fleet (how many hosts are asked at once).")
+    return requested
 
 
 def _words(argv: list[str]) -> list[str]:

@@ -72,6 +72,11 @@ def test_what_cannot_run_over_hosts_is_one_sentence_and_exit_2(argv, says, capsy
     assert value["ok"] is False and value["exit"] == 2
 
 
+def test_parallel_without_hosts_is_a_usage_error_not_ignored(capsys):
+    assert main(["--parallel", "3", "approvals", "list"]) == 2
+    assert "--parallel only applies with --host, --group or --fleet" in capsys.readouterr().err
+
+
 def test_read_only_refuses_a_fleet_write_before_any_host(capsys):
     assert main(["--fleet", "--read-only", "approvals", "approve", "a"]) == 1
     assert "nothing that writes is sent" in capsys.readouterr().err
