@@ -46,7 +46,7 @@ COMMAND_OWNERS = {
     "completion": "console.cli.commands.completion",
     "serve": "console.cli.commands.serve",
 }
-_OPTIONS_WITH_VALUE = {"--db", "--as", "--busy-timeout", "--host", "--group", "--parallel"}
+OPTIONS_WITH_VALUE = {"--db", "--as", "--busy-timeout", "--host", "--group", "--parallel"}
 FLEET_DESTS = ("fleet_hosts", "fleet_groups", "fleet_all")  # set: the command runs on hosts (console/cli/fleet.py)
 
 
@@ -70,7 +70,7 @@ def _words(argv: list[str]) -> list[str]:
             skip = False
         elif token == "--":
             break
-        elif token in _OPTIONS_WITH_VALUE:
+        elif token in OPTIONS_WITH_VALUE:
             skip = True
         elif not token.startswith("-"):
             words.append(token)
@@ -96,7 +96,7 @@ def _opens_tui(argv: list[str]) -> bool:
     for token in argv:
         if skip:
             skip = False
-        elif token in _OPTIONS_WITH_VALUE:
+        elif token in OPTIONS_WITH_VALUE:
             skip = True
         elif token in ("-h", "--help") or not token.startswith("-"):
             return False

@@ -92,3 +92,17 @@ def test_every_fleet_form_is_a_method_of_the_wire():
 
         dests = {a.dest for a in leaf_parser(parser, path)._actions}
         assert METHODS[method].params <= dests, (path, METHODS[method].params - dests)
+
+
+def test_host_and_group_values_complete_from_the_hosts_file(tmp_path, monkeypatch):
+    from console.cli.completion import candidates
+
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text('[hosts.eu1]\nssh = "a"\ngroups = ["prod", "eu"]\n[hosts.us1]\nssh = "b"\ngroups = ["prod"]\n')
+    monkeypatch.setenv("ARCHON_CONSOLE_HOSTS", str(hosts))
+    assert candidates(["--host", ""]) == ["eu1", "us1"]
+    assert candidates(["approvals", "list", "--group", "p"]) == ["prod"]
+    assert candidates(["--host", "eu1", "appr"]) == ["approvals"]
+    assert candidates(["--parallel", ""]) == []  # a number: nothing to offer, not the command names
+    hosts.write_text("[hosts.\n")  # a broken file completes nothing and says nothing
+    assert candidates(["--host", ""]) == []
