@@ -4,6 +4,7 @@ each, and one exit code (4: some host is not in the answer)."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 
 from console.cli import fleet_views as views
@@ -122,3 +123,53 @@ def test_upgrade_plan_one_row_per_host_flags_those_needing_one():
     assert rows[0]["safety"] == ["additive", "rebuild"]
     text = views.upgrade_text(rows)
     assert text.splitlines()[2].startswith("* eu1") and "1.8.22" in text
+
+
+_FIELDS = ["id", "host", "project_id", "project_name", "action_kind", "status", "expires_at", "authority_json",
+           "action_json", "overdue", "operation_claim_id", "operation_kind", "claim_holder", "stale",
+           "claim_age_seconds", "lifecycle_state", "active_lease_count", "admits_leases", "idle_stop_at", "name",
+           "active_revision", "environments", "pending_approvals", "claims_held", "active", "revision",
+           "activated_at", "fingerprint_short", "fingerprint_matches", "created_at", "at", "kind", "from", "to",
+           "actor", "reason", "findings", "usable", "pending", "detected_release", "target", "ledger_state"]
+
+
+def test_every_view_survives_any_json_a_host_sends():
+    """Generated: whatever JSON a host answers (any types in any field, any nesting), every merged
+    view, doctor and upgrade table and host line renders one line per row, with no control
+    character, and the exit code stays one of 0-4."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=30))
+    values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                           st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+                          max_leaves=8)
+    rows = st.lists(st.dictionaries(st.sampled_from(_FIELDS), values, max_size=12), max_size=4)
+    answers = st.one_of(rows, values, st.dictionaries(st.sampled_from(_FIELDS), values, max_size=8))
+    outcome = st.builds(Outcome, host=st.sampled_from(["eu1", "us1", "x\x1b[2J"]),
+                        state=st.sampled_from(["ok", "stale", "unreachable", "remote_error", "outcome_unknown"]),
+                        sentence=st.one_of(st.none(), st.text(max_size=40)), exit=st.sampled_from([0, 1, 3, None]),
+                        data=answers, age_seconds=st.one_of(st.none(), st.floats(0, 1e6)))
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.lists(outcome, min_size=1, max_size=3))
+    def check(outcomes):
+        texts = []
+        for method in views.COLUMNS:
+            merged, _ = views.merge(method, outcomes, limit=3)
+            text = views.list_text(method, merged, NOW)
+            assert len(text.splitlines()) in (1, len(merged) + 2)
+            texts.append(text)
+        doctor = views.doctor_rows(outcomes)
+        upgrade = views.upgrade_rows(outcomes)
+        texts += [views.doctor_text(doctor), views.upgrade_text(upgrade)]
+        assert len(texts[-2].splitlines()) == len(doctor) + 2 and len(texts[-1].splitlines()) == len(upgrade) + 2
+        said = [line for line in map(views.host_line, outcomes) if line]
+        assert all("\n" not in line for line in said)
+        texts += said
+        for text in texts:
+            assert not any(ord(c) < 32 and c != "\n" or 0x7f <= ord(c) < 0xa0 for c in text)
+        assert views.fleet_exit(views.host_exit(o) for o in outcomes) in (0, 1, 3, 4)
+        json.dumps(views.fleet_json(merged, outcomes))
+
+    check()
