@@ -338,3 +338,37 @@ def test_a_read_only_host_refuses_the_write_and_the_others_land(make_db, write_h
     assert "rw:apr-w: " in captured.out
     assert "refused: ro:apr-r: refused by the host" in captured.err and "read" in captured.err
     assert status_of(ro, "apr-r") == "pending" and status_of(rw, "apr-w") == "denied"
+
+
+def test_a_host_that_answered_before_shows_its_last_rows_marked_stale(fleet, write_hosts, tmp_path, capsys):
+    argv = ["--group", "eu", "--group", "us", "approvals", "list"]
+    assert main([*argv, "--json"]) == 0
+    capsys.readouterr()
+    write_hosts({  # us1's console is gone now; eu1 is as before
+        "eu1": {"ssh": "eu1", "remote": _forced(tmp_path, "erin", fleet["eu1"]), "groups": ["eu"]},
+        "us1": {"ssh": "us1", "remote": str(tmp_path / "gone" / "archon-console"), "groups": ["us"]},
+    })
+    assert main([*argv, "--json"]) == 4
+    value = _json(capsys)
+    assert {(r["host"], r.get("host_stale", False)) for r in value["rows"]} == {("eu1", False), ("us1", True)}
+    (us1,) = [h for h in value["hosts"] if h["host"] == "us1"]
+    assert us1["state"] == "stale" and us1["age_seconds"] >= 0 and "gone" in us1["sentence"]
+    assert main(argv) == 4
+    captured = capsys.readouterr()
+    assert "us1 (stale)" in captured.out and "us1: STALE (" in captured.err
+    assert main(["--host", "us1", "approvals", "approve", "us1:apr-b"]) == 4  # a write never uses the cache
+    assert "not sent, nothing was written: no_server" in capsys.readouterr().err
+
+
+def test_expire_sweeps_every_host_that_answers(fleet, capsys):
+    conn = connect(fleet["eu1"])
+    try:
+        add_request(conn, "apr-overdue", "p-eu1", expires_at=_later(-1))
+    finally:
+        conn.close()
+    assert main(["--fleet", "approvals", "expire", "--json"]) == 4  # `dead` is not in it
+    value = _json(capsys)
+    assert [(r["host"], r["id"]) for r in value["rows"]] == [("eu1", "apr-overdue")]
+    assert status_of(fleet["eu1"], "apr-overdue") == "expired"
+    assert main(["--group", "eu", "--group", "us", "approvals", "expire"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["eu1: nothing to expire", "us1: nothing to expire"]
