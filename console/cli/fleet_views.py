@@ -99,6 +99,15 @@ def rows_of(outcome) -> list[dict[str, Any]]:
     return [row for row in data if isinstance(row, dict)] if isinstance(data, list) else []
 
 
+def _listed(value: Any) -> list:
+    """A host's list field as a list: anything else (a host's value is data) as none."""
+    return value if isinstance(value, list) else []
+
+
+def _seconds(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def _text_key(value: Any) -> tuple[int, str]:
     """Stored times sort as text (archon writes 'YYYY-MM-DD HH:MM:SS'); a missing one sorts last."""
     if value is None:
@@ -161,7 +170,7 @@ def _env_cells(r: dict[str, Any], now) -> list[Any]:
     if r.get("operation_claim_id"):
         claim = f"{one_line(r.get('operation_kind'))} by {one_line(r.get('claim_holder') or '?')}"
         claim += " (stale)" if r.get("stale") else ""
-    age = r.get("claim_age_seconds")
+    age = _seconds(r.get("claim_age_seconds"))
     return [r.get("id"), r.get("project_id"), r.get("lifecycle_state"), claim,
             "-" if age is None else f"{duration(age)} ago", r.get("active_lease_count"),
             "yes" if r.get("admits_leases") else "no", relative(r.get("idle_stop_at"), now)]
@@ -223,7 +232,7 @@ def doctor_rows(outcomes: Sequence) -> list[dict[str, Any]]:
             rows.append({"host": o.host, "severity": "unknown", "id": f"host.{o.state}",
                          "title": o.sentence or "no answer", "exit": EXIT_PARTIAL})
             continue
-        findings = [f for f in report.get("findings", ()) if isinstance(f, dict)]
+        findings = [f for f in _listed(report.get("findings")) if isinstance(f, dict)]
         if not findings:
             title = "no findings" if report.get("usable", True) else (report.get("reason") or report.get("error"))
             rows.append({"host": o.host, "severity": "none" if host_exit(o) == EXIT_OK else "error",
@@ -252,7 +261,7 @@ def upgrade_rows(outcomes: Sequence) -> list[dict[str, Any]]:
                          "needs_upgrade": None, "state": o.state,
                          "note": remote_error(o) or o.sentence or "no plan"})
             continue
-        pending = [p for p in plan.get("pending") or () if isinstance(p, dict)]
+        pending = [p for p in _listed(plan.get("pending")) if isinstance(p, dict)]
         safety = sorted({str(p.get("safety")) for p in pending})
         rows.append({"host": o.host, "release": plan.get("detected_release"), "target": plan.get("target"),
                      "pending": len(pending), "safety": safety, "needs_upgrade": bool(pending),

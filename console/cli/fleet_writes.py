@@ -140,7 +140,7 @@ def _rows(runner, method, params, field, outcome, ids) -> list[tuple[dict[str, A
         items = data if isinstance(data, list) else [data] if isinstance(data, dict) and "id" in data else None
         if items is not None:
             return [({"host": host, **{k: v for k, v in item.items() if k != "host"}},
-                     EXIT_OK if item.get("ok") else max(host_exit(outcome), EXIT_REFUSED))
+                     EXIT_OK if item.get("ok") is True else max(host_exit(outcome), EXIT_REFUSED))
                     for item in items if isinstance(item, dict)]
         why = remote_error(outcome) or "the host's answer was not a result"
         return [(_row(host, i, why), max(host_exit(outcome), EXIT_REFUSED)) for i in ids]
