@@ -108,3 +108,44 @@ def test_expire_runs_on_every_host_and_a_host_down_makes_it_partial():
     runner = FakeRunner(["eu1", "us1"], answer)
     assert run_by_id(runner, "approvals.expire", {}) == 4
     assert [(h["host"], h["exit"]) for h in runner.emitted[0]["hosts"]] == [("eu1", 0), ("us1", 4)]
+
+
+def test_any_answer_of_any_host_ends_in_rows_and_an_exit_code_never_a_crash():
+    """Generated: whatever each host answers to the lookup, the write and the read-back (any state,
+    any JSON), a write by id ends in per-id rows and 0-4, or one refusal (ConsoleError)."""
+    import json
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from console.errors import ConsoleError
+
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=20))
+    values = st.recursive(scalars, lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(["id", "ok", "status", "message", "error", "x"]),
+                                                     inner, max_size=4)), max_leaves=8)
+    outcomes = st.builds(lambda state, exit, data, sentence: (state, exit, data, sentence),
+                         st.sampled_from(["ok", "ok", "outcome_unknown", "timeout", "unreachable", "remote_error",
+                                          "stale"]),
+                         st.sampled_from([0, 1, 2, 3, None]), values, st.one_of(st.none(), st.text(max_size=20)))
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.dictionaries(st.tuples(st.sampled_from(["approvals.show", "approvals.approve", "envs.show",
+                                                      "envs.release"]), st.sampled_from(["eu1", "us1"])),
+                           outcomes), st.sampled_from([["a"], ["eu1:a", "us1:b"], ["a", "us1:a"]]), st.booleans())
+    def check(table, ids, envs):
+        def answer(method, params, host):
+            state, exit, data, sentence = table.get((method, host), ("ok", 0, [], None))
+            return Outcome(host, state, sentence, exit, data)
+
+        runner = FakeRunner(["eu1", "us1"], answer)
+        method, params = ("envs.release", {"id": ids[-1]}) if envs else ("approvals.approve", {"ids": ids})
+        try:
+            code = run_by_id(runner, method, params)
+        except ConsoleError as exc:
+            assert exc.exit_code in (1, 2)
+            return
+        assert code in (0, 1, 2, 3, 4)
+        json.dumps(runner.emitted)
+
+    check()
