@@ -152,12 +152,12 @@ class Runner:
 
         emit_json(value)
 
-    def say_hosts(self, outcomes) -> None:
+    def say_hosts(self, outcomes, verdicts: dict[int, str] | None = None) -> None:
         from console.cli.fleet_views import host_line
         from console.cli.output import say
 
         for outcome in outcomes:
-            text = host_line(outcome)
+            text = host_line(outcome, verdicts)
             if text:
                 say(text, err=True)
 
@@ -217,7 +217,7 @@ def _run_report(runner: Runner, method: str, params: dict[str, Any]) -> int:
         needing = [r["host"] for r in rows if r["needs_upgrade"]]
         say(f"{len(needing)} host(s) need an upgrade: {', '.join(needing)}; upgrade each on the host itself."
             if needing else "No host that answered needs an upgrade.")
-    runner.say_hosts(outcomes)
+    runner.say_hosts(outcomes, views.VERDICTS[method])
     return code
 
 

@@ -63,8 +63,16 @@ def host_entry(outcome) -> dict[str, Any]:
             "age_seconds": outcome.age_seconds, "exit": host_exit(outcome)}
 
 
-def host_line(outcome) -> str | None:
-    """One line for a host that is not simply in the view: down, stale, or its command failed."""
+# What a report command's exit code says when its host answered (the report itself is in the table).
+VERDICTS = {
+    "doctor": {1: "errors found (with --strict, warnings too)", 3: "the console cannot use this database"},
+    "upgrade.plan": {3: "the upgrade would be refused: the profile evidence contradicts it (see its plan)"},
+}
+
+
+def host_line(outcome, verdicts: dict[int, str] | None = None) -> str | None:
+    """One line for a host that is not simply in the view: down, stale, or its command failed
+    (`verdicts`: what a report's exit code means, where the report is the answer)."""
     if outcome.state == CACHED:
         age = duration(outcome.age_seconds) if outcome.age_seconds is not None else "unknown age"
         return line(f"{one_line(outcome.host, 60)}: STALE ({age} old): its rows are its last answer, from the cache",
@@ -73,8 +81,9 @@ def host_line(outcome) -> str | None:
         return line(f"{one_line(outcome.host, 60)}: {one_line(outcome.state, 30)}",
                     (outcome.sentence or "no answer", 300), sep=": ")
     if host_exit(outcome) != EXIT_OK:
+        said = remote_error(outcome) or (verdicts or {}).get(host_exit(outcome)) or outcome.sentence
         return line(f"{one_line(outcome.host, 60)}: exit {host_exit(outcome)}",
-                    (remote_error(outcome) or outcome.sentence or "the command failed on the host", 300), sep=": ")
+                    (said or "the command failed on the host", 300), sep=": ")
     return None
 
 

@@ -111,6 +111,8 @@ def test_doctor_is_host_by_finding_and_a_silent_host_is_never_clean():
     assert views.fleet_exit(views.host_exit(o) for o in outcomes) == 4
     assert views.fleet_exit(views.host_exit(o) for o in outcomes[:2]) == 1
     assert "eu3" in views.doctor_text(rows)
+    # a host whose doctor found errors says so, not "the command failed"
+    assert views.host_line(outcomes[0], views.VERDICTS["doctor"]) == "eu1: exit 1: errors found (with --strict, warnings too)"
 
 
 def test_upgrade_plan_one_row_per_host_flags_those_needing_one():
