@@ -74,6 +74,7 @@ METHODS: dict[str, Method] = {
     "envs.complete": _m("envs complete", "id", writes=True),
     "projects.list": _m("projects list"),
     "profiles.list": _m("profiles list", "project"),
+    "profiles.show": _m("profiles show", "project revision"),
     "profiles.activate": _m("profiles activate", "project revision reason", writes=True),
     "doctor": _m("doctor", "check full strict"),
     "audit": _m("audit", "since until project actor kind"),  # no --limit: narrow with since/until
