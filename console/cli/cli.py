@@ -265,14 +265,21 @@ def _main(argv: list[str]) -> int:
             return report_usage(exc, json=as_json)
         if args.version:
             return _version(bool(args.json))
-        if fleet_requested(args) and getattr(args, "handler", None) is not None:  # runs on the hosts
+        fleet = fleet_requested(args)
+        if fleet and getattr(args, "handler", None) is not None:  # runs on the hosts
             from console.cli.fleet import run_fleet
 
             return run_fleet(args, parser)
         ctx = make_context(args)
         handler = getattr(args, "handler", None)
+        if handler is None and fleet:
+            from console.cli.fleet import refuse_local_options
+            from console.tui.tui import run_fleet_tui  # the only paths that import textual
+
+            refuse_local_options(args)
+            return run_fleet_tui(ctx)
         if handler is None:
-            from console.tui.tui import run_tui  # the only path that imports textual
+            from console.tui.tui import run_tui
 
             return run_tui(ctx)
         return int(handler(ctx) or 0)

@@ -76,6 +76,13 @@ def method_for(args: argparse.Namespace) -> str:
                          "host itself.")
     if path not in FORMS and path != WATCH:
         raise UsageError(f"`{words}` has no fleet form (--host, --group, --fleet); run it on the host itself.")
+    refuse_local_options(args)
+    return "approvals.watch" if path == WATCH else FORMS[path]
+
+
+def refuse_local_options(args: argparse.Namespace) -> None:
+    """The global options that act on this machine only are refused over hosts, with why: for a
+    command and for the fleet console (`archon-console --fleet` with no command) alike."""
     if args.db is not None:
         raise UsageError("--db names a file on this machine and is not sent to hosts; each host uses the db "
                          "of its hosts.toml entry, else its own default.")
@@ -84,7 +91,6 @@ def method_for(args: argparse.Namespace) -> str:
                          "certificate or login); leave --as out.")
     if float(args.busy_timeout) != 5.0:
         raise UsageError("--busy-timeout is not sent to hosts; each host waits its own default.")
-    return "approvals.watch" if path == WATCH else FORMS[path]
 
 
 def params_for(args: argparse.Namespace, parser: argparse.ArgumentParser, method: str) -> dict[str, Any]:
@@ -221,4 +227,4 @@ def _run_report(runner: Runner, method: str, params: dict[str, Any]) -> int:
     return code
 
 
-__all__ = ["FORMS", "command_path", "method_for", "params_for", "run_fleet"]
+__all__ = ["FORMS", "command_path", "method_for", "params_for", "refuse_local_options", "run_fleet"]

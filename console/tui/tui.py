@@ -13,10 +13,7 @@ from console.models.support import SupportInfo
 
 def run_tui(ctx: Any, support: SupportInfo | None = None, *, start: str | None = None) -> int:
     """Open the console on `ctx.db_path`; returns the exit code. `support` shows a SUPPORT badge
-    (the console is looking at a snapshot of someone else's database). With `--host`, `--group` or
-    `--fleet` it opens the fleet console instead, and no local database is opened."""
-    if fleet_requested(getattr(ctx, "args", None)):
-        return run_fleet(ctx)
+    (the console is looking at a snapshot of someone else's database)."""
     from console.tui.app import ArchonConsole
     from console.services import navigation
     from console.tui.session import Session
@@ -30,15 +27,9 @@ def run_tui(ctx: Any, support: SupportInfo | None = None, *, start: str | None =
     return _run(ArchonConsole(ctx, support, session=session, start=start), session)
 
 
-FLEET_DESTS = ("fleet_hosts", "fleet_groups", "fleet_all")  # console/cli/parser.py's fleet options
-
-
-def fleet_requested(args: Any) -> bool:
-    return any(getattr(args, dest, None) for dest in FLEET_DESTS)
-
-
-def run_fleet(ctx: Any) -> int:
-    """The fleet console over the hosts chosen by `--host/--group/--fleet`."""
+def run_fleet_tui(ctx: Any) -> int:
+    """The fleet console over the hosts chosen by `--host/--group/--fleet` (console/cli/parser.py);
+    no local database is opened."""
     return _run(fleet_app(ctx.args, read_only=bool(ctx.read_only)), None)
 
 
@@ -82,4 +73,4 @@ def _run(app: Any, session: Any) -> int:
     return int(result or 0) if isinstance(result, int) else (app.return_code or 0)
 
 
-__all__ = ["fleet_app", "fleet_requested", "run_fleet", "run_tui"]
+__all__ = ["fleet_app", "run_fleet_tui", "run_tui"]

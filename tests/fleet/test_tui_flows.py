@@ -190,3 +190,54 @@ async def test_four_eyes_is_the_hosts_refusal_shown_as_its_sentence(fleet, make_
         await wait_until(pilot, lambda: any("four-eyes" in n.message and n.severity == "error"
                                             for n in notifications(app)), what="the host's refusal")
         assert status_of(own, "apr-mine") == "pending"
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--host", "eu2"], "No host named 'eu2'"),
+    (["--fleet", "--db", "/srv/archon.db"], "--db names a file on this machine"),
+    (["--host", "eu1", "--as", "mallory"], "--as is not sent to hosts"),
+], ids=["unknown-host", "db", "as"])
+def test_bad_fleet_options_are_usage_errors_before_the_terminal_is_taken(write_hosts, argv, says):
+    import os
+    import subprocess
+    import sys
+
+    loaded = write_hosts({"eu1": {"ssh": "eu1"}})
+    env = dict(os.environ, ARCHON_CONSOLE_HOSTS=str(loaded.path))
+    done = subprocess.run([sys.executable, "-m", "console", *argv], capture_output=True, text=True,
+                          env=env, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr and "Traceback" not in done.stderr
+
+
+def test_archon_console_fleet_opens_on_a_terminal_and_quits(write_hosts, make_db):
+    """The real command on a pseudo-terminal: `archon-console --fleet` paints the merged queue with
+    one host down, and q ends it (exit 0), its sessions closed."""
+    import os
+    import sys
+    import time
+
+    from bench.pty_term import Terminal
+
+    eu1 = host_db(make_db, "eu1", "apr-00000001", "apr-00000002")
+    loaded = write_hosts({"eu1": {"ssh": "eu1", "db": str(eu1), "remote": "archon-console"},
+                          "gone": {"ssh": "gone", "remote": "archon-console-not-installed"}})
+    env = dict(os.environ, ARCHON_CONSOLE_HOSTS=str(loaded.path), ARCHON_CONSOLE_KEYMAP="/nonexistent",
+               ARCHON_CONSOLE_CONFIG="/nonexistent")
+    term = Terminal([sys.executable, "-m", "console", "--fleet"], env, 100, 30)
+    status = None
+    try:
+        term.wait_new_ids(0, 2, timeout=60)
+        term.press(b"q")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and status is None:
+            try:
+                term.settle(quiet=0.05, limit=0.2)
+            except RuntimeError:  # the program ended: its terminal closed
+                pass
+            pid, code = os.waitpid(term.pid, os.WNOHANG)
+            status = code if pid else None
+        assert status is not None and os.waitstatus_to_exitcode(status) == 0
+    finally:
+        if status is None:
+            term.close()
