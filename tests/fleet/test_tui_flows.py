@@ -241,3 +241,29 @@ def test_archon_console_fleet_opens_on_a_terminal_and_quits(write_hosts, make_db
     finally:
         if status is None:
             term.close()
+
+
+async def test_a_write_whose_answer_was_lost_is_read_again_on_reconnect(fleet, make_db, tmp_path):
+    """The approval lands on the host but the connection drops before its answer: the console says
+    `outcome unknown`, reconnects, and reads the request again by id; nothing is sent twice."""
+    import shlex
+    import sys
+    from pathlib import Path
+
+    eu1 = host_db(make_db, "eu1", "apr-e1")
+    relay = Path(__file__).with_name("drop_relay.py")
+    remote = " ".join(shlex.quote(w) for w in (sys.executable, str(relay), str(tmp_path / "dropped")))
+    app = fleet({"eu1": {"db": eu1, "remote": remote}})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: rows(app) == [("eu1", "apr-e1", False)], what="the row")
+        await send_keys(pilot, "a")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "ReasonModal", what="the approve dialog")
+        await send_keys(pilot, "ctrl+s")
+        await wait_until(pilot, lambda: any("outcome unknown" in n.message for n in notifications(app)),
+                         what="outcome unknown")
+        await wait_until(pilot, lambda: any("apr-e1 on eu1 is approved (read again" in n.message
+                                            for n in notifications(app)), what="the re-read")
+        await wait_until(pilot, lambda: rows(app) == [], what="the row gone from the queue")
+    assert status_of(eu1, "apr-e1") == "approved"
+    decided = [e for e in events(eu1, "apr-e1") if e["to_status"] == "approved"]
+    assert len(decided) == 1  # decided once: the lost answer was not retried blindly
