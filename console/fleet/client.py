@@ -80,6 +80,8 @@ def check_hello(host: Host, hello: Any, *, use_cache: bool) -> HostOutcome | Non
             f"{name} speaks fleet protocol {one_line(protocol, 20)}, this console {PROTOCOL_VERSION}: upgrade the "
             "older of the two (pipx upgrade archon-console)."), hello=hello)
     instance = hello.get("instance_id")
+    if instance is None and (said := failure_sentence(hello.get("database"))):
+        return HostOutcome(name, "remote_error", one_line(f"{name} cannot use its database: {said}"), hello=hello)
     if not isinstance(instance, str) or not 0 < len(instance) <= 128 or not is_clean(instance, allow_newlines=False):
         return HostOutcome(name, "remote_error", one_line(f"{name} answered hello without a usable instance id."),
                            hello=hello)
@@ -107,8 +109,17 @@ def _answer(host: Host, value: Any, hello: dict[str, Any]) -> HostOutcome:
     if not isinstance(value, dict) or type(value.get("exit")) is not int:
         return HostOutcome(host.name, "remote_error", one_line(f"{host.name} sent an answer the console does not "
                                                                "understand."), hello=hello)
-    said = next((value[k] for k in ("error", "message") if isinstance(value.get(k), str)), None)
-    return HostOutcome(host.name, "ok", one_line(said, 400) if said else None, value["exit"], value.get("output"), hello)
+    return HostOutcome(host.name, "ok", failure_sentence(value.get("output")) if value["exit"] else None,
+                       value["exit"], value.get("output"), hello)
+
+
+def failure_sentence(output: Any) -> str | None:
+    """The sentence of a command that failed on the host: its `--json` error object's `error` and
+    `hint` (console/cli/output.py `error_json`), cleaned onto one line."""
+    if not isinstance(output, dict) or not isinstance(output.get("error"), str):
+        return None
+    hint = output.get("hint")
+    return one_line(output["error"] + (f" {hint}" if isinstance(hint, str) and hint else ""), 400)
 
 
 def _lost(host: Host, lost: SessionLost, returncode: int | None, stderr: str,
@@ -402,5 +413,5 @@ class FleetSessions:
         await asyncio.gather(*(session.close() for session in sessions), return_exceptions=True)
         await asyncio.to_thread(close_masters, self.fleet, list(self.hosts.values()))
 
-__all__ = ["FleetSessions", "HostOutcome", "MAX_BACKOFF", "STALE_FROM", "cacheable", "call_hosts", "call_one", "check_hello", "fan_out", "flag_shared_instances",
+__all__ = ["FleetSessions", "HostOutcome", "MAX_BACKOFF", "STALE_FROM", "cacheable", "call_hosts", "call_one", "check_hello", "failure_sentence", "fan_out", "flag_shared_instances",
            "hello_params", "is_write"]

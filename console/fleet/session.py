@@ -122,6 +122,12 @@ class Session:
     def _dispatch(self, message: dict[str, Any]) -> None:
         if "id" in message and ("result" in message or "error" in message):
             id_ = message["id"]
+            if id_ is None and "error" in message:  # a request the server could not read: every one waiting
+                for future in self._pending.values():
+                    if not future.done():
+                        future.set_exception(_remote_error(message["error"]))
+                self._pending.clear()
+                return
             future = self._pending.pop(id_, None) if type(id_) is int else None
             if future is None or future.done():
                 return

@@ -14,7 +14,7 @@ from console.fleet.client import call_hosts
 from console.fleet.transport import STATES
 from console.text import is_clean
 
-from .conftest import peer
+from .client_fixtures import peer, private_env, write_hosts  # noqa: F401 - fixtures
 
 
 def _one_line_clean(outcome):

@@ -11,7 +11,7 @@ import pytest
 
 from console.fleet.client import FleetSessions, call_hosts
 
-from .conftest import peer
+from .client_fixtures import peer, private_env, write_hosts  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.slow  # every test here starts processes and waits on reconnections
 

@@ -1,5 +1,7 @@
-"""Fleet client fixtures: private directories short enough for ssh's control sockets, and hosts
-files whose hosts are scripted peers (tests/fleet/peer.py) behind the fake ssh (tests/fleet/fake_ssh.py)."""
+"""The fleet client tests' fixtures, imported by each test module that uses them (the server's
+tests keep tests/fleet/conftest.py): private directories short enough for ssh's control sockets,
+and hosts files whose hosts are scripted peers (tests/fleet/peer.py) behind the fake ssh
+(tests/fleet/fake_ssh.py)."""
 
 from __future__ import annotations
 
