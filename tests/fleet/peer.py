@@ -6,7 +6,8 @@ nothing of the console behind it, so each test says exactly how the host behaves
 `--require FILE` fails as an unreachable host would (exit 255) until FILE exists;
 `approvals.watch` sends three `approvals.changed` notifications before its answer. Every method answers `{"exit": 0, "output": {"method": ..., "params": ..., "pid": ...}}`. Modes:
 `die-on-write` exits without an answer when a write method arrives (after reading it whole),
-`hang` answers hello and then nothing, `mute` answers nothing at all, `linger` answers and then outlives its stdin, `huge` answers every method
+`hang` answers hello and then nothing, `mute` answers nothing at all, `linger` answers and then outlives its stdin, `noisy` writes 1 MB to stderr first,
+`skew-error` answers hello with the server's version_skew error, `huge` answers every method
 with one line over the response cap, `garbage` answers with a line that is not JSON. With
 `--markers DIR` the peer creates DIR/PID while it runs (and DIR/PID.started for good) and, with
 `--together N --total T`, waits (at most 10 s) before answering hello until N peers run at once or
@@ -59,11 +60,20 @@ def live():
     return len([p for p in Path(opts.markers).iterdir() if p.name.isdigit()])
 
 
+if opts.mode == "noisy":  # a chatty host: far more on stderr than the client keeps
+    for _ in range(256):
+        sys.stderr.write("x" * 4095 + "\n")
+    sys.stderr.flush()
+
 try:
     for line in sys.stdin:
         message = json.loads(line)
         method, id_ = message["method"], message.get("id")
         if opts.mode == "mute":
+            continue
+        if method == "hello" and opts.mode == "skew-error":
+            send({"jsonrpc": "2.0", "id": id_, "error": {"code": -32005, "message": "version skew: protocol 9",
+                                                         "data": {"kind": "version_skew"}}})
             continue
         if method == "hello":
             if marker and opts.together:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 import time
@@ -141,6 +142,7 @@ def test_an_ssh_that_cannot_be_started_is_one_sentence(write_hosts, tmp_path):
     assert outcome.state == "unreachable" and "[ssh] command" in outcome.sentence
 
 
+@pytest.mark.slow
 def test_a_host_answering_for_another_database_is_wrong_instance(write_hosts):
     fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--instance", "first")}})
     assert call_hosts(fleet, list(fleet.hosts.values()), "doctor", {})[0].state == "ok"
@@ -152,6 +154,7 @@ def test_a_host_answering_for_another_database_is_wrong_instance(write_hosts):
     assert call_hosts(moved, list(moved.hosts.values()), "doctor", {})[0].state == "ok"
 
 
+@pytest.mark.slow
 def test_two_hosts_answering_for_one_database_are_flagged(write_hosts):
     fleet = write_hosts({"a": {"ssh": "a", "remote": peer("--instance", "same")},
                          "b": {"ssh": "b", "remote": peer("--instance", "same")},
@@ -219,3 +222,36 @@ def test_a_cache_directory_others_can_use_is_not_used(write_hosts):
     finally:
         directory.chmod(0o700)
     assert fleet_cache.lookup(host, "projects.list", {}) is not None
+
+
+def test_a_server_refusing_the_protocol_is_version_skew(write_hosts):
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--mode", "skew-error")}})
+    [outcome] = call_hosts(fleet, list(fleet.hosts.values()), "doctor", {}, cache=False)
+    assert outcome.state == "version_skew" and "protocol 9" in outcome.sentence
+
+
+async def test_stderr_is_drained_while_the_session_runs_and_only_its_tail_is_kept(write_hosts):
+    from console.fleet.session import STDERR_KEEP, Session
+
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--mode", "noisy")}})
+    session = Session(fleet, fleet.hosts["eu1"], sockets=None)
+    await session.start()
+    try:
+        hello = await asyncio.wait_for(session.request("hello", {"protocol": 1}), 60)
+        assert hello["protocol"] == 1  # a megabyte on stderr did not stall the answer on stdout
+        await asyncio.wait_for(session.request("doctor", {}), 60)
+    finally:
+        await session.close()
+    assert 0 < len(session.stderr) <= STDERR_KEEP
+
+
+def test_a_cache_file_over_the_cap_is_not_read(write_hosts, monkeypatch):
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer()}})
+    host = fleet.hosts["eu1"]
+    fleet_cache.store(host, "projects.list", {}, ["x" * 500], None, 0)
+    assert fleet_cache.lookup(host, "projects.list", {}) is not None
+    with monkeypatch.context() as patch:
+        patch.setattr(fleet_cache, "MAX_FILE_BYTES", 100)
+        assert fleet_cache.lookup(host, "projects.list", {}) is None
+        fleet_cache.store(host, "projects.list", {}, ["y" * 500], None, 0)  # too large to keep: the old one stays
+    assert fleet_cache.lookup(host, "projects.list", {})[0] == ["x" * 500]
