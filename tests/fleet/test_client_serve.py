@@ -8,8 +8,6 @@ import pytest
 from console.fleet.client import call_hosts
 from tests.approvals_helpers import live_request, seed, status_of
 
-from .client_fixtures import private_env, write_hosts  # noqa: F401 - fixtures
-
 pytest.importorskip("console.cli.server", reason="the server (archon-console serve) is not in this checkout")
 pytestmark = pytest.mark.slow  # every test starts console processes
 

@@ -11,7 +11,7 @@ import pytest
 
 from console.fleet.client import FleetSessions, call_hosts
 
-from .client_fixtures import peer, private_env, write_hosts  # noqa: F401 - fixtures
+from .conftest import peer
 
 pytestmark = pytest.mark.slow  # every test here starts processes and waits on reconnections
 

@@ -21,8 +21,6 @@ from console.fleet.private import PrivateDirUnusable, private_dir
 from console.fleet.transport import STATES, classify, close_masters, control_dir, exit_argv, ssh_argv
 from console.text import is_clean
 
-from .client_fixtures import private_env, write_hosts  # noqa: F401 - fixtures
-
 WEAKENING = ("StrictHostKeyChecking", "UserKnownHostsFile", "GlobalKnownHostsFile", "CheckHostIP",
              "VerifyHostKeyDNS", "UpdateHostKeys", "KnownHostsCommand", "HostKeyAlias", "NoHostAuthenticationForLocalhost")
 FINGERPRINT = "SHA256:" + "A" * 22 + "b+/" + "9" * 18

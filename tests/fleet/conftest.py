@@ -1,7 +1,6 @@
-"""The fleet client tests' fixtures, imported by each test module that uses them (the server's
-tests keep tests/fleet/conftest.py): private directories short enough for ssh's control sockets,
-and hosts files whose hosts are scripted peers (tests/fleet/peer.py) behind the fake ssh
-(tests/fleet/fake_ssh.py)."""
+"""Fleet fixtures: `serve --stdio` processes killed after each test; private directories short
+enough for ssh's control sockets; hosts files whose hosts are scripted peers (tests/fleet/peer.py)
+behind the fake ssh (tests/fleet/fake_ssh.py)."""
 
 from __future__ import annotations
 
@@ -59,3 +58,21 @@ def write_hosts(tmp_path, private_env):
         return load_fleet(path)
 
     return write
+
+
+@pytest.fixture
+def servers(tmp_path):
+    """start(*args, db=None, env=None, policy=None) -> tests/fleet/serve_helpers.py `Server`."""
+    from tests.fleet.serve_helpers import Server
+
+    started: list = []
+
+    def start(*args, **kwargs):
+        kwargs.setdefault("tmp", tmp_path)
+        server = Server(*args, **kwargs)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.kill()
