@@ -24,8 +24,8 @@ from typing import Any, Callable, Sequence
 from console import __version__
 from console.fleet import cache as fleet_cache
 from console.fleet.hosts import Fleet, Host
-from console.fleet.protocol import METHOD_NOT_FOUND, METHODS, PROTOCOL_VERSION, MessageTooLarge
-from console.fleet.session import Notify, RemoteError, Session, SessionLost
+from console.fleet.protocol import METHOD_NOT_FOUND, METHODS, PROTOCOL_VERSION
+from console.fleet.session import NotSent, Notify, RemoteError, Session, SessionLost
 from console.fleet.transport import classify, close_masters, control_dir
 from console.text import is_clean, one_line
 
@@ -166,9 +166,9 @@ async def _attempt(fleet: Fleet, host: Host, method: str, params: dict[str, Any]
         # after a violation nothing more is read: the caller kills the process
         returncode, stderr = await session.finish() if not exc.violation else (None, "")
         return _lost(host, exc, returncode, stderr, progress.write_sent and exc.sent)
-    except MessageTooLarge as exc:
+    except NotSent as exc:
         progress.write_sent = False
-        return HostOutcome(host.name, "remote_error", one_line(f"Not sent to {host.name}: {exc}."))
+        return HostOutcome(host.name, "remote_error", one_line(f"Nothing was sent to {host.name}: {exc}."))
 
 
 async def _stale(host: Host, method: str, params: dict[str, Any], outcome: HostOutcome) -> HostOutcome:
@@ -274,6 +274,7 @@ class FleetSessions:
         self._locks = {name: asyncio.Lock() for name in self.hosts}
         self._down = {name: asyncio.Event() for name in self.hosts}
         self._keepers: list[asyncio.Task[None]] = []
+        self._noting: set[asyncio.Task[None]] = set()
         self._closing = asyncio.Event()
 
     def _note(self, outcome: HostOutcome) -> HostOutcome:
@@ -288,7 +289,9 @@ class FleetSessions:
 
     def _session_ended(self, name: str, session: Session) -> None:
         if self._sessions.get(name) is session and not self._closing.is_set():
-            asyncio.ensure_future(self._note_lost(name, session))
+            task = asyncio.ensure_future(self._note_lost(name, session))
+            self._noting.add(task)  # held: the loop keeps only a weak reference to a task
+            task.add_done_callback(self._noting.discard)
 
     async def _note_lost(self, name: str, session: Session) -> None:
         returncode, stderr = await session.finish()
@@ -299,7 +302,9 @@ class FleetSessions:
 
     async def _open(self, host: Host) -> HostOutcome:
         """Connect `host` unless it is connected (one attempt at a time per host)."""
-        assert self._gate is not None
+        if self._gate is None:
+            self._gate = asyncio.Semaphore(self._parallel)
+            self._sockets = await asyncio.to_thread(control_dir)
         async with self._locks[host.name]:
             current = self._sessions.get(host.name)
             if current is not None and current.alive:
@@ -343,8 +348,9 @@ class FleetSessions:
     async def connect(self) -> list[HostOutcome]:
         """Connect every host at once (at most `parallel` at a time); each host's outcome, in order.
         Hosts that are down keep being retried in the background until `close`."""
-        self._gate = asyncio.Semaphore(self._parallel)
-        self._sockets = await asyncio.to_thread(control_dir)
+        if self._gate is None:
+            self._gate = asyncio.Semaphore(self._parallel)
+            self._sockets = await asyncio.to_thread(control_dir)
         outcomes = await asyncio.gather(*(self._open(host) for host in self.hosts.values()))
         self._keepers = [asyncio.ensure_future(self._keep(host)) for host in self.hosts.values()]
         return list(outcomes)
@@ -358,8 +364,11 @@ class FleetSessions:
                 return
             except asyncio.TimeoutError:
                 pass
-            outcome = await self._open(host)
-            backoff = 1.0 if outcome.state == "ok" else min(backoff * 2, MAX_BACKOFF)
+            try:
+                outcome = await self._open(host)
+            except Exception:  # noqa: BLE001 - a keeper that died would leave the host down for good
+                outcome = None
+            backoff = 1.0 if outcome is not None and outcome.state == "ok" else min(backoff * 2, MAX_BACKOFF)
 
     async def call(self, name: str, method: str, params: dict[str, Any] | None = None, *,
                    deadline: float | None = None) -> HostOutcome:
@@ -394,8 +403,8 @@ class FleetSessions:
                 "read it again before repeating it."))
         except RemoteError as exc:
             return _remote_outcome(host, exc, False)
-        except MessageTooLarge as exc:
-            return HostOutcome(host.name, "remote_error", one_line(f"Not sent to {host.name}: {exc}."))
+        except NotSent as exc:
+            return HostOutcome(host.name, "remote_error", one_line(f"Nothing was sent to {host.name}: {exc}."))
         except SessionLost as exc:
             self._sessions.pop(host.name, None)
             returncode, stderr = await session.finish() if not exc.violation else (None, "")
@@ -408,7 +417,7 @@ class FleetSessions:
         self._closing.set()
         for task in self._keepers:
             task.cancel()
-        await asyncio.gather(*self._keepers, return_exceptions=True)
+        await asyncio.gather(*self._keepers, *self._noting, return_exceptions=True)
         sessions, self._sessions = list(self._sessions.values()), {}
         await asyncio.gather(*(session.close() for session in sessions), return_exceptions=True)
         await asyncio.to_thread(close_masters, self.fleet, list(self.hosts.values()))

@@ -36,6 +36,11 @@ class SessionLost(Exception):
         self.violation = violation
 
 
+class NotSent(ValueError):
+    """A request that cannot go on the wire (over the request cap, or parameters that are not
+    JSON): nothing was sent, so nothing happened on the host."""
+
+
 class RemoteError(Exception):
     """A JSON-RPC error from the host: `kind` from console/fleet/protocol.py ERROR_KINDS (or the
     server's own `data.kind`), `message` cleaned onto one line."""
@@ -143,12 +148,15 @@ class Session:
 
     async def request(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """The result of one call; `RemoteError` for a JSON-RPC error, `SessionLost` when the
-        connection ends first, `MessageTooLarge` for a request over the cap (nothing is sent)."""
+        connection ends first, `NotSent` for a request over the cap or not JSON (nothing is sent)."""
         if not self.alive:
             raise SessionLost(False, self.violation)
         assert self.process is not None and self.process.stdin is not None
         id_ = next(self._ids)
-        data = encode(request(id_, method, params), cap=MAX_REQUEST_BYTES)
+        try:
+            data = encode(request(id_, method, params), cap=MAX_REQUEST_BYTES)
+        except (TypeError, ValueError) as exc:  # MessageTooLarge is a ValueError
+            raise NotSent(str(exc)) from None
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[id_] = future
         try:
@@ -196,4 +204,4 @@ class Session:
                 process.stdin.close()
 
 
-__all__ = ["GRACE", "RemoteError", "STDERR_KEEP", "Session", "SessionLost"]
+__all__ = ["GRACE", "NotSent", "RemoteError", "STDERR_KEEP", "Session", "SessionLost"]

@@ -15,7 +15,7 @@ from console.fleet.client import call_hosts
 from console.fleet.transport import STATES
 from console.text import is_clean
 
-from .client_fixtures import peer, private_env, write_hosts  # noqa: F401 - fixtures
+from .conftest import peer
 
 
 def _one_line_clean(outcome):
@@ -255,3 +255,11 @@ def test_a_cache_file_over_the_cap_is_not_read(write_hosts, monkeypatch):
         assert fleet_cache.lookup(host, "projects.list", {}) is None
         fleet_cache.store(host, "projects.list", {}, ["y" * 500], None, 0)  # too large to keep: the old one stays
     assert fleet_cache.lookup(host, "projects.list", {})[0] == ["x" * 500]
+
+
+@pytest.mark.parametrize("params", [{"ids": [1], "reason": "x" * 300_000}, {"ids": {1, 2}}, {"reason": float("nan")}])
+def test_a_request_that_cannot_be_sent_is_said_and_not_unknown(write_hosts, params):
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer()}})
+    [outcome] = call_hosts(fleet, list(fleet.hosts.values()), "approvals.approve", params)
+    assert outcome.state == "remote_error" and outcome.sentence.startswith("Nothing was sent to eu1"), outcome
+    _one_line_clean(outcome)
