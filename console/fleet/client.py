@@ -344,6 +344,9 @@ class FleetSessions:
         except SessionLost as exc:
             returncode, stderr = await session.finish() if not exc.violation else (None, "")
             return _lost(host, exc, returncode, stderr, False)
+        except asyncio.CancelledError:  # closed while connecting (the TUI quit): its ssh is ended, not left running
+            await asyncio.shield(session.close(kill=True))
+            raise
 
     async def connect(self) -> list[HostOutcome]:
         """Connect every host at once (at most `parallel` at a time); each host's outcome, in order.

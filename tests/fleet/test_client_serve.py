@@ -8,7 +8,6 @@ import pytest
 from console.fleet.client import call_hosts
 from tests.approvals_helpers import live_request, seed, status_of
 
-pytest.importorskip("console.cli.server", reason="the server (archon-console serve) is not in this checkout")
 pytestmark = pytest.mark.slow  # every test starts console processes
 
 
