@@ -24,6 +24,10 @@ from console.text import is_clean
 
 HOSTS_ENV = "ARCHON_CONSOLE_HOSTS"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+# What an alias may hold: host names, user@host, IPv6 (with a %zone), ssh:// URIs. ssh expands the
+# destination into `ProxyCommand ... %h`, which a shell runs, and only newer OpenSSH releases refuse
+# shell metacharacters there; a hosts file shared by a team is not trusted to be free of them.
+ALIAS = re.compile(r"[A-Za-z0-9_.@:%+/\[\]-]+")
 DEFAULT_REMOTE = "archon-console"
 MAX_ALIAS = 255  # ssh's own limit on a host name (NI_MAXHOST is larger; no real alias comes near)
 HOST_KEYS = {"ssh", "db", "remote", "read_only", "groups"}
@@ -95,6 +99,9 @@ def _alias(value: object, where: str) -> str:
         raise _Bad(f"{where} {_show(alias)} starts with '-', which ssh would read as an option")
     if any(ch.isspace() for ch in alias):
         raise _Bad(f"{where} {_show(alias)} holds a space")
+    if not ALIAS.fullmatch(alias):
+        raise _Bad(f"{where} {_show(alias)} holds a character a proxy command could read as shell syntax (an alias "
+                   "is letters, digits and . _ - @ : % + / [ ])")
     if len(alias) > MAX_ALIAS:
         raise _Bad(f"{where} is longer than {MAX_ALIAS} characters")
     return alias
@@ -217,4 +224,4 @@ def select(fleet: Fleet, names: Iterable[str] = (), groups: Iterable[str] = (), 
     return [host for name, host in fleet.hosts.items() if name in chosen]
 
 
-__all__ = ["DEFAULT_REMOTE", "Fleet", "HOSTS_ENV", "Host", "NAME", "hosts_path", "load_fleet", "parse_fleet", "select"]
+__all__ = ["ALIAS", "DEFAULT_REMOTE", "Fleet", "HOSTS_ENV", "Host", "NAME", "hosts_path", "load_fleet", "parse_fleet", "select"]

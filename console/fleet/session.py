@@ -107,6 +107,9 @@ class Session:
                 except ValueError:
                     self.violation = "sent a line that is not JSON"
                     return
+                except RecursionError:
+                    self.violation = "sent a message nested too deeply"
+                    return
                 if not isinstance(message, dict):
                     self.violation = "sent a message that is not a JSON object"
                     return

@@ -6,7 +6,7 @@ nothing of the console behind it, so each test says exactly how the host behaves
 `--require FILE` fails as an unreachable host would (exit 255) until FILE exists;
 `approvals.watch` sends three `approvals.changed` notifications before its answer. Every method answers `{"exit": 0, "output": {"method": ..., "params": ..., "pid": ...}}`. Modes:
 `die-on-write` exits without an answer when a write method arrives (after reading it whole),
-`hang` answers hello and then nothing, `mute` answers nothing at all, `linger` answers and then outlives its stdin, `noisy` writes 1 MB to stderr first,
+`hang` answers hello and then nothing, `mute` answers nothing at all, `linger` answers and then outlives its stdin, `noisy` writes 1 MB to stderr first, `deep` answers with JSON nested 200,000 deep,
 `skew-error` answers hello with the server's version_skew error, `huge` answers every method
 with one line over the response cap, `garbage` answers with a line that is not JSON. With
 `--markers DIR` the peer creates DIR/PID while it runs (and DIR/PID.started for good) and, with
@@ -92,6 +92,10 @@ try:
             os._exit(0)
         if opts.mode == "huge":
             sys.stdout.write('{"x": "' + "a" * (MAX_RESPONSE_BYTES + 10) + '"}\n')
+            sys.stdout.flush()
+            continue
+        if opts.mode == "deep":
+            sys.stdout.write("[" * 200_000 + "]" * 200_000 + "\n")
             sys.stdout.flush()
             continue
         if opts.mode == "garbage":

@@ -109,7 +109,7 @@ def test_a_write_without_an_answer_by_the_deadline_is_outcome_unknown(write_host
     assert outcome.state == "outcome_unknown", outcome
 
 
-@pytest.mark.parametrize("mode, words", [("garbage", "not JSON"), ("huge", "cap")])
+@pytest.mark.parametrize("mode, words", [("garbage", "not JSON"), ("huge", "cap"), ("deep", "nested too deeply")])
 def test_a_peer_that_breaks_the_framing_is_a_remote_error(write_hosts, mode, words):
     fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--mode", mode)}})
     [outcome] = call_hosts(fleet, list(fleet.hosts.values()), "doctor", {}, cache=False)

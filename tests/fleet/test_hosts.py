@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from console.errors import UsageError
-from console.fleet.hosts import NAME, Fleet, hosts_path, load_fleet, parse_fleet, select
+from console.fleet.hosts import ALIAS, NAME, Fleet, hosts_path, load_fleet, parse_fleet, select
 from console.text import is_clean
 
 GOOD = """
@@ -80,6 +80,9 @@ BAD = {
     "a newline": ('[hosts.a]\nssh = "a\\nb"\n', "control"),
     "an escape": ('[hosts.a]\nssh = "a\\u001b[2J"\n', "control"),
     "a bidi override": ('[hosts.a]\nssh = "a\\u202eb"\n', "invisible"),
+    "shell syntax": ('[hosts.a]\nssh = "a;touch${IFS}x"\n', "shell syntax"),
+    "a subshell": ('[hosts.a]\nssh = "$(id)"\n', "shell syntax"),
+    "a backquote": ('[hosts.a]\nssh = "h`id`"\n', "shell syntax"),
     "no alias": ('[hosts.a]\ndb = "/x.db"\n', "no ssh"),
     "not a string": ("[hosts.a]\nssh = 3\n", "must be a string"),
     "relative db": ('[hosts.a]\nssh = "a"\ndb = "archon.db"\n', "absolute"),
@@ -125,7 +128,8 @@ def test_a_fifo_is_not_read(tmp_path):
 VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=30),
                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
                       max_leaves=6).filter(lambda v: v is not None)
-TEXTS = st.text(max_size=40) | st.sampled_from(["-x", "a b", "a\n", "\x1b[2J", "\u202e", "", " ", "ok", "-", "a'b"])
+TEXTS = st.text(max_size=40) | st.sampled_from(["-x", "a b", "a\n", "\x1b[2J", "\u202e", "", " ", "ok", "-", "a'b",
+                                                 "op@eu1.example", "fe80::1%eth0", "ssh://op@h:2222", "a;b", "$(id)"])
 
 
 @pytest.mark.slow
@@ -145,7 +149,7 @@ def test_any_hosts_file_loads_safely_or_is_one_sentence(name, table, command):
         return
     host = fleet.hosts[name]
     assert NAME.fullmatch(host.name) and all(NAME.fullmatch(g) for g in host.groups)
-    assert host.ssh and not host.ssh.startswith("-") and not any(c.isspace() for c in host.ssh)
+    assert host.ssh and not host.ssh.startswith("-") and ALIAS.fullmatch(host.ssh)
     assert is_clean(host.ssh, allow_newlines=False) and is_clean(host.remote, allow_newlines=False)
     assert host.remote_words and not host.remote_words[0].startswith("-")
     assert host.db is None or host.db.startswith("/")
