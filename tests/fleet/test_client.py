@@ -263,3 +263,23 @@ def test_a_request_that_cannot_be_sent_is_said_and_not_unknown(write_hosts, para
     [outcome] = call_hosts(fleet, list(fleet.hosts.values()), "approvals.approve", params)
     assert outcome.state == "remote_error" and outcome.sentence.startswith("Nothing was sent to eu1"), outcome
     _one_line_clean(outcome)
+
+
+def test_a_cache_file_is_created_exclusively(write_hosts, tmp_path, monkeypatch):
+    """A name planted where the temporary file goes (a symlink to a file of the victim's) makes the
+    write fail; nothing is written through it."""
+    import secrets
+
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer()}})
+    host = fleet.hosts["eu1"]
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    directory = fleet_cache.cache_dir()
+    monkeypatch.setattr(secrets, "token_hex", lambda n: "f" * (2 * n))
+    fleet_cache.store(host, "projects.list", {}, ["first"], None, 0)  # learn the real file's name
+    [real] = directory.glob("eu1+read+*.json")
+    planted = directory / f".{real.name}.{'f' * 16}.tmp"
+    planted.symlink_to(victim)
+    fleet_cache.store(host, "projects.list", {}, ["second"], None, 0)
+    assert victim.read_text() == "precious" and planted.is_symlink()
+    assert fleet_cache.lookup(host, "projects.list", {})[0] == ["first"]

@@ -89,6 +89,24 @@ async def test_a_host_that_comes_up_is_reconnected_in_the_background(write_hosts
         await fleet.close()
 
 
+async def test_close_ends_the_shared_connections(write_hosts, tmp_path, monkeypatch):
+    import json
+
+    from console.fleet.transport import control_dir
+
+    log = tmp_path / "ssh.log"
+    monkeypatch.setenv("FAKE_SSH_LOG", str(log))
+    fleet_file = write_hosts({"a": {"ssh": "alias-a", "remote": peer()}, "b": {"ssh": "alias-b", "remote": peer()}})
+    fleet = FleetSessions(fleet_file, list(fleet_file.hosts.values()))
+    await fleet.connect()
+    (control_dir() / "stray").write_text("")  # what a master leaves: the exits run only when there is one
+    await fleet.close()
+    runs = [json.loads(line) for line in log.read_text().splitlines()]
+    exits = sorted(run[-1] for run in runs if run[run.index("--") - 2:run.index("--")] == ["-O", "exit"])
+    assert exits == ["alias-a", "alias-b"]
+    assert all(run[run.index("--") + 1] in ("alias-a", "alias-b") for run in runs)
+
+
 async def test_a_write_whose_session_drops_is_outcome_unknown(write_hosts):
     fleet_file = write_hosts({"a": {"ssh": "a", "remote": peer("--mode", "die-on-write")}})
     fleet = FleetSessions(fleet_file, list(fleet_file.hosts.values()))
