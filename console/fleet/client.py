@@ -251,7 +251,6 @@ def call_hosts(fleet: Fleet, hosts: Sequence[Host], method: str, params: dict[st
     return asyncio.run(fan_out(fleet, hosts, method, params, parallel=parallel, deadline=deadline, cache=cache))
 
 
-
 class FleetSessions:
     """A session per host for the TUI and `approvals watch`: connected all at once, kept open,
     reconnected in the background with back-off (1 s doubling to `MAX_BACKOFF`, jittered) while
@@ -293,12 +292,18 @@ class FleetSessions:
             self._noting.add(task)  # held: the loop keeps only a weak reference to a task
             task.add_done_callback(self._noting.discard)
 
+    def _note_down(self, outcome: HostOutcome) -> None:
+        """Why a host's session ended, unless another session of it was made meanwhile (a state
+        noted after an `await` must not overwrite a newer one)."""
+        if outcome.host not in self._sessions:
+            self._note(outcome)
+
     async def _note_lost(self, name: str, session: Session) -> None:
         returncode, stderr = await session.finish()
         if self._sessions.get(name) is session:
             del self._sessions[name]
+            self._note_down(_lost(self.hosts[name], SessionLost(False, session.violation), returncode, stderr, False))
             await session.close(kill=True)
-            self._note(_lost(self.hosts[name], SessionLost(False, session.violation), returncode, stderr, False))
 
     async def _open(self, host: Host) -> HostOutcome:
         """Connect `host` unless it is connected (one attempt at a time per host)."""
@@ -355,7 +360,8 @@ class FleetSessions:
             self._gate = asyncio.Semaphore(self._parallel)
             self._sockets = await asyncio.to_thread(control_dir)
         outcomes = await asyncio.gather(*(self._open(host) for host in self.hosts.values()))
-        self._keepers = [asyncio.ensure_future(self._keep(host)) for host in self.hosts.values()]
+        if not self._keepers:
+            self._keepers = [asyncio.ensure_future(self._keep(host)) for host in self.hosts.values()]
         return list(outcomes)
 
     async def _keep(self, host: Host) -> None:
@@ -379,10 +385,16 @@ class FleetSessions:
         made answers from the cache as `stale`, a write never does."""
         host, params = self.hosts[name], dict(params or {})
         write = is_write(method)
-        outcome = await self._open(host)
-        session = self._sessions.get(name)
-        if outcome.state == "ok" and session is not None:
-            outcome = await self._request(host, session, method, params, deadline or self.deadline, write)
+        for _ in range(2):  # a session that ends between connecting and asking is connected once more
+            outcome = await self._open(host)
+            session = self._sessions.get(name)
+            if outcome.state != "ok":
+                break
+            if session is not None and session.alive:
+                outcome = await self._request(host, session, method, params, deadline or self.deadline, write)
+                break
+        else:
+            outcome = HostOutcome(name, "unreachable", one_line(f"The session with {name} ended as it was made."))
         if outcome.state == "ok" and self.cache and cacheable(method) and outcome.exit == 0:
             await asyncio.to_thread(fleet_cache.store, host, method, params, outcome.data, outcome.hello, outcome.exit)
         elif outcome.state in STALE_FROM and self.cache and cacheable(method):
@@ -395,12 +407,14 @@ class FleetSessions:
         try:
             return _answer(host, await asyncio.wait_for(session.request(method, params), deadline), hello)
         except asyncio.TimeoutError:
-            self._sessions.pop(host.name, None)
+            if self._sessions.get(host.name) is session:
+                del self._sessions[host.name]
+            timeout = HostOutcome(host.name, "timeout", one_line(
+                f"{host.name} did not answer within {deadline:g} s (the console's deadline); its ssh was stopped."))
+            self._note_down(timeout)
             await session.close(kill=True)
-            self._note(HostOutcome(host.name, "timeout", one_line(
-                f"{host.name} did not answer within {deadline:g} s (the console's deadline); its ssh was stopped.")))
             if not write:
-                return self.states[host.name]
+                return timeout
             return HostOutcome(host.name, "outcome_unknown", one_line(
                 f"{host.name} did not answer the write within {deadline:g} s: whether it took effect is unknown; "
                 "read it again before repeating it."))
@@ -409,10 +423,11 @@ class FleetSessions:
         except NotSent as exc:
             return HostOutcome(host.name, "remote_error", one_line(f"Nothing was sent to {host.name}: {exc}."))
         except SessionLost as exc:
-            self._sessions.pop(host.name, None)
+            if self._sessions.get(host.name) is session:
+                del self._sessions[host.name]
             returncode, stderr = await session.finish() if not exc.violation else (None, "")
             await session.close(kill=True)
-            self._note(_lost(host, exc, returncode, stderr, False))  # why the host is down now
+            self._note_down(_lost(host, exc, returncode, stderr, False))  # why the host is down now
             return _lost(host, exc, returncode, stderr, write and exc.sent)
 
     async def close(self) -> None:
@@ -425,5 +440,6 @@ class FleetSessions:
         await asyncio.gather(*(session.close() for session in sessions), return_exceptions=True)
         await asyncio.to_thread(close_masters, self.fleet, list(self.hosts.values()))
 
-__all__ = ["FleetSessions", "HostOutcome", "MAX_BACKOFF", "STALE_FROM", "cacheable", "call_hosts", "call_one", "check_hello", "failure_sentence", "fan_out", "flag_shared_instances",
-           "hello_params", "is_write"]
+
+__all__ = ["FleetSessions", "HostOutcome", "MAX_BACKOFF", "STALE_FROM", "cacheable", "call_hosts", "call_one",
+           "check_hello", "failure_sentence", "fan_out", "flag_shared_instances", "hello_params", "is_write"]
