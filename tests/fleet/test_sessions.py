@@ -129,3 +129,26 @@ async def test_a_read_past_the_deadline_kills_the_session(write_hosts):
         assert outcome.state == "timeout" and fleet.states["a"].state == "timeout"
     finally:
         await fleet.close()
+
+
+async def test_a_host_stopped_mid_session_ends_at_the_deadline_and_the_others_answer(write_hosts):
+    import signal
+
+    fleet_file = write_hosts({"a": {"ssh": "a", "remote": peer("--instance", "A")},
+                              "b": {"ssh": "b", "remote": peer("--instance", "B")}})
+    fleet = FleetSessions(fleet_file, list(fleet_file.hosts.values()))
+    try:
+        await fleet.connect()
+        first = await fleet.call("a", "doctor", {})
+        os.kill(first.data["pid"], signal.SIGSTOP)
+        try:
+            stopped, other = await asyncio.gather(fleet.call("a", "doctor", {}, deadline=1.0),
+                                                  fleet.call("b", "doctor", {}, deadline=30))
+            assert (stopped.state, stopped.cause, other.state) == ("stale", "timeout", "ok")  # the first read, stale
+            assert stopped.data == first.data and fleet.states["a"].state == "timeout"
+            await _until(lambda: not _alive(first.data["pid"]), what="the stopped host's ssh being killed")
+        finally:
+            if _alive(first.data["pid"]):
+                os.kill(first.data["pid"], signal.SIGKILL)
+    finally:
+        await fleet.close()
