@@ -283,3 +283,14 @@ def test_a_cache_file_is_created_exclusively(write_hosts, tmp_path, monkeypatch)
     fleet_cache.store(host, "projects.list", {}, ["second"], None, 0)
     assert victim.read_text() == "precious" and planted.is_symlink()
     assert fleet_cache.lookup(host, "projects.list", {})[0] == ["first"]
+
+
+@pytest.mark.slow
+def test_call_hosts_from_several_threads_at_once(write_hosts):
+    """The CLI may run one call_hosts per host in threads (each its own event loop)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    fleet = write_hosts({f"h{i}": {"ssh": f"h{i}", "remote": peer("--instance", f"I{i}")} for i in range(4)})
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda host: call_hosts(fleet, [host], "envs.list", {}), fleet.hosts.values()))
+    assert [r[0].state for r in results] == ["ok"] * 4
