@@ -120,11 +120,7 @@ def last_line(stderr: str, width: int = 200) -> str:
     return one_line(lines[-1].strip(), width) if lines else ""
 
 
-def classify(returncode: int | None, stderr: str, *, alias: str = "HOST", name: str | None = None,
-             remote: str = "archon-console") -> tuple[str, str]:
-    """The state and the one-line sentence for an ssh that ended without a server answering.
-    `alias` is what ssh was given (the remedy names it), `name` the host's name in hosts.toml."""
-    who = name or alias
+def _ssh_failure(stderr: str, who: str, alias: str) -> tuple[str, str] | None:
     if _HOST_KEY.search(stderr):
         found = _FINGERPRINT.search(stderr)
         offers = f" (it now offers {found.group()})" if found else ""
@@ -143,13 +139,30 @@ def classify(returncode: int | None, stderr: str, *, alias: str = "HOST", name: 
             return "timeout", one_line(f"{who} accepted the connection but never spoke SSH (timed out during the "
                                        "banner exchange): check the address and port, or what listens there.")
         return "timeout", one_line(f"{who} did not answer in time ({last_line(stderr, 120)}).")
-    if _UNREACHABLE.search(stderr) or returncode == 255:
-        return "unreachable", one_line(f"{who} cannot be reached: {last_line(stderr, 160) or 'ssh failed'}.")
-    if returncode == 127 or "command not found" in stderr and returncode not in (0, None):
-        return "no_server", one_line(f"{who} has no archon-console to run (the remote command {remote!r} was not "
-                                     f"found): install it there with {INSTALL_COMMAND}, or set remote for {who} "
-                                     "in hosts.toml.")
-    if _TOO_OLD.search(stderr):
+    if _UNREACHABLE.search(stderr):
+        return "unreachable", one_line(f"{who} cannot be reached: {last_line(stderr, 160)}.")
+    return None
+
+
+def classify(returncode: int | None, stderr: str, *, alias: str = "HOST", name: str | None = None,
+             remote: str = "archon-console") -> tuple[str, str]:
+    """The state and the one-line sentence for an ssh that ended without a server answering.
+    `alias` is what ssh was given (the remedy names it), `name` the host's name in hosts.toml.
+    ssh exits 255 for its own failures; any other status is the remote command's, whose stderr
+    (hostile, and free to say "Permission denied") never decides an ssh state."""
+    who = name or alias
+    if returncode in (255, None):  # ssh's own failure (or still running): its words say which
+        found = _ssh_failure(stderr, who, alias)
+        if found is not None:
+            return found
+        if returncode == 255:
+            return "unreachable", one_line(f"{who} cannot be reached: {last_line(stderr, 160) or 'ssh failed'}.")
+    elif returncode in (126, 127):  # the remote shell's: not found, or found and not runnable
+        why = "was not found" if returncode == 127 else "cannot be run there"
+        return "no_server", one_line(f"{who} has no archon-console to run (the remote command {remote!r} {why}): "
+                                     f"install it there with {INSTALL_COMMAND}, or set remote for {who} in "
+                                     "hosts.toml.")
+    elif _TOO_OLD.search(stderr):
         return "version_skew", one_line(f"The archon-console on {who} is older than fleet mode (it has no serve "
                                         "command): upgrade it there with pipx upgrade archon-console.")
     said = last_line(stderr, 160)

@@ -170,6 +170,16 @@ def test_exit_127_is_no_server_whatever_it_said():
     assert state == "no_server" and "pipx install archon-console" in sentence and "/opt/ac/bin" in sentence
 
 
+@pytest.mark.parametrize("code, stderr, state", [
+    (126, "bash: line 1: /opt/archon-console: Permission denied\n", "no_server"),
+    (1, "op@eu1: Permission denied (publickey).\n", "remote_error"),
+    (1, "ssh: connect to host 10.0.0.1 port 22: Connection refused\n", "remote_error"),
+    (3, "WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! SHA256:" + "A" * 43 + "\n", "remote_error"),
+])
+def test_the_remote_commands_words_never_decide_an_ssh_state(code, stderr, state):
+    assert classify(code, stderr, alias="eu1")[0] == state
+
+
 def test_a_server_that_cannot_find_its_database_is_not_a_missing_console():
     state, _ = classify(3, "archon-console: /srv/a.db: No such file or directory; it was not found\n", alias="eu1")
     assert state == "remote_error"
