@@ -94,6 +94,33 @@ def test_an_answer_in_time_stays_the_answer_while_the_server_is_slow_to_exit(wri
     assert pids and not any(_alive(pid) for pid in pids)  # killed after its grace, not left behind
 
 
+@pytest.mark.slow
+def test_the_deadline_holds_while_another_process_keeps_the_pipes_open(write_hosts, tmp_path):
+    """Under ControlMaster the killed ssh's stdio lives on in the master while its channel to a
+    frozen host lives; the call still ends at its deadline."""
+    import signal
+    import threading
+
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--mode", "hold", "--markers", str(markers))}})
+    done = {}
+    worker = threading.Thread(target=lambda: done.update(outcomes=call_hosts(
+        fleet, list(fleet.hosts.values()), "doctor", {}, deadline=1.0, cache=False)), daemon=True)
+    worker.start()
+    try:
+        worker.join(20)
+        assert not worker.is_alive(), "the call outlived its deadline by far: it waited for the pipes"
+        assert done["outcomes"][0].state == "timeout"
+    finally:
+        for holder in markers.glob("*.holder"):
+            try:
+                os.kill(int(holder.read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        worker.join(20)
+
+
 def test_a_write_whose_connection_drops_before_the_answer_is_outcome_unknown(write_hosts):
     fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--mode", "die-on-write")}})
     [outcome] = call_hosts(fleet, list(fleet.hosts.values()), "approvals.approve", {"ids": [7], "reason": "ok"})

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from console.fleet.client import call_hosts
 from console.fleet.hosts import Fleet, Host, parse_fleet
 from console.fleet.private import PrivateDirUnusable, private_dir
-from console.fleet.transport import STATES, classify, close_masters, control_dir, exit_argv, ssh_argv
+from console.fleet.transport import STATES, classify, close_masters, control_dir, entry_tag, exit_argv, ssh_argv
 from console.text import is_clean
 
 WEAKENING = ("StrictHostKeyChecking", "UserKnownHostsFile", "GlobalKnownHostsFile", "CheckHostIP",
@@ -62,9 +62,23 @@ def test_the_options_bound_the_connection_and_share_it_under_the_private_directo
     sockets = control_dir()
     options = _options(ssh_argv(fleet, host, connect_timeout=7, sockets=sockets))
     for wanted in ("ConnectTimeout=7", "ServerAliveInterval=", "ServerAliveCountMax=", "ControlMaster=auto",
-                   f"ControlPath={sockets}/%C", "ControlPersist="):
+                   f"ControlPath={sockets}/{entry_tag(fleet, host)}-%C", "ControlPersist="):
         assert any(o.startswith(wanted) for o in options), wanted
-    assert exit_argv(fleet, host, sockets)[-3:] == ["exit", "--", "eu1"]
+    exit = exit_argv(fleet, host, sockets)
+    assert exit[-3:] == ["exit", "--", "eu1"] and f"ControlPath={sockets}/{entry_tag(fleet, host)}-%C" in exit
+
+
+def test_two_entries_for_one_account_never_share_a_connection(private_env):
+    """ssh's %C is the same for two aliases of one user@host:port, whatever key each logs in with:
+    the entry's own tag keeps their masters apart (so one never acts with the other's identity)."""
+    fleet = parse_fleet({"hosts": {"as-alice": {"ssh": "alias-with-alices-key"}, "as-login": {"ssh": "h"},
+                                   "again": {"ssh": "h"}}}, "hosts.toml")
+    sockets = control_dir()
+    paths = {name: [o for o in ssh_argv(fleet, host, sockets=sockets) if o.startswith("ControlPath=")][0]
+             for name, host in fleet.hosts.items()}
+    assert len(set(paths.values())) == 3
+    other = parse_fleet({"ssh": {"command": ["ssh", "-F", "/other"]}, "hosts": {"again": {"ssh": "h"}}}, "hosts.toml")
+    assert entry_tag(other, other.hosts["again"]) != entry_tag(fleet, fleet.hosts["again"])
 
 
 @pytest.mark.parametrize("directory", ["/tmp/" + "x" * 80, "/tmp/a b", "/tmp/100%", None])
