@@ -14,6 +14,7 @@ import difflib
 import os
 import re
 import shlex
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -177,9 +178,43 @@ def parse_fleet(data: dict[str, Any], path: Path) -> Fleet:
     return Fleet(hosts, command, path)
 
 
+def _private_group(info: os.stat_result) -> bool:
+    """A group only the owner is in (a user private group, as Debian's umask 002 leaves files):
+    group-writable is then the owner's alone. The rule ssh applies to its own config."""
+    import grp
+    import pwd
+
+    try:
+        group, owner = grp.getgrgid(info.st_gid), pwd.getpwuid(info.st_uid)
+    except KeyError:
+        return False
+    return group.gr_name == owner.pw_name and set(group.gr_mem) <= {owner.pw_name}
+
+
+def _check_owner(path: Path) -> None:
+    """The file names the program the console runs (`[ssh] command`) and where: like ssh with its
+    own config, the console refuses a hosts file, or a directory holding it, that another user
+    could change (owned by someone else, or writable by others; a sticky directory such as /tmp
+    keeps others from replacing a file they do not own)."""
+    uid = os.getuid()
+    for what, target in (("the hosts file", path), ("the directory of the hosts file", path.parent)):
+        try:
+            info = os.stat(target)
+        except OSError:
+            return  # an absent file is said by the read; an unreadable one too
+        sticky = target != path and info.st_mode & stat.S_ISVTX
+        if info.st_uid not in (uid, 0):
+            raise UsageError(f"Cannot use {path}: {what} belongs to another user (uid {info.st_uid}), who could "
+                             "change the command the console runs.", "Use a hosts file of your own.")
+        if (info.st_mode & 0o002 or info.st_mode & 0o020 and not _private_group(info)) and not sticky:
+            raise UsageError(f"Cannot use {path}: {what} can be changed by other users, who could change the "
+                             "command the console runs.", f"Run chmod go-w {target}.")
+
+
 def load_fleet(path: str | os.PathLike[str] | None = None) -> Fleet:
     """The hosts file at `path` (else `hosts_path()`); `UsageError` when it is absent or unusable."""
     path = Path(path) if path is not None else hosts_path()
+    _check_owner(Path(os.path.abspath(path)))
     try:
         data = read_toml(path, "the fleet's hosts")
     except SettingsUnusable as exc:

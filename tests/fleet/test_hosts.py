@@ -118,6 +118,44 @@ def test_an_absent_file_is_one_sentence(tmp_path):
     assert caught.value.exit_code == 2
 
 
+@pytest.mark.parametrize("spoil", ["file", "directory"])
+def test_a_hosts_file_others_can_change_is_refused(tmp_path, spoil):
+    """It names the program the console runs: whoever can change it runs code as the operator."""
+    directory = tmp_path / "cfg"
+    directory.mkdir()
+    path = directory / "hosts.toml"
+    path.write_text(GOOD)
+    (path if spoil == "file" else directory).chmod(0o777 if spoil == "directory" else 0o666)
+    with pytest.raises(UsageError, match="can be changed by other users") as caught:
+        load_fleet(path)
+    assert caught.value.exit_code == 2 and "chmod go-w" in str(caught.value)
+    (directory.chmod(0o1777) if spoil == "directory" else path.chmod(0o644))  # sticky, or fixed: usable
+    assert list(load_fleet(path).hosts) == ["eu1", "us1", "lab"]
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a file to another user needs root")
+def test_a_hosts_file_of_another_user_is_refused(tmp_path):
+    path = tmp_path / "hosts.toml"
+    path.write_text(GOOD)
+    os.chown(path, 65534, 65534)
+    with pytest.raises(UsageError, match="belongs to another user"):
+        load_fleet(path)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a file to another group needs root")
+def test_group_writable_is_refused_unless_the_group_is_the_owners_alone(tmp_path):
+    """Debian's umask 002 leaves files group-writable by the user's private group: accepted, as ssh
+    does; a group others are in is refused."""
+    path = tmp_path / "hosts.toml"
+    path.write_text(GOOD)
+    path.chmod(0o664)
+    os.chown(path, 0, 0)  # root's private group
+    assert list(load_fleet(path).hosts) == ["eu1", "us1", "lab"]
+    os.chown(path, 0, 65534)  # nogroup: not root's alone
+    with pytest.raises(UsageError, match="can be changed by other users"):
+        load_fleet(path)
+
+
 def test_a_fifo_is_not_read(tmp_path):
     os.mkfifo(tmp_path / "hosts.toml")
     with pytest.raises(UsageError, match="FIFO"):
