@@ -11,6 +11,7 @@ and the table headers, and every meaning a colour carries is also written as a w
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 from rich.color import Color as RichColor
 from rich.segment import Segment
@@ -34,4 +35,13 @@ class PlainFilter(LineFilter):
                 for text, style, control in segments]
 
 
-__all__ = ["PlainFilter"]
+def install(app: Any) -> None:
+    """Under NO_COLOR, `PlainFilter` instead of Textual's greys, for any of the console's apps
+    (called in their `__init__`, before the first frame)."""
+    if app.no_color:
+        from textual.filter import Monochrome, NoColor
+
+        app._filters = [f for f in app._filters if not isinstance(f, (Monochrome, NoColor))] + [PlainFilter()]
+
+
+__all__ = ["PlainFilter", "install"]

@@ -27,6 +27,7 @@ from console.services import navigation
 from console.services.watch import arrivals, own_changes, pending_count, start_position
 from console.models.support import SupportInfo
 from console.tui.session import Session
+from widgets import plain_filter
 from widgets.safe_text import clean
 from widgets.terminal_guard import GuardedApp
 
@@ -111,12 +112,7 @@ class ArchonConsole(GuardedApp, LastResort, App):
     def __init__(self, ctx: Any, support: SupportInfo | None = None, *, session: Session | None = None,
                  start: str | None = None, poll_seconds: float = POLL_SECONDS) -> None:
         super().__init__()
-        if self.no_color:  # NO_COLOR: the terminal's own colours, not Textual's greys (widgets/plain_filter.py)
-            from textual.filter import Monochrome, NoColor
-
-            from widgets.plain_filter import PlainFilter
-
-            self._filters = [f for f in self._filters if not isinstance(f, (Monochrome, NoColor))] + [PlainFilter()]
+        plain_filter.install(self)  # NO_COLOR: the terminal's own colours, not Textual's greys
         self.install_clean_filter()
         self.ctx = ctx
         self.support = support

@@ -25,6 +25,7 @@ from console.tui.screens.command_line import CommandLine
 from console.tui.screens.fleet_base import FleetScreen
 from console.tui.screens.fleet_hosts import FleetHostsScreen
 from console.tui.screens.fleet_queue import FleetQueueScreen
+from widgets import plain_filter
 from widgets.safe_text import clean
 from widgets.terminal_guard import GuardedApp
 
@@ -69,6 +70,7 @@ class FleetConsole(GuardedApp, LastResort, App):
                  read_only: bool = False, poll_seconds: float | None = None,
                  clock: Callable[[], datetime] = system_clock) -> None:
         super().__init__()
+        plain_filter.install(self)  # NO_COLOR: the terminal's own colours, not Textual's greys
         self.install_clean_filter()
         self.problem = problem  # why there is nothing to connect to (no hosts file), one sentence
         self.clock = clock
