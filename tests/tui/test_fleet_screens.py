@@ -130,6 +130,11 @@ async def test_doctor_on_demand_and_quitting_closes_the_sessions(start):
         await wait_until(pilot, lambda: type(app.screen).__name__ == "FleetHostsScreen", what="the hosts screen")
         await send_keys(pilot, "d")
         await wait_until(pilot, lambda: app.status["eu1"].doctor == "1 warning", what="doctor's summary")
+        await send_keys(pilot, "down", "enter")  # Enter on us2: the queue, filtered to that host
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "FleetQueueScreen" and keys(app) == [
+            ("us2", "apr-1")], what="us2's requests")
+        await send_keys(pilot, "H")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "FleetHostsScreen", what="the hosts screen")
         await send_keys(pilot, "escape")
         await wait_until(pilot, lambda: type(app.screen).__name__ == "FleetQueueScreen", what="back to the queue")
     assert link.closed

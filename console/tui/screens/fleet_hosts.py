@@ -52,7 +52,6 @@ class FleetHostsScreen(FleetScreen):
         Binding("escape", "back", "Back", id="fleet.back"),
         Binding("d", "doctor", "Doctor", id="fleet.doctor"),
         Binding("r", "reconnect", "Read now", id="fleet.reconnect"),
-        Binding("enter", "open_queue", "Queue", id="fleet.open_queue", show=False),
     ]
 
     def compose_content(self) -> ComposeResult:
@@ -131,9 +130,9 @@ class FleetHostsScreen(FleetScreen):
         if monitor is not None:
             monitor.refresh(status.name if status is not None else None)
 
-    def action_open_queue(self) -> None:
-        status = self._selected()
-        self.fleet.show_screen("approvals", status.name if status is not None else None)
+    def on_lazy_table_row_activated(self, message: LazyTable.RowActivated) -> None:
+        """Enter on a host: the queue, showing that host's requests."""
+        self.fleet.show_screen("approvals", message.row.name)
 
     def action_back(self) -> None:
         self.fleet.show_screen("approvals")
