@@ -20,7 +20,7 @@ from textual.message import Message
 
 from console.clock import system_clock
 from console.tui.last_resort import LastResort
-from console.tui.fleet_monitor import Arrival, Decided, FleetMonitor, HostLink, HostStatus
+from console.tui.fleet_monitor import Arrival, Decided, FleetMonitor, HostLink, HostStatus, Shown
 from console.tui.screens.command_line import CommandLine
 from console.tui.screens.fleet_base import FleetScreen
 from console.tui.screens.fleet_hosts import FleetHostsScreen
@@ -115,6 +115,10 @@ class FleetConsole(GuardedApp, LastResort, App):
                 if isinstance(screen, FleetScreen):
                     screen.host_changed(value)
                     screen.refresh_bindings_if_changed()
+        elif isinstance(value, Shown):
+            for screen in self.screen_stack:
+                if isinstance(screen, FleetQueueScreen):
+                    screen.shown(value)
         elif isinstance(value, Arrival):
             self._arrived(value)
         elif isinstance(value, Decided):

@@ -117,6 +117,16 @@ class Decided:
     sentence: str
 
 
+@dataclass(frozen=True)
+class Shown:
+    """One request as its host read it for the actor it resolved (`approvals show --json`): its
+    `options` (why a decision would be refused) and `confirm` (what needs a typed confirmation)."""
+
+    host: str
+    request_id: str
+    data: dict
+
+
 def read_only_reason(config_read_only: bool, hello: dict | None, *, console_read_only: bool = False) -> str | None:
     """Read-only by this console's `--read-only`, by the hosts file, or by the host (a shared
     account, `--read-only` there)."""
@@ -248,9 +258,14 @@ class FleetMonitor:
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     # ------------------------------------------------------------ requests from the UI
-    def decide(self, host: str, verb: str, request_id: str, reason: str | None) -> Future:
+    def decide(self, host: str, verb: str, request_id: str, reason: str | None, *,
+               requester_unknown_ok: bool = False) -> Future:
         """Send one decision to `host`; the outcome is reported as `Decided` (and returned)."""
-        return self._submit(self._decide(host, verb, request_id, reason))
+        return self._submit(self._decide(host, verb, request_id, reason, requester_unknown_ok))
+
+    def show(self, host: str, request_id: str) -> Future:
+        """Read one request on `host` as the host sees it for its actor; reported as `Shown`."""
+        return self._submit(self._show(host, request_id))
 
     def doctor(self, host: str) -> Future:
         """Run doctor on `host`; its summary is reported in the host's status."""
@@ -355,7 +370,15 @@ class FleetMonitor:
         else:
             self._set(name, phase="down", sentence=sentence)
 
-    async def _decide(self, host: str, verb: str, request_id: str, reason: str | None) -> Decided:
+    async def _show(self, host: str, request_id: str) -> None:
+        if host not in self.status or self.status[host].phase != "ok":
+            return
+        answer = await self._guarded(host, self.link.call(host, "approvals.show", {"id": request_id}))
+        if answer.state == "ok" and answer.exit == 0 and isinstance(answer.data, dict):
+            self.report(Shown(host, request_id, answer.data))
+
+    async def _decide(self, host: str, verb: str, request_id: str, reason: str | None,
+                      requester_unknown_ok: bool = False) -> Decided:
         block = self.status[host].write_block() if host in self.status else f"no host called {host}"
         if block:
             outcome = Decided(host, request_id, verb, False, f"Nothing was sent to {host}: {block}.")
@@ -363,6 +386,8 @@ class FleetMonitor:
             params: dict[str, Any] = {"ids": [request_id]}
             if reason:
                 params["reason"] = reason
+            if requester_unknown_ok and verb == "approve":  # typed by the approver (four-eyes cannot be checked)
+                params["requester_unknown_ok"] = True
             answer = await self._guarded(host, self.link.call(host, f"approvals.{verb}", params))
             ok, sentence = result_sentence(answer, request_id)
             if ok is None:
@@ -404,5 +429,5 @@ def pending_rows(data: list) -> tuple[dict, ...]:
     return tuple(r for r in data[:PENDING_LIMIT] if isinstance(r, dict) and isinstance(r.get("id"), str))
 
 
-__all__ = ["Answer", "Arrival", "Decided", "FleetMonitor", "HostLink", "HostStatus", "STALE_REASON",
+__all__ = ["Answer", "Arrival", "Decided", "FleetMonitor", "HostLink", "HostStatus", "STALE_REASON", "Shown",
            "doctor_summary", "pending_rows", "read_only_reason", "result_sentence"]

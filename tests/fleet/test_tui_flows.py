@@ -184,9 +184,15 @@ async def test_four_eyes_is_the_hosts_refusal_shown_as_its_sentence(fleet, make_
     app = fleet({"own": {"db": own}})
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: rows(app) == [("own", "apr-mine", False)], what="the row")
+        # Read on the host for the actor it resolved: approve is greyed with the host's reason.
+        await wait_until(pilot, lambda: "four-eyes" in app.screen.unavailable().get("approve", ""),
+                         what="approve greyed by the host's reading")
         await send_keys(pilot, "a")
-        await wait_until(pilot, lambda: type(app.screen).__name__ == "ReasonModal", what="the approve dialog")
-        await send_keys(pilot, "ctrl+s")
+        await wait_until(pilot, lambda: any("four-eyes" in n.message and n.title == "Why greyed?"
+                                            for n in notifications(app)), what="why")
+        assert type(app.screen).__name__ == "FleetQueueScreen"
+        # Sent anyway (a reading that came too late): the host itself refuses, in its words.
+        app.monitor.decide("own", "approve", "apr-mine", None)
         await wait_until(pilot, lambda: any("four-eyes" in n.message and n.severity == "error"
                                             for n in notifications(app)), what="the host's refusal")
         assert status_of(own, "apr-mine") == "pending"

@@ -40,6 +40,7 @@ class FixedLink:
         self.calls: list[tuple[str, str, dict]] = []
         self.closed = False
         self.script: dict[tuple[str, str], list[Answer]] = {}  # (host, method) -> answers given first
+        self.shows: dict[tuple[str, str], dict] = {}  # (host, id) -> fields `approvals.show` adds
 
     def answer_next(self, host: str, method: str, *answers: Answer) -> None:
         self.script.setdefault((host, method), []).extend(answers)
@@ -62,6 +63,10 @@ class FixedLink:
             return Answer(host, "stale", spec[3], data=list(spec[2]), age_seconds=spec[4])
         if method == "approvals.list":
             return Answer(host, "ok", exit=0, data=list(spec[2]))
+        if method == "approvals.show":
+            shown = {"id": params["id"], "status": "pending", "options": {"approve": None, "deny": None},
+                     "confirm": {}}
+            return Answer(host, "ok", exit=0, data={**shown, **self.shows.get((host, params["id"]), {})})
         if method == "doctor":
             return Answer(host, "ok", exit=0, data={"counts": {"error": 0, "warning": 1, "info": 0}})
         ids = params.get("ids", [])

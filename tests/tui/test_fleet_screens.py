@@ -66,23 +66,24 @@ async def test_deny_goes_to_the_rows_host_with_its_reason(start):
         await type_text(pilot, "not today")
         await send_keys(pilot, "enter")
         await wait_until(pilot, lambda: said(app, "eu1: Approved apr-1."), what="the host's answer")
-        sent = [(h, m, p) for h, m, p in link.calls if m.startswith("approvals.") and m != "approvals.list"]
+        sent = [(h, m, p) for h, m, p in link.calls if m in ("approvals.approve", "approvals.deny")]
         assert sent == [("eu1", "approvals.deny", {"ids": ["apr-1"], "reason": "not today"})]
 
 
 async def test_an_answer_lost_with_the_connection_is_read_again(start):
     link = two_hosts()
     link.answer_next("eu1", "approvals.approve", Answer("eu1", "outcome_unknown", "the connection ended"))
-    link.answer_next("eu1", "approvals.show", Answer("eu1", "ok", exit=0, data={"id": "apr-1", "status": "approved"}))
     app = start(link)
     async with app.run_test(size=(120, 40)) as pilot:
         await loaded(pilot, app, 2)
         await send_keys(pilot, "down", "a")
         await wait_until(pilot, lambda: type(app.screen).__name__ == "ReasonModal", what="the approve dialog")
+        link.shows[("eu1", "apr-1")] = {"status": "approved"}  # the write landed; its answer will be lost
         await send_keys(pilot, "ctrl+s")
         await wait_until(pilot, lambda: said(app, "outcome unknown"), what="outcome unknown")
         await wait_until(pilot, lambda: said(app, "apr-1 on eu1 is approved (read again"), what="the re-read")
-        assert ("eu1", "approvals.show", {"id": "apr-1"}) in link.calls
+        assert [c for c in link.calls if c[1] == "approvals.approve"] == [
+            ("eu1", "approvals.approve", {"ids": ["apr-1"]})]  # sent once, never repeated blindly
 
 
 async def test_host_filter_search_and_the_command_line(start):
@@ -200,3 +201,31 @@ async def test_whatever_escapes_ends_the_fleet_console_in_one_sentence(start, mo
             app.call_later(lambda: 1 / 0)
             await wait_until(pilot, lambda: app.return_code == 3, what="the exit")
     assert app.return_code == 3 and link.closed  # the sessions were closed on the way out
+
+
+async def test_the_hosts_reading_greys_a_decision_and_asks_for_a_typed_confirmation(start):
+    """The highlighted request is read on its host for the actor the host resolved: a decision the
+    host would refuse is greyed with its words; one whose four-eyes cannot be checked is confirmed
+    by typing, and the approval is sent with requester_unknown_ok."""
+    link = two_hosts()
+    link.shows[("us2", "apr-1")] = {"options": {"approve": "you requested it (four-eyes rule)", "deny": None}}
+    link.shows[("eu1", "apr-1")] = {"confirm": {"approve": "the requester is not named"}}
+    app = start(link)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot, app, 2)
+        await wait_until(pilot, lambda: app.screen.unavailable().get("approve") == "you requested it (four-eyes rule)",
+                         what="us2's reason")
+        assert app.screen.check_action("deny", ()) is True
+        await send_keys(pilot, "a")
+        await wait_until(pilot, lambda: said(app, "you requested it"), what="why greyed")
+        await send_keys(pilot, "down")
+        await wait_until(pilot, lambda: app.screen.detail is not None and app.screen.detail[0] == ("eu1", "apr-1"),
+                         what="eu1's reading")
+        await send_keys(pilot, "a")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "TypedConfirmModal", what="the typed dialog")
+        await type_text(pilot, "not the requester")
+        await send_keys(pilot, "enter")  # on to the optional reason
+        await send_keys(pilot, "enter")
+        await wait_until(pilot, lambda: any(c[1] == "approvals.approve" for c in link.calls), what="the approval")
+        assert [c for c in link.calls if c[1] == "approvals.approve"] == [
+            ("eu1", "approvals.approve", {"ids": ["apr-1"], "requester_unknown_ok": True})]

@@ -18,6 +18,8 @@ from textual.containers import Horizontal, VerticalScroll
 from console.clock import parse_time
 from console.services.approval_queue import action_summary, parse_json_field, requester_of
 from console.services.projects import EXPIRING_SOON
+from console.text import one_line
+from console.tui.fleet_monitor import SAID_WIDTH
 from console.tui.screens.fleet_base import FleetScreen, ListSource
 from widgets.humane import countdown, plural
 from widgets.lazy_table import LazyTable
@@ -27,6 +29,7 @@ from widgets.table_column import Column
 
 FAR_FUTURE = datetime.max.replace(tzinfo=None)
 VERB = {"approve": "Approve", "deny": "Deny"}
+DETAIL_DELAY = 0.15  # seconds the cursor rests on a row before its host is asked for it
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,10 @@ class FleetQueueScreen(FleetScreen):
         self.host_filter = host
         self.search: str | None = None
         self.rows: list[QueueRow] = []
+        # The highlighted request as its host read it for the actor it resolved (`approvals show`):
+        # its `options` grey a decision the host would refuse, its `confirm` asks for a typed one.
+        self.detail: tuple[tuple[str, str], dict] | None = None
+        self._detail_timer: Any = None
 
     # ------------------------------------------------------------ layout
     def compose_content(self) -> ComposeResult:
@@ -197,8 +204,41 @@ class FleetQueueScreen(FleetScreen):
         return tables.first().cursor_row if tables else None
 
     def on_lazy_table_cursor_moved(self, message: LazyTable.CursorMoved) -> None:
-        self._show_detail(message.row)
+        row = message.row
+        if self.detail is not None and (row is None or self.detail[0] != row.key):
+            self.detail = None
+        self._show_detail(row)
         self.refresh_bindings_if_changed()
+        if self._detail_timer is not None:
+            self._detail_timer.stop()
+        if row is not None and not row.stale and self.fleet.monitor is not None:
+            # Once the cursor rests: scrolling past rows asks no host for each of them.
+            self._detail_timer = self.set_timer(DETAIL_DELAY, lambda: self._ask_detail(row))
+
+    def _ask_detail(self, row: QueueRow) -> None:
+        monitor = self.fleet.monitor
+        if monitor is not None and self.selected is not None and self.selected.key == row.key:
+            monitor.show(row.host, row.id)
+
+    def shown(self, value: Any) -> None:
+        """The host's reading of a request arrived (called by the app on the UI thread)."""
+        row = self.selected
+        if row is None or (row.host, row.id) != (value.host, value.request_id):
+            return  # read for a row the list no longer highlights
+        self.detail = (row.key, value.data)
+        self._show_detail(row)
+        self.refresh_bindings_if_changed()
+
+    def _host_says(self, field: str) -> dict[str, str]:
+        """`options` or `confirm` of the highlighted request, as its host sent them (strings only)."""
+        row = self.selected
+        if self.detail is None or row is None or self.detail[0] != row.key:
+            return {}
+        value = self.detail[1].get(field)
+        if not isinstance(value, dict):
+            return {}
+        return {a: one_line(why, SAID_WIDTH) for a, why in value.items()
+                if a in self.WRITE_ACTIONS and isinstance(why, str) and why}
 
     def _show_detail(self, row: QueueRow | None) -> None:
         head = self.query_one("#detail-head", Static)
@@ -216,6 +256,9 @@ class FleetQueueScreen(FleetScreen):
         block = status.write_block() if status is not None else None
         if block:
             text.append_text(safe_text(block, "bold yellow", one_line=True))
+        for verb, why in sorted(self._host_says("options").items()):
+            text.append_text(safe_text(f"{verb}: {why}", "yellow", one_line=True))
+            text.append("\n")
         head.update(text)
 
     # ------------------------------------------------------------ filters
@@ -268,7 +311,9 @@ class FleetQueueScreen(FleetScreen):
             return {a: "no request selected" for a in self.WRITE_ACTIONS}
         status = self.fleet.status.get(row.host)
         block = status.write_block() if status is not None else "unknown host"
-        return {a: block for a in self.WRITE_ACTIONS} if block else {}
+        if block:
+            return {a: block for a in self.WRITE_ACTIONS}
+        return self._host_says("options")  # what the host would refuse, as it said it
 
     def action_approve(self) -> None:
         self._decide("approve")
@@ -295,13 +340,27 @@ class FleetQueueScreen(FleetScreen):
         summary.append(f", expires {countdown(parse_time(row.expires_at), self.fleet.now())}")
         summary.append("\nThe host checks everything again (four-eyes too) and records the actor it resolved.",
                        style="dim")
-        modal = ReasonModal(f"{VERB[verb]} request on {row.host}", summary, required=verb != "approve",
-                            confirm_label=VERB[verb], danger=verb != "approve")
+        problem = self._host_says("confirm").get(verb)
+        modal: Any
+        if problem:  # four-eyes cannot be checked on the host: the approver confirms by typing, as locally
+            from console.tui.screens.approvals import UNKNOWN_REQUESTER_CONFIRMATION
+            from console.tui.screens.typed import TypedConfirmModal
+
+            summary.append("\n\n")
+            summary.append_text(safe_text(f"Four-eyes cannot be checked: {problem}.", "bold yellow"))
+            summary.append("\nApprove only if you are not the person who requested it; your confirmation "
+                           "is recorded with the decision.")
+            modal = TypedConfirmModal(f"{VERB[verb]} request on {row.host}", summary,
+                                      expected=UNKNOWN_REQUESTER_CONFIRMATION, ask_reason=True,
+                                      confirm_label=VERB[verb])
+        else:
+            modal = ReasonModal(f"{VERB[verb]} request on {row.host}", summary, required=verb != "approve",
+                                confirm_label=VERB[verb], danger=verb != "approve")
 
         def done(decision: Decision | None) -> None:
             monitor = self.fleet.monitor
             if decision is not None and monitor is not None:
-                monitor.decide(row.host, verb, row.id, decision.reason or None)
+                monitor.decide(row.host, verb, row.id, decision.reason or None, requester_unknown_ok=bool(problem))
 
         self.app.push_screen(modal, done)
 
