@@ -12,7 +12,7 @@ by a non-root user serves only that user (no privilege separation user, no PAM, 
 host account really is the boundary. The suite runs as root here and in CI, and a real second account
 does not work: `useradd` changes the machine for good, and such an account could not run this
 checkout's console anyway (its interpreter lives under /root, mode 0700). So every sshd runs in a user
-namespace of its own (`_enter_namespace`) where it is uid 1000, an account named `USER` whose home is
+namespace of its own (`enter_namespace`) where it is uid 1000, an account named `USER` whose home is
 the instance's directory, shown to it by a private /etc/passwd bind-mounted in its own mount namespace.
 It has no capability outside that namespace, yet it is the suite's own uid to the files it opens (the
 test databases, the checkout's .venv), exactly as a host's admin running the console as themselves.
@@ -61,17 +61,34 @@ class Sshd:
 
 
 def find_sshd() -> Sshd:
-    """The provisioned sshd, provisioning it first when nothing is there yet."""
+    """The provisioned sshd, provisioning it first when nothing is there yet, proved to run here the
+    way the lab runs it (`sshd -t` in a user namespace)."""
     result = subprocess.run([str(PROVISION)], capture_output=True, text=True, timeout=300)
     if result.returncode != 0:
         raise Unavailable("no usable sshd: " + (result.stderr.strip().splitlines() or ["provision_sshd.sh failed"])[-1])
     path = Path(result.stdout.strip().splitlines()[-1])
-    env = {k: v for k, v in os.environ.items() if not k.startswith(MARKER)}
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}  # sshd builds each session's own
     if path.is_relative_to(UNPACKED):
         libs = sorted(UNPACKED.rglob("libwrap.so.0"))
         if libs:
             env["LD_LIBRARY_PATH"] = str(libs[0].parent)
+    with tempfile.TemporaryDirectory(prefix="sshd-probe-") as probe:
+        home = Path(probe)
+        _account(home)
+        _keygen(home / "key")
+        (home / "config").write_text(f"HostKey {home / 'key'}\nPidFile none\nUsePAM no\nListenAddress 127.0.0.2:22\n")
+        check = subprocess.run([str(path), "-t", "-f", str(home / "config")], capture_output=True, text=True,
+                               env=env, timeout=60, preexec_fn=enter_namespace(home, os.getuid(), os.getgid()))
+        if check.returncode != 0:
+            raise Unavailable(f"{path} cannot run unprivileged in a user namespace here: {check.stderr.strip()}")
     return Sshd(path, env)
+
+
+def _account(home: Path) -> None:
+    """The files that make `USER` (uid 1000 inside the namespace) exist, with `home` as its home."""
+    (home / "passwd").write_text(f"{USER}:x:{INSIDE_ID}:{INSIDE_ID}:archon console test host:{home}:/bin/sh\n"
+                                 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
+    (home / "group").write_text(f"{USER}:x:{INSIDE_ID}:\nnogroup:x:65534:\n")
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -79,21 +96,30 @@ _CLONE_NEWUSER, _CLONE_NEWNS = 0x10000000, 0x00020000
 _MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
 
 
-def _enter_namespace(home: Path, outer_uid: int, outer_gid: int):
+def _failed(what: str) -> OSError:
+    errno = ctypes.get_errno()
+    return OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def enter_namespace(home: Path, outer_uid: int, outer_gid: int):
     """A preexec function: a new user and mount namespace where this process is uid/gid 1000 (the
     suite's own ids outside) and /etc/passwd and /etc/group are the instance's own files."""
     def enter() -> None:
-        if _libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS) != 0:
-            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWUSER|CLONE_NEWNS)")
-        for name, text in (("setgroups", "deny"), ("uid_map", f"{INSIDE_ID} {outer_uid} 1\n"),
-                           ("gid_map", f"{INSIDE_ID} {outer_gid} 1\n")):
-            with open(f"/proc/self/{name}", "w") as handle:
-                handle.write(text)
-        if _libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
-            raise OSError(ctypes.get_errno(), "mount --make-rprivate /")
-        for name in ("passwd", "group"):
-            if _libc.mount(str(home / name).encode(), f"/etc/{name}".encode(), None, _MS_BIND, None) != 0:
-                raise OSError(ctypes.get_errno(), f"bind-mount /etc/{name}")
+        try:
+            if _libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS) != 0:
+                raise _failed("unshare(CLONE_NEWUSER|CLONE_NEWNS)")
+            for name, text in (("setgroups", "deny"), ("uid_map", f"{INSIDE_ID} {outer_uid} 1\n"),
+                               ("gid_map", f"{INSIDE_ID} {outer_gid} 1\n")):
+                with open(f"/proc/self/{name}", "w") as handle:
+                    handle.write(text)
+            if _libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+                raise _failed("mount --make-rprivate /")
+            for name in ("passwd", "group"):
+                if _libc.mount(str(home / name).encode(), f"/etc/{name}".encode(), None, _MS_BIND, None) != 0:
+                    raise _failed(f"bind-mount /etc/{name}")
+        except OSError as error:  # said on the child's stderr (sshd's log), where the caller looks
+            os.write(2, f"cannot enter a user namespace: {error}\n".encode())
+            os._exit(127)
     return enter
 
 
@@ -243,7 +269,7 @@ class SshdHost:
             self.process = subprocess.Popen(
                 [str(self.lab.sshd.path), "-D", "-e", "-f", str(self.home / "sshd_config")],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=self.home, start_new_session=True,
-                preexec_fn=_enter_namespace(self.home, os.getuid(), os.getgid()))
+                preexec_fn=enter_namespace(self.home, os.getuid(), os.getgid()))
             log.close()
             listening = f"Server listening on {self.address} port {self.port}."
             until(lambda: listening in self.log or self.process.poll() is not None, START_DEADLINE,
@@ -340,9 +366,7 @@ class SshdLab:
         name = name or f"host{len(self.hosts) + 1}"
         home = self.base / name
         home.mkdir(mode=0o700)
-        (home / "passwd").write_text(f"{USER}:x:{INSIDE_ID}:{INSIDE_ID}:archon console test host:{home}:/bin/sh\n"
-                                     "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
-        (home / "group").write_text(f"{USER}:x:{INSIDE_ID}:\nnogroup:x:65534:\n")
+        _account(home)
         (home / "authorized_keys").touch(mode=0o600)
         _keygen(home / "ssh_host_ed25519_key")
         host = SshdHost(self, name, self._address(), home)
