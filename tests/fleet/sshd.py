@@ -7,17 +7,23 @@ known_hosts and an ssh_config with one Host alias per instance, read by the syst
 Where sshd comes from: tests/fleet/provision_sshd.sh (`make test` runs it; the fixture runs it too when
 nothing is provisioned yet): /usr/sbin/sshd, else Debian's openssh-server unpacked into .cache/openssh/.
 
-Who sshd runs as, and why. OpenSSH's unprivileged mode is the one these tests want: an sshd started
-by a non-root user serves only that user (no privilege separation user, no PAM, no setuid), so the
-host account really is the boundary. The suite runs as root here and in CI, and a real second account
-does not work: `useradd` changes the machine for good, and such an account could not run this
-checkout's console anyway (its interpreter lives under /root, mode 0700). So every sshd runs in a user
-namespace of its own (`enter_namespace`) where it is uid 1000, an account named `USER` whose home is
-the instance's directory, shown to it by a private /etc/passwd bind-mounted in its own mount namespace.
-It has no capability outside that namespace, yet it is the suite's own uid to the files it opens (the
-test databases, the checkout's .venv), exactly as a host's admin running the console as themselves.
-A non-root suite gets the same: its uid becomes 1000 inside. Where user namespaces are refused, the
-fixture skips and says so.
+Who sshd runs as, and why. The remote console must run as the suite's own account, in the
+system's own user namespace: it opens the test databases in pytest's private directories, runs this
+checkout's .venv (whose interpreter may live under a 0700 home, as /root/.pyenv does here and in CI),
+and the console refuses to approve from a user namespace, where any uid can be claimed (four-eyes,
+console/services/identity.py `namespace_problem`). So:
+
+- As a normal user, sshd runs as that user: OpenSSH's unprivileged mode serves only the user who
+  started it, with no privilege separation user and no PAM. The lab lives under ~/.cache, inside
+  the home, where StrictModes accepts its files.
+- As root (here and in CI), sshd runs as root, as OpenSSH is built to: its network-facing pre-auth
+  process is privilege-separated (chrooted, as the `sshd` user). Neither that user nor /run/sshd is
+  created on the machine: each sshd runs in a private mount namespace (`enter_mount_namespace`) with a
+  tmpfs on /run and its own /etc/passwd, the system's plus an `sshd` entry, in which root's home is
+  the instance's directory (so StrictModes accepts its authorized_keys there). Logins are keys only,
+  `AllowUsers root`, `PermitRootLogin prohibit-password`, each instance's own authorized_keys file
+  only (never ~/.ssh), on a loopback address only. A second account was not created instead: a
+  `useradd` changes the machine for good, and that account could not run this checkout's console.
 
 The remote PATH starts with this checkout's .venv/bin (`SetEnv`), so `archon-console serve --stdio`
 on a "host" is the code under test. Every process of an instance carries `MARKER` in its environment,
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -43,8 +50,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PROVISION = ROOT / "tests" / "fleet" / "provision_sshd.sh"
 UNPACKED = ROOT / ".cache" / "openssh" / "root"
-USER = "archon-test"
-INSIDE_ID = 1000
+AS_ROOT = os.geteuid() == 0
+USER = "root" if AS_ROOT else pwd.getpwuid(os.geteuid()).pw_name
 MARKER = "ARCHON_TEST_SSHD"
 REMOTE_BIN = Path(sys.executable).parent  # this checkout's .venv/bin: its archon-console
 START_DEADLINE = 15.0
@@ -78,21 +85,29 @@ def find_sshd() -> Sshd:
         _keygen(home / "key")
         (home / "config").write_text(f"HostKey {home / 'key'}\nPidFile none\nUsePAM no\nListenAddress 127.0.0.2:22\n")
         check = subprocess.run([str(path), "-t", "-f", str(home / "config")], capture_output=True, text=True,
-                               env=env, timeout=60, preexec_fn=enter_namespace(home, os.getuid(), os.getgid()))
+                               env=env, timeout=60, preexec_fn=enter_mount_namespace(home) if AS_ROOT else None)
         if check.returncode != 0:
-            raise Unavailable(f"{path} cannot run unprivileged in a user namespace here: {check.stderr.strip()}")
+            raise Unavailable(f"{path} -t fails here: {check.stderr.strip()}")
     return Sshd(path, env)
 
 
 def _account(home: Path) -> None:
-    """The files that make `USER` (uid 1000 inside the namespace) exist, with `home` as its home."""
-    (home / "passwd").write_text(f"{USER}:x:{INSIDE_ID}:{INSIDE_ID}:archon console test host:{home}:/bin/sh\n"
-                                 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
-    (home / "group").write_text(f"{USER}:x:{INSIDE_ID}:\nnogroup:x:65534:\n")
+    """As root: the passwd and group files an instance's mount namespace shows, the system's with
+    root's home moved to `home` and a privilege separation user `sshd` added when there is none."""
+    if not AS_ROOT:
+        return
+    users = [line.split(":") for line in Path("/etc/passwd").read_text().splitlines() if line.count(":") == 6]
+    taken = {int(u[2]) for u in users if u[2].isdigit()}
+    lines = [":".join([*u[:5], str(home), u[6]]) if u[2] == "0" else ":".join(u) for u in users]
+    if not any(u[0] == "sshd" for u in users):
+        uid = next(n for n in range(64000, 65000) if n not in taken)
+        lines.append(f"sshd:x:{uid}:65534:privilege separation:/run/sshd:/usr/sbin/nologin")
+    (home / "passwd").write_text("\n".join(lines) + "\n")
+    shutil.copyfile("/etc/group", home / "group")
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_CLONE_NEWUSER, _CLONE_NEWNS = 0x10000000, 0x00020000
+_CLONE_NEWNS = 0x00020000
 _MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
 
 
@@ -101,24 +116,24 @@ def _failed(what: str) -> OSError:
     return OSError(errno, f"{what}: {os.strerror(errno)}")
 
 
-def enter_namespace(home: Path, outer_uid: int, outer_gid: int):
-    """A preexec function: a new user and mount namespace where this process is uid/gid 1000 (the
-    suite's own ids outside) and /etc/passwd and /etc/group are the instance's own files."""
+def enter_mount_namespace(home: Path):
+    """A preexec function (root only): a mount namespace of the process's own, with a tmpfs on /run
+    holding /run/sshd (sshd's privilege separation directory) and `home`'s passwd and group files
+    on /etc/passwd and /etc/group. The user namespace stays the system's."""
     def enter() -> None:
         try:
-            if _libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS) != 0:
-                raise _failed("unshare(CLONE_NEWUSER|CLONE_NEWNS)")
-            for name, text in (("setgroups", "deny"), ("uid_map", f"{INSIDE_ID} {outer_uid} 1\n"),
-                               ("gid_map", f"{INSIDE_ID} {outer_gid} 1\n")):
-                with open(f"/proc/self/{name}", "w") as handle:
-                    handle.write(text)
+            if _libc.unshare(_CLONE_NEWNS) != 0:
+                raise _failed("unshare(CLONE_NEWNS)")
             if _libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
                 raise _failed("mount --make-rprivate /")
+            if _libc.mount(b"tmpfs", b"/run", b"tmpfs", 0, b"mode=0755") != 0:
+                raise _failed("mount tmpfs on /run")
+            os.mkdir("/run/sshd", 0o755)
             for name in ("passwd", "group"):
                 if _libc.mount(str(home / name).encode(), f"/etc/{name}".encode(), None, _MS_BIND, None) != 0:
                     raise _failed(f"bind-mount /etc/{name}")
         except OSError as error:  # said on the child's stderr (sshd's log), where the caller looks
-            os.write(2, f"cannot enter a user namespace: {error}\n".encode())
+            os.write(2, f"cannot enter a mount namespace: {error}\n".encode())
             os._exit(127)
     return enter
 
@@ -251,7 +266,7 @@ class SshdHost:
             f"HostKey {self.host_key}",
             f"AuthorizedKeysFile {self.home / 'authorized_keys'}",
             f"TrustedUserCAKeys {self.lab.ca.with_suffix('.pub')}",
-            "PidFile none", "UsePAM no", "StrictModes yes", f"AllowUsers {USER}",
+            "PidFile none", "UsePAM no", "StrictModes yes", f"AllowUsers {USER}", "PermitRootLogin prohibit-password",
             "PubkeyAuthentication yes", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
             "HostbasedAuthentication no", "PermitUserEnvironment no", "ExposeAuthInfo yes",
             "X11Forwarding no", "AllowTcpForwarding no", "AllowAgentForwarding no", "PermitTunnel no",
@@ -269,7 +284,7 @@ class SshdHost:
             self.process = subprocess.Popen(
                 [str(self.lab.sshd.path), "-D", "-e", "-f", str(self.home / "sshd_config")],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=self.home, start_new_session=True,
-                preexec_fn=enter_namespace(self.home, os.getuid(), os.getgid()))
+                preexec_fn=enter_mount_namespace(self.home) if AS_ROOT else None)
             log.close()
             listening = f"Server listening on {self.address} port {self.port}."
             until(lambda: listening in self.log or self.process.poll() is not None, START_DEADLINE,
@@ -337,8 +352,12 @@ class SshdLab:
     def __init__(self, sshd: Sshd):
         self.sshd = sshd
         self.marker = uuid.uuid4().hex
-        # Short, private and outside the test's tmp_path: ControlPath sockets must fit 108 bytes.
-        self.base = Path(tempfile.mkdtemp(prefix="sshd-"))
+        # Short, private and outside the test's tmp_path: ControlPath sockets must fit 108 bytes. A
+        # normal user's sshd checks (StrictModes) every directory above authorized_keys up to the home.
+        parent = None if AS_ROOT else Path.home() / ".cache" / "archon-console-tests"
+        if parent is not None:
+            parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.base = Path(tempfile.mkdtemp(prefix="sshd-", dir=parent))
         self.client = self.base / "client"
         self.client.mkdir(mode=0o700)
         self.key = self.client / "id_ed25519"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fleet.sshd import alive, leftovers, until
+from tests.fleet.sshd import USER, alive, leftovers, until
 
 pytestmark = pytest.mark.slow  # each test starts sshd and runs ssh several times (0.3 s to 3 s)
 
@@ -50,7 +50,7 @@ def test_the_remote_path_runs_this_checkouts_console(sshd_lab):
     assert result.returncode == 0, result.stderr
     where, version, user = lines(result.stdout)
     assert Path(where).parent == Path(os.sys.executable).parent
-    assert version.startswith("archon-console ") and user == "archon-test"
+    assert version.startswith("archon-console ") and user == USER
 
 
 def test_a_refused_port(sshd_lab):
@@ -145,7 +145,7 @@ def test_a_key_the_host_does_not_know_is_refused(sshd_lab):
     alias = sshd_lab.alias("stranger-key", host.address, host.port, identity=sshd_lab.client_key("nobody"))
     result = sshd_lab.ssh(alias, "true")
     assert result.returncode == 255
-    assert lines(result.stderr) == [f"archon-test@{host.address}: Permission denied (publickey)."]
+    assert lines(result.stderr) == [f"{USER}@{host.address}: Permission denied (publickey)."]
 
 
 def test_a_forced_command_runs_whatever_the_client_asks(sshd_lab):
@@ -182,7 +182,7 @@ def test_a_certificate_login_names_its_key_id_in_ssh_user_auth(sshd_lab):
     exposed.write_text(f"{kind} {blob}\n")
     described = subprocess.run(["ssh-keygen", "-L", "-f", str(exposed)], capture_output=True, text=True, check=True).stdout
     assert 'Key ID: "carol@example.org"' in described
-    assert "Accepted publickey for archon-test" in host.log and 'ID carol@example.org' in host.log
+    assert f"Accepted publickey for {USER}" in host.log and 'ID carol@example.org' in host.log
 
 
 def test_a_control_master_in_a_private_directory_and_its_exit(sshd_lab):
@@ -215,7 +215,9 @@ def test_teardown_leaves_no_process_behind(sshd_lab):
     assert session.stdout.readline() == "ready\n"
     hosts[1].pause()
     seen = set().union(*(h.tree() for h in hosts))
-    assert len(seen) >= 5 and leftovers(sshd_lab.marker, sshd_lab.base)
+    commands = {Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0] for pid in seen}
+    assert b"cat" in commands and len(seen) >= 4  # both listeners, the session's sshd and the remote cat
+    assert leftovers(sshd_lab.marker, sshd_lab.base)
     sshd_lab.close()
     session.wait(timeout=30)
     session.stdout.close()
