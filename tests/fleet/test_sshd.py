@@ -225,3 +225,23 @@ def test_teardown_leaves_no_process_behind(sshd_lab):
     assert [pid for pid in seen if alive(pid)] == []
     assert leftovers(sshd_lab.marker, sshd_lab.base) == []
     assert not sshd_lab.base.exists()
+
+
+def test_a_control_path_of_percent_c_is_shared_by_every_identity_for_one_account(sshd_lab):
+    """%C hashes the local host, HostName, Port and User only: an alias with another key for the same
+    account rides the first alias's master and acts with its identity. A client that gives aliases
+    different identities must tell their control paths apart itself."""
+    host = sshd_lab.add_host()
+    alice = sshd_lab.client_key("alice")
+    host.authorize(alice.with_suffix(".pub"), 'restrict,command="echo forced-alice"')
+    sshd_lab.alias("as-alice", host.address, host.port, identity=alice)
+    control = Path(tempfile.mkdtemp(prefix="cm-", dir=sshd_lab.base))
+    options = ("-o", "ControlMaster=auto", "-o", f"ControlPath={control}/%C", "-o", "ControlPersist=60")
+    with open(control.parent / "master.err", "w") as err:
+        first = subprocess.run(sshd_lab.ssh_command("as-alice", "echo asked", options=options), stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=err, text=True, timeout=60)
+    assert first.stdout == "forced-alice\n"
+    plain = sshd_lab.ssh(host.name, "echo asked", options=options)
+    assert plain.stdout == "forced-alice\n"  # the lab's own key would have run `echo asked`
+    assert sshd_lab.ssh(host.name, "echo asked").stdout == "asked\n"  # without the master it does
+    sshd_lab.ssh(host.name, options=("-O", "exit", *options))
