@@ -261,13 +261,7 @@ def _main(argv: list[str]) -> int:
         except SystemExit as exc:  # --help printed its text
             return int(exc.code or 0)
         except UsageProblem as exc:
-            if as_json:
-                _emit_error(exc.message, "See `archon-console help` for the commands and their options.",
-                            EXIT_USAGE, usage=" ".join(exc.usage.split()))
-            else:
-                sys.stderr.write(exc.usage)
-                print(f"archon-console: error: {exc.message}", file=sys.stderr)
-            return EXIT_USAGE
+            return report_usage(exc, json=as_json)
         if args.version:
             return _version(bool(args.json))
         ctx = make_context(args)
@@ -277,29 +271,46 @@ def _main(argv: list[str]) -> int:
 
             return run_tui(ctx)
         return int(handler(ctx) or 0)
-    except ConsoleError as exc:
-        return _report(exc.reason, exc.hint, exc.exit_code, json=as_json,
-                       note=ctx.write_note if ctx is not None else None)
-    except Stopped as exc:
+    except (Exception, KeyboardInterrupt) as exc:
+        return report_failure(exc, json=as_json, note=ctx.write_note if ctx is not None else None)
+
+
+def report_usage(exc: UsageProblem, *, json: bool) -> int:
+    """argparse's complaint, as the CLI says it: the usage error object under --json, else the usage
+    line and the sentence on stderr (`archon-console serve` answers a method's usage error the same)."""
+    if json:
+        _emit_error(exc.message, "See `archon-console help` for the commands and their options.",
+                    EXIT_USAGE, usage=" ".join(exc.usage.split()))
+    else:
+        sys.stderr.write(exc.usage)
+        print(f"archon-console: error: {exc.message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def report_failure(exc: BaseException, *, json: bool, note: str | None = None) -> int:
+    """How a command that raised ends: one sentence (or its JSON object) and the exit code, for every
+    kind of failure; the CLI's entry point and `archon-console serve` (console/cli/server.py) both
+    end a command here, so a failure reads the same locally and through a fleet host."""
+    if isinstance(exc, ConsoleError):
+        return _report(exc.reason, exc.hint, exc.exit_code, json=json, note=note)
+    if isinstance(exc, Stopped):
         return _report(f"stopped by {exc.name}; nothing further was written and temporary copies were removed.",
-                       None, exc.exit_code, json=as_json)
-    except KeyboardInterrupt:
-        return _report("interrupted; nothing further was written.", None, 130, json=as_json)
-    except BrokenPipeError:
+                       None, exc.exit_code, json=json)
+    if isinstance(exc, KeyboardInterrupt):
+        return _report("interrupted; nothing further was written.", None, 130, json=json)
+    if isinstance(exc, BrokenPipeError):
         return 0
-    except Exception as exc:  # noqa: BLE001 - see _unexpected
-        stop = as_stop(exc)  # a signal that interrupted a statement (console/signals.py)
-        if isinstance(stop, Stopped):
-            return _report(f"stopped by {stop.name}; nothing further was written and temporary copies were removed.",
-                           None, stop.exit_code, json=as_json)
-        if stop is not None:
-            return _report("interrupted; nothing further was written.", None, 130, json=as_json)
-        from console.db.limits import explain
+    stop = as_stop(exc)  # a signal that interrupted a statement (console/signals.py)
+    if isinstance(stop, Stopped):
+        return _report(f"stopped by {stop.name}; nothing further was written and temporary copies were removed.",
+                       None, stop.exit_code, json=json)
+    if stop is not None:
+        return _report("interrupted; nothing further was written.", None, 130, json=json)
+    from console.db.limits import explain
 
-        limit = explain(exc)  # a value or a statement over the limits (console/db/limits.py)
-        if limit is not None:
-            return _report(limit.reason, limit.hint, limit.exit_code, json=as_json)
-        return _unexpected(exc, json=as_json)
+    limit = explain(exc)  # a value or a statement over the limits (console/db/limits.py)
+    if limit is not None:
+        return _report(limit.reason, limit.hint, limit.exit_code, json=json)
+    return _unexpected(exc, json=json)
 
-
-__all__ = ["Context", "main"]
+__all__ = ["Context", "main", "report_failure", "report_usage"]

@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "console.cli.commands.audit",
     "console.cli.commands.reference",
     "console.cli.commands.completion",
+    "console.cli.commands.serve",
 )
 
 # Which module registers each subcommand, so a command imports only its own family
@@ -43,6 +44,7 @@ COMMAND_OWNERS = {
     "audit": "console.cli.commands.audit",
     "help": "console.cli.commands.reference",
     "completion": "console.cli.commands.completion",
+    "serve": "console.cli.commands.serve",
 }
 _OPTIONS_WITH_VALUE = {"--db", "--as", "--busy-timeout"}
 

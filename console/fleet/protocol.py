@@ -32,11 +32,15 @@ TOO_LARGE = -32001
 IDENTITY_AMBIGUOUS = -32002
 READ_ONLY = -32003
 NOT_READY = -32004  # a method before `hello`
+VERSION_SKEW = -32005  # `hello` asked for another major protocol version
+WRONG_DATABASE = -32006  # `hello` named another database than the one the host fixed with `--db`
+STREAM_BUSY = -32007  # a second `approvals.watch` on one session
 
 ERROR_KINDS = {
     PARSE_ERROR: "parse_error", INVALID_REQUEST: "invalid_request", METHOD_NOT_FOUND: "method_not_found",
     INVALID_PARAMS: "invalid_params", INTERNAL_ERROR: "internal_error", TOO_LARGE: "too_large",
     IDENTITY_AMBIGUOUS: "identity_ambiguous", READ_ONLY: "read_only", NOT_READY: "not_ready",
+    VERSION_SKEW: "version_skew", WRONG_DATABASE: "wrong_database", STREAM_BUSY: "stream_busy",
 }
 
 
@@ -72,11 +76,21 @@ METHODS: dict[str, Method] = {
     "profiles.list": _m("profiles list", "project"),
     "profiles.activate": _m("profiles activate", "project revision reason", writes=True),
     "doctor": _m("doctor", "check full strict"),
-    "audit": _m("audit", "since until project actor kind limit"),
+    "audit": _m("audit", "since until project actor kind"),  # no --limit: narrow with since/until
     "upgrade.plan": _m("upgrade", "to", fixed="--plan"),
 }
 # `hello` and `approvals.watch` (a stream of notifications) are the server's own, not commands.
 SESSION_METHODS = ("hello", "approvals.watch", "shutdown")
+# What each of them accepts. `approvals.watch` takes the filters of `approvals watch` (through its
+# parser, like a method of `METHODS`: `WATCH`) and `cursor`: the `cursor` value of the last
+# `approvals.changed` notification the client handled (opaque; absent: from now on).
+SESSION_PARAMS: dict[str, frozenset[str]] = {
+    "hello": frozenset({"protocol", "db", "client"}),
+    "approvals.watch": frozenset({"project", "kind", "status", "expiring_within", "poll", "cursor"}),
+    "shutdown": frozenset(),
+}
+WATCH = _m("approvals watch", "project kind status expiring_within poll")
+WATCH_NOTIFICATION = "approvals.changed"  # params: {"change": <one `approvals watch --json` line>, "cursor": ...}
 
 
 class MessageTooLarge(ValueError):
@@ -109,6 +123,52 @@ def read_line(stream: IO[bytes], *, cap: int) -> bytes | None:
     raise MessageTooLarge(f"a message over the {cap}-byte cap was refused")
 
 
+class Framer:
+    """`read_line`'s framing for a reader that cannot block (the server waits on its input with a
+    deadline, to poll a watch in between): bytes go in with `feed`, whole lines come out of
+    `lines`, each a `bytes` line or a `MessageTooLarge` for a line over `cap` (its bytes are dropped
+    as they arrive, so memory stays under `cap` whatever the peer sends)."""
+
+    def __init__(self, cap: int):
+        self.cap = cap
+        self._buffer = bytearray()
+        self._dropping = False
+        self._ready: list[bytes | MessageTooLarge] = []
+
+    def feed(self, data: bytes) -> None:
+        start = 0
+        while start < len(data):
+            end = data.find(b"\n", start)
+            piece = data[start:] if end < 0 else data[start:end]
+            if not self._dropping:
+                self._buffer += piece
+                if len(self._buffer) > self.cap:
+                    self._buffer.clear()
+                    self._dropping = True
+            if end < 0:
+                return
+            if self._dropping:
+                self._ready.append(MessageTooLarge(f"a message over the {self.cap}-byte cap was refused"))
+            else:
+                self._ready.append(bytes(self._buffer))
+            self._buffer.clear()
+            self._dropping = False
+            start = end + 1
+
+    def end(self) -> None:
+        """End of input: a last line without its newline still counts."""
+        if self._dropping:
+            self._ready.append(MessageTooLarge(f"a message over the {self.cap}-byte cap was refused"))
+        elif self._buffer:
+            self._ready.append(bytes(self._buffer))
+        self._buffer.clear()
+        self._dropping = False
+
+    def lines(self) -> list[bytes | MessageTooLarge]:
+        ready, self._ready = self._ready, []
+        return ready
+
+
 def decode(line: bytes) -> Any:
     """The JSON value of one line; ValueError for bytes that are not UTF-8 JSON (NaN refused)."""
     def no_constants(name: str) -> Any:
@@ -136,8 +196,9 @@ def notification(method: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 __all__ = [
-    "ERROR_KINDS", "IDENTITY_AMBIGUOUS", "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "MAX_REQUEST_BYTES",
+    "ERROR_KINDS", "Framer", "IDENTITY_AMBIGUOUS", "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "MAX_REQUEST_BYTES",
     "MAX_RESPONSE_BYTES", "METHODS", "METHOD_NOT_FOUND", "Method", "MessageTooLarge", "NOT_READY", "PARSE_ERROR",
-    "PROTOCOL_VERSION", "READ_ONLY", "SESSION_METHODS", "TOO_LARGE", "decode", "encode", "error", "notification",
-    "read_line", "request", "result",
+    "PROTOCOL_VERSION", "READ_ONLY", "SESSION_METHODS", "SESSION_PARAMS", "STREAM_BUSY", "TOO_LARGE", "VERSION_SKEW",
+    "WATCH", "WATCH_NOTIFICATION", "WRONG_DATABASE", "decode", "encode", "error", "notification", "read_line",
+    "request", "result",
 ]

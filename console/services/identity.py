@@ -80,9 +80,21 @@ def current() -> OsIdentity:
     return _probe()
 
 
+_SESSION: dict[str, str | None] = {}
+
+
+def set_session(*, actor_source: str, ssh_connection: str | None) -> None:
+    """How `archon-console serve` resolved who acts (console/services/host_identity.py), recorded
+    in every event this process writes from now on; set once per server process, before any write."""
+    _SESSION.clear()
+    _SESSION.update(actor_source=actor_source, ssh_connection=ssh_connection)
+
+
 def event_metadata(declared: str | None) -> dict[str, Any]:
-    """The keys every event the console writes adds to its `metadata_json`: the OS account, and the
-    name given with `--as` as `declared_as` (omitted for events nobody declared a name for)."""
+    """The keys every event the console writes adds to its `metadata_json`: the OS account, the
+    name given with `--as` as `declared_as` (omitted for events nobody declared a name for), and
+    under `archon-console serve` how the host resolved that name (`actor_source`) and the SSH
+    connection it came over (`ssh_connection`, `$SSH_CONNECTION`; None when not over SSH)."""
     me = current()
     keys: dict[str, Any] = {"os_login": me.login, "os_uid": me.uid, "os_host": me.host}
     if me.unverified:
@@ -90,6 +102,7 @@ def event_metadata(declared: str | None) -> dict[str, Any]:
         keys["os_identity_problem"] = me.unverified
     if declared is not None:
         keys["declared_as"] = declared
+    keys.update(_SESSION)
     return keys
 
 
@@ -119,4 +132,4 @@ def claim_owner_tag(declared: str) -> str:
 
 
 __all__ = ["CLAIM_TAG_LENGTH", "IDENTITY_MAP", "OsIdentity", "account_of", "claim_owner_tag", "current", "event_metadata",
-           "namespace_problem"]
+           "namespace_problem", "set_session"]

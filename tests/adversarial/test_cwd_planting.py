@@ -224,6 +224,7 @@ def _commands(snapshot: str) -> list[list[str]]:
         ["audit", "--format", "jsonl"],
         ["help", "approvals"],
         ["completion", "bash"],
+        ["serve", "--stdio", "--policy", "no-policy.toml"],  # stdin is /dev/null: end of input at once
         ["__complete", "bash", "archon-console approvals show apr-0000000", "=:"],
         ["--version"],
     ]

@@ -1,0 +1,406 @@
+"""Calling hosts: one outcome per host, whatever happened there, never a traceback.
+
+`call_hosts` is the CLI's: one connection per host (`hello`, then the method), at most `parallel`
+at once, each host within a console-side `deadline` (ssh's ConnectTimeout bounds only the
+connection; a host that accepts and never speaks, or stops mid-answer, is bounded here: the ssh
+process is killed). `FleetSessions` is the TUI's and watch's: a long-lived session per host,
+reconnected in the background with bounded back-off, closed with `ssh -O exit`.
+
+Each host ends in one state of console/fleet/transport.py `STATES` with one sentence. A read that
+fails for a reason of the connection falls back on the host's last successful read
+(console/fleet/cache.py), as `stale` with its age; a write never does. A write whose request was
+sent and whose answer never came is `outcome_unknown`: it may have landed, so it is never retried
+blindly (a repeated decision is answered "already ... by you" by the host).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from console import __version__
+from console.fleet import cache as fleet_cache
+from console.fleet.hosts import Fleet, Host
+from console.fleet.protocol import METHOD_NOT_FOUND, METHODS, PROTOCOL_VERSION, MessageTooLarge
+from console.fleet.session import Notify, RemoteError, Session, SessionLost
+from console.fleet.transport import classify, close_masters, control_dir
+from console.text import is_clean, one_line
+
+STALE_FROM = ("unreachable", "timeout", "auth_failed", "host_key", "no_server", "version_skew")
+MAX_BACKOFF = 60.0
+
+
+@dataclass
+class HostOutcome:
+    """What one host answered. `data` is the command's JSON output (`exit` its exit code) for
+    `ok`, the cached one for `stale` (`age_seconds` old, `cause` the state of the live attempt);
+    `hello` is the host's hello. Everything in `data` and `hello` came from the host: data."""
+
+    host: str
+    state: str
+    sentence: str | None = None
+    exit: int | None = None
+    data: Any = None
+    hello: dict[str, Any] | None = None
+    age_seconds: float | None = None
+    cause: str | None = None
+
+
+def is_write(method: str) -> bool:
+    """Writes are never cached, never answered from the cache, and unknown when a connection drops
+    under them. A method the table does not know counts as a write: nothing is assumed safe."""
+    spec = METHODS.get(method)
+    return method not in ("hello", "approvals.watch") and (spec is None or spec.writes)
+
+
+def cacheable(method: str) -> bool:
+    """Only a command's read is kept (and shown stale): not hello, not a watch's stream, never a write."""
+    spec = METHODS.get(method)
+    return spec is not None and not spec.writes
+
+
+def hello_params(host: Host) -> dict[str, Any]:
+    params: dict[str, Any] = {"protocol": PROTOCOL_VERSION, "client": __version__}
+    if host.db is not None:
+        params["db"] = host.db
+    return params
+
+
+def check_hello(host: Host, hello: Any, *, use_cache: bool) -> HostOutcome | None:
+    """The outcome that ends the call at `hello` (version skew, another database), else None."""
+    name = host.name
+    if not isinstance(hello, dict):
+        return HostOutcome(name, "remote_error", one_line(f"{name} answered hello with something other than an object."))
+    protocol = hello.get("protocol")
+    if type(protocol) is not int or protocol != PROTOCOL_VERSION:
+        return HostOutcome(name, "version_skew", one_line(
+            f"{name} speaks fleet protocol {one_line(protocol, 20)}, this console {PROTOCOL_VERSION}: upgrade the "
+            "older of the two (pipx upgrade archon-console)."), hello=hello)
+    instance = hello.get("instance_id")
+    if not isinstance(instance, str) or not 0 < len(instance) <= 128 or not is_clean(instance, allow_newlines=False):
+        return HostOutcome(name, "remote_error", one_line(f"{name} answered hello without a usable instance id."),
+                           hello=hello)
+    known = fleet_cache.known_instance(host) if use_cache else None
+    if known is not None and known != instance:
+        return HostOutcome(name, "wrong_instance", one_line(
+            f"{name} now answers for database {instance}, not {known} as before: check that {host.ssh} still "
+            f"reaches the right host and file; if the database was replaced on purpose, delete "
+            f"{fleet_cache.instance_file(host)}."), hello=hello)
+    if known is None and use_cache:
+        fleet_cache.remember_instance(host, instance)
+    return None
+
+
+def _remote_outcome(host: Host, error: RemoteError, at_hello: bool) -> HostOutcome:
+    if at_hello and (error.code == METHOD_NOT_FOUND or error.kind in ("version_skew", "protocol")):
+        return HostOutcome(host.name, "version_skew", one_line(
+            f"{host.name} does not speak this console's fleet protocol ({error.message}): upgrade the older of the "
+            "two (pipx upgrade archon-console)."))
+    return HostOutcome(host.name, "remote_error", one_line(f"{host.name} refused: {error.message} ({error.kind})."))
+
+
+def _answer(host: Host, value: Any, hello: dict[str, Any]) -> HostOutcome:
+    """A method's result, `{"exit": CODE, "output": JSON}` (and the refusal's words, when any)."""
+    if not isinstance(value, dict) or type(value.get("exit")) is not int:
+        return HostOutcome(host.name, "remote_error", one_line(f"{host.name} sent an answer the console does not "
+                                                               "understand."), hello=hello)
+    said = next((value[k] for k in ("error", "message") if isinstance(value.get(k), str)), None)
+    return HostOutcome(host.name, "ok", one_line(said, 400) if said else None, value["exit"], value.get("output"), hello)
+
+
+def _lost(host: Host, lost: SessionLost, returncode: int | None, stderr: str,
+          write_sent: bool) -> HostOutcome:
+    if write_sent:
+        return HostOutcome(host.name, "outcome_unknown", one_line(
+            f"The connection to {host.name} ended after the write was sent and before its answer: whether it took "
+            "effect is unknown; read it again before repeating it."))
+    if lost.violation:
+        return HostOutcome(host.name, "remote_error", one_line(f"{host.name} {lost.violation}; the session was ended."))
+    state, sentence = classify(returncode, stderr, alias=host.ssh, name=host.name, remote=host.remote)
+    return HostOutcome(host.name, state, sentence)
+
+
+class _Progress:
+    """How far one attempt got, readable after the deadline cancelled it."""
+
+    def __init__(self) -> None:
+        self.write_sent = False
+        self.session: Session | None = None
+
+
+async def _attempt(fleet: Fleet, host: Host, method: str, params: dict[str, Any], sockets: Path | None,
+                   progress: _Progress, use_cache: bool) -> HostOutcome:
+    session = progress.session = Session(fleet, host, sockets=sockets)
+    at_hello = True
+    try:
+        await session.start()
+    except OSError as exc:
+        return HostOutcome(host.name, "unreachable", one_line(
+            f"ssh could not be started for {host.name} ({exc.strerror or exc}): install OpenSSH's client or set "
+            f"[ssh] command in {fleet.path}."))
+    try:
+        hello = await session.request("hello", hello_params(host))
+        ended = check_hello(host, hello, use_cache=use_cache)
+        if ended is not None or method == "hello":
+            return ended or HostOutcome(host.name, "ok", data=hello, hello=hello, exit=0)
+        at_hello = False
+        progress.write_sent = is_write(method)
+        return _answer(host, await session.request(method, params), hello)
+    except RemoteError as exc:
+        return _remote_outcome(host, exc, at_hello)
+    except SessionLost as exc:
+        # after a violation nothing more is read: the caller kills the process
+        returncode, stderr = await session.finish() if not exc.violation else (None, "")
+        return _lost(host, exc, returncode, stderr, progress.write_sent and exc.sent)
+    except MessageTooLarge as exc:
+        progress.write_sent = False
+        return HostOutcome(host.name, "remote_error", one_line(f"Not sent to {host.name}: {exc}."))
+
+
+async def _stale(host: Host, method: str, params: dict[str, Any], outcome: HostOutcome) -> HostOutcome:
+    found = await asyncio.to_thread(fleet_cache.lookup, host, method, params)
+    if found is None:
+        return outcome
+    data, hello, exit_code, age = found
+    return HostOutcome(host.name, "stale", outcome.sentence, exit_code, data, hello, age, outcome.state)
+
+
+async def call_one(fleet: Fleet, host: Host, method: str, params: dict[str, Any], *, deadline: float,
+                   use_cache: bool, sockets: Path | None) -> HostOutcome:
+    """One host's outcome within `deadline` seconds (the ssh process killed when it runs out)."""
+    progress = _Progress()
+    answered = False
+    try:
+        outcome = await asyncio.wait_for(_attempt(fleet, host, method, params, sockets, progress, use_cache),
+                                         deadline)
+        answered = True
+    except asyncio.TimeoutError:
+        if progress.write_sent:
+            outcome = HostOutcome(host.name, "outcome_unknown", one_line(
+                f"{host.name} did not answer the write within {deadline:g} s: whether it took effect is unknown; "
+                "read it again before repeating it."))
+        else:
+            stderr = progress.session.stderr if progress.session else ""
+            state, sentence = classify(None, stderr, alias=host.ssh, name=host.name) if stderr.strip() else ("", "")
+            if state not in ("host_key", "auth_failed", "unreachable"):
+                state, sentence = "timeout", one_line(f"{host.name} did not answer within {deadline:g} s "
+                                                      "(the console's deadline); its ssh was stopped.")
+            outcome = HostOutcome(host.name, state, sentence)
+    finally:
+        # Outside the deadline: an answer that came in time stays the answer while the server exits
+        # (within GRACE). Past the deadline, or cancelled, the process is killed at once.
+        if progress.session is not None:
+            await progress.session.close(kill=not answered or progress.session.violation is not None)
+    if outcome.state == "ok" and use_cache and cacheable(method) and outcome.exit == 0:
+        await asyncio.to_thread(fleet_cache.store, host, method, params, outcome.data, outcome.hello, outcome.exit)
+    elif outcome.state in STALE_FROM and use_cache and cacheable(method):
+        outcome = await _stale(host, method, params, outcome)
+    return outcome
+
+
+def flag_shared_instances(outcomes: Sequence[HostOutcome]) -> list[HostOutcome]:
+    """Two hosts answering for one database would show its rows twice and take one decision twice:
+    every host after the first with the same instance id is `wrong_instance`."""
+    first: dict[str, str] = {}
+    flagged = []
+    for outcome in outcomes:
+        instance = outcome.hello.get("instance_id") if outcome.state == "ok" and outcome.hello else None
+        if isinstance(instance, str) and instance in first:
+            outcome = replace(outcome, state="wrong_instance", data=None, exit=None, sentence=one_line(
+                f"{outcome.host} answers for the same database as {first[instance]} (instance {instance}): two "
+                "entries of hosts.toml reach one database; remove one of them."))
+        elif isinstance(instance, str):
+            first[instance] = outcome.host
+        flagged.append(outcome)
+    return flagged
+
+
+async def fan_out(fleet: Fleet, hosts: Sequence[Host], method: str, params: dict[str, Any] | None = None, *,
+                  parallel: int = 8, deadline: float = 30.0, cache: bool = True) -> list[HostOutcome]:
+    """`call_hosts` for a caller already inside an event loop."""
+    sockets = await asyncio.to_thread(control_dir)
+    gate = asyncio.Semaphore(max(1, int(parallel)))
+    params = dict(params or {})
+
+    async def one(host: Host) -> HostOutcome:
+        async with gate:
+            return await call_one(fleet, host, method, params, deadline=deadline, use_cache=cache, sockets=sockets)
+
+    return flag_shared_instances(await asyncio.gather(*(one(host) for host in hosts)))
+
+
+def call_hosts(fleet: Fleet, hosts: Sequence[Host], method: str, params: dict[str, Any] | None = None, *,
+               parallel: int = 8, deadline: float = 30.0, cache: bool = True) -> list[HostOutcome]:
+    """Each host's outcome of `method`, in the order of `hosts`: `hello`, then the method, on one
+    connection per host. `console.fleet.private.PrivateDirUnusable` when ssh's control directory
+    is not private."""
+    return asyncio.run(fan_out(fleet, hosts, method, params, parallel=parallel, deadline=deadline, cache=cache))
+
+
+
+class FleetSessions:
+    """A session per host for the TUI and `approvals watch`: connected all at once, kept open,
+    reconnected in the background with back-off (1 s doubling to `MAX_BACKOFF`, jittered) while
+    the host is down, and closed with `ssh -O exit`. `states` holds each host's last connection
+    outcome (`ok` with its hello, or why not); `on_state(outcome)` is told of every change and
+    `on_notification(host, method, params)` of every notification (e.g. `approvals.watch`); both
+    run on the event loop and must not block."""
+
+    def __init__(self, fleet: Fleet, hosts: Sequence[Host], *, parallel: int = 8, deadline: float = 30.0,
+                 cache: bool = True, on_notification: Notify | None = None,
+                 on_state: Callable[[HostOutcome], None] | None = None):
+        self.fleet, self.deadline, self.cache = fleet, deadline, cache
+        self.hosts = {host.name: host for host in hosts}
+        self.states: dict[str, HostOutcome] = {}
+        self.on_notification, self.on_state = on_notification, on_state
+        self._parallel = max(1, int(parallel))
+        self._gate: asyncio.Semaphore | None = None
+        self._sockets: Path | None = None
+        self._sessions: dict[str, Session] = {}
+        self._locks = {name: asyncio.Lock() for name in self.hosts}
+        self._down = {name: asyncio.Event() for name in self.hosts}
+        self._keepers: list[asyncio.Task[None]] = []
+        self._closing = asyncio.Event()
+
+    def _note(self, outcome: HostOutcome) -> HostOutcome:
+        self.states[outcome.host] = outcome
+        (self._down[outcome.host].clear if outcome.state == "ok" else self._down[outcome.host].set)()
+        if self.on_state is not None:
+            try:
+                self.on_state(outcome)
+            except Exception:  # noqa: BLE001 - a listener's bug must not stop the fleet
+                pass
+        return outcome
+
+    def _session_ended(self, name: str, session: Session) -> None:
+        if self._sessions.get(name) is session and not self._closing.is_set():
+            asyncio.ensure_future(self._note_lost(name, session))
+
+    async def _note_lost(self, name: str, session: Session) -> None:
+        returncode, stderr = await session.finish()
+        if self._sessions.get(name) is session:
+            del self._sessions[name]
+            await session.close(kill=True)
+            self._note(_lost(self.hosts[name], SessionLost(False, session.violation), returncode, stderr, False))
+
+    async def _open(self, host: Host) -> HostOutcome:
+        """Connect `host` unless it is connected (one attempt at a time per host)."""
+        assert self._gate is not None
+        async with self._locks[host.name]:
+            current = self._sessions.get(host.name)
+            if current is not None and current.alive:
+                return self.states[host.name]
+            async with self._gate:
+                session = Session(self.fleet, host, sockets=self._sockets, on_notification=self.on_notification,
+                                  on_lost=lambda: self._session_ended(host.name, session))
+                outcome = await self._hello(host, session)
+            if outcome.state == "ok":
+                duplicate = next((o.host for o in self.states.values() if o.state == "ok" and o.host != host.name
+                                  and o.hello and o.hello.get("instance_id") == outcome.hello.get("instance_id")), None)
+                if duplicate is not None:
+                    outcome = flag_shared_instances([self.states[duplicate], outcome])[1]
+            if outcome.state == "ok":
+                self._sessions[host.name] = session
+            else:
+                await session.close(kill=True)
+            return self._note(outcome)
+
+    async def _hello(self, host: Host, session: Session) -> HostOutcome:
+        try:
+            async with asyncio.timeout(self.deadline):
+                try:
+                    await session.start()
+                except OSError as exc:
+                    return HostOutcome(host.name, "unreachable", one_line(
+                        f"ssh could not be started for {host.name} ({exc.strerror or exc}): install OpenSSH's client "
+                        f"or set [ssh] command in {self.fleet.path}."))
+                hello = await session.request("hello", hello_params(host))
+                return check_hello(host, hello, use_cache=self.cache) or HostOutcome(host.name, "ok", hello=hello,
+                                                                                   data=hello, exit=0)
+        except TimeoutError:
+            return HostOutcome(host.name, "timeout", one_line(f"{host.name} did not answer within {self.deadline:g} s "
+                                                              "(the console's deadline); its ssh was stopped."))
+        except RemoteError as exc:
+            return _remote_outcome(host, exc, True)
+        except SessionLost as exc:
+            returncode, stderr = await session.finish() if not exc.violation else (None, "")
+            return _lost(host, exc, returncode, stderr, False)
+
+    async def connect(self) -> list[HostOutcome]:
+        """Connect every host at once (at most `parallel` at a time); each host's outcome, in order.
+        Hosts that are down keep being retried in the background until `close`."""
+        self._gate = asyncio.Semaphore(self._parallel)
+        self._sockets = await asyncio.to_thread(control_dir)
+        outcomes = await asyncio.gather(*(self._open(host) for host in self.hosts.values()))
+        self._keepers = [asyncio.ensure_future(self._keep(host)) for host in self.hosts.values()]
+        return list(outcomes)
+
+    async def _keep(self, host: Host) -> None:
+        backoff = 1.0
+        while not self._closing.is_set():
+            await self._down[host.name].wait()
+            try:
+                await asyncio.wait_for(self._closing.wait(), backoff * random.uniform(0.8, 1.2))
+                return
+            except asyncio.TimeoutError:
+                pass
+            outcome = await self._open(host)
+            backoff = 1.0 if outcome.state == "ok" else min(backoff * 2, MAX_BACKOFF)
+
+    async def call(self, name: str, method: str, params: dict[str, Any] | None = None, *,
+                   deadline: float | None = None) -> HostOutcome:
+        """`method` on host `name`, connecting it first when it is down; a read that cannot be
+        made answers from the cache as `stale`, a write never does."""
+        host, params = self.hosts[name], dict(params or {})
+        write = is_write(method)
+        outcome = await self._open(host)
+        session = self._sessions.get(name)
+        if outcome.state == "ok" and session is not None:
+            outcome = await self._request(host, session, method, params, deadline or self.deadline, write)
+        if outcome.state == "ok" and self.cache and cacheable(method) and outcome.exit == 0:
+            await asyncio.to_thread(fleet_cache.store, host, method, params, outcome.data, outcome.hello, outcome.exit)
+        elif outcome.state in STALE_FROM and self.cache and cacheable(method):
+            outcome = await _stale(host, method, params, outcome)
+        return outcome
+
+    async def _request(self, host: Host, session: Session, method: str, params: dict[str, Any], deadline: float,
+                       write: bool) -> HostOutcome:
+        hello = self.states[host.name].hello or {}
+        try:
+            return _answer(host, await asyncio.wait_for(session.request(method, params), deadline), hello)
+        except asyncio.TimeoutError:
+            self._sessions.pop(host.name, None)
+            await session.close(kill=True)
+            self._note(HostOutcome(host.name, "timeout", one_line(
+                f"{host.name} did not answer within {deadline:g} s (the console's deadline); its ssh was stopped.")))
+            if not write:
+                return self.states[host.name]
+            return HostOutcome(host.name, "outcome_unknown", one_line(
+                f"{host.name} did not answer the write within {deadline:g} s: whether it took effect is unknown; "
+                "read it again before repeating it."))
+        except RemoteError as exc:
+            return _remote_outcome(host, exc, False)
+        except MessageTooLarge as exc:
+            return HostOutcome(host.name, "remote_error", one_line(f"Not sent to {host.name}: {exc}."))
+        except SessionLost as exc:
+            self._sessions.pop(host.name, None)
+            returncode, stderr = await session.finish() if not exc.violation else (None, "")
+            await session.close(kill=True)
+            self._note(_lost(host, exc, returncode, stderr, False))  # why the host is down now
+            return _lost(host, exc, returncode, stderr, write and exc.sent)
+
+    async def close(self) -> None:
+        """End every session and the keepers, then `ssh -O exit` the shared connections."""
+        self._closing.set()
+        for task in self._keepers:
+            task.cancel()
+        await asyncio.gather(*self._keepers, return_exceptions=True)
+        sessions, self._sessions = list(self._sessions.values()), {}
+        await asyncio.gather(*(session.close() for session in sessions), return_exceptions=True)
+        await asyncio.to_thread(close_masters, self.fleet, list(self.hosts.values()))
+
+__all__ = ["FleetSessions", "HostOutcome", "MAX_BACKOFF", "STALE_FROM", "cacheable", "call_hosts", "call_one", "check_hello", "fan_out", "flag_shared_instances",
+           "hello_params", "is_write"]

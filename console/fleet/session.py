@@ -1,0 +1,193 @@
+"""One JSON-RPC session with one host's server, over one ssh process.
+
+Everything the process sends is hostile and bounded: stdout is read a line at a time by a
+StreamReader whose `limit` is the protocol's response cap (a longer line ends the session, it is
+never buffered whole), each line must be one JSON object, and stderr is drained concurrently
+(a full pipe would stall ssh) keeping only its last `STDERR_KEEP` bytes, for console/fleet/transport.py
+`classify`. The session never waits on the process without a bound: closing it closes stdin (the
+server's cue to exit), waits `GRACE` seconds, then kills the one process it started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from pathlib import Path
+from typing import Any, Callable
+
+from console.fleet.hosts import Fleet, Host
+from console.fleet.protocol import ERROR_KINDS, MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES, decode, encode, request
+from console.fleet.transport import CONNECT_TIMEOUT, ssh_argv
+from console.text import one_line
+
+STDERR_KEEP = 8 * 1024
+GRACE = 2.0  # seconds a server has to exit after its stdin closes
+
+Notify = Callable[[str, str, Any], None]
+
+
+class SessionLost(Exception):
+    """The connection ended before the answer. `sent`: the request had been written (a write's
+    outcome is then unknown); `violation`: what the peer sent that ended it, if that was it."""
+
+    def __init__(self, sent: bool, violation: str | None = None):
+        super().__init__(violation or "the connection ended")
+        self.sent = sent
+        self.violation = violation
+
+
+class RemoteError(Exception):
+    """A JSON-RPC error from the host: `kind` from console/fleet/protocol.py ERROR_KINDS (or the
+    server's own `data.kind`), `message` cleaned onto one line."""
+
+    def __init__(self, code: int, message: str, kind: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.kind = kind
+
+
+def _remote_error(body: Any) -> RemoteError:
+    if not isinstance(body, dict) or not isinstance(body.get("code"), int) or isinstance(body.get("code"), bool):
+        return RemoteError(0, "an error the console does not understand", "remote_error")
+    data = body.get("data")
+    kind = data.get("kind") if isinstance(data, dict) and isinstance(data.get("kind"), str) else None
+    kind = kind if kind and kind.replace("_", "").isalnum() and len(kind) <= 40 else None
+    return RemoteError(body["code"], one_line(body.get("message", ""), 300),
+                       kind or ERROR_KINDS.get(body["code"], "remote_error"))
+
+
+class Session:
+    def __init__(self, fleet: Fleet, host: Host, *, sockets: Path | None, on_notification: Notify | None = None,
+                 on_lost: Callable[[], None] | None = None, connect_timeout: int = CONNECT_TIMEOUT):
+        self.fleet, self.host = fleet, host
+        self.argv = ssh_argv(fleet, host, connect_timeout=connect_timeout, sockets=sockets)
+        self.on_notification, self.on_lost = on_notification, on_lost
+        self.process: asyncio.subprocess.Process | None = None
+        self.violation: str | None = None
+        self._stderr = bytearray()
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._ids = itertools.count(1)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._ended = asyncio.Event()
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and not self._ended.is_set()
+
+    @property
+    def stderr(self) -> str:
+        return self._stderr.decode("utf-8", "replace")
+
+    async def start(self) -> None:
+        """Start ssh (OSError when it cannot be run at all)."""
+        self.process = await asyncio.create_subprocess_exec(
+            *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, limit=MAX_RESPONSE_BYTES)
+        self._tasks = [asyncio.ensure_future(self._drain_stderr()), asyncio.ensure_future(self._read())]
+
+    async def _drain_stderr(self) -> None:
+        assert self.process is not None and self.process.stderr is not None
+        while chunk := await self.process.stderr.read(4096):
+            self._stderr += chunk
+            if len(self._stderr) > STDERR_KEEP:
+                del self._stderr[:-STDERR_KEEP]
+
+    async def _read(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        try:
+            while line := await self.process.stdout.readline():
+                try:
+                    message = decode(line)
+                except ValueError:
+                    self.violation = "sent a line that is not JSON"
+                    return
+                if not isinstance(message, dict):
+                    self.violation = "sent a message that is not a JSON object"
+                    return
+                self._dispatch(message)
+        except (ValueError, asyncio.LimitOverrunError):
+            self.violation = f"sent a message over the {MAX_RESPONSE_BYTES:,}-byte cap"
+        except (OSError, EOFError):
+            pass
+        finally:
+            self._ended.set()
+            for future in self._pending.values():
+                if not future.done():
+                    future.set_exception(SessionLost(True, self.violation))
+            self._pending.clear()
+            if self.on_lost is not None:
+                self.on_lost()
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        if "id" in message and ("result" in message or "error" in message):
+            id_ = message["id"]
+            future = self._pending.pop(id_, None) if type(id_) is int else None
+            if future is None or future.done():
+                return
+            if "error" in message:
+                future.set_exception(_remote_error(message["error"]))
+            else:
+                future.set_result(message["result"])
+        elif isinstance(message.get("method"), str) and "id" not in message and self.on_notification is not None:
+            try:
+                self.on_notification(self.host.name, message["method"], message.get("params"))
+            except Exception:  # noqa: BLE001 - a listener's bug must not end the host's session
+                pass
+
+    async def request(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        """The result of one call; `RemoteError` for a JSON-RPC error, `SessionLost` when the
+        connection ends first, `MessageTooLarge` for a request over the cap (nothing is sent)."""
+        if not self.alive:
+            raise SessionLost(False, self.violation)
+        assert self.process is not None and self.process.stdin is not None
+        id_ = next(self._ids)
+        data = encode(request(id_, method, params), cap=MAX_REQUEST_BYTES)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[id_] = future
+        try:
+            self.process.stdin.write(data)
+            await self.process.stdin.drain()
+        except (OSError, RuntimeError):  # the pipe closed under the write: some of it may have gone
+            self._pending.pop(id_, None)
+            raise SessionLost(True, self.violation) from None
+        return await future
+
+    async def finish(self, timeout: float = GRACE) -> tuple[int | None, str]:
+        """ssh's exit status and stderr once it ends (None: it had not ended within `timeout`)."""
+        assert self.process is not None
+        try:
+            await asyncio.wait_for(self.process.wait(), timeout)
+            await asyncio.wait_for(asyncio.shield(self._tasks[0]), timeout)
+        except (asyncio.TimeoutError, OSError):
+            pass
+        return self.process.returncode, self.stderr
+
+    async def close(self, *, kill: bool = False) -> None:
+        """End the session: stdin closed and `GRACE` seconds to exit, or killed now with `kill`."""
+        process = self.process
+        if process is None:
+            return
+        try:
+            if process.returncode is None and not kill:
+                if process.stdin is not None and not process.stdin.is_closing():
+                    process.stdin.close()
+                try:
+                    await asyncio.wait_for(process.wait(), GRACE)
+                except asyncio.TimeoutError:
+                    pass
+            if process.returncode is None:
+                process.kill()
+            await process.wait()
+        except ProcessLookupError:
+            pass
+        finally:
+            for task in self._tasks:
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            if process.stdin is not None and not process.stdin.is_closing():
+                process.stdin.close()
+
+
+__all__ = ["GRACE", "RemoteError", "STDERR_KEEP", "Session", "SessionLost"]

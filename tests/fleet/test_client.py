@@ -1,0 +1,221 @@
+"""console/fleet/client.py: each host ends in one state with one sentence, through real processes
+(the fake ssh runs tests/fleet/peer.py, a scripted server), within the deadline and the fan-out cap."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+
+import pytest
+
+from console.fleet import cache as fleet_cache
+from console.fleet.client import call_hosts
+from console.fleet.transport import STATES
+from console.text import is_clean
+
+from .conftest import peer
+
+
+def _one_line_clean(outcome):
+    assert outcome.state in STATES
+    if outcome.sentence is not None:
+        assert is_clean(outcome.sentence, allow_newlines=False), outcome.sentence
+
+
+def test_a_read_on_several_hosts_comes_back_in_host_order(write_hosts):
+    fleet = write_hosts({
+        "b": {"ssh": "alias-b", "remote": peer("--instance", "B"), "db": "/srv/archon/b.db"},
+        "a": {"ssh": "alias-a", "remote": peer("--instance", "A"), "read_only": True},
+    })
+    outcomes = call_hosts(fleet, list(fleet.hosts.values()), "approvals.list", {"status": "pending", "limit": 5})
+    assert [o.host for o in outcomes] == ["b", "a"]
+    for outcome in outcomes:
+        _one_line_clean(outcome)
+        assert outcome.state == "ok" and outcome.exit == 0, outcome
+        assert outcome.data["method"] == "approvals.list"
+        assert outcome.data["params"] == {"status": "pending", "limit": 5}
+    # the database path travels in hello, never on the command line; read_only reaches the server
+    assert outcomes[0].hello["params"]["db"] == "/srv/archon/b.db"
+    assert outcomes[0].hello["params"]["protocol"] == 1
+    assert "db" not in outcomes[1].hello["params"]
+    assert outcomes[1].hello["read_only"] is True and outcomes[0].hello["read_only"] is False
+
+
+@pytest.mark.slow
+def test_fan_out_never_runs_more_than_parallel_hosts_at_once(write_hosts, tmp_path):
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    fleet = write_hosts({f"h{i}": {"ssh": f"h{i}", "remote": peer("--instance", f"I{i}", "--markers", str(markers),
+                                                                    "--together", "3", "--total", "6")}
+                         for i in range(6)})
+    outcomes = call_hosts(fleet, list(fleet.hosts.values()), "projects.list", {}, parallel=3, deadline=60)
+    assert [o.state for o in outcomes] == ["ok"] * 6
+    seen = [int(p.read_text()) for p in markers.glob("*.seen")]
+    assert len(seen) == 6
+    assert max(seen) == 3  # three at once happened (each waited for the others), never a fourth
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["mute", "hang"])
+def test_a_host_that_never_answers_ends_at_the_deadline_with_its_ssh_killed(write_hosts, tmp_path, mode):
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    fleet = write_hosts({"dead": {"ssh": "dead", "remote": peer("--mode", mode, "--markers", str(markers))},
+                         "fine": {"ssh": "fine", "remote": peer("--instance", "F")}})
+    started = time.monotonic()
+    dead, fine = call_hosts(fleet, list(fleet.hosts.values()), "envs.list", {}, deadline=3.0, cache=False)
+    assert time.monotonic() - started < 3.0 + 15  # bounded by the deadline (and a loaded machine's slack)
+    assert dead.state == "timeout" and "deadline" in dead.sentence
+    assert fine.state == "ok"
+    pids = [int(p.name) for p in markers.iterdir() if p.name.isdigit()]
+    assert pids and not any(_alive(pid) for pid in pids)  # killed (and reaped), not left behind
+
+
+@pytest.mark.slow
+def test_an_answer_in_time_stays_the_answer_while_the_server_is_slow_to_exit(write_hosts, tmp_path):
+    """The deadline bounds the host's answer; ending the process afterwards has its own bound. A
+    write that was answered "done" is never reported as timed out or unknown."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--mode", "linger", "--markers", str(markers))}})
+    [outcome] = call_hosts(fleet, list(fleet.hosts.values()), "approvals.approve", {"ids": [1]}, deadline=1.0)
+    assert outcome.state == "ok" and outcome.exit == 0, outcome
+    pids = [int(p.stem) for p in markers.glob("*.started")]
+    assert pids and not any(_alive(pid) for pid in pids)  # killed after its grace, not left behind
+
+
+def test_a_write_whose_connection_drops_before_the_answer_is_outcome_unknown(write_hosts):
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--mode", "die-on-write")}})
+    [outcome] = call_hosts(fleet, list(fleet.hosts.values()), "approvals.approve", {"ids": [7], "reason": "ok"})
+    assert outcome.state == "outcome_unknown", outcome
+    _one_line_clean(outcome)
+    assert outcome.data is None
+
+
+@pytest.mark.slow
+def test_a_write_without_an_answer_by_the_deadline_is_outcome_unknown(write_hosts):
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--mode", "hang")}})
+    [outcome] = call_hosts(fleet, list(fleet.hosts.values()), "envs.claim", {"id": "e1"}, deadline=2.0)
+    assert outcome.state == "outcome_unknown", outcome
+
+
+@pytest.mark.parametrize("mode, words", [("garbage", "not JSON"), ("huge", "cap")])
+def test_a_peer_that_breaks_the_framing_is_a_remote_error(write_hosts, mode, words):
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--mode", mode)}})
+    [outcome] = call_hosts(fleet, list(fleet.hosts.values()), "doctor", {}, cache=False)
+    assert outcome.state == "remote_error" and words in outcome.sentence, outcome
+    _one_line_clean(outcome)
+
+
+def test_a_json_rpc_error_is_a_remote_error_on_one_clean_line(write_hosts):
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer()}})
+    [outcome] = call_hosts(fleet, list(fleet.hosts.values()), "fail", {})
+    assert outcome.state == "remote_error" and "invalid_params" in outcome.sentence
+    _one_line_clean(outcome)
+
+
+def test_another_protocol_is_version_skew(write_hosts):
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--protocol", "2")}})
+    [outcome] = call_hosts(fleet, list(fleet.hosts.values()), "doctor", {})
+    assert outcome.state == "version_skew" and "protocol 2" in outcome.sentence
+
+
+def test_a_host_without_the_console_names_the_install_command(write_hosts):
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": "no-such-archon-console-here"}})
+    [outcome] = call_hosts(fleet, list(fleet.hosts.values()), "doctor", {}, cache=False)
+    assert outcome.state == "no_server" and "pipx install archon-console" in outcome.sentence, outcome
+
+
+def test_an_ssh_that_cannot_be_started_is_one_sentence(write_hosts, tmp_path):
+    fleet = write_hosts({"eu1": {"ssh": "eu1"}}, command=[str(tmp_path / "no-ssh-here")])
+    [outcome] = call_hosts(fleet, list(fleet.hosts.values()), "doctor", {}, cache=False)
+    assert outcome.state == "unreachable" and "[ssh] command" in outcome.sentence
+
+
+def test_a_host_answering_for_another_database_is_wrong_instance(write_hosts):
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--instance", "first")}})
+    assert call_hosts(fleet, list(fleet.hosts.values()), "doctor", {})[0].state == "ok"
+    moved = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--instance", "second")}})
+    [outcome] = call_hosts(moved, list(moved.hosts.values()), "approvals.approve", {"ids": [1]})
+    assert outcome.state == "wrong_instance" and "first" in outcome.sentence and "second" in outcome.sentence
+    assert outcome.data is None  # the write was never sent
+    fleet_cache.forget_instance(moved.hosts["eu1"])
+    assert call_hosts(moved, list(moved.hosts.values()), "doctor", {})[0].state == "ok"
+
+
+def test_two_hosts_answering_for_one_database_are_flagged(write_hosts):
+    fleet = write_hosts({"a": {"ssh": "a", "remote": peer("--instance", "same")},
+                         "b": {"ssh": "b", "remote": peer("--instance", "same")},
+                         "c": {"ssh": "c", "remote": peer("--instance", "other")}})
+    a, b, c = call_hosts(fleet, list(fleet.hosts.values()), "projects.list", {})
+    assert (a.state, b.state, c.state) == ("ok", "wrong_instance", "ok")
+    assert "same database as a" in b.sentence and b.data is None
+
+
+# ------------------------------------------------------------------ the cache
+def test_an_unreachable_host_shows_its_last_read_as_stale_with_its_age(write_hosts):
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer()}})
+    [live] = call_hosts(fleet, list(fleet.hosts.values()), "approvals.list", {"status": "pending"})
+    assert live.state == "ok"
+    directory = fleet_cache.cache_dir()
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    files = list(directory.glob("eu1+read+*.json"))
+    assert files and all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in files)
+    assert not list(directory.glob(".*.tmp"))
+    down = write_hosts({"eu1": {"ssh": "eu1", "remote": "no-such-archon-console-here"}})
+    [stale] = call_hosts(down, list(down.hosts.values()), "approvals.list", {"status": "pending"})
+    assert stale.state == "stale" and stale.cause == "no_server"
+    assert stale.data == live.data and stale.age_seconds is not None and stale.age_seconds >= 0
+    assert "pipx install" in stale.sentence
+    # other parameters were never read: nothing to show
+    [other] = call_hosts(down, list(down.hosts.values()), "approvals.list", {"status": "approved"})
+    assert other.state == "no_server" and other.data is None
+
+
+def test_a_write_never_uses_nor_fills_the_cache(write_hosts):
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer()}})
+    [ok] = call_hosts(fleet, list(fleet.hosts.values()), "approvals.approve", {"ids": [1]})
+    assert ok.state == "ok"
+    assert fleet_cache.lookup(fleet.hosts["eu1"], "approvals.approve", {"ids": [1]}) is None
+    fleet_cache.store(fleet.hosts["eu1"], "approvals.approve", {"ids": [1]}, {"planted": True}, None, 0)
+    down = write_hosts({"eu1": {"ssh": "eu1", "remote": "no-such-archon-console-here"}})
+    [outcome] = call_hosts(down, list(down.hosts.values()), "approvals.approve", {"ids": [1]})
+    assert outcome.state == "no_server" and outcome.data is None
+
+
+def test_a_symlink_in_the_cache_is_never_followed(write_hosts, tmp_path):
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer()}})
+    host = fleet.hosts["eu1"]
+    call_hosts(fleet, [host], "projects.list", {})
+    [path] = fleet_cache.cache_dir().glob("eu1+read+*.json")
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text('{"at": 0, "data": "planted"}')
+    path.unlink()
+    path.symlink_to(elsewhere)
+    assert fleet_cache.lookup(host, "projects.list", {}) is None  # not read through the link
+    fleet_cache.store(host, "projects.list", {}, ["new"], None, 0)
+    assert not path.is_symlink() and elsewhere.read_text() == '{"at": 0, "data": "planted"}'
+    assert fleet_cache.lookup(host, "projects.list", {})[0] == ["new"]
+
+
+def test_a_cache_directory_others_can_use_is_not_used(write_hosts):
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer()}})
+    host = fleet.hosts["eu1"]
+    call_hosts(fleet, [host], "projects.list", {})
+    directory = fleet_cache.cache_dir()
+    directory.chmod(0o777)
+    try:
+        assert fleet_cache.lookup(host, "projects.list", {}) is None
+        assert fleet_cache.known_instance(host) is None
+    finally:
+        directory.chmod(0o700)
+    assert fleet_cache.lookup(host, "projects.list", {}) is not None
