@@ -5,8 +5,7 @@ These pin what the client's classifier reads: ssh's exit status and its exact st
 port, a listener that never speaks, a host that stops answering mid-session, a changed and an unknown
 host key, a key the host does not accept. And they pin the host-side mechanisms identity rests on: a
 forced command wins over the command asked for, a certificate's Key ID reaches the session through
-ExposeAuthInfo. ssh's messages end lines with CRLF on stderr in some paths, so the texts are compared
-line by line after stripping the CR.
+ExposeAuthInfo. Compared line by line (a CR, which ssh writes when stderr is a terminal, stripped).
 """
 
 from __future__ import annotations
