@@ -108,6 +108,7 @@ def _account(home: Path) -> None:
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _CLONE_NEWNS = 0x00020000
+_PR_SET_PDEATHSIG = 1
 _MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
 
 
@@ -136,6 +137,18 @@ def enter_mount_namespace(home: Path):
             os.write(2, f"cannot enter a mount namespace: {error}\n".encode())
             os._exit(127)
     return enter
+
+
+def _child_setup(home: Path):
+    """The preexec function of an instance's sshd: it dies with the test process that started it
+    (a suite killed outright leaves no listener behind), and as root it enters its namespace."""
+    namespace = enter_mount_namespace(home) if AS_ROOT else None
+
+    def setup() -> None:
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if namespace is not None:
+            namespace()
+    return setup
 
 
 def _keygen(path: Path, *extra: str) -> None:
@@ -284,7 +297,7 @@ class SshdHost:
             self.process = subprocess.Popen(
                 [str(self.lab.sshd.path), "-D", "-e", "-f", str(self.home / "sshd_config")],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=self.home, start_new_session=True,
-                preexec_fn=enter_mount_namespace(self.home) if AS_ROOT else None)
+                preexec_fn=_child_setup(self.home))
             log.close()
             listening = f"Server listening on {self.address} port {self.port}."
             until(lambda: listening in self.log or self.process.poll() is not None, START_DEADLINE,
