@@ -140,8 +140,9 @@ def enter_mount_namespace(home: Path):
 
 
 def _child_setup(home: Path):
-    """The preexec function of an instance's sshd: it dies with the test process that started it
-    (a suite killed outright leaves no listener behind), and as root it enters its namespace."""
+    """The preexec function of an instance's sshd: it dies with the thread that started it (a suite
+    killed outright leaves no listener behind; start hosts from the test's own thread), and as root
+    it enters its namespace."""
     namespace = enter_mount_namespace(home) if AS_ROOT else None
 
     def setup() -> None:

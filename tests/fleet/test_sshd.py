@@ -14,6 +14,7 @@ import os
 import re
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -48,7 +49,7 @@ def test_the_remote_path_runs_this_checkouts_console(sshd_lab):
     result = sshd_lab.ssh(host.name, "command -v archon-console; archon-console --version; id -un")
     assert result.returncode == 0, result.stderr
     where, version, user = lines(result.stdout)
-    assert Path(where).parent == Path(os.sys.executable).parent
+    assert Path(where).parent == Path(sys.executable).parent
     assert version.startswith("archon-console ") and user == USER
 
 
