@@ -10,7 +10,6 @@ ExposeAuthInfo. Compared line by line (a CR, which ssh writes when stderr is a t
 
 from __future__ import annotations
 
-import os
 import re
 import stat
 import subprocess
