@@ -10,6 +10,7 @@ EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
 EXIT_UNUSABLE = 3
+EXIT_PARTIAL = 4  # over several hosts (--host/--group/--fleet): some hosts did not answer (console/cli/fleet_views.py)
 
 
 class ConsoleError(Exception):

@@ -3,7 +3,8 @@
 Global options are accepted before or after the subcommand. Each command family lives in
 `console/cli/commands/<family>.py`, registered by console/cli/parser.py; the handler gets
 a `Context` and returns an exit code. Commands other than the TUI never import textual.
-Exit codes: 0 done, 1 refused by a rule, 2 usage error, 3 the database cannot be used.
+Exit codes: 0 done, 1 refused by a rule, 2 usage error, 3 the database cannot be used; over several
+hosts (--host/--group/--fleet, console/cli/fleet.py) also 4: some hosts did not answer.
 With `--json` anywhere in argv, every outcome is JSON on stdout, errors too (`_emit_error`).
 """
 
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from console.clock import Clock, frozen_now, frozen_write_note, system_clock, write_clock
 from console.errors import EXIT_UNUSABLE, EXIT_USAGE, ConsoleError
-from console.cli.parser import UsageProblem, build_parser
+from console.cli.parser import UsageProblem, build_parser, fleet_requested
 from console.db.paths import resolve_db_path
 from console.signals import Stopped, as_stop, stop_signals_unwind
 
@@ -264,6 +265,10 @@ def _main(argv: list[str]) -> int:
             return report_usage(exc, json=as_json)
         if args.version:
             return _version(bool(args.json))
+        if fleet_requested(args) and getattr(args, "handler", None) is not None:  # runs on the hosts
+            from console.cli.fleet import run_fleet
+
+            return run_fleet(args, parser)
         ctx = make_context(args)
         handler = getattr(args, "handler", None)
         if handler is None:

@@ -116,9 +116,24 @@ def _from_database(kind: str, prefix: str, seen: dict[str, str]) -> list[str]:
     return [value for value in found if not value.startswith("-")]
 
 
+def _from_hosts_file(dest: str) -> list[str]:
+    """`--host` and `--group` values: the names in hosts.toml (console/fleet/hosts.py)."""
+    from console.fleet.hosts import load_fleet
+
+    try:
+        fleet = load_fleet()
+    except Exception:  # noqa: BLE001 - completion never complains; no candidates instead
+        return []
+    if dest == "fleet_hosts":
+        return sorted(fleet.hosts)
+    return sorted({group for host in fleet.hosts.values() for group in host.groups})
+
+
 def _values(action: argparse.Action, path: list[str], prefix: str, seen: dict[str, str]) -> list[str]:
     if action.choices:
         return [str(c) for c in action.choices]
+    if action.dest in ("fleet_hosts", "fleet_groups"):
+        return _from_hosts_file(action.dest)
     family = path[0] if path else None
     kind = _DYNAMIC.get((family, action.dest)) or _DYNAMIC.get((None, action.dest))
     if kind is None:
@@ -130,10 +145,10 @@ def candidates(words: list[str]) -> list[str]:
     """What may come next: `words` are the words after the program name, the last one unfinished."""
     from console.cli.reference import subcommands
 
-    from console.cli.parser import COMMAND_OWNERS, named_command
+    from console.cli.parser import COMMAND_OWNERS, OPTIONS_WITH_VALUE, named_command
 
     done, prefix = words[:-1], (words[-1] if words else "")
-    if named_command(done) is None and not prefix.startswith("-") and not (done and done[-1] in ("--db", "--as", "--busy-timeout")):
+    if named_command(done) is None and not prefix.startswith("-") and not (done and done[-1] in OPTIONS_WITH_VALUE):
         return [c for c in COMMAND_OWNERS if c.startswith(prefix)]  # the command itself: no family imported
     parser, path, pending, positionals, seen = _state(done)
     if pending is not None:

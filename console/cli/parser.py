@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from console.cli.options import finite_number
+from console.cli.options import finite_number, whole_number
 
 COMMAND_MODULES = (
     "console.cli.commands.demo",
@@ -46,7 +46,19 @@ COMMAND_OWNERS = {
     "completion": "console.cli.commands.completion",
     "serve": "console.cli.commands.serve",
 }
-_OPTIONS_WITH_VALUE = {"--db", "--as", "--busy-timeout"}
+OPTIONS_WITH_VALUE = {"--db", "--as", "--busy-timeout", "--host", "--group", "--parallel"}
+FLEET_DESTS = ("fleet_hosts", "fleet_groups", "fleet_all")  # set: the command runs on hosts (console/cli/fleet.py)
+
+
+def fleet_requested(args: argparse.Namespace) -> bool:
+    """Whether a fleet option was given: then console/cli/fleet.py runs the command, on the hosts.
+    `--parallel` alone selects no host: a usage error, not an option silently ignored."""
+    requested = any(getattr(args, dest, None) for dest in FLEET_DESTS)
+    if not requested and getattr(args, "parallel", 8) != 8:
+        from console.errors import UsageError
+
+        raise UsageError("--parallel only applies with --host, --group or --fleet (how many hosts are asked at once).")
+    return requested
 
 
 def _words(argv: list[str]) -> list[str]:
@@ -58,7 +70,7 @@ def _words(argv: list[str]) -> list[str]:
             skip = False
         elif token == "--":
             break
-        elif token in _OPTIONS_WITH_VALUE:
+        elif token in OPTIONS_WITH_VALUE:
             skip = True
         elif not token.startswith("-"):
             words.append(token)
@@ -84,18 +96,36 @@ def _opens_tui(argv: list[str]) -> bool:
     for token in argv:
         if skip:
             skip = False
-        elif token in _OPTIONS_WITH_VALUE:
+        elif token in OPTIONS_WITH_VALUE:
             skip = True
         elif token in ("-h", "--help") or not token.startswith("-"):
             return False
     return True
 
 
-def global_options(*, suppress: bool) -> argparse.ArgumentParser:
+class _Gather(argparse.Action):
+    """A repeatable option that may be given before and after the subcommand (`--host eu1 approvals
+    list --host us1`): argparse parses each subcommand into a fresh namespace and copies it over the
+    parent's, so a plain `append` would keep only the values after the last subcommand word. Every
+    occurrence goes into one list shared by the whole parse (`seen`), and each namespace gets all of it."""
+
+    def __init__(self, *args, seen: dict[str, list[str]], **kwargs):
+        super().__init__(*args, **kwargs)
+        self._seen = seen
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        gathered = self._seen.setdefault(self.dest, [])
+        gathered.append(values)
+        setattr(namespace, self.dest, list(gathered))
+
+
+def global_options(*, suppress: bool, seen: dict[str, list[str]] | None = None) -> argparse.ArgumentParser:
     """Global options; on subparsers their defaults are suppressed so a value given before the
-    subcommand is not overwritten by the subparser's default."""
+    subcommand is not overwritten by the subparser's default. `seen` gathers the repeatable fleet
+    options over the whole command line (`_Gather`); one dict per parse."""
     parent = argparse.ArgumentParser(add_help=False)
     default = (lambda value: argparse.SUPPRESS) if suppress else (lambda value: value)
+    seen = {} if seen is None else seen
     parent.add_argument("--db", metavar="PATH", default=default(None),
                         help="archon database (default: $ARCHON_DB_PATH, else ~/.archon/archon.db)")
     parent.add_argument("--as", dest="actor", metavar="NAME", default=default(None),
@@ -106,6 +136,15 @@ def global_options(*, suppress: bool) -> argparse.ArgumentParser:
                         help="machine-readable output")
     parent.add_argument("--busy-timeout", type=finite_number("seconds", maximum=3600), metavar="SECONDS", default=default(5.0),
                         help="how long to wait for archon's write lock (default 5)")
+    parent.add_argument("--host", dest="fleet_hosts", action=_Gather, seen=seen, metavar="NAME", default=default(None),
+                        help="run the command on this host over ssh (repeatable; hosts.toml: $ARCHON_CONSOLE_HOSTS, "
+                        "else ~/.config/archon-console/hosts.toml)")
+    parent.add_argument("--group", dest="fleet_groups", action=_Gather, seen=seen, metavar="G", default=default(None),
+                        help="run the command on every host of this group of hosts.toml (repeatable)")
+    parent.add_argument("--fleet", dest="fleet_all", action="store_true", default=default(False),
+                        help="run the command on every host of hosts.toml")
+    parent.add_argument("--parallel", type=whole_number("hosts", minimum=1, maximum=64), metavar="N",
+                        default=default(8), help="with --host/--group/--fleet: hosts asked at once (default 8)")
     return parent
 
 
@@ -127,11 +166,12 @@ class ConsoleArgumentParser(argparse.ArgumentParser):
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    seen: dict[str, list[str]] = {}  # the fleet options of this parse (`_Gather`)
     parser = ConsoleArgumentParser(
         prog="archon-console",
         description="Administration console for archon's SQLite database. "
         "With no command, opens the terminal console.",
-        parents=[global_options(suppress=False)],
+        parents=[global_options(suppress=False, seen=seen)],
     )
     parser.add_argument("--version", action="store_true",
                         help="print the console's version (with --json: also the archon releases and "
@@ -140,7 +180,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                         help="the console itself: no toast, bell or desktop notification when a request "
                         "arrives (the window title still counts what is pending)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    parents = [global_options(suppress=True)]
+    parents = [global_options(suppress=True, seen=seen)]
     named = named_command(argv) if argv is not None else None
     if named:
         modules: tuple[str, ...] = (COMMAND_OWNERS[named],)

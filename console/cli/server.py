@@ -8,8 +8,9 @@ Why the loop looks the way it does:
   `print` lands in the log) and `sys.stdout` is a capture while a command runs and stderr otherwise.
   stdin is likewise kept private and descriptor 0 is /dev/null, so no command can read the channel.
 - Input is read with `select` and a deadline, framed by `protocol.Framer`: a line over the cap is
-  dropped as it arrives and answered `too_large`, and the loop can poll an `approvals.watch` between
-  requests.
+  dropped as it arrives and answered `too_large`, and the loop can poll an `approvals.watch` while
+  it waits. A watching session is dedicated to its stream (only `shutdown` is answered beside it),
+  so the server never holds two connections to the file at once (console/db/file_guard.py).
 - A method is the CLI command it names, run through the CLI's parser and handler on this host
   (console/cli/server_methods.py); JSON-RPC errors are only for what is not a command's answer: a
   malformed message, an unknown method or param, and a write refused because the session is
@@ -115,8 +116,9 @@ class Session:
                               f"speaks {wire.PROTOCOL_VERSION}; install the same console release on both.",
                               {"server_protocol": wire.PROTOCOL_VERSION})
         db = params.get("db")
-        if db is not None and (not isinstance(db, str) or not db.strip() or "\0" in db or len(db) > 4096):
-            return wire.error(id_, wire.INVALID_PARAMS, "hello's db must be a path (a non-empty string).")
+        if db is not None and not _usable_path(db):
+            return wire.error(id_, wire.INVALID_PARAMS, "hello's db must be a path: a non-empty UTF-8 string "
+                              "without NUL, at most 4096 characters.")
         wanted = self.fixed_db or self.db_path
         if db is not None and wanted is not None and not _same_path(Path(db).expanduser(), wanted):
             why = "was started with --db" if self.fixed_db else "already serves"
@@ -131,12 +133,13 @@ class Session:
             except Exception as exc:  # noqa: BLE001 - an unusable path is the client's to fix
                 return wire.error(id_, wire.INVALID_PARAMS, f"hello's db cannot be used: {exc}")
         self.db_path = wanted
+        client = params.get("client")
+        log(f"hello from client {client if isinstance(client, str) else 'unnamed'!s:.80} on {wanted}")
         return wire.result(id_, self._hello_result())
 
     def _hello_result(self) -> dict[str, Any]:
         from console import __version__
-        from console.cli.cli import report_failure
-        from console.cli.server_methods import parse_output
+        from console.cli.server_methods import failure
 
         database: dict[str, Any] = {"archon_release": None, "shape": None, "instance_id": None,
                                     "instance_source": None}
@@ -148,13 +151,7 @@ class Session:
             with open_database(self.db_path, read_only=True, busy_timeout_ms=self.ctx.busy_timeout_ms) as handle:
                 database = describe(handle)
         except Exception as exc:  # noqa: BLE001 - the database's state is part of the answer
-            import contextlib
-            import io
-
-            printed = io.StringIO()
-            with contextlib.redirect_stdout(printed):
-                report_failure(exc, json=True)
-            state = parse_output(printed.getvalue())
+            state = failure(exc).output
         ident = self.identity
         return {
             "protocol": wire.PROTOCOL_VERSION,
@@ -201,6 +198,12 @@ class Session:
         return wire.result(id_, outcome.to_json())
 
     def dispatch(self, id_: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if self.watch is not None and method != "shutdown":
+            # A watch holds its connection for the whole session; a method beside it would open the same
+            # file again in this process, and closing that would drop the watch's locks
+            # (console/db/file_guard.py). So a watching session is dedicated to its stream.
+            return wire.error(id_, wire.STREAM_BUSY, "This session is watching; it only streams changes now. "
+                              "Open another connection for other methods, or send shutdown.")
         if method == "hello":
             unknown = sorted(set(params) - SESSION_PARAMS["hello"])
             if unknown:
@@ -277,6 +280,16 @@ def _why(exc: BaseException) -> str:
     return one_line(exc, 120)
 
 
+def _usable_path(value: Any) -> bool:
+    if not isinstance(value, str) or not value.strip() or "\0" in value or len(value) > 4096:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate from a JSON escape
+        return False
+    return True
+
+
 def _same_path(a: Path, b: Path) -> bool:
     return a == b or os.path.realpath(a) == os.path.realpath(b)
 
@@ -310,7 +323,9 @@ def serve(ctx) -> int:
         if args.actor is not None:
             raise UsageError("serve does not take --as: who acts is decided on the host (--actor from a forced "
                              "command, the SSH certificate, or the login).")
-        policy = host_identity.load_policy(args.policy)
+        if args.policy is not None:
+            host_identity.require_host_chosen("--policy", os.environ)
+        policy = host_identity.load_policy(args.policy or host_identity.DEFAULT_POLICY)
         identity = host_identity.resolve(args.serve_actor, policy, os.environ, current().login)
     except ConsoleError as exc:  # the session is refused before the channel exists: stdout stays empty
         log(exc.reason + (f" {exc.hint}" if exc.hint else ""))

@@ -154,6 +154,19 @@ def parse_output(text: str) -> Any:
         return error_json("the command printed text that is not JSON", None, EXIT_UNUSABLE, text=text[:TEXT_KEPT])
 
 
+def failure(exc: BaseException) -> Outcome:
+    """How the CLI under --json ends on `exc` (console/cli/cli.py `report_failure`), as an Outcome:
+    for what the server does outside a command (hello's look at the database, a watch's start)."""
+    import contextlib
+
+    from console.cli.cli import report_failure
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = report_failure(exc, json=True)
+    return Outcome(code, parse_output(printed.getvalue()))
+
+
 def run(argv: list[str], make_context) -> Outcome:
     """Parse and run `argv` as the CLI would under --json; `make_context(args)` builds the session's
     Context. Nothing it prints reaches the real stdout: `sys.stdout` is a capture meanwhile."""
@@ -186,4 +199,4 @@ def run(argv: list[str], make_context) -> Outcome:
     return Outcome(code, parse_output(capture.getvalue()), stopped)
 
 
-__all__ = ["BadParams", "Outcome", "allowed", "argv_for", "command_actions", "parse_output", "run"]
+__all__ = ["BadParams", "Outcome", "allowed", "argv_for", "command_actions", "failure", "parse_output", "run"]

@@ -8,9 +8,10 @@ cursor after that change (opaque to the client). A client that stores the cursor
 has handled and passes the last one as `cursor` when it watches again gets every later change once:
 a change is sent only after the position before it, and the position moves only with a change sent.
 
-A watch runs inside the session loop (console/cli/server.py), polled between requests; a client
-usually gives it its own connection. It ends with the session (end of input or `shutdown`), or when
-the database stops being readable in a way the live reader cannot wait out (one last note says why).
+A watch runs inside the session loop (console/cli/server.py) and has the session to itself: the
+client gives it its own connection (the session answers only `shutdown` beside it, so this process
+never opens the file again under the watch's connection). It ends with the session (end of input or
+`shutdown`), or when a poll fails in a way the live reader cannot wait out (a last note says why).
 """
 
 from __future__ import annotations
@@ -86,35 +87,19 @@ class WatchStream:
                 if not more:
                     break
         if self.window is not None:
-            for change in svc.expiring(conn, self.session.context(self.args).clock(), self.window, self.flt,
-                                       self.position.reminded):
+            from console.clock import system_clock
+
+            for change in svc.expiring(conn, system_clock(), self.window, self.flt, self.position.reminded):
                 self.position.reminded.add(change.request_id)
                 self._send(change.to_json())
 
 
-def _refusal(id_: Any, exc: BaseException) -> dict[str, Any]:
-    """A watch that cannot start answers as `approvals watch --json` would: exit and its error JSON."""
-    import contextlib
-    import io
-
-    from console.cli.cli import report_failure
-    from console.cli.server_methods import parse_output
-
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        code = report_failure(exc, json=True)
-    return wire.result(id_, {"exit": code, "output": parse_output(printed.getvalue())})
-
-
 def start_watch(session, id_: Any, params: dict[str, Any]) -> dict[str, Any]:
-    from console.cli.server_methods import BadParams, argv_for, run
+    from console.cli.server_methods import BadParams, argv_for, failure, run
     from console.db.live import LiveReader
     from console.errors import Refusal
     from console.services import watch as svc
 
-    if session.watch is not None:
-        return wire.error(id_, wire.STREAM_BUSY, "This session already watches; one watch per session "
-                          "(open another connection for another).")
     cursor = params.get("cursor")
     saved = None
     if cursor is not None:
@@ -169,9 +154,9 @@ def start_watch(session, id_: Any, params: dict[str, Any]) -> dict[str, Any]:
             position, moved = svc.resume(conn, saved)
             if moved:
                 notes.append(moved)
-    except Exception as exc:  # noqa: BLE001 - answered as the CLI would
+    except Exception as exc:  # noqa: BLE001 - answered as `approvals watch --json` would: exit and error JSON
         reader.close()
-        return _refusal(id_, exc)
+        return wire.result(id_, failure(exc).to_json())
     session.watch = WatchStream(session, args, position, flt, reader)
     return wire.result(id_, {"exit": 0, "output": {"watching": True, "db": str(ctx.db_path),
                                                    "cursor": position.to_json(), "notes": notes}})

@@ -34,7 +34,7 @@ READ_ONLY = -32003
 NOT_READY = -32004  # a method before `hello`
 VERSION_SKEW = -32005  # `hello` asked for another major protocol version
 WRONG_DATABASE = -32006  # `hello` named another database than the one the host fixed with `--db`
-STREAM_BUSY = -32007  # a second `approvals.watch` on one session
+STREAM_BUSY = -32007  # a method other than `shutdown` on a session that watches (a watch is dedicated)
 
 ERROR_KINDS = {
     PARSE_ERROR: "parse_error", INVALID_REQUEST: "invalid_request", METHOD_NOT_FOUND: "method_not_found",
@@ -74,12 +74,15 @@ METHODS: dict[str, Method] = {
     "envs.complete": _m("envs complete", "id", writes=True),
     "projects.list": _m("projects list"),
     "profiles.list": _m("profiles list", "project"),
+    "profiles.show": _m("profiles show", "project revision"),
     "profiles.activate": _m("profiles activate", "project revision reason", writes=True),
     "doctor": _m("doctor", "check full strict"),
     "audit": _m("audit", "since until project actor kind"),  # no --limit: narrow with since/until
     "upgrade.plan": _m("upgrade", "to", fixed="--plan"),
 }
-# `hello` and `approvals.watch` (a stream of notifications) are the server's own, not commands.
+# `hello` and `approvals.watch` (a stream of notifications) are the server's own, not commands. A
+# session that watches answers only `shutdown` from then on: a client opens another connection for
+# its other methods.
 SESSION_METHODS = ("hello", "approvals.watch", "shutdown")
 # What each of them accepts. `approvals.watch` takes the filters of `approvals watch` (through its
 # parser, like a method of `METHODS`: `WATCH`) and `cursor`: the `cursor` value of the last

@@ -7,7 +7,8 @@ name every write records is decided here, from what the host controls, in this o
    only when a forced command ran instead of the client's, e.g. `restrict,command="archon-console
    serve --stdio --actor=alice"` in authorized_keys) or when the process is not under SSH at all
    (no `$SSH_CONNECTION`: a local admin started it). Under SSH without a forced command the client
-   chose the command line, so `--actor` is refused (`ServeRefused`, exit 2).
+   chose the command line, so `--actor` is refused (`ServeRefused`, exit 2), and so is a `--policy`
+   other than the default (it would say which accounts are shared).
 2. The Key ID of the SSH user certificate the session logged in with (`$SSH_USER_AUTH`, sshd's
    `ExposeAuthInfo yes`; console/services/ssh_certificate.py).
 3. The login of the account the server runs as, unless the host's policy lists it in
@@ -28,12 +29,11 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Mapping
 
 from console.errors import EXIT_UNUSABLE, ConsoleError, UsageError
 
-DEFAULT_POLICY = Path("/etc/archon-console/serve.toml")
+DEFAULT_POLICY = "/etc/archon-console/serve.toml"  # `serve --policy`'s default: the host admin's file
 POLICY_KEYS = {"shared_accounts": "a list of login names", "read_only": "true or false"}
 _SSH_CONNECTION = re.compile(r"[0-9A-Fa-f.:%a-z]{1,64} [0-9]{1,5} [0-9A-Fa-f.:%a-z]{1,64} [0-9]{1,5}")
 
@@ -112,15 +112,22 @@ def _problem(name: str) -> str | None:
     return None
 
 
+def require_host_chosen(option: str, env: Mapping[str, str]) -> None:
+    """Refuse `option` when the client chose the command line: under SSH without a forced command.
+    `--actor` names who acts and `--policy` says which accounts are shared, so both are the host
+    admin's (a forced command's) or a local admin's, never the client's."""
+    if "SSH_CONNECTION" in env and "SSH_ORIGINAL_COMMAND" not in env:
+        raise ServeRefused(f"{option} is believed only from a forced command (restrict,command=... in "
+                           "authorized_keys), and this SSH session has none; the session was refused.")
+
+
 def resolve(actor_option: str | None, policy: Policy, env: Mapping[str, str], login: str | None) -> HostIdentity:
     """Who acts, from the admin's `--actor`, the environment sshd made and the login (see the module
     docstring for the order). ServeRefused for an `--actor` the host cannot believe or accept."""
     connection = ssh_connection(env)
     under_ssh = "SSH_CONNECTION" in env
     if actor_option is not None:
-        if under_ssh and "SSH_ORIGINAL_COMMAND" not in env:
-            raise ServeRefused("--actor is believed only from a forced command (restrict,command=... in "
-                               "authorized_keys), and this SSH session has none; the session was refused.")
+        require_host_chosen("--actor", env)
         problem = _problem(actor_option)
         if problem:
             raise ServeRefused(f"--actor: {problem}")
@@ -158,4 +165,4 @@ def resolve(actor_option: str | None, policy: Policy, env: Mapping[str, str], lo
 
 
 __all__ = ["DEFAULT_POLICY", "HostIdentity", "POLICY_KEYS", "Policy", "PolicyUnusable", "ServeRefused", "load_policy",
-           "resolve", "ssh_connection"]
+           "require_host_chosen", "resolve", "ssh_connection"]

@@ -283,7 +283,7 @@ def test_audit_shows_the_os_account_and_finds_events_by_login(db, capsys, monkey
 
 
 def test_watch_lines_and_json_name_the_os_account(db, monkeypatch):
-    from console.cli.commands.watch import _line
+    from console.cli.watch_delivery import change_line as _line
     from console.services import watch
 
     as_account(monkeypatch, "erin")

@@ -253,7 +253,7 @@ def test_every_field_of_an_audit_line_is_one_line():
 
 
 def test_every_field_of_a_watch_line_is_one_line():
-    from console.cli.commands.watch import _line
+    from console.cli.watch_delivery import change_line as _line
 
     for change in ("new", "approved"):
         event = SimpleNamespace(at="2026-12-01T11:00:00Z", change=change, request_id="r\nFORGED",

@@ -15,6 +15,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from console.services.host_identity import DEFAULT_POLICY
+
 WAIT = 30.0  # generous for a loaded machine; a passing run never waits this long
 
 
@@ -40,12 +44,18 @@ class Server:
         argv = [sys.executable, "-m", "console", "serve", "--stdio"]
         if db is not None:
             argv += ["--db", str(db)]
+        env = env or server_env()
         if policy is None and tmp is not None:
-            policy = tmp / "no-policy.toml"  # absent: the host's own /etc file never applies to a test
+            if "SSH_CONNECTION" in env and "SSH_ORIGINAL_COMMAND" not in env:
+                # the client's command line: only the default policy is believed, so it must be absent
+                if os.path.exists(DEFAULT_POLICY):
+                    pytest.skip(f"{DEFAULT_POLICY} exists on this machine and would apply")
+            else:
+                policy = tmp / "no-policy.toml"  # absent: the host's own /etc file never applies to a test
         if policy is not None:
             argv += ["--policy", str(policy)]
         self.proc = subprocess.Popen([*argv, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=env or server_env())
+                                     stderr=subprocess.PIPE, env=env)
         self.lines: queue.Queue[bytes | None] = queue.Queue()
         self.raw: list[bytes] = []
         self.errors: list[str] = []

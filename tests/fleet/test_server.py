@@ -178,11 +178,15 @@ def test_actor_under_ssh_without_a_forced_command_is_refused(servers, db):
 def test_the_login_acts_when_nothing_else_names_anyone(servers, db):
     from console.services.identity import current
 
+    from console.services.four_eyes import reserved_name
+
     login = current().login
-    if login in (None, "root"):
-        pass  # root is a fine login name: only reserved names (archon, system, console) are refused
     hello = servers(db=db).hello()
-    assert hello["actor"] == login and hello["actor_source"] == "login"
+    assert hello["actor_source"] == "login"
+    if login is None or reserved_name(login):  # (a login named `archon` names nobody in particular)
+        assert hello["actor"] is None and hello["read_only"] is True
+    else:
+        assert hello["actor"] == login and hello["read_only"] is False
 
 
 def test_a_shared_account_reads_but_every_write_is_identity_ambiguous(servers, db, tmp_path):
@@ -239,3 +243,49 @@ def test_a_refused_session_writes_nothing_on_stdout_even_with_json(servers, db, 
     assert server.close() == 3 and server.raw == []
     said = "".join(server.errors).strip().splitlines()
     assert len(said) == 1 and "read_only must be true or false" in said[0]
+
+
+def test_policy_under_ssh_without_a_forced_command_is_refused(servers, db, tmp_path):
+    """A client that chose the command line cannot pick the policy that says which accounts are shared."""
+    policy = tmp_path / "empty.toml"
+    policy.write_text("")
+    env = server_env(SSH_CONNECTION="127.0.0.1 50000 127.0.0.1 22")
+    server = servers(db=db, env=env, policy=policy)
+    assert server.close() == 2 and server.raw == []
+    assert "--policy is believed only from a forced command" in "".join(server.errors)
+    forced = servers(db=db, policy=policy, env=server_env(SSH_CONNECTION="127.0.0.1 50000 127.0.0.1 22",
+                                                          SSH_ORIGINAL_COMMAND="x"))
+    assert forced.hello()["actor_source"] == "login"
+
+
+@pytest.mark.parametrize("method, params, argv", [
+    ("approvals.deny", {"ids": ["apr-1"]}, ["approvals", "deny", "apr-1"]),
+    ("approvals.approve", {"ids": ["apr-3"]}, ["approvals", "approve", "apr-3"]),
+    ("approvals.show", {"id": "no-such"}, ["approvals", "show", "no-such"]),
+    ("approvals.list", {"status": "nonsense"}, ["approvals", "list", "--status", "nonsense"]),
+    ("approvals.list", {"limit": 0}, ["approvals", "list", "--limit", "0"]),
+    ("envs.show", {"id": "env-x"}, ["envs", "show", "env-x"]),
+])
+def test_a_methods_output_is_what_the_cli_prints_with_json(servers, db, method, params, argv):
+    """The same refusal, usage error or answer, whichever door: the CLI's --json, or the server."""
+    import subprocess
+    import sys
+
+    env = server_env()
+    env.pop("ARCHON_CONSOLE_NOW", None)
+    cli = subprocess.run([sys.executable, "-m", "console", "--db", str(db), "--as", "carol", *argv, "--json"],
+                         capture_output=True, text=True, timeout=60, env=env)
+    server = servers("--actor", "carol", db=db, env=env)
+    server.hello()
+    result = server.call(method, **params)
+    assert result == {"exit": cli.returncode, "output": json.loads(cli.stdout)}
+
+
+@pytest.mark.parametrize("db_param", ["", " ", "a\u0000b", "\ud800", 7, ["x"], "x" * 5000])
+def test_hello_refuses_a_db_that_is_no_path(servers, db_param):
+    server = servers("--actor", "dave")
+    line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "hello", "params": {"protocol": 1, "db": db_param}})
+    server.send_raw(line.encode() + b"\n")
+    answer = server.read()
+    assert answer["error"]["code"] == wire.INVALID_PARAMS, answer
+    assert server.request("approvals.list")["error"]["code"] == wire.NOT_READY

@@ -35,16 +35,33 @@ def requests(draw):
     return message
 
 
+def _check_finished(server) -> None:
+    """End of input ends the session with exit 0; every line it wrote was one JSON-RPC message."""
+    assert server.close() == 0, "".join(server.errors)
+    for line in server.raw:
+        message = json.loads(line)
+        assert message["jsonrpc"] == "2.0" and ({"result", "error", "method"} & set(message)), message
+    assert "Traceback" not in "".join(server.errors)
+
+
 @pytest.mark.slow
 def test_generated_requests_get_one_json_rpc_answer_each(servers, make_db):
     from tests.approvals_helpers import seed
 
-    server = servers("--actor", "dave", db=make_db(fill=seed, cached=True))
-    server.hello()
+    db = make_db(fill=seed, cached=True)
+
+    def fresh():
+        server = servers("--actor", "dave", db=db)
+        server.hello()
+        return server
+
+    current = [fresh()]
+    outcomes: list = []
 
     @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(st.data())
     def one_request(data):
+        server = current[0]
         message = data.draw(requests())
         if data.draw(st.integers(0, 4)):
             raw = json.dumps(message).encode()
@@ -52,25 +69,25 @@ def test_generated_requests_get_one_json_rpc_answer_each(servers, make_db):
             raw = data.draw(st.binary(max_size=200)).replace(b"\n", b" ")
         server.send_raw(raw + b"\n")
         answer = server.read()
-        while "id" not in answer:  # a change an earlier generated approvals.watch streams
+        while "id" not in answer:  # a change the generated approvals.watch streams
             assert answer["method"] == wire.WATCH_NOTIFICATION and {"change", "cursor"} <= set(answer["params"])
             answer = server.read()
-        outcomes.append(answer.get("result", {}).get("exit") if "result" in answer else answer["error"]["code"])
         assert answer["jsonrpc"] == "2.0" and ("result" in answer) != ("error" in answer), answer
         if "error" in answer:
             assert answer["error"]["data"]["kind"] in wire.ERROR_KINDS.values()
+            outcomes.append(answer["error"]["code"])
+        elif message["method"] == "hello":
+            assert answer["result"]["protocol"] == wire.PROTOCOL_VERSION
         else:
             assert answer["id"] == message["id"]
-            if message["method"] in wire.METHODS:
-                assert set(answer["result"]) == {"exit", "output"} and answer["result"]["exit"] in (0, 1, 2, 3)
+            assert set(answer["result"]) == {"exit", "output"} and answer["result"]["exit"] in (0, 1, 2, 3)
+            outcomes.append(answer["result"]["exit"])
         assert server.proc.poll() is None, "".join(server.errors)
+        if "result" in answer and isinstance(answer["result"]["output"], dict) \
+                and answer["result"]["output"].get("watching"):
+            _check_finished(server)  # a watching session streams only: go on with a new one
+            current[0] = fresh()
 
-    outcomes: list = []
     one_request()
     assert {0, 2, wire.INVALID_PARAMS} <= set(outcomes), outcomes  # commands ran, and were refused
-    if server.proc.poll() is None:  # a generated `shutdown`-free run ends at end of input
-        assert server.close() == 0, "".join(server.errors)
-    for line in server.raw:
-        message = json.loads(line)
-        assert message["jsonrpc"] == "2.0" and ({"result", "error", "method"} & set(message)), message
-    assert "Traceback" not in "".join(server.errors)
+    _check_finished(current[0])

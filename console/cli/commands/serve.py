@@ -2,15 +2,17 @@
 
 A fleet client runs this command on each host through its own `ssh` and speaks newline-delimited
 JSON-RPC with it (console/fleet/protocol.py); the loop is console/cli/server.py. Only argparse is
-imported here: every other command's start-up stays as it was (tests/test_cli_startup.py).
+imported here (and the policy's default path): every other command's start-up stays as it was
+(tests/test_cli_startup.py).
 """
 
 from __future__ import annotations
 
 import argparse
 
+from console.services.host_identity import DEFAULT_POLICY
+
 HELP = "serve fleet clients over stdin/stdout (JSON-RPC; run by ssh)"
-DEFAULT_POLICY = "/etc/archon-console/serve.toml"
 
 
 def register(subparsers: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
@@ -28,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
                    help="who acts in every session of this command: for the admin's forced command "
                    "(restrict,command=\"archon-console serve --stdio --actor=NAME\" in authorized_keys), or a "
                    "local start outside SSH; refused under SSH without a forced command")
-    p.add_argument("--policy", metavar="PATH", default=DEFAULT_POLICY,
+    p.add_argument("--policy", metavar="PATH", default=None,
                    help=f"the host's rules (default {DEFAULT_POLICY}; absent: none): shared_accounts = "
                    "[logins that name nobody in particular; read-only], read_only = true|false. A file that "
                    "cannot be used refuses the session")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 
 from console.cli.options import finite_number, minutes, whole_number
+from console.cli.watch_delivery import Cursor, change_line, held_signals
 
 _seconds = finite_number("seconds", minimum=0.05, maximum=3600)
 _hook_seconds = finite_number("seconds", minimum=0.1, maximum=86400)
@@ -62,102 +63,6 @@ def _statuses(text: str | None) -> frozenset[str] | None:
     return None if statuses is None else frozenset(statuses)
 
 
-class _Cursor:
-    """The `--cursor` file: read at start, replaced atomically after every delivery.
-
-    A save that fails (the directory gone or full, a read-only remount) never stops the stream:
-    what the watch is for is the lines, and the cursor only saves repeats after a restart. The
-    first failure is said once; the newest position is retried after every change and every poll,
-    and the watch says when the cursor is saved again.
-    """
-
-    def __init__(self, path: str | None, warn):
-        from pathlib import Path
-
-        self.path = Path(path).expanduser() if path else None
-        self._warn = warn
-        self._unsaved = None  # the newest position a failed save left behind
-
-    def load(self):
-        from console.errors import UsageError
-        from console.services.watch import Position
-        from console.text import read_json
-        from console.small_files import read_small_text
-
-        if self.path is None:
-            return None
-        if not self.path.parent.is_dir():
-            raise UsageError(f"--cursor {self.path}: its directory does not exist.")
-        from console.db.files import require_output_dir
-
-        require_output_dir(self.path.parent, "--cursor")  # another user there could swap the cursor
-        try:
-            text = read_small_text(self.path)
-        except FileNotFoundError:
-            return None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"--cursor {self.path} cannot be read ({getattr(exc, 'strerror', None) or exc}).")
-        try:
-            return Position.from_json(read_json(text))
-        except ValueError:
-            raise UsageError(f"--cursor {self.path} is not a cursor this command wrote; "
-                             "move it away to start from now.") from None
-
-    def save(self, position) -> None:
-        if self.path is None:
-            return
-        try:
-            self._write(position)
-        except OSError as exc:
-            if self._unsaved is None:
-                self._warn(f"cannot save the cursor {self.path} ({exc.strerror or exc}); still watching, "
-                           "and retrying after every change (a restart now may repeat lines)")
-            self._unsaved = position
-            return
-        if self._unsaved is not None:
-            self._unsaved = None
-            self._warn(f"the cursor {self.path} is saved again")
-
-    def retry(self) -> None:
-        """Save the position a failed save left behind, if any."""
-        if self._unsaved is not None:
-            self.save(self._unsaved)
-
-    def _write(self, position) -> None:
-        import json
-        import os
-
-        from console.db.files import create_exclusive, publish, temp_prefix
-
-        tmp = create_exclusive(self.path.parent, temp_prefix("cursor"))
-        try:
-            with open(tmp, "w", encoding="utf-8") as handle:
-                handle.write(json.dumps(position.to_json()) + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            publish(tmp, self.path, no_clobber=False)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-
-
-class _held_signals:
-    """Ctrl-C, SIGTERM and SIGHUP wait (blocked, not lost) while a change is printed and its cursor
-    saved: they arrive right after, so a stop never repeats or skips a change."""
-
-    def __enter__(self):
-        import signal
-
-        self._signal = signal
-        self._old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
-
-    def __exit__(self, *exc):
-        self._signal.pthread_sigmask(self._signal.SIG_SETMASK, self._old)
-
-
 def _skipped(report, change, exc: BaseException) -> None:
     """A change that could not be shown or handed to the hook (a value of a form nobody expected):
     one sentence, and the stream goes on with the next; the cursor moves past it, so it is not retried
@@ -166,30 +71,6 @@ def _skipped(report, change, exc: BaseException) -> None:
 
     report(f"could not show or hand on a change of request {one_line(change.request_id, 60)} "
            f"({type(exc).__name__}); skipped it, the watch goes on.")
-
-
-def _line(change, now) -> str:
-    """One line per change; every field passes `line`'s `one_line` (a stored actor class or kind with
-    a line break would otherwise print a second, forged change)."""
-    from console.clock import relative
-    from console.text import line
-
-    when = line(change.at or now.strftime("%Y-%m-%dT%H:%M:%SZ"))[:19]  # a time of any stored type.replace("T", " ")
-    fields = [when, f"{line(change.change):<10}", (change.request_id, 60),
-              (change.project_name or change.project_id, 40), change.kind or "-"]
-    if change.change in ("new", "expiring", "pending"):
-        when_expires = relative(change.expires_at, now)
-        fields.append(f"expired {when_expires} (overdue)" if when_expires.endswith(" ago")
-                      else f"expires {when_expires}")
-    else:
-        who = line((change.actor.strip() or repr(change.actor), 40)) if change.actor else "-"
-        said = [line((change.actor_class, 40))] if change.actor_class else []
-        if change.os_account:  # who acted by the OS account, beside the declared name (D21)
-            said.append("OS " + line((change.os_account, 80)))
-        fields.append(f"by {who}" + (f" ({', '.join(said)})" if said else ""))
-        if change.reason:
-            fields.append("reason: " + line((change.reason, 120)))
-    return line(*fields)
 
 
 class _Emitter:
@@ -204,7 +85,7 @@ class _Emitter:
 
             self.out.write(json_text(change.to_json(), indent=None) + "\n")
         else:
-            self.out.write(_line(change, self.ctx.clock()) + "\n")
+            self.out.write(change_line(change, self.ctx.clock()) + "\n")
         self.out.flush()
 
     def note(self, text: str) -> None:
@@ -241,7 +122,7 @@ def run_watch(ctx) -> int:
         with lock:
             emit.note(text)
 
-    cursor = _Cursor(args.cursor, report)
+    cursor = Cursor(args.cursor, report)
     saved = cursor.load()
     reader = LiveReader(ctx.db_path, lambda: ctx.open(read_only=True))
     reader.open()
@@ -295,7 +176,7 @@ def run_watch(ctx) -> int:
                         for change in changes:
                             position = svc.Position(change.rowid, change.event_id, position.reminded)
                             try:
-                                with _held_signals():  # a clean stop never falls between line and cursor
+                                with held_signals():  # a clean stop never falls between line and cursor
                                     emit.change(change)
                                     cursor.save(position)
                                 if hooks is not None and change.change == "new":
@@ -311,7 +192,7 @@ def run_watch(ctx) -> int:
                 if window is not None:
                     for change in svc.expiring(conn, ctx.clock(), window, flt, position.reminded):
                         position.reminded.add(change.request_id)
-                        with _held_signals():
+                        with held_signals():
                             emit.change(change)
                             cursor.save(position)
                     if time.monotonic() - pruned > PRUNE_EVERY:

@@ -1,0 +1,204 @@
+"""Commands over several hosts that name rows by id: show one, and the writes (decide, claim,
+release, complete, activate, expire).
+
+Each id is resolved to its host first (console/cli/fleet_ids.py: `HOST:ID`, or a bare id found on
+exactly one host), then each host gets ONE call carrying its own ids, never the cache's answer: the
+host runs it as the local command does (each approval id its own transaction, preconditions
+re-checked inside it, the actor resolved on the host), so a repeat answers "already approved by you".
+A call whose connection drops before the answer is not guessed at: its ids are "outcome unknown",
+re-read by id once within the run, else the operator is told which `show HOST:ID` settles it.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from console.cli.fleet_ids import Target, by_host, check_selected, choose_host, split_target
+from console.cli.fleet_views import answered, fleet_exit, fleet_json, host_entry, host_exit, remote_error
+from console.errors import EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED
+from console.text import json_text, one_line
+
+SHOWS = ("approvals.show", "envs.show", "profiles.show")
+LOOKUP = {"approvals": "approvals.show", "envs": "envs.show", "profiles": "profiles.show"}
+EXPECTED = {"approvals.approve": "approved", "approvals.deny": "denied", "approvals.revoke": "invalidated"}
+# Host states in which the request never reached the host's console: nothing can have been written.
+NOT_SENT = frozenset({"unreachable", "auth_failed", "host_key", "no_server", "version_skew", "wrong_instance",
+                      "stale"})
+
+
+def id_field(method: str, params: dict[str, Any]) -> str:
+    if method.startswith("approvals.") and method != "approvals.show":
+        return "ids"
+    if method.startswith("profiles."):
+        return "project" if params.get("project") is not None else "revision"
+    return "id"
+
+
+def _lookup(method: str, params: dict[str, Any], field: str, value: str) -> tuple[str, dict[str, Any]]:
+    """The show call that reads one id back on its host (to resolve a bare id, or re-read a write)."""
+    family = method.split(".")[0]
+    if family == "profiles":
+        looked = {k: params[k] for k in ("project", "revision") if params.get(k) is not None}
+        looked[field] = value
+        return LOOKUP[family], looked
+    return LOOKUP[family], {"id": value}
+
+
+def run_by_id(runner, method: str, params: dict[str, Any]) -> int:
+    if method == "approvals.expire":
+        return _write(runner, method, params, {h: [] for h in runner.names}, field=None)
+    field = id_field(method, params)
+    given = params[field] if field == "ids" else [params[field]]
+    targets = [split_target(str(text), runner.fleet.hosts) for text in given]
+    for target in targets:
+        check_selected(target, runner.names)
+    if method in SHOWS:
+        return _show(runner, method, params, field, targets[0])
+    resolved = [(_resolve(runner, method, params, field, t), t) for t in targets]
+    return _write(runner, method, params, by_host(resolved), field=field)
+
+
+def _found(outcome) -> bool | None:
+    return (outcome.exit == 0) if answered(outcome) else None
+
+
+def _resolve(runner, method: str, params: dict[str, Any], field: str, target: Target) -> str:
+    if target.host is not None:
+        return target.host
+    if len(runner.names) == 1:
+        return runner.names[0]  # one host: it answers "not found" itself
+    lookup, looked = _lookup(method, params, field, target.id)
+    outcomes = runner.call(lookup, looked, cache=False)
+    return choose_host(target, {o.host: _found(o) for o in outcomes})
+
+
+def _show(runner, method: str, params: dict[str, Any], field: str, target: Target) -> int:
+    from console.cli.output import say
+
+    one = {**params, field: target.id}
+    if target.host is not None or len(runner.names) == 1:
+        host = target.host or runner.names[0]
+        outcome = runner.call(method, one, [runner.host(host)])[0]
+    else:
+        outcomes = runner.call(method, one)
+        host = choose_host(target, {o.host: _found(o) for o in outcomes})
+        outcome = next(o for o in outcomes if o.host == host)
+    code = host_exit(outcome)
+    if outcome.state not in ("ok", "stale") or code not in (EXIT_OK, EXIT_PARTIAL) or not isinstance(outcome.data, dict):
+        if runner.json:
+            runner.emit(fleet_json([], [outcome]))
+        else:
+            runner.say_hosts([outcome])
+        return code
+    data = {"host": outcome.host, **{k: v for k, v in outcome.data.items() if k != "host"}}
+    if outcome.state == "stale":
+        data["host_stale"] = True
+    if runner.json:
+        runner.emit(data)
+        return code
+    say(show_text(data))
+    runner.say_hosts([outcome])
+    return code
+
+
+def show_text(data: dict[str, Any]) -> str:
+    """A row read on a host, field by field (its own console's layout needs the objects, not JSON)."""
+    from console.cli.output import table
+
+    def cell(value: Any) -> str:
+        if isinstance(value, (dict, list)):
+            return json_text(value, indent=None)
+        return "-" if value is None else one_line(value)
+
+    return table([(key, cell(value)) for key, value in data.items()], ["FIELD", "VALUE"], max_width=100)
+
+
+def _call_one(runner, method, params, field, host, ids):
+    sent = dict(params)
+    if field is not None:
+        sent[field] = ids if field == "ids" else ids[0]
+    return runner.call(method, sent, [runner.host(host)], cache=False)[0]
+
+
+def _write(runner, method: str, params: dict[str, Any], grouped: dict[str, list[str]], *, field: str | None) -> int:
+    with ThreadPoolExecutor(max_workers=max(1, min(int(runner.args.parallel), len(grouped)))) as pool:
+        futures = {host: pool.submit(_call_one, runner, method, params, field, host, ids)
+                   for host, ids in grouped.items()}
+        outcomes = {host: future.result() for host, future in futures.items()}
+    rows: list[tuple[dict[str, Any], int]] = []
+    for host, ids in grouped.items():
+        rows.extend(_rows(runner, method, params, field, outcomes[host], ids))
+    return _report(runner, method, rows, list(outcomes.values()))
+
+
+def _rows(runner, method, params, field, outcome, ids) -> list[tuple[dict[str, Any], int]]:
+    """(row, its exit code) for each id sent to one host."""
+    host = outcome.host
+    if answered(outcome):
+        data = outcome.data
+        items = data if isinstance(data, list) else [data] if isinstance(data, dict) and "id" in data else None
+        if items is not None:
+            return [({"host": host, **{k: v for k, v in item.items() if k != "host"}},
+                     EXIT_OK if item.get("ok") is True else max(host_exit(outcome), EXIT_REFUSED))
+                    for item in items if isinstance(item, dict)]
+        why = remote_error(outcome) or "the host's answer was not a result"
+        return [(_row(host, i, why), max(host_exit(outcome), EXIT_REFUSED)) for i in ids]
+    sentence = one_line(outcome.sentence or outcome.state, 300)
+    if outcome.state == "remote_error":  # the host's console refused the call (read-only, identity)
+        return [(_row(host, i, f"refused by the host: {sentence}"), EXIT_REFUSED) for i in ids]
+    if outcome.state in NOT_SENT:
+        return [(_row(host, i, f"not sent, nothing was written: {outcome.state}: {sentence}"), EXIT_PARTIAL)
+                for i in ids]
+    return [_reread(runner, method, params, field, host, i, sentence) for i in ids]
+
+
+def _row(host: str, id_: str | None, message: str, *, state: Any = None, unknown: bool = False) -> dict[str, Any]:
+    row = {"host": host, "id": id_, "ok": False, "state": state, "message": message}
+    if unknown:
+        row["outcome_unknown"] = True
+    return row
+
+
+def _reread(runner, method, params, field, host, id_, sentence) -> tuple[dict[str, Any], int]:
+    """Outcome unknown: read the id back once; what it is now, or where to look."""
+    lookup, looked = _lookup(method, params, field or "id", id_)
+    command = lookup.replace(".", " ")
+    back = runner.call(lookup, looked, [runner.host(host)], cache=False)[0]
+    if answered(back) and back.exit == 0 and isinstance(back.data, dict):
+        now = back.data.get("status") or back.data.get("lifecycle_state")
+        expected = EXPECTED.get(method)
+        message = (f"outcome unknown ({sentence}); read back: {one_line(id_, 120)} is {one_line(now)} now")
+        code = (EXIT_OK if now == expected else EXIT_REFUSED) if expected else EXIT_PARTIAL
+        return _row(host, id_, message, state=now, unknown=True) | {"ok": code == EXIT_OK}, code
+    message = (f"outcome unknown ({sentence}); the host did not answer again: check with "
+               f"`{command} {host}:{id_} --host {host}`")
+    return _row(host, id_, message, unknown=True), EXIT_PARTIAL
+
+
+def _report(runner, method, rows: list[tuple[dict[str, Any], int]], outcomes) -> int:
+    from console.cli.output import say
+
+    named = {row["host"] for row, _ in rows}  # a host without rows (expire; a host down) counts as itself
+    code = fleet_exit([c for _, c in rows] + [host_exit(o) for o in outcomes if o.host not in named])
+    if runner.json:
+        value = fleet_json([r for r, _ in rows], outcomes)
+        value.update(ok=code == EXIT_OK, exit=code)
+        runner.emit(value)
+        return code
+    for row, row_code in rows:
+        where = one_line(row["host"], 30) + (f":{one_line(row.get('id'), 120)}" if row.get("id") else "")
+        text = f"{where}: {one_line(row.get('message') or row.get('state') or '', 400)}"
+        if row_code == EXIT_OK:
+            say(text)
+        else:
+            say(("" if row.get("outcome_unknown") or row_code == EXIT_PARTIAL else "refused: ") + text, err=True)
+    if method == "approvals.expire":
+        for outcome in outcomes:
+            if answered(outcome) and outcome.exit == 0 and not any(r["host"] == outcome.host for r, _ in rows):
+                say(f"{one_line(outcome.host, 30)}: nothing to expire")
+    runner.say_hosts([o for o in outcomes if o.host not in named])
+    return code
+
+
+__all__ = ["SHOWS", "id_field", "run_by_id", "show_text"]
