@@ -97,3 +97,16 @@ def sshd_lab(sshd_binary):
         yield lab
     finally:
         lab.close()
+
+
+@pytest.fixture
+def fleet_lab(sshd_lab, monkeypatch):
+    """`sshd_lab` with the client's private directories (XDG_RUNTIME_DIR, XDG_CACHE_HOME) inside the
+    lab, so its ControlPersist masters are the lab's to kill (`SshdLab.close` finds them by the lab's
+    path on their command line); no ARCHON_CONSOLE_HOSTS of the user's."""
+    run = sshd_lab.base / "run"
+    run.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(sshd_lab.base / "cache"))
+    monkeypatch.delenv("ARCHON_CONSOLE_HOSTS", raising=False)
+    return sshd_lab

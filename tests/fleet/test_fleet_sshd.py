@@ -14,64 +14,25 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from console.fleet.client import FleetSessions, call_hosts
-from console.fleet.hosts import load_fleet
-from tests.approvals_helpers import add_request, events, seed, status_of
+from tests.approvals_helpers import events, status_of
 from tests.conftest import connect
 from tests.fleet.sshd import USER, leftovers, until
+from tests.fleet.sshd_hosts import host_db, write_fleet
 
 pytestmark = pytest.mark.slow  # every test starts sshd instances and console servers over ssh
-
-FAR = datetime(2099, 1, 1, tzinfo=timezone.utc)  # pending by the real clock, which a host's writes use
-
-
-@pytest.fixture
-def fleet_env(sshd_lab, monkeypatch):
-    """The client's private directories inside the lab, so its ControlPersist masters are the lab's
-    to kill (`SshdLab.close` finds them by the lab's path on their command line)."""
-    run = sshd_lab.base / "run"
-    run.mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(sshd_lab.base / "cache"))
-    monkeypatch.delenv("ARCHON_CONSOLE_HOSTS", raising=False)
-    return sshd_lab
-
-
-def host_db(make_db, name: str, *, requester: str = "alice") -> Path:
-    """The seeded approvals database for host `name`, its own instance (an oldest project of its own),
-    with `apr-x` pending until 2099, requested by `requester`."""
-    path = make_db(fill=seed, cached=True, name=f"{name}.db")
-    conn = connect(path)
-    conn.execute("INSERT INTO projects (id, name, repo_path, created_at) VALUES (?, ?, ?, '2020-01-01 00:00:00')",
-                 (f"{name}-origin", name.upper(), f"/repo/{name}"))
-    add_request(conn, "apr-x", "p1", expires_at=FAR, authority={"requested_by": requester})
-    conn.close()
-    return path
-
-
-def write_fleet(lab, entries: dict[str, dict]):
-    """hosts.toml with `[ssh] command = ssh -F <lab config>` and `entries` (name -> table)."""
-    lines = [f"[ssh]\ncommand = {json.dumps(['ssh', '-F', str(lab.config)])}\n"]
-    for name, table in entries.items():
-        lines.append(f"[hosts.{name}]")
-        lines += [f"{key} = {json.dumps(value)}" for key, value in table.items()]
-        lines.append("")
-    path = lab.base / "hosts.toml"
-    path.write_text("\n".join(lines))
-    return load_fleet(path)
 
 
 def by_host(outcomes):
     return {o.host: o for o in outcomes}
 
 
-def test_a_read_over_several_hosts_answers_from_each_hosts_own_database(fleet_env, make_db):
-    lab = fleet_env
+def test_a_read_over_several_hosts_answers_from_each_hosts_own_database(fleet_lab, make_db):
+    lab = fleet_lab
     hosts = lab.add_hosts(3)
     fleet = write_fleet(lab, {h.name: {"ssh": h.name, "db": str(host_db(make_db, h.name))} for h in hosts})
     outcomes = call_hosts(fleet, list(fleet.hosts.values()), "approvals.list", {"status": "pending"}, deadline=60)
@@ -84,8 +45,8 @@ def test_a_read_over_several_hosts_answers_from_each_hosts_own_database(fleet_en
     assert len({o.hello["instance_id"] for o in outcomes}) == 3
 
 
-def test_each_failing_host_is_classified_on_its_own(fleet_env, make_db):
-    lab = fleet_env
+def test_each_failing_host_is_classified_on_its_own(fleet_lab, make_db):
+    lab = fleet_lab
     good, frozen, rekeyed = lab.add_hosts(3)
     refused, hole = lab.refused(), lab.black_hole()
     fleet = write_fleet(lab, {
@@ -107,8 +68,8 @@ def test_each_failing_host_is_classified_on_its_own(fleet_env, make_db):
     frozen.resume()
 
 
-def test_the_actor_is_the_one_the_host_resolves(fleet_env, make_db):
-    lab = fleet_env
+def test_the_actor_is_the_one_the_host_resolves(fleet_lab, make_db):
+    lab = fleet_lab
     forced, certified, plain = lab.add_hosts(3)
     dbs = {h.name: host_db(make_db, h.name, requester="bob") for h in (forced, certified, plain)}
     alice = lab.client_key("alice")
@@ -138,8 +99,8 @@ def test_the_actor_is_the_one_the_host_resolves(fleet_env, make_db):
 @pytest.mark.xfail(strict=True, reason="defect for console/fleet/transport.py: ControlPath %C hashes only the "
                    "local host, HostName, Port and User, so two hosts.toml entries for one account with different "
                    "keys share one master and the second acts with the first's identity")
-def test_two_entries_for_one_account_never_share_an_identity(fleet_env, make_db):
-    lab = fleet_env
+def test_two_entries_for_one_account_never_share_an_identity(fleet_lab, make_db):
+    lab = fleet_lab
     host = lab.add_host()
     db = host_db(make_db, host.name, requester="bob")
     alice = lab.client_key("alice")
@@ -154,8 +115,8 @@ def test_two_entries_for_one_account_never_share_an_identity(fleet_env, make_db)
     assert (second.hello["actor"], second.hello["actor_source"]) == (USER, "login")
 
 
-def test_four_eyes_holds_on_each_host_of_one_fan_out(fleet_env, make_db):
-    lab = fleet_env
+def test_four_eyes_holds_on_each_host_of_one_fan_out(fleet_lab, make_db):
+    lab = fleet_lab
     mine, theirs = lab.add_hosts(2)
     alice = lab.client_key("alice")
     dbs = {mine.name: host_db(make_db, mine.name, requester="alice"),
@@ -189,8 +150,8 @@ def _waiting_for_the_lock(host) -> bool:
     return False
 
 
-def test_a_connection_lost_under_a_write_is_outcome_unknown_and_nothing_landed(fleet_env, make_db):
-    lab = fleet_env
+def test_a_connection_lost_under_a_write_is_outcome_unknown_and_nothing_landed(fleet_lab, make_db):
+    lab = fleet_lab
     host = lab.add_host()
     db = host_db(make_db, host.name, requester="bob")
     fleet = write_fleet(lab, {"h": {"ssh": host.name, "db": str(db)}})
@@ -216,8 +177,8 @@ def test_a_connection_lost_under_a_write_is_outcome_unknown_and_nothing_landed(f
     assert again.state == "ok" and '"pending"' in json.dumps(again.data)
 
 
-def test_every_host_down_still_answers_each_host_and_the_last_read_is_stale(fleet_env, make_db):
-    lab = fleet_env
+def test_every_host_down_still_answers_each_host_and_the_last_read_is_stale(fleet_lab, make_db):
+    lab = fleet_lab
     hosts = lab.add_hosts(2)
     fleet = write_fleet(lab, {h.name: {"ssh": h.name, "db": str(host_db(make_db, h.name))} for h in hosts})
     first = call_hosts(fleet, list(fleet.hosts.values()), "approvals.list", {}, deadline=60)
@@ -233,11 +194,11 @@ def test_every_host_down_still_answers_each_host_and_the_last_read_is_stale(flee
     assert all("Connection refused" in o.sentence for o in fresh)
 
 
-def test_a_host_lost_mid_session_is_reconnected_and_close_ends_the_masters(fleet_env, make_db):
+def test_a_host_lost_mid_session_is_reconnected_and_close_ends_the_masters(fleet_lab, make_db):
     """The TUI's long-lived sessions (`FleetSessions`): a host whose sshd dies after its hello is
     `unreachable` while the other host answers; back on its address, it is reconnected in the
     background; `close` ends the shared connections (`ssh -O exit`)."""
-    lab = fleet_env
+    lab = fleet_lab
     hosts = lab.add_hosts(2)
     fleet = write_fleet(lab, {h.name: {"ssh": h.name, "db": str(host_db(make_db, h.name))} for h in hosts})
     lost, fine = hosts
@@ -280,8 +241,8 @@ async def _until_ok(sessions, name: str, attempts: int = 20):
     "ControlMaster client, which handed its stdin/stdout/stderr to the master; the master keeps them "
     "while its channel to the frozen host lives (until ServerAlive gives up, 45-60 s), and asyncio's "
     "Process.wait() (Python 3.11) waits for the pipes to close, so a 2 s deadline takes about a minute"))
-def test_a_host_frozen_mid_session_times_out_within_the_deadline(fleet_env, make_db):
-    lab = fleet_env
+def test_a_host_frozen_mid_session_times_out_within_the_deadline(fleet_lab, make_db):
+    lab = fleet_lab
     frozen, fine = lab.add_hosts(2)
     fleet = write_fleet(lab, {h.name: {"ssh": h.name, "db": str(host_db(make_db, h.name))} for h in (frozen, fine)})
 
