@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from console.fleet.hosts import Host
+from console.fleet.hosts import NAME, Host
 from console.fleet.private import cache_home, private_dir
 from console.fleet.protocol import MAX_RESPONSE_BYTES
 from console.small_files import read_small_text
@@ -34,6 +34,14 @@ MAX_READS_PER_HOST = 64  # distinct (method, parameters) kept; the oldest go fir
 
 def cache_dir() -> Path:
     return private_dir(cache_home() / "archon-console" / "fleet")
+
+
+def _named(host: Host) -> Host:
+    """A host whose name can be part of a file name (hosts.toml's names are checked by
+    console/fleet/hosts.py; a `Host` built elsewhere is checked here again)."""
+    if not NAME.fullmatch(host.name):
+        raise ValueError(f"{host.name!r} is not a host name")
+    return host
 
 
 def _key(host: Host, method: str, params: dict[str, Any]) -> str:
@@ -77,7 +85,7 @@ def store(host: Host, method: str, params: dict[str, Any], data: Any, hello: dic
     """Remember a successful read. Never raises: a cache that cannot be written loses nothing."""
     try:
         directory = cache_dir()
-        _write(directory / f"{host.name}+read+{_key(host, method, params)}.json",
+        _write(directory / f"{_named(host).name}+read+{_key(host, method, params)}.json",
                {"at": time.time(), "data": data, "hello": hello, "exit": exit_code})
         _prune(directory, host)
     except Exception:  # noqa: BLE001 - a cache that cannot be written is only a cache
@@ -87,7 +95,7 @@ def store(host: Host, method: str, params: dict[str, Any], data: Any, hello: dic
 def lookup(host: Host, method: str, params: dict[str, Any]) -> tuple[Any, dict[str, Any] | None, int | None, float] | None:
     """(data, hello, exit, age in seconds) of the last successful read, or None."""
     try:
-        found = _read(cache_dir() / f"{host.name}+read+{_key(host, method, params)}.json")
+        found = _read(cache_dir() / f"{_named(host).name}+read+{_key(host, method, params)}.json")
     except Exception:
         return None
     if not isinstance(found, dict) or not isinstance(found.get("at"), (int, float)):
@@ -100,7 +108,7 @@ def lookup(host: Host, method: str, params: dict[str, Any]) -> tuple[Any, dict[s
 def instance_file(host: Host) -> Path:
     """Where the host's database instance is remembered ('+' is in no host name, so no host's
     files can match another's)."""
-    return cache_dir() / f"{host.name}+instance.json"
+    return cache_dir() / f"{_named(host).name}+instance.json"
 
 
 def known_instance(host: Host) -> str | None:

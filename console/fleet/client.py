@@ -24,8 +24,8 @@ from typing import Any, Callable, Sequence
 from console import __version__
 from console.fleet import cache as fleet_cache
 from console.fleet.hosts import Fleet, Host
-from console.fleet.protocol import METHOD_NOT_FOUND, METHODS, PROTOCOL_VERSION, MessageTooLarge
-from console.fleet.session import Notify, RemoteError, Session, SessionLost
+from console.fleet.protocol import METHOD_NOT_FOUND, METHODS, PROTOCOL_VERSION
+from console.fleet.session import NotSent, Notify, RemoteError, Session, SessionLost
 from console.fleet.transport import classify, close_masters, control_dir
 from console.text import is_clean, one_line
 
@@ -80,6 +80,8 @@ def check_hello(host: Host, hello: Any, *, use_cache: bool) -> HostOutcome | Non
             f"{name} speaks fleet protocol {one_line(protocol, 20)}, this console {PROTOCOL_VERSION}: upgrade the "
             "older of the two (pipx upgrade archon-console)."), hello=hello)
     instance = hello.get("instance_id")
+    if instance is None and (said := failure_sentence(hello.get("database"))):
+        return HostOutcome(name, "remote_error", one_line(f"{name} cannot use its database: {said}"), hello=hello)
     if not isinstance(instance, str) or not 0 < len(instance) <= 128 or not is_clean(instance, allow_newlines=False):
         return HostOutcome(name, "remote_error", one_line(f"{name} answered hello without a usable instance id."),
                            hello=hello)
@@ -107,8 +109,17 @@ def _answer(host: Host, value: Any, hello: dict[str, Any]) -> HostOutcome:
     if not isinstance(value, dict) or type(value.get("exit")) is not int:
         return HostOutcome(host.name, "remote_error", one_line(f"{host.name} sent an answer the console does not "
                                                                "understand."), hello=hello)
-    said = next((value[k] for k in ("error", "message") if isinstance(value.get(k), str)), None)
-    return HostOutcome(host.name, "ok", one_line(said, 400) if said else None, value["exit"], value.get("output"), hello)
+    return HostOutcome(host.name, "ok", failure_sentence(value.get("output")) if value["exit"] else None,
+                       value["exit"], value.get("output"), hello)
+
+
+def failure_sentence(output: Any) -> str | None:
+    """The sentence of a command that failed on the host: its `--json` error object's `error` and
+    `hint` (console/cli/output.py `error_json`), cleaned onto one line."""
+    if not isinstance(output, dict) or not isinstance(output.get("error"), str):
+        return None
+    hint = output.get("hint")
+    return one_line(output["error"] + (f" {hint}" if isinstance(hint, str) and hint else ""), 400)
 
 
 def _lost(host: Host, lost: SessionLost, returncode: int | None, stderr: str,
@@ -155,9 +166,9 @@ async def _attempt(fleet: Fleet, host: Host, method: str, params: dict[str, Any]
         # after a violation nothing more is read: the caller kills the process
         returncode, stderr = await session.finish() if not exc.violation else (None, "")
         return _lost(host, exc, returncode, stderr, progress.write_sent and exc.sent)
-    except MessageTooLarge as exc:
+    except NotSent as exc:
         progress.write_sent = False
-        return HostOutcome(host.name, "remote_error", one_line(f"Not sent to {host.name}: {exc}."))
+        return HostOutcome(host.name, "remote_error", one_line(f"Nothing was sent to {host.name}: {exc}."))
 
 
 async def _stale(host: Host, method: str, params: dict[str, Any], outcome: HostOutcome) -> HostOutcome:
@@ -240,7 +251,6 @@ def call_hosts(fleet: Fleet, hosts: Sequence[Host], method: str, params: dict[st
     return asyncio.run(fan_out(fleet, hosts, method, params, parallel=parallel, deadline=deadline, cache=cache))
 
 
-
 class FleetSessions:
     """A session per host for the TUI and `approvals watch`: connected all at once, kept open,
     reconnected in the background with back-off (1 s doubling to `MAX_BACKOFF`, jittered) while
@@ -263,6 +273,7 @@ class FleetSessions:
         self._locks = {name: asyncio.Lock() for name in self.hosts}
         self._down = {name: asyncio.Event() for name in self.hosts}
         self._keepers: list[asyncio.Task[None]] = []
+        self._noting: set[asyncio.Task[None]] = set()
         self._closing = asyncio.Event()
 
     def _note(self, outcome: HostOutcome) -> HostOutcome:
@@ -277,18 +288,28 @@ class FleetSessions:
 
     def _session_ended(self, name: str, session: Session) -> None:
         if self._sessions.get(name) is session and not self._closing.is_set():
-            asyncio.ensure_future(self._note_lost(name, session))
+            task = asyncio.ensure_future(self._note_lost(name, session))
+            self._noting.add(task)  # held: the loop keeps only a weak reference to a task
+            task.add_done_callback(self._noting.discard)
+
+    def _note_down(self, outcome: HostOutcome) -> None:
+        """Why a host's session ended, unless another session of it was made meanwhile (a state
+        noted after an `await` must not overwrite a newer one)."""
+        if outcome.host not in self._sessions:
+            self._note(outcome)
 
     async def _note_lost(self, name: str, session: Session) -> None:
         returncode, stderr = await session.finish()
         if self._sessions.get(name) is session:
             del self._sessions[name]
+            self._note_down(_lost(self.hosts[name], SessionLost(False, session.violation), returncode, stderr, False))
             await session.close(kill=True)
-            self._note(_lost(self.hosts[name], SessionLost(False, session.violation), returncode, stderr, False))
 
     async def _open(self, host: Host) -> HostOutcome:
         """Connect `host` unless it is connected (one attempt at a time per host)."""
-        assert self._gate is not None
+        if self._gate is None:
+            self._gate = asyncio.Semaphore(self._parallel)
+            self._sockets = await asyncio.to_thread(control_dir)
         async with self._locks[host.name]:
             current = self._sessions.get(host.name)
             if current is not None and current.alive:
@@ -328,14 +349,19 @@ class FleetSessions:
         except SessionLost as exc:
             returncode, stderr = await session.finish() if not exc.violation else (None, "")
             return _lost(host, exc, returncode, stderr, False)
+        except asyncio.CancelledError:  # closed while connecting (the TUI quit): its ssh is ended, not left running
+            await asyncio.shield(session.close(kill=True))
+            raise
 
     async def connect(self) -> list[HostOutcome]:
         """Connect every host at once (at most `parallel` at a time); each host's outcome, in order.
         Hosts that are down keep being retried in the background until `close`."""
-        self._gate = asyncio.Semaphore(self._parallel)
-        self._sockets = await asyncio.to_thread(control_dir)
+        if self._gate is None:
+            self._gate = asyncio.Semaphore(self._parallel)
+            self._sockets = await asyncio.to_thread(control_dir)
         outcomes = await asyncio.gather(*(self._open(host) for host in self.hosts.values()))
-        self._keepers = [asyncio.ensure_future(self._keep(host)) for host in self.hosts.values()]
+        if not self._keepers:
+            self._keepers = [asyncio.ensure_future(self._keep(host)) for host in self.hosts.values()]
         return list(outcomes)
 
     async def _keep(self, host: Host) -> None:
@@ -347,8 +373,11 @@ class FleetSessions:
                 return
             except asyncio.TimeoutError:
                 pass
-            outcome = await self._open(host)
-            backoff = 1.0 if outcome.state == "ok" else min(backoff * 2, MAX_BACKOFF)
+            try:
+                outcome = await self._open(host)
+            except Exception:  # noqa: BLE001 - a keeper that died would leave the host down for good
+                outcome = None
+            backoff = 1.0 if outcome is not None and outcome.state == "ok" else min(backoff * 2, MAX_BACKOFF)
 
     async def call(self, name: str, method: str, params: dict[str, Any] | None = None, *,
                    deadline: float | None = None) -> HostOutcome:
@@ -356,10 +385,16 @@ class FleetSessions:
         made answers from the cache as `stale`, a write never does."""
         host, params = self.hosts[name], dict(params or {})
         write = is_write(method)
-        outcome = await self._open(host)
-        session = self._sessions.get(name)
-        if outcome.state == "ok" and session is not None:
-            outcome = await self._request(host, session, method, params, deadline or self.deadline, write)
+        for _ in range(2):  # a session that ends between connecting and asking is connected once more
+            outcome = await self._open(host)
+            session = self._sessions.get(name)
+            if outcome.state != "ok":
+                break
+            if session is not None and session.alive:
+                outcome = await self._request(host, session, method, params, deadline or self.deadline, write)
+                break
+        else:
+            outcome = HostOutcome(name, "unreachable", one_line(f"The session with {name} ended as it was made."))
         if outcome.state == "ok" and self.cache and cacheable(method) and outcome.exit == 0:
             await asyncio.to_thread(fleet_cache.store, host, method, params, outcome.data, outcome.hello, outcome.exit)
         elif outcome.state in STALE_FROM and self.cache and cacheable(method):
@@ -372,24 +407,27 @@ class FleetSessions:
         try:
             return _answer(host, await asyncio.wait_for(session.request(method, params), deadline), hello)
         except asyncio.TimeoutError:
-            self._sessions.pop(host.name, None)
+            if self._sessions.get(host.name) is session:
+                del self._sessions[host.name]
+            timeout = HostOutcome(host.name, "timeout", one_line(
+                f"{host.name} did not answer within {deadline:g} s (the console's deadline); its ssh was stopped."))
+            self._note_down(timeout)
             await session.close(kill=True)
-            self._note(HostOutcome(host.name, "timeout", one_line(
-                f"{host.name} did not answer within {deadline:g} s (the console's deadline); its ssh was stopped.")))
             if not write:
-                return self.states[host.name]
+                return timeout
             return HostOutcome(host.name, "outcome_unknown", one_line(
                 f"{host.name} did not answer the write within {deadline:g} s: whether it took effect is unknown; "
                 "read it again before repeating it."))
         except RemoteError as exc:
             return _remote_outcome(host, exc, False)
-        except MessageTooLarge as exc:
-            return HostOutcome(host.name, "remote_error", one_line(f"Not sent to {host.name}: {exc}."))
+        except NotSent as exc:
+            return HostOutcome(host.name, "remote_error", one_line(f"Nothing was sent to {host.name}: {exc}."))
         except SessionLost as exc:
-            self._sessions.pop(host.name, None)
+            if self._sessions.get(host.name) is session:
+                del self._sessions[host.name]
             returncode, stderr = await session.finish() if not exc.violation else (None, "")
             await session.close(kill=True)
-            self._note(_lost(host, exc, returncode, stderr, False))  # why the host is down now
+            self._note_down(_lost(host, exc, returncode, stderr, False))  # why the host is down now
             return _lost(host, exc, returncode, stderr, write and exc.sent)
 
     async def close(self) -> None:
@@ -397,10 +435,11 @@ class FleetSessions:
         self._closing.set()
         for task in self._keepers:
             task.cancel()
-        await asyncio.gather(*self._keepers, return_exceptions=True)
+        await asyncio.gather(*self._keepers, *self._noting, return_exceptions=True)
         sessions, self._sessions = list(self._sessions.values()), {}
         await asyncio.gather(*(session.close() for session in sessions), return_exceptions=True)
         await asyncio.to_thread(close_masters, self.fleet, list(self.hosts.values()))
 
-__all__ = ["FleetSessions", "HostOutcome", "MAX_BACKOFF", "STALE_FROM", "cacheable", "call_hosts", "call_one", "check_hello", "fan_out", "flag_shared_instances",
-           "hello_params", "is_write"]
+
+__all__ = ["FleetSessions", "HostOutcome", "MAX_BACKOFF", "STALE_FROM", "cacheable", "call_hosts", "call_one",
+           "check_hello", "failure_sentence", "fan_out", "flag_shared_instances", "hello_params", "is_write"]

@@ -14,6 +14,7 @@ import difflib
 import os
 import re
 import shlex
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -24,6 +25,10 @@ from console.text import is_clean
 
 HOSTS_ENV = "ARCHON_CONSOLE_HOSTS"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+# What an alias may hold: host names, user@host, IPv6 (with a %zone), ssh:// URIs. ssh expands the
+# destination into `ProxyCommand ... %h`, which a shell runs, and only newer OpenSSH releases refuse
+# shell metacharacters there; a hosts file shared by a team is not trusted to be free of them.
+ALIAS = re.compile(r"[A-Za-z0-9_.@:%+/\[\]-]+")
 DEFAULT_REMOTE = "archon-console"
 MAX_ALIAS = 255  # ssh's own limit on a host name (NI_MAXHOST is larger; no real alias comes near)
 HOST_KEYS = {"ssh", "db", "remote", "read_only", "groups"}
@@ -95,6 +100,9 @@ def _alias(value: object, where: str) -> str:
         raise _Bad(f"{where} {_show(alias)} starts with '-', which ssh would read as an option")
     if any(ch.isspace() for ch in alias):
         raise _Bad(f"{where} {_show(alias)} holds a space")
+    if not ALIAS.fullmatch(alias):
+        raise _Bad(f"{where} {_show(alias)} holds a character a proxy command could read as shell syntax (an alias "
+                   "is letters, digits and . _ - @ : % + / [ ])")
     if len(alias) > MAX_ALIAS:
         raise _Bad(f"{where} is longer than {MAX_ALIAS} characters")
     return alias
@@ -170,9 +178,43 @@ def parse_fleet(data: dict[str, Any], path: Path) -> Fleet:
     return Fleet(hosts, command, path)
 
 
+def _private_group(info: os.stat_result) -> bool:
+    """A group only the owner is in (a user private group, as Debian's umask 002 leaves files):
+    group-writable is then the owner's alone. The rule ssh applies to its own config."""
+    import grp
+    import pwd
+
+    try:
+        group, owner = grp.getgrgid(info.st_gid), pwd.getpwuid(info.st_uid)
+    except KeyError:
+        return False
+    return group.gr_name == owner.pw_name and set(group.gr_mem) <= {owner.pw_name}
+
+
+def _check_owner(path: Path) -> None:
+    """The file names the program the console runs (`[ssh] command`) and where: like ssh with its
+    own config, the console refuses a hosts file, or a directory holding it, that another user
+    could change (owned by someone else, or writable by others; a sticky directory such as /tmp
+    keeps others from replacing a file they do not own)."""
+    uid = os.getuid()
+    for what, target in (("the hosts file", path), ("the directory of the hosts file", path.parent)):
+        try:
+            info = os.stat(target)
+        except OSError:
+            return  # an absent file is said by the read; an unreadable one too
+        sticky = target != path and info.st_mode & stat.S_ISVTX
+        if info.st_uid not in (uid, 0):
+            raise UsageError(f"Cannot use {path}: {what} belongs to another user (uid {info.st_uid}), who could "
+                             "change the command the console runs.", "Use a hosts file of your own.")
+        if (info.st_mode & 0o002 or info.st_mode & 0o020 and not _private_group(info)) and not sticky:
+            raise UsageError(f"Cannot use {path}: {what} can be changed by other users, who could change the "
+                             "command the console runs.", f"Run chmod go-w {target}.")
+
+
 def load_fleet(path: str | os.PathLike[str] | None = None) -> Fleet:
     """The hosts file at `path` (else `hosts_path()`); `UsageError` when it is absent or unusable."""
     path = Path(path) if path is not None else hosts_path()
+    _check_owner(Path(os.path.abspath(path)))
     try:
         data = read_toml(path, "the fleet's hosts")
     except SettingsUnusable as exc:
@@ -217,4 +259,4 @@ def select(fleet: Fleet, names: Iterable[str] = (), groups: Iterable[str] = (), 
     return [host for name, host in fleet.hosts.items() if name in chosen]
 
 
-__all__ = ["DEFAULT_REMOTE", "Fleet", "HOSTS_ENV", "Host", "NAME", "hosts_path", "load_fleet", "parse_fleet", "select"]
+__all__ = ["ALIAS", "DEFAULT_REMOTE", "Fleet", "HOSTS_ENV", "Host", "NAME", "hosts_path", "load_fleet", "parse_fleet", "select"]

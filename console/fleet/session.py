@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -34,6 +35,11 @@ class SessionLost(Exception):
         super().__init__(violation or "the connection ended")
         self.sent = sent
         self.violation = violation
+
+
+class NotSent(ValueError):
+    """A request that cannot go on the wire (over the request cap, or parameters that are not
+    JSON): nothing was sent, so nothing happened on the host."""
 
 
 class RemoteError(Exception):
@@ -69,6 +75,10 @@ class Session:
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._ids = itertools.count(1)
         self._tasks: list[asyncio.Task[None]] = []
+        self._transports: list[asyncio.BaseTransport] = []
+        self._stdin: asyncio.StreamWriter | None = None
+        self._stdout: asyncio.StreamReader | None = None
+        self._errors: asyncio.StreamReader | None = None
         self._ended = asyncio.Event()
 
     @property
@@ -80,27 +90,58 @@ class Session:
         return self._stderr.decode("utf-8", "replace")
 
     async def start(self) -> None:
-        """Start ssh (OSError when it cannot be run at all)."""
-        self.process = await asyncio.create_subprocess_exec(
-            *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, limit=MAX_RESPONSE_BYTES)
+        """Start ssh (OSError when it cannot be run at all), on pipes the session owns.
+
+        Not asyncio's PIPE: under ControlMaster the ssh started here is a mux client that hands its
+        stdin, stdout and stderr to the master, which keeps them while its channel to the host lives
+        (a frozen host: until ServerAlive gives up, most of a minute). Python 3.11's
+        `Process.wait()` waits for its pipes to close too, so a killed client would hold the
+        deadline hostage. With pipes of its own the session waits for the process alone and closes
+        its ends itself."""
+        loop = asyncio.get_running_loop()
+        child_in, ours_in = os.pipe()
+        ours_out, child_out = os.pipe()
+        ours_err, child_err = os.pipe()
+        try:
+            self.process = await asyncio.create_subprocess_exec(*self.argv, stdin=child_in, stdout=child_out,
+                                                                stderr=child_err)
+        except BaseException:
+            for fd in (ours_in, ours_out, ours_err):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (child_in, child_out, child_err):
+                os.close(fd)
+        self._stdout = asyncio.StreamReader(limit=MAX_RESPONSE_BYTES)
+        self._errors = asyncio.StreamReader()
+        for fd, reader in ((ours_out, self._stdout), (ours_err, self._errors)):
+            transport, _ = await loop.connect_read_pipe(lambda r=reader: asyncio.StreamReaderProtocol(r),
+                                                        os.fdopen(fd, "rb", 0))
+            self._transports.append(transport)
+        transport, protocol = await loop.connect_write_pipe(
+            lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()), os.fdopen(ours_in, "wb", 0))
+        self._transports.append(transport)
+        self._stdin = asyncio.StreamWriter(transport, protocol, None, loop)
         self._tasks = [asyncio.ensure_future(self._drain_stderr()), asyncio.ensure_future(self._read())]
 
     async def _drain_stderr(self) -> None:
-        assert self.process is not None and self.process.stderr is not None
-        while chunk := await self.process.stderr.read(4096):
+        assert self._errors is not None
+        while chunk := await self._errors.read(4096):
             self._stderr += chunk
             if len(self._stderr) > STDERR_KEEP:
                 del self._stderr[:-STDERR_KEEP]
 
     async def _read(self) -> None:
-        assert self.process is not None and self.process.stdout is not None
+        assert self._stdout is not None
         try:
-            while line := await self.process.stdout.readline():
+            while line := await self._stdout.readline():
                 try:
                     message = decode(line)
                 except ValueError:
                     self.violation = "sent a line that is not JSON"
+                    return
+                except RecursionError:
+                    self.violation = "sent a message nested too deeply"
                     return
                 if not isinstance(message, dict):
                     self.violation = "sent a message that is not a JSON object"
@@ -122,6 +163,12 @@ class Session:
     def _dispatch(self, message: dict[str, Any]) -> None:
         if "id" in message and ("result" in message or "error" in message):
             id_ = message["id"]
+            if id_ is None and "error" in message:  # a request the server could not read: every one waiting
+                for future in self._pending.values():
+                    if not future.done():
+                        future.set_exception(_remote_error(message["error"]))
+                self._pending.clear()
+                return
             future = self._pending.pop(id_, None) if type(id_) is int else None
             if future is None or future.done():
                 return
@@ -137,17 +184,20 @@ class Session:
 
     async def request(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """The result of one call; `RemoteError` for a JSON-RPC error, `SessionLost` when the
-        connection ends first, `MessageTooLarge` for a request over the cap (nothing is sent)."""
+        connection ends first, `NotSent` for a request over the cap or not JSON (nothing is sent)."""
         if not self.alive:
             raise SessionLost(False, self.violation)
-        assert self.process is not None and self.process.stdin is not None
+        assert self._stdin is not None
         id_ = next(self._ids)
-        data = encode(request(id_, method, params), cap=MAX_REQUEST_BYTES)
+        try:
+            data = encode(request(id_, method, params), cap=MAX_REQUEST_BYTES)
+        except (TypeError, ValueError) as exc:  # MessageTooLarge is a ValueError
+            raise NotSent(str(exc)) from None
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[id_] = future
         try:
-            self.process.stdin.write(data)
-            await self.process.stdin.drain()
+            self._stdin.write(data)
+            await self._stdin.drain()
         except (OSError, RuntimeError):  # the pipe closed under the write: some of it may have gone
             self._pending.pop(id_, None)
             raise SessionLost(True, self.violation) from None
@@ -164,14 +214,15 @@ class Session:
         return self.process.returncode, self.stderr
 
     async def close(self, *, kill: bool = False) -> None:
-        """End the session: stdin closed and `GRACE` seconds to exit, or killed now with `kill`."""
+        """End the session: stdin closed and `GRACE` seconds to exit, or killed now with `kill`;
+        then the session's ends of the pipes are closed, whoever else still holds theirs."""
         process = self.process
         if process is None:
             return
         try:
             if process.returncode is None and not kill:
-                if process.stdin is not None and not process.stdin.is_closing():
-                    process.stdin.close()
+                if self._stdin is not None and not self._stdin.is_closing():
+                    self._stdin.close()
                 try:
                     await asyncio.wait_for(process.wait(), GRACE)
                 except asyncio.TimeoutError:
@@ -186,8 +237,8 @@ class Session:
                 if not task.done():
                     task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
-            if process.stdin is not None and not process.stdin.is_closing():
-                process.stdin.close()
+            for transport in self._transports:
+                transport.close()
 
 
-__all__ = ["GRACE", "RemoteError", "STDERR_KEEP", "Session", "SessionLost"]
+__all__ = ["GRACE", "NotSent", "RemoteError", "STDERR_KEEP", "Session", "SessionLost"]

@@ -18,6 +18,8 @@ last line cut short and cleaned by console/text.py `one_line`.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shlex
@@ -34,7 +36,9 @@ CONNECT_TIMEOUT = 10  # seconds for TCP and the banner; the console's own deadli
 SERVER_ALIVE_INTERVAL = 15
 SERVER_ALIVE_COUNT_MAX = 3
 CONTROL_PERSIST = 120  # a warm connection for the next command; `close_masters` ends it on quit
-MAX_SOCKET_DIR = 60  # sun_path holds 108 bytes; ssh adds '/', the 40-hex %C and a 17-byte temporary suffix
+# sun_path holds 107 bytes and a NUL; after the directory come '/', the 8-hex entry tag, '-', the
+# 40-hex %C and the 17-byte suffix of ssh's temporary socket.
+MAX_SOCKET_DIR = 107 - (1 + 8 + 1 + 40 + 17)
 INSTALL_COMMAND = "pipx install archon-console"
 
 STATES = ("ok", "stale", "unreachable", "timeout", "auth_failed", "host_key", "no_server", "version_skew",
@@ -50,13 +54,22 @@ def control_dir() -> Path:
     return private_dir(cache_home() / "archon-console" / "ssh")
 
 
-def _control_options(directory: Path | None) -> list[str]:
+def entry_tag(fleet: Fleet, host: Host) -> str:
+    """What makes a shared connection one hosts.toml entry's own. ssh's %C hashes only the local
+    host, HostName, Port and User (and ProxyJump): two entries for one account that log in with
+    different keys (an alias whose IdentityFile reaches a forced command, and the plain login) would
+    share one master, and the second would act with the first's identity."""
+    what = json.dumps([host.name, host.ssh, list(fleet.ssh_command)], separators=(",", ":"))
+    return hashlib.sha256(what.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+
+
+def _control_options(directory: Path | None, tag: str) -> list[str]:
     """Connection sharing, or none where the directory cannot hold a socket path (too long for
     `sun_path`, or characters ssh's option parser would split or expand)."""
     text = str(directory) if directory is not None else ""
     if not text or len(text) > MAX_SOCKET_DIR or re.search(r'[\s"\'%\\]', text):
         return ["-o", "ControlMaster=no", "-o", "ControlPath=none"]
-    return ["-o", "ControlMaster=auto", "-o", f"ControlPath={text}/%C", "-o", f"ControlPersist={CONTROL_PERSIST}"]
+    return ["-o", "ControlMaster=auto", "-o", f"ControlPath={text}/{tag}-%C", "-o", f"ControlPersist={CONTROL_PERSIST}"]
 
 
 def ssh_argv(fleet: Fleet, host: Host, *, connect_timeout: int = CONNECT_TIMEOUT,
@@ -68,12 +81,13 @@ def ssh_argv(fleet: Fleet, host: Host, *, connect_timeout: int = CONNECT_TIMEOUT
         remote.append("--read-only")
     return [*fleet.ssh_command, "-T", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={int(connect_timeout)}",
             "-o", f"ServerAliveInterval={SERVER_ALIVE_INTERVAL}", "-o", f"ServerAliveCountMax={SERVER_ALIVE_COUNT_MAX}",
-            *_control_options(sockets), "--", host.ssh, *remote]
+            *_control_options(sockets, entry_tag(fleet, host)), "--", host.ssh, *remote]
 
 
 def exit_argv(fleet: Fleet, host: Host, sockets: Path) -> list[str]:
     """`ssh -O exit` for the host's shared connection."""
-    return [*fleet.ssh_command, "-o", "BatchMode=yes", *_control_options(sockets)[2:4], "-O", "exit", "--", host.ssh]
+    return [*fleet.ssh_command, "-o", "BatchMode=yes", *_control_options(sockets, entry_tag(fleet, host))[2:4], "-O",
+            "exit", "--", host.ssh]
 
 
 def close_masters(fleet: Fleet, hosts: Iterable[Host], *, timeout: float = 5.0) -> None:
@@ -83,7 +97,7 @@ def close_masters(fleet: Fleet, hosts: Iterable[Host], *, timeout: float = 5.0) 
         sockets = control_dir()
     except PrivateDirUnusable:  # no private directory, so no shared connection was ever made
         return
-    if _control_options(sockets)[1] == "ControlMaster=no" or not any(sockets.iterdir()):
+    if _control_options(sockets, "")[1] == "ControlMaster=no" or not any(sockets.iterdir()):
         return
     started = []
     for host in hosts:
@@ -120,11 +134,7 @@ def last_line(stderr: str, width: int = 200) -> str:
     return one_line(lines[-1].strip(), width) if lines else ""
 
 
-def classify(returncode: int | None, stderr: str, *, alias: str = "HOST", name: str | None = None,
-             remote: str = "archon-console") -> tuple[str, str]:
-    """The state and the one-line sentence for an ssh that ended without a server answering.
-    `alias` is what ssh was given (the remedy names it), `name` the host's name in hosts.toml."""
-    who = name or alias
+def _ssh_failure(stderr: str, who: str, alias: str) -> tuple[str, str] | None:
     if _HOST_KEY.search(stderr):
         found = _FINGERPRINT.search(stderr)
         offers = f" (it now offers {found.group()})" if found else ""
@@ -143,13 +153,30 @@ def classify(returncode: int | None, stderr: str, *, alias: str = "HOST", name: 
             return "timeout", one_line(f"{who} accepted the connection but never spoke SSH (timed out during the "
                                        "banner exchange): check the address and port, or what listens there.")
         return "timeout", one_line(f"{who} did not answer in time ({last_line(stderr, 120)}).")
-    if _UNREACHABLE.search(stderr) or returncode == 255:
-        return "unreachable", one_line(f"{who} cannot be reached: {last_line(stderr, 160) or 'ssh failed'}.")
-    if returncode == 127 or "command not found" in stderr and returncode not in (0, None):
-        return "no_server", one_line(f"{who} has no archon-console to run (the remote command {remote!r} was not "
-                                     f"found): install it there with {INSTALL_COMMAND}, or set remote for {who} "
-                                     "in hosts.toml.")
-    if _TOO_OLD.search(stderr):
+    if _UNREACHABLE.search(stderr):
+        return "unreachable", one_line(f"{who} cannot be reached: {last_line(stderr, 160)}.")
+    return None
+
+
+def classify(returncode: int | None, stderr: str, *, alias: str = "HOST", name: str | None = None,
+             remote: str = "archon-console") -> tuple[str, str]:
+    """The state and the one-line sentence for an ssh that ended without a server answering.
+    `alias` is what ssh was given (the remedy names it), `name` the host's name in hosts.toml.
+    ssh exits 255 for its own failures; any other status is the remote command's, whose stderr
+    (hostile, and free to say "Permission denied") never decides an ssh state."""
+    who = name or alias
+    if returncode in (255, None):  # ssh's own failure (or still running): its words say which
+        found = _ssh_failure(stderr, who, alias)
+        if found is not None:
+            return found
+        if returncode == 255:
+            return "unreachable", one_line(f"{who} cannot be reached: {last_line(stderr, 160) or 'ssh failed'}.")
+    elif returncode in (126, 127):  # the remote shell's: not found, or found and not runnable
+        why = "was not found" if returncode == 127 else "cannot be run there"
+        return "no_server", one_line(f"{who} has no archon-console to run (the remote command {remote!r} {why}): "
+                                     f"install it there with {INSTALL_COMMAND}, or set remote for {who} in "
+                                     "hosts.toml.")
+    elif _TOO_OLD.search(stderr):
         return "version_skew", one_line(f"The archon-console on {who} is older than fleet mode (it has no serve "
                                         "command): upgrade it there with pipx upgrade archon-console.")
     said = last_line(stderr, 160)
@@ -157,5 +184,5 @@ def classify(returncode: int | None, stderr: str, *, alias: str = "HOST", name: 
                                     + (f": {said}." if said else "."))
 
 
-__all__ = ["CONNECT_TIMEOUT", "INSTALL_COMMAND", "STATES", "classify", "close_masters", "control_dir", "exit_argv",
-           "last_line", "ssh_argv"]
+__all__ = ["CONNECT_TIMEOUT", "INSTALL_COMMAND", "STATES", "classify", "close_masters", "control_dir", "entry_tag",
+           "exit_argv", "last_line", "ssh_argv"]

@@ -5,6 +5,7 @@ and maps it to nothing: the remote words are joined and split again as the remot
 (ssh sends them as one line), and run here. `archon-console` stands for this checkout's
 `python -m console`. No words after the alias (`ssh -O exit`) is a success with nothing to do;
 a command that does not exist answers as a remote shell does: exit 127, "command not found".
+With `FAKE_SSH_LOG` set, each run appends its arguments to that file.
 """
 
 import os
@@ -12,6 +13,11 @@ import shlex
 import sys
 
 args = sys.argv[1:]
+if os.environ.get("FAKE_SSH_LOG"):  # a test's record of how ssh was run, one JSON argv a line
+    import json
+
+    with open(os.environ["FAKE_SSH_LOG"], "a", encoding="utf-8") as log:
+        log.write(json.dumps(args) + "\n")
 if "--" not in args or len(args) < args.index("--") + 2:
     sys.exit("fake_ssh: usage: fake_ssh [options] -- ALIAS [command ...]")
 words = args[args.index("--") + 2:]

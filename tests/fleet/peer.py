@@ -6,7 +6,10 @@ nothing of the console behind it, so each test says exactly how the host behaves
 `--require FILE` fails as an unreachable host would (exit 255) until FILE exists;
 `approvals.watch` sends three `approvals.changed` notifications before its answer. Every method answers `{"exit": 0, "output": {"method": ..., "params": ..., "pid": ...}}`. Modes:
 `die-on-write` exits without an answer when a write method arrives (after reading it whole),
-`hang` answers hello and then nothing, `mute` answers nothing at all, `linger` answers and then outlives its stdin, `huge` answers every method
+`hang` answers hello and then nothing, `mute` answers nothing at all, `linger` answers and then outlives its stdin, `hold` answers nothing and leaves a child
+holding its stdin, stdout and stderr (its pid in DIR/PID.holder), as a ControlMaster holds a mux
+client's, `noisy` writes 1 MB to stderr first, `deep` answers with JSON nested 200,000 deep,
+`skew-error` answers hello with the server's version_skew error, `huge` answers every method
 with one line over the response cap, `garbage` answers with a line that is not JSON. With
 `--markers DIR` the peer creates DIR/PID while it runs (and DIR/PID.started for good) and, with
 `--together N --total T`, waits (at most 10 s) before answering hello until N peers run at once or
@@ -59,11 +62,30 @@ def live():
     return len([p for p in Path(opts.markers).iterdir() if p.name.isdigit()])
 
 
+if opts.mode == "hold":  # what a ControlMaster does: another process keeps this one's stdio open
+    holder = os.fork()
+    if holder == 0:
+        import signal
+
+        signal.pause()
+        os._exit(0)
+    if marker:
+        marker.with_suffix(".holder").write_text(str(holder))
+
+if opts.mode == "noisy":  # a chatty host: far more on stderr than the client keeps
+    for _ in range(256):
+        sys.stderr.write("x" * 4095 + "\n")
+    sys.stderr.flush()
+
 try:
     for line in sys.stdin:
         message = json.loads(line)
         method, id_ = message["method"], message.get("id")
-        if opts.mode == "mute":
+        if opts.mode in ("mute", "hold"):
+            continue
+        if method == "hello" and opts.mode == "skew-error":
+            send({"jsonrpc": "2.0", "id": id_, "error": {"code": -32005, "message": "version skew: protocol 9",
+                                                         "data": {"kind": "version_skew"}}})
             continue
         if method == "hello":
             if marker and opts.together:
@@ -82,6 +104,10 @@ try:
             os._exit(0)
         if opts.mode == "huge":
             sys.stdout.write('{"x": "' + "a" * (MAX_RESPONSE_BYTES + 10) + '"}\n')
+            sys.stdout.flush()
+            continue
+        if opts.mode == "deep":
+            sys.stdout.write("[" * 200_000 + "]" * 200_000 + "\n")
             sys.stdout.flush()
             continue
         if opts.mode == "garbage":

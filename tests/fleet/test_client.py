@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 import time
@@ -93,6 +94,33 @@ def test_an_answer_in_time_stays_the_answer_while_the_server_is_slow_to_exit(wri
     assert pids and not any(_alive(pid) for pid in pids)  # killed after its grace, not left behind
 
 
+@pytest.mark.slow
+def test_the_deadline_holds_while_another_process_keeps_the_pipes_open(write_hosts, tmp_path):
+    """Under ControlMaster the killed ssh's stdio lives on in the master while its channel to a
+    frozen host lives; the call still ends at its deadline."""
+    import signal
+    import threading
+
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--mode", "hold", "--markers", str(markers))}})
+    done = {}
+    worker = threading.Thread(target=lambda: done.update(outcomes=call_hosts(
+        fleet, list(fleet.hosts.values()), "doctor", {}, deadline=1.0, cache=False)), daemon=True)
+    worker.start()
+    try:
+        worker.join(20)
+        assert not worker.is_alive(), "the call outlived its deadline by far: it waited for the pipes"
+        assert done["outcomes"][0].state == "timeout"
+    finally:
+        for holder in markers.glob("*.holder"):
+            try:
+                os.kill(int(holder.read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        worker.join(20)
+
+
 def test_a_write_whose_connection_drops_before_the_answer_is_outcome_unknown(write_hosts):
     fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--mode", "die-on-write")}})
     [outcome] = call_hosts(fleet, list(fleet.hosts.values()), "approvals.approve", {"ids": [7], "reason": "ok"})
@@ -108,7 +136,7 @@ def test_a_write_without_an_answer_by_the_deadline_is_outcome_unknown(write_host
     assert outcome.state == "outcome_unknown", outcome
 
 
-@pytest.mark.parametrize("mode, words", [("garbage", "not JSON"), ("huge", "cap")])
+@pytest.mark.parametrize("mode, words", [("garbage", "not JSON"), ("huge", "cap"), ("deep", "nested too deeply")])
 def test_a_peer_that_breaks_the_framing_is_a_remote_error(write_hosts, mode, words):
     fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--mode", mode)}})
     [outcome] = call_hosts(fleet, list(fleet.hosts.values()), "doctor", {}, cache=False)
@@ -141,6 +169,7 @@ def test_an_ssh_that_cannot_be_started_is_one_sentence(write_hosts, tmp_path):
     assert outcome.state == "unreachable" and "[ssh] command" in outcome.sentence
 
 
+@pytest.mark.slow
 def test_a_host_answering_for_another_database_is_wrong_instance(write_hosts):
     fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--instance", "first")}})
     assert call_hosts(fleet, list(fleet.hosts.values()), "doctor", {})[0].state == "ok"
@@ -152,6 +181,7 @@ def test_a_host_answering_for_another_database_is_wrong_instance(write_hosts):
     assert call_hosts(moved, list(moved.hosts.values()), "doctor", {})[0].state == "ok"
 
 
+@pytest.mark.slow
 def test_two_hosts_answering_for_one_database_are_flagged(write_hosts):
     fleet = write_hosts({"a": {"ssh": "a", "remote": peer("--instance", "same")},
                          "b": {"ssh": "b", "remote": peer("--instance", "same")},
@@ -219,3 +249,75 @@ def test_a_cache_directory_others_can_use_is_not_used(write_hosts):
     finally:
         directory.chmod(0o700)
     assert fleet_cache.lookup(host, "projects.list", {}) is not None
+
+
+def test_a_server_refusing_the_protocol_is_version_skew(write_hosts):
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--mode", "skew-error")}})
+    [outcome] = call_hosts(fleet, list(fleet.hosts.values()), "doctor", {}, cache=False)
+    assert outcome.state == "version_skew" and "protocol 9" in outcome.sentence
+
+
+async def test_stderr_is_drained_while_the_session_runs_and_only_its_tail_is_kept(write_hosts):
+    from console.fleet.session import STDERR_KEEP, Session
+
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--mode", "noisy")}})
+    session = Session(fleet, fleet.hosts["eu1"], sockets=None)
+    await session.start()
+    try:
+        hello = await asyncio.wait_for(session.request("hello", {"protocol": 1}), 60)
+        assert hello["protocol"] == 1  # a megabyte on stderr did not stall the answer on stdout
+        await asyncio.wait_for(session.request("doctor", {}), 60)
+    finally:
+        await session.close()
+    assert 0 < len(session.stderr) <= STDERR_KEEP
+
+
+def test_a_cache_file_over_the_cap_is_not_read(write_hosts, monkeypatch):
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer()}})
+    host = fleet.hosts["eu1"]
+    fleet_cache.store(host, "projects.list", {}, ["x" * 500], None, 0)
+    assert fleet_cache.lookup(host, "projects.list", {}) is not None
+    with monkeypatch.context() as patch:
+        patch.setattr(fleet_cache, "MAX_FILE_BYTES", 100)
+        assert fleet_cache.lookup(host, "projects.list", {}) is None
+        fleet_cache.store(host, "projects.list", {}, ["y" * 500], None, 0)  # too large to keep: the old one stays
+    assert fleet_cache.lookup(host, "projects.list", {})[0] == ["x" * 500]
+
+
+@pytest.mark.parametrize("params", [{"ids": [1], "reason": "x" * 300_000}, {"ids": {1, 2}}, {"reason": float("nan")}])
+def test_a_request_that_cannot_be_sent_is_said_and_not_unknown(write_hosts, params):
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer()}})
+    [outcome] = call_hosts(fleet, list(fleet.hosts.values()), "approvals.approve", params)
+    assert outcome.state == "remote_error" and outcome.sentence.startswith("Nothing was sent to eu1"), outcome
+    _one_line_clean(outcome)
+
+
+def test_a_cache_file_is_created_exclusively(write_hosts, tmp_path, monkeypatch):
+    """A name planted where the temporary file goes (a symlink to a file of the victim's) makes the
+    write fail; nothing is written through it."""
+    import secrets
+
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer()}})
+    host = fleet.hosts["eu1"]
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    directory = fleet_cache.cache_dir()
+    monkeypatch.setattr(secrets, "token_hex", lambda n: "f" * (2 * n))
+    fleet_cache.store(host, "projects.list", {}, ["first"], None, 0)  # learn the real file's name
+    [real] = directory.glob("eu1+read+*.json")
+    planted = directory / f".{real.name}.{'f' * 16}.tmp"
+    planted.symlink_to(victim)
+    fleet_cache.store(host, "projects.list", {}, ["second"], None, 0)
+    assert victim.read_text() == "precious" and planted.is_symlink()
+    assert fleet_cache.lookup(host, "projects.list", {})[0] == ["first"]
+
+
+@pytest.mark.slow
+def test_call_hosts_from_several_threads_at_once(write_hosts):
+    """The CLI may run one call_hosts per host in threads (each its own event loop)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    fleet = write_hosts({f"h{i}": {"ssh": f"h{i}", "remote": peer("--instance", f"I{i}")} for i in range(4)})
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda host: call_hosts(fleet, [host], "envs.list", {}), fleet.hosts.values()))
+    assert [r[0].state for r in results] == ["ok"] * 4

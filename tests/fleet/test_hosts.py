@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from console.errors import UsageError
-from console.fleet.hosts import NAME, Fleet, hosts_path, load_fleet, parse_fleet, select
+from console.fleet.hosts import ALIAS, NAME, Fleet, hosts_path, load_fleet, parse_fleet, select
 from console.text import is_clean
 
 GOOD = """
@@ -80,6 +80,9 @@ BAD = {
     "a newline": ('[hosts.a]\nssh = "a\\nb"\n', "control"),
     "an escape": ('[hosts.a]\nssh = "a\\u001b[2J"\n', "control"),
     "a bidi override": ('[hosts.a]\nssh = "a\\u202eb"\n', "invisible"),
+    "shell syntax": ('[hosts.a]\nssh = "a;touch${IFS}x"\n', "shell syntax"),
+    "a subshell": ('[hosts.a]\nssh = "$(id)"\n', "shell syntax"),
+    "a backquote": ('[hosts.a]\nssh = "h`id`"\n', "shell syntax"),
     "no alias": ('[hosts.a]\ndb = "/x.db"\n', "no ssh"),
     "not a string": ("[hosts.a]\nssh = 3\n", "must be a string"),
     "relative db": ('[hosts.a]\nssh = "a"\ndb = "archon.db"\n', "absolute"),
@@ -115,6 +118,44 @@ def test_an_absent_file_is_one_sentence(tmp_path):
     assert caught.value.exit_code == 2
 
 
+@pytest.mark.parametrize("spoil", ["file", "directory"])
+def test_a_hosts_file_others_can_change_is_refused(tmp_path, spoil):
+    """It names the program the console runs: whoever can change it runs code as the operator."""
+    directory = tmp_path / "cfg"
+    directory.mkdir()
+    path = directory / "hosts.toml"
+    path.write_text(GOOD)
+    (path if spoil == "file" else directory).chmod(0o777 if spoil == "directory" else 0o666)
+    with pytest.raises(UsageError, match="can be changed by other users") as caught:
+        load_fleet(path)
+    assert caught.value.exit_code == 2 and "chmod go-w" in str(caught.value)
+    (directory.chmod(0o1777) if spoil == "directory" else path.chmod(0o644))  # sticky, or fixed: usable
+    assert list(load_fleet(path).hosts) == ["eu1", "us1", "lab"]
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a file to another user needs root")
+def test_a_hosts_file_of_another_user_is_refused(tmp_path):
+    path = tmp_path / "hosts.toml"
+    path.write_text(GOOD)
+    os.chown(path, 65534, 65534)
+    with pytest.raises(UsageError, match="belongs to another user"):
+        load_fleet(path)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a file to another group needs root")
+def test_group_writable_is_refused_unless_the_group_is_the_owners_alone(tmp_path):
+    """Debian's umask 002 leaves files group-writable by the user's private group: accepted, as ssh
+    does; a group others are in is refused."""
+    path = tmp_path / "hosts.toml"
+    path.write_text(GOOD)
+    path.chmod(0o664)
+    os.chown(path, 0, 0)  # root's private group
+    assert list(load_fleet(path).hosts) == ["eu1", "us1", "lab"]
+    os.chown(path, 0, 65534)  # nogroup: not root's alone
+    with pytest.raises(UsageError, match="can be changed by other users"):
+        load_fleet(path)
+
+
 def test_a_fifo_is_not_read(tmp_path):
     os.mkfifo(tmp_path / "hosts.toml")
     with pytest.raises(UsageError, match="FIFO"):
@@ -125,7 +166,8 @@ def test_a_fifo_is_not_read(tmp_path):
 VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=30),
                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
                       max_leaves=6).filter(lambda v: v is not None)
-TEXTS = st.text(max_size=40) | st.sampled_from(["-x", "a b", "a\n", "\x1b[2J", "\u202e", "", " ", "ok", "-", "a'b"])
+TEXTS = st.text(max_size=40) | st.sampled_from(["-x", "a b", "a\n", "\x1b[2J", "\u202e", "", " ", "ok", "-", "a'b",
+                                                 "op@eu1.example", "fe80::1%eth0", "ssh://op@h:2222", "a;b", "$(id)"])
 
 
 @pytest.mark.slow
@@ -145,7 +187,7 @@ def test_any_hosts_file_loads_safely_or_is_one_sentence(name, table, command):
         return
     host = fleet.hosts[name]
     assert NAME.fullmatch(host.name) and all(NAME.fullmatch(g) for g in host.groups)
-    assert host.ssh and not host.ssh.startswith("-") and not any(c.isspace() for c in host.ssh)
+    assert host.ssh and not host.ssh.startswith("-") and ALIAS.fullmatch(host.ssh)
     assert is_clean(host.ssh, allow_newlines=False) and is_clean(host.remote, allow_newlines=False)
     assert host.remote_words and not host.remote_words[0].startswith("-")
     assert host.db is None or host.db.startswith("/")

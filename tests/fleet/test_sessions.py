@@ -89,6 +89,24 @@ async def test_a_host_that_comes_up_is_reconnected_in_the_background(write_hosts
         await fleet.close()
 
 
+async def test_close_ends_the_shared_connections(write_hosts, tmp_path, monkeypatch):
+    import json
+
+    from console.fleet.transport import control_dir
+
+    log = tmp_path / "ssh.log"
+    monkeypatch.setenv("FAKE_SSH_LOG", str(log))
+    fleet_file = write_hosts({"a": {"ssh": "alias-a", "remote": peer()}, "b": {"ssh": "alias-b", "remote": peer()}})
+    fleet = FleetSessions(fleet_file, list(fleet_file.hosts.values()))
+    await fleet.connect()
+    (control_dir() / "stray").write_text("")  # what a master leaves: the exits run only when there is one
+    await fleet.close()
+    runs = [json.loads(line) for line in log.read_text().splitlines()]
+    exits = sorted(run[-1] for run in runs if run[run.index("--") - 2:run.index("--")] == ["-O", "exit"])
+    assert exits == ["alias-a", "alias-b"]
+    assert all(run[run.index("--") + 1] in ("alias-a", "alias-b") for run in runs)
+
+
 async def test_a_write_whose_session_drops_is_outcome_unknown(write_hosts):
     fleet_file = write_hosts({"a": {"ssh": "a", "remote": peer("--mode", "die-on-write")}})
     fleet = FleetSessions(fleet_file, list(fleet_file.hosts.values()))
@@ -109,5 +127,28 @@ async def test_a_read_past_the_deadline_kills_the_session(write_hosts):
         assert hello.state == "ok"
         outcome = await fleet.call("a", "doctor", {}, deadline=1.0)
         assert outcome.state == "timeout" and fleet.states["a"].state == "timeout"
+    finally:
+        await fleet.close()
+
+
+async def test_a_host_stopped_mid_session_ends_at_the_deadline_and_the_others_answer(write_hosts):
+    import signal
+
+    fleet_file = write_hosts({"a": {"ssh": "a", "remote": peer("--instance", "A")},
+                              "b": {"ssh": "b", "remote": peer("--instance", "B")}})
+    fleet = FleetSessions(fleet_file, list(fleet_file.hosts.values()))
+    try:
+        await fleet.connect()
+        first = await fleet.call("a", "doctor", {})
+        os.kill(first.data["pid"], signal.SIGSTOP)
+        try:
+            stopped, other = await asyncio.gather(fleet.call("a", "doctor", {}, deadline=1.0),
+                                                  fleet.call("b", "doctor", {}, deadline=30))
+            assert (stopped.state, stopped.cause, other.state) == ("stale", "timeout", "ok")  # the first read, stale
+            assert stopped.data == first.data and fleet.states["a"].state == "timeout"
+            await _until(lambda: not _alive(first.data["pid"]), what="the stopped host's ssh being killed")
+        finally:
+            if _alive(first.data["pid"]):
+                os.kill(first.data["pid"], signal.SIGKILL)
     finally:
         await fleet.close()

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from console.fleet.client import call_hosts
 from console.fleet.hosts import Fleet, Host, parse_fleet
 from console.fleet.private import PrivateDirUnusable, private_dir
-from console.fleet.transport import STATES, classify, close_masters, control_dir, exit_argv, ssh_argv
+from console.fleet.transport import STATES, classify, close_masters, control_dir, entry_tag, exit_argv, ssh_argv
 from console.text import is_clean
 
 WEAKENING = ("StrictHostKeyChecking", "UserKnownHostsFile", "GlobalKnownHostsFile", "CheckHostIP",
@@ -41,7 +41,7 @@ REMOTE = st.lists(st.text(st.characters(blacklist_categories=("Cc", "Cf", "Cs", 
     lambda ws: not ws[0].startswith("-") and all(is_clean(w, allow_newlines=False) for w in ws))
 
 
-@given(remote=REMOTE, alias=st.sampled_from(["eu1", "ops@eu1.example", "a--b", "x;rm", "$(id)", "h`id`"]),
+@given(remote=REMOTE, alias=st.sampled_from(["eu1", "ops@eu1.example", "a--b", "fe80::1%eth0", "ssh://op@h:22"]),
        read_only=st.booleans())
 def test_the_alias_follows_dashdash_and_every_remote_word_is_quoted(remote, alias, read_only):
     fleet, host = _fleet(ssh=alias, remote=shlex.join(remote), read_only=read_only, db="/srv/a b;c.db")
@@ -62,9 +62,23 @@ def test_the_options_bound_the_connection_and_share_it_under_the_private_directo
     sockets = control_dir()
     options = _options(ssh_argv(fleet, host, connect_timeout=7, sockets=sockets))
     for wanted in ("ConnectTimeout=7", "ServerAliveInterval=", "ServerAliveCountMax=", "ControlMaster=auto",
-                   f"ControlPath={sockets}/%C", "ControlPersist="):
+                   f"ControlPath={sockets}/{entry_tag(fleet, host)}-%C", "ControlPersist="):
         assert any(o.startswith(wanted) for o in options), wanted
-    assert exit_argv(fleet, host, sockets)[-3:] == ["exit", "--", "eu1"]
+    exit = exit_argv(fleet, host, sockets)
+    assert exit[-3:] == ["exit", "--", "eu1"] and f"ControlPath={sockets}/{entry_tag(fleet, host)}-%C" in exit
+
+
+def test_two_entries_for_one_account_never_share_a_connection(private_env):
+    """ssh's %C is the same for two aliases of one user@host:port, whatever key each logs in with:
+    the entry's own tag keeps their masters apart (so one never acts with the other's identity)."""
+    fleet = parse_fleet({"hosts": {"as-alice": {"ssh": "alias-with-alices-key"}, "as-login": {"ssh": "h"},
+                                   "again": {"ssh": "h"}}}, "hosts.toml")
+    sockets = control_dir()
+    paths = {name: [o for o in ssh_argv(fleet, host, sockets=sockets) if o.startswith("ControlPath=")][0]
+             for name, host in fleet.hosts.items()}
+    assert len(set(paths.values())) == 3
+    other = parse_fleet({"ssh": {"command": ["ssh", "-F", "/other"]}, "hosts": {"again": {"ssh": "h"}}}, "hosts.toml")
+    assert entry_tag(other, other.hosts["again"]) != entry_tag(fleet, fleet.hosts["again"])
 
 
 @pytest.mark.parametrize("directory", ["/tmp/" + "x" * 80, "/tmp/a b", "/tmp/100%", None])
@@ -168,6 +182,16 @@ def test_a_changed_host_key_names_the_fingerprint_and_the_remedy():
 def test_exit_127_is_no_server_whatever_it_said():
     state, sentence = classify(127, "", alias="eu1", remote="/opt/ac/bin/archon-console")
     assert state == "no_server" and "pipx install archon-console" in sentence and "/opt/ac/bin" in sentence
+
+
+@pytest.mark.parametrize("code, stderr, state", [
+    (126, "bash: line 1: /opt/archon-console: Permission denied\n", "no_server"),
+    (1, "op@eu1: Permission denied (publickey).\n", "remote_error"),
+    (1, "ssh: connect to host 10.0.0.1 port 22: Connection refused\n", "remote_error"),
+    (3, "WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! SHA256:" + "A" * 43 + "\n", "remote_error"),
+])
+def test_the_remote_commands_words_never_decide_an_ssh_state(code, stderr, state):
+    assert classify(code, stderr, alias="eu1")[0] == state
 
 
 def test_a_server_that_cannot_find_its_database_is_not_a_missing_console():
