@@ -96,9 +96,6 @@ def test_the_actor_is_the_one_the_host_resolves(fleet_lab, make_db):
         assert (client, server, port) == ("127.0.0.1", host.address, str(host.port))
 
 
-@pytest.mark.xfail(strict=True, reason="defect for console/fleet/transport.py: ControlPath %C hashes only the "
-                   "local host, HostName, Port and User, so two hosts.toml entries for one account with different "
-                   "keys share one master and the second acts with the first's identity")
 def test_two_entries_for_one_account_never_share_an_identity(fleet_lab, make_db):
     lab = fleet_lab
     host = lab.add_host()
@@ -236,11 +233,6 @@ async def _until_ok(sessions, name: str, attempts: int = 20):
     return outcome
 
 
-@pytest.mark.xfail(strict=True, raises=TimeoutError, reason=(
-    "defect for console/fleet/session.py: the deadline kills the session's ssh, but that ssh was a "
-    "ControlMaster client, which handed its stdin/stdout/stderr to the master; the master keeps them "
-    "while its channel to the frozen host lives (until ServerAlive gives up, 45-60 s), and asyncio's "
-    "Process.wait() (Python 3.11) waits for the pipes to close, so a 2 s deadline takes about a minute"))
 def test_a_host_frozen_mid_session_times_out_within_the_deadline(fleet_lab, make_db):
     lab = fleet_lab
     frozen, fine = lab.add_hosts(2)
