@@ -200,6 +200,8 @@ class Session:
             await self._stdin.drain()
         except (OSError, RuntimeError):  # the pipe closed under the write: some of it may have gone
             self._pending.pop(id_, None)
+            if future.done() and not future.cancelled():
+                future.exception()  # the reader saw the end first; its SessionLost is this one (else asyncio logs it)
             raise SessionLost(True, self.violation) from None
         return await future
 

@@ -74,10 +74,6 @@ def test_the_console_starts_with_every_host_down(fleet_lab, make_db):
     assert "Connection refused" in text.stdout + text.stderr
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "defect for console/fleet/ (client): when hosts whose shared connection died are called in a fan-out "
-    "that lasts (here a black-holed host, ~10 s), stderr gets asyncio's 'Future exception was never "
-    "retrieved ... SessionLost: the connection ended' for each: a future's SessionLost is never awaited"))
 def test_a_long_fan_out_over_lost_hosts_says_only_sentences(fleet_lab, make_db):
     lab = fleet_lab
     hosts = lab.add_hosts(2)
