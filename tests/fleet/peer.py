@@ -10,7 +10,7 @@ nothing of the console behind it, so each test says exactly how the host behaves
 `die-on-write` exits without an answer when a write method arrives (after reading it whole),
 `hang` answers hello and then nothing, `mute` answers nothing at all, `linger` answers and then outlives its stdin, `hold` answers nothing and leaves a child
 holding its stdin, stdout and stderr (its pid in DIR/PID.holder), as a ControlMaster holds a mux
-client's, `noisy` writes 1 MB to stderr first, `deep` answers with JSON nested 200,000 deep,
+client's, `noisy` writes 1 MB to stderr first, `deaf` stops reading after hello, `deep` answers with JSON nested 200,000 deep,
 `skew-error` answers hello with the server's version_skew error, `huge` answers every method
 with one line over the response cap, `garbage` answers with a line that is not JSON. With
 `--markers DIR` the peer creates DIR/PID while it runs (and DIR/PID.started for good) and, with
@@ -109,6 +109,10 @@ try:
             send({"jsonrpc": "2.0", "id": id_, "result": {
                 "protocol": opts.protocol, "instance_id": opts.instance, "read_only": opts.read_only,
                 "params": message["params"], "actor": "tester", "actor_source": "login"}})
+            if opts.mode == "deaf":  # reads nothing more: the client's next large write fills the pipe
+                import signal
+
+                signal.pause()
             continue
         if opts.mode == "hang":
             continue

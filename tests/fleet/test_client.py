@@ -363,3 +363,19 @@ def test_whatever_a_host_answers_is_one_state_and_one_clean_sentence(write_hosts
     assert outcome.state != "timeout", outcome  # the peer always ends: nothing waits for the deadline
     if outcome.state == "ok":
         assert isinstance(outcome.exit, int)
+
+
+@pytest.mark.slow
+def test_a_request_cut_off_while_it_is_written_leaves_no_unretrieved_error(write_hosts, caplog):
+    """The deadline can cancel a request while its write waits for a full pipe; the session's end
+    must not then leave an exception in a future nobody awaits (asyncio logs it on the CLI's stderr)."""
+    import gc
+    import logging
+
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--mode", "deaf")}})
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        [outcome] = call_hosts(fleet, list(fleet.hosts.values()), "approvals.list",
+                               {"search": "x" * 200_000}, deadline=1.5, cache=False)
+        gc.collect()
+    assert outcome.state == "timeout", outcome
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()], caplog.text
