@@ -30,7 +30,7 @@ from typing import Iterable
 
 from console.fleet.hosts import Fleet, Host
 from console.fleet.private import PrivateDirUnusable, cache_home, private_dir
-from console.text import one_line
+from console.text import is_clean, one_line, shell_quote
 
 CONNECT_TIMEOUT = 10  # seconds for TCP and the banner; the console's own deadline bounds the rest
 SERVER_ALIVE_INTERVAL = 15
@@ -119,6 +119,7 @@ def close_masters(fleet: Fleet, hosts: Iterable[Host], *, timeout: float = 5.0) 
 _FINGERPRINT = re.compile(r"SHA256:[A-Za-z0-9+/]{43}")
 _HOST_KEY = re.compile(r"REMOTE HOST IDENTIFICATION HAS CHANGED|Host key verification failed|"
                        r"No \S+ host key is known for|Host key for \S+ has changed")
+_REMOVE = re.compile(r"ssh-keygen -f [\"']([^\"'\n]{1,4096})[\"'] -R [\"']([^\"'\n]{1,300})[\"']")
 _CHANGED = re.compile(r"REMOTE HOST IDENTIFICATION HAS CHANGED|Host key for \S+ has changed")
 _TIMEOUT = re.compile(r"Connection timed out|timed out during banner exchange|Operation timed out")
 _UNREACHABLE = re.compile(r"Connection refused|No route to host|Name or service not known|"
@@ -134,13 +135,24 @@ def last_line(stderr: str, width: int = 200) -> str:
     return one_line(lines[-1].strip(), width) if lines else ""
 
 
+def _remove_command(stderr: str, alias: str) -> str:
+    """The command that removes the pinned key: ssh's own `ssh-keygen -f FILE -R "[HostName]:Port"`
+    (it pinned the key under the resolved name and port, in the file it names, so `-R ALIAS`
+    removes nothing when the alias is not the address), re-quoted here word by word; else
+    `ssh-keygen -R ALIAS`."""
+    found = _REMOVE.search(stderr)
+    if found and all(is_clean(word, allow_newlines=False) for word in found.groups()):
+        return f"ssh-keygen -f {shell_quote(found.group(1))} -R {shell_quote(found.group(2))}"
+    return f"ssh-keygen -R {alias}"
+
+
 def _ssh_failure(stderr: str, who: str, alias: str) -> tuple[str, str] | None:
     if _HOST_KEY.search(stderr):
         found = _FINGERPRINT.search(stderr)
         offers = f" (it now offers {found.group()})" if found else ""
         if _CHANGED.search(stderr):
             sentence = (f"The host key of {who} has changed{offers}: someone may be intercepting the connection; "
-                        f"verify the new key out of band, then run ssh-keygen -R {alias}.")
+                        f"verify the new key out of band, then run {_remove_command(stderr, alias)}.")
         else:
             sentence = (f"The host key of {who} is not known{offers}: verify it out of band and add it to "
                         f"known_hosts (ssh {alias} once, by hand).")

@@ -256,10 +256,6 @@ def test_a_host_frozen_mid_session_times_out_within_the_deadline(fleet_lab, make
     assert (answered.state, answered.exit) == ("ok", 0)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "defect for console/fleet/transport.py classify: the remedy says `ssh-keygen -R ALIAS`, but ssh pinned "
-    "the key as [HostName]:Port in UserKnownHostsFile (ssh's own stderr names the exact command: "
-    "ssh-keygen -f FILE -R \"[127.0.0.2]:PORT\"), so the remedy removes nothing when the alias is not the address"))
 def test_a_changed_host_key_names_a_remedy_that_removes_the_pinned_key(fleet_lab, make_db):
     lab = fleet_lab
     host = lab.add_host()
