@@ -123,7 +123,8 @@ _CHANGED = re.compile(r"REMOTE HOST IDENTIFICATION HAS CHANGED|Host key for \S+ 
 # ssh's own remedy for a changed key names the known_hosts file and the entry it pinned ([HostName]:Port
 # for an alias with a port), which `ssh-keygen -R ALIAS` would miss.
 _REMOVE = re.compile(r'^  ssh-keygen -f "([^"\n]{1,1024})" -R "([^"\s]{1,300})"\r?$', re.M)
-_TIMEOUT = re.compile(r"Connection timed out|timed out during banner exchange|Operation timed out")
+_TIMEOUT = re.compile(r"Connection timed out|timed out during banner exchange|Operation timed out|"
+                      r"Timeout, server \S+ not responding")  # the last: ServerAlive gave up on a host mid-session
 _UNREACHABLE = re.compile(r"Connection refused|No route to host|Name or service not known|"
                           r"Could not resolve hostname|Network is unreachable|Temporary failure in name resolution|"
                           r"Connection closed by|Connection reset by|kex_exchange_identification")
