@@ -161,7 +161,7 @@ def _ssh_failure(stderr: str, who: str, alias: str) -> tuple[str, str] | None:
                                        "banner exchange): check the address and port, or what listens there.")
         return "timeout", one_line(f"{who} did not answer in time ({last_line(stderr, 120)}).")
     if _UNREACHABLE.search(stderr):
-        return "unreachable", one_line(f"{who} cannot be reached: {last_line(stderr, 160)}.")
+        return "unreachable", one_line(f"{who} cannot be reached: {last_line(stderr, 160).rstrip('.')}.")
     return None
 
 
@@ -177,7 +177,8 @@ def classify(returncode: int | None, stderr: str, *, alias: str = "HOST", name: 
         if found is not None:
             return found
         if returncode == 255:
-            return "unreachable", one_line(f"{who} cannot be reached: {last_line(stderr, 160) or 'ssh failed'}.")
+            said = last_line(stderr, 160).rstrip(".") or "ssh failed"
+            return "unreachable", one_line(f"{who} cannot be reached: {said}.")
     elif returncode in (126, 127):  # the remote shell's: not found, or found and not runnable
         why = "was not found" if returncode == 127 else "cannot be run there"
         return "no_server", one_line(f"{who} has no archon-console to run (the remote command {remote!r} {why}): "
