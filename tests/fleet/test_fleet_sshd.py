@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 
 from console.fleet.client import FleetSessions, call_hosts
+from console.fleet.transport import classify
 from tests.approvals_helpers import events, status_of
 from tests.conftest import connect
 from tests.fleet.sshd import USER, leftovers, until
@@ -214,9 +216,8 @@ def test_a_host_lost_mid_session_is_reconnected_and_close_ends_the_masters(fleet
             await sessions.close()
 
     down, answered, back = asyncio.run(scenario())
-    # Through the shared connection ssh exits 255 and says nothing (without one: "Connection to
-    # 127.0.0.2 closed by remote host."); the sentence is the client's to word.
-    assert down.state == "unreachable" and "\n" not in down.sentence, down
+    assert (down.state, down.sentence) == (
+        "unreachable", f"{lost.name} cannot be reached: Connection to {lost.address} closed by remote host."), down
     assert (answered.state, answered.exit) == ("ok", 0)
     assert back.state == "ok", back
     masters = [pid for pid in leftovers(lab.marker, lab.base) if b"[mux]" in Path(f"/proc/{pid}/cmdline").read_bytes()]
@@ -263,4 +264,17 @@ def test_a_changed_host_key_names_a_remedy_that_removes_the_pinned_key(fleet_lab
     host.replace_host_key()
     (outcome,) = call_hosts(fleet, [fleet.hosts["h"]], "approvals.list", {}, deadline=60, cache=False)
     assert outcome.state == "host_key"
-    assert f"[{host.address}]:{host.port}" in outcome.sentence, outcome.sentence
+    assert outcome.sentence.endswith(f"then run ssh-keygen -f {lab.known_hosts} -R '[{host.address}]:{host.port}'.")
+    removed = subprocess.run(["ssh-keygen", "-f", str(lab.known_hosts), "-R", f"[{host.address}]:{host.port}"],
+                             capture_output=True, text=True, timeout=30)
+    assert removed.returncode == 0 and f"[{host.address}]:{host.port}" not in lab.known_hosts.read_text()
+
+
+def test_the_remedy_for_a_changed_key_is_quoted_for_the_shell():
+    """The known_hosts path comes from the user's config: pasted into a shell, it must stay one word."""
+    stderr = ('@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\n'
+              '  remove with:\n  ssh-keygen -f "/home/op/$(touch x) hosts" -R "[10.0.0.1]:2222"\n'
+              'Host key verification failed.\n')
+    state, sentence = classify(255, stderr, alias="eu1")
+    assert state == "host_key"
+    assert sentence.endswith("then run ssh-keygen -f '/home/op/$(touch x) hosts' -R '[10.0.0.1]:2222'.")

@@ -1,7 +1,7 @@
 """OpenSSH itself, as the fleet client meets it (issue 20, item 8): real sshd on loopback
 (tests/fleet/sshd.py), the system `ssh` with the lab's ssh_config.
 
-These pin what the client's classifier reads: ssh's exit status and its exact stderr for a refused
+These pin what the client's classifier (console/fleet/transport.py `classify`) reads: ssh's exit status and its exact stderr for a refused
 port, a listener that never speaks, a host that stops answering mid-session, a changed and an unknown
 host key, a key the host does not accept. And they pin the host-side mechanisms identity rests on: a
 forced command wins over the command asked for, a certificate's Key ID reaches the session through
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from console.fleet.transport import classify
 from tests.fleet.sshd import USER, alive, leftovers, until
 
 pytestmark = pytest.mark.slow  # each test starts sshd and runs ssh several times (0.3 s to 3 s)
@@ -58,6 +59,7 @@ def test_a_refused_port(sshd_lab):
     result = sshd_lab.ssh(alias, "true")
     assert result.returncode == 255
     assert lines(result.stderr) == [f"ssh: connect to host {address} port {port}: Connection refused"]
+    assert classify(result.returncode, result.stderr, alias=alias)[0] == "unreachable"
 
 
 def test_a_listener_that_never_speaks_ends_at_connect_timeout(sshd_lab):
@@ -70,6 +72,7 @@ def test_a_listener_that_never_speaks_ends_at_connect_timeout(sshd_lab):
     # ConnectTimeout covers the banner exchange too, not only the TCP connect.
     assert lines(result.stderr) == ["Connection timed out during banner exchange",
                                     f"Connection to {address} port {port} timed out"], result.stderr
+    assert classify(result.returncode, result.stderr, alias=alias)[0] == "timeout"
     assert 0.9 < elapsed < 20, elapsed
 
 
@@ -91,6 +94,7 @@ def test_a_host_stopped_mid_session_ends_the_client_by_server_alive(sshd_lab):
         client.wait()
     assert client.returncode == 255
     assert lines(err) == [f"Timeout, server {host.address} not responding."], err
+    assert classify(client.returncode, err, alias=host.name)[0] == "timeout"
     assert 1.5 < elapsed < 15, elapsed  # Interval x (CountMax + 1), give or take a tick
     host.resume()
     assert sshd_lab.ssh(host.name, "true").returncode == 0
@@ -125,6 +129,8 @@ def test_a_changed_host_key_is_refused_naming_the_new_fingerprint(sshd_lab):
         f"Host key for [{host.address}]:{host.port} has changed and you have requested strict checking.",
         "Host key verification failed.",
     ], result.stderr
+    state, sentence = classify(result.returncode, result.stderr, alias=host.name)
+    assert state == "host_key" and new in sentence and f"-R '[{host.address}]:{host.port}'" in sentence
 
 
 def test_an_unknown_host_is_refused_and_never_added(sshd_lab):
@@ -136,6 +142,7 @@ def test_an_unknown_host_is_refused_and_never_added(sshd_lab):
     assert lines(result.stderr) == [
         f"No ED25519 host key is known for [{stranger.address}]:{stranger.port} and you have requested strict checking.",
         "Host key verification failed."]
+    assert classify(result.returncode, result.stderr, alias=stranger.name)[0] == "host_key"
     assert sshd_lab.known_hosts.read_text() == pinned and not (stranger.home / "ran").exists()
 
 
@@ -145,6 +152,7 @@ def test_a_key_the_host_does_not_know_is_refused(sshd_lab):
     result = sshd_lab.ssh(alias, "true")
     assert result.returncode == 255
     assert lines(result.stderr) == [f"{USER}@{host.address}: Permission denied (publickey)."]
+    assert classify(result.returncode, result.stderr, alias=alias)[0] == "auth_failed"
 
 
 def test_a_forced_command_runs_whatever_the_client_asks(sshd_lab):
