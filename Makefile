@@ -26,7 +26,9 @@ demo: $(STAMP)
 # PYTHONDONTWRITEBYTECODE (set by some shells and containers) is emptied for the tests: without
 # __pycache__ every worker compiles and assertion-rewrites every test module again (about 5 s of CPU
 # each) and every console process the tests start compiles the console again.
+# The fleet tests run real sshd (tests/fleet/sshd.py); where it cannot be provisioned they skip, saying why.
 test: $(STAMP)
+	-tests/fleet/provision_sshd.sh
 	$(BIN)/lint-imports --no-logo
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 2 -q
 

@@ -196,12 +196,21 @@ class Session:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[id_] = future
         try:
-            self._stdin.write(data)
-            await self._stdin.drain()
-        except (OSError, RuntimeError):  # the pipe closed under the write: some of it may have gone
+            try:
+                self._stdin.write(data)
+                await self._stdin.drain()
+            except (OSError, RuntimeError):  # the pipe closed under the write: some of it may have gone
+                raise SessionLost(True, self.violation) from None
+            return await future
+        finally:
+            # However the call ends (answered, lost, or cancelled by a deadline while its write waited
+            # for a full pipe), its future leaves the table, and an exception the reader put there is
+            # marked seen: else asyncio logs "Future exception was never retrieved" on the CLI's stderr.
             self._pending.pop(id_, None)
-            raise SessionLost(True, self.violation) from None
-        return await future
+            if not future.done():
+                future.cancel()
+            elif not future.cancelled():
+                future.exception()
 
     async def finish(self, timeout: float = GRACE) -> tuple[int | None, str]:
         """ssh's exit status and stderr once it ends (None: it had not ended within `timeout`)."""

@@ -30,7 +30,7 @@ from typing import Iterable
 
 from console.fleet.hosts import Fleet, Host
 from console.fleet.private import PrivateDirUnusable, cache_home, private_dir
-from console.text import one_line
+from console.text import is_clean, one_line
 
 CONNECT_TIMEOUT = 10  # seconds for TCP and the banner; the console's own deadline bounds the rest
 SERVER_ALIVE_INTERVAL = 15
@@ -120,7 +120,11 @@ _FINGERPRINT = re.compile(r"SHA256:[A-Za-z0-9+/]{43}")
 _HOST_KEY = re.compile(r"REMOTE HOST IDENTIFICATION HAS CHANGED|Host key verification failed|"
                        r"No \S+ host key is known for|Host key for \S+ has changed")
 _CHANGED = re.compile(r"REMOTE HOST IDENTIFICATION HAS CHANGED|Host key for \S+ has changed")
-_TIMEOUT = re.compile(r"Connection timed out|timed out during banner exchange|Operation timed out")
+# ssh's own remedy for a changed key names the known_hosts file and the entry it pinned ([HostName]:Port
+# for an alias with a port), which `ssh-keygen -R ALIAS` would miss.
+_REMOVE = re.compile(r'^  ssh-keygen -f "([^"\n]{1,1024})" -R "([^"\s]{1,300})"\r?$', re.M)
+_TIMEOUT = re.compile(r"Connection timed out|timed out during banner exchange|Operation timed out|"
+                      r"Timeout, server \S+ not responding")  # the last: ServerAlive gave up on a host mid-session
 _UNREACHABLE = re.compile(r"Connection refused|No route to host|Name or service not known|"
                           r"Could not resolve hostname|Network is unreachable|Temporary failure in name resolution|"
                           r"Connection closed by|Connection reset by|kex_exchange_identification")
@@ -139,8 +143,13 @@ def _ssh_failure(stderr: str, who: str, alias: str) -> tuple[str, str] | None:
         found = _FINGERPRINT.search(stderr)
         offers = f" (it now offers {found.group()})" if found else ""
         if _CHANGED.search(stderr):
+            named = _REMOVE.search(stderr)
+            if named and not all(is_clean(word, allow_newlines=False) for word in named.groups()):
+                named = None  # a command shown with a pictured character would not remove what it names
+            remedy = (f"ssh-keygen -f {shlex.quote(named.group(1))} -R {shlex.quote(named.group(2))}" if named
+                      else f"ssh-keygen -R {alias}")
             sentence = (f"The host key of {who} has changed{offers}: someone may be intercepting the connection; "
-                        f"verify the new key out of band, then run ssh-keygen -R {alias}.")
+                        f"verify the new key out of band, then run {remedy}.")
         else:
             sentence = (f"The host key of {who} is not known{offers}: verify it out of band and add it to "
                         f"known_hosts (ssh {alias} once, by hand).")
@@ -154,7 +163,7 @@ def _ssh_failure(stderr: str, who: str, alias: str) -> tuple[str, str] | None:
                                        "banner exchange): check the address and port, or what listens there.")
         return "timeout", one_line(f"{who} did not answer in time ({last_line(stderr, 120)}).")
     if _UNREACHABLE.search(stderr):
-        return "unreachable", one_line(f"{who} cannot be reached: {last_line(stderr, 160)}.")
+        return "unreachable", one_line(f"{who} cannot be reached: {last_line(stderr, 160).rstrip('.')}.")
     return None
 
 
@@ -170,7 +179,8 @@ def classify(returncode: int | None, stderr: str, *, alias: str = "HOST", name: 
         if found is not None:
             return found
         if returncode == 255:
-            return "unreachable", one_line(f"{who} cannot be reached: {last_line(stderr, 160) or 'ssh failed'}.")
+            said = last_line(stderr, 160).rstrip(".") or "ssh failed"
+            return "unreachable", one_line(f"{who} cannot be reached: {said}.")
     elif returncode in (126, 127):  # the remote shell's: not found, or found and not runnable
         why = "was not found" if returncode == 127 else "cannot be run there"
         return "no_server", one_line(f"{who} has no archon-console to run (the remote command {remote!r} {why}): "

@@ -1,6 +1,6 @@
 """Fleet fixtures: `serve --stdio` processes killed after each test; private directories short
 enough for ssh's control sockets; hosts files whose hosts are scripted peers (tests/fleet/peer.py)
-behind the fake ssh (tests/fleet/fake_ssh.py)."""
+behind the fake ssh (tests/fleet/fake_ssh.py); real sshd on loopback (tests/fleet/sshd.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from console.fleet.hosts import Fleet, load_fleet
+from tests.fleet.sshd import SshdLab, Unavailable, find_sshd
 
 HERE = Path(__file__).resolve().parent
 PEER = HERE / "peer.py"
@@ -76,3 +77,36 @@ def servers(tmp_path):
     yield start
     for server in started:
         server.kill()
+
+
+@pytest.fixture(scope="session")
+def sshd_binary():
+    """The provisioned sshd (tests/fleet/provision_sshd.sh), or a skip that says why there is none."""
+    try:
+        return find_sshd()
+    except Unavailable as why:
+        pytest.skip(str(why))
+
+
+@pytest.fixture
+def sshd_lab(sshd_binary):
+    """An `SshdLab`: `add_host()`/`add_hosts(n)` start real sshd instances; all of them, and every
+    process under them, are killed when the test ends, passed or failed."""
+    lab = SshdLab(sshd_binary)
+    try:
+        yield lab
+    finally:
+        lab.close()
+
+
+@pytest.fixture
+def fleet_lab(sshd_lab, monkeypatch):
+    """`sshd_lab` with the client's private directories (XDG_RUNTIME_DIR, XDG_CACHE_HOME) inside the
+    lab, so its ControlPersist masters are the lab's to kill (`SshdLab.close` finds them by the lab's
+    path on their command line); no ARCHON_CONSOLE_HOSTS of the user's."""
+    run = sshd_lab.base / "run"
+    run.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(sshd_lab.base / "cache"))
+    monkeypatch.delenv("ARCHON_CONSOLE_HOSTS", raising=False)
+    return sshd_lab

@@ -3,12 +3,14 @@ nothing of the console behind it, so each test says exactly how the host behaves
 
     peer.py [--instance ID] [--protocol N] [--mode MODE] [--markers DIR] [--together N]
 
-`--require FILE` fails as an unreachable host would (exit 255) until FILE exists;
+`--replay FILE` answers hello and then the method with the lines of FILE's "hello" and
+"method" lists ("{id}" replaced by the request's id), then exits (after hello already with
+"end_after_hello"). `--require FILE` fails as an unreachable host would (exit 255) until FILE exists;
 `approvals.watch` sends three `approvals.changed` notifications before its answer. Every method answers `{"exit": 0, "output": {"method": ..., "params": ..., "pid": ...}}`. Modes:
 `die-on-write` exits without an answer when a write method arrives (after reading it whole),
 `hang` answers hello and then nothing, `mute` answers nothing at all, `linger` answers and then outlives its stdin, `hold` answers nothing and leaves a child
 holding its stdin, stdout and stderr (its pid in DIR/PID.holder), as a ControlMaster holds a mux
-client's, `noisy` writes 1 MB to stderr first, `deep` answers with JSON nested 200,000 deep,
+client's, `noisy` writes 1 MB to stderr first, `deaf` stops reading after hello, `deep` answers with JSON nested 200,000 deep,
 `skew-error` answers hello with the server's version_skew error, `huge` answers every method
 with one line over the response cap, `garbage` answers with a line that is not JSON. With
 `--markers DIR` the peer creates DIR/PID while it runs (and DIR/PID.started for good) and, with
@@ -34,6 +36,7 @@ parser.add_argument("--markers")
 parser.add_argument("--together", type=int, default=0)
 parser.add_argument("--total", type=int, default=0)
 parser.add_argument("--require")
+parser.add_argument("--replay")
 parser.add_argument("serve", nargs="*")  # `serve --stdio` as the client adds them
 parser.add_argument("--stdio", action="store_true")
 parser.add_argument("--read-only", action="store_true")
@@ -77,10 +80,19 @@ if opts.mode == "noisy":  # a chatty host: far more on stderr than the client ke
         sys.stderr.write("x" * 4095 + "\n")
     sys.stderr.flush()
 
+replay = json.loads(Path(opts.replay).read_text()) if opts.replay else None
+
 try:
     for line in sys.stdin:
         message = json.loads(line)
         method, id_ = message["method"], message.get("id")
+        if replay is not None:  # the scripted lines, "{id}" as the request's id; the method's end it
+            for scripted in replay["hello" if method == "hello" else "method"]:
+                sys.stdout.write(scripted.replace("{id}", json.dumps(id_)) + "\n")
+            sys.stdout.flush()
+            if method != "hello" or replay.get("end_after_hello"):
+                break
+            continue
         if opts.mode in ("mute", "hold"):
             continue
         if method == "hello" and opts.mode == "skew-error":
@@ -97,6 +109,10 @@ try:
             send({"jsonrpc": "2.0", "id": id_, "result": {
                 "protocol": opts.protocol, "instance_id": opts.instance, "read_only": opts.read_only,
                 "params": message["params"], "actor": "tester", "actor_source": "login"}})
+            if opts.mode == "deaf":  # reads nothing more: the client's next large write fills the pipe
+                import signal
+
+                signal.pause()
             continue
         if opts.mode == "hang":
             continue

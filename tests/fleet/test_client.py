@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import stat
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from console.fleet import cache as fleet_cache
 from console.fleet.client import call_hosts
@@ -321,3 +324,58 @@ def test_call_hosts_from_several_threads_at_once(write_hosts):
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda host: call_hosts(fleet, [host], "envs.list", {}), fleet.hosts.values()))
     assert [r[0].state for r in results] == ["ok"] * 4
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=10), inner, max_size=3),
+                    max_leaves=8)
+HELLO = st.fixed_dictionaries({"protocol": st.sampled_from([1, 1, 2, "1", True, None]),
+                               "instance_id": st.sampled_from(["i-1", "", "x" * 200, "a\u202eb", None, 7]),
+                               "database": JSON})
+
+
+def _reply(kind: str, value) -> str:
+    if kind == "result":
+        return json.dumps({"jsonrpc": "2.0", "id": "{id}", "result": value}).replace('"{id}"', "{id}")
+    if kind == "error":
+        return json.dumps({"jsonrpc": "2.0", "id": "{id}", "error": value}).replace('"{id}"', "{id}")
+    if kind == "other id":
+        return json.dumps({"jsonrpc": "2.0", "id": 99, "result": value})
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+REPLIES = st.tuples(st.sampled_from(["result", "error", "other id", "raw"]), JSON | st.text(max_size=30))
+
+
+@pytest.mark.slow
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(hello=st.one_of(HELLO.map(lambda h: [("result", h)]), st.lists(REPLIES, max_size=2)),
+       answer=st.one_of(st.fixed_dictionaries({"exit": st.integers(0, 4), "output": JSON}).map(lambda a: [("result", a)]),
+                        st.lists(REPLIES, max_size=3)),
+       method=st.sampled_from(["approvals.list", "approvals.approve"]))
+def test_whatever_a_host_answers_is_one_state_and_one_clean_sentence(write_hosts, tmp_path, hello, answer, method):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"hello": [_reply(*r) for r in hello], "method": [_reply(*r) for r in answer],
+                                  "end_after_hello": [kind for kind, _ in hello] != ["result"]}))
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--replay", str(script))}})
+    [outcome] = call_hosts(fleet, list(fleet.hosts.values()), method, {}, deadline=5, cache=False)
+    _one_line_clean(outcome)
+    assert outcome.state != "timeout", outcome  # the peer always ends: nothing waits for the deadline
+    if outcome.state == "ok":
+        assert isinstance(outcome.exit, int)
+
+
+@pytest.mark.slow
+def test_a_request_cut_off_while_it_is_written_leaves_no_unretrieved_error(write_hosts, caplog):
+    """The deadline can cancel a request while its write waits for a full pipe; the session's end
+    must not then leave an exception in a future nobody awaits (asyncio logs it on the CLI's stderr)."""
+    import gc
+    import logging
+
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": peer("--mode", "deaf")}})
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        [outcome] = call_hosts(fleet, list(fleet.hosts.values()), "approvals.list",
+                               {"search": "x" * 200_000}, deadline=1.5, cache=False)
+        gc.collect()
+    assert outcome.state == "timeout", outcome
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()], caplog.text

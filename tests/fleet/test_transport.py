@@ -179,6 +179,20 @@ def test_a_changed_host_key_names_the_fingerprint_and_the_remedy():
     assert "not known" in unknown and "out of band" in unknown
 
 
+def test_a_changed_host_key_names_the_pinned_entry_ssh_named():
+    """ssh pinned the key under [HostName]:Port in the file it names; `-R ALIAS` would remove nothing."""
+    stderr = (STDERR["host_key"][0] + "Offending ED25519 key in /home/op/.ssh/known_hosts:3\n  remove with:\n"
+              '  ssh-keygen -f "/home/op/.ssh/known_hosts" -R "[127.0.0.2]:2222"\n')
+    _, sentence = classify(255, stderr, alias="archon-eu1", name="eu1")
+    assert "ssh-keygen -f /home/op/.ssh/known_hosts -R '[127.0.0.2]:2222'" in sentence, sentence
+    hostile = stderr.replace("/home/op/.ssh/known_hosts\"", "/x\u202e; rm -rf ~\"")
+    _, sentence = classify(255, hostile, alias="archon-eu1", name="eu1")  # not clean: not quoted back
+    assert is_clean(sentence, allow_newlines=False) and "ssh-keygen -R archon-eu1" in sentence
+    shell = stderr.replace("/home/op/.ssh/known_hosts\"", "/x; rm -rf ~\"")
+    _, sentence = classify(255, shell, alias="archon-eu1", name="eu1")  # one quoted word, never a command
+    assert "ssh-keygen -f '/x; rm -rf ~' -R" in sentence
+
+
 def test_exit_127_is_no_server_whatever_it_said():
     state, sentence = classify(127, "", alias="eu1", remote="/opt/ac/bin/archon-console")
     assert state == "no_server" and "pipx install archon-console" in sentence and "/opt/ac/bin" in sentence
