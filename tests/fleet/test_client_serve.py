@@ -36,5 +36,5 @@ def test_two_entries_for_one_database_and_a_missing_database(write_hosts, make_d
     fleet = write_hosts({"a": {"ssh": "a", "db": str(one)}, "b": {"ssh": "b", "db": str(one)},
                          "gone": {"ssh": "gone", "db": str(tmp_path / "nothing-here.db")}})
     a, b, gone = call_hosts(fleet, list(fleet.hosts.values()), "projects.list", {})
-    assert (a.state, b.state) == ("ok", "wrong_instance") and "same database as a" in b.sentence
+    assert (a.state, b.state) == ("wrong_instance", "wrong_instance") and "as a:" in b.sentence
     assert gone.state == "remote_error", gone
