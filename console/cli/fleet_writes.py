@@ -179,15 +179,16 @@ def _item_row(host: str, item: dict[str, Any]) -> dict[str, Any]:
 
 
 def _item_code(item: dict[str, Any], outcome) -> int:
-    return EXIT_OK if item.get("ok") is True and host_exit(outcome) == EXIT_OK else \
-        max(host_exit(outcome), EXIT_REFUSED)
+    # an id done is done (the host's exit says another id failed; it counts for the run: `_report`)
+    return EXIT_OK if item.get("ok") is True else max(host_exit(outcome), EXIT_REFUSED)
 
 
 def _matched(runner, method, params, field, outcome, ids, items) -> list[tuple[dict[str, Any], int]]:
     host = outcome.host
     answers: dict[str, list[dict[str, Any]]] = {}
-    for item in items:
-        answers.setdefault(str(item.get("id")), []).append(item)
+    for item in items:  # what is not an id's result is no answer for any id
+        if isinstance(item, dict) and isinstance(item.get("id"), str):
+            answers.setdefault(item["id"], []).append(item)
     rows = []
     for id_ in ids:
         got = answers.get(id_, [])
