@@ -35,21 +35,28 @@ def decode_cursors(data: Any) -> dict[str, Any]:
 
 
 def cursor_size(cursor: Any) -> int:
-    """The characters `cursor` takes in the file; over any cap for what is not JSON."""
+    """The characters `cursor` takes in the file; over any cap for what is not JSON or is nested
+    deeper than the file's reader takes (console/text.py `read_json`, inside two levels)."""
     import json
 
+    from console.text import MAX_DEPTH, limit_problem
+
     try:
-        return len(json.dumps(cursor, ensure_ascii=True, allow_nan=False))
+        text = json.dumps(cursor, ensure_ascii=True, allow_nan=False)
     except (TypeError, ValueError, RecursionError):
         return MAX_HOST_CURSOR + 1
+    if limit_problem(text, max_depth=MAX_DEPTH - 2, max_chars=MAX_HOST_CURSOR) is not None:
+        return MAX_HOST_CURSOR + 1
+    return len(text)
 
 
 def cursor_cap(hosts: int) -> int:
-    """One host's share of the cursor file: every host's cursor at its cap still loads
-    (console/small_files.py `MAX_BYTES`), so no host's cursor can cost the others their place."""
-    from console.small_files import MAX_BYTES
+    """One host's share of the cursor file: every host's cursor at its cap still loads (the file is
+    read through console/text.py `read_json`, `MAX_CHARS`), so no host's cursor can cost the
+    others their place."""
+    from console.text import MAX_CHARS
 
-    return min(MAX_HOST_CURSOR, (MAX_BYTES // 2) // max(1, hosts))
+    return min(MAX_HOST_CURSOR, (MAX_CHARS // 2) // max(1, hosts))
 
 
 def encode_cursors(cursors: dict[str, Any]) -> dict[str, Any]:

@@ -194,7 +194,7 @@ async def call_one(fleet: Fleet, host: Host, method: str, params: dict[str, Any]
     """One host's outcome within `deadline` seconds (the ssh process killed when it runs out)."""
     refused = refused_locally(host, is_write(method))
     if refused is not None:
-        return refused
+        return HostOutcome(host.name, "read_only", refused)
     progress = _Progress()
     answered = False
     try:
@@ -418,7 +418,7 @@ class FleetSessions:
         host, params = self.hosts[name], dict(params or {})
         refused = refused_locally(host, is_write(method))
         if refused is not None:
-            return refused
+            return HostOutcome(host.name, "read_only", refused)
         write = is_write(method)
         for _ in range(2):  # a session that ends between connecting and asking is connected once more
             outcome = await self._open(host)

@@ -10,17 +10,14 @@ from console.fleet.hosts import Host
 from console.text import one_line
 
 
-def refused_locally(host: Host, write: bool) -> Any:
+def refused_locally(host: Host, write: bool) -> str | None:
     """hosts.toml's `read_only = true` is this machine's policy, enforced here: no write method is
     ever sent to such a host (its `--read-only` on the remote command line is not enough: a
     forced-command key or a `remote` wrapper drops it, an older server ignores it). State
-    `read_only`: refused before the host was contacted, nothing sent."""
+    `read_only`: refused before the host was contacted, nothing sent. The sentence, or None."""
     if not (host.read_only and write):
         return None
-    from console.fleet.client import HostOutcome
-
-    return HostOutcome(host.name, "read_only", one_line(
-        f"{host.name} is read-only in hosts.toml; nothing was sent to it."))
+    return one_line(f"{host.name} is read-only in hosts.toml; nothing was sent to it.")
 
 
 def read_only_mismatch(host: Host, hello: Any) -> str | None:
