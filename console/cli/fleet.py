@@ -226,7 +226,7 @@ def _run_report(runner: Runner, method: str, params: dict[str, Any]) -> int:
     found = [r.get("exit", 0) for r in rows] if method == "doctor" else []  # an unreadable report counts 4
     code = views.fleet_exit([*(views.host_exit(o) for o in outcomes), *found])
     if runner.json:
-        runner.emit(views.fleet_json(rows, outcomes))
+        runner.emit({**views.fleet_json(rows, outcomes), "ok": code == 0, "exit": code})
         return code
     say(views.doctor_text(rows) if method == "doctor" else views.upgrade_text(rows))
     if method == "upgrade.plan":
