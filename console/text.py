@@ -8,7 +8,8 @@ import json
 import re
 from typing import Any
 
-from widgets.safe_json import MAX_DEPTH, UnreadableJson, finite, json_or_none, read_json, unparseable_note  # noqa: F401
+from widgets.safe_json import (  # noqa: F401
+    MAX_CHARS, MAX_DEPTH, UnreadableJson, finite, json_or_none, limit_problem, read_json, unparseable_note)
 from widgets.safe_text import clean, is_clean, is_shell_word, replace_unsafe  # noqa: F401
 
 

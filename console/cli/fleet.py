@@ -143,12 +143,27 @@ class Runner:
         self.names = [h.name for h in hosts]
         self.json = bool(args.json)
         self.now = system_clock()
+        self._noted: set[str] = set()
 
     def call(self, method: str, params: dict[str, Any], hosts=None, *, cache: bool = True) -> list:
         from console.fleet.client import call_hosts
 
-        return call_hosts(self.fleet, self.hosts if hosts is None else hosts, method, params,
-                          parallel=int(self.args.parallel), cache=cache)
+        outcomes = call_hosts(self.fleet, self.hosts if hosts is None else hosts, method, params,
+                              parallel=int(self.args.parallel), cache=cache)
+        self._note_policy(outcomes)
+        return outcomes
+
+    def _note_policy(self, outcomes) -> None:
+        """Once per host: hosts.toml says read-only, its server says otherwise (console/fleet/local_policy.py)."""
+        from console.cli.output import say
+        from console.fleet.local_policy import read_only_mismatch
+
+        for outcome in outcomes:
+            note = read_only_mismatch(self.fleet.hosts[outcome.host], outcome.hello) \
+                if outcome.host in self.fleet.hosts else None
+            if note and outcome.host not in self._noted:
+                self._noted.add(outcome.host)
+                say(note, err=True)
 
     def host(self, name: str):
         return next(h for h in self.hosts if h.name == name)
@@ -214,9 +229,10 @@ def _run_report(runner: Runner, method: str, params: dict[str, Any]) -> int:
 
     outcomes = runner.call(method, params, cache=False)
     rows = views.doctor_rows(outcomes) if method == "doctor" else views.upgrade_rows(outcomes)
-    code = views.fleet_exit(views.host_exit(o) for o in outcomes)
+    found = [r.get("exit", 0) for r in rows] if method == "doctor" else []  # an unreadable report counts 4
+    code = views.fleet_exit([*(views.host_exit(o) for o in outcomes), *found])
     if runner.json:
-        runner.emit(views.fleet_json(rows, outcomes))
+        runner.emit({**views.fleet_json(rows, outcomes), "ok": code == 0, "exit": code})
         return code
     say(views.doctor_text(rows) if method == "doctor" else views.upgrade_text(rows))
     if method == "upgrade.plan":

@@ -43,6 +43,30 @@ def check_selected(target: Target, selected: list[str]) -> None:
                          f"selected ({', '.join(selected)}); add --host {target.host}.")
 
 
+def choose_qualified(target: Target, selected: list[str], found_whole: Mapping[str, bool | None]
+                     ) -> tuple[str, Target, str | None]:
+    """Where `HOST:ID` goes, from each selected host's answer for the WHOLE text as an id (database
+    text is hostile: a row of eu1 may have the id `us1:apr-1`, and what the operator copied from
+    eu1's row must not decide us1's apr-1). (host, the target as sent there, a note to say or None).
+    The whole text being an id on a selected host: refused as ambiguous when HOST is selected too,
+    else taken as that id there (and said). HOST routes the id only when HOST is in the selection."""
+    having = [host for host, has in found_whole.items() if has]
+    whole = Target(None, target.given, target.given)
+    shown = one_line(target.given, 120)
+    if target.host in selected:
+        if having:
+            raise UsageError(
+                f"{shown} is ambiguous: it names {one_line(target.id, 120)} on {target.host}, and it is also an id "
+                f"on {', '.join(having)} ({', '.join(f'{h}:{shown}' for h in having)}); write the one you mean "
+                f"as HOST:ID, or give the id bare with --host {target.host} alone.")
+        return target.host, target, None
+    if len(having) == 1 and not any(has is None for has in found_whole.values()):
+        return having[0], whole, (f"{shown}: {target.host} is not among the hosts selected, so this is taken as the "
+                                  f"id {shown} on {having[0]}.")
+    check_selected(target, selected)
+    raise AssertionError("unreachable")  # check_selected refuses a host outside the selection
+
+
 def choose_host(target: Target, found: Mapping[str, bool | None]) -> str:
     """The one host that has `target.id`, from each selected host's answer: True (it has it), False
     (it does not), None (it did not answer). Several hosts, none, or one with others silent (the id
@@ -77,4 +101,4 @@ def by_host(targets: Iterable[tuple[str, Target]]) -> dict[str, list[str]]:
     return grouped
 
 
-__all__ = ["Target", "by_host", "check_selected", "choose_host", "split_target"]
+__all__ = ["Target", "by_host", "check_selected", "choose_host", "choose_qualified", "split_target"]

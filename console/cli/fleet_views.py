@@ -33,7 +33,10 @@ def host_exit(outcome) -> int:
     """This host's part of the exit code (see the module docstring)."""
     if not answered(outcome):
         return EXIT_PARTIAL
-    return int(outcome.exit) if isinstance(outcome.exit, int) and outcome.exit >= 0 else EXIT_PARTIAL
+    from console.fleet.answers import EXIT_CODES
+
+    # only one of the console's own codes is ever taken from a host (exit 256 would end this process 0)
+    return outcome.exit if type(outcome.exit) is int and outcome.exit in EXIT_CODES else EXIT_PARTIAL
 
 
 def fleet_exit(codes: Iterable[int]) -> int:
@@ -240,6 +243,12 @@ def doctor_rows(outcomes: Sequence) -> list[dict[str, Any]]:
         if not answered(o) and o.state != CACHED:
             rows.append({"host": o.host, "severity": "unknown", "id": f"host.{o.state}",
                          "title": o.sentence or "no answer", "exit": EXIT_PARTIAL})
+            continue
+        from console.fleet.answers import is_doctor_report, is_error_object
+
+        if not (is_doctor_report(o.data) or (host_exit(o) != EXIT_OK and is_error_object(o.data))):
+            rows.append({"host": o.host, "severity": "unknown", "id": "host.unreadable", "exit": EXIT_PARTIAL,
+                         "title": "the host's report could not be read (its answer is not a doctor report)"})
             continue
         findings = [f for f in _listed(report.get("findings")) if isinstance(f, dict)]
         if not findings:

@@ -25,17 +25,38 @@ MAX_HOST_CURSOR = 64 * 1024  # characters of one host's cursor as JSON (it is th
 
 def decode_cursors(data: Any) -> dict[str, Any]:
     """The fleet cursor file's JSON -> host -> cursor; ValueError for anything else (a one-host
-    watch's cursor included: it names no host, so it cannot say where each host stands)."""
-    import json
+    watch's cursor included: it names no host, so it cannot say where each host stands). A host's
+    entry that is over the cap is left out (that host starts from now); the others keep their place."""
 
     if not isinstance(data, dict) or set(data) != {"fleet"} or not isinstance(data["fleet"], dict):
         raise ValueError("not a fleet cursor")
-    cursors = {}
-    for host, cursor in data["fleet"].items():
-        if not isinstance(host, str) or len(json.dumps(cursor)) > MAX_HOST_CURSOR:
-            raise ValueError("not a fleet cursor")
-        cursors[host] = cursor
-    return cursors
+    return {host: cursor for host, cursor in data["fleet"].items()
+            if isinstance(host, str) and cursor_size(cursor) <= MAX_HOST_CURSOR}  # one bad entry costs only its host
+
+
+def cursor_size(cursor: Any) -> int:
+    """The characters `cursor` takes in the file; over any cap for what is not JSON or is nested
+    deeper than the file's reader takes (console/text.py `read_json`, inside two levels)."""
+    import json
+
+    from console.text import MAX_DEPTH, limit_problem
+
+    try:
+        text = json.dumps(cursor, ensure_ascii=True, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return MAX_HOST_CURSOR + 1
+    if limit_problem(text, max_depth=MAX_DEPTH - 2, max_chars=MAX_HOST_CURSOR) is not None:
+        return MAX_HOST_CURSOR + 1
+    return len(text)
+
+
+def cursor_cap(hosts: int) -> int:
+    """One host's share of the cursor file: every host's cursor at its cap still loads (the file is
+    read through console/text.py `read_json`, `MAX_CHARS`), so no host's cursor can cost the
+    others their place."""
+    from console.text import MAX_CHARS
+
+    return min(MAX_HOST_CURSOR, (MAX_CHARS // 2) // max(1, hosts))
 
 
 def encode_cursors(cursors: dict[str, Any]) -> dict[str, Any]:
@@ -126,6 +147,7 @@ class _Stream:
         self.runner, self.params, self.cursors = runner, params, cursors
         self.cursor, self.hooks, self.report = cursor, hooks, report
         self.said: dict[str, str] = {}
+        self.oversized: set[str] = set()  # hosts whose too-large cursor was said
 
     async def run(self) -> None:
         import asyncio
@@ -170,8 +192,21 @@ class _Stream:
         for note in output.get("notes") or ():
             self.report(f"{one_line(host, 30)}: {one_line(note, 300)}")
         if "cursor" in output and host not in self.cursors:  # where this host's stream starts
-            self.cursors[host] = output["cursor"]
-            self.cursor.save(self.cursors)
+            self.keep(host, output["cursor"])
+
+    def keep(self, host: str, cursor: Any) -> None:
+        """Save `host`'s cursor, unless it is over its share of the file (`cursor_cap`): then its
+        change was delivered, its place is not kept (said once), and the file stays loadable."""
+        from console.text import one_line
+
+        if cursor_size(cursor) > cursor_cap(len(self.runner.names)):
+            if host not in self.oversized:
+                self.oversized.add(host)
+                self.report(f"{one_line(host, 30)} sent a cursor over {cursor_cap(len(self.runner.names))} "
+                            "characters; it is not kept (a restart resumes this host from its last usable one)")
+            return
+        self.cursors[host] = cursor
+        self.cursor.save(self.cursors)
 
     def notified(self, host: str, method: str, params: Any) -> None:
         import sys
@@ -198,7 +233,6 @@ class _Stream:
                 sys.stdout.write(change_text(host, change, system_clock()) + "\n")
             sys.stdout.flush()
             if "cursor" in params:
-                self.cursors[host] = params["cursor"]
-                self.cursor.save(self.cursors)
+                self.keep(host, params["cursor"])
         if self.hooks is not None and change.change == "new":
             self.hooks.submit(f"{host}:{change.request_id}", change_json(host, data))

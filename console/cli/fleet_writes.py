@@ -14,7 +14,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from console.cli.fleet_ids import Target, by_host, check_selected, choose_host, split_target
+from console.cli.fleet_ids import Target, by_host, choose_host, choose_qualified, split_target
 from console.cli.fleet_views import answered, fleet_exit, fleet_json, host_entry, host_exit, remote_error
 from console.errors import EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED
 from console.text import json_text, one_line
@@ -51,12 +51,26 @@ def run_by_id(runner, method: str, params: dict[str, Any]) -> int:
     field = id_field(method, params)
     given = params[field] if field == "ids" else [params[field]]
     targets = [split_target(str(text), runner.fleet.hosts) for text in given]
-    for target in targets:
-        check_selected(target, runner.names)
+    qualified = [_qualified(runner, method, params, field, t) for t in targets]
     if method in SHOWS:
-        return _show(runner, method, params, field, targets[0])
-    resolved = [(_resolve(runner, method, params, field, t), t) for t in targets]
+        return _show(runner, method, params, field, *qualified[0])
+    resolved = [(host or _resolve(runner, method, params, field, t), t) for host, t in qualified]
     return _write(runner, method, params, by_host(resolved), field=field)
+
+
+def _qualified(runner, method: str, params: dict[str, Any], field: str, target: Target) -> tuple[str | None, Target]:
+    """`HOST:ID` checked against what the selected hosts hold (console/cli/fleet_ids.py
+    `choose_qualified`): (its host, the target), or (None, target) for a bare id."""
+    if target.host is None:
+        return None, target
+    from console.cli.output import say
+
+    lookup, looked = _lookup(method, params, field, target.given)
+    outcomes = runner.call(lookup, looked, cache=False)
+    host, target, note = choose_qualified(target, runner.names, {o.host: _found(o) for o in outcomes})
+    if note:
+        say(note, err=True)
+    return host, target
 
 
 def _found(outcome) -> bool | None:
@@ -73,12 +87,12 @@ def _resolve(runner, method: str, params: dict[str, Any], field: str, target: Ta
     return choose_host(target, {o.host: _found(o) for o in outcomes})
 
 
-def _show(runner, method: str, params: dict[str, Any], field: str, target: Target) -> int:
+def _show(runner, method: str, params: dict[str, Any], field: str, host: str | None, target: Target) -> int:
     from console.cli.output import say
 
     one = {**params, field: target.id}
-    if target.host is not None or len(runner.names) == 1:
-        host = target.host or runner.names[0]
+    if host is not None or len(runner.names) == 1:
+        host = host or runner.names[0]
         outcome = runner.call(method, one, [runner.host(host)])[0]
     else:
         outcomes = runner.call(method, one)
@@ -133,24 +147,61 @@ def _write(runner, method: str, params: dict[str, Any], grouped: dict[str, list[
 
 
 def _rows(runner, method, params, field, outcome, ids) -> list[tuple[dict[str, Any], int]]:
-    """(row, its exit code) for each id sent to one host."""
+    """(row, its exit code) for each id sent to one host: exactly one row per id sent, decided here
+    from what was sent (console/fleet/answers.py checked the answer's shape): an id the host did not
+    answer for, or answered twice, is outcome unknown and read back; an item for an id that was not
+    sent is dropped and said; the host's exit code is never made better by its items."""
     host = outcome.host
+    if outcome.state == "read_only":  # hosts.toml: refused here, never sent (console/fleet/local_policy.py)
+        return [(_row(host, i, one_line(outcome.sentence or "read-only in hosts.toml", 300)), EXIT_REFUSED)
+                for i in (ids or [None])]
     if answered(outcome):
         data = outcome.data
-        items = data if isinstance(data, list) else [data] if isinstance(data, dict) and "id" in data else None
-        if items is not None:
-            return [({"host": host, **{k: v for k, v in item.items() if k != "host"}},
-                     EXIT_OK if item.get("ok") is True else max(host_exit(outcome), EXIT_REFUSED))
-                    for item in items if isinstance(item, dict)]
+        if field != "ids" and field is not None and isinstance(data, dict) and "ok" in data:
+            data = [{**data, "id": ids[0]}]  # one id sent, one result: the row names the id as given
+        if field is None and isinstance(data, list):  # expire: the ids are the host's to name
+            return [(_item_row(host, item), _item_code(item, outcome)) for item in data]
+        if isinstance(data, list):
+            return _matched(runner, method, params, field, outcome, ids, data)
         why = remote_error(outcome) or "the host's answer was not a result"
-        return [(_row(host, i, why), max(host_exit(outcome), EXIT_REFUSED)) for i in ids]
+        return [(_row(host, i, why), max(host_exit(outcome), EXIT_REFUSED)) for i in (ids or [None])]
     sentence = one_line(outcome.sentence or outcome.state, 300)
     if outcome.state == "remote_error":  # the host's console refused the call (read-only, identity)
         return [(_row(host, i, f"refused by the host: {sentence}"), EXIT_REFUSED) for i in ids]
     if outcome.state in NOT_SENT:
         return [(_row(host, i, f"not sent, nothing was written: {outcome.state}: {sentence}"), EXIT_PARTIAL)
                 for i in ids]
-    return [_reread(runner, method, params, field, host, i, sentence) for i in ids]
+    return [_reread(runner, method, params, field, outcome, i, sentence) for i in ids]
+
+
+def _item_row(host: str, item: dict[str, Any]) -> dict[str, Any]:
+    return {"host": host, **{k: v for k, v in item.items() if k != "host"}}
+
+
+def _item_code(item: dict[str, Any], outcome) -> int:
+    # an id done is done (the host's exit says another id failed; it counts for the run: `_report`)
+    return EXIT_OK if item.get("ok") is True else max(host_exit(outcome), EXIT_REFUSED)
+
+
+def _matched(runner, method, params, field, outcome, ids, items) -> list[tuple[dict[str, Any], int]]:
+    host = outcome.host
+    answers: dict[str, list[dict[str, Any]]] = {}
+    for item in items:  # what is not an id's result is no answer for any id
+        if isinstance(item, dict) and isinstance(item.get("id"), str):
+            answers.setdefault(item["id"], []).append(item)
+    rows = []
+    for id_ in ids:
+        got = answers.get(id_, [])
+        if len(got) == 1:
+            rows.append((_item_row(host, got[0]), _item_code(got[0], outcome)))
+            continue
+        said = "did not answer for it" if not got else f"answered for it {len(got)} times"
+        rows.append(_reread(runner, method, params, field, outcome, id_, f"{host} {said}"))
+    foreign = [i for i in answers if i not in ids]
+    if foreign:
+        rows.append((_row(host, None, f"{host} answered for {len(foreign)} id(s) that were not sent to it "
+                          f"({one_line(', '.join(foreign), 120)}); those answers were ignored"), EXIT_PARTIAL))
+    return rows
 
 
 def _row(host: str, id_: str | None, message: str, *, state: Any = None, unknown: bool = False) -> dict[str, Any]:
@@ -160,8 +211,11 @@ def _row(host: str, id_: str | None, message: str, *, state: Any = None, unknown
     return row
 
 
-def _reread(runner, method, params, field, host, id_, sentence) -> tuple[dict[str, Any], int]:
-    """Outcome unknown: read the id back once; what it is now, or where to look."""
+def _reread(runner, method, params, field, outcome, id_, sentence) -> tuple[dict[str, Any], int]:
+    """Outcome unknown: read the id back once; what it is now, or where to look. It counts as done
+    only when the read-back shows the expected status reached by THIS session's actor (the one the
+    host resolved in hello): someone else's decision meanwhile is not ours."""
+    host = outcome.host
     lookup, looked = _lookup(method, params, field or "id", id_)
     command = lookup.replace(".", " ")
     back = runner.call(lookup, looked, [runner.host(host)], cache=False)[0]
@@ -169,18 +223,41 @@ def _reread(runner, method, params, field, host, id_, sentence) -> tuple[dict[st
         now = back.data.get("status") or back.data.get("lifecycle_state")
         expected = EXPECTED.get(method)
         message = (f"outcome unknown ({sentence}); read back: {one_line(id_, 120)} is {one_line(now)} now")
-        code = (EXIT_OK if now == expected else EXIT_REFUSED) if expected else EXIT_PARTIAL
+        code = EXIT_PARTIAL
+        if expected:
+            by = _decided_by(back.data, expected)
+            actor = _actor(outcome) or _actor(back)
+            code = EXIT_OK if now == expected and actor is not None and by == actor else EXIT_REFUSED
+            if now == expected and code != EXIT_OK:
+                message += f", decided by {one_line(by or 'someone unknown', 60)}, not by you"
         return _row(host, id_, message, state=now, unknown=True) | {"ok": code == EXIT_OK}, code
     message = (f"outcome unknown ({sentence}); the host did not answer again: check with "
                f"`{command} {host}:{id_} --host {host}`")
     return _row(host, id_, message, unknown=True), EXIT_PARTIAL
 
 
+def _actor(outcome) -> str | None:
+    actor = outcome.hello.get("actor") if isinstance(outcome.hello, dict) else None
+    return actor if isinstance(actor, str) and actor else None
+
+
+def _decided_by(data: dict[str, Any], status: str) -> str | None:
+    """Who made the last transition into `status` (its event in the read-back's history), if a person."""
+    events = data.get("events")
+    for event in reversed(events if isinstance(events, list) else []):
+        if isinstance(event, dict) and event.get("to_status") == status:
+            who = event.get("actor_reference")
+            return who if event.get("actor_classification") == "human" and isinstance(who, str) else None
+    return None
+
+
 def _report(runner, method, rows: list[tuple[dict[str, Any], int]], outcomes) -> int:
     from console.cli.output import say
 
     named = {row["host"] for row, _ in rows}  # a host without rows (expire; a host down) counts as itself
-    code = fleet_exit([c for _, c in rows] + [host_exit(o) for o in outcomes if o.host not in named])
+    # a host that answered counts with its own exit code too: its items never make it better
+    code = fleet_exit([c for _, c in rows] + [host_exit(o) for o in outcomes
+                                              if o.host not in named or answered(o)])
     if runner.json:
         value = fleet_json([r for r, _ in rows], outcomes)
         value.update(ok=code == EXIT_OK, exit=code)

@@ -84,8 +84,13 @@ def _scalar(name: str, value: Any) -> str:
 
 
 def _many(action: argparse.Action) -> bool:
-    return action.nargs in ("+", "*") or (isinstance(action.nargs, int) and action.nargs > 1) \
-        or isinstance(action, argparse._AppendAction)
+    """Whether argparse gives this destination a list (so a client sends one): `nargs` of '+', '*'
+    or any int, `nargs=1` included (`approvals revoke ID`), and append actions."""
+    return action.nargs in ("+", "*") or isinstance(action.nargs, int) or isinstance(action, argparse._AppendAction)
+
+
+def _optional_positional(action: argparse.Action) -> bool:
+    return action.nargs in ("?", "*")
 
 
 def allowed(method: Method, extra: frozenset[str] = frozenset()) -> str:
@@ -111,11 +116,16 @@ def argv_for(method: Method, params: dict[str, Any], *, extra: frozenset[str] = 
         value = params.get(name)
         if not action.option_strings:  # a positional, in the parser's order
             if value is None:
-                skipped = skipped or name
+                # an absent optional one is simply left out (argparse fills the required ones first:
+                # `profiles activate -- p1:3` is revision p1:3); a required one absent is refused below
+                if not _optional_positional(action):
+                    skipped = skipped or name
                 continue
             if skipped is not None:
                 raise BadParams(f"{name} was given without {skipped}, which comes before it")
             values = value if isinstance(value, list) and _many(action) else [value]
+            if isinstance(action.nargs, int) and len(values) != action.nargs:
+                raise BadParams(f"{name} takes exactly {action.nargs} value(s), not {len(values)}")
             positionals.extend(_scalar(name, v) for v in values)
             continue
         if value is None:

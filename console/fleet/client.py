@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from console import __version__
+from console.fleet import answers
 from console.fleet import cache as fleet_cache
 from console.fleet.hosts import Fleet, Host
+from console.fleet.local_policy import refused_locally
 from console.fleet.protocol import METHOD_NOT_FOUND, METHODS, PROTOCOL_VERSION
 from console.fleet.session import NotSent, Notify, RemoteError, Session, SessionLost
 from console.fleet.transport import classify, close_masters, control_dir
@@ -35,8 +37,9 @@ MAX_BACKOFF = 60.0
 
 @dataclass
 class HostOutcome:
-    """What one host answered. `data` is the command's JSON output (`exit` its exit code) for
-    `ok`, the cached one for `stale` (`age_seconds` old, `cause` the state of the live attempt);
+    """What one host answered. `state` is one of console/fleet/transport.py `STATES`, or
+    `read_only` (a write refused here, never sent: `refused_locally`). `data` is the command's JSON
+    output (`exit` its exit code) for `ok`, the cached one for `stale` (`age_seconds` old, `cause` the state of the live attempt);
     `hello` is the host's hello. Everything in `data` and `hello` came from the host: data."""
 
     host: str
@@ -104,11 +107,18 @@ def _remote_outcome(host: Host, error: RemoteError, at_hello: bool) -> HostOutco
     return HostOutcome(host.name, "remote_error", one_line(f"{host.name} refused: {error.message} ({error.kind})."))
 
 
-def _answer(host: Host, value: Any, hello: dict[str, Any]) -> HostOutcome:
-    """A method's result, `{"exit": CODE, "output": JSON}` (and the refusal's words, when any)."""
-    if not isinstance(value, dict) or type(value.get("exit")) is not int:
-        return HostOutcome(host.name, "remote_error", one_line(f"{host.name} sent an answer the console does not "
-                                                               "understand."), hello=hello)
+def _answer(host: Host, method: str, value: Any, hello: dict[str, Any]) -> HostOutcome:
+    """A method's result, `{"exit": CODE, "output": JSON}` (and the refusal's words, when any),
+    checked against what `method` answers (console/fleet/answers.py): an answer that is not one is
+    never a result; for a write, which was sent, its outcome is unknown."""
+    why = answers.problem(method, value)
+    if why is not None:
+        said = f"{host.name} sent an answer the console does not understand: {why}"
+        if is_write(method):
+            return HostOutcome(host.name, "outcome_unknown", one_line(
+                f"{said}; the write was sent, so whether it took effect is unknown: read it again before "
+                "repeating it."), hello=hello)
+        return HostOutcome(host.name, "remote_error", one_line(said + "."), hello=hello)
     return HostOutcome(host.name, "ok", failure_sentence(value.get("output")) if value["exit"] else None,
                        value["exit"], value.get("output"), hello)
 
@@ -159,7 +169,7 @@ async def _attempt(fleet: Fleet, host: Host, method: str, params: dict[str, Any]
             return ended or HostOutcome(host.name, "ok", data=hello, hello=hello, exit=0)
         at_hello = False
         progress.write_sent = is_write(method)
-        return _answer(host, await session.request(method, params), hello)
+        return _answer(host, method, await session.request(method, params), hello)
     except RemoteError as exc:
         return _remote_outcome(host, exc, at_hello)
     except SessionLost as exc:
@@ -182,6 +192,9 @@ async def _stale(host: Host, method: str, params: dict[str, Any], outcome: HostO
 async def call_one(fleet: Fleet, host: Host, method: str, params: dict[str, Any], *, deadline: float,
                    use_cache: bool, sockets: Path | None) -> HostOutcome:
     """One host's outcome within `deadline` seconds (the ssh process killed when it runs out)."""
+    refused = refused_locally(host, is_write(method))
+    if refused is not None:
+        return HostOutcome(host.name, "read_only", refused)
     progress = _Progress()
     answered = False
     try:
@@ -213,20 +226,33 @@ async def call_one(fleet: Fleet, host: Host, method: str, params: dict[str, Any]
 
 
 def flag_shared_instances(outcomes: Sequence[HostOutcome]) -> list[HostOutcome]:
-    """Two hosts answering for one database would show its rows twice and take one decision twice:
-    every host after the first with the same instance id is `wrong_instance`."""
-    first: dict[str, str] = {}
+    """Two hosts answering for one database would show its rows twice and take one decision twice;
+    and an instance id is in every hello, so any former client can claim another host's. Which of
+    them is the real one cannot be told from here (order in hosts.toml says nothing): EVERY host
+    sharing an instance id is `wrong_instance`, none of their rows shown. (A host whose id changed
+    from the one remembered for it is already `wrong_instance` by `check_hello`, so it does not
+    hide the honest one.)"""
+    sharing: dict[str, list[str]] = {}
+    for outcome in outcomes:
+        instance = _instance(outcome)
+        if instance is not None:
+            sharing.setdefault(instance, []).append(outcome.host)
     flagged = []
     for outcome in outcomes:
-        instance = outcome.hello.get("instance_id") if outcome.state == "ok" and outcome.hello else None
-        if isinstance(instance, str) and instance in first:
+        instance = _instance(outcome)
+        if instance is not None and len(sharing[instance]) > 1:
             outcome = replace(outcome, state="wrong_instance", data=None, exit=None, sentence=one_line(
-                f"{outcome.host} answers for the same database as {first[instance]} (instance {instance}): two "
-                "entries of hosts.toml reach one database; remove one of them."))
-        elif isinstance(instance, str):
-            first[instance] = outcome.host
+                f"{outcome.host} answers for the same database (instance {instance}) as "
+                f"{', '.join(h for h in sharing[instance] if h != outcome.host)}: either two entries of hosts.toml "
+                "reach one database or one of them claims another's; none of their answers is used until you "
+                "have checked each host's database on the host itself."))
         flagged.append(outcome)
     return flagged
+
+
+def _instance(outcome: HostOutcome) -> str | None:
+    instance = outcome.hello.get("instance_id") if outcome.state == "ok" and outcome.hello else None
+    return instance if isinstance(instance, str) else None
 
 
 async def fan_out(fleet: Fleet, hosts: Sequence[Host], method: str, params: dict[str, Any] | None = None, *,
@@ -319,10 +345,16 @@ class FleetSessions:
                                   on_lost=lambda: self._session_ended(host.name, session))
                 outcome = await self._hello(host, session)
             if outcome.state == "ok":
-                duplicate = next((o.host for o in self.states.values() if o.state == "ok" and o.host != host.name
+                duplicate = next((o.host for o in self.states.values() if o.state in ("ok", "wrong_instance")
+                                  and o.host != host.name
                                   and o.hello and o.hello.get("instance_id") == outcome.hello.get("instance_id")), None)
-                if duplicate is not None:
-                    outcome = flag_shared_instances([self.states[duplicate], outcome])[1]
+                if duplicate is not None:  # both are flagged: the earlier one's session ends too
+                    # (a host already flagged stays so: a reconnection must not take turns being the one shown)
+                    other, outcome = flag_shared_instances([replace(self.states[duplicate], state="ok"), outcome])
+                    ended = self._sessions.pop(duplicate, None)
+                    self._note(other)
+                    if ended is not None:
+                        await ended.close(kill=True)
             if outcome.state == "ok":
                 self._sessions[host.name] = session
             else:
@@ -384,6 +416,9 @@ class FleetSessions:
         """`method` on host `name`, connecting it first when it is down; a read that cannot be
         made answers from the cache as `stale`, a write never does."""
         host, params = self.hosts[name], dict(params or {})
+        refused = refused_locally(host, is_write(method))
+        if refused is not None:
+            return HostOutcome(host.name, "read_only", refused)
         write = is_write(method)
         for _ in range(2):  # a session that ends between connecting and asking is connected once more
             outcome = await self._open(host)
@@ -405,7 +440,7 @@ class FleetSessions:
                        write: bool) -> HostOutcome:
         hello = self.states[host.name].hello or {}
         try:
-            return _answer(host, await asyncio.wait_for(session.request(method, params), deadline), hello)
+            return _answer(host, method, await asyncio.wait_for(session.request(method, params), deadline), hello)
         except asyncio.TimeoutError:
             if self._sessions.get(host.name) is session:
                 del self._sessions[host.name]

@@ -77,7 +77,7 @@ METHODS: dict[str, Method] = {
     "profiles.show": _m("profiles show", "project revision"),
     "profiles.activate": _m("profiles activate", "project revision reason", writes=True),
     "doctor": _m("doctor", "check full strict"),
-    "audit": _m("audit", "since until project actor kind"),  # no --limit: narrow with since/until
+    "audit": _m("audit", "since until project audit_actor kind"),  # no --limit: narrow with since/until
     "upgrade.plan": _m("upgrade", "to", fixed="--plan"),
 }
 # `hello` and `approvals.watch` (a stream of notifications) are the server's own, not commands. A

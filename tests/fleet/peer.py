@@ -6,7 +6,8 @@ nothing of the console behind it, so each test says exactly how the host behaves
 `--replay FILE` answers hello and then the method with the lines of FILE's "hello" and
 "method" lists ("{id}" replaced by the request's id), then exits (after hello already with
 "end_after_hello"). `--require FILE` fails as an unreachable host would (exit 255) until FILE exists;
-`approvals.watch` sends three `approvals.changed` notifications before its answer. Every method answers `{"exit": 0, "output": {"method": ..., "params": ..., "pid": ...}}`. Modes:
+`approvals.watch` sends three `approvals.changed` notifications before its answer. Every method answers `{"exit": 0, "output": {"method": ..., "params": ..., "pid": ...}}` (in its
+method's shape: `shaped`). Modes:
 `die-on-write` exits without an answer when a write method arrives (after reading it whole),
 `hang` answers hello and then nothing, `mute` answers nothing at all, `linger` answers and then outlives its stdin, `hold` answers nothing and leaves a child
 holding its stdin, stdout and stderr (its pid in DIR/PID.holder), as a ControlMaster holds a mux
@@ -50,6 +51,18 @@ marker = Path(opts.markers) / str(os.getpid()) if opts.markers else None
 if marker:
     marker.touch()
     marker.with_suffix(".started").touch()
+
+
+def shaped(method, echo):
+    """The echo in the shape the method's `--json` has (the client checks it: console/fleet/answers.py)."""
+    if method.startswith("approvals.") and method not in ("approvals.list", "approvals.show", "approvals.watch"):
+        ids = echo["params"].get("ids") or []
+        return [{"ok": True, "id": str(i), "state": "done", "message": "done", **echo} for i in ids]
+    extra = {"rows": []} if method.endswith(".list") else {"findings": []} if method == "doctor" else \
+        {"pending": []} if method == "upgrade.plan" else {}
+    if method in ("envs.claim", "envs.release", "envs.complete", "profiles.activate"):
+        extra = {"ok": True}
+    return {**echo, **extra}
 
 
 def send(message):
@@ -138,8 +151,8 @@ try:
             send({"jsonrpc": "2.0", "id": id_, "error": {"code": -32602, "message": "bad\nparams\x1b[2J",
                                                          "data": {"kind": "invalid_params"}}})
             continue
-        send({"jsonrpc": "2.0", "id": id_, "result": {"exit": 0, "output": {
-            "method": method, "params": message["params"], "pid": os.getpid()}}})
+        send({"jsonrpc": "2.0", "id": id_, "result": {"exit": 0, "output": shaped(method, {
+            "method": method, "params": message["params"], "pid": os.getpid()})}})
 finally:
     if marker:
         marker.unlink(missing_ok=True)

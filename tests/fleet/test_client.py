@@ -190,8 +190,10 @@ def test_two_hosts_answering_for_one_database_are_flagged(write_hosts):
                          "b": {"ssh": "b", "remote": peer("--instance", "same")},
                          "c": {"ssh": "c", "remote": peer("--instance", "other")}})
     a, b, c = call_hosts(fleet, list(fleet.hosts.values()), "projects.list", {})
-    assert (a.state, b.state, c.state) == ("ok", "wrong_instance", "ok")
-    assert "same database as a" in b.sentence and b.data is None
+    # F14: both are flagged (order in hosts.toml does not say which one is real), the third is not
+    assert (a.state, b.state, c.state) == ("wrong_instance", "wrong_instance", "ok")
+    assert "(instance same) as b" in a.sentence and "(instance same) as a" in b.sentence
+    assert a.data is None and b.data is None and "remove one" not in a.sentence
 
 
 # ------------------------------------------------------------------ the cache

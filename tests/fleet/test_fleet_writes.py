@@ -54,17 +54,26 @@ def test_a_host_that_never_got_the_call_says_so_and_the_others_land():
     assert rows[1]["host"] == "us1" and rows[1]["message"].startswith("not sent, nothing was written: unreachable")
 
 
+def _decided(status, actor):
+    return {"id": "apr-2", "status": status, "events": [
+        {"to_status": "pending", "actor_classification": "agent", "actor_reference": "bot"},
+        {"to_status": status, "actor_classification": "human", "actor_reference": actor}]}
+
+
 @pytest.mark.parametrize("back, code, says", [
-    ("approved", 0, "read back: apr-2 is approved now"),
-    ("pending", 1, "read back: apr-2 is pending now"),
+    (_decided("approved", "alice"), 0, "read back: apr-2 is approved now"),
+    ({"id": "apr-2", "status": "pending"}, 1, "read back: apr-2 is pending now"),
     (None, 4, "check with `approvals show us1:apr-2 --host us1`"),
+    # F19: the expected status reached by someone else's decision is not this operator's
+    (_decided("approved", "mallory"), 1, "read back: apr-2 is approved now, decided by mallory, not by you"),
+    ({"id": "apr-2", "status": "approved"}, 1, "decided by someone unknown, not by you"),
 ])
 def test_outcome_unknown_is_read_back_once(back, code, says):
     def answer(method, params, host):
         if method == "approvals.approve" and host == "us1":
             return Outcome("us1", "outcome_unknown", "the connection dropped before the answer", None, None)
-        if method == "approvals.show" and host == "us1":
-            return ok(host, {"id": "apr-2", "status": back}) if back else down(host)
+        if method == "approvals.show" and host == "us1" and params["id"] == "apr-2":
+            return Outcome(host, "ok", None, 0, back, {"actor": "alice"}) if back else down(host)
         return _decide(method, params, host)
 
     runner = FakeRunner(["eu1", "us1"], answer)

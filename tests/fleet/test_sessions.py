@@ -152,3 +152,21 @@ async def test_a_host_stopped_mid_session_ends_at_the_deadline_and_the_others_an
                 os.kill(first.data["pid"], signal.SIGKILL)
     finally:
         await fleet.close()
+
+
+async def test_two_long_lived_hosts_claiming_one_instance_are_both_flagged(write_hosts):
+    """F14: whichever connects first, neither host's answers are used; a reconnection does not make
+    them take turns being the one shown; and a write to either is not sent."""
+    fleet_file = write_hosts({"a": {"ssh": "a", "remote": peer("--instance", "same")},
+                              "b": {"ssh": "b", "remote": peer("--instance", "same")},
+                              "c": {"ssh": "c", "remote": peer("--instance", "other")}})
+    fleet = FleetSessions(fleet_file, list(fleet_file.hosts.values()), cache=False)
+    try:
+        await fleet.connect()
+        assert [fleet.states[n].state for n in "abc"] == ["wrong_instance", "wrong_instance", "ok"]
+        for name in "ab":
+            again = await fleet.call(name, "approvals.approve", {"ids": ["x"]})
+            assert again.state == "wrong_instance" and again.data is None
+        assert (await fleet.call("c", "envs.list", {})).state == "ok"
+    finally:
+        await fleet.close()

@@ -32,7 +32,9 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
                    "or an age such as 30m, 24h, 7d)")
     p.add_argument("--until", metavar="TIME", help="before TIME (same forms as --since)")
     p.add_argument("--project", metavar="P", help="project id or name")
-    p.add_argument("--actor", metavar="A", help="only events by this actor (exact declared name, or the OS login that acted)")
+    # its own dest: `actor` is the global `--as` (who acts), this is a filter (tests/test_cli_dests.py)
+    p.add_argument("--actor", dest="audit_actor", metavar="A",
+                   help="only events by this actor (exact declared name, or the OS login that acted)")
     p.add_argument("--kind", metavar="K", action="append", choices=("approval", "environment", "profile"),
                    help="approval, environment or profile (repeat for several; default all)")
     p.add_argument("--format", choices=FORMATS, default=None,
@@ -177,7 +179,7 @@ def run_audit(ctx) -> int:
             from console.services.resolve import resolve_project
 
             project_id = resolve_project(conn, args.project)["id"]
-        flt = AuditFilter(since=since, until=until, project_id=project_id, actor=args.actor, kinds=kinds)
+        flt = AuditFilter(since=since, until=until, project_id=project_id, actor=args.audit_actor, kinds=kinds)
         from console.cli.output import say
 
         for note in missing_kinds(conn, kinds):
