@@ -14,11 +14,11 @@ only its cached answer is shown); the run's code is the worst host's, 4 above 3 
 
 from __future__ import annotations
 
-import json
 from typing import Any, Callable, Iterable, Sequence
 
 from console.clock import duration, relative
 from console.errors import EXIT_OK, EXIT_PARTIAL
+from console.fleet.protocol import read_wire_json
 from console.text import line, one_line
 
 ANSWERED = ("ok",)
@@ -100,7 +100,7 @@ def rows_of(outcome) -> list[dict[str, Any]]:
         parsed = []
         for text in data.splitlines():
             try:
-                value = json.loads(text)
+                value = read_wire_json(text)
             except ValueError:
                 continue
             if isinstance(value, dict):

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import math
 import sys
 from dataclasses import dataclass
 from typing import Any
 
-from console.fleet.protocol import Method
+from console.fleet.protocol import Method, read_wire_json
 
 TEXT_KEPT = 64 * 1024  # characters of output that is not JSON, kept for the client to show
 
@@ -151,12 +150,12 @@ def argv_for(method: Method, params: dict[str, Any], *, extra: frozenset[str] = 
 def parse_output(text: str) -> Any:
     """What the command printed under --json: one JSON value, or one per line (a stream)."""
     try:
-        return json.loads(text)
+        return read_wire_json(text)
     except ValueError:
         pass
     lines = [line for line in text.splitlines() if line.strip()]
     try:
-        return [json.loads(line) for line in lines]
+        return [read_wire_json(line) for line in lines]
     except ValueError:
         from console.cli.output import error_json
         from console.errors import EXIT_UNUSABLE

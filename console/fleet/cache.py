@@ -25,7 +25,7 @@ from typing import Any
 
 from console.fleet.hosts import NAME, Host
 from console.fleet.private import cache_home, private_dir
-from console.fleet.protocol import MAX_RESPONSE_BYTES
+from console.fleet.protocol import MAX_RESPONSE_BYTES, read_wire_json
 from console.small_files import read_small_text
 
 MAX_FILE_BYTES = MAX_RESPONSE_BYTES + 64 * 1024  # one answer and its envelope
@@ -69,7 +69,7 @@ def _write(path: Path, value: Any) -> None:
 
 def _read(path: Path) -> Any:
     try:
-        return json.loads(read_small_text(path, limit=MAX_FILE_BYTES))
+        return read_wire_json(read_small_text(path, limit=MAX_FILE_BYTES))
     except (OSError, ValueError):  # absent, not ours to read, too large, not JSON: as if never cached
         return None
 

@@ -18,6 +18,8 @@ import json
 from dataclasses import dataclass
 from typing import IO, Any
 
+from console.text import read_json
+
 PROTOCOL_VERSION = 1
 MAX_REQUEST_BYTES = 256 * 1024  # a request is a method and a few options
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024  # a page of requests, an audit page, a doctor report
@@ -172,12 +174,25 @@ class Framer:
         return ready
 
 
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_WIRE_DECODER = json.JSONDecoder(parse_constant=_no_constants)
+
+
+def read_wire_json(text: str | bytes) -> Any:
+    """A JSON value a peer sent (a line, a command's output, a cached answer): the one sanitiser of
+    untrusted JSON (console/text.py `read_json`: depth scanned before parsing, never RecursionError)
+    with the wire's size cap, NaN and Infinity refused. ValueError for anything else."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8")  # strict: a peer's bytes that are not UTF-8 are refused
+    return read_json(text, decoder=_WIRE_DECODER, max_chars=MAX_RESPONSE_BYTES)
+
+
 def decode(line: bytes) -> Any:
     """The JSON value of one line; ValueError for bytes that are not UTF-8 JSON (NaN refused)."""
-    def no_constants(name: str) -> Any:
-        raise ValueError(f"{name} is not JSON")
-
-    return json.loads(line.decode("utf-8"), parse_constant=no_constants)
+    return read_wire_json(line)
 
 
 def request(id_: int, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:

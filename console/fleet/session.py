@@ -137,11 +137,9 @@ class Session:
             while line := await self._stdout.readline():
                 try:
                     message = decode(line)
-                except ValueError:
-                    self.violation = "sent a line that is not JSON"
-                    return
-                except RecursionError:
-                    self.violation = "sent a message nested too deeply"
+                except ValueError as exc:  # console/text.py UnreadableJson names the limit it hit
+                    deep = "nested too deeply" in str(exc)
+                    self.violation = "sent a message nested too deeply" if deep else "sent a line that is not JSON"
                     return
                 if not isinstance(message, dict):
                     self.violation = "sent a message that is not a JSON object"

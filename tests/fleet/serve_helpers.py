@@ -62,8 +62,10 @@ class Server:
         self.next_id = 0
         self.notes: list[dict[str, Any]] = []
         self.watch_notes: list[str] = []
-        threading.Thread(target=self._pump, daemon=True).start()
-        threading.Thread(target=self._collect, daemon=True).start()
+        self._readers = [threading.Thread(target=self._pump, daemon=True),
+                         threading.Thread(target=self._collect, daemon=True)]
+        for reader in self._readers:
+            reader.start()
 
     def _pump(self) -> None:
         for line in self.proc.stdout:
@@ -146,6 +148,10 @@ class Server:
             if self.proc.poll() is None:
                 self.proc.kill()
                 self.proc.wait(timeout=timeout)
+            # The process has ended, but what it wrote last may still be in the readers' hands: on a
+            # loaded machine `errors` and `raw` were read before the last line was appended.
+            for reader in self._readers:
+                reader.join(timeout)
 
     def kill(self) -> None:
         if self.proc.poll() is None:
