@@ -47,9 +47,7 @@ class Channel:
         try:
             data = wire.encode(message, cap=wire.MAX_RESPONSE_BYTES)
         except wire.MessageTooLarge as exc:
-            data = wire.encode(wire.error(message.get("id"), wire.TOO_LARGE,
-                                          f"The answer was not sent: {exc}; ask for fewer rows (limit) or "
-                                          "narrow the filters."), cap=wire.MAX_RESPONSE_BYTES)
+            data = _cut(message, exc)
         except ValueError as exc:  # a value JSON cannot carry
             data = wire.encode(wire.error(message.get("id"), wire.INTERNAL_ERROR,
                                           f"The answer could not be encoded ({exc})."), cap=wire.MAX_RESPONSE_BYTES)
@@ -63,6 +61,20 @@ class Channel:
             self.closed = True
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _cut(message: dict[str, Any], exc: wire.MessageTooLarge) -> bytes:
+    """An over-cap message, as what can be sent: a command's result keeps its exit code with the
+    marker that its output was cut (the command ran: a write that committed still says so); anything
+    else becomes a `too_large` error."""
+    result = message.get("result")
+    if isinstance(result, dict) and type(result.get("exit")) is int and "id" in message:
+        size = wire.cut_size(result) or exc.size or 0
+        return wire.encode(wire.result(message["id"], wire.cut_result(result["exit"], size)),
+                           cap=wire.MAX_RESPONSE_BYTES)
+    return wire.encode(wire.error(message.get("id"), wire.TOO_LARGE,
+                                  f"The answer was not sent: {exc}; ask for fewer rows (limit) or narrow the filters."),
+                       cap=wire.MAX_RESPONSE_BYTES)
 
 
 def log(text: str) -> None:

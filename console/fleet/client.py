@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 from console import __version__
 from console.fleet import cache as fleet_cache
 from console.fleet.hosts import Fleet, Host
-from console.fleet.protocol import METHOD_NOT_FOUND, METHODS, PROTOCOL_VERSION
+from console.fleet.protocol import BEFORE_RUNNING, METHOD_NOT_FOUND, METHODS, PROTOCOL_VERSION, cut_size
 from console.fleet.session import NotSent, Notify, RemoteError, Session, SessionLost
 from console.fleet.transport import classify, close_masters, control_dir
 from console.text import is_clean, one_line
@@ -96,19 +96,35 @@ def check_hello(host: Host, hello: Any, *, use_cache: bool) -> HostOutcome | Non
     return None
 
 
-def _remote_outcome(host: Host, error: RemoteError, at_hello: bool) -> HostOutcome:
+def _remote_outcome(host: Host, error: RemoteError, at_hello: bool, write: bool = False) -> HostOutcome:
     if at_hello and (error.code == METHOD_NOT_FOUND or error.kind in ("version_skew", "protocol")):
         return HostOutcome(host.name, "version_skew", one_line(
             f"{host.name} does not speak this console's fleet protocol ({error.message}): upgrade the older of the "
             "two (pipx upgrade archon-console)."))
+    if write and not at_hello and error.code not in BEFORE_RUNNING:  # it may have run and committed
+        return HostOutcome(host.name, "outcome_unknown", one_line(
+            f"{host.name} answered the write with an error that may follow its work ({error.message}): whether it "
+            "took effect is unknown; read it again before repeating it."))
     return HostOutcome(host.name, "remote_error", one_line(f"{host.name} refused: {error.message} ({error.kind})."))
 
 
-def _answer(host: Host, value: Any, hello: dict[str, Any]) -> HostOutcome:
-    """A method's result, `{"exit": CODE, "output": JSON}` (and the refusal's words, when any)."""
+def _answer(host: Host, value: Any, hello: dict[str, Any], method: str) -> HostOutcome:
+    """A method's result, `{"exit": CODE, "output": JSON}` (and the refusal's words, when any). A
+    result whose output was cut for its size (console/fleet/protocol.py `cut_result`) ran on the
+    host: a write's outcome is then to be read back, never taken as refused or as not sent."""
     if not isinstance(value, dict) or type(value.get("exit")) is not int:
         return HostOutcome(host.name, "remote_error", one_line(f"{host.name} sent an answer the console does not "
                                                                "understand."), hello=hello)
+    cut = cut_size(value)
+    if cut is not None and is_write(method):
+        return HostOutcome(host.name, "outcome_unknown", one_line(
+            f"The write was done on {host.name} (exit {value['exit']}), but its answer ({cut} bytes) was too large "
+            f"to show: check each id with approvals show {host.name}:ID (or the matching show) before repeating "
+            "it."), hello=hello)
+    if cut is not None:
+        return HostOutcome(host.name, "remote_error", one_line(
+            f"{host.name}'s answer ({cut} bytes) was too large to send: ask for fewer rows (limit) or narrow the "
+            "filters."), hello=hello)
     return HostOutcome(host.name, "ok", failure_sentence(value.get("output")) if value["exit"] else None,
                        value["exit"], value.get("output"), hello)
 
@@ -159,9 +175,9 @@ async def _attempt(fleet: Fleet, host: Host, method: str, params: dict[str, Any]
             return ended or HostOutcome(host.name, "ok", data=hello, hello=hello, exit=0)
         at_hello = False
         progress.write_sent = is_write(method)
-        return _answer(host, await session.request(method, params), hello)
+        return _answer(host, await session.request(method, params), hello, method)
     except RemoteError as exc:
-        return _remote_outcome(host, exc, at_hello)
+        return _remote_outcome(host, exc, at_hello, is_write(method))
     except SessionLost as exc:
         # after a violation nothing more is read: the caller kills the process
         returncode, stderr = await session.finish() if not exc.violation else (None, "")
@@ -405,7 +421,7 @@ class FleetSessions:
                        write: bool) -> HostOutcome:
         hello = self.states[host.name].hello or {}
         try:
-            return _answer(host, await asyncio.wait_for(session.request(method, params), deadline), hello)
+            return _answer(host, await asyncio.wait_for(session.request(method, params), deadline), hello, method)
         except asyncio.TimeoutError:
             if self._sessions.get(host.name) is session:
                 del self._sessions[host.name]
@@ -419,7 +435,7 @@ class FleetSessions:
                 f"{host.name} did not answer the write within {deadline:g} s: whether it took effect is unknown; "
                 "read it again before repeating it."))
         except RemoteError as exc:
-            return _remote_outcome(host, exc, False)
+            return _remote_outcome(host, exc, False, write)
         except NotSent as exc:
             return HostOutcome(host.name, "remote_error", one_line(f"Nothing was sent to {host.name}: {exc}."))
         except SessionLost as exc:
