@@ -139,14 +139,14 @@ def failure_sentence(output: Any) -> str | None:
 
 
 def _lost(host: Host, lost: SessionLost, returncode: int | None, stderr: str,
-          write_sent: bool) -> HostOutcome:
+          write_sent: bool, spoke: bool) -> HostOutcome:
     if write_sent:
         return HostOutcome(host.name, "outcome_unknown", one_line(
             f"The connection to {host.name} ended after the write was sent and before its answer: whether it took "
             "effect is unknown; read it again before repeating it."))
     if lost.violation:
         return HostOutcome(host.name, "remote_error", one_line(f"{host.name} {lost.violation}; the session was ended."))
-    state, sentence = classify(returncode, stderr, alias=host.ssh, name=host.name, remote=host.remote)
+    state, sentence = classify(returncode, stderr, alias=host.ssh, name=host.name, remote=host.remote, spoke=spoke)
     return HostOutcome(host.name, state, sentence)
 
 
@@ -181,7 +181,7 @@ async def _attempt(fleet: Fleet, host: Host, method: str, params: dict[str, Any]
     except SessionLost as exc:
         # after a violation nothing more is read: the caller kills the process
         returncode, stderr = await session.finish() if not exc.violation else (None, "")
-        return _lost(host, exc, returncode, stderr, progress.write_sent and exc.sent)
+        return _lost(host, exc, returncode, stderr, progress.write_sent and exc.sent, session.spoke)
     except NotSent as exc:
         progress.write_sent = False
         return HostOutcome(host.name, "remote_error", one_line(f"Nothing was sent to {host.name}: {exc}."))
@@ -211,7 +211,9 @@ async def call_one(fleet: Fleet, host: Host, method: str, params: dict[str, Any]
                 "read it again before repeating it."))
         else:
             stderr = progress.session.stderr if progress.session else ""
-            state, sentence = classify(None, stderr, alias=host.ssh, name=host.name) if stderr.strip() else ("", "")
+            spoke = progress.session is not None and progress.session.spoke
+            state, sentence = (classify(None, stderr, alias=host.ssh, name=host.name, spoke=spoke) if stderr.strip()
+                               else ("", ""))
             if state not in ("host_key", "auth_failed", "unreachable"):
                 state, sentence = "timeout", one_line(f"{host.name} did not answer within {deadline:g} s "
                                                       "(the console's deadline); its ssh was stopped.")
@@ -318,7 +320,8 @@ class FleetSessions:
         returncode, stderr = await session.finish()
         if self._sessions.get(name) is session:
             del self._sessions[name]
-            self._note_down(_lost(self.hosts[name], SessionLost(False, session.violation), returncode, stderr, False))
+            self._note_down(_lost(self.hosts[name], SessionLost(False, session.violation), returncode, stderr, False,
+                                  session.spoke))
             await session.close(kill=True)
 
     async def _open(self, host: Host) -> HostOutcome:
@@ -364,7 +367,7 @@ class FleetSessions:
             return _remote_outcome(host, exc, True)
         except SessionLost as exc:
             returncode, stderr = await session.finish() if not exc.violation else (None, "")
-            return _lost(host, exc, returncode, stderr, False)
+            return _lost(host, exc, returncode, stderr, False, session.spoke)
         except asyncio.CancelledError:  # closed while connecting (the TUI quit): its ssh is ended, not left running
             await asyncio.shield(session.close(kill=True))
             raise
@@ -443,8 +446,8 @@ class FleetSessions:
                 del self._sessions[host.name]
             returncode, stderr = await session.finish() if not exc.violation else (None, "")
             await session.close(kill=True)
-            self._note_down(_lost(host, exc, returncode, stderr, False))  # why the host is down now
-            return _lost(host, exc, returncode, stderr, write and exc.sent)
+            self._note_down(_lost(host, exc, returncode, stderr, False, session.spoke))  # why the host is down now
+            return _lost(host, exc, returncode, stderr, write and exc.sent, session.spoke)
 
     async def close(self) -> None:
         """End every session and the keepers, then `ssh -O exit` the shared connections."""

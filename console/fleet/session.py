@@ -71,6 +71,7 @@ class Session:
         self.on_notification, self.on_lost = on_notification, on_lost
         self.process: asyncio.subprocess.Process | None = None
         self.violation: str | None = None
+        self.spoke = False  # a byte came on stdout: the remote command runs, so ssh had connected
         self._stderr = bytearray()
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._ids = itertools.count(1)
@@ -135,6 +136,7 @@ class Session:
         assert self._stdout is not None
         try:
             while line := await self._stdout.readline():
+                self.spoke = True
                 try:
                     message = decode(line)
                 except ValueError:

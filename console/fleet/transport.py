@@ -168,12 +168,20 @@ def _ssh_failure(stderr: str, who: str, alias: str) -> tuple[str, str] | None:
 
 
 def classify(returncode: int | None, stderr: str, *, alias: str = "HOST", name: str | None = None,
-             remote: str = "archon-console") -> tuple[str, str]:
+             remote: str = "archon-console", spoke: bool = False) -> tuple[str, str]:
     """The state and the one-line sentence for an ssh that ended without a server answering.
     `alias` is what ssh was given (the remedy names it), `name` the host's name in hosts.toml.
     ssh exits 255 for its own failures; any other status is the remote command's, whose stderr
-    (hostile, and free to say "Permission denied") never decides an ssh state."""
+    (hostile, and free to say "Permission denied") never decides an ssh state. `spoke`: the remote
+    had sent a byte on stdout. ssh checks the host key and logs in before the remote command runs,
+    so after that no failure is ssh's connection failing: the stderr is the host's, even at exit
+    255 (the remote's own status), and it is only ever quoted as what the server said."""
     who = name or alias
+    if spoke:
+        said = last_line(stderr, 160)
+        status = "" if returncode is None else f" (exit {returncode})"
+        return "remote_error", one_line(f"The server on {who} ended the session{status}"
+                                        + (f"; the server said: {said}." if said else "."))
     if returncode in (255, None):  # ssh's own failure (or still running): its words say which
         found = _ssh_failure(stderr, who, alias)
         if found is not None:
