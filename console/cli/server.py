@@ -15,8 +15,9 @@ Why the loop looks the way it does:
   (console/cli/server_methods.py); JSON-RPC errors are only for what is not a command's answer: a
   malformed message, an unknown method or param, and a write refused because the session is
   read-only or nobody in particular is acting (console/services/host_identity.py).
-- Signals are blocked while a message is written, so a stop never cuts a line; SIGTERM and SIGHUP
-  between messages end the session cleanly (exit 0), as end of input and `shutdown` do.
+- A message is written in chunks that fit, each with the stop signals held, and the wait for room
+  between chunks lets them in: SIGTERM and SIGHUP end the session cleanly (exit 0), as end of input
+  and `shutdown` do, even while a client that stopped reading leaves a line half written.
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ from console.fleet.protocol import METHODS, SESSION_METHODS, SESSION_PARAMS
 
 _MEMBERS = frozenset({"jsonrpc", "id", "method", "params"})
 _BLOCKED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+_CHUNK = select.PIPE_BUF  # a pipe (or socket) select calls writable takes this much without blocking
 
 
 class Channel:
-    """The private stdout: whole lines, written with the stop signals held."""
+    """The private stdout: lines written in chunks that never block with the stop signals held."""
 
     def __init__(self, fd: int):
         self.fd = fd
@@ -51,16 +53,21 @@ class Channel:
         except ValueError as exc:  # a value JSON cannot carry
             data = wire.encode(wire.error(message.get("id"), wire.INTERNAL_ERROR,
                                           f"The answer could not be encoded ({exc})."), cap=wire.MAX_RESPONSE_BYTES)
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, _BLOCKED)
+        view = memoryview(data)
         try:
-            view = memoryview(data)
             while view:
-                written = os.write(self.fd, view)
+                # Wait for room with the signals deliverable: a client that stops reading (and does not
+                # close) must not make the server deaf to SIGTERM. A stop here ends the session with the
+                # line cut, which no longer matters; each chunk that fits is written with them held.
+                select.select([], [self.fd], [])
+                old = signal.pthread_sigmask(signal.SIG_BLOCK, _BLOCKED)
+                try:
+                    written = os.write(self.fd, view[:_CHUNK])
+                finally:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, old)
                 view = view[written:]
         except OSError:  # the client is gone (EPIPE): nothing can be answered any more
             self.closed = True
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _cut(message: dict[str, Any], exc: wire.MessageTooLarge) -> bytes:
