@@ -98,7 +98,9 @@ class Session:
         from console.services.identity import current
 
         self.ctx, self.identity, self.policy, self.channel = ctx, identity, policy, channel
-        self.fixed_db: Path | None = Path(ctx.args.db).expanduser() if ctx.args.db is not None else None
+        from console.db.paths import expand_home
+
+        self.fixed_db: Path | None = expand_home(ctx.args.db, "--db") if ctx.args.db is not None else None
         self.db_path: Path | None = None
         reasons = []
         if ctx.args.read_only:
@@ -138,8 +140,15 @@ class Session:
         if db is not None and not _usable_path(db):
             return wire.error(id_, wire.INVALID_PARAMS, "hello's db must be a path: a non-empty UTF-8 string "
                               "without NUL, at most 4096 characters.")
+        from console.db.paths import expand_home
+        from console.errors import UsageError
+
+        try:
+            asked = expand_home(db, "hello's db") if db is not None else None
+        except UsageError as exc:
+            return wire.error(id_, wire.INVALID_PARAMS, exc.reason)
         wanted = self.fixed_db or self.db_path
-        if db is not None and wanted is not None and not _same_path(Path(db).expanduser(), wanted):
+        if asked is not None and wanted is not None and not _same_path(asked, wanted):
             why = "was started with --db" if self.fixed_db else "already serves"
             return wire.error(id_, wire.WRONG_DATABASE,
                               f"This server {why} {wanted}; it does not serve {db!r} in this session.",
