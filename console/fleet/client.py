@@ -308,7 +308,14 @@ class FleetSessions:
         if self._sessions.get(name) is session and not self._closing.is_set():
             task = asyncio.ensure_future(self._note_lost(name, session))
             self._noting.add(task)  # held: the loop keeps only a weak reference to a task
-            task.add_done_callback(self._noting.discard)
+            task.add_done_callback(self._noted)
+
+    def _noted(self, task: asyncio.Task[None]) -> None:
+        """A finished note leaves the set with its exception retrieved: nothing awaits it once it
+        is gone, and asyncio would print "Task exception was never retrieved" on the CLI's stderr."""
+        self._noting.discard(task)
+        if not task.cancelled():
+            task.exception()
 
     def _note_down(self, outcome: HostOutcome) -> None:
         """Why a host's session ended, unless another session of it was made meanwhile (a state

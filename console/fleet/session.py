@@ -134,6 +134,7 @@ class Session:
 
     async def _read(self) -> None:
         assert self._stdout is not None
+        cancelled = False
         try:
             while line := await self._stdout.readline():
                 self.spoke = True
@@ -153,13 +154,16 @@ class Session:
             self.violation = f"sent a message over the {MAX_RESPONSE_BYTES:,}-byte cap"
         except (OSError, EOFError):
             pass
+        except asyncio.CancelledError:  # closed by its owner (or the loop ending): nobody is to be told
+            cancelled = True
+            raise
         finally:
             self._ended.set()
             for future in self._pending.values():
                 if not future.done():
                     future.set_exception(SessionLost(True, self.violation))
             self._pending.clear()
-            if self.on_lost is not None:
+            if self.on_lost is not None and not cancelled:
                 self.on_lost()
 
     def _dispatch(self, message: dict[str, Any]) -> None:
