@@ -174,14 +174,18 @@ def classify(returncode: int | None, stderr: str, *, alias: str = "HOST", name: 
     ssh exits 255 for its own failures; any other status is the remote command's, whose stderr
     (hostile, and free to say "Permission denied") never decides an ssh state. `spoke`: the remote
     had sent a byte on stdout. ssh checks the host key and logs in before the remote command runs,
-    so after that no failure is ssh's connection failing: the stderr is the host's, even at exit
-    255 (the remote's own status), and it is only ever quoted as what the server said."""
+    so after that the stderr never decides anything: it is partly the host's, and only ever quoted
+    as a last line. The only ssh failure left then is a lost connection, which the status alone
+    says (255: `unreachable`, so a read falls back on the cache and a watch reconnects; a remote
+    exiting 255 by itself gains nothing but its own stale rows); never host_key or auth_failed."""
     who = name or alias
     if spoke:
-        said = last_line(stderr, 160)
+        said = last_line(stderr, 160).rstrip(".")
+        quoted = f"; the last line on its stderr: {said}." if said else "."
+        if returncode == 255:
+            return "unreachable", one_line(f"The connection to {who} ended mid-session (ssh exit 255){quoted}")
         status = "" if returncode is None else f" (exit {returncode})"
-        return "remote_error", one_line(f"The server on {who} ended the session{status}"
-                                        + (f"; the server said: {said}." if said else "."))
+        return "remote_error", one_line(f"The server on {who} ended the session{status}{quoted}")
     if returncode in (255, None):  # ssh's own failure (or still running): its words say which
         found = _ssh_failure(stderr, who, alias)
         if found is not None:

@@ -1,7 +1,8 @@
 """The remote's own words never pass for ssh's: ssh checks the host key and logs in before the
 remote command runs, so once the remote has sent a byte on stdout, no failure is classified
-host_key, auth_failed or unreachable from stderr (console/fleet/transport.py `classify`, told by
-console/fleet/session.py `Session.spoke`), at any exit status."""
+host_key or auth_failed, and nothing at all is decided from stderr (console/fleet/transport.py
+`classify`, told by console/fleet/session.py `Session.spoke`): the exit status alone says a lost
+connection (255), and the host's words are only quoted."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ SSH_WORDS = [
        code=st.sampled_from([None, 0, 1, 2, 3, 126, 127, 255]))
 def test_after_the_remote_spoke_its_stderr_is_never_ssh_s(words, code):
     state, sentence = classify(code, "\n".join(words), alias="eu1", name="eu1", spoke=True)
-    assert state == "remote_error"
-    own = sentence.split("the server said:")[0]  # the host's words only ever follow this, as a quote
+    assert state == ("unreachable" if code == 255 else "remote_error")  # the status decides, never the words
+    own = sentence.split("stderr:")[0]  # the host's words only ever follow this, as a quote
     assert "ssh-keygen" not in own and "host key" not in own.lower() and "log in" not in own
     assert is_clean(sentence, allow_newlines=False)
 
@@ -59,8 +60,8 @@ def test_a_host_that_answered_hello_cannot_pass_its_stderr_for_ssh_s(write_hosts
     remote = " ".join(shlex.quote(w) for w in (sys.executable, str(script)))
     fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": remote}})
     [outcome] = call_hosts(fleet, list(fleet.hosts.values()), "approvals.list", {}, deadline=10, cache=False)
-    assert outcome.state == "remote_error", outcome
-    own = outcome.sentence.split("the server said:")[0]
+    assert outcome.state == ("unreachable" if code == 255 else "remote_error"), outcome
+    own = outcome.sentence.split("stderr:")[0]
     assert "ssh-keygen" not in own and "log in" not in own
 
 
@@ -81,4 +82,4 @@ def test_the_watch_s_sessions_classify_the_same_way(write_hosts, tmp_path):
             await sessions.close()
 
     outcome = asyncio.run(go())
-    assert outcome.state == "remote_error", outcome
+    assert outcome.state == "unreachable" and "ssh-keygen" not in outcome.sentence, outcome
