@@ -16,7 +16,9 @@ blindly (a repeated decision is answered "already ... by you" by the host).
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import signal
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -456,9 +458,26 @@ class FleetSessions:
             self._note_down(_lost(host, exc, returncode, stderr, False, session.spoke))  # why the host is down now
             return _lost(host, exc, returncode, stderr, write and exc.sent, session.spoke)
 
+    def _abandon(self) -> None:
+        """Without a loop nothing can be awaited (an `await` would print "Exception ignored" on the CLI's
+        stderr): the sessions' ssh processes are killed at once, and nothing else is attempted."""
+        for session in self._sessions.values():
+            process = session.process
+            if process is not None and process.returncode is None:
+                try:
+                    os.kill(process.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        self._sessions = {}
+
     async def close(self) -> None:
         """End every session and the keepers, then `ssh -O exit` the shared connections."""
         self._closing.set()
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # closed by the garbage collector after its loop ended (an interrupted asyncio.run)
+            self._abandon()
+            return
         for task in self._keepers:
             task.cancel()
         await asyncio.gather(*self._keepers, *self._noting, return_exceptions=True)
