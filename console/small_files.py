@@ -105,6 +105,8 @@ def read_toml(path: str | os.PathLike[str], what: str) -> dict[str, Any] | None:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SettingsUnusable(what, path, f"it is not valid TOML ({exc})") from None
+    except RecursionError:  # arrays or inline tables nested deeper than the parser's stack
+        raise SettingsUnusable(what, path, "it is nested too deeply to be read") from None
 
 
 __all__ = ["MAX_BYTES", "NotASmallFile", "SettingsUnusable", "read_small_text", "read_toml"]

@@ -15,8 +15,9 @@ Why the loop looks the way it does:
   (console/cli/server_methods.py); JSON-RPC errors are only for what is not a command's answer: a
   malformed message, an unknown method or param, and a write refused because the session is
   read-only or nobody in particular is acting (console/services/host_identity.py).
-- Signals are blocked while a message is written, so a stop never cuts a line; SIGTERM and SIGHUP
-  between messages end the session cleanly (exit 0), as end of input and `shutdown` do.
+- A message is written in chunks that fit, each with the stop signals held, and the wait for room
+  between chunks lets them in: SIGTERM and SIGHUP end the session cleanly (exit 0), as end of input
+  and `shutdown` do, even while a client that stopped reading leaves a line half written.
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ from console.fleet.protocol import METHODS, SESSION_METHODS, SESSION_PARAMS
 
 _MEMBERS = frozenset({"jsonrpc", "id", "method", "params"})
 _BLOCKED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+_CHUNK = select.PIPE_BUF  # a pipe (or socket) select calls writable takes this much without blocking
 
 
 class Channel:
-    """The private stdout: whole lines, written with the stop signals held."""
+    """The private stdout: lines written in chunks that never block with the stop signals held."""
 
     def __init__(self, fd: int):
         self.fd = fd
@@ -47,22 +49,39 @@ class Channel:
         try:
             data = wire.encode(message, cap=wire.MAX_RESPONSE_BYTES)
         except wire.MessageTooLarge as exc:
-            data = wire.encode(wire.error(message.get("id"), wire.TOO_LARGE,
-                                          f"The answer was not sent: {exc}; ask for fewer rows (limit) or "
-                                          "narrow the filters."), cap=wire.MAX_RESPONSE_BYTES)
+            data = _cut(message, exc)
         except ValueError as exc:  # a value JSON cannot carry
             data = wire.encode(wire.error(message.get("id"), wire.INTERNAL_ERROR,
                                           f"The answer could not be encoded ({exc})."), cap=wire.MAX_RESPONSE_BYTES)
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, _BLOCKED)
+        view = memoryview(data)
         try:
-            view = memoryview(data)
             while view:
-                written = os.write(self.fd, view)
+                # Wait for room with the signals deliverable: a client that stops reading (and does not
+                # close) must not make the server deaf to SIGTERM. A stop here ends the session with the
+                # line cut, which no longer matters; each chunk that fits is written with them held.
+                select.select([], [self.fd], [])
+                old = signal.pthread_sigmask(signal.SIG_BLOCK, _BLOCKED)
+                try:
+                    written = os.write(self.fd, view[:_CHUNK])
+                finally:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, old)
                 view = view[written:]
         except OSError:  # the client is gone (EPIPE): nothing can be answered any more
             self.closed = True
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _cut(message: dict[str, Any], exc: wire.MessageTooLarge) -> bytes:
+    """An over-cap message, as what can be sent: a command's result keeps its exit code with the
+    marker that its output was cut (the command ran: a write that committed still says so); anything
+    else becomes a `too_large` error."""
+    result = message.get("result")
+    if isinstance(result, dict) and type(result.get("exit")) is int and "id" in message:
+        size = wire.cut_size(result) or exc.size or 0
+        return wire.encode(wire.result(message["id"], wire.cut_result(result["exit"], size)),
+                           cap=wire.MAX_RESPONSE_BYTES)
+    return wire.encode(wire.error(message.get("id"), wire.TOO_LARGE,
+                                  f"The answer was not sent: {exc}; ask for fewer rows (limit) or narrow the filters."),
+                       cap=wire.MAX_RESPONSE_BYTES)
 
 
 def log(text: str) -> None:
@@ -79,7 +98,9 @@ class Session:
         from console.services.identity import current
 
         self.ctx, self.identity, self.policy, self.channel = ctx, identity, policy, channel
-        self.fixed_db: Path | None = Path(ctx.args.db).expanduser() if ctx.args.db is not None else None
+        from console.db.paths import expand_home
+
+        self.fixed_db: Path | None = expand_home(ctx.args.db, "--db") if ctx.args.db is not None else None
         self.db_path: Path | None = None
         reasons = []
         if ctx.args.read_only:
@@ -119,8 +140,15 @@ class Session:
         if db is not None and not _usable_path(db):
             return wire.error(id_, wire.INVALID_PARAMS, "hello's db must be a path: a non-empty UTF-8 string "
                               "without NUL, at most 4096 characters.")
+        from console.db.paths import expand_home
+        from console.errors import UsageError
+
+        try:
+            asked = expand_home(db, "hello's db") if db is not None else None
+        except UsageError as exc:
+            return wire.error(id_, wire.INVALID_PARAMS, exc.reason)
         wanted = self.fixed_db or self.db_path
-        if db is not None and wanted is not None and not _same_path(Path(db).expanduser(), wanted):
+        if asked is not None and wanted is not None and not _same_path(asked, wanted):
             why = "was started with --db" if self.fixed_db else "already serves"
             return wire.error(id_, wire.WRONG_DATABASE,
                               f"This server {why} {wanted}; it does not serve {db!r} in this session.",

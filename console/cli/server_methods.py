@@ -10,7 +10,10 @@ console/fleet/protocol.py `METHODS` are accepted, and the global options (`--db`
 `run` parses that command line with console/cli/parser.py `build_parser` and runs its handler with
 the session's Context, capturing what it prints: the result is `{"exit": CODE, "output": JSON}`,
 where JSON is exactly what `archon-console ... --json` prints, failures included (console/cli/cli.py
-`report_usage` and `report_failure` end both).
+`report_usage` and `report_failure` end both). The capture is bounded as it is written
+(`BoundedCapture`): past console/fleet/protocol.py `MAX_OUTPUT_BYTES` it only counts, so a command
+that prints a whole database never makes the server hold it, and the answer still carries the
+command's exit code with the marker that its output was cut (`protocol.cut_result`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from console.fleet.protocol import Method, read_wire_json
+from console.fleet.protocol import MAX_OUTPUT_BYTES, Method, cut_result, read_wire_json
 
 TEXT_KEPT = 64 * 1024  # characters of output that is not JSON, kept for the client to show
 
@@ -36,9 +39,40 @@ class Outcome:
     exit: int
     output: Any
     stopped: BaseException | None = None  # a signal arrived while the command ran
+    cut: int | None = None  # the output's size in bytes when it was over the cap (and not kept)
 
     def to_json(self) -> dict[str, Any]:
+        if self.cut is not None:
+            return cut_result(self.exit, self.cut)
         return {"exit": self.exit, "output": self.output}
+
+
+class BoundedCapture(io.TextIOBase):
+    """A command's stdout that keeps at most `cap` UTF-8 bytes and only counts the rest."""
+
+    def __init__(self, cap: int | None = None):
+        super().__init__()
+        self.cap = MAX_OUTPUT_BYTES if cap is None else cap
+        self.size = 0
+        self._parts: list[str] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.size += len(text.encode("utf-8", "surrogatepass"))
+        if self.size <= self.cap:
+            self._parts.append(text)
+        elif self._parts:
+            self._parts.clear()  # over the cap: what was kept is no answer any more
+        return len(text)
+
+    @property
+    def overflowed(self) -> bool:
+        return self.size > self.cap
+
+    def getvalue(self) -> str:
+        return "".join(self._parts)
 
 
 def _global_options() -> frozenset[str]:
@@ -183,7 +217,7 @@ def run(argv: list[str], make_context) -> Outcome:
     from console.cli.output import SafeStream
     from console.cli.parser import UsageProblem, build_parser
 
-    capture = io.StringIO()
+    capture = BoundedCapture()
     saved = sys.stdout
     sys.stdout = SafeStream(capture)  # type: ignore[assignment]
     stopped: BaseException | None = None
@@ -205,7 +239,9 @@ def run(argv: list[str], make_context) -> Outcome:
                 code = report_failure(exc, json=True, note=ctx.write_note if ctx is not None else None)
     finally:
         sys.stdout = saved
+    if capture.overflowed:
+        return Outcome(code, None, stopped, cut=capture.size)
     return Outcome(code, parse_output(capture.getvalue()), stopped)
 
 
-__all__ = ["BadParams", "Outcome", "allowed", "argv_for", "command_actions", "failure", "parse_output", "run"]
+__all__ = ["BadParams", "BoundedCapture", "Outcome", "allowed", "argv_for", "command_actions", "failure", "parse_output", "run"]

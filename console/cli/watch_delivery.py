@@ -21,9 +21,9 @@ for `approvals watch --fleet` (console/cli/fleet_watch.py), through this same fi
     """
 
     def __init__(self, path: str | None, warn, *, decode=None, encode=None):
-        from pathlib import Path
+        from console.db.paths import expand_home
 
-        self.path = Path(path).expanduser() if path else None
+        self.path = expand_home(path, "--cursor") if path else None
         self._warn = warn
         self._decode = decode
         self._encode = encode or (lambda position: position.to_json())

@@ -217,6 +217,18 @@ def open_judged(path: str | os.PathLike[str]) -> Judged:
     return Judged(os.fspath(path), fd, dir_fd, name, status, why, dir_why)
 
 
+def directory_placed_by_others(path: str | os.PathLike[str]) -> str | None:
+    """Why another user could rename, replace or redirect the directory `path` (any directory or
+    link on the way from `/`, or the directory's own owner), or None; the caller checks the
+    directory's own mode. For directories the console keeps private (console/fleet/private.py)."""
+    try:
+        dir_fd, _name, _shown, why = _walk(path)
+    except OSError as exc:
+        return f"{path} cannot be examined ({exc.strerror or exc})"
+    os.close(dir_fd)
+    return why
+
+
 def untrusted_because(*paths: str | os.PathLike[str]) -> str | None:
     """Why another user could have placed one of `paths` (the first reason found), or None.
 
@@ -239,4 +251,4 @@ def untrusted_because(*paths: str | os.PathLike[str]) -> str | None:
     return None
 
 
-__all__ = ["Judged", "MAX_LINKS", "open_judged", "untrusted_because"]
+__all__ = ["Judged", "MAX_LINKS", "directory_placed_by_others", "open_judged", "untrusted_because"]

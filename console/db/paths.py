@@ -26,16 +26,28 @@ DEFAULT_DB_PATH = Path("~/.archon/archon.db")
 _MISSING_HINT = "Pass --db PATH or set ARCHON_DB_PATH; the console never creates one."
 
 
+def expand_home(path: str | os.PathLike[str], what: str = "The path") -> Path:
+    """`path` with `~` and `~user` expanded. A `~user` that names nobody here (or a home that cannot
+    be found) is the user's to fix: a usage sentence, never Python's "Could not determine home
+    directory" as an unexpected RuntimeError. Every path a user or a client gives goes through it."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        shown = str(path) if len(str(path)) <= 80 else str(path)[:77] + "..."
+        raise UsageError(f"{what} {shown!r} starts with ~ but names no home directory on this machine.",
+                         "Write the path out in full.") from None
+
+
 def resolve_db_path(explicit: str | os.PathLike[str] | None = None) -> Path:
     if explicit is not None:
         if not str(explicit).strip():
             # An empty --db (say, an unset shell variable) must not fall back to another database.
             raise UsageError("--db was given an empty path.", "Name the database file, or leave --db out.")
-        return Path(explicit).expanduser()
+        return expand_home(explicit, "--db")
     env = os.environ.get("ARCHON_DB_PATH")
     if env:
-        return Path(env).expanduser()
-    return DEFAULT_DB_PATH.expanduser()
+        return expand_home(env, "ARCHON_DB_PATH")
+    return expand_home(DEFAULT_DB_PATH, "The default database path")
 
 
 def _kind(mode: int) -> str:

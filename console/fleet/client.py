@@ -16,7 +16,9 @@ blindly (a repeated decision is answered "already ... by you" by the host).
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import signal
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -26,7 +28,7 @@ from console.fleet import answers
 from console.fleet import cache as fleet_cache
 from console.fleet.hosts import Fleet, Host
 from console.fleet.local_policy import refused_locally
-from console.fleet.protocol import METHOD_NOT_FOUND, METHODS, PROTOCOL_VERSION
+from console.fleet.protocol import BEFORE_RUNNING, METHOD_NOT_FOUND, METHODS, PROTOCOL_VERSION, cut_size
 from console.fleet.session import NotSent, Notify, RemoteError, Session, SessionLost
 from console.fleet.transport import classify, close_masters, control_dir
 from console.text import is_clean, one_line
@@ -99,18 +101,34 @@ def check_hello(host: Host, hello: Any, *, use_cache: bool) -> HostOutcome | Non
     return None
 
 
-def _remote_outcome(host: Host, error: RemoteError, at_hello: bool) -> HostOutcome:
+def _remote_outcome(host: Host, error: RemoteError, at_hello: bool, write: bool = False) -> HostOutcome:
     if at_hello and (error.code == METHOD_NOT_FOUND or error.kind in ("version_skew", "protocol")):
         return HostOutcome(host.name, "version_skew", one_line(
             f"{host.name} does not speak this console's fleet protocol ({error.message}): upgrade the older of the "
             "two (pipx upgrade archon-console)."))
+    if write and not at_hello and error.code not in BEFORE_RUNNING:  # it may have run and committed
+        return HostOutcome(host.name, "outcome_unknown", one_line(
+            f"{host.name} answered the write with an error that may follow its work ({error.message}): whether it "
+            "took effect is unknown; read it again before repeating it."))
     return HostOutcome(host.name, "remote_error", one_line(f"{host.name} refused: {error.message} ({error.kind})."))
 
 
 def _answer(host: Host, method: str, value: Any, hello: dict[str, Any]) -> HostOutcome:
     """A method's result, `{"exit": CODE, "output": JSON}` (and the refusal's words, when any),
     checked against what `method` answers (console/fleet/answers.py): an answer that is not one is
-    never a result; for a write, which was sent, its outcome is unknown."""
+    never a result; for a write, which was sent, its outcome is unknown. A result whose output was
+    cut for its size (console/fleet/protocol.py `cut_result`) ran on the host: a write's outcome is
+    then to be read back, never taken as refused or as not sent."""
+    cut = cut_size(value) if isinstance(value, dict) and type(value.get("exit")) is int else None
+    if cut is not None and is_write(method):
+        return HostOutcome(host.name, "outcome_unknown", one_line(
+            f"The write was done on {host.name} (exit {value['exit']}), but its answer ({cut} bytes) was too large "
+            f"to show: check each id with approvals show {host.name}:ID (or the matching show) before repeating "
+            "it."), hello=hello)
+    if cut is not None:
+        return HostOutcome(host.name, "remote_error", one_line(
+            f"{host.name}'s answer ({cut} bytes) was too large to send: ask for fewer rows (limit) or narrow the "
+            "filters."), hello=hello)
     why = answers.problem(method, value)
     if why is not None:
         said = f"{host.name} sent an answer the console does not understand: {why}"
@@ -133,14 +151,14 @@ def failure_sentence(output: Any) -> str | None:
 
 
 def _lost(host: Host, lost: SessionLost, returncode: int | None, stderr: str,
-          write_sent: bool) -> HostOutcome:
+          write_sent: bool, spoke: bool) -> HostOutcome:
     if write_sent:
         return HostOutcome(host.name, "outcome_unknown", one_line(
             f"The connection to {host.name} ended after the write was sent and before its answer: whether it took "
             "effect is unknown; read it again before repeating it."))
     if lost.violation:
         return HostOutcome(host.name, "remote_error", one_line(f"{host.name} {lost.violation}; the session was ended."))
-    state, sentence = classify(returncode, stderr, alias=host.ssh, name=host.name, remote=host.remote)
+    state, sentence = classify(returncode, stderr, alias=host.ssh, name=host.name, remote=host.remote, spoke=spoke)
     return HostOutcome(host.name, state, sentence)
 
 
@@ -171,11 +189,11 @@ async def _attempt(fleet: Fleet, host: Host, method: str, params: dict[str, Any]
         progress.write_sent = is_write(method)
         return _answer(host, method, await session.request(method, params), hello)
     except RemoteError as exc:
-        return _remote_outcome(host, exc, at_hello)
+        return _remote_outcome(host, exc, at_hello, is_write(method))
     except SessionLost as exc:
         # after a violation nothing more is read: the caller kills the process
         returncode, stderr = await session.finish() if not exc.violation else (None, "")
-        return _lost(host, exc, returncode, stderr, progress.write_sent and exc.sent)
+        return _lost(host, exc, returncode, stderr, progress.write_sent and exc.sent, session.spoke)
     except NotSent as exc:
         progress.write_sent = False
         return HostOutcome(host.name, "remote_error", one_line(f"Nothing was sent to {host.name}: {exc}."))
@@ -208,7 +226,9 @@ async def call_one(fleet: Fleet, host: Host, method: str, params: dict[str, Any]
                 "read it again before repeating it."))
         else:
             stderr = progress.session.stderr if progress.session else ""
-            state, sentence = classify(None, stderr, alias=host.ssh, name=host.name) if stderr.strip() else ("", "")
+            spoke = progress.session is not None and progress.session.spoke
+            state, sentence = (classify(None, stderr, alias=host.ssh, name=host.name, spoke=spoke) if stderr.strip()
+                               else ("", ""))
             if state not in ("host_key", "auth_failed", "unreachable"):
                 state, sentence = "timeout", one_line(f"{host.name} did not answer within {deadline:g} s "
                                                       "(the console's deadline); its ssh was stopped.")
@@ -316,7 +336,14 @@ class FleetSessions:
         if self._sessions.get(name) is session and not self._closing.is_set():
             task = asyncio.ensure_future(self._note_lost(name, session))
             self._noting.add(task)  # held: the loop keeps only a weak reference to a task
-            task.add_done_callback(self._noting.discard)
+            task.add_done_callback(self._noted)
+
+    def _noted(self, task: asyncio.Task[None]) -> None:
+        """A finished note leaves the set with its exception retrieved: nothing awaits it once it
+        is gone, and asyncio would print "Task exception was never retrieved" on the CLI's stderr."""
+        self._noting.discard(task)
+        if not task.cancelled():
+            task.exception()
 
     def _note_down(self, outcome: HostOutcome) -> None:
         """Why a host's session ended, unless another session of it was made meanwhile (a state
@@ -328,7 +355,8 @@ class FleetSessions:
         returncode, stderr = await session.finish()
         if self._sessions.get(name) is session:
             del self._sessions[name]
-            self._note_down(_lost(self.hosts[name], SessionLost(False, session.violation), returncode, stderr, False))
+            self._note_down(_lost(self.hosts[name], SessionLost(False, session.violation), returncode, stderr, False,
+                                  session.spoke))
             await session.close(kill=True)
 
     async def _open(self, host: Host) -> HostOutcome:
@@ -380,7 +408,7 @@ class FleetSessions:
             return _remote_outcome(host, exc, True)
         except SessionLost as exc:
             returncode, stderr = await session.finish() if not exc.violation else (None, "")
-            return _lost(host, exc, returncode, stderr, False)
+            return _lost(host, exc, returncode, stderr, False, session.spoke)
         except asyncio.CancelledError:  # closed while connecting (the TUI quit): its ssh is ended, not left running
             await asyncio.shield(session.close(kill=True))
             raise
@@ -454,7 +482,7 @@ class FleetSessions:
                 f"{host.name} did not answer the write within {deadline:g} s: whether it took effect is unknown; "
                 "read it again before repeating it."))
         except RemoteError as exc:
-            return _remote_outcome(host, exc, False)
+            return _remote_outcome(host, exc, False, write)
         except NotSent as exc:
             return HostOutcome(host.name, "remote_error", one_line(f"Nothing was sent to {host.name}: {exc}."))
         except SessionLost as exc:
@@ -462,12 +490,29 @@ class FleetSessions:
                 del self._sessions[host.name]
             returncode, stderr = await session.finish() if not exc.violation else (None, "")
             await session.close(kill=True)
-            self._note_down(_lost(host, exc, returncode, stderr, False))  # why the host is down now
-            return _lost(host, exc, returncode, stderr, write and exc.sent)
+            self._note_down(_lost(host, exc, returncode, stderr, False, session.spoke))  # why the host is down now
+            return _lost(host, exc, returncode, stderr, write and exc.sent, session.spoke)
+
+    def _abandon(self) -> None:
+        """Without a loop nothing can be awaited (an `await` would print "Exception ignored" on the CLI's
+        stderr): the sessions' ssh processes are killed at once, and nothing else is attempted."""
+        for session in self._sessions.values():
+            process = session.process
+            if process is not None and process.returncode is None:
+                try:
+                    os.kill(process.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        self._sessions = {}
 
     async def close(self) -> None:
         """End every session and the keepers, then `ssh -O exit` the shared connections."""
         self._closing.set()
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # closed by the garbage collector after its loop ended (an interrupted asyncio.run)
+            self._abandon()
+            return
         for task in self._keepers:
             task.cancel()
         await asyncio.gather(*self._keepers, *self._noting, return_exceptions=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from console.errors import UsageError
+from console.db.paths import expand_home
 from console.small_files import SettingsUnusable, read_toml
 from console.text import is_clean
 
@@ -63,7 +64,7 @@ class Fleet:
 def hosts_path() -> Path:
     explicit = os.environ.get(HOSTS_ENV)
     if explicit:
-        return Path(explicit).expanduser()
+        return expand_home(explicit, HOSTS_ENV)
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "archon-console" / "hosts.toml"
 

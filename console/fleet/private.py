@@ -4,9 +4,13 @@ A control socket is a logged-in session to a host: whoever can connect to it run
 as the operator. A cache file is what the console shows when a host is down. So both live in a
 directory only the operator can use, and that is checked, not assumed: the directory is created
 0700, and before every use `lstat` must show a directory (not a symlink) owned by this user with
-no permission for anyone else, inside a parent nobody else can rename it out of (owned by this
-user or root, and not writable by others unless sticky, as /tmp is). Anything else is refused
-with one sentence; the console never chmods or deletes what it did not create.
+no permission for anyone else, on a path nobody else can rename it out of: every directory and
+link from `/` down is judged by the project's one trust walk (console/db/file_trust.py: owned by
+this user or root, and not writable by others unless sticky, as /tmp is), not only the nearest
+parent, which the console itself may have created inside a directory others can write. Anything
+else is refused with one sentence; the console never chmods or deletes what it did not create. A
+relative `$XDG_CACHE_HOME` is ignored, as the XDG spec says (it would name a tree under whatever
+directory the console was started in).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import os
 import stat
 from pathlib import Path
 
+from console.db.file_trust import directory_placed_by_others
 from console.errors import EXIT_UNUSABLE, ConsoleError
 
 
@@ -26,7 +31,8 @@ class PrivateDirUnusable(ConsoleError):
 
 
 def cache_home() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    value = os.environ.get("XDG_CACHE_HOME")
+    return Path(value) if value and os.path.isabs(value) else Path.home() / ".cache"
 
 
 def _check(path: Path, info: os.stat_result, *, parent: bool) -> None:
@@ -64,6 +70,10 @@ def private_dir(path: Path) -> Path:
             pass
         _check(path.parent, os.stat(path.parent), parent=True)
         _check(path, os.lstat(path), parent=False)
+        why = directory_placed_by_others(path)
+        if why is not None:
+            raise PrivateDirUnusable(f"{path} is not private: {why}.",
+                                     "Point XDG_RUNTIME_DIR or XDG_CACHE_HOME at a directory only you can change.")
     except OSError as exc:
         raise PrivateDirUnusable(f"{path} cannot be used: {exc.strerror or exc}.",
                                  "Check the directory's permissions.") from None

@@ -23,6 +23,10 @@ from console.text import read_json
 PROTOCOL_VERSION = 1
 MAX_REQUEST_BYTES = 256 * 1024  # a request is a method and a few options
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024  # a page of requests, an audit page, a doctor report
+# What the server keeps of a command's output while it runs (UTF-8 bytes): the capture stops
+# accumulating past it, so an answer's memory is bounded before the work, not refused after it. The
+# rest of the cap is room for the envelope and for JSON's escapes.
+MAX_OUTPUT_BYTES = MAX_RESPONSE_BYTES - 64 * 1024
 
 # JSON-RPC 2.0's own codes, then the server's (-32000 to -32099 are for the implementation).
 PARSE_ERROR = -32700
@@ -37,6 +41,12 @@ NOT_READY = -32004  # a method before `hello`
 VERSION_SKEW = -32005  # `hello` asked for another major protocol version
 WRONG_DATABASE = -32006  # `hello` named another database than the one the host fixed with `--db`
 STREAM_BUSY = -32007  # a method other than `shutdown` on a session that watches (a watch is dedicated)
+
+# Errors the server answers before a command runs: nothing happened on the host. Any other error to a
+# write (too_large, internal_error, a code this end does not know) may follow work that committed, so
+# the client treats that write's outcome as unknown, never as refused.
+BEFORE_RUNNING = frozenset({PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, IDENTITY_AMBIGUOUS,
+                            READ_ONLY, NOT_READY, VERSION_SKEW, WRONG_DATABASE, STREAM_BUSY})
 
 ERROR_KINDS = {
     PARSE_ERROR: "parse_error", INVALID_REQUEST: "invalid_request", METHOD_NOT_FOUND: "method_not_found",
@@ -98,15 +108,34 @@ WATCH = _m("approvals watch", "project kind status expiring_within poll")
 WATCH_NOTIFICATION = "approvals.changed"  # params: {"change": <one `approvals watch --json` line>, "cursor": ...}
 
 
+def cut_result(exit_code: int, size: int) -> dict[str, Any]:
+    """A method's result whose output was over the cap: the command ran and ended with `exit_code`;
+    its output (`size` bytes) is not sent. An answer is never dropped for its size: a write that
+    committed still says so."""
+    return {"exit": exit_code, "output": None, "truncated": {"bytes": size, "cap": MAX_OUTPUT_BYTES}}
+
+
+def cut_size(result: Any) -> int | None:
+    """The size of the output a result says was cut (`cut_result`), else None."""
+    marker = result.get("truncated") if isinstance(result, dict) else None
+    size = marker.get("bytes") if isinstance(marker, dict) else None
+    return size if type(size) is int and size >= 0 else (0 if marker is not None else None)
+
+
 class MessageTooLarge(ValueError):
-    """A line over the cap: the peer is refused, the rest of the line is discarded unread."""
+    """A line over the cap: the peer is refused, the rest of the line is discarded unread. `size`:
+    the message's length in bytes, when it is known."""
+
+    def __init__(self, text: str, size: int | None = None):
+        super().__init__(text)
+        self.size = size
 
 
 def encode(message: dict[str, Any], *, cap: int) -> bytes:
     """One line: ASCII-only JSON (no raw newline or control byte can end or split it)."""
     data = json.dumps(message, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode("ascii") + b"\n"
     if len(data) > cap:
-        raise MessageTooLarge(f"a message of {len(data)} bytes is over the {cap}-byte cap")
+        raise MessageTooLarge(f"a message of {len(data)} bytes is over the {cap}-byte cap", len(data))
     return data
 
 
@@ -214,9 +243,10 @@ def notification(method: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 __all__ = [
-    "ERROR_KINDS", "Framer", "IDENTITY_AMBIGUOUS", "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "MAX_REQUEST_BYTES",
-    "MAX_RESPONSE_BYTES", "METHODS", "METHOD_NOT_FOUND", "Method", "MessageTooLarge", "NOT_READY", "PARSE_ERROR",
-    "PROTOCOL_VERSION", "READ_ONLY", "SESSION_METHODS", "SESSION_PARAMS", "STREAM_BUSY", "TOO_LARGE", "VERSION_SKEW",
-    "WATCH", "WATCH_NOTIFICATION", "WRONG_DATABASE", "decode", "encode", "error", "notification", "read_line",
-    "request", "result",
+    "BEFORE_RUNNING", "ERROR_KINDS", "Framer", "IDENTITY_AMBIGUOUS", "INTERNAL_ERROR", "INVALID_PARAMS",
+    "INVALID_REQUEST", "MAX_OUTPUT_BYTES", "MAX_REQUEST_BYTES", "MAX_RESPONSE_BYTES", "METHODS",
+    "METHOD_NOT_FOUND", "MessageTooLarge", "Method", "NOT_READY", "PARSE_ERROR", "PROTOCOL_VERSION",
+    "READ_ONLY", "SESSION_METHODS", "SESSION_PARAMS", "STREAM_BUSY", "TOO_LARGE", "VERSION_SKEW", "WATCH",
+    "WATCH_NOTIFICATION", "WRONG_DATABASE", "cut_result", "cut_size", "decode", "encode", "error",
+    "notification", "read_line", "request", "result",
 ]

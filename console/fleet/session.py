@@ -71,6 +71,7 @@ class Session:
         self.on_notification, self.on_lost = on_notification, on_lost
         self.process: asyncio.subprocess.Process | None = None
         self.violation: str | None = None
+        self.spoke = False  # a byte came on stdout: the remote command runs, so ssh had connected
         self._stderr = bytearray()
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._ids = itertools.count(1)
@@ -133,8 +134,10 @@ class Session:
 
     async def _read(self) -> None:
         assert self._stdout is not None
+        cancelled = False
         try:
             while line := await self._stdout.readline():
+                self.spoke = True
                 try:
                     message = decode(line)
                 except ValueError as exc:  # console/text.py UnreadableJson names the limit it hit
@@ -149,13 +152,16 @@ class Session:
             self.violation = f"sent a message over the {MAX_RESPONSE_BYTES:,}-byte cap"
         except (OSError, EOFError):
             pass
+        except asyncio.CancelledError:  # closed by its owner (or the loop ending): nobody is to be told
+            cancelled = True
+            raise
         finally:
             self._ended.set()
             for future in self._pending.values():
                 if not future.done():
                     future.set_exception(SessionLost(True, self.violation))
             self._pending.clear()
-            if self.on_lost is not None:
+            if self.on_lost is not None and not cancelled:
                 self.on_lost()
 
     def _dispatch(self, message: dict[str, Any]) -> None:

@@ -168,12 +168,24 @@ def _ssh_failure(stderr: str, who: str, alias: str) -> tuple[str, str] | None:
 
 
 def classify(returncode: int | None, stderr: str, *, alias: str = "HOST", name: str | None = None,
-             remote: str = "archon-console") -> tuple[str, str]:
+             remote: str = "archon-console", spoke: bool = False) -> tuple[str, str]:
     """The state and the one-line sentence for an ssh that ended without a server answering.
     `alias` is what ssh was given (the remedy names it), `name` the host's name in hosts.toml.
     ssh exits 255 for its own failures; any other status is the remote command's, whose stderr
-    (hostile, and free to say "Permission denied") never decides an ssh state."""
+    (hostile, and free to say "Permission denied") never decides an ssh state. `spoke`: the remote
+    had sent a byte on stdout. ssh checks the host key and logs in before the remote command runs,
+    so after that the stderr never decides anything: it is partly the host's, and only ever quoted
+    as a last line. The only ssh failure left then is a lost connection, which the status alone
+    says (255: `unreachable`, so a read falls back on the cache and a watch reconnects; a remote
+    exiting 255 by itself gains nothing but its own stale rows); never host_key or auth_failed."""
     who = name or alias
+    if spoke:
+        said = last_line(stderr, 160).rstrip(".")
+        quoted = f"; the last line on its stderr: {said}." if said else "."
+        if returncode == 255:
+            return "unreachable", one_line(f"The connection to {who} ended mid-session (ssh exit 255){quoted}")
+        status = "" if returncode is None else f" (exit {returncode})"
+        return "remote_error", one_line(f"The server on {who} ended the session{status}{quoted}")
     if returncode in (255, None):  # ssh's own failure (or still running): its words say which
         found = _ssh_failure(stderr, who, alias)
         if found is not None:
