@@ -152,7 +152,7 @@ class _Stream:
     async def run(self) -> None:
         import asyncio
 
-        from console.fleet.client import FleetSessions
+        from console.fleet.sessions import FleetSessions
 
         self.sessions = FleetSessions(self.runner.fleet, self.runner.hosts, parallel=int(self.runner.args.parallel),
                                       cache=False, on_notification=self.notified, on_state=self.state)

@@ -3,7 +3,7 @@ view, write report or exit code believes it.
 
 A host runs the console's own command and answers `{"exit": CODE, "output": JSON}`; a hostile,
 broken or other-version host can answer anything. Every method's result passes `problem` here
-(console/fleet/client.py `_answer`, for the CLI and the TUI alike) before its outcome says `ok`:
+(console/fleet/client.py `answer_outcome`, for the CLI and the TUI alike) before its outcome says `ok`:
 `exit` must be one of the console's exit codes, and `output` must have the shape the command's
 `--json` prints (or, for a failure, the one error object of console/cli/output.py `error_json`).
 An answer that is not is never shown as a result: a read's host is "not understood"

@@ -38,7 +38,7 @@ class ClientLink:
     def _start(self) -> None:
         if self.sessions is not None:
             return
-        from console.fleet.client import FleetSessions
+        from console.fleet.sessions import FleetSessions
 
         loop = asyncio.get_running_loop()
         self._first = {name: loop.create_future() for name in self.hosts}

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from console.fleet.client import FleetSessions, call_hosts
+from console.fleet.client import call_hosts
+from console.fleet.sessions import FleetSessions
 from console.fleet.transport import classify
 from tests.approvals_helpers import events, status_of
 from tests.conftest import connect

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.fleet.client import FleetSessions, call_hosts
+from console.fleet.client import call_hosts
+from console.fleet.sessions import FleetSessions
 from console.fleet.transport import classify
 from console.text import is_clean
 

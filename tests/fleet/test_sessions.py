@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from console.fleet.client import FleetSessions, call_hosts
+from console.fleet.client import call_hosts
+from console.fleet.sessions import FleetSessions
 
 from .conftest import peer
 

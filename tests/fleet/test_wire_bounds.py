@@ -2,7 +2,7 @@
 console/fleet/protocol.py `MAX_OUTPUT_BYTES` of a command's output while it runs, and an answer over
 the cap still says that the command ran and how it ended, so a write that committed is never
 reported as refused or as not sent (console/cli/server_methods.py `BoundedCapture`,
-console/cli/server.py `Channel`, console/fleet/client.py `_answer`)."""
+console/cli/server.py `Channel`, console/fleet/client.py `answer_outcome`)."""
 
 from __future__ import annotations
 
