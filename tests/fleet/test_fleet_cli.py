@@ -192,7 +192,7 @@ class _FleetWatch:
         threading.Thread(target=lambda: [self.lines.put(x) for x in self.proc.stdout], daemon=True).start()
         threading.Thread(target=lambda: [self.err.append(x) for x in self.proc.stderr], daemon=True).start()
 
-    def changes(self, n: int, wait: float = 30.0) -> list[dict]:
+    def changes(self, n: int, wait: float = 60.0) -> list[dict]:
         got = []
         while len(got) < n:
             value = json.loads(self.lines.get(timeout=wait))
@@ -202,7 +202,7 @@ class _FleetWatch:
                 self.notes.append(value["note"])
         return got
 
-    def note(self, prefix: str, wait: float = 30.0) -> str:
+    def note(self, prefix: str, wait: float = 60.0) -> str:
         """The first note starting with `prefix`, read on as long as it takes (bounded)."""
         import time
 
@@ -238,7 +238,7 @@ def _ctrl_c_as_at_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _until(condition, what: str, wait: float = 30.0):
+def _until(condition, what: str, wait: float = 60.0):
     import time
 
     deadline = time.monotonic() + wait
