@@ -148,6 +148,12 @@ class _Stream:
         self.cursor, self.hooks, self.report = cursor, hooks, report
         self.said: dict[str, str] = {}
         self.oversized: set[str] = set()  # hosts whose too-large cursor was said
+        # One watch per session. `FleetSessions.call` reconnects a session that dropped after its
+        # `ok` and announces a second `ok` for the session it then watches on; a second start there
+        # would be refused by the host (a watching session is dedicated) and say the watch failed.
+        self.watched: dict[str, Any] = {}  # host -> the `ok` outcome of the session its watch runs on
+        self.locks: dict[str, Any] = {}
+        self.starting: set = set()  # held: the event loop keeps only a weak reference to a task
 
     async def run(self) -> None:
         import asyncio
@@ -168,7 +174,9 @@ class _Stream:
         from console.text import one_line
 
         if outcome.state == "ok":
-            asyncio.ensure_future(self.start(outcome.host))
+            task = asyncio.ensure_future(self.start(outcome.host))
+            self.starting.add(task)
+            task.add_done_callback(self.starting.discard)
             return
         text = f"{one_line(outcome.host, 30)}: {outcome.state}: {one_line(outcome.sentence or '', 300).rstrip('.')}"
         if self.said.get(outcome.host) != text:  # once per change of state, not once per retry
@@ -176,6 +184,14 @@ class _Stream:
             self.report(text + "; reconnecting with back-off, then resuming from its cursor")
 
     async def start(self, host: str) -> None:
+        import asyncio
+
+        async with self.locks.setdefault(host, asyncio.Lock()):
+            if self.watched.get(host) is not None and self.watched[host] is self.sessions.states.get(host):
+                return  # this session streams the host's changes already
+            await self._start(host)
+
+    async def _start(self, host: str) -> None:
         from console.text import one_line
 
         params = dict(self.params)
@@ -187,6 +203,7 @@ class _Stream:
             why = output.get("error") or outcome.sentence or outcome.state
             self.report(f"{one_line(host, 30)}: the watch did not start: {one_line(why, 300)}")
             return
+        self.watched[host] = self.sessions.states.get(host)
         if self.said.pop(host, None) is not None:
             self.report(f"{one_line(host, 30)}: back; resuming from its cursor")
         for note in output.get("notes") or ():

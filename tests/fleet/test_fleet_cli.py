@@ -185,14 +185,14 @@ class _FleetWatch:
         argv = [sys.executable, "-m", "console", "--group", "eu", "--group", "us", "approvals", "watch", "--json",
                 "--poll", "0.05", *extra]
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                                     env=dict(os.environ, PYTHONUNBUFFERED="1"), preexec_fn=_ctrl_c_as_at_a_terminal)
         self.lines: queue.Queue = queue.Queue()
         self.err: list[str] = []
         self.notes: list[str] = []  # under --json the watch's notes are lines of stdout
         threading.Thread(target=lambda: [self.lines.put(x) for x in self.proc.stdout], daemon=True).start()
         threading.Thread(target=lambda: [self.err.append(x) for x in self.proc.stderr], daemon=True).start()
 
-    def changes(self, n: int, wait: float = 30.0) -> list[dict]:
+    def changes(self, n: int, wait: float = 60.0) -> list[dict]:
         got = []
         while len(got) < n:
             value = json.loads(self.lines.get(timeout=wait))
@@ -202,7 +202,7 @@ class _FleetWatch:
                 self.notes.append(value["note"])
         return got
 
-    def note(self, prefix: str, wait: float = 30.0) -> str:
+    def note(self, prefix: str, wait: float = 60.0) -> str:
         """The first note starting with `prefix`, read on as long as it takes (bounded)."""
         import time
 
@@ -214,13 +214,31 @@ class _FleetWatch:
         return next(note for note in self.notes if note.startswith(prefix))
 
     def stop(self) -> int:
+        """Ctrl-C, and the exit status it ended with; a watch that outlives it is killed (never left
+        running after the test) and its stderr is the failure's message."""
         import signal
+        import subprocess
 
         self.proc.send_signal(signal.SIGINT)
-        return self.proc.wait(timeout=30)
+        try:
+            return self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=60)
+            raise AssertionError("the watch did not stop on Ctrl-C: " + "".join(self.err)) from None
 
 
-def _until(condition, what: str, wait: float = 30.0):
+def _ctrl_c_as_at_a_terminal() -> None:
+    """In the watch's process, before it runs: SIGINT as a terminal delivers it. A test run started
+    as a background job of a non-interactive shell (`pytest ... &`, as CI and load scripts do)
+    inherits SIGINT *ignored*, and the console rightly keeps an ignored signal ignored
+    (console/signals.py), so the test's Ctrl-C would never arrive."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _until(condition, what: str, wait: float = 60.0):
     import time
 
     deadline = time.monotonic() + wait

@@ -52,3 +52,51 @@ def test_a_change_prints_as_the_local_line_with_its_host_first_and_never_a_secon
 def test_a_change_of_another_shape_is_refused(bad):
     with pytest.raises(ValueError):
         change_from_json(bad)
+
+
+@pytest.mark.slow  # a real `serve --stdio` behind the fake ssh
+def test_a_second_ok_for_a_session_already_watching_starts_no_second_watch(make_db, write_hosts, tmp_path):
+    """A host's watch is started on each `ok` state, and `FleetSessions.call` may itself reconnect
+    (the session dropped between the `ok` and the watch's call) and announce a second `ok` for the
+    session that first call then watches on. Two starts on one session: the second is refused by
+    the host (a watching session is dedicated, STREAM_BUSY) and the user read "the watch did not
+    start" while it ran. One watch per session: a second `ok` for a watched session starts nothing."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from console.cli.fleet_watch import _Stream
+
+    from tests.approvals_helpers import add_project
+
+    db = make_db(name="eu1.db", fill=lambda conn: add_project(conn, "p-eu1"))  # a project: an instance id
+    fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": "archon-console", "db": str(db)}})  # this checkout's
+    runner = SimpleNamespace(fleet=fleet, hosts=list(fleet.hosts.values()), args=SimpleNamespace(parallel=8),
+                             json=True)
+    said: list[str] = []
+    cursors: dict = {}
+    stream = _Stream(runner, {"poll": 0.05}, cursors, SimpleNamespace(save=lambda value: None), None, said.append)
+
+    def settled() -> bool:
+        if "eu1" not in cursors:
+            return False
+        starting = getattr(stream, "starting", None)
+        if starting is None:  # (before the fix nothing kept the starts: the host's refusal ends the second)
+            return any("did not start" in note for note in said)
+        return all(task.done() for task in starting)
+
+    async def scenario():
+        from console.fleet.client import FleetSessions
+
+        stream.sessions = FleetSessions(fleet, runner.hosts, cache=False, on_state=stream.state)
+        try:
+            await stream.sessions.connect()  # its `ok` starts the watch
+            stream.state(stream.sessions.states["eu1"])  # a second `ok` of the same session
+            end = asyncio.get_running_loop().time() + 60
+            while not settled():
+                assert asyncio.get_running_loop().time() < end, f"the starts did not end: {said}"
+                await asyncio.sleep(0.02)
+        finally:
+            await stream.sessions.close()
+
+    asyncio.run(scenario())
+    assert "eu1" in cursors and not [note for note in said if "did not start" in note], said

@@ -39,7 +39,8 @@ async def test_the_fleet_starts_with_hosts_down_and_reads_stale_data(write_hosts
     assert [o.state for o in live] == ["ok", "ok"]
     down = write_hosts({"a": {"ssh": "a", "remote": "no-such-archon-console"},
                         "b": {"ssh": "b", "remote": peer("--mode", "mute")}})
-    fleet = FleetSessions(down, list(down.hosts.values()), deadline=2.0)
+    # `b` is mute: it times out at this deadline; `a` must fail on its own (no_server) within it
+    fleet = FleetSessions(down, list(down.hosts.values()), deadline=10.0)
     try:
         outcomes = await fleet.connect()
         assert [o.state for o in outcomes] == ["no_server", "timeout"]
