@@ -8,7 +8,7 @@ atomically), holding `{"fleet": {HOST: CURSOR}}`; it is saved after every delive
 restart resumes each host after its last delivered change and `--exec` runs once per new request
 across restarts (its stdin is the change as JSON with its `host`, `$ARCHON_REQUEST_ID` is HOST:ID;
 `approvals show HOST:ID --host HOST --json` reads the whole request). A host whose session ends is
-reconnected with back-off (console/fleet/client.py `FleetSessions`) and resumes from its cursor; the
+reconnected with back-off (console/fleet/sessions.py `FleetSessions`) and resumes from its cursor; the
 others keep streaming meanwhile.
 """
 

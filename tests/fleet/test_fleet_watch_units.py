@@ -70,8 +70,8 @@ def test_a_second_ok_for_a_session_already_watching_starts_no_second_watch(make_
 
     db = make_db(name="eu1.db", fill=lambda conn: add_project(conn, "p-eu1"))  # a project: an instance id
     fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": "archon-console", "db": str(db)}})  # this checkout's
-    runner = SimpleNamespace(fleet=fleet, hosts=list(fleet.hosts.values()), args=SimpleNamespace(parallel=8),
-                             json=True)
+    runner = SimpleNamespace(fleet=fleet, hosts=list(fleet.hosts.values()), names=list(fleet.hosts),
+                             args=SimpleNamespace(parallel=8), json=True)
     said: list[str] = []
     cursors: dict = {}
     stream = _Stream(runner, {"poll": 0.05}, cursors, SimpleNamespace(save=lambda value: None), None, said.append)
@@ -85,7 +85,7 @@ def test_a_second_ok_for_a_session_already_watching_starts_no_second_watch(make_
         return all(task.done() for task in starting)
 
     async def scenario():
-        from console.fleet.client import FleetSessions
+        from console.fleet.sessions import FleetSessions
 
         stream.sessions = FleetSessions(fleet, runner.hosts, cache=False, on_state=stream.state)
         try:
