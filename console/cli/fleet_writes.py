@@ -17,14 +17,11 @@ from typing import Any
 from console.cli.fleet_ids import Target, by_host, choose_host, choose_qualified, split_target
 from console.cli.fleet_views import answered, fleet_exit, fleet_json, host_entry, host_exit, remote_error
 from console.errors import EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED
+from console.fleet.decisions import EXPECTED, NOT_SENT, actor_of, decided_by, items_by_id, read_back_done
 from console.text import json_text, one_line
 
 SHOWS = ("approvals.show", "envs.show", "profiles.show")
 LOOKUP = {"approvals": "approvals.show", "envs": "envs.show", "profiles": "profiles.show"}
-EXPECTED = {"approvals.approve": "approved", "approvals.deny": "denied", "approvals.revoke": "invalidated"}
-# Host states in which the request never reached the host's console: nothing can have been written.
-NOT_SENT = frozenset({"unreachable", "auth_failed", "host_key", "no_server", "version_skew", "wrong_instance",
-                      "stale"})
 
 
 def id_field(method: str, params: dict[str, Any]) -> str:
@@ -185,10 +182,7 @@ def _item_code(item: dict[str, Any], outcome) -> int:
 
 def _matched(runner, method, params, field, outcome, ids, items) -> list[tuple[dict[str, Any], int]]:
     host = outcome.host
-    answers: dict[str, list[dict[str, Any]]] = {}
-    for item in items:  # what is not an id's result is no answer for any id
-        if isinstance(item, dict) and isinstance(item.get("id"), str):
-            answers.setdefault(item["id"], []).append(item)
+    answers = items_by_id(items)  # console/fleet/decisions.py: the one rule, shared with the TUI
     rows = []
     for id_ in ids:
         got = answers.get(id_, [])
@@ -224,31 +218,16 @@ def _reread(runner, method, params, field, outcome, id_, sentence) -> tuple[dict
         expected = EXPECTED.get(method)
         message = (f"outcome unknown ({sentence}); read back: {one_line(id_, 120)} is {one_line(now)} now")
         code = EXIT_PARTIAL
-        if expected:
-            by = _decided_by(back.data, expected)
-            actor = _actor(outcome) or _actor(back)
-            code = EXIT_OK if now == expected and actor is not None and by == actor else EXIT_REFUSED
-            if now == expected and code != EXIT_OK:
+        if expected:  # console/fleet/decisions.py: the one read-back rule, shared with the TUI
+            by = decided_by(back.data, expected)
+            done = read_back_done(method, back.data, actor_of(outcome.hello) or actor_of(back.hello))
+            code = EXIT_OK if done else EXIT_REFUSED
+            if now == expected and not done:
                 message += f", decided by {one_line(by or 'someone unknown', 60)}, not by you"
         return _row(host, id_, message, state=now, unknown=True) | {"ok": code == EXIT_OK}, code
     message = (f"outcome unknown ({sentence}); the host did not answer again: check with "
                f"`{command} {host}:{id_} --host {host}`")
     return _row(host, id_, message, unknown=True), EXIT_PARTIAL
-
-
-def _actor(outcome) -> str | None:
-    actor = outcome.hello.get("actor") if isinstance(outcome.hello, dict) else None
-    return actor if isinstance(actor, str) and actor else None
-
-
-def _decided_by(data: dict[str, Any], status: str) -> str | None:
-    """Who made the last transition into `status` (its event in the read-back's history), if a person."""
-    events = data.get("events")
-    for event in reversed(events if isinstance(events, list) else []):
-        if isinstance(event, dict) and event.get("to_status") == status:
-            who = event.get("actor_reference")
-            return who if event.get("actor_classification") == "human" and isinstance(who, str) else None
-    return None
 
 
 def _report(runner, method, rows: list[tuple[dict[str, Any], int]], outcomes) -> int:

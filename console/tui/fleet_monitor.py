@@ -22,10 +22,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Protocol
 
 from console.clock import parse_time
+from console.fleet.decisions import EXPECTED, NOT_SENT, actor_of, decided_by, items_by_id, read_back_done
 from console.text import one_line
 
 POLL_SECONDS = 3.0  # how often each host's queue is read again
 CALL_DEADLINE = 30.0  # the console's own bound on one host operation (ConnectTimeout is not one)
+# A write is bounded by the client itself (connecting, then the request, then stopping ssh): the
+# monitor's bound on it comes after all three, so the client's own verdict (`outcome_unknown`) is
+# the one heard, and the monitor's, if it ever fires, is the same verdict.
+WRITE_BOUND_FACTOR = 2
 BACKOFF = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)  # seconds before reconnecting, by failed attempt
 PENDING_LIMIT = 200  # rows read from each host; the merged queue shows at most this many per host
 QUEUE_PARAMS = {"status": "pending", "limit": PENDING_LIMIT}
@@ -163,21 +168,31 @@ def doctor_summary(report: Any) -> str:
 
 
 def result_sentence(answer: Any, request_id: str) -> tuple[bool | None, str]:
-    """(ok, sentence) for a decision's answer: the host's own result for the id, its refusal, or
-    `outcome unknown` when the connection dropped before the answer."""
-    if answer.state == "outcome_unknown":
-        return None, (f"outcome unknown: the connection dropped before {answer.host} answered; "
-                      f"{request_id} is read again when the host is back")
-    if answer.state != "ok":
-        return False, one_line(answer.sentence or f"{answer.host} did not answer ({answer.state})", SAID_WIDTH)
+    """(ok, sentence) for a decision's answer. The answer is data, never the verdict: a failure
+    before the request reached the host is a refusal; any other failure, an id answered for none
+    or several times, or a success under a failing exit code is `outcome unknown` (None), read
+    back by console/fleet/decisions.py's rule when the host answers again."""
+    host, state = answer.host, answer.state
+    if state != "ok":
+        if state in NOT_SENT or state == "remote_error":  # nothing ran, or the host refused it
+            return False, one_line(answer.sentence or f"{host} did not answer ({state})", SAID_WIDTH)
+        why = f" ({answer.sentence})" if isinstance(answer.sentence, str) and answer.sentence else ""
+        return None, one_line(f"outcome unknown: {host} did not answer the decision{why}; "
+                              f"{request_id} is read again when the host answers", SAID_WIDTH)
     output = answer.data
-    if isinstance(output, list):
-        for item in output:
-            if isinstance(item, dict) and item.get("id") == request_id:
-                return bool(item.get("ok")), one_line(item.get("message") or "", SAID_WIDTH)
-    if isinstance(output, dict) and output.get("error"):
+    got = items_by_id(output).get(request_id, [])
+    if len(got) == 1:
+        item, said = got[0], one_line(got[0].get("message") or "", SAID_WIDTH)
+        if item.get("ok") is not True:
+            return False, said or f"{host} refused {request_id}"
+        if answer.exit == 0:
+            return True, said
+        return None, one_line(f"outcome unknown: {host} answered exit {answer.exit!r} with a success for "
+                              f"{request_id}; it is read again", SAID_WIDTH)
+    if not got and isinstance(output, dict) and output.get("error"):
         return False, one_line(output["error"], SAID_WIDTH)
-    return False, f"{answer.host} answered without a result for {request_id}"
+    said = "without a result" if not got else f"{len(got)} times"
+    return None, one_line(f"outcome unknown: {host} answered {said} for {request_id}; it is read again", SAID_WIDTH)
 
 
 class FleetMonitor:
@@ -198,7 +213,8 @@ class FleetMonitor:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._pokes: dict[str, asyncio.Event] = {}
-        self._unknown: dict[str, set[str]] = {name: set() for name in self.hosts}
+        # per host: request id -> (the decision's method, the actor it was sent as), read back on reconnect
+        self._unknown: dict[str, dict[str, tuple[str, str | None]]] = {name: {} for name in self.hosts}
         self._seen: dict[str, set[str] | None] = {name: None for name in self.hosts}
         self._tasks: list[asyncio.Task] = []
         self._closing = False
@@ -280,14 +296,21 @@ class FleetMonitor:
                 self._loop.call_soon_threadsafe(self._pokes[name].set)
 
     # ------------------------------------------------------------ on the monitor's loop
-    async def _guarded(self, host: str, coro: Any) -> Any:
+    async def _guarded(self, host: str, coro: Any, *, write: bool = False) -> Any:
+        """`coro` within the monitor's bound; a write that outlives it (or whose client failed)
+        may have been sent: its outcome is unknown, never "failed"."""
+        bound = self.deadline * WRITE_BOUND_FACTOR + CLOSE_SECONDS if write else self.deadline
         try:
-            return await asyncio.wait_for(coro, self.deadline)
+            return await asyncio.wait_for(coro, bound)
         except asyncio.TimeoutError:
-            return Answer(host, "timeout", f"{host} did not answer within {self.deadline:g} seconds")
+            if write:
+                return Answer(host, "outcome_unknown", f"no answer within {bound:g} seconds")
+            return Answer(host, "timeout", f"{host} did not answer within {bound:g} seconds")
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - one host's failure is that host's state, not a crash
+            if write:
+                return Answer(host, "outcome_unknown", f"the client failed ({type(exc).__name__})")
             return Answer(host, "remote_error", f"{host}: the client failed ({type(exc).__name__})")
 
     def _set(self, name: str, **changes: Any) -> None:
@@ -388,29 +411,40 @@ class FleetMonitor:
                 params["reason"] = reason
             if requester_unknown_ok and verb == "approve":  # typed by the approver (four-eyes cannot be checked)
                 params["requester_unknown_ok"] = True
-            answer = await self._guarded(host, self.link.call(host, f"approvals.{verb}", params))
+            method = f"approvals.{verb}"
+            answer = await self._guarded(host, self.link.call(host, method, params), write=True)
             ok, sentence = result_sentence(answer, request_id)
-            if ok is None:
-                self._unknown[host].add(request_id)
+            if ok is None:  # read back by the actor this session decided as (its host's hello)
+                self._unknown[host][request_id] = (method, actor_of(answer.hello) or self.status[host].actor)
             outcome = Decided(host, request_id, verb, ok, sentence)
         self.report(outcome)
         self.refresh(host)
         return outcome
 
     async def _reread_unknown(self, name: str) -> None:
-        """After a reconnect: what became of each decision whose answer was lost."""
-        for request_id in sorted(self._unknown[name]):
+        """After a reconnect: what became of each decision whose answer was lost. Done only by
+        console/fleet/decisions.py's rule (the status asked for, reached by this session's actor);
+        anything else is said as what it is, not as this console's success."""
+        for request_id, (method, actor) in sorted(self._unknown[name].items()):
             answer = await self._guarded(name, self.link.call(name, "approvals.show", {"id": request_id}))
             if answer.state != "ok" or not isinstance(answer.data, dict):
                 continue
-            self._unknown[name].discard(request_id)
-            status = _text(answer.data.get("status"))
+            del self._unknown[name][request_id]
+            status = _text(answer.data.get("status")) if answer.exit == 0 else None
             if status is None:  # refused (the request is gone): the host's own words
                 said = one_line(answer.data.get("error") or "it could not be read", SAID_WIDTH)
                 self.report(Decided(name, request_id, "reread", False, f"{request_id} on {name}: {said}"))
                 continue
-            self.report(Decided(name, request_id, "reread", status != "pending",
-                                f"{request_id} on {name} is {status} (read again after the connection dropped)"))
+            actor = actor or actor_of(answer.hello) or self.status[name].actor
+            expected = EXPECTED.get(method)
+            done = read_back_done(method, answer.data, actor)
+            who = ""
+            if status == expected and not done:
+                who = f", decided by {decided_by(answer.data, expected) or 'someone unknown'}, not by you"
+            verdict = "" if done else f"; your {method.split('.')[-1]} did not take effect"
+            self.report(Decided(name, request_id, "reread", done, one_line(
+                f"{request_id} on {name} is {status}{who} (read again after the connection dropped){verdict}",
+                SAID_WIDTH)))
 
     async def _doctor(self, host: str) -> str:
         self._set(host, doctor="running…")

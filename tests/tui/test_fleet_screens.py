@@ -78,7 +78,8 @@ async def test_an_answer_lost_with_the_connection_is_read_again(start):
         await loaded(pilot, app, 2)
         await send_keys(pilot, "down", "a")
         await wait_until(pilot, lambda: type(app.screen).__name__ == "ReasonModal", what="the approve dialog")
-        link.shows[("eu1", "apr-1")] = {"status": "approved"}  # the write landed; its answer will be lost
+        link.shows[("eu1", "apr-1")] = {"status": "approved", "events": [  # the write landed, by this session's
+            {"to_status": "approved", "actor_classification": "human", "actor_reference": "alice"}]}  # actor
         await send_keys(pilot, "ctrl+s")
         await wait_until(pilot, lambda: said(app, "outcome unknown"), what="outcome unknown")
         await wait_until(pilot, lambda: said(app, "apr-1 on eu1 is approved (read again"), what="the re-read")
