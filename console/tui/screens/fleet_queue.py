@@ -194,7 +194,9 @@ class FleetQueueScreen(FleetScreen):
         self.query_one("#filters", Static).update(self._filter_text())
 
     def host_changed(self, status: Any) -> None:
-        if not self.query(LazyTable):  # a report before the screen was composed: on_mount reads it all
+        # A report before the screen is composed (on_mount reads it all), or while it is being taken
+        # down (its widgets leave one by one): nothing to update.
+        if not self.is_mounted or not self.query(LazyTable) or not self.query("#filters"):
             return
         self._rebuild()
 
