@@ -135,11 +135,24 @@ def _call_one(runner, method, params, field, host, ids):
     return runner.call(method, sent, [runner.host(host)], cache=False)[0]
 
 
+def _shared(runner) -> dict[str, Any]:
+    """The selected hosts this run finds answering for one database (console/fleet/client.py
+    `flag_shared_instances`): each host's write is one call of its own, which cannot see another
+    host's instance, so with several hosts selected their hellos are compared first and no write
+    is sent to a host that shares its instance (its outcome says why; nothing was written)."""
+    if len(runner.names) < 2:
+        return {}
+    return {o.host: o for o in runner.call("hello", {}, cache=False) if o.state == "wrong_instance"}
+
+
 def _write(runner, method: str, params: dict[str, Any], grouped: dict[str, list[str]], *, field: str | None) -> int:
-    with ThreadPoolExecutor(max_workers=max(1, min(int(runner.args.parallel), len(grouped)))) as pool:
+    outcomes = _shared(runner)
+    todo = {host: ids for host, ids in grouped.items() if host not in outcomes}
+    with ThreadPoolExecutor(max_workers=max(1, min(int(runner.args.parallel), len(todo) or 1))) as pool:
         futures = {host: pool.submit(_call_one, runner, method, params, field, host, ids)
-                   for host, ids in grouped.items()}
-        outcomes = {host: future.result() for host, future in futures.items()}
+                   for host, ids in todo.items()}
+        outcomes.update({host: future.result() for host, future in futures.items()})
+    outcomes = {host: outcomes[host] for host in grouped}
     rows: list[tuple[dict[str, Any], int]] = []
     for host, ids in grouped.items():
         rows.extend(_rows(runner, method, params, field, outcomes[host], ids))
