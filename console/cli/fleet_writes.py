@@ -17,11 +17,11 @@ from typing import Any
 from console.cli.fleet_ids import Target, by_host, choose_host, choose_qualified, split_target
 from console.cli.fleet_views import answered, fleet_exit, fleet_json, host_entry, host_exit, remote_error
 from console.errors import EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED
+from console.fleet.answers import DECIDED, item_problem, one_write_items
 from console.text import json_text, one_line
 
 SHOWS = ("approvals.show", "envs.show", "profiles.show")
 LOOKUP = {"approvals": "approvals.show", "envs": "envs.show", "profiles": "profiles.show"}
-EXPECTED = {"approvals.approve": "approved", "approvals.deny": "denied", "approvals.revoke": "invalidated"}
 # Host states in which the request never reached the host's console: nothing can have been written.
 NOT_SENT = frozenset({"unreachable", "auth_failed", "host_key", "no_server", "version_skew", "wrong_instance",
                       "stale"})
@@ -171,7 +171,7 @@ def _rows(runner, method, params, field, outcome, ids) -> list[tuple[dict[str, A
     if answered(outcome):
         data = outcome.data
         if field != "ids" and field is not None and isinstance(data, dict) and "ok" in data:
-            data = [{**data, "id": ids[0]}]  # one id sent, one result: the row names the id as given
+            data = one_write_items(method, ids[0], data)  # matched below like a batch write's items
         if field is None and isinstance(data, list):  # expire: the ids are the host's to name
             return [(_item_row(host, item), _item_code(item, outcome)) for item in data]
         if isinstance(data, list):
@@ -205,10 +205,11 @@ def _matched(runner, method, params, field, outcome, ids, items) -> list[tuple[d
     rows = []
     for id_ in ids:
         got = answers.get(id_, [])
-        if len(got) == 1:
+        why = item_problem(method, got[0]) if len(got) == 1 else None
+        if len(got) == 1 and why is None:
             rows.append((_item_row(host, got[0]), _item_code(got[0], outcome)))
             continue
-        said = "did not answer for it" if not got else f"answered for it {len(got)} times"
+        said = why or ("did not answer for it" if not got else f"answered for it {len(got)} times")
         rows.append(_reread(runner, method, params, field, outcome, id_, f"{host} {said}"))
     foreign = [i for i in answers if i not in ids]
     if foreign:
@@ -234,7 +235,7 @@ def _reread(runner, method, params, field, outcome, id_, sentence) -> tuple[dict
     back = runner.call(lookup, looked, [runner.host(host)], cache=False)[0]
     if answered(back) and back.exit == 0 and isinstance(back.data, dict):
         now = back.data.get("status") or back.data.get("lifecycle_state")
-        expected = EXPECTED.get(method)
+        expected = DECIDED.get(method)
         message = (f"outcome unknown ({sentence}); read back: {one_line(id_, 120)} is {one_line(now)} now")
         code = EXIT_PARTIAL
         if expected:

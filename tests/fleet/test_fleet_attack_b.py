@@ -73,3 +73,57 @@ def test_no_write_goes_to_hosts_the_run_finds_sharing_an_instance(hosts, argv, c
     assert code == 4, out
     assert "answers for the same database (instance same)" in out.out + out.err
     assert "after the write was sent" not in out.out + out.err
+
+
+def error(code: int, message: str) -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": "{id}", "error": {"code": code, "message": message}})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("line", [error(-32603, "approve failed unexpectedly (KeyError)"),
+                                  error(-32001, "The answer was not sent: too large"),
+                                  error(-31999, "anything a host may say")])
+def test_a_write_answered_by_an_error_that_may_follow_its_work_is_unknown(hosts, tmp_path, line, capsys):
+    """G2: only the codes that precede running (protocol.BEFORE_RUNNING) mean nothing was written."""
+    hosts({"h1": {"ssh": "h1", "remote": _replay(tmp_path, "h1", [line])}})
+    code = main(["approvals", "approve", "h1:apr-1", "--reason", "x", "--host", "h1", "--json"])
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    assert code == 4 and row["outcome_unknown"] is True and "refused" not in row["message"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("argv", [["envs", "claim", "env-1"], ["envs", "complete", "env-1"],
+                                  ["envs", "release", "env-1"]])
+def test_a_one_id_write_answered_for_another_id_is_no_answer_for_it(hosts, tmp_path, argv, capsys):
+    """G5: the host's id is kept, so an answer for env-OTHER is not env-1's success."""
+    hosts({"h1": {"ssh": "h1", "remote": _replay(tmp_path, "h1", [result(
+        {"exit": 0, "output": {"ok": True, "id": "env-OTHER", "message": "env-OTHER claimed", "state": "done"}})])}})
+    code = main([*argv, "--host", "h1", "--json"])
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert code != 0
+    assert not any(row["ok"] and row["id"] == "env-1" for row in rows), rows
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("verb, state", [("approve", "denied"), ("approve", None), ("deny", "approved"),
+                                         ("revoke", "approved")])
+def test_a_decision_answered_ok_with_another_state_is_not_done(hosts, tmp_path, verb, state, capsys):
+    """G11: an ok item must carry the decision's state (a repeat "already ... by you" does)."""
+    hosts({"h1": {"ssh": "h1", "remote": _replay(tmp_path, "h1", [result(
+        {"exit": 0, "output": [{"ok": True, "id": "apr-1", "state": state, "message": "apr-1 decided."}]})])}})
+    code = main(["approvals", verb, "apr-1", "--reason", "x", "--host", "h1", "--json"])
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    assert code != 0 and row["ok"] is False and row["outcome_unknown"] is True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("argv", [["approvals", "show", "apr-1"], ["envs", "show", "env-1"], ["audit"],
+                                  ["approvals", "list"]])
+def test_a_failure_object_with_exit_0_is_never_a_clean_read(hosts, tmp_path, argv, capsys):
+    """G10: `{"ok": false, "error": ...}` with exit 0 is not understood, for every method."""
+    hosts({"h1": {"ssh": "h1", "remote": _replay(tmp_path, "h1", [result(
+        {"exit": 0, "output": {"ok": False, "error": "database is unusable", "rows": []}})])}})
+    code = main([*argv, "--host", "h1"])
+    out = capsys.readouterr()
+    assert code == 4, out
+    assert "does not understand" in out.out + out.err
