@@ -83,6 +83,16 @@ def problem(method: str, value: Any) -> str | None:
     return f"its output is not what `{method}` prints" + (" (exit 0)" if code == 0 else f" (exit {code})")
 
 
+def report_exit(report: dict[str, Any], *, strict: bool = False) -> int:
+    """The exit code a doctor report stands for (console/services/doctor/report.py `exit_code`):
+    unusable 3, an error finding (or a warning under --strict) 1. A host's exit 0 under a report
+    saying otherwise contradicts it: the verdict is the report's, never only the host's word."""
+    if report.get("usable", True) is not True:
+        return 3
+    severities = {f.get("severity") for f in report.get("findings") or () if isinstance(f, dict)}
+    return 1 if "error" in severities or (strict and "warning" in severities) else 0
+
+
 def one_write_items(method: str, sent: str, output: Any) -> Any:
     """A one-id write's answer as a batch write's items, for the one matching rule (console/cli/fleet_writes.py
     `_matched`): the host's own `id` is kept, so an answer for another id is no answer for the one sent."""
@@ -104,4 +114,4 @@ def item_problem(method: str, item: dict[str, Any]) -> str | None:
 
 
 __all__ = ["BATCH_WRITES", "DECIDED", "ECHOES_ID", "EXIT_CODES", "LISTS", "ONE_WRITES", "SHOWS", "is_doctor_report", "is_error_object",
-           "item_problem", "one_write_items", "problem"]
+           "item_problem", "one_write_items", "problem", "report_exit"]

@@ -127,3 +127,25 @@ def test_a_failure_object_with_exit_0_is_never_a_clean_read(hosts, tmp_path, arg
     out = capsys.readouterr()
     assert code == 4, out
     assert "does not understand" in out.out + out.err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("argv, output", [
+    (["doctor"], {"findings": [{"severity": "error", "id": "integrity", "title": "the file is corrupt"}]}),
+    (["doctor", "--strict"], {"findings": [{"severity": "warning", "id": "wal", "title": "big wal"}]}),
+    (["doctor"], {"findings": [], "usable": False, "reason": "not a database"}),
+])
+def test_fleet_doctors_verdict_is_the_reports(hosts, tmp_path, argv, output, capsys):
+    """G6: a host's exit 0 beside a report of errors, --strict warnings or an unusable file is not clean."""
+    hosts({"h1": {"ssh": "h1", "remote": _replay(tmp_path, "h1", [result({"exit": 0, "output": output})])}})
+    code = main([*argv, "--host", "h1", "--json"])
+    value = json.loads(capsys.readouterr().out)
+    assert code == 4 and value["ok"] is False
+    assert all(row["severity"] != "none" for row in value["rows"]), value["rows"]
+
+
+@pytest.mark.slow
+def test_fleet_doctor_without_strict_and_only_warnings_stays_clean(hosts, tmp_path, capsys):
+    hosts({"h1": {"ssh": "h1", "remote": _replay(tmp_path, "h1", [result({"exit": 0, "output": {
+        "findings": [{"severity": "warning", "id": "wal", "title": "big wal"}]}})])}})
+    assert main(["doctor", "--host", "h1", "--json"]) == 0
