@@ -149,3 +149,25 @@ def test_fleet_doctor_without_strict_and_only_warnings_stays_clean(hosts, tmp_pa
     hosts({"h1": {"ssh": "h1", "remote": _replay(tmp_path, "h1", [result({"exit": 0, "output": {
         "findings": [{"severity": "warning", "id": "wal", "title": "big wal"}]}})])}})
     assert main(["doctor", "--host", "h1", "--json"]) == 0
+
+
+def test_runs_over_different_hosts_never_make_the_cursor_file_unloadable(tmp_path):
+    """G8: each run over one host keeps its own cursor at its share; the other runs' entries are kept
+    only while they fit the rest of the file, so the next run always loads it."""
+    from types import SimpleNamespace
+
+    from console.cli.fleet_watch import _Stream, decode_cursors, encode_cursors
+    from console.cli.watch_delivery import Cursor
+
+    (tmp_path / "out").mkdir(mode=0o700)
+    path = tmp_path / "out" / "cur.json"
+    notes: list[str] = []
+    for n in range(1, 9):  # `approvals watch --host hN --cursor cur.json`, one after the other
+        host = f"h{n}"
+        cursor = Cursor(str(path), notes.append, decode=decode_cursors, encode=encode_cursors)
+        cursors = cursor.load() or {}
+        _Stream(SimpleNamespace(names=[host]), {}, cursors, cursor, None, notes.append).keep(host, "x" * 65000)
+        loaded = Cursor(str(path), notes.append, decode=decode_cursors, encode=encode_cursors).load()
+        assert loaded[host] == "x" * 65000  # this run's host keeps its place
+        if n > 1:
+            assert f"h{n - 1}" in loaded or len(loaded) > 1  # some other run's place is kept while it fits
