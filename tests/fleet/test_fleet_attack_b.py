@@ -171,3 +171,43 @@ def test_runs_over_different_hosts_never_make_the_cursor_file_unloadable(tmp_pat
         assert loaded[host] == "x" * 65000  # this run's host keeps its place
         if n > 1:
             assert f"h{n - 1}" in loaded or len(loaded) > 1  # some other run's place is kept while it fits
+
+
+@pytest.mark.parametrize("text", ["1e999", "-1e999", '{"a": [1E400]}', '{"exit": 0, "output": 1e309}'])
+def test_the_wire_refuses_numbers_that_parse_to_infinity(text):
+    """G13: `parse_constant` never sees `1e999`; it is refused like Infinity."""
+    from console.fleet.protocol import read_wire_json
+
+    with pytest.raises(ValueError):
+        read_wire_json(text)
+
+
+def test_a_large_line_is_parsed_off_the_event_loop(monkeypatch):
+    """G12: a line over OFF_LOOP_BYTES is decoded in a worker thread, never on the loop's own thread."""
+    import asyncio
+    import threading
+
+    from console.fleet import protocol, session
+
+    threads: list[bool] = []
+
+    def decode(line):
+        threads.append(threading.current_thread() is threading.main_thread())
+        return protocol.decode(line)
+
+    monkeypatch.setattr(session, "decode", decode)
+    big = json.dumps({"jsonrpc": "2.0", "method": "x", "params": {"p": "a" * protocol.OFF_LOOP_BYTES}}).encode()
+
+    async def run():
+        reader = asyncio.StreamReader(limit=protocol.MAX_RESPONSE_BYTES + 1)
+        reader.feed_data(b'{"jsonrpc": "2.0", "method": "x", "params": {}}\n' + big + b"\n")
+        reader.feed_eof()
+        one = session.Session.__new__(session.Session)
+        one._stdout, one.spoke, one.violation, one._pending = reader, False, None, {}
+        one._ended, one.on_lost = asyncio.Event(), None
+        one._dispatch = lambda message: None
+        await one._read()
+
+    asyncio.run(run())
+    assert threads == [True, False]
+    assert protocol.MAX_RESPONSE_BYTES <= 4 * 1024 * 1024
