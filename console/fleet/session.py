@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import signal
 from pathlib import Path
 from typing import Any, Callable
 
@@ -244,7 +245,11 @@ class Session:
                 except asyncio.TimeoutError:
                     pass
             if process.returncode is None:
-                process.kill()
+                # not `process.kill()`: Popen.send_signal polls first, and that waitpid would reap a
+                # child that has just exited under asyncio's child watcher, which then logs "Unknown
+                # child process pid N". The pid stays ours until the watcher reaps it, so the signal
+                # reaches this child or its zombie, never another process.
+                os.kill(process.pid, signal.SIGKILL)
             await process.wait()
         except ProcessLookupError:
             pass

@@ -211,3 +211,46 @@ def test_a_large_line_is_parsed_off_the_event_loop(monkeypatch):
     asyncio.run(run())
     assert threads == [True, False]
     assert protocol.MAX_RESPONSE_BYTES <= 4 * 1024 * 1024
+
+
+def test_killing_a_session_whose_ssh_just_exited_leaves_the_reaping_to_asyncio(write_hosts, monkeypatch, caplog):
+    """Issue 20 (test_async_failures' "Unknown child process pid N"): `Process.kill()` polls, and that
+    waitpid reaped a child that had exited but that asyncio's child watcher had not reaped yet. The
+    watcher is held here until the session has killed its (already exited) ssh."""
+    import asyncio
+    import logging
+    import os
+    import sys
+    import threading
+
+    from console.fleet import session as session_module
+
+    fleet = write_hosts({"h1": {"ssh": "h1", "remote": f"{sys.executable} -c pass"}})
+    gate = threading.Event()
+    real_waitpid = os.waitpid
+
+    def held_waitpid(pid, options):  # asyncio's watcher thread waits for the gate
+        if threading.current_thread() is not threading.main_thread():
+            gate.wait(30)
+        return real_waitpid(pid, options)
+
+    async def run():
+        one = session_module.Session(fleet, fleet.hosts["h1"], sockets=None)
+        await one.start()
+        pid = one.process.pid
+        # the fake ssh runs the remote command and exits: wait until it is a zombie nobody reaped
+        for _ in range(3000):
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+            await asyncio.sleep(0.01)
+        closing = asyncio.ensure_future(one.close(kill=True))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        gate.set()
+        await closing
+
+    monkeypatch.setattr(os, "waitpid", held_waitpid)
+    with caplog.at_level(logging.WARNING, logger="asyncio"):
+        asyncio.run(run())
+    assert not [r for r in caplog.records if "Unknown child process" in r.getMessage()]
