@@ -228,7 +228,7 @@ def _run_report(runner: Runner, method: str, params: dict[str, Any]) -> int:
     from console.cli.output import say
 
     outcomes = runner.call(method, params, cache=False)
-    rows = views.doctor_rows(outcomes) if method == "doctor" else views.upgrade_rows(outcomes)
+    rows = views.doctor_rows(outcomes, strict=bool(params.get("strict"))) if method == "doctor" else views.upgrade_rows(outcomes)
     found = [r.get("exit", 0) for r in rows] if method == "doctor" else []  # an unreadable report counts 4
     code = views.fleet_exit([*(views.host_exit(o) for o in outcomes), *found])
     if runner.json:

@@ -234,9 +234,13 @@ def list_text(method: str, rows: list[dict[str, Any]], now) -> str:
 
 # --- doctor and upgrade --plan: one answer per host, not rows ---------------------------------------
 
-def doctor_rows(outcomes: Sequence) -> list[dict[str, Any]]:
+def doctor_rows(outcomes: Sequence, *, strict: bool = False) -> list[dict[str, Any]]:
     """Host x finding: one row per finding of each host that answered, one row for a host without
-    findings (clean), and one for a host that did not answer (never shown as clean)."""
+    findings (clean), and one for a host that did not answer (never shown as clean). Each row's
+    exit is the host's verdict as its REPORT says it (console/fleet/answers.py `report_exit`): a
+    host's exit 0 beside error findings, --strict warnings or `usable: false` is not understood (4)."""
+    from console.fleet.answers import is_doctor_report, is_error_object, report_exit
+
     rows: list[dict[str, Any]] = []
     for o in outcomes:
         report = o.data if isinstance(o.data, dict) else {}
@@ -244,20 +248,23 @@ def doctor_rows(outcomes: Sequence) -> list[dict[str, Any]]:
             rows.append({"host": o.host, "severity": "unknown", "id": f"host.{o.state}",
                          "title": o.sentence or "no answer", "exit": EXIT_PARTIAL})
             continue
-        from console.fleet.answers import is_doctor_report, is_error_object
-
         if not (is_doctor_report(o.data) or (host_exit(o) != EXIT_OK and is_error_object(o.data))):
             rows.append({"host": o.host, "severity": "unknown", "id": "host.unreadable", "exit": EXIT_PARTIAL,
                          "title": "the host's report could not be read (its answer is not a doctor report)"})
             continue
+        said, found = host_exit(o), report_exit(report, strict=strict) if is_doctor_report(report) else EXIT_OK
+        code = EXIT_PARTIAL if said == EXIT_OK and found != EXIT_OK else fleet_exit([said, found])
+        if code == EXIT_PARTIAL and said == EXIT_OK:
+            rows.append({"host": o.host, "severity": "unknown", "id": "host.contradicts", "exit": code,
+                         "title": f"the host said exit 0, but its report stands for exit {found}"})
         findings = [f for f in _listed(report.get("findings")) if isinstance(f, dict)]
         if not findings:
             title = "no findings" if report.get("usable", True) else (report.get("reason") or report.get("error"))
-            rows.append({"host": o.host, "severity": "none" if host_exit(o) == EXIT_OK else "error",
-                         "id": "-", "title": title or "-", "exit": host_exit(o)})
+            rows.append({"host": o.host, "severity": "none" if code == EXIT_OK else "error",
+                         "id": "-", "title": title or "-", "exit": code})
         for f in findings:
             rows.append({"host": o.host, "severity": f.get("severity"), "id": f.get("id"), "title": f.get("title"),
-                         "found": f.get("found"), "what_to_do": f.get("what_to_do"), "exit": host_exit(o),
+                         "found": f.get("found"), "what_to_do": f.get("what_to_do"), "exit": code,
                          **({"host_stale": True} if o.state == CACHED else {})})
     return rows
 

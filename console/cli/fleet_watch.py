@@ -59,6 +59,26 @@ def cursor_cap(hosts: int) -> int:
     return min(MAX_HOST_CURSOR, (MAX_CHARS // 2) // max(1, hosts))
 
 
+def others_within_share(cursors: dict[str, Any], hosts: list[str]) -> dict[str, Any]:
+    """`cursors` with the entries of hosts not in this run (`hosts`) kept only within the other half
+    of the file: this run's hosts fill at most half (`cursor_cap`), so the file as written always
+    loads, however many runs over other hosts wrote to it before (each keeps its place while it fits)."""
+    import json
+
+    from console.text import MAX_CHARS
+
+    budget = MAX_CHARS // 2 - 1024  # the braces, separators and this run's keys
+    kept: dict[str, Any] = {}
+    for host in sorted(cursors):
+        if host in hosts:
+            kept[host] = cursors[host]
+            continue
+        cost = len(json.dumps(host, ensure_ascii=True)) + cursor_size(cursors[host]) + 4
+        if cost <= budget:
+            kept[host], budget = cursors[host], budget - cost
+    return kept
+
+
 def encode_cursors(cursors: dict[str, Any]) -> dict[str, Any]:
     return {"fleet": dict(sorted(cursors.items()))}
 
@@ -223,6 +243,7 @@ class _Stream:
                             "characters; it is not kept (a restart resumes this host from its last usable one)")
             return
         self.cursors[host] = cursor
+        self.cursors = others_within_share(self.cursors, list(self.runner.names))
         self.cursor.save(self.cursors)
 
     def notified(self, host: str, method: str, params: Any) -> None:

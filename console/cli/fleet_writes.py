@@ -15,9 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from console.cli.fleet_ids import Target, by_host, choose_host, choose_qualified, split_target
-from console.cli.fleet_views import answered, fleet_exit, fleet_json, host_entry, host_exit, remote_error
+from console.cli.fleet_views import answered, fleet_exit, fleet_json, host_exit, remote_error
 from console.errors import EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED
-from console.fleet.decisions import EXPECTED, NOT_SENT, actor_of, decided_by, items_by_id, read_back_done
+from console.fleet.answers import DECIDED, item_problem, one_write_items
+from console.fleet.decisions import NOT_SENT, actor_of, decided_by, items_by_id, read_back_done
 from console.text import json_text, one_line
 
 SHOWS = ("approvals.show", "envs.show", "profiles.show")
@@ -132,11 +133,24 @@ def _call_one(runner, method, params, field, host, ids):
     return runner.call(method, sent, [runner.host(host)], cache=False)[0]
 
 
+def _shared(runner) -> dict[str, Any]:
+    """The selected hosts this run finds answering for one database (console/fleet/client.py
+    `flag_shared_instances`): each host's write is one call of its own, which cannot see another
+    host's instance, so with several hosts selected their hellos are compared first and no write
+    is sent to a host that shares its instance (its outcome says why; nothing was written)."""
+    if len(runner.names) < 2:
+        return {}
+    return {o.host: o for o in runner.call("hello", {}, cache=False) if o.state == "wrong_instance"}
+
+
 def _write(runner, method: str, params: dict[str, Any], grouped: dict[str, list[str]], *, field: str | None) -> int:
-    with ThreadPoolExecutor(max_workers=max(1, min(int(runner.args.parallel), len(grouped)))) as pool:
+    outcomes = _shared(runner)
+    todo = {host: ids for host, ids in grouped.items() if host not in outcomes}
+    with ThreadPoolExecutor(max_workers=max(1, min(int(runner.args.parallel), len(todo) or 1))) as pool:
         futures = {host: pool.submit(_call_one, runner, method, params, field, host, ids)
-                   for host, ids in grouped.items()}
-        outcomes = {host: future.result() for host, future in futures.items()}
+                   for host, ids in todo.items()}
+        outcomes.update({host: future.result() for host, future in futures.items()})
+    outcomes = {host: outcomes[host] for host in grouped}
     rows: list[tuple[dict[str, Any], int]] = []
     for host, ids in grouped.items():
         rows.extend(_rows(runner, method, params, field, outcomes[host], ids))
@@ -155,7 +169,7 @@ def _rows(runner, method, params, field, outcome, ids) -> list[tuple[dict[str, A
     if answered(outcome):
         data = outcome.data
         if field != "ids" and field is not None and isinstance(data, dict) and "ok" in data:
-            data = [{**data, "id": ids[0]}]  # one id sent, one result: the row names the id as given
+            data = one_write_items(method, ids[0], data)  # matched below like a batch write's items
         if field is None and isinstance(data, list):  # expire: the ids are the host's to name
             return [(_item_row(host, item), _item_code(item, outcome)) for item in data]
         if isinstance(data, list):
@@ -186,10 +200,11 @@ def _matched(runner, method, params, field, outcome, ids, items) -> list[tuple[d
     rows = []
     for id_ in ids:
         got = answers.get(id_, [])
-        if len(got) == 1:
+        why = item_problem(method, got[0]) if len(got) == 1 else None
+        if len(got) == 1 and why is None:
             rows.append((_item_row(host, got[0]), _item_code(got[0], outcome)))
             continue
-        said = "did not answer for it" if not got else f"answered for it {len(got)} times"
+        said = why or ("did not answer for it" if not got else f"answered for it {len(got)} times")
         rows.append(_reread(runner, method, params, field, outcome, id_, f"{host} {said}"))
     foreign = [i for i in answers if i not in ids]
     if foreign:
@@ -215,7 +230,7 @@ def _reread(runner, method, params, field, outcome, id_, sentence) -> tuple[dict
     back = runner.call(lookup, looked, [runner.host(host)], cache=False)[0]
     if answered(back) and back.exit == 0 and isinstance(back.data, dict):
         now = back.data.get("status") or back.data.get("lifecycle_state")
-        expected = EXPECTED.get(method)
+        expected = DECIDED.get(method)
         message = (f"outcome unknown ({sentence}); read back: {one_line(id_, 120)} is {one_line(now)} now")
         code = EXIT_PARTIAL
         if expected:  # console/fleet/decisions.py: the one read-back rule, shared with the TUI

@@ -14,11 +14,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from console.text import one_line
+
 EXIT_CODES = frozenset({0, 1, 2, 3, 4})  # console/errors.py: ok, refused, usage, unusable, partial
 LISTS = frozenset({"approvals.list", "envs.list", "projects.list", "profiles.list"})
 SHOWS = frozenset({"approvals.show", "envs.show", "profiles.show"})
 BATCH_WRITES = frozenset({"approvals.approve", "approvals.deny", "approvals.revoke", "approvals.expire"})
 ONE_WRITES = frozenset({"envs.claim", "envs.release", "envs.complete", "profiles.activate"})
+# The state a decision's item must carry to be this decision done (a repeat "already ... by you" too).
+DECIDED = {"approvals.approve": "approved", "approvals.deny": "denied", "approvals.revoke": "invalidated"}
+# One-id writes whose answer names the id it was sent (an environment's id); profiles.activate
+# answers with the revision id it resolved (`PROJECT:N`, `rN`), which the console cannot compare.
+ECHOES_ID = frozenset({"envs.claim", "envs.release", "envs.complete"})
 
 
 def _dicts(value: Any) -> bool:
@@ -68,7 +75,7 @@ def problem(method: str, value: Any) -> str | None:
         return f"its exit code {shown} is not one of the console's (0 to 4)"
     output = value.get("output")
     if _shaped(method, output):
-        if code == 0 and method in BATCH_WRITES | ONE_WRITES | {"doctor"} and is_error_object(output):
+        if code == 0 and is_error_object(output):  # a read's too: no clean result is a failure object
             return "it answered exit 0 with a failure"
         return None
     if code != 0 and is_error_object(output):
@@ -76,5 +83,35 @@ def problem(method: str, value: Any) -> str | None:
     return f"its output is not what `{method}` prints" + (" (exit 0)" if code == 0 else f" (exit {code})")
 
 
-__all__ = ["BATCH_WRITES", "EXIT_CODES", "LISTS", "ONE_WRITES", "SHOWS", "is_doctor_report", "is_error_object",
-           "problem"]
+def report_exit(report: dict[str, Any], *, strict: bool = False) -> int:
+    """The exit code a doctor report stands for (console/services/doctor/report.py `exit_code`):
+    unusable 3, an error finding (or a warning under --strict) 1. A host's exit 0 under a report
+    saying otherwise contradicts it: the verdict is the report's, never only the host's word."""
+    if report.get("usable", True) is not True:
+        return 3
+    severities = {f.get("severity") for f in report.get("findings") or () if isinstance(f, dict)}
+    return 1 if "error" in severities or (strict and "warning" in severities) else 0
+
+
+def one_write_items(method: str, sent: str, output: Any) -> Any:
+    """A one-id write's answer as a batch write's items, for the one matching rule (console/cli/fleet_writes.py
+    `_matched`): the host's own `id` is kept, so an answer for another id is no answer for the one sent."""
+    if not isinstance(output, dict):
+        return output
+    if method in ECHOES_ID and "id" in output:
+        return [output]
+    return [{**output, "id": sent}]
+
+
+def item_problem(method: str, item: dict[str, Any]) -> str | None:
+    """Why an item saying ok is not `method` done: a decision answered with another state."""
+    expected = DECIDED.get(method)
+    state = item.get("state")
+    if item.get("ok") is True and expected is not None and state != expected:
+        shown = state if isinstance(state, str) else type(state).__name__
+        return f"answered ok with the state {one_line(shown, 40)}, not {expected}"
+    return None
+
+
+__all__ = ["BATCH_WRITES", "DECIDED", "ECHOES_ID", "EXIT_CODES", "LISTS", "ONE_WRITES", "SHOWS", "is_doctor_report", "is_error_object",
+           "item_problem", "one_write_items", "problem", "report_exit"]

@@ -71,8 +71,10 @@ def hello_params(host: Host) -> dict[str, Any]:
     return params
 
 
-def check_hello(host: Host, hello: Any, *, use_cache: bool) -> HostOutcome | None:
-    """The outcome that ends the call at `hello` (version skew, another database), else None."""
+def check_hello(host: Host, hello: Any) -> HostOutcome | None:
+    """The outcome that ends the call at `hello` (version skew, another database), else None. The
+    remembered instance is checked on EVERY call, whether or not its answer may come from the read
+    cache: a write (never cached) to an alias that now reaches another database is the worst case."""
     name = host.name
     if not isinstance(hello, dict):
         return HostOutcome(name, "remote_error", one_line(f"{name} answered hello with something other than an object."))
@@ -87,13 +89,13 @@ def check_hello(host: Host, hello: Any, *, use_cache: bool) -> HostOutcome | Non
     if not isinstance(instance, str) or not 0 < len(instance) <= 128 or not is_clean(instance, allow_newlines=False):
         return HostOutcome(name, "remote_error", one_line(f"{name} answered hello without a usable instance id."),
                            hello=hello)
-    known = fleet_cache.known_instance(host) if use_cache else None
+    known = fleet_cache.known_instance(host)
     if known is not None and known != instance:
         return HostOutcome(name, "wrong_instance", one_line(
             f"{name} now answers for database {instance}, not {known} as before: check that {host.ssh} still "
             f"reaches the right host and file; if the database was replaced on purpose, delete "
             f"{fleet_cache.instance_file(host)}."), hello=hello)
-    if known is None and use_cache:
+    if known is None:
         fleet_cache.remember_instance(host, instance)
     return None
 
@@ -179,7 +181,7 @@ async def _attempt(fleet: Fleet, host: Host, method: str, params: dict[str, Any]
             f"[ssh] command in {fleet.path}."))
     try:
         hello = await session.request("hello", hello_params(host))
-        ended = check_hello(host, hello, use_cache=use_cache)
+        ended = check_hello(host, hello)
         if ended is not None or method == "hello":
             return ended or HostOutcome(host.name, "ok", data=hello, hello=hello, exit=0)
         at_hello = False

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-EXPECTED = {"approvals.approve": "approved", "approvals.deny": "denied", "approvals.revoke": "invalidated"}
+from console.fleet.answers import DECIDED
+
 # Host states in which the request never reached the host's console: nothing can have been written.
 NOT_SENT = frozenset({"unreachable", "auth_failed", "host_key", "no_server", "version_skew", "wrong_instance",
                       "stale", "read_only"})
@@ -48,10 +49,10 @@ def decided_by(data: Any, status: str) -> str | None:
 
 def read_back_done(method: str, data: Any, actor: str | None) -> bool:
     """Whether a read-back (`approvals show --json`) proves that `method`, sent by `actor`, took effect."""
-    expected = EXPECTED.get(method)
+    expected = DECIDED.get(method)
     if expected is None or actor is None or not isinstance(data, dict):
         return False
     return data.get("status") == expected and decided_by(data, expected) == actor
 
 
-__all__ = ["EXPECTED", "NOT_SENT", "actor_of", "decided_by", "items_by_id", "read_back_done"]
+__all__ = ["NOT_SENT", "actor_of", "decided_by", "items_by_id", "read_back_done"]

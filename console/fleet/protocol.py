@@ -15,6 +15,7 @@ so a client cannot reach an option that touches the host's files (`doctor PATH`,
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -22,7 +23,11 @@ from console.text import read_json
 
 PROTOCOL_VERSION = 1
 MAX_REQUEST_BYTES = 256 * 1024  # a request is a method and a few options
-MAX_RESPONSE_BYTES = 16 * 1024 * 1024  # a page of requests, an audit page, a doctor report
+# A page of requests, an audit page, a doctor report. Parsing a line is CPU the client pays for each
+# host: 16 MiB of nested arrays cost seconds and a gigabyte; 4 MiB is ample for a page (a larger
+# answer is cut by the server and said: "ask for fewer rows").
+MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+OFF_LOOP_BYTES = 256 * 1024  # a line larger than this is parsed off the event loop (console/fleet/session.py)
 # What the server keeps of a command's output while it runs (UTF-8 bytes): the capture stops
 # accumulating past it, so an answer's memory is bounded before the work, not refused after it. The
 # rest of the cap is room for the envelope and for JSON's escapes.
@@ -207,7 +212,15 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-_WIRE_DECODER = json.JSONDecoder(parse_constant=_no_constants)
+def _finite(text: str) -> float:
+    """`1e999` is no token `parse_constant` sees, but it parses to inf: refused like Infinity."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:20]} is not a finite number")
+    return value
+
+
+_WIRE_DECODER = json.JSONDecoder(parse_constant=_no_constants, parse_float=_finite)
 
 
 def read_wire_json(text: str | bytes) -> Any:
@@ -244,7 +257,7 @@ def notification(method: str, params: dict[str, Any]) -> dict[str, Any]:
 
 __all__ = [
     "BEFORE_RUNNING", "ERROR_KINDS", "Framer", "IDENTITY_AMBIGUOUS", "INTERNAL_ERROR", "INVALID_PARAMS",
-    "INVALID_REQUEST", "MAX_OUTPUT_BYTES", "MAX_REQUEST_BYTES", "MAX_RESPONSE_BYTES", "METHODS",
+    "INVALID_REQUEST", "MAX_OUTPUT_BYTES", "MAX_REQUEST_BYTES", "MAX_RESPONSE_BYTES", "METHODS", "OFF_LOOP_BYTES",
     "METHOD_NOT_FOUND", "MessageTooLarge", "Method", "NOT_READY", "PARSE_ERROR", "PROTOCOL_VERSION",
     "READ_ONLY", "SESSION_METHODS", "SESSION_PARAMS", "STREAM_BUSY", "TOO_LARGE", "VERSION_SKEW", "WATCH",
     "WATCH_NOTIFICATION", "WRONG_DATABASE", "cut_result", "cut_size", "decode", "encode", "error",

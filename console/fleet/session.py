@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import signal
 from pathlib import Path
 from typing import Any, Callable
 
 from console.fleet.hosts import Fleet, Host
-from console.fleet.protocol import ERROR_KINDS, MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES, decode, encode, request
+from console.fleet.protocol import (ERROR_KINDS, MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES, OFF_LOOP_BYTES, decode, encode,
+                                    request)
 from console.fleet.transport import CONNECT_TIMEOUT, ssh_argv
 from console.text import one_line
 
@@ -139,7 +141,9 @@ class Session:
             while line := await self._stdout.readline():
                 self.spoke = True
                 try:
-                    message = decode(line)
+                    # a large line is parsed in a thread, so its size and depth scans never hold the loop;
+                    # json's C parser still holds the GIL while it runs, which MAX_RESPONSE_BYTES bounds
+                    message = decode(line) if len(line) <= OFF_LOOP_BYTES else await asyncio.to_thread(decode, line)
                 except ValueError as exc:  # console/text.py UnreadableJson names the limit it hit
                     deep = "nested too deeply" in str(exc)
                     self.violation = "sent a message nested too deeply" if deep else "sent a line that is not JSON"
@@ -241,7 +245,11 @@ class Session:
                 except asyncio.TimeoutError:
                     pass
             if process.returncode is None:
-                process.kill()
+                # not `process.kill()`: Popen.send_signal polls first, and that waitpid would reap a
+                # child that has just exited under asyncio's child watcher, which then logs "Unknown
+                # child process pid N". The pid stays ours until the watcher reaps it, so the signal
+                # reaches this child or its zombie, never another process.
+                os.kill(process.pid, signal.SIGKILL)
             await process.wait()
         except ProcessLookupError:
             pass

@@ -125,7 +125,7 @@ class FleetSessions:
                         f"ssh could not be started for {host.name} ({exc.strerror or exc}): install OpenSSH's client "
                         f"or set [ssh] command in {self.fleet.path}."))
                 hello = await session.request("hello", hello_params(host))
-                return check_hello(host, hello, use_cache=self.cache) or HostOutcome(host.name, "ok", hello=hello,
+                return check_hello(host, hello) or HostOutcome(host.name, "ok", hello=hello,
                                                                                    data=hello, exit=0)
         except TimeoutError:
             return HostOutcome(host.name, "timeout", one_line(f"{host.name} did not answer within {self.deadline:g} s "

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Protocol
 
 from console.clock import parse_time
-from console.fleet.decisions import EXPECTED, NOT_SENT, actor_of, decided_by, items_by_id, read_back_done
+from console.fleet.answers import DECIDED
+from console.fleet.decisions import NOT_SENT, actor_of, decided_by, items_by_id, read_back_done
 from console.text import one_line
 
 POLL_SECONDS = 3.0  # how often each host's queue is read again
@@ -436,7 +437,7 @@ class FleetMonitor:
                 self.report(Decided(name, request_id, "reread", False, f"{request_id} on {name}: {said}"))
                 continue
             actor = actor or actor_of(answer.hello) or self.status[name].actor
-            expected = EXPECTED.get(method)
+            expected = DECIDED.get(method)
             done = read_back_done(method, answer.data, actor)
             who = ""
             if status == expected and not done:

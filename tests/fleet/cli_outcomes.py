@@ -55,6 +55,7 @@ class FakeRunner:
     json: bool = True
     sent: list = field(default_factory=list)
     emitted: list = field(default_factory=list)
+    hellos: list = field(default_factory=list)
 
     def __post_init__(self):
         self.hosts = [_Host(n) for n in self.names]
@@ -63,6 +64,10 @@ class FakeRunner:
 
     def call(self, method, params, hosts=None, *, cache=True):
         chosen = self.hosts if hosts is None else hosts
+        if method == "hello":  # a write run's instance check (fleet_writes `_shared`): each host its own
+            self.hellos.append([host.name for host in chosen])
+            return [Outcome(host.name, "ok", None, 0, {"instance_id": host.name}, {"instance_id": host.name})
+                    for host in chosen]
         out = []
         for host in chosen:
             self.sent.append((method, dict(params), host.name, cache))
