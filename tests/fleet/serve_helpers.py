@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import queue
 import subprocess
 import sys
 import threading
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from console.services.host_identity import DEFAULT_POLICY
+from tests.approvals_helpers import add_project, add_request, ts
 
 WAIT = 30.0  # generous for a loaded machine; a passing run never waits this long
 
@@ -157,3 +160,30 @@ class Server:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=WAIT)
+
+
+# --- hosts of the fleet CLI tests: a database of its own, a server behind a forced command
+
+def later(hours: float) -> str:
+    return ts(datetime.now(timezone.utc) + timedelta(hours=hours))
+
+
+def host_db(make_db, name: str, requests: dict[str, float]):
+    """A host's own database: a project of its own (its instance id), requests expiring in hours."""
+    project = f"p-{name}"
+
+    def fill(conn):
+        add_project(conn, project)
+        for request_id, hours in requests.items():
+            add_request(conn, request_id, project, expires_at=later(hours))
+
+    return make_db(name=f"{name}.db", fill=fill)
+
+
+def forced_server(tmp_path, actor: str, db) -> str:
+    """A host whose key is a forced command (`command="archon-console serve --stdio --actor=..."`):
+    whatever the client asks to run, the host runs its own server, with the actor it names."""
+    script = tmp_path / f"forced-{actor}.sh"
+    script.write_text(f"#!/bin/sh\nexec {sys.executable} -m console serve --stdio --actor={actor} --db {db}\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return str(script)

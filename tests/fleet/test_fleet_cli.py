@@ -7,51 +7,25 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import sys
-from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from console.cli.cli import main
-from tests.approvals_helpers import add_project, add_request, events, status_of, ts
+from tests.approvals_helpers import add_request, events, status_of
 from tests.conftest import connect
+from tests.fleet.serve_helpers import forced_server, host_db, later
 
 pytestmark = pytest.mark.slow  # every call starts one server process per host
 
 
-def _later(hours: float) -> str:
-    return ts(datetime.now(timezone.utc) + timedelta(hours=hours))
-
-
-def _db(make_db, name: str, requests: dict[str, float]):
-    """A host's own database: a project of its own (its instance id), requests expiring in hours."""
-    project = f"p-{name}"
-
-    def fill(conn):
-        add_project(conn, project)
-        for request_id, hours in requests.items():
-            add_request(conn, request_id, project, expires_at=_later(hours))
-
-    return make_db(name=f"{name}.db", fill=fill)
-
-
-def _forced(tmp_path, actor: str, db) -> str:
-    """A host whose key is a forced command (`command="archon-console serve --stdio --actor=..."`):
-    whatever the client asks to run, the host runs its own server, with the actor it names."""
-    script = tmp_path / f"forced-{actor}.sh"
-    script.write_text(f"#!/bin/sh\nexec {sys.executable} -m console serve --stdio --actor={actor} --db {db}\n")
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return str(script)
-
-
 @pytest.fixture
 def fleet(make_db, write_hosts, tmp_path, monkeypatch):
-    eu1 = _db(make_db, "eu1", {"apr-a": 3, "apr-shared": 1})
-    us1 = _db(make_db, "us1", {"apr-b": 2, "apr-shared": 4})
+    eu1 = host_db(make_db, "eu1", {"apr-a": 3, "apr-shared": 1})
+    us1 = host_db(make_db, "us1", {"apr-b": 2, "apr-shared": 4})
     write_hosts({
-        "eu1": {"ssh": "eu1", "remote": _forced(tmp_path, "erin", eu1), "groups": ["eu"]},
-        "us1": {"ssh": "us1", "remote": _forced(tmp_path, "carol", us1), "groups": ["us"]},
+        "eu1": {"ssh": "eu1", "remote": forced_server(tmp_path, "erin", eu1), "groups": ["eu"]},
+        "us1": {"ssh": "us1", "remote": forced_server(tmp_path, "carol", us1), "groups": ["us"]},
         "dead": {"ssh": "dead", "remote": str(tmp_path / "no-console-here"), "groups": ["broken"]},
     })
     monkeypatch.setenv("ARCHON_CONSOLE_HOSTS", str(tmp_path / "hosts.toml"))
@@ -260,7 +234,7 @@ def _hosts_in(path) -> set:
 def _request(db, request_id: str) -> None:
     conn = connect(db)
     try:
-        add_request(conn, request_id, f"p-{db.stem}", expires_at=_later(2))
+        add_request(conn, request_id, f"p-{db.stem}", expires_at=later(2))
     finally:
         conn.close()
 
@@ -333,7 +307,7 @@ def test_a_host_that_drops_is_reconnected_and_resumes_from_its_cursor(fleet, tmp
 def test_four_eyes_is_the_hosts_own_rule_with_the_actor_it_resolved(fleet, capsys):
     conn = connect(fleet["us1"])
     try:  # carol asked for it; us1's forced command says carol is the one approving
-        add_request(conn, "apr-carols", "p-us1", expires_at=_later(2), authority={"requested_by": "carol"})
+        add_request(conn, "apr-carols", "p-us1", expires_at=later(2), authority={"requested_by": "carol"})
     finally:
         conn.close()
     # with `dead` silent the bare id could be there too: name it, or leave the silent host out
@@ -346,10 +320,10 @@ def test_four_eyes_is_the_hosts_own_rule_with_the_actor_it_resolved(fleet, capsy
 
 
 def test_a_read_only_host_refuses_the_write_and_the_others_land(make_db, write_hosts, tmp_path, monkeypatch, capsys):
-    ro = _db(make_db, "ro", {"apr-r": 2})
-    rw = _db(make_db, "rw", {"apr-w": 2})
+    ro = host_db(make_db, "ro", {"apr-r": 2})
+    rw = host_db(make_db, "rw", {"apr-w": 2})
     write_hosts({"ro": {"ssh": "ro", "db": str(ro), "read_only": True},
-                 "rw": {"ssh": "rw", "remote": _forced(tmp_path, "dana", rw)}})
+                 "rw": {"ssh": "rw", "remote": forced_server(tmp_path, "dana", rw)}})
     monkeypatch.setenv("ARCHON_CONSOLE_HOSTS", str(tmp_path / "hosts.toml"))
     assert main(["--fleet", "approvals", "deny", "ro:apr-r", "rw:apr-w", "--reason", "no"]) == 1
     captured = capsys.readouterr()
@@ -364,7 +338,7 @@ def test_a_host_that_answered_before_shows_its_last_rows_marked_stale(fleet, wri
     assert main([*argv, "--json"]) == 0
     capsys.readouterr()
     write_hosts({  # us1's console is gone now; eu1 is as before
-        "eu1": {"ssh": "eu1", "remote": _forced(tmp_path, "erin", fleet["eu1"]), "groups": ["eu"]},
+        "eu1": {"ssh": "eu1", "remote": forced_server(tmp_path, "erin", fleet["eu1"]), "groups": ["eu"]},
         "us1": {"ssh": "us1", "remote": str(tmp_path / "gone" / "archon-console"), "groups": ["us"]},
     })
     assert main([*argv, "--json"]) == 4
@@ -382,7 +356,7 @@ def test_a_host_that_answered_before_shows_its_last_rows_marked_stale(fleet, wri
 def test_expire_sweeps_every_host_that_answers(fleet, capsys):
     conn = connect(fleet["eu1"])
     try:
-        add_request(conn, "apr-overdue", "p-eu1", expires_at=_later(-1))
+        add_request(conn, "apr-overdue", "p-eu1", expires_at=later(-1))
     finally:
         conn.close()
     assert main(["--fleet", "approvals", "expire", "--json"]) == 4  # `dead` is not in it

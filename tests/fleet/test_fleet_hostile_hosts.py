@@ -91,11 +91,11 @@ def test_a_write_is_never_sent_to_a_host_hosts_toml_marks_read_only(write_hosts,
 def test_a_read_only_host_behind_a_forced_command_keeps_its_requests(hosts, make_db, tmp_path, capsys):
     """F16 end to end: the forced command drops `--read-only`; the write is refused here, exit 1,
     the file is untouched, and a read says that the host's server is not read-only."""
-    from tests.fleet.test_fleet_cli import _db, _forced
+    from tests.fleet.serve_helpers import forced_server, host_db
     from tests.approvals_helpers import status_of
 
-    db = _db(make_db, "h1", {"apr-a": 3})
-    hosts({"h1": {"ssh": "h1", "remote": _forced(tmp_path, "alice", db), "read_only": True}})
+    db = host_db(make_db, "h1", {"apr-a": 3})
+    hosts({"h1": {"ssh": "h1", "remote": forced_server(tmp_path, "alice", db), "read_only": True}})
     assert main(["approvals", "approve", "h1:apr-a", "--reason", "x", "--host", "h1"]) == 1
     assert "read-only in hosts.toml; nothing was sent" in capsys.readouterr().err
     assert main(["approvals", "expire", "--host", "h1"]) == 1
