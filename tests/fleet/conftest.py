@@ -110,3 +110,13 @@ def fleet_lab(sshd_lab, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(sshd_lab.base / "cache"))
     monkeypatch.delenv("ARCHON_CONSOLE_HOSTS", raising=False)
     return sshd_lab
+
+
+@pytest.fixture
+def hosts(write_hosts, tmp_path, monkeypatch):
+    """hosts({...}): write_hosts, and $ARCHON_CONSOLE_HOSTS naming the file, for the CLI's main()."""
+    def write(table):
+        fleet = write_hosts(table)
+        monkeypatch.setenv("ARCHON_CONSOLE_HOSTS", str(tmp_path / "hosts.toml"))
+        return fleet
+    return write

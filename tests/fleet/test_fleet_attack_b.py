@@ -25,15 +25,6 @@ def result(value) -> str:
     return json.dumps({"jsonrpc": "2.0", "id": "{id}", "result": value})
 
 
-@pytest.fixture
-def hosts(write_hosts, tmp_path, monkeypatch):
-    def write(table):
-        fleet = write_hosts(table)
-        monkeypatch.setenv("ARCHON_CONSOLE_HOSTS", str(tmp_path / "hosts.toml"))
-        return fleet
-    return write
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("argv", [
     ["approvals", "approve", "apr-1", "--reason", "x"],

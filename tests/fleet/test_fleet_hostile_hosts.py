@@ -27,15 +27,6 @@ def _replay(tmp_path, name: str, result) -> str:
     return peer("--replay", str(script))
 
 
-@pytest.fixture
-def hosts(write_hosts, tmp_path, monkeypatch):
-    def write(table):
-        fleet = write_hosts(table)
-        monkeypatch.setenv("ARCHON_CONSOLE_HOSTS", str(tmp_path / "hosts.toml"))
-        return fleet
-    return write
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("code", [256, 512, 2 ** 32, -1, 300])
 def test_a_hosts_exit_code_never_becomes_the_runs(hosts, tmp_path, code, capsys):
