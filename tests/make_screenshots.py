@@ -33,6 +33,29 @@ async def shoot(scene, size, db: Path, out: Path) -> Path:
     return out / name
 
 
+FLEET_SHOTS = ("fleet-approvals", "fleet-hosts")
+
+
+async def shoot_fleet(name: str, size, out: Path) -> Path:
+    """The fleet console over the fixed hosts of its snapshot tests (tests/tui/fleet_helpers.py `fleet_link`, as in the snapshot tests:
+    one fine, one STALE, one read-only shared account, one refused, one black-holed)."""
+    from console.tui.fleet_app import FleetConsole
+    from tests.tui.fleet_helpers import HostConfig, fleet_link, settled
+    from tests.tui.pilot import wait_until
+
+    link = fleet_link()
+    app = FleetConsole([HostConfig(host) for host in link.hosts], link, poll_seconds=3600)
+    async with app.run_test(size=size) as pilot:
+        await settled(pilot, app)
+        if name == "fleet-hosts":
+            await pilot.press("H")
+            await wait_until(pilot, lambda: type(app.screen).__name__ == "FleetHostsScreen", what="the hosts screen")
+            await settled(pilot, app)
+        file = f"{name}-{size[0]}x{size[1]}.svg"
+        app.save_screenshot(file, str(out))
+    return out / file
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=OUT)
@@ -56,6 +79,10 @@ def main() -> int:
                 db.parent.mkdir()
                 db.write_bytes(masters[scene.release].read_bytes())
                 print(asyncio.run(shoot(scene, size, db, args.out)))
+    with mock.patch.dict(os.environ, {"ARCHON_CONSOLE_NOW": NOW_TEXT}):
+        for name in FLEET_SHOTS:
+            for size in SIZES:
+                print(asyncio.run(shoot_fleet(name, size, args.out)))
     return 0
 
 

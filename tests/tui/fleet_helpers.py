@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.tui.fleet_monitor import Answer
+from tests.tui.pilot import wait_until
 
 NOW_TEXT = "2025-06-01 12:00:00"
 
@@ -75,3 +76,41 @@ class FixedLink:
 
     async def close(self) -> None:
         self.closed = True
+
+
+# --- the fixed hosts of the snapshots and of `make screenshots` (tests/make_screenshots.py)
+
+HELLO = {"archon_release": "1.10.0", "actor": "alice", "actor_source": "forced_command", "read_only": False}
+
+
+def fleet_link() -> FixedLink:
+    return FixedLink({
+        "eu1": ("ok", HELLO, [
+            request_row("apr-00000011", "billing", "git_push", "2025-06-01 12:40:00", "dave",
+                        {"remote": "origin", "branch": "main"}),
+            request_row("apr-00000019", "atlas-api", "custom_check", "2025-06-01 15:00:00", "erin",
+                        {"command": "make test"}),
+        ]),
+        "us2": ("stale", dict(HELLO, archon_release="1.8.22"), [
+            request_row("apr-00000007", "ml-pipeline", "git_push", "2025-06-01 13:10:00", "carol",
+                        {"remote": "origin", "branch": "feature/x"}),
+        ], "us2: ssh: connect to host us2 port 22: Connection timed out", 240),
+        "ap3": ("ok", dict(HELLO, actor="ops", actor_source="shared_account", read_only=True), [
+            request_row("apr-00000003", "docs", "custom_check", "2025-06-01 12:20:00", "frank",
+                        {"command": "lint"}),
+        ]),
+        "sa4": ("down", "sa4: ssh: connect to host sa4 port 22: Connection refused"),
+        "bh5": ("hang",),
+    })
+
+
+async def settled(pilot, app) -> None:
+    """Every host but the black-holed one has answered (the STALE one twice: rows, then its age)."""
+    app.animation_level = "none"
+    await wait_until(pilot, lambda: [s.phase for s in app.status.values()]
+                     == ["ok", "stale", "ok", "down", "connecting"], what="every host's answer")
+    await wait_until(pilot, lambda: len(app.screen.rows) == 4 if hasattr(app.screen, "rows") else True,
+                     what="the merged rows")
+    app.screen.refresh_bindings()
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
