@@ -76,23 +76,10 @@ for `approvals watch --fleet` (console/cli/fleet_watch.py), through this same fi
 
     def _write(self, position) -> None:
         import json
-        import os
 
-        from console.db.files import create_exclusive, publish, temp_prefix
+        from console.db.files import replace_small_file
 
-        tmp = create_exclusive(self.path.parent, temp_prefix("cursor"))
-        try:
-            with open(tmp, "w", encoding="utf-8") as handle:
-                handle.write(json.dumps(self._encode(position)) + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            publish(tmp, self.path, no_clobber=False)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        replace_small_file(self.path, json.dumps(self._encode(position)) + "\n", "cursor")
 
 
 class held_signals:

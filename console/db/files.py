@@ -98,6 +98,26 @@ def publish(tmp: str | os.PathLike[str], final: str | os.PathLike[str], *, no_cl
     return final
 
 
+def replace_small_file(path: str | os.PathLike[str], text: str, kind: str) -> Path:
+    """Write `text` as the whole new content of the console's own small file `path` (saved views, a
+    watch cursor): a temporary file created exclusively beside it, written and synced, then renamed
+    over it, so a reader sees the old file or the new one, never a half; removed if anything fails."""
+    path = Path(path)
+    tmp = create_exclusive(path.parent, temp_prefix(kind))
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        return publish(tmp, path, no_clobber=False)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def open_output_dir(directory: Path, option: str) -> int:
     """A descriptor on the directory `require_output_dir` accepted, checked again through the
     descriptor: whatever happens to the name afterwards, files are made in this very directory."""
@@ -344,6 +364,7 @@ __all__ = [
     "numbered",
     "private_dir",
     "publish",
+    "replace_small_file",
     "publish_unique",
     "reached",
     "remove_stale",

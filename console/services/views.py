@@ -166,7 +166,7 @@ def save(name: str, view: View, path: Path | None = None) -> Path:
     path = path or views_path()
     views, _ = load(path)
     views[name] = view
-    from console.db.files import create_exclusive, publish, require_output_dir, temp_prefix
+    from console.db.files import replace_small_file, require_output_dir
 
     require_output_dir(path.parent, "The views file's directory", create=True)
     lines = ["# Saved views of archon-console (:save NAME, :view NAME, `approvals list --view NAME`)."]
@@ -174,19 +174,7 @@ def save(name: str, view: View, path: Path | None = None) -> Path:
         v = views[key]
         lines += ["", f"[views.{key}]", f"screen = {_toml_string(v.screen)}",
                   f"filters = {_toml_string(v.expression())}"]
-    tmp = create_exclusive(path.parent, temp_prefix("views"))
-    try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write("\n".join(lines) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        publish(tmp, path, no_clobber=False)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    replace_small_file(path, "\n".join(lines) + "\n", "views")
     return path
 
 
