@@ -186,6 +186,11 @@ class _Stream:
             await self.sessions.connect()
             await asyncio.Event().wait()  # until Ctrl-C cancels this task
         finally:
+            # The watch starts still under way end with the stream (else asyncio.run destroys them
+            # pending, and says so on stderr), then the sessions close.
+            for task in list(self.starting):
+                task.cancel()
+            await asyncio.gather(*self.starting, return_exceptions=True)
             await self.sessions.close()
 
     def state(self, outcome) -> None:
