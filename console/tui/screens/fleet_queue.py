@@ -196,7 +196,7 @@ class FleetQueueScreen(FleetScreen):
     def host_changed(self, status: Any) -> None:
         # A report before the screen is composed (on_mount reads it all), or while it is being taken
         # down (its widgets leave one by one): nothing to update.
-        if not self.is_mounted or not self.query(LazyTable) or not self.query("#filters"):
+        if not self._composed():
             return
         self._rebuild()
 
@@ -242,7 +242,14 @@ class FleetQueueScreen(FleetScreen):
         return {a: one_line(why, SAID_WIDTH) for a, why in value.items()
                 if a in self.WRITE_ACTIONS and isinstance(why, str) and why}
 
+    def _composed(self) -> bool:
+        """Every widget a host's report or a read updates is there: not before the screen is
+        composed, nor while it is taken down at exit (its widgets leave one by one)."""
+        return self.is_mounted and all(self.query(selector) for selector in (LazyTable, "#filters", "#detail-head"))
+
     def _show_detail(self, row: QueueRow | None) -> None:
+        if not self._composed():
+            return
         head = self.query_one("#detail-head", Static)
         if row is None:
             head.update(Text(self._empty_message() if not self.rows else "Select a request.", style="dim"))
