@@ -198,7 +198,8 @@ ERROR_PATHS = [
     (["demo", "{db}"], 1),
     (["help", "nosuch"], 2),
     (["completion", "fish"], 2),
-    (["inspect", "{missing}"], 3),
+    (["inspect", "{missing}", "--keep-snapshot", "{missing}", "--no-tui"], 3),
+    (["inspect", "{db}"], 2),  # --json with the console (issue 21 item 4)
     (["upgrade", "--db", "{missing}"], 3),
     (["--read-only", "envs", "claim", "env-0001", "--op", "stop"], 1),
     (["--no-such-option"], 2),

@@ -69,6 +69,7 @@ def test_inspect_opens_the_tui_on_the_snapshot(tmp_path, monkeypatch):
         return 0
 
     monkeypatch.setattr(console.tui.tui, "run_tui", fake_run_tui)
+    monkeypatch.setattr(console.tui.tui, "require_terminal", lambda **_: None)  # no terminal here
     assert main(["inspect", str(db)]) == 0
     assert seen["ro"] is True and seen["exists"] and seen["db"] != db
     assert seen["support"].original_path == str(db.resolve())

@@ -1,10 +1,15 @@
-"""The one entry point that imports Textual: `archon-console` with no subcommand lands here."""
+"""The one entry point that imports Textual: `archon-console` with no subcommand lands here.
+
+Every way into a console (no command, `inspect`, `--fleet` with no command) runs its app through
+`_run`, which first asks `require_terminal`: the one door, so no way in can forget it.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
-from typing import Any
+from typing import Any, Callable
 
 from console.signals import graceful
 
@@ -14,23 +19,27 @@ from console.models.support import SupportInfo
 def run_tui(ctx: Any, support: SupportInfo | None = None, *, start: str | None = None) -> int:
     """Open the console on `ctx.db_path`; returns the exit code. `support` shows a SUPPORT badge
     (the console is looking at a snapshot of someone else's database)."""
-    from console.tui.app import ArchonConsole
-    from console.services import navigation
-    from console.tui.session import Session
+    def build() -> tuple[Any, Any]:
+        from console.tui.app import ArchonConsole
+        from console.services import navigation
+        from console.tui.session import Session
 
-    session = Session(ctx)  # opens and validates before the terminal is taken over
-    if start is None:  # decided before the UI runs, so the first frame is the start screen
-        try:
-            start = session.run(navigation.start_screen)
-        except Exception:
-            start = None  # the app decides in a worker, and shows any error there
-    return _run(ArchonConsole(ctx, support, session=session, start=start), session)
+        session = Session(ctx)  # opens and validates before the terminal is taken over
+        first = start
+        if first is None:  # decided before the UI runs, so the first frame is the start screen
+            try:
+                first = session.run(navigation.start_screen)
+            except Exception:
+                first = None  # the app decides in a worker, and shows any error there
+        return ArchonConsole(ctx, support, session=session, start=first), session
+
+    return _run(ctx, build)
 
 
 def run_fleet_tui(ctx: Any) -> int:
     """The fleet console over the hosts chosen by `--host/--group/--fleet` (console/cli/parser.py);
     no local database is opened."""
-    return _run(fleet_app(ctx.args, read_only=bool(ctx.read_only)), None)
+    return _run(ctx, lambda: (fleet_app(ctx.args, read_only=bool(ctx.read_only)), None))
 
 
 def fleet_app(args: Any, *, read_only: bool = False, poll_seconds: float | None = None) -> Any:
@@ -52,8 +61,32 @@ def fleet_app(args: Any, *, read_only: bool = False, poll_seconds: float | None 
     return FleetConsole(hosts, link, read_only=read_only, poll_seconds=poll_seconds)
 
 
-def _run(app: Any, session: Any) -> int:
-    """Run `app` until it exits; SIGTERM/SIGHUP end it as quitting does (console/signals.py)."""
+def require_terminal(*, as_json: bool) -> None:
+    """A console needs a terminal: Textual reads keys from stdin and draws on stderr, and what the
+    console prints at exit goes to stdout. Without one (cron, nohup, `< /dev/null > out`) the app
+    found no keys and redrew for nobody, using most of a core and never exiting; so, like lazygit and
+    k9s, it is refused in one sentence (exit 2) before anything is opened. `--json` asks for an answer
+    a program can read, which a console is not."""
+    from console.errors import UsageError
+
+    if as_json:
+        raise UsageError("--json answers commands, and the console itself is not one: leave --json out, "
+                         "or run a command such as `archon-console approvals list --json`.")
+    missing = [name for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")) if not os.isatty(fd)]
+    if missing:
+        named = missing[0] if len(missing) == 1 else f"{', '.join(missing[:-1])} and {missing[-1]}"
+        raise UsageError(f"The console needs a terminal and {named} {'is' if len(missing) == 1 else 'are'} "
+                         "not one; in scripts, cron and pipes run a command instead (`archon-console help` "
+                         "lists them).")
+
+
+def _run(ctx: Any, build: Callable[[], tuple[Any, Any]]) -> int:
+    """The one door every console goes through: refused without a terminal (`require_terminal`),
+    else `build()` opens what the app needs and the app runs until it exits; SIGTERM/SIGHUP end it as
+    quitting does (console/signals.py)."""
+    require_terminal(as_json=bool(getattr(ctx, "json", False)))
+    app, session = build()
+
     def stop(signum: int) -> bool:
         try:
             loop = asyncio.get_running_loop()
@@ -73,4 +106,4 @@ def _run(app: Any, session: Any) -> int:
     return int(result or 0) if isinstance(result, int) else (app.return_code or 0)
 
 
-__all__ = ["fleet_app", "run_fleet_tui", "run_tui"]
+__all__ = ["fleet_app", "require_terminal", "run_fleet_tui", "run_tui"]

@@ -39,6 +39,7 @@ def run(capsys, *argv) -> tuple[int, str]:
 def test_inspect_keep_snapshot_on_a_full_disk(demo_copy, disk, monkeypatch, capsys):
     db = demo_copy("current")  # ~900 KB: more than the disk holds
     monkeypatch.setattr(console.tui.tui, "run_tui", lambda ctx, support=None, **_: 0)
+    monkeypatch.setattr(console.tui.tui, "require_terminal", lambda **_: None)  # no terminal here
     code, err = run(capsys, "inspect", db, "--keep-snapshot", disk.path)
     assert disk.entries() == []  # no partial, no scratch copy: nothing blocks the next attempt
     assert code == 3, err
@@ -144,6 +145,7 @@ def test_writing_a_wal_database_in_a_read_only_directory(tmp_path, disk, capsys)
 def test_keep_snapshot_into_an_unusable_directory(tmp_path, demo_copy, disk, monkeypatch, capsys, case):
     db = demo_copy("current")
     monkeypatch.setattr(console.tui.tui, "run_tui", lambda ctx, support=None, **_: 0)
+    monkeypatch.setattr(console.tui.tui, "require_terminal", lambda **_: None)  # no terminal here
     if case == "a-file":
         target = tmp_path / "a-file"
         target.write_text("not a directory")
@@ -214,6 +216,7 @@ def test_inspect_with_a_full_tmpdir(demo_copy, disk, monkeypatch, capsys):
     db = demo_copy("current")
     monkeypatch.setattr(tempfile, "tempdir", str(disk.path))
     monkeypatch.setattr(console.tui.tui, "run_tui", lambda ctx, support=None, **_: 0)
+    monkeypatch.setattr(console.tui.tui, "require_terminal", lambda **_: None)  # no terminal here
     code, err = run(capsys, "inspect", db)
     assert disk.entries() == []
     assert code == 3, err

@@ -48,6 +48,7 @@ DRIVER = r"""
 import io, json, sys, contextlib
 import console.tui.tui
 console.tui.tui.run_tui = lambda ctx, support=None, **_: 0
+console.tui.tui.require_terminal = lambda **_: None
 from console.cli.cli import main
 db, commands = sys.argv[1], json.loads(sys.argv[2])
 results = []

@@ -61,7 +61,7 @@ def _hostile_dirs(tmp_path: Path) -> dict[str, Path]:
 
 def _commands(db: Path, where: Path) -> dict[str, list[str]]:
     return {
-        "inspect --keep-snapshot": ["inspect", str(db), "--keep-snapshot", str(where)],
+        "inspect --keep-snapshot": ["inspect", str(db), "--keep-snapshot", str(where), "--no-tui"],
         "upgrade --snapshot-dir": ["--db", str(db), "upgrade", "--force", "--snapshot-dir", str(where)],
         "upgrade --plan --snapshot-dir": ["--db", str(db), "upgrade", "--plan", "--snapshot-dir", str(where)],
         "doctor --bundle": ["doctor", str(db), "--bundle", str(where / "out.zip")],
@@ -79,8 +79,6 @@ def test_every_output_option_refuses_a_directory_others_can_write(tmp_path, comm
     for why, where in _hostile_dirs(tmp_path).items():
         before = sorted(os.listdir(where))
         argv = _commands(db, where)[command]
-        if argv[0] == "inspect":  # refused before the TUI would start; no terminal is needed
-            argv = ["inspect", *argv[1:]]
         try:
             done = subprocess.run([sys.executable, "-m", "console", *argv], capture_output=True, text=True,
                                   cwd=ROOT, timeout=60, stdin=subprocess.DEVNULL)
@@ -95,6 +93,7 @@ def test_every_output_option_refuses_a_directory_others_can_write(tmp_path, comm
 @pytest.mark.parametrize("mode", [0o700, 0o1777])
 def test_own_and_sticky_directories_are_accepted(tmp_path, monkeypatch, capsys, mode):
     monkeypatch.setattr(console.tui.tui, "run_tui", lambda ctx, support=None, **_: 0)
+    monkeypatch.setattr(console.tui.tui, "require_terminal", lambda **_: None)  # no terminal here
     (tmp_path / "db").mkdir()
     db = damage.healthy(tmp_path / "db" / "archon.db", wal=True)
     keep = tmp_path / "keep"

@@ -75,6 +75,7 @@ def plant(directory: Path, names, target: Path) -> list[Path]:
 
 def _no_tui(monkeypatch):
     monkeypatch.setattr(console.tui.tui, "run_tui", lambda ctx, support=None, **_: 0)
+    monkeypatch.setattr(console.tui.tui, "require_terminal", lambda **_: None)  # no terminal here
 
 
 def test_inspect_keep_snapshot_does_not_write_through_a_planted_partial(tmp_path, shared, victim, monkeypatch, capsys):

@@ -1,9 +1,11 @@
-"""`archon-console inspect PATH [--keep-snapshot DIR]`: support mode.
+"""`archon-console inspect PATH [--keep-snapshot DIR [--no-tui]]`: support mode.
 
 Takes a consistent snapshot of someone's database into a private 0700 directory (see
 `console/db/readonly.py`: nothing next to PATH is created or changed, even while archon writes)
 and opens the TUI on the snapshot, read-only, with a SUPPORT badge naming PATH and the snapshot
-time. The snapshot is removed on exit unless `--keep-snapshot DIR` is given.
+time. The snapshot is removed on exit unless `--keep-snapshot DIR` is given; with `--no-tui` too, the
+command only takes the snapshot and prints where it is (for scripts: the console needs a terminal,
+console/tui/tui.py `require_terminal`).
 
 `prepare_inspection` is the part without a terminal, so tests can check it.
 """
@@ -14,7 +16,7 @@ import dataclasses
 import shutil
 import tempfile
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from console.clock import system_clock
@@ -65,16 +67,37 @@ def prepare_inspection(path: str | Path, keep_dir: str | Path | None = None, *, 
 
 
 def cmd_inspect(ctx) -> int:
+    if ctx.args.no_tui:
+        return _snapshot_only(ctx)
+    from console.tui.tui import require_terminal, run_tui  # the only import of textual
+
+    # Asked here as well as at the console's door, so a refusal copies nothing first.
+    require_terminal(as_json=ctx.json)
     inspection = prepare_inspection(ctx.args.path, ctx.args.keep_snapshot, now=ctx.clock())
     try:
         snap_ctx = dataclasses.replace(ctx, db_path=inspection.snapshot, read_only=True)
-        from console.tui.tui import run_tui  # the only import of textual
-
         return run_tui(snap_ctx, support=inspection.support)
     finally:
         inspection.cleanup()
         if ctx.args.keep_snapshot:
             print(f"Snapshot kept at {inspection.snapshot}")
+
+
+def _snapshot_only(ctx) -> int:
+    """`--no-tui`: the snapshot is the result. Its path alone on stdout (`snap=$(archon-console
+    inspect ...)`), or one JSON object with --json."""
+    if not ctx.args.keep_snapshot:
+        raise UsageError("--no-tui needs --keep-snapshot DIR: without it the snapshot would be removed as "
+                         "soon as it was taken.")
+    inspection = prepare_inspection(ctx.args.path, ctx.args.keep_snapshot, now=ctx.clock())
+    if ctx.json:
+        from console.cli.output import emit_json
+
+        emit_json({"ok": True, "snapshot": str(inspection.snapshot), "original": str(inspection.original),
+                   "taken_at": inspection.taken_at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")})
+    else:
+        print(inspection.snapshot)
+    return 0
 
 
 def register(subparsers, parents) -> None:
@@ -87,6 +110,9 @@ def register(subparsers, parents) -> None:
     )
     p.add_argument("path", metavar="PATH", help="the database to inspect")
     p.add_argument("--keep-snapshot", metavar="DIR", default=None, help="keep the snapshot in DIR")
+    p.add_argument("--no-tui", action="store_true",
+                   help="with --keep-snapshot: only take the snapshot and print its path (with --json: "
+                   "an object with it), for scripts; the console needs a terminal")
     p.set_defaults(handler=cmd_inspect)
 
 
