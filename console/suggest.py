@@ -3,7 +3,8 @@ console's `:` commands, `:project NAME` and the fleet's host names, so "did you 
 same wherever a typo lands.
 
 Order matters more than score: a person who typed the start of a name means that name (k9s's `:ns`),
-so prefixes come first, then names containing the text, then names a few edits away."""
+so prefixes come first, then names two swapped neighbours away (`--ot` for `--to`: too short for a
+ratio to see), then names containing the text, then names a few edits away."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from collections.abc import Iterable
 
 def near_matches(typed: str, candidates: Iterable[str], *, limit: int = 5, cutoff: float = 0.6) -> list[str]:
     """The candidates `typed` most likely meant, best first, at most `limit`: an exact match
-    (ignoring case) alone; else those starting with it, those containing it, then close spellings.
+    (ignoring case) alone; else those starting with it, those it names with two neighbours swapped,
+    those containing it, then close spellings.
     Empty when nothing is near: the caller then lists what there is instead."""
     names = list(dict.fromkeys(candidates))
     want = typed.casefold().strip()
@@ -24,13 +26,15 @@ def near_matches(typed: str, candidates: Iterable[str], *, limit: int = 5, cutof
     if exact:
         return exact[:limit]
     prefix = [name for name in names if folded[name].startswith(want)]
+    swaps = {want[:at] + want[at + 1] + want[at] + want[at + 2:] for at in range(len(want) - 1)}
+    swapped = [name for name in names if folded[name] in swaps]
     inside = [name for name in names if want in folded[name] and name not in prefix]
     by_fold: dict[str, list[str]] = {}
     for name in names:
         by_fold.setdefault(folded[name], []).append(name)
     close = [name for fold in difflib.get_close_matches(want, list(by_fold), n=limit, cutoff=cutoff)
              for name in by_fold[fold]]
-    ordered = list(dict.fromkeys(prefix + inside + close))
+    ordered = list(dict.fromkeys(prefix + swapped + inside + close))
     return ordered[:limit]
 
 

@@ -16,6 +16,12 @@ def test_a_prefix_comes_before_a_close_spelling():
     assert near_matches("pro", WORDS)[:2] == ["profiles", "projects"]
 
 
+def test_two_swapped_neighbours_name_a_short_word():
+    """`--ot` for `--to`: a ratio sees two letters in four; issue 21 item 7's command line test found it."""
+    assert near_matches("ot", ["snapshot-dir", "host", "to"]) == ["to", "snapshot-dir", "host"]
+    assert near_matches("bd", ["db", "as", "json"]) == ["db"]
+
+
 def test_an_exact_match_ignoring_case_stands_alone():
     assert near_matches("ENVS", WORDS) == ["envs"]
 

@@ -159,10 +159,65 @@ class UsageProblem(Exception):
 
 
 class ConsoleArgumentParser(argparse.ArgumentParser):
-    """Every parser of the CLI (subparsers inherit the class): usage errors are raised, not printed."""
+    """Every parser of the CLI (subparsers inherit the class): usage errors are raised, not printed,
+    by the parser that met them, with its usage line; a word that is not one of the parser's own
+    (a command, an action, an option, an option's choice) is answered with the near ones
+    (console/suggest.py), the same rule the console's `:` commands use."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", _Subcommands)  # add_subparsers, here and in every family
 
     def error(self, message: str):  # type: ignore[override]
         raise UsageProblem(message, self.format_usage())
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.unrecognized(extras)
+        return parsed
+
+    def unrecognized(self, extras: list[str]) -> None:
+        """argparse's "unrecognized arguments", said by this parser, with the options it meant."""
+        from console.suggest import near_matches
+
+        message = f"unrecognized arguments: {' '.join(extras)}"
+        typed = next((word.split("=", 1)[0] for word in extras if word.startswith("-") and word != "-"), None)
+        if typed is not None:
+            offered = {option.lstrip("-"): option for action in self._actions if action.help != argparse.SUPPRESS
+                       for option in action.option_strings}
+            found = [offered[name] for name in near_matches(typed.lstrip("-"), offered, limit=3)]
+            if found:
+                message += f". Did you mean {_either(found)}?"
+        self.error(message)
+
+    def _check_value(self, action, value):  # an unknown command word, action or choice
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as exc:
+            from console.suggest import near_matches
+
+            found = near_matches(str(value), [str(choice) for choice in action.choices or ()], limit=3)
+            if not found:
+                raise
+            raise argparse.ArgumentError(action, f"{exc.message}. Did you mean {_either(found)}?") from None
+
+
+def _either(words: list[str]) -> str:
+    return " or ".join(words) if len(words) <= 2 else f"{', '.join(words[:-1])} or {words[-1]}"
+
+
+class _Subcommands(argparse._SubParsersAction):
+    """argparse hands what a subcommand's parser did not know up to the top parser, which then
+    complained with the top level's usage (`approvals list --staus` showed `archon-console
+    [-h] ...`). Here the subcommand's own parser says it: its usage, its options."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        super().__call__(parser, namespace, values, option_string)
+        extras = getattr(namespace, argparse._UNRECOGNIZED_ARGS_ATTR, None)
+        child = self._name_parser_map.get(values[0])
+        if extras and isinstance(child, ConsoleArgumentParser):
+            child.unrecognized(list(extras))
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:

@@ -10,7 +10,6 @@ one sentence and exit 2 (`UsageError`), never a traceback.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import shlex
@@ -228,10 +227,12 @@ def load_fleet(path: str | os.PathLike[str] | None = None) -> Fleet:
 
 
 def _unknown(kind: str, wanted: str, known: Iterable[str], path: Path) -> UsageError:
+    from console.suggest import did_you_mean  # the one rule for "did you mean"
+
     known = list(known)
-    close = difflib.get_close_matches(wanted, known, n=3, cutoff=0.5)
-    if close:
-        hint = f"Did you mean {', '.join(close)}?"
+    near = did_you_mean(wanted, known)
+    if near:
+        hint = near
     elif known:
         hint = f"The {kind}s are: {', '.join(known[:20])}{', ...' if len(known) > 20 else ''}."
     else:
