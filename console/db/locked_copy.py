@@ -32,7 +32,7 @@ from pathlib import Path
 
 from console.db.connection import SQLITE_HEADER
 from console.db.files import private_dir
-from console.db.paths import nonempty_file, require_database_file
+from console.db.paths import no_database, nonempty_file, require_database_file
 from console.errors import DatabaseUnusable, Refusal
 
 PENDING_BYTE = 0x40000000
@@ -199,11 +199,8 @@ def private_copy(
     require_database_file(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not hang us
-    except FileNotFoundError:
-        raise DatabaseUnusable(
-            f"No database at {path}.",
-            "Pass --db PATH or set ARCHON_DB_PATH; the console never creates one.",
-        ) from None
+    except FileNotFoundError:  # removed since the stat above
+        raise no_database(path) from None
     except OSError as exc:
         raise DatabaseUnusable(f"Cannot read {path}: {exc.strerror or exc}.") from None
     dest = workdir / path.name

@@ -23,7 +23,6 @@ from console.errors import DatabaseUnusable, UsageError
 
 DEFAULT_DB_PATH = Path("~/.archon/archon.db")
 
-_MISSING_HINT = "Pass --db PATH or set ARCHON_DB_PATH; the console never creates one."
 
 
 def expand_home(path: str | os.PathLike[str], what: str = "The path") -> Path:
@@ -48,6 +47,51 @@ def resolve_db_path(explicit: str | os.PathLike[str] | None = None) -> Path:
     if env:
         return expand_home(env, "ARCHON_DB_PATH")
     return expand_home(DEFAULT_DB_PATH, "The default database path")
+
+
+def no_database(path: str | os.PathLike[str], what: str = "database") -> DatabaseUnusable:
+    """Nothing at `path`: the refusal names the path and what is wrong with it (which directory is
+    missing, or which directory lacks the file), and says how to name another only when the path
+    was not named: `doctor bad/missing.db` was told "Pass --db PATH" although it had passed one.
+
+    How the path was chosen is read from the path itself (it is `$ARCHON_DB_PATH`'s, or the default
+    place), so every command, whether the path came from --db, the environment or its own PATH
+    argument, gets the sentence that is true for it. `stat` only, like everything here."""
+    path = Path(path)
+    reason = f"No {what} at {path}: {_missing_part(path)}."
+    if what != "database":
+        return DatabaseUnusable(reason)
+    env = os.environ.get("ARCHON_DB_PATH")
+    if env and _same_place(path, env):
+        hint = "ARCHON_DB_PATH names it; point it at archon's database or pass --db PATH."
+    elif _same_place(path, DEFAULT_DB_PATH):
+        hint = "That is the default place; pass --db PATH or set ARCHON_DB_PATH."
+    else:
+        hint = "Check the path given."
+    return DatabaseUnusable(reason, f"{hint} The console never creates a database.")
+
+
+def _same_place(path: Path, other: str | os.PathLike[str]) -> bool:
+    try:
+        return os.path.abspath(path) == os.path.abspath(Path(other).expanduser())
+    except RuntimeError:  # a `~user` that names nobody
+        return False
+
+
+def _missing_part(path: Path) -> str:
+    """What is wrong with a path that names nothing: the first directory on it that is missing or is
+    not a directory, else the directory without the file."""
+    for parent in reversed(path.parents[:-1] if not path.is_absolute() else path.parents):
+        try:
+            st = os.stat(parent)
+        except FileNotFoundError:
+            return f"there is no directory {parent}"
+        except OSError as exc:
+            return f"{parent} cannot be read ({exc.strerror or exc})"
+        if not stat.S_ISDIR(st.st_mode):
+            return f"{parent} is {'a file' if stat.S_ISREG(st.st_mode) else _kind(st.st_mode)}, not a directory"
+    where = "the working directory" if str(path.parent) == "." else path.parent
+    return f"there is no file {path.name} in {where}"
 
 
 def _kind(mode: int) -> str:
@@ -75,10 +119,12 @@ def require_database_file(path: str | os.PathLike[str], *, what: str = "database
     except FileNotFoundError:
         if os.path.lexists(path):
             raise DatabaseUnusable(f"{path} is a symbolic link to nothing; no {what} there.") from None
-        raise DatabaseUnusable(f"No {what} at {path}.", _MISSING_HINT if what == "database" else None) from None
+        raise no_database(path, what) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise DatabaseUnusable(f"{path} is a loop of symbolic links, not a {what} file.") from None
+        if exc.errno == errno.ENOTDIR:  # a file where the path needs a directory
+            raise no_database(path, what) from None
         raise DatabaseUnusable(f"Cannot read {path}: {exc.strerror or exc}.") from None
     if not stat.S_ISREG(st.st_mode):
         raise DatabaseUnusable(f"{path} is {_kind(st.st_mode)}, not a {what} file.")
