@@ -25,7 +25,6 @@ pytestmark = pytest.mark.slow
 
 FULL = reference.full_parser()
 COMMANDS = list(reference.walk(FULL))
-GLOBALS = reference.global_option_dests()
 
 
 def _choices(parser: argparse.ArgumentParser) -> list[str]:
@@ -111,7 +110,7 @@ def test_a_mangled_command_or_action_names_the_one_meant(capsys, path, word, dat
 
 
 LEAVES = [c for c in COMMANDS if reference.subcommands(c.parser) is None]
-OPTIONS = [(c.path, option) for c in LEAVES for a in reference.own_actions(c.parser, GLOBALS)
+OPTIONS = [(c.path, option) for c in LEAVES for a in reference.own_actions(c.parser)
            for option in a.option_strings if option.startswith("--")]
 
 

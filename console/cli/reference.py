@@ -62,10 +62,22 @@ def global_option_dests() -> set[str]:
     return {a.dest for a in global_options(suppress=False)._actions} | {"help", "version"}
 
 
-def own_actions(parser: argparse.ArgumentParser, globals_: set[str]) -> list[argparse.Action]:
-    """The command's own options and arguments: not the global ones, not help, not subcommands."""
+def global_flags() -> set[str]:
+    """The spellings of the global options (and -h/--help): what every command inherits."""
+    from console.cli.parser import global_options
+
+    return {o for a in global_options(suppress=False)._actions for o in a.option_strings} | {"-h", "--help"}
+
+
+def own_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """The command's own options and arguments: not the global ones, not help, not subcommands.
+
+    An option is global by its spelling, never by its dest: `audit --actor` once shared the dest of
+    the global `--as` and so vanished from the reference (issue 21 item 3). argparse refuses a
+    second option with a global's spelling, so the spelling says it exactly."""
+    inherited = global_flags()
     return [a for a in parser._actions
-            if a.dest not in globals_ and a.help != argparse.SUPPRESS
+            if not (a.option_strings and set(a.option_strings) <= inherited) and a.help != argparse.SUPPRESS
             and not isinstance(a, argparse._SubParsersAction)]
 
 
@@ -85,10 +97,10 @@ def spell(action: argparse.Action) -> str:
     return flag if action.nargs == 0 else f"{flag} {_value(action)}"
 
 
-def usage(command: Command, globals_: set[str]) -> str:
+def usage(command: Command) -> str:
     words = [PROG, *command.path]
     sub = subcommands(command.parser)
-    for action in own_actions(command.parser, globals_):
+    for action in own_actions(command.parser):
         text = spell(action)
         optional = (action.option_strings and not action.required) or action.nargs in ("?", "*")
         words.append(f"[{text}]" if optional else text)
@@ -121,8 +133,8 @@ def markdown() -> str:
         lines += ["", f"#### `{PROG} {command.name}`", ""]
         if command.help:
             lines += [_cell(command.help[:1].upper() + command.help[1:]) + ".", ""]
-        lines += ["```", usage(command, globals_), "```"]
-        actions = own_actions(command.parser, globals_)
+        lines += ["```", usage(command), "```"]
+        actions = own_actions(command.parser)
         if actions:
             lines += ["", "| argument | meaning |", "| --- | --- |"]
             lines += [f"| {_describe(a)} | {_cell(a.help or '')} |" for a in actions]
