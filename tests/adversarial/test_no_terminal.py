@@ -161,3 +161,19 @@ def test_with_a_terminal_the_console_still_opens(demo_copy, tmp_path):
     assert typed, seen[-2000:]
     assert proc.returncode == 0, seen[-2000:]
     assert b"needs a terminal" not in seen
+
+
+def test_no_app_is_run_anywhere_but_the_door():
+    """`_run` is the one place an app runs, so its `require_terminal` cannot be gone around: no other
+    module of the console calls an app's `run()` or `run_async()` (Textual's two ways to start one)."""
+    import ast
+
+    runs = []
+    for path in sorted((ROOT / "console").rglob("*.py")) + sorted((ROOT / "widgets").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("run", "run_async") and not node.args
+                    and not (isinstance(node.func.value, ast.Name) and node.func.value.id == "asyncio")):
+                runs.append(f"{path.relative_to(ROOT)} {ast.unparse(node)}")
+    # (the fleet watch's `stream.run()` is its event stream, a coroutine, not an app)
+    assert runs == ["console/cli/fleet_watch.py stream.run()", "console/tui/tui.py app.run()"], runs
