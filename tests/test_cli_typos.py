@@ -107,6 +107,9 @@ def test_a_mangled_command_or_action_names_the_one_meant(capsys, path, word, dat
     if _accepted(typed, _choices(parent), prefixes=False) or len(word) < 3:
         return
     _check(capsys, [*path, typed], typed, word, path)
+    assert main(["help", *path, typed]) == 2  # `help TOPIC` answers the same
+    hint = capsys.readouterr().err.strip().splitlines()[-1]
+    assert hint.startswith("Did you mean") and word in hint.split("?")[0], hint
 
 
 LEAVES = [c for c in COMMANDS if reference.subcommands(c.parser) is None]
@@ -162,3 +165,12 @@ def test_with_json_the_usage_is_the_subcommands_too(capsys):
     answer = json.loads(capsys.readouterr().out)
     assert answer["exit"] == 2 and answer["error"].endswith("Did you mean --status?")
     assert answer["usage"].startswith("usage: archon-console approvals list [-h]")
+
+
+def test_an_unknown_doctor_check_names_the_one_meant(capsys, tmp_path):
+    from console.demo.writer import generate
+
+    db = tmp_path / "archon.db"
+    generate(db, requests=5, environments=1, projects=1)
+    assert main(["--db", str(db), "doctor", "--check", "integrty"]) == 2
+    assert capsys.readouterr().err.strip().endswith("Did you mean integrity?")

@@ -165,8 +165,14 @@ def help_text(words: list[str]) -> str:
                 f"`{PROG} --help` lists the global options.")
     command = find(words)
     if command is None:
+        from console.suggest import did_you_mean
+
+        known = [c.path for c in walk(full_parser())]
+        depth = max(size for size in range(len(words)) if size == 0 or tuple(words[:size]) in known)
+        near = did_you_mean(words[depth], [path[-1] for path in known if len(path) == depth + 1
+                                           and list(path[:depth]) == words[:depth]])
         raise UsageError(f"There is no command {' '.join(words)!r}.",
-                         f"`{PROG} help` lists the commands.")
+                         (f"{near} " if near else "") + f"`{PROG} help` lists the commands.")
     return command.parser.format_help().rstrip("\n")
 
 

@@ -86,9 +86,12 @@ def _select(checks: Sequence[str] | None) -> tuple[list[str], set[str], set[str]
         head = item.split(".", 1)[0]
         group = PREFIX_TO_CHECK.get(head, head)
         if group not in CHECKS:
+            from console.suggest import did_you_mean
+
+            near = did_you_mean(head, [*CHECKS, *PREFIX_TO_CHECK])
             raise ValueError(
                 f"Unknown check {item!r}; known: {', '.join(CHECKS)} "
-                "(or a finding id such as approvals.event_sequence)."
+                f"(or a finding id such as approvals.event_sequence).{' ' + near if near else ''}"
             )
         if group not in names:
             names.append(group)
