@@ -39,7 +39,8 @@ def run_tui(ctx: Any, support: SupportInfo | None = None, *, start: str | None =
 def run_fleet_tui(ctx: Any) -> int:
     """The fleet console over the hosts chosen by `--host/--group/--fleet` (console/cli/parser.py);
     no local database is opened."""
-    return _run(ctx, lambda: (fleet_app(ctx.args, read_only=bool(ctx.read_only)), None))
+    app = fleet_app(ctx.args, read_only=bool(ctx.read_only))  # an unknown host is said first; nothing connects yet
+    return _run(ctx, lambda: (app, None))
 
 
 def fleet_app(args: Any, *, read_only: bool = False, poll_seconds: float | None = None) -> Any:
