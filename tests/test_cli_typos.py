@@ -167,10 +167,22 @@ def test_with_json_the_usage_is_the_subcommands_too(capsys):
     assert answer["usage"].startswith("usage: archon-console approvals list [-h]")
 
 
-def test_an_unknown_doctor_check_names_the_one_meant(capsys, tmp_path):
+# Values the parser cannot know (they are checked where every front end checks them): the same rule.
+VALUES = [
+    (["doctor", "--check", "integrty"], "integrity"),
+    (["approvals", "list", "--status", "pendng"], "pending"),
+    (["approvals", "list", "--status", "approved,dneied"], "denied"),
+    (["approvals", "list", "--kind", "git_psuh"], "git_push"),
+    (["approvals", "watch", "--kind", "custom_chekc"], "custom_check"),
+]
+
+
+@pytest.mark.parametrize("argv,meant", VALUES, ids=[" ".join(a) for a, _ in VALUES])
+def test_a_mangled_value_names_the_one_meant(capsys, tmp_path, argv, meant):
     from console.demo.writer import generate
 
     db = tmp_path / "archon.db"
     generate(db, requests=5, environments=1, projects=1)
-    assert main(["--db", str(db), "doctor", "--check", "integrty"]) == 2
-    assert capsys.readouterr().err.strip().endswith("Did you mean integrity?")
+    assert main(["--db", str(db), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Did you mean" in err and meant in err.rsplit("Did you mean", 1)[1], err

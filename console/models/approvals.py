@@ -29,9 +29,11 @@ def check_kind(text: str) -> str:
     """A kind filter as typed, refused in one sentence unless it is one of `KINDS`: the one check
     behind `approvals list --kind`, `approvals watch --kind` and a saved view's `kind=`."""
     if text not in KINDS:
+        from console.suggest import did_you_mean
         from console.text import one_line
 
-        raise UsageError(f"Unknown kind {one_line(text)!r}; use {' or '.join(KINDS)}.")
+        near = did_you_mean(text, KINDS)
+        raise UsageError(f"Unknown kind {one_line(text)!r}; use {' or '.join(KINDS)}.{' ' + near if near else ''}")
     return text
 
 
@@ -45,8 +47,11 @@ def parse_status_filter(text: str) -> tuple[str, ...] | None:
     parts = [p.strip().lower() for p in text.split(",") if p.strip()]
     unknown = [p for p in parts if p not in STATUSES and p != "all"]
     if unknown:
+        from console.suggest import did_you_mean
+
+        near = did_you_mean(unknown[0], (*STATUSES, "all"))
         raise UsageError(f"Unknown status {', '.join(unknown)}: use {', '.join(STATUSES)}, a comma list of them, "
-                         "or all.")
+                         f"or all.{' ' + near if near else ''}")
     if not parts or "all" in parts:
         return None
     return tuple(dict.fromkeys(parts))
