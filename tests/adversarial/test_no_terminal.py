@@ -129,12 +129,13 @@ def test_stdout_into_a_file_is_refused_even_with_a_terminal_on_stdin(demo_copy, 
     assert b"The console needs a terminal and stdout is not one" in written, written
 
 
-def test_with_a_terminal_the_console_still_opens(demo_copy, tmp_path):
+@pytest.mark.parametrize("door", ["no command", "inspect"])
+def test_with_a_terminal_the_console_still_opens(demo_copy, tmp_path, door):
     """The check asks the descriptors, not $TERM: on a real pty the console draws its queue and
     quits on `q` with exit 0."""
     primary, secondary = os.openpty()
     env = {**_env(tmp_path), "COLUMNS": "100", "LINES": "30"}
-    proc = subprocess.Popen([sys.executable, "-m", "console", "--db", str(demo_copy())], stdin=secondary,
+    proc = subprocess.Popen([sys.executable, "-m", "console", *_doors(demo_copy())[door]], stdin=secondary,
                             stdout=secondary, stderr=secondary, cwd=ROOT, env=env, start_new_session=True)
     os.close(secondary)
     seen = b""
