@@ -96,6 +96,16 @@ class held_signals:
         self._signal.pthread_sigmask(self._signal.SIG_SETMASK, self._old)
 
 
+def say(text: str) -> None:
+    """A watch's note (a hook that failed, a cursor not saved, the file gone and back): always one line
+    on stderr, with or without `--json`, so stdout carries only changes and `jq .request_id` over it
+    never meets a note."""
+    import sys
+
+    sys.stderr.write(f"archon-console: {text}\n")
+    sys.stderr.flush()
+
+
 def change_line(change, now) -> str:
     """One line per change; every field passes `line`'s `one_line` (a stored actor class or kind with
     a line break would otherwise print a second, forged change)."""
@@ -120,4 +130,4 @@ def change_line(change, now) -> str:
     return line(*fields)
 
 
-__all__ = ["Cursor", "change_line", "held_signals"]
+__all__ = ["Cursor", "change_line", "held_signals", "say"]
