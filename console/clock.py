@@ -8,6 +8,7 @@ both must compare as instants, never as raw text.
 from __future__ import annotations
 
 import os
+import re
 from datetime import datetime, timedelta, timezone
 from typing import Callable
 
@@ -76,6 +77,9 @@ def parse_time(value: object) -> datetime | None:
         return None
 
 
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
 def _parse_time(value: object) -> datetime | None:
     if value is None:
         return None
@@ -84,17 +88,22 @@ def _parse_time(value: object) -> datetime | None:
     text = str(value).strip()
     if not text:
         return None
+    if (isinstance(value, (int, float)) and not isinstance(value, bool)) or _NUMBER.fullmatch(text):
+        # epoch milliseconds, as JavaScript writes them, read before ISO 8601: fromisoformat takes
+        # 1712030400000 (2024-04-02) for the basic-format date 1712-03-04
+        number = float(text)
+        if number > 1e11:
+            number /= 1000.0
+        return datetime.fromtimestamp(number, timezone.utc)
     if text.endswith("Z"):
         text = text[:-1] + "+00:00"
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
-        try:  # epoch milliseconds, as JavaScript writes them
+        try:  # nan, inf and other spellings float() reads
             number = float(text)
         except ValueError:
             return None
-        if number > 1e11:
-            number /= 1000.0
         return datetime.fromtimestamp(number, timezone.utc)
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone.utc)
