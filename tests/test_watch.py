@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -166,6 +167,7 @@ def test_text_lines_are_humanised_and_safe(db, watches):
     new_request(db, "apr-text", "p2")
     line = w.lines.get(timeout=WAIT)
     assert "new" in line and "apr-text" in line and "expires in 2 hours" in line
+    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  new ", line), line  # as the README shows it
     assert is_clean(line) and "[bold]Web[/]" in line
 
 

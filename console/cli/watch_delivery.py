@@ -112,7 +112,7 @@ def change_line(change, now) -> str:
     from console.clock import relative
     from console.text import line
 
-    when = line(change.at or now.strftime("%Y-%m-%dT%H:%M:%SZ"))[:19]  # a time of any stored type.replace("T", " ")
+    when = line(change.at or now.strftime("%Y-%m-%dT%H:%M:%SZ"))[:19].replace("T", " ")  # as the README shows it
     fields = [when, f"{line(change.change):<10}", (change.request_id, 60),
               (change.project_name or change.project_id, 40), change.kind or "-"]
     if change.change in ("new", "expiring", "pending"):
