@@ -7,6 +7,7 @@ must not let a project id `<!channel>` ping everyone (Slack's mrkdwn reads `<...
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -92,13 +93,18 @@ def _mentions() -> list[str]:
     return sorted(set(re.findall(r"`(archon-console [^`]*)`", prose)))
 
 
+@functools.cache
+def _parser():
+    from console.cli import parser as cli
+
+    return cli.build_parser()
+
+
 def _parser_problems(line: str) -> list[str]:
     """The command words and options of one line (or synopsis) that the parser does not have."""
     import argparse
 
-    from console.cli import parser as cli
-
-    top = cli.build_parser()
+    top = _parser()
     commands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction)).choices
     text = line[line.index(TUI_ALONE) + len(TUI_ALONE):]
     words = text.split()
@@ -125,6 +131,7 @@ def _parser_problems(line: str) -> list[str]:
     return problems
 
 
+@pytest.mark.slow  # builds the whole parser (every command family imported): about a second
 def test_every_command_line_and_mention_names_what_the_parser_has():
     lines, mentions = _command_lines(), _mentions()
     assert len(lines) > 50 and len(mentions) > 30  # the extraction sees the README
