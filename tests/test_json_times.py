@@ -260,3 +260,13 @@ def test_upgrade_and_restore_print_one_time_form(capsys, tmp_path):
     code, more = _run(capsys, db, "restore", snapshot, "--plan")
     assert code in (0, 1), more
     assert _offenders(docs + more) == []
+
+
+def test_every_json_writer_of_the_command_line_goes_through_the_one_place():
+    """console/cli/output.py `json_document` is the only JSON writer of the command line; the two
+    other `json_text` calls print JSON inside a line of text (a table cell, a note), not a document."""
+    root = Path(__file__).resolve().parents[1] / "console" / "cli"
+    calls = {p.relative_to(root).as_posix(): len(re.findall(r"\bjson_text\(", p.read_text(encoding="utf-8")))
+             for p in root.rglob("*.py")}
+    assert {name: n for name, n in calls.items() if n} == {
+        "output.py": 1, "fleet_writes.py": 1, "commands/approvals.py": 1}
