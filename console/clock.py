@@ -8,6 +8,7 @@ both must compare as instants, never as raw text.
 from __future__ import annotations
 
 import os
+import re
 from datetime import datetime, timedelta, timezone
 from typing import Callable
 
@@ -76,6 +77,9 @@ def parse_time(value: object) -> datetime | None:
         return None
 
 
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
 def _parse_time(value: object) -> datetime | None:
     if value is None:
         return None
@@ -84,21 +88,76 @@ def _parse_time(value: object) -> datetime | None:
     text = str(value).strip()
     if not text:
         return None
+    if (isinstance(value, (int, float)) and not isinstance(value, bool)) or _NUMBER.fullmatch(text):
+        # epoch milliseconds, as JavaScript writes them, read before ISO 8601: fromisoformat takes
+        # 1712030400000 (2024-04-02) for the basic-format date 1712-03-04
+        number = float(text)
+        if number > 1e11:
+            number /= 1000.0
+        return datetime.fromtimestamp(number, timezone.utc)
     if text.endswith("Z"):
         text = text[:-1] + "+00:00"
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
-        try:  # epoch milliseconds, as JavaScript writes them
+        try:  # nan, inf and other spellings float() reads
             number = float(text)
         except ValueError:
             return None
-        if number > 1e11:
-            number /= 1000.0
         return datetime.fromtimestamp(number, timezone.utc)
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone.utc)
     return parsed.astimezone(timezone.utc)
+
+
+# --- the one form of an instant in --json --------------------------------------------------------
+# Archon stores `YYYY-MM-DD HH:MM:SS` text, ISO 8601 (with or without an offset) and epoch
+# milliseconds, so printing values as stored gave scripts three forms. Every `--json` output (and a
+# hook's stdin) prints an instant as JavaScript's `toISOString()` does: UTC, milliseconds always,
+# `Z` (`2026-12-02T03:31:09.000Z`): one fixed width, so the text sorts as time does across hosts and
+# releases. `audit --format jsonl` writes the same form in SQL (console/services/audit.py `_AT`). A
+# field is an instant by its name: `at`, `since`, `until`, `now`, or ending in `_at` (archon's columns and
+# the console's own). A value that is not a time (hostile text, `nan`) stays as stored, so nothing a
+# reader might need is lost; the database is never changed, only what `--json` prints.
+
+_TIME_KEYS = frozenset({"at", "since", "until", "now"})
+# Parsed copies of archon's own JSON documents (`action_json`, `authority_json`): their content is
+# archon's, printed as archon wrote it, whatever its keys are called.
+_DOCUMENT_KEYS = frozenset({"action", "authority"})
+
+
+def json_time(value: object) -> object:
+    """An instant in the one `--json` form; anything that is not one, as it is."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return value
+    at = parse_time(value)
+    if at is None:
+        return value
+    return (f"{at.year:04d}-{at.month:02d}-{at.day:02d}T{at.hour:02d}:{at.minute:02d}:{at.second:02d}."
+            f"{at.microsecond // 1000:03d}Z")
+
+
+def is_time_key(key: object) -> bool:
+    return isinstance(key, str) and (key in _TIME_KEYS or key.endswith("_at"))
+
+
+def json_times(value: object) -> object:
+    """`value` (a `--json` document) with every instant-named field in the one form (`json_time`);
+    a list under such a name (`activated_at`) has each of its items converted."""
+    if isinstance(value, dict):
+        return {k: (_times_of(v) if is_time_key(k) else v if k in _DOCUMENT_KEYS else json_times(v))
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_times(v) for v in value]
+    return value
+
+
+def _times_of(value: object) -> object:
+    if isinstance(value, (list, tuple)):
+        return [_times_of(v) for v in value]
+    if isinstance(value, dict):
+        return json_times(value)
+    return json_time(value)
 
 
 # A text bound wide enough for any stored form of an instant (ISO offsets shift dates by < 1 day):

@@ -49,6 +49,21 @@ def test_plain_bundle_contents_and_warning(tmp_path, capsys):
         write_bundle(run_doctor(db, now=damage.NOW), out, now=damage.NOW)
 
 
+@pytest.mark.parametrize("redact", [False, True])
+def test_doctor_json_names_the_bundle_it_wrote(tmp_path, capsys, redact):
+    """Issue 21 item 9: a script reading `doctor --json --bundle` gets the bundle's path from the one
+    JSON document on stdout (not only from a note on stderr)."""
+    (tmp_path / "db").mkdir()
+    db = damage.with_secrets(tmp_path / "db" / "archon.db")
+    out = tmp_path / "out" / "bundle.zip"
+    assert main(["--json", "doctor", str(db), "--bundle", str(out), *(["--redact"] if redact else [])]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)  # exactly one document
+    assert report["bundle"] == {"path": str(out), "redacted": redact}
+    assert out.is_file() and report["findings"]
+    assert str(out) in captured.err  # the note stays on stderr
+
+
 def test_redacted_bundle_has_no_originals_and_stable_placeholders(tmp_path):
     (tmp_path / "db").mkdir()
     db = damage.with_secrets(tmp_path / "db" / "archon.db")

@@ -10,6 +10,7 @@ import sqlite3
 import pytest
 
 from console.cli.cli import main
+from console.clock import json_times
 from tests.conftest import pin_real_clock
 from tests.environments_support import add_env, add_lease, raw, set_claim
 
@@ -52,7 +53,7 @@ def test_list_and_show_print_archons_columns_then_the_derived_fields(db, capsys)
     stored = {r["id"]: r for r in raw_rows(db, "SELECT * FROM execution_environments")}
     for row in rows:
         assert list(row) == columns + DERIVED
-        assert {k: row[k] for k in columns} == stored[row["id"]]
+        assert {k: row[k] for k in columns} == json_times(stored[row["id"]])  # as stored, instants in one form
     running = next(r for r in rows if r["id"] == "env-running")
     assert (running["active_lease_count"], running["claim_holder"], running["claim_age_seconds"], running["stale"],
             running["admits_leases"]) == (1, "archon-worker:42", 1800, True, False)
@@ -66,7 +67,7 @@ def test_list_and_show_print_archons_columns_then_the_derived_fields(db, capsys)
     # the CLI reads everything that holds it, by environment alone: nothing is left unchecked
     assert shown["holding_not_checked"] is None
     assert [w["run"] for w in shown["holding_work"]] == [lease["execution_run_id"] for lease in shown["bound_runs"]]
-    assert shown["active_leases"] == raw_rows(db, "SELECT * FROM execution_environment_run_bindings")
+    assert shown["active_leases"] == json_times(raw_rows(db, "SELECT * FROM execution_environment_run_bindings"))
     assert shown["bound_runs"] == shown["active_leases"]  # no validation binding here
     assert shown["events"] == []
 

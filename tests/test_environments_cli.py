@@ -170,7 +170,7 @@ def test_complete_stop_via_cli_hands_off_and_show_says_so(db, capsys, monkeypatc
     assert "overdue" not in out
     code, out, _ = cli(capsys, "envs", "show", "env-running", "--db", db, "--json")
     [handoff] = json.loads(out)["pending_handoffs"]
-    assert (handoff["kind"], handoff["since"], handoff["overdue"]) == ("stop", "2026-11-01 09:30:00", False)
+    assert (handoff["kind"], handoff["since"], handoff["overdue"]) == ("stop", "2026-11-01T09:30:00.000Z", False)  # --json: the one time form
     monkeypatch.setenv("ARCHON_CONSOLE_NOW", "2026-11-01T10:30:00Z")
     code, out, _ = cli(capsys, "envs", "show", "env-running", "--db", db)
     assert "stop requested an hour ago" in out and "overdue: archon not running?" in out

@@ -114,3 +114,23 @@ def test_up_to_date_plan(tmp_path, capsys):
     assert main(["--db", str(path), "upgrade", "--plan"]) == 0
     assert "up to date" in capsys.readouterr().out
     assert fingerprint_dir(tmp_path) == before
+
+
+@pytest.mark.parametrize("columns", ["250", "80", "40"])
+def test_the_text_plan_never_cuts_a_risk_force_accepts(tmp_path, capsys, monkeypatch, columns):
+    """Issue 21 item 9: the risk list ended "(steps 005-profile-ba…" even at 250 columns. Each risk
+    is wrapped at the terminal's width, never cut, and no step id is split across lines."""
+    monkeypatch.setenv("COLUMNS", columns)
+    path = db_1820(tmp_path / "archon.db")
+    plan = plan_upgrade(path)
+    assert main(["--db", str(path), "upgrade", "--plan"]) == 0
+    out = capsys.readouterr().out
+    risks = out[out.index("--force is required:"):]
+    assert "…" not in risks
+    for line in risks.splitlines():
+        assert len(line) <= max(40, int(columns)) or " " not in line.strip()
+    words = " ".join(risks.split())
+    for reason in plan.force_reasons:
+        assert " ".join(reason.split()) in words
+    listed = [r for r in plan.force_reasons if "(steps " in r]
+    assert listed and all(step.id in risks for step in plan.pending if step.id in listed[0])  # ids whole

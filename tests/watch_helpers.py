@@ -51,13 +51,9 @@ class Watch:
         return json.loads(line)
 
     def changes(self, n: int) -> list[dict]:
-        out = []
-        while len(out) < n:
-            value = self.next()
-            if value.get("change") != "note":
-                out.append(value)
-            else:
-                self.errors.append(value.get("note", ""))
+        """The next `n` lines of stdout: changes only; a note there (README: notes go to stderr) fails."""
+        out = [self.next() for _ in range(n)]
+        assert [v for v in out if v.get("change") == "note"] == [], out
         return out
 
     def quiet(self, seconds: float = 0.5) -> list[str]:
@@ -72,10 +68,7 @@ class Watch:
         return got
 
     def notes(self) -> list[str]:
-        """Stderr so far, with the notes (`--json`) that arrived on stdout since the last look."""
-        for line in self.quiet(0.05):
-            value = json.loads(line)
-            self.errors.append(value.get("note", "") if value.get("change") == "note" else line)
+        """Stderr so far (every note goes there, with or without `--json`)."""
         return self.errors
 
     def ready(self) -> None:

@@ -121,10 +121,14 @@ def _seconds(value: Any) -> float | None:
 
 
 def _text_key(value: Any) -> tuple[int, str]:
-    """Stored times sort as text (archon writes 'YYYY-MM-DD HH:MM:SS'); a missing one sorts last."""
+    """Times sort as instants across hosts, whatever form each host sent (an older console prints
+    them as stored): each is put in the one `--json` form, which sorts as time does; a value that
+    is not a time sorts by its text, and a missing one last."""
+    from console.clock import json_time
+
     if value is None:
         return (1, "")
-    return (0, str(value).replace("T", " "))
+    return (0, str(json_time(value)))
 
 
 SORTS: dict[str, Callable[[dict[str, Any], int], tuple]] = {

@@ -127,15 +127,10 @@ def run_fleet_watch(runner, params: dict[str, Any]) -> int:
     lock = threading.Lock()  # hooks report from their own threads
 
     def report(text: str) -> None:
-        from console.text import json_text
+        from console.cli.watch_delivery import say
 
         with lock:
-            if runner.json:
-                sys.stdout.write(json_text({"change": "note", "note": text}, indent=None) + "\n")
-                sys.stdout.flush()
-            else:
-                sys.stderr.write(f"archon-console: {text}\n")
-                sys.stderr.flush()
+            say(text)
 
     cursor = Cursor(args.cursor, report, decode=decode_cursors, encode=encode_cursors)
     cursors: dict[str, Any] = cursor.load() or {}
@@ -256,7 +251,8 @@ class _Stream:
 
         from console.cli.watch_delivery import held_signals
         from console.clock import system_clock
-        from console.text import json_text, one_line
+        from console.cli.output import json_document
+        from console.text import one_line
 
         if method != "approvals.changed" or not isinstance(params, dict):
             return
@@ -271,7 +267,7 @@ class _Stream:
             return
         with held_signals():  # a clean stop never falls between the line and its cursor
             if self.runner.json:
-                sys.stdout.write(json_text(change_json(host, data), indent=None) + "\n")
+                sys.stdout.write(json_document(change_json(host, data), indent=None) + "\n")
             else:
                 sys.stdout.write(change_text(host, change, system_clock()) + "\n")
             sys.stdout.flush()

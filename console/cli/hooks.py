@@ -187,9 +187,9 @@ def hook_environment(request_id: str) -> dict[str, str]:
 def hook_input(request: dict) -> bytes:
     """What a hook reads on stdin: the request as one line of strict JSON (a stored 9e999 becomes the
     string "Infinity", never a bare token a strict parser such as JSON.parse refuses)."""
-    from console.text import json_text
+    from console.cli.output import json_document
 
-    return (json_text(request, indent=None) + "\n").encode("utf-8", "replace")
+    return (json_document(request, indent=None) + "\n").encode("utf-8", "replace")
 
 
 def _kill(proc: subprocess.Popen) -> None:

@@ -15,8 +15,17 @@ from console.text import json_text, one_line
 from widgets.safe_text import clean
 
 
+def json_document(value: Any, *, indent: int | None = 2) -> str:
+    """The one way a command's `--json` value becomes text: every instant in the one form
+    (console/clock.py `json_times`), then `json_text`'s strict, terminal-safe JSON. `emit_json`, the
+    watches' lines and a hook's stdin all come through here (tests/test_json_times.py)."""
+    from console.clock import json_times
+
+    return json_text(json_times(value), indent=indent)
+
+
 def emit_json(value: Any) -> None:
-    sys.stdout.write(json_text(value))
+    sys.stdout.write(json_document(value))
     sys.stdout.write("\n")
 
 
@@ -83,6 +92,18 @@ def table(rows: Iterable[Sequence[Any]], headers: Sequence[str], *, max_width: i
         if index == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def wrapped(text: str, *, first: str = "", rest: str = "") -> list[str]:
+    """A sentence the reader must see whole (a risk `--force` accepts) as lines at the terminal's
+    width (`$COLUMNS`, else 100 when not a terminal), never cut with `…`: words are never split, and
+    never at a hyphen, so a step id (`005-profile-backfill-initial`) stays one word."""
+    import shutil
+    import textwrap
+
+    width = max(40, shutil.get_terminal_size((100, 24)).columns)
+    return textwrap.wrap(one_line(text), width=width, initial_indent=first, subsequent_indent=rest,
+                         break_long_words=False, break_on_hyphens=False) or [first.rstrip()]
 
 
 def say(message: str, *, err: bool = False) -> None:

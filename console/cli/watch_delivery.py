@@ -96,13 +96,23 @@ class held_signals:
         self._signal.pthread_sigmask(self._signal.SIG_SETMASK, self._old)
 
 
+def say(text: str) -> None:
+    """A watch's note (a hook that failed, a cursor not saved, the file gone and back): always one line
+    on stderr, with or without `--json`, so stdout carries only changes and `jq .request_id` over it
+    never meets a note."""
+    import sys
+
+    sys.stderr.write(f"archon-console: {text}\n")
+    sys.stderr.flush()
+
+
 def change_line(change, now) -> str:
     """One line per change; every field passes `line`'s `one_line` (a stored actor class or kind with
     a line break would otherwise print a second, forged change)."""
     from console.clock import relative
     from console.text import line
 
-    when = line(change.at or now.strftime("%Y-%m-%dT%H:%M:%SZ"))[:19]  # a time of any stored type.replace("T", " ")
+    when = line(change.at or now.strftime("%Y-%m-%dT%H:%M:%SZ"))[:19].replace("T", " ")  # as the README shows it
     fields = [when, f"{line(change.change):<10}", (change.request_id, 60),
               (change.project_name or change.project_id, 40), change.kind or "-"]
     if change.change in ("new", "expiring", "pending"):
@@ -120,4 +130,4 @@ def change_line(change, now) -> str:
     return line(*fields)
 
 
-__all__ = ["Cursor", "change_line", "held_signals"]
+__all__ = ["Cursor", "change_line", "held_signals", "say"]

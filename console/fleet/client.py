@@ -27,7 +27,7 @@ from console.fleet.hosts import Fleet, Host
 from console.fleet.local_policy import refused_locally
 from console.fleet.protocol import BEFORE_RUNNING, METHOD_NOT_FOUND, METHODS, PROTOCOL_VERSION, cut_size
 from console.fleet.session import NotSent, RemoteError, Session, SessionLost
-from console.fleet.transport import classify, control_dir
+from console.fleet.transport import UPGRADE_COMMAND, classify, control_dir
 from console.text import is_clean, one_line
 
 STALE_FROM = ("unreachable", "timeout", "auth_failed", "host_key", "no_server", "version_skew")
@@ -82,7 +82,7 @@ def check_hello(host: Host, hello: Any) -> HostOutcome | None:
     if type(protocol) is not int or protocol != PROTOCOL_VERSION:
         return HostOutcome(name, "version_skew", one_line(
             f"{name} speaks fleet protocol {one_line(protocol, 20)}, this console {PROTOCOL_VERSION}: upgrade the "
-            "older of the two (pipx upgrade archon-console)."), hello=hello)
+            f"older of the two ({UPGRADE_COMMAND})."), hello=hello)
     instance = hello.get("instance_id")
     if instance is None and (said := failure_sentence(hello.get("database"))):
         return HostOutcome(name, "remote_error", one_line(f"{name} cannot use its database: {said}"), hello=hello)
@@ -104,7 +104,7 @@ def remote_outcome(host: Host, error: RemoteError, at_hello: bool, write: bool =
     if at_hello and (error.code == METHOD_NOT_FOUND or error.kind in ("version_skew", "protocol")):
         return HostOutcome(host.name, "version_skew", one_line(
             f"{host.name} does not speak this console's fleet protocol ({error.message}): upgrade the older of the "
-            "two (pipx upgrade archon-console)."))
+            f"two ({UPGRADE_COMMAND})."))
     if write and not at_hello and error.code not in BEFORE_RUNNING:  # it may have run and committed
         return HostOutcome(host.name, "outcome_unknown", one_line(
             f"{host.name} answered the write with an error that may follow its work ({error.message}): whether it "

@@ -39,7 +39,10 @@ CONTROL_PERSIST = 120  # a warm connection for the next command; `close_masters`
 # sun_path holds 107 bytes and a NUL; after the directory come '/', the 8-hex entry tag, '-', the
 # 40-hex %C and the 17-byte suffix of ssh's temporary socket.
 MAX_SOCKET_DIR = 107 - (1 + 8 + 1 + 40 + 17)
-INSTALL_COMMAND = "pipx install archon-console"
+# archon-console is installed from a clone (README, "Install"); it is not on PyPI, so advice naming
+# an index package would send a host's admin to whatever a stranger published under that name.
+INSTALL_COMMAND = "pipx install . in a clone of archon-console (README: Install)"
+UPGRADE_COMMAND = "pipx install --force . in an updated clone of archon-console (README: Install)"
 
 STATES = ("ok", "stale", "unreachable", "timeout", "auth_failed", "host_key", "no_server", "version_skew",
           "wrong_instance", "remote_error", "outcome_unknown")
@@ -200,11 +203,11 @@ def classify(returncode: int | None, stderr: str, *, alias: str = "HOST", name: 
                                      "hosts.toml.")
     elif _TOO_OLD.search(stderr):
         return "version_skew", one_line(f"The archon-console on {who} is older than fleet mode (it has no serve "
-                                        "command): upgrade it there with pipx upgrade archon-console.")
+                                        f"command): upgrade it there with {UPGRADE_COMMAND}.")
     said = last_line(stderr, 160)
     return "remote_error", one_line(f"The server on {who} ended without answering (exit {returncode})"
                                     + (f": {said}." if said else "."))
 
 
-__all__ = ["CONNECT_TIMEOUT", "INSTALL_COMMAND", "STATES", "classify", "close_masters", "control_dir", "entry_tag",
+__all__ = ["CONNECT_TIMEOUT", "INSTALL_COMMAND", "STATES", "UPGRADE_COMMAND", "classify", "close_masters", "control_dir", "entry_tag",
            "exit_argv", "last_line", "ssh_argv"]

@@ -4,7 +4,7 @@
 TEXT or INTEGER, but a database file is hostile (SECURITY.md): a file's own `CREATE TABLE` decides
 the affinity, any column without STRICT holds any storage class, and a column a release lacks is
 None in the model. The read paths keep the value as stored (the `--json` output prints it as
-stored) and never coerce it; stored text is always `str` (console/db/connect.py `_TEXT` decodes
+stored, but for instants, which console/clock.py `json_times` prints in one form) and never coerce it; stored text is always `str` (console/db/connect.py `_TEXT` decodes
 even invalid UTF-8), so these five are all a field can hold.
 
 `Json` is what the bounded reader (widgets/safe_json.py `read_json`) returns for a stored JSON

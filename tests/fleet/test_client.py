@@ -173,7 +173,7 @@ def test_another_protocol_is_version_skew(write_hosts):
 def test_a_host_without_the_console_names_the_install_command(write_hosts):
     fleet = write_hosts({"eu1": {"ssh": "eu1", "remote": "no-such-archon-console-here"}})
     [outcome] = call_hosts(fleet, list(fleet.hosts.values()), "doctor", {}, cache=False)
-    assert outcome.state == "no_server" and "pipx install archon-console" in outcome.sentence, outcome
+    assert outcome.state == "no_server" and "pipx install . in a clone of archon-console" in outcome.sentence, outcome
 
 
 def test_an_ssh_that_cannot_be_started_is_one_sentence(write_hosts, tmp_path):

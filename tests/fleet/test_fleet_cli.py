@@ -162,30 +162,26 @@ class _FleetWatch:
                                      env=dict(os.environ, PYTHONUNBUFFERED="1"), preexec_fn=_ctrl_c_as_at_a_terminal)
         self.lines: queue.Queue = queue.Queue()
         self.err: list[str] = []
-        self.notes: list[str] = []  # under --json the watch's notes are lines of stdout
         threading.Thread(target=lambda: [self.lines.put(x) for x in self.proc.stdout], daemon=True).start()
         threading.Thread(target=lambda: [self.err.append(x) for x in self.proc.stderr], daemon=True).start()
 
     def changes(self, n: int, wait: float = 60.0) -> list[dict]:
-        got = []
-        while len(got) < n:
-            value = json.loads(self.lines.get(timeout=wait))
-            if value.get("change") != "note":
-                got.append(value)
-            else:
-                self.notes.append(value["note"])
+        """The next `n` lines of stdout: changes only (the notes are on stderr, even under --json)."""
+        got = [json.loads(self.lines.get(timeout=wait)) for _ in range(n)]
+        assert [v for v in got if v.get("change") == "note"] == [], got
         return got
 
     def note(self, prefix: str, wait: float = 60.0) -> str:
-        """The first note starting with `prefix`, read on as long as it takes (bounded)."""
+        """The first note (a line of stderr, `archon-console: ` and the note) starting with `prefix`,
+        waited for as long as it takes (bounded)."""
         import time
 
         deadline = time.monotonic() + wait
-        while not any(note.startswith(prefix) for note in self.notes):
-            value = json.loads(self.lines.get(timeout=max(0.01, deadline - time.monotonic())))
-            if value.get("change") == "note":
-                self.notes.append(value["note"])
-        return next(note for note in self.notes if note.startswith(prefix))
+        head = "archon-console: "
+        while not any(line.startswith(head + prefix) for line in self.err):
+            assert time.monotonic() < deadline and self.proc.poll() is None, self.err
+            time.sleep(0.02)
+        return next(line for line in self.err if line.startswith(head + prefix))[len(head):].rstrip("\n")
 
     def stop(self) -> int:
         """Ctrl-C, and the exit status it ended with; a watch that outlives it is killed (never left

@@ -195,7 +195,7 @@ def test_a_changed_host_key_names_the_pinned_entry_ssh_named():
 
 def test_exit_127_is_no_server_whatever_it_said():
     state, sentence = classify(127, "", alias="eu1", remote="/opt/ac/bin/archon-console")
-    assert state == "no_server" and "pipx install archon-console" in sentence and "/opt/ac/bin" in sentence
+    assert state == "no_server" and "pipx install . in a clone of archon-console" in sentence and "/opt/ac/bin" in sentence
 
 
 @pytest.mark.parametrize("code, stderr, state", [

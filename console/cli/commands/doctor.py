@@ -55,16 +55,18 @@ def cmd_doctor(ctx) -> int:
                        reason=exc.reason, findings=[])
             return EXIT_UNUSABLE
         raise
-    if ctx.json:
-        emit_json(report.to_json(strict=args.strict))
-    else:
+    if not ctx.json:
         print(report.to_text(strict=args.strict))
+    written = None
     if bundle is not None:
         from console.services.bundle import write_bundle
 
         result = write_bundle(report, bundle, source=path, redact=args.redact, now=now, stale_after=stale)
+        written = {"path": str(result.path), "redacted": result.redacted}
         note = "redacted" if result.redacted else "NOT redacted: it contains names, paths and payloads"
         say(f"Support bundle written to {result.path} ({note}).", err=ctx.json)
+    if ctx.json:  # after the bundle, so the one document names it (or a failed bundle is that document)
+        emit_json({**report.to_json(strict=args.strict), **({"bundle": written} if written else {})})
     return report.exit_code(strict=args.strict)
 
 

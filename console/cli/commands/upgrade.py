@@ -14,7 +14,7 @@ from typing import TextIO
 import humanize
 
 from console.errors import Refusal
-from console.cli.output import emit_error, emit_json, say, table, write_trusted
+from console.cli.output import emit_error, emit_json, say, table, wrapped, write_trusted
 from console.services.profile_gate import ProfileEvidenceContradicted, UNVERIFIED_LINE
 from console.services.upgrade.model import ForceRequired, TARGETS, UpgradePlan, UpgradeProgress
 from console.services.upgrade.plan import plan_upgrade
@@ -119,7 +119,8 @@ def render_plan(plan: UpgradePlan) -> str:
             return "\n".join(lines)
     if plan.force_required:
         lines.append("--force is required:")
-        lines.extend(f"  - {one_line(reason, 200)}" for reason in plan.force_reasons)
+        for reason in plan.force_reasons:  # wrapped, never cut: each is what --force would accept
+            lines.extend(wrapped(reason, first="  - ", rest="    "))
     else:
         lines.append("--force is not required.")
     return "\n".join(lines)
@@ -140,7 +141,7 @@ def render_profile_evidence(gate) -> list[str]:
             lines.append(f"  and {len(contradictions) - 50} more")
         return lines
     if gate.force_reason:
-        return [one_line(gate.unverified or UNVERIFIED_LINE, 600) + "."]
+        return wrapped((gate.unverified or UNVERIFIED_LINE) + ".")
     return [f"Profile evidence: {one_line(gate.summary, 300)}; steps {', '.join(gate.steps)} write profile data."]
 
 

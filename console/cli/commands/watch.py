@@ -77,26 +77,21 @@ class _Emitter:
     def __init__(self, ctx):
         import sys
 
-        self.ctx, self.out, self.err = ctx, sys.stdout, sys.stderr
+        self.ctx, self.out = ctx, sys.stdout
 
     def change(self, change) -> None:
         if self.ctx.json:
-            from console.text import json_text
+            from console.cli.output import json_document
 
-            self.out.write(json_text(change.to_json(), indent=None) + "\n")
+            self.out.write(json_document(change.to_json(), indent=None) + "\n")
         else:
             self.out.write(change_line(change, self.ctx.clock()) + "\n")
         self.out.flush()
 
     def note(self, text: str) -> None:
-        if self.ctx.json:
-            from console.text import json_text
+        from console.cli.watch_delivery import say
 
-            self.out.write(json_text({"change": "note", "note": text}, indent=None) + "\n")
-            self.out.flush()
-        else:
-            self.err.write(f"archon-console: {text}\n")
-            self.err.flush()
+        say(text)
 
 
 def run_watch(ctx) -> int:
@@ -153,8 +148,7 @@ def run_watch(ctx) -> int:
                                           retries=args.exec_retries), report)
         window = timedelta(minutes=args.expiring_within) if args.expiring_within is not None else None
         # Always on stderr: it tells a script (and the tests) that the starting position is taken.
-        emit.err.write(f"archon-console: watching approval requests in {ctx.db_path} (Ctrl-C to stop)\n")
-        emit.err.flush()
+        emit.note(f"watching approval requests in {ctx.db_path} (Ctrl-C to stop)")
         state, gone_said, pruned = CHANGED, False, time.monotonic()
         while True:
             if state == GONE:
