@@ -323,7 +323,12 @@ class ConsoleScreen(SafeTitles, GreyedKeys, Screen):
     def show_error(self, error: BaseException, *, context: str = "") -> None:
         if not isinstance(error, Refusal):
             self.log.error(repr(error))
-        self.app.push_screen(ErrorModal(error, context=context))
+        modal = ErrorModal(error, context=context)
+        # A read refused again on every refresh (another process commits twice a second) says so
+        # once: the same dialog is not stacked again while one is open.
+        if any(isinstance(s, ErrorModal) and s.says == modal.says for s in self.app.screen_stack):
+            return
+        self.app.push_screen(modal)
 
     def notify_result(self, message: str, *, ok: bool = True) -> None:
         """A write's outcome; says so when `$ARCHON_CONSOLE_NOW` was ignored for it (console/clock.py)."""

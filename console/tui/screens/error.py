@@ -39,6 +39,12 @@ class ErrorModal(ModalScreen[None]):
         self.error = error
         self.context = context
 
+    @property
+    def says(self) -> tuple[str, str]:
+        """What the dialog shows: two dialogs that say the same are one too many."""
+        title, body = describe_error(self.error)
+        return title, f"{self.context}\n{body.plain}"
+
     def compose(self) -> ComposeResult:
         title, body = describe_error(self.error)
         if self.context:
