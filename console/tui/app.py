@@ -94,6 +94,14 @@ class ArchonConsole(GuardedApp, LastResort, App):
     class DataChanged(Message):
         """Another connection committed."""
 
+    class ReleaseChanged(Message):
+        """The file's schema changed (an upgrade, here or elsewhere): its release and shape were
+        detected again, and everything derived from them is re-read (`_release_changed`)."""
+
+        def __init__(self, release: str | None) -> None:
+            super().__init__()
+            self.release = release
+
     class WritesHeldChanged(Message):
         """An upgrade started or ended (console/tui/session.py `hold_writes`): every screen's write
         keys grey or come back."""
@@ -141,8 +149,8 @@ class ArchonConsole(GuardedApp, LastResort, App):
         self._arrival_position = self.session.run(start_position)
         self._own_changes: int | None = None
         self._polling = False
-        release = self.session.release
-        self.release_label = f"archon {release}" if release else "unknown release"
+        self.release = self.session.release
+        self.release_label = self.label_of(self.release)
         self._prefetched: tuple[str, str | None, Any] | None = None
         self._start_entry = self._start_screen_entry()
         if self._start_entry is not None:
@@ -402,7 +410,9 @@ class ArchonConsole(GuardedApp, LastResort, App):
             return
         version = self.session.data_version()
         changed = self._data_version is not None and version != self._data_version
-        if changed:
+        if changed and self.session.reread_shape():
+            self.post_message(self.ReleaseChanged(self.session.release))  # re-reads every screen too
+        elif changed:
             self.post_message(self.DataChanged())
         self._data_version = version
         # Another process committed, or the console wrote itself (or this is the first poll):
@@ -426,6 +436,27 @@ class ArchonConsole(GuardedApp, LastResort, App):
         for screen in self.screen_stack:
             if isinstance(screen, ConsoleScreen):
                 screen.refresh_bindings()
+
+    @staticmethod
+    def label_of(release: str | None) -> str:
+        return f"archon {release}" if release else "unknown release"
+
+    def on_archon_console_release_changed(self, message: ReleaseChanged) -> None:
+        """The one place a change of release reaches the screens: the label every header shows,
+        every screen's derived state (`ConsoleScreen.release_changed`), and the dialogs that said
+        what the old release could not do (a refusal still true is said again by the re-read)."""
+        from console.services.base import ReleaseRefusal
+        from console.tui.screens.error import ErrorModal
+
+        self.release, self.release_label = message.release, self.label_of(message.release)
+        for screen in self.screen_stack:
+            if isinstance(screen, ErrorModal) and isinstance(screen.error, ReleaseRefusal):
+                screen.stale = True  # closes itself when it comes to the top (console/tui/screens/error.py)
+        if isinstance(self.screen, ErrorModal) and self.screen.stale:
+            self.screen.dismiss(None)
+        for screen in self.screen_stack:
+            if isinstance(screen, ConsoleScreen):
+                screen.release_changed()
 
     def on_archon_console_data_changed(self, message: DataChanged) -> None:
         for screen in self.screen_stack:
