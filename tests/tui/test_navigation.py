@@ -137,3 +137,43 @@ async def test_a_refusal_repeated_by_every_refresh_is_one_dialog(demo_db, make_a
             await wait_until(pilot, lambda: app._data_version != before, what="the poll")
             await settle(pilot, app)
         assert stack(app) == ["OverviewScreen", "ProfilesScreen", "ErrorModal"]
+
+
+async def test_the_refusal_paints_in_a_long_open_console_without_a_resize(demo_db, make_app):
+    """A console open a long time on a live file: full collections have run while idle
+    (console/tui/idle_gc.py) and another process commits. The refusal still reaches the terminal
+    in the next frame: a frame is sent (`App._display`) after it, with no resize."""
+    path = demo_db()
+    app = make_app(path, start="projects")
+    frames: list[object] = []
+    real_display = app._display
+
+    def display(screen, renderable):
+        frames.append(screen)
+        return real_display(screen, renderable)
+
+    app._display = display
+    real_notify = app.notify
+
+    def notify(message, **kwargs):
+        frames.append("notified")
+        return real_notify(message, **kwargs)
+
+    app.notify = notify
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, OverviewScreen)
+        app._collector.clock = lambda: float("inf")  # idle for ever: every tick may collect
+        for name in ("one", "two"):
+            conn = sqlite3.connect(path)
+            conn.execute("UPDATE projects SET name = ? WHERE id = 'prj-atlas-api'", (f"atlas-{name}",))
+            conn.commit()
+            conn.close()
+            before = app._data_version
+            await wait_until(pilot, lambda: app._data_version != before, what="the poll")
+            assert app._collector.tick() or True
+        await settle(pilot, app)
+        frames.clear()
+        await command(pilot, app, "project nosuch")
+        await wait_until(pilot, lambda: any("No project 'nosuch'" in n for n in notes(app)), what="the refusal")
+        await wait_until(pilot, lambda: app.screen in frames[frames.index("notified"):], what="a frame after it")
+        assert stack(app) == ["OverviewScreen"]
