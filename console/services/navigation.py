@@ -62,9 +62,14 @@ def resolve_target(handle: ArchonDatabase, screen: str, argument: str | None) ->
     bare word after `:approvals` or `:envs` is a project too, or near one of their filter words
     (`:envs clam` -> `claimed=yes`). Screens without an argument to check get theirs unchanged."""
     from console.services import views
+    from console.text import one_line
 
     if argument is None:
         return Target()
+    if screen == "project" and not argument.strip():  # `:project` alone: the projects to pick from
+        shown = tuple((f"{one_line(name)}  ({one_line(pid)})", pid) for pid, name in project_names(handle, CHOICES_SHOWN)
+                      if isinstance(pid, str))
+        return Target(choices=shown) if shown else Target(refusal="This database has no projects yet.")
     if screen == "project":
         return _project_target(handle, screen, argument, lambda found: found)
     if screen not in views.KEYS:

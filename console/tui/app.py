@@ -254,8 +254,8 @@ class ArchonConsole(GuardedApp, LastResort, App):
             self.notify(f"No screen called {clean(word, one_line=True)!r}. {hint + ' ' if hint else ''}Try {tries}.",
                         severity="warning", markup=False)
             return
-        if entry.argument and not arg:
-            self.notify(f":{entry.name} needs {entry.argument}.", severity="warning", markup=False)
+        if entry.argument and not arg:  # `:project` alone offers the projects, as k9s's `:ns` does
+            self.open_screen(entry, "")
             return
         self.open_screen(entry, arg)
 
@@ -291,7 +291,7 @@ class ArchonConsole(GuardedApp, LastResort, App):
                 if value is not None:
                     self._push_target(entry, value)
 
-            self.push_screen(ChooseModal(f"Several match: which one to open with :{entry.name}?", target.choices),
+            self.push_screen(ChooseModal(f"Which one? :{entry.name} opens the one you pick", target.choices),
                              chosen)
         else:
             self._push_target(entry, target.argument)

@@ -177,3 +177,14 @@ async def test_the_refusal_paints_in_a_long_open_console_without_a_resize(demo_d
         await wait_until(pilot, lambda: any("No project 'nosuch'" in n for n in notes(app)), what="the refusal")
         await wait_until(pilot, lambda: app.screen in frames[frames.index("notified"):], what="a frame after it")
         assert stack(app) == ["OverviewScreen"]
+
+
+async def test_project_alone_offers_the_projects(demo_db, make_app):
+    app = make_app(demo_db(), start="projects")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot, app, OverviewScreen)
+        await command(pilot, app, "project")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "ChooseModal", what="the projects")
+        assert "prj-atlas-api" in [value for _, value in app.screen.choices]
+        await pilot.press("enter")  # the first, by name
+        await ready(pilot, app, ProfilesScreen)
