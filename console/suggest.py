@@ -9,7 +9,7 @@ ratio to see), then names containing the text, then names a few edits away."""
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 
 def near_matches(typed: str, candidates: Iterable[str], *, limit: int = 5, cutoff: float = 0.6) -> list[str]:
@@ -38,9 +38,13 @@ def near_matches(typed: str, candidates: Iterable[str], *, limit: int = 5, cutof
     return ordered[:limit]
 
 
-def did_you_mean(typed: str, candidates: Iterable[str], *, limit: int = 3) -> str | None:
-    """The hint sentence for a typo, or None when nothing is near."""
+def did_you_mean(typed: str, candidates: Iterable[str], *, limit: int = 3,
+                 show: Callable[[str], str] | None = None) -> str | None:
+    """The hint sentence for a typo, or None when nothing is near. `show` says how a matched
+    candidate is written back (`claimed` matched, `:envs claimed=yes` shown)."""
     found = near_matches(typed, candidates, limit=limit)
     if not found:
         return None
+    if show is not None:
+        found = list(dict.fromkeys(show(name) for name in found))
     return f"Did you mean {' or '.join(found) if len(found) <= 2 else ', '.join(found[:-1]) + ' or ' + found[-1]}?"

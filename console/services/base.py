@@ -53,14 +53,32 @@ def validate_reason(reason: str | None, *, required: bool, what: str = "this act
     return reason or None
 
 
+class ReleaseRefusal(Refusal):
+    """Refused for the database's release alone: true only while the file keeps the release it was
+    decided on (`release`). The console drops such a refusal, and closes its dialog, once the
+    release has changed (an upgrade): an old "needs 1.8.22" must not pop over the upgrade's success."""
+
+    def __init__(self, reason: str, hint: str | None = None, *, release: str | None = None):
+        super().__init__(reason, hint)
+        self.release = release
+
+    def __reduce__(self):  # crosses console/isolation.py's process boundary like any refusal
+        return (_release_refusal, (self.reason, self.hint, self.release))
+
+
+def _release_refusal(reason: str, hint: str | None, release: str | None) -> "ReleaseRefusal":
+    return ReleaseRefusal(reason, hint, release=release)
+
+
 def require_feature(handle: ArchonDatabase, feature: str, *, what: str) -> None:
     """Refuse features the database's release lacks, instead of failing on a missing column."""
     if not handle.shape.supports(feature):
         release = handle.shape.release or "unknown"
         needed = FEATURE_RELEASE.get(feature, "1.10.0")
-        raise Refusal(
+        raise ReleaseRefusal(
             f"{what} needs archon {needed} or later; this database has the {release} shape (upgrade required).",
             "Run `archon-console upgrade --plan` to see what an upgrade would do.",
+            release=handle.shape.release,
         )
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from console.small_files import SettingsUnusable, read_toml
 from console.errors import UsageError
+from console.suggest import did_you_mean
 
 VIEWS_ENV = "ARCHON_CONSOLE_VIEWS"
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -66,7 +67,9 @@ def parse(screen: str, text: str | None) -> View:
             raise UsageError(f"{word!r} is not a filter; write key=value, e.g. {_example(screen)}.")
         key, op, value = m["key"], m["op"], m["value"]
         if key not in KEYS[screen]:
-            raise UsageError(f"{screen} has no filter {key!r}; it has {', '.join(KEYS[screen])}.")
+            hint = did_you_mean(key, KEYS[screen], show=lambda k: f"{k}{KEYS[screen][k]}{value}")
+            raise UsageError(f"{screen} has no filter {key!r}; it has {', '.join(KEYS[screen])}."
+                             + (f" {hint}" if hint else ""))
         if op != KEYS[screen][key]:
             raise UsageError(f"write {key}{KEYS[screen][key]}VALUE, not {key}{op}VALUE.")
         if not value:
@@ -84,7 +87,14 @@ def _checked(screen: str, key: str, value: str) -> str:
     if key == "status":
         from console.models.approvals import parse_status_filter
 
-        statuses = parse_status_filter(value)
+        try:
+            statuses = parse_status_filter(value)
+        except UsageError as exc:
+            from console.models.approvals import STATUSES
+
+            typo = next((p for p in value.split(",") if p.strip().lower() not in STATUSES + ("all",)), value)
+            hint = did_you_mean(typo, STATUSES + ("all",), show=lambda v: f"status={v}")
+            raise UsageError(f"{exc.reason} {hint}" if hint else exc.reason) from None
         return "all" if statuses is None else ",".join(statuses)
     if key == "kind":
         from console.models.approvals import check_kind
@@ -98,7 +108,8 @@ def _checked(screen: str, key: str, value: str) -> str:
         from console.services.environment_rules import STATES
 
         if value not in STATES + ("any",):
-            raise UsageError(f"state={value}: use {', '.join(STATES)} or any.")
+            hint = did_you_mean(value, STATES + ("any",), show=lambda v: f"state={v}")
+            raise UsageError(f"state={value}: use {', '.join(STATES)} or any." + (f" {hint}" if hint else ""))
     if key == "claimed" and value not in ("yes", "no"):
         raise UsageError(f"claimed={value}: use yes or no.")
     return value

@@ -21,8 +21,9 @@ from console.tui.keymap import load_keymap, unknown_ids
 from console.tui.last_resort import LastResort
 from console.tui.screens.base import ConsoleScreen
 from console.services import views
-from console.errors import UsageError
-from console.tui.screens.registry import command_words, lookup, parse_command
+from console.errors import ConsoleError, UsageError
+from console.suggest import did_you_mean
+from console.tui.screens.registry import SCREENS, command_words, lookup, parse_command
 from console.services import navigation
 from console.services.watch import arrivals, own_changes, pending_count, start_position
 from console.models.support import SupportInfo
@@ -32,6 +33,9 @@ from widgets.safe_text import clean
 from widgets.terminal_guard import GuardedApp
 
 POLL_SECONDS = 0.5
+# Every word a `:` command may start with -> the command it is (aliases to their screen), for "did you mean".
+COMMAND_WORDS = {word: entry.name for entry in SCREENS for word in (entry.name, *entry.aliases)}
+COMMAND_WORDS.update({word: word for word in ("help", "quit", "save", "view")})
 PREFETCH_WAIT_SECONDS = 0.1
 
 
@@ -43,7 +47,7 @@ def _navigation_commands() -> type:
     return NavigationCommands
 
 
-MODAL_MODULES = ("bulk_results", "command_line", "confirm", "error", "help", "reason", "typed")
+MODAL_MODULES = ("bulk_results", "choose", "command_line", "confirm", "error", "help", "reason", "typed")
 
 
 def known_binding_ids() -> set[str]:
@@ -90,6 +94,14 @@ class ArchonConsole(GuardedApp, LastResort, App):
     class DataChanged(Message):
         """Another connection committed."""
 
+    class ReleaseChanged(Message):
+        """The file's schema changed (an upgrade, here or elsewhere): its release and shape were
+        detected again, and everything derived from them is re-read (`_release_changed`)."""
+
+        def __init__(self, release: str | None) -> None:
+            super().__init__()
+            self.release = release
+
     class WritesHeldChanged(Message):
         """An upgrade started or ended (console/tui/session.py `hold_writes`): every screen's write
         keys grey or come back."""
@@ -100,6 +112,13 @@ class ArchonConsole(GuardedApp, LastResort, App):
         def __init__(self, screen: str) -> None:
             super().__init__()
             self.screen = screen
+
+    class TargetResolved(Message):
+        """Where a `:` command goes, read in a thread (`_resolve_target`): only then is a screen pushed."""
+
+        def __init__(self, entry: Any, target: "navigation.Target") -> None:
+            super().__init__()
+            self.entry, self.target = entry, target
 
     class PendingChanged(Message):
         """New pending requests arrived (maybe none) and how many wait now (None: no approvals)."""
@@ -130,8 +149,8 @@ class ArchonConsole(GuardedApp, LastResort, App):
         self._arrival_position = self.session.run(start_position)
         self._own_changes: int | None = None
         self._polling = False
-        release = self.session.release
-        self.release_label = f"archon {release}" if release else "unknown release"
+        self.release = self.session.release
+        self.release_label = self.label_of(self.release)
         self._prefetched: tuple[str, str | None, Any] | None = None
         self._start_entry = self._start_screen_entry()
         if self._start_entry is not None:
@@ -231,16 +250,57 @@ class ArchonConsole(GuardedApp, LastResort, App):
                 return
         if entry is None:
             tries = ", ".join(f":{w}" for w in command_words().split(" | "))
-            self.notify(f"No screen called {clean(word, one_line=True)!r}. Try {tries}.", severity="warning",
-                        markup=False)
+            hint = did_you_mean(word, COMMAND_WORDS, show=lambda w: f":{COMMAND_WORDS[w]}")
+            self.notify(f"No screen called {clean(word, one_line=True)!r}. {hint + ' ' if hint else ''}Try {tries}.",
+                        severity="warning", markup=False)
             return
-        if entry.argument and not arg:
-            self.notify(f":{entry.name} needs {entry.argument}.", severity="warning", markup=False)
+        if entry.argument and not arg:  # `:project` alone offers the projects, as k9s's `:ns` does
+            self.open_screen(entry, "")
             return
+        self.open_screen(entry, arg)
+
+    def open_screen(self, entry: Any, argument: str | None) -> None:
+        """The one way a `:` command, the palette, a saved view or the start choice opens a screen:
+        what it names is resolved first (in a thread) and the screen is pushed only when it exists,
+        so a refused navigation leaves you where you were, with "did you mean" (a screen pushed
+        first and refused after would stay behind its error, empty, loading for ever)."""
+        if argument is None:
+            self._push_target(entry, None)
+            return
+        self._resolve_target(entry, argument)
+
+    @work(thread=True, group="navigate", exit_on_error=False)
+    def _resolve_target(self, entry: Any, argument: str) -> None:
+        try:
+            target = self.session.run(navigation.resolve_target, entry.name, argument)
+        except ConsoleError as exc:
+            target = navigation.Target(refusal=f"{exc.reason} {exc.hint or ''}".strip())
+        except Exception as exc:  # a damaged file: said in one sentence, nothing pushed
+            target = navigation.Target(refusal=f"Could not open :{entry.name}: {type(exc).__name__}: {exc}")
+        self.post_message(self.TargetResolved(entry, target))
+
+    @on(TargetResolved)
+    def _target_resolved(self, message: TargetResolved) -> None:
+        entry, target = message.entry, message.target
+        if target.refusal is not None:
+            self.notify(target.refusal, severity="warning", timeout=8, markup=False)
+        elif target.choices:
+            from console.tui.screens.choose import ChooseModal
+
+            def chosen(value: str | None) -> None:
+                if value is not None:
+                    self._push_target(entry, value)
+
+            self.push_screen(ChooseModal(f"Which one? :{entry.name} opens the one you pick", target.choices),
+                             chosen)
+        else:
+            self._push_target(entry, target.argument)
+
+    def _push_target(self, entry: Any, argument: str | None) -> None:
         top = self.screen
-        if isinstance(top, ConsoleScreen) and top.COMMAND == entry.name and getattr(top, "argument", None) == arg:
+        if isinstance(top, ConsoleScreen) and top.COMMAND == entry.name and getattr(top, "argument", None) == argument:
             return
-        self.push_screen(entry.build(arg))
+        self.push_screen(entry.build(argument))
 
     def _view_command(self, word: str, name: str | None) -> None:
         """`:save NAME` keeps this list and its filters; `:view NAME` opens a saved one. The views
@@ -270,7 +330,7 @@ class ArchonConsole(GuardedApp, LastResort, App):
             return
         if note:
             say(note, "warning")
-        self.push_screen(lookup(view.screen).build(view.expression() or None))
+        self.open_screen(lookup(view.screen), view.expression() or None)
 
     def _current_view(self) -> "views.View | None":
         screen: Any = self.screen
@@ -350,7 +410,9 @@ class ArchonConsole(GuardedApp, LastResort, App):
             return
         version = self.session.data_version()
         changed = self._data_version is not None and version != self._data_version
-        if changed:
+        if changed and self.session.reread_shape():
+            self.post_message(self.ReleaseChanged(self.session.release))  # re-reads every screen too
+        elif changed:
             self.post_message(self.DataChanged())
         self._data_version = version
         # Another process committed, or the console wrote itself (or this is the first poll):
@@ -374,6 +436,27 @@ class ArchonConsole(GuardedApp, LastResort, App):
         for screen in self.screen_stack:
             if isinstance(screen, ConsoleScreen):
                 screen.refresh_bindings()
+
+    @staticmethod
+    def label_of(release: str | None) -> str:
+        return f"archon {release}" if release else "unknown release"
+
+    def on_archon_console_release_changed(self, message: ReleaseChanged) -> None:
+        """The one place a change of release reaches the screens: the label every header shows,
+        every screen's derived state (`ConsoleScreen.release_changed`), and the dialogs that said
+        what the old release could not do (a refusal still true is said again by the re-read)."""
+        from console.services.base import ReleaseRefusal
+        from console.tui.screens.error import ErrorModal
+
+        self.release, self.release_label = message.release, self.label_of(message.release)
+        for screen in self.screen_stack:
+            if isinstance(screen, ErrorModal) and isinstance(screen.error, ReleaseRefusal):
+                screen.stale = True  # closes itself when it comes to the top (console/tui/screens/error.py)
+        if isinstance(self.screen, ErrorModal) and self.screen.stale:
+            self.screen.dismiss(None)
+        for screen in self.screen_stack:
+            if isinstance(screen, ConsoleScreen):
+                screen.release_changed()
 
     def on_archon_console_data_changed(self, message: DataChanged) -> None:
         for screen in self.screen_stack:

@@ -31,6 +31,7 @@ class Session:
         self.lock = threading.RLock()
         self.handle: ArchonDatabase = ctx.open()
         self.upgrading = False  # set by `hold_writes`: see there
+        self._schema_version = self._read_schema_version()
 
     @property
     def actor(self) -> str:
@@ -74,6 +75,23 @@ class Session:
                 if over is not None:
                     raise over from None
                 raise
+
+    def _read_schema_version(self) -> int:
+        with self.lock:
+            return int(self.handle.conn.execute("PRAGMA schema_version").fetchone()[0])
+
+    def reread_shape(self) -> bool:
+        """After another commit (the app's poll): whether the schema changed since the shape was
+        detected (an upgrade, here or by another process). Then the shape is detected again, and
+        everything derived from the release must be re-read (`ArchonConsole.ReleaseChanged`).
+        One integer read when nothing changed."""
+        with self.lock:
+            version = self._read_schema_version()
+            if version == self._schema_version:
+                return False
+            self._schema_version = version
+            self.handle.forget_shape()
+            return True
 
     def data_version(self) -> int:
         with self.lock:

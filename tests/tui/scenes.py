@@ -117,9 +117,9 @@ async def settle(pilot, app, scene: Scene, timeout: float = 10.0) -> None:
     first = _table_ready if scene.start not in ("upgrade", "doctor") else scene.ready
     await wait(first)
     if scene.navigate:
-        app.navigate(*scene.navigate)
-        await pilot.pause()  # the navigation's screen is the one `_table_ready` looks at
-        await wait(_table_ready)
+        before = app.screen
+        app.navigate(*scene.navigate)  # resolved in a thread, then pushed: wait for the new screen
+        await wait(lambda app: app.screen is not before and _table_ready(app))
     for key in scene.keys:
         await pilot.press(key)
         await pilot.pause()

@@ -25,6 +25,7 @@ from textual.widgets import Header
 from textual.worker import Worker, WorkerState
 
 from console.errors import Refusal
+from console.services.base import ReleaseRefusal
 from console.tui.session import UPGRADE_REASON
 from console.tui.screens.error import ErrorModal
 from widgets import clipboard
@@ -57,6 +58,7 @@ class ConsoleApp(Protocol):
 
     session: Session
     support: SupportInfo | None
+    release: str | None
     release_label: str
     WritesHeldChanged: type[Message]
 
@@ -158,8 +160,11 @@ class ConsoleScreen(SafeTitles, GreyedKeys, Screen):
         if app.support is not None:
             yield Badge(f"SUPPORT snapshot of {app.support.original_path} at {app.support.snapshot_time}",
                         "error", id="support-badge")
-        yield Static(safe_text(f"{app.session.db_path.name} · {app.release_label} · as {app.session.actor}",
-                               one_line=True), id="db-label")
+        yield Static(self._db_label(), id="db-label")
+
+    def _db_label(self) -> Text:
+        app = self.console_app
+        return safe_text(f"{app.session.db_path.name} · {app.release_label} · as {app.session.actor}", one_line=True)
 
     def compose_content(self) -> ComposeResult:
         return
@@ -190,6 +195,15 @@ class ConsoleScreen(SafeTitles, GreyedKeys, Screen):
         return {}
 
     # ------------------------------------------------------------ data
+    def release_changed(self) -> None:
+        """The file's release changed under this screen (console/tui/app.py `ReleaseChanged`): the
+        header, the greyed keys and what is shown are re-read. Screens that keep more derived from
+        the release (which features exist) extend this."""
+        for label in self.query("#db-label"):
+            label.update(self._db_label())
+        self.refresh_bindings()
+        self.refresh_data()
+
     def refresh_data(self) -> None:
         """Another process changed the database: reload what is visible, keep the selection."""
         for table in self.query(LazyTable):
@@ -323,7 +337,14 @@ class ConsoleScreen(SafeTitles, GreyedKeys, Screen):
     def show_error(self, error: BaseException, *, context: str = "") -> None:
         if not isinstance(error, Refusal):
             self.log.error(repr(error))
-        self.app.push_screen(ErrorModal(error, context=context))
+        if isinstance(error, ReleaseRefusal) and error.release != self.console_app.release:
+            return  # decided on a release the file no longer has: the re-read says what holds now
+        modal = ErrorModal(error, context=context)
+        # A read refused again on every refresh (another process commits twice a second) says so
+        # once: the same dialog is not stacked again while one is open.
+        if any(isinstance(s, ErrorModal) and s.says == modal.says for s in self.app.screen_stack):
+            return
+        self.app.push_screen(modal)
 
     def notify_result(self, message: str, *, ok: bool = True) -> None:
         """A write's outcome; says so when `$ARCHON_CONSOLE_NOW` was ignored for it (console/clock.py)."""

@@ -38,6 +38,17 @@ class ErrorModal(ModalScreen[None]):
         super().__init__()
         self.error = error
         self.context = context
+        self.stale = False  # what it says no longer holds (the release changed): gone when uncovered
+
+    def on_screen_resume(self) -> None:
+        if self.stale:
+            self.dismiss(None)
+
+    @property
+    def says(self) -> tuple[str, str]:
+        """What the dialog shows: two dialogs that say the same are one too many."""
+        title, body = describe_error(self.error)
+        return title, f"{self.context}\n{body.plain}"
 
     def compose(self) -> ComposeResult:
         title, body = describe_error(self.error)

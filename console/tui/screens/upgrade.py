@@ -299,8 +299,8 @@ class UpgradeScreen(ConsoleScreen):
             log.write(safe_text(message.result.message, "bold green"))
             if message.result.undo_command:  # names --db: ARCHON_DB_PATH may name another file
                 log.write(safe_text(f"To undo: {message.result.undo_command}"))
-            self.notify_result(message.result.message)
-            self.console_app.release_label = f"archon {message.result.release_after or 'unknown'}"
+            self.notify_result(message.result.message)  # the new release reaches every screen by
+            # the app's poll (`ArchonConsole.ReleaseChanged`), as an upgrade made elsewhere does
         self._plan()
 
     def refresh_data(self) -> None:
