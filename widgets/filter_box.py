@@ -51,14 +51,17 @@ class FilterBox(Input):
         """Show the screen's box (mounted under `after` the first time) for filter `mode`."""
         boxes = screen.query(cls)
         box = boxes.first() if boxes else cls()
+        focused = screen.focused
         if not boxes:
             screen.mount(box, after=after)
-        box.start(mode, value, placeholder, live=live)
+        box.start(mode, value, placeholder, live=live, return_to=focused)
         return box
 
-    def start(self, mode: str, value: str | None, placeholder: str, *, live: bool) -> None:
-        focused = self.screen.focused if self.is_mounted else None
-        self._return_to = focused if focused is not None and focused is not self else self._return_to
+    def start(self, mode: str, value: str | None, placeholder: str, *, live: bool,
+              return_to: Widget | None = None) -> None:
+        """Open for `mode` holding `value`; leaving gives the focus back to `return_to`."""
+        if return_to is not None and return_to is not self:
+            self._return_to = return_to
         self.mode, self.live, self.before, self.sent = mode, live, value, value
         self.placeholder = placeholder
         with self.prevent(Input.Changed):
