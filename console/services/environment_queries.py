@@ -174,7 +174,8 @@ def environment_query(
         found = find_project(handle.conn, project)  # else no project has that id: nothing matches
         where.append("e.project_id = ?")
         params.append(found["id"] if found is not None else project)
-    needle = (search or "").strip().lower()
+    # SQLite's lower() folds ASCII only: so does the needle, or "É" could never find "É"
+    needle = "".join(c.lower() if c.isascii() else c for c in (search or "").strip())
     if needle:
         searched = [*SEARCHED, *(CLAIM_SEARCHED if handle.shape.supports("claims") else ())]
         text = " || ' ' || ".join(f"coalesce({column}, '')" for column in searched)

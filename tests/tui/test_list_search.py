@@ -121,35 +121,6 @@ async def test_slash_searches_environments_by_project_name_state_and_claim(demo_
         assert "text env-0007" in str(app.screen.query_one("#filters").render())
 
 
-def test_an_environment_search_is_read_page_by_page(make_db):
-    """The search is a predicate of the keyset query: a page of 2 reads 2 rows, and the pages
-    together are exactly what the predicate selects."""
-    from console.db.connect import open_database
-    from console.services.environment_queries import list_environments
-    from tests.conftest import add_project
-    from tests.environments_support import add_env, raw
-
-    path = make_db(projects=["p1"])
-    conn = raw(path)
-    add_project(conn, "p2", name="needle-project")
-    for i in range(7):
-        add_env(conn, f"env-{i:02d}", "ready", project_id="p2" if i % 2 else "p1")
-    conn.close()
-    from tests.tui.conftest import NOW
-
-    with open_database(path, read_only=True) as handle:
-        seen, after = [], None
-        while True:
-            page = list_environments(handle, now=NOW, search="NEEDLE", after=after, limit=2)
-            assert len(page.rows) <= 2
-            seen += [r.id for r in page.rows]
-            assert all(r.project_name == "needle-project" for r in page.rows)
-            if page.next_after is None:
-                break
-            after = page.next_after
-    assert seen == ["env-01", "env-03", "env-05"]
-
-
 # ---------------------------------------------------------------- item 10: as you type, everywhere
 SCREENS = [
     pytest.param("approvals", ApprovalsScreen, "billing", "search", id="approvals"),
