@@ -21,7 +21,7 @@ PALETTE_WIDTH = 14  # "▏ ^p palette " with its border
 # binding id -> rank (lower is kept first); ids not listed rank by whether they can act now
 RANK = {
     "app.help": 0, "app.quit": 0,
-    "approvals.search": 1, "app.command_line": 1,
+    "approvals.search": 1, "envs.search": 1, "fleet.search": 1, "app.command_line": 1,
     "nav.back": 3, "copy.id": 5,
 }
 CAN_ACT, CANNOT_ACT = 2, 4
