@@ -147,6 +147,8 @@ async def test_slash_filters_as_you_type_enter_keeps_escape_restores(demo_db, ma
         await wait_until(pilot, lambda: search_of(app) == needle and table(app).visible_loaded
                          and 0 < table(app).total < everything, what="filtered while typing")
         assert box(app).has_focus and box(app).display
+        await settle(pilot, app)  # every read started by a keystroke has ended: the count is "billing"'s
+        assert search_of(app) == needle
         filtered = table(app).total
         await send_keys(pilot, "enter")  # keeps the filter, leaves the box
         await wait_until(pilot, lambda: table(app).has_focus and not box(app).display, what="back in the table")
