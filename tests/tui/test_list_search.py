@@ -216,3 +216,38 @@ async def test_a_superseded_search_never_paints_over_a_newer_one(demo_db, make_a
         await settle(pilot, app)
         assert app.screen.search == "ret" and env_ids(app) == want and table(app).total == len(want)
         assert "re" not in counted
+
+
+# ---------------------------------------------------------------- a search is part of a saved view
+async def test_an_environment_search_is_saved_with_the_view_and_the_cli_applies_it(demo_db, make_app, tmp_path,
+                                                                                  monkeypatch, capsys):
+    import json
+
+    from console.cli.cli import main
+    from console.services import views
+
+    monkeypatch.setenv("ARCHON_CONSOLE_VIEWS", str(tmp_path / "config" / "views.toml"))
+    monkeypatch.setenv("ARCHON_CONSOLE_CONFIG", str(tmp_path / "none.toml"))
+    path = demo_db()
+    want = matching_envs(path, "billing")
+    app = make_app(path, start="envs")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, EnvironmentsScreen)
+        await send_keys(pilot, "slash")
+        await wait_until(pilot, lambda: box(app).has_focus, what="the search box")
+        await type_text(pilot, "billing")
+        await send_keys(pilot, "enter")
+        await wait_until(pilot, lambda: env_ids(app) == want and table(app).visible_loaded, what="the search")
+        app.navigate("save", "billing-envs")
+        await wait_until(pilot, lambda: "billing-envs" in views.load()[0], what="the saved view")
+    assert views.find("billing-envs").get("search") == "billing"
+    app = make_app(path, start="projects")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "OverviewScreen", what="the projects")
+        app.navigate("view", "billing-envs")
+        await ready(pilot, app, EnvironmentsScreen)
+        await wait_until(pilot, lambda: env_ids(app) == want, what="the view reopened with its search")
+        assert app.screen.search == "billing"
+    capsys.readouterr()
+    assert main(["--json", "envs", "list", "--db", str(path), "--view", "billing-envs"]) == 0
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)] == want

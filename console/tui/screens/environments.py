@@ -122,6 +122,7 @@ class EnvironmentsScreen(ListFilters, ConsoleScreen):
             self.argument = view.get("project")
             self.state = None if view.get("state") in (None, "any") else view.get("state")
             self.claimed = view.get("claimed") == "yes"
+            self.search = view.get("search")
         self.detail: EnvironmentView | None = None
         self.modal: ActionModal | None = None
         self.claims_supported: bool | None = None  # None until the service has answered
