@@ -251,3 +251,17 @@ async def test_an_environment_search_is_saved_with_the_view_and_the_cli_applies_
     capsys.readouterr()
     assert main(["--json", "envs", "list", "--db", str(path), "--view", "billing-envs"]) == 0
     assert [r["id"] for r in json.loads(capsys.readouterr().out)] == want
+
+
+def test_every_list_with_slash_uses_the_one_filter_box():
+    """A screen that binds `/` gets it from `ListFilters` (so it filters as you type, and Escape
+    restores), never a box of its own; the fleet queue's is tests/tui/test_fleet_screens.py's."""
+    from console.tui.screens.list_filters import ListFilters
+    from console.tui.screens.registry import SCREENS
+
+    with_slash = {entry.name: entry.screen_class() for entry in SCREENS
+                  if any(b.key == "slash" for b in entry.screen_class().BINDINGS)}
+    assert {"approvals", "envs"} <= set(with_slash)
+    for name, cls in with_slash.items():
+        assert issubclass(cls, ListFilters), name
+        assert "action_search" not in vars(cls) and "on_input_submitted" not in vars(cls), name
