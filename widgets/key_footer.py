@@ -2,8 +2,8 @@
 
 Textual's Footer lays every shown binding out in order and lets the line cut whatever does not
 fit; at 80 columns that was `? Help` and `q Quit`. This footer ranks the bindings (help and quit
-first, then search and the command line, then what can act now, then what cannot, then Back and
-Copy), keeps the best-ranked that fit the width, and shows them in their usual order. Below
+first, then search and the command line, then what can act now, then Back, then what cannot act,
+then Copy), keeps the best-ranked that fit the width, and shows them in their usual order. Below
 `COMPACT_BELOW` columns it uses Textual's compact style and leaves out the palette key (Ctrl+P
 still opens the palette; `?` lists every key).
 """
@@ -21,10 +21,10 @@ PALETTE_WIDTH = 14  # "▏ ^p palette " with its border
 # binding id -> rank (lower is kept first); ids not listed rank by whether they can act now
 RANK = {
     "app.help": 0, "app.quit": 0,
-    "approvals.search": 1, "app.command_line": 1,
-    "nav.back": 4, "copy.id": 5,
+    "approvals.search": 1, "envs.search": 1, "fleet.search": 1, "app.command_line": 1,
+    "nav.back": 3, "copy.id": 5,
 }
-CAN_ACT, CANNOT_ACT = 2, 3
+CAN_ACT, CANNOT_ACT = 2, 4
 
 
 def rank(binding: Binding, enabled: bool) -> int:

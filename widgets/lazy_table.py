@@ -236,6 +236,8 @@ class LazyTable(ScrollView, can_focus=True):
         # the exact count, which may take longer on a large table.
         if not counting_only:
             self._first_page(generation, source, key, preload)
+        if generation != self._generation:
+            return  # superseded (a newer filter, typed on): its count would never be shown
         total = source.count()
         self.post_message(self._Reloaded(generation, total, None, None, exact=True))
 

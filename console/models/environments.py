@@ -114,7 +114,8 @@ class EnvironmentView:
 
     A list row carries no `active_leases`, `bound_runs` or `events` (None); `show_environment` fills them,
     and `project_deleting`, which the claim rules need (a project being deleted is read-only in
-    the console) and which is not printed: it is the project's column, not the environment's.
+    the console) and which is not printed: it is the project's column, not the environment's
+    (as is `project_name`, which both fill).
     """
 
     # archon's columns the console reads (None where this release has no such column)
@@ -153,6 +154,7 @@ class EnvironmentView:
     events: tuple[EnvironmentEvent, ...] | None = None
     project_deleting: bool = False
     claim_account: str | None = None  # the OS account that took the claim, as its event recorded (D21)
+    project_name: Stored = None  # what the screens show for the project; not printed (the project's column)
 
     @property
     def claimed_by(self) -> str | None:

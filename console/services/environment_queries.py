@@ -27,6 +27,7 @@ from console.models.environments import (
 )
 from console.services.base import require_feature
 from console.services.identity import account_of
+from console.services.resolve import find_project, project_names
 from console.services.environment_rules import (
     ADMITTING_STATES,
     DEFAULT_STALE_AFTER,
@@ -37,6 +38,12 @@ from console.services.environment_rules import (
     STATES,
     claim_holder,
 )
+
+# What `/` finds an environment by (`environment_query`'s `search`): its id, its project's id and
+# name, its state and provider, and on releases with claims the claim's kind and holder.
+SEARCHED = ("e.id", "e.project_id", "(SELECT p.name FROM projects p WHERE p.id = e.project_id)", "e.lifecycle_state",
+            "e.provider_kind")
+CLAIM_SEARCHED = ("e.operation_kind", "e.operation_claim_id")
 
 # Execution leases only, as archon's admission and its unique index count them; what holds an
 # environment against a stop hand-off is wider (environment_rules.HOLDING_BINDING).
@@ -145,10 +152,14 @@ def environment_query(
     claimed: bool = False,
     stale: bool = False,
     stale_after: timedelta = DEFAULT_STALE_AFTER,
+    search: str | None = None,
 ) -> KeysetQuery:
     """The environments matching the filters, ordered by id (ids only; callers widen `columns`).
 
     The one definition of the filters: the list, its counts and the TUI's jumps all page it.
+    `project` is an id or a unique name (console/services/resolve.py); `search` is text found,
+    case-folded, in the id, the project's id or name, the state, the provider or the claim: a
+    predicate of the query, so a search reads pages by id like every other filter.
     """
     if state is not None and state not in STATES:
         raise UsageError(f"Unknown state {state!r}; one of: {', '.join(STATES)}.")
@@ -160,8 +171,16 @@ def environment_query(
         where.append("e.lifecycle_state = ?")
         params.append(state)
     if project:
+        found = find_project(handle.conn, project)  # else no project has that id: nothing matches
         where.append("e.project_id = ?")
-        params.append(project)
+        params.append(found["id"] if found is not None else project)
+    # SQLite's lower() folds ASCII only: so does the needle, or "É" could never find "É"
+    needle = "".join(c.lower() if c.isascii() else c for c in (search or "").strip())
+    if needle:
+        searched = [*SEARCHED, *(CLAIM_SEARCHED if handle.shape.supports("claims") else ())]
+        text = " || ' ' || ".join(f"coalesce({column}, '')" for column in searched)
+        where.append(f"instr(lower({text}), ?) > 0")
+        params.append(needle)
     if claimed or stale:
         where.append("e.operation_claim_id IS NOT NULL")
     if stale:  # an unreadable claim time counts as stale, as it does for a takeover
@@ -180,13 +199,14 @@ def list_environments(
     claimed: bool = False,
     stale: bool = False,
     stale_after: timedelta = DEFAULT_STALE_AFTER,
+    search: str | None = None,
     after: str | None = None,
     limit: int = 100,
 ) -> EnvironmentPage:
     """One keyset page ordered by id; `after` is the last id of the previous page."""
     query = replace(
         environment_query(handle, now=now, state=state, project=project, claimed=claimed, stale=stale,
-                          stale_after=stale_after),
+                          stale_after=stale_after, search=search),
         columns=f"{stored_columns(handle.conn, 'execution_environments', 'e')}, {ACTIVE_LEASES} AS active_lease_count",
     )
     if limit and limit > 0:
@@ -200,8 +220,10 @@ def list_environments(
             sql += " WHERE " + " AND ".join(f"({w})" for w in query.where)
         rows = [dict(r) for r in handle.conn.execute(sql + " ORDER BY e.id", query.params)]
         next_after = None
+    names = project_names(handle.conn, [r.get("project_id") for r in rows])
     return EnvironmentPage([environment_view(r, now, stale_after, claim_account=claim_account(
-        handle.conn, r.get("id"), r.get("operation_claim_id"))) for r in rows], next_after)
+        handle.conn, r.get("id"), r.get("operation_claim_id")), project_name=names.get(r.get("project_id")))
+        for r in rows], next_after)
 
 
 def holding_work(conn: sqlite3.Connection, env_id: str, project_id: Any = None) -> tuple[tuple[str, str], ...]:
@@ -287,7 +309,7 @@ def show_environment(
     if row is None:
         raise Refusal(f"There is no environment {env_id}.", "List them with `envs list`.")
     project = handle.conn.execute(
-        "SELECT deletion_started_at FROM projects WHERE id = ?", (row["project_id"],)
+        "SELECT name, deletion_started_at FROM projects WHERE id = ?", (row["project_id"],)
     ).fetchone()
     # The cursor path (`everywhere=False`) reads by the project first: archon has no index on a
     # binding's environment, and this is a seek of idx_execution_environment_bindings_run. Rows
@@ -308,6 +330,7 @@ def show_environment(
         holding_not_checked=None if everywhere else HOLDING_NOT_CHECKED,
         events=tuple(EnvironmentEvent.from_row(e) for e in _events(handle.conn, env_id, event_limit)),
         project_deleting=bool(project and project["deletion_started_at"]),
+        project_name=project["name"] if project is not None else None,
         claim_account=claim_account(handle.conn, env_id, dict(row).get("operation_claim_id")),
     )
 

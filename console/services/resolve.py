@@ -11,6 +11,7 @@ Kept light (sqlite3 and the error classes only): `approvals list --project` impo
 from __future__ import annotations
 
 import sqlite3
+from typing import Iterable
 
 from console.errors import Refusal
 from console.text import one_line
@@ -66,6 +67,18 @@ def find_project(conn: sqlite3.Connection, text: str) -> sqlite3.Row | None:
         return None
 
 
+def project_names(conn: sqlite3.Connection, ids: Iterable[object]) -> dict[object, str]:
+    """id -> name of the projects `ids` name (a page's worth), one primary-key seek each: what a
+    list shows in its project column, as the approval queue shows it."""
+    wanted = sorted({i for i in ids if isinstance(i, str)})
+    names: dict[object, str] = {}
+    for start in range(0, len(wanted), 500):  # under SQLite's bound-parameter limit
+        chunk = wanted[start:start + 500]
+        names.update((row[0], row[1]) for row in conn.execute(
+            f"SELECT id, name FROM projects WHERE id IN ({', '.join('?' for _ in chunk)})", chunk))
+    return names
+
+
 def project_id(conn: sqlite3.Connection, project: str | None) -> str | None:
     """The id of `project` (id or unique name); None stays None (no filter)."""
     return None if project is None else resolve_project(conn, project)["id"]
@@ -95,4 +108,4 @@ def completion_candidates(handle, kind: str, prefix: str, *, limit: int = 200) -
     return found
 
 
-__all__ = ["completion_candidates", "find_project", "project_id", "resolve_project"]
+__all__ = ["completion_candidates", "find_project", "project_id", "project_names", "resolve_project"]

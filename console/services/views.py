@@ -30,7 +30,7 @@ _TERM = re.compile(r"^(?P<key>[a-z_]+)(?P<op>=|<)(?P<value>.*)$")
 # Which keys each screen takes, and with which operator.
 KEYS = {
     "approvals": {"status": "=", "project": "=", "kind": "=", "search": "=", "expiring": "<"},
-    "envs": {"state": "=", "project": "=", "claimed": "="},
+    "envs": {"state": "=", "project": "=", "claimed": "=", "search": "="},
 }
 
 
@@ -217,12 +217,14 @@ def approvals_view(filters) -> View:
     return parse("approvals", " ".join(f"{k}{KEYS['approvals'][k]}{v}" for k, v in terms))
 
 
-def env_view(state: str | None, project: str | None, claimed: bool) -> View:
+def env_view(state: str | None, project: str | None, claimed: bool, search: str | None = None) -> View:
     terms = [("state", state or "any")]
     if project:
         terms.append(("project", project))
     if claimed:
         terms.append(("claimed", "yes"))
+    if search:
+        terms.append(("search", search))
     return View("envs", tuple(terms))
 
 

@@ -337,7 +337,7 @@ class ArchonConsole(GuardedApp, LastResort, App):
         if getattr(screen, "COMMAND", None) == "approvals":
             return views.approvals_view(screen.filters)
         if getattr(screen, "COMMAND", None) == "envs":
-            return views.env_view(screen.state, screen.argument, screen.claimed)
+            return views.env_view(screen.state, screen.argument, screen.claimed, screen.search)
         return None
 
     async def run_action(self, action: Any, default_namespace: Any = None, namespaces: Any = None) -> bool:

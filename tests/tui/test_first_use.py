@@ -198,7 +198,7 @@ async def test_claim_column_shows_holder_age_and_stale_on_screen(demo_db, make_a
         await ready(pilot, app, EnvironmentsScreen)
         await wait_until(pilot, lambda: any("env-0005" in line for line in screen_lines(app)), what="the rows drawn")
         lines = {line.split()[0]: line for line in screen_lines(app) if line.strip().startswith("env-")}
-        assert "reset · …-worker:13 · 3h STALE" in lines["env-0005"]  # claimed at 09:00, now 12:00
+        assert "reset · …orker:13 · 3h STALE" in lines["env-0005"]  # claimed at 09:00, now 12:00
         assert "stop · archon-worker:42 · 2m" in lines["env-0004"] and "STALE" not in lines["env-0004"]
         if "env-0012" in lines:  # below the fold at 80x24
             assert "stop · alice · 14m" in lines["env-0012"]

@@ -112,6 +112,27 @@ async def test_host_filter_search_and_the_command_line(start):
         await wait_until(pilot, lambda: keys(app) == [("us2", "apr-1")], what="the search")
 
 
+async def test_slash_filters_as_you_type_enter_keeps_escape_restores(start):
+    """Issue 21, item 10: the fleet queue's `/` is the lists' filter box (widgets/filter_box.py)."""
+    from widgets.lazy_table import LazyTable
+
+    app = start(two_hosts())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot, app, 2)
+        await send_keys(pilot, "slash")
+        await type_text(pilot, "make")  # no Enter
+        await wait_until(pilot, lambda: keys(app) == [("us2", "apr-1")], what="filtered while typing")
+        await send_keys(pilot, "escape")
+        await wait_until(pilot, lambda: len(keys(app)) == 2 and app.screen.search is None, what="the filter restored")
+        assert type(app.screen).__name__ == "FleetQueueScreen" and app.screen.query_one(LazyTable).has_focus
+        await send_keys(pilot, "slash")
+        await type_text(pilot, "dave")
+        await wait_until(pilot, lambda: keys(app) == [("eu1", "apr-1")], what="filtered while typing")
+        await send_keys(pilot, "enter")
+        await wait_until(pilot, lambda: app.screen.query_one(LazyTable).has_focus, what="back in the table")
+        assert app.screen.search == "dave" and keys(app) == [("eu1", "apr-1")]
+
+
 async def test_new_requests_on_any_host_are_announced(start):
     link = two_hosts()
     app = start(link)

@@ -62,7 +62,7 @@ def _age(row: EnvironmentView) -> str:
 
 
 def _with_view(handle, args):
-    """(state, project, claimed) from a saved view, under the options given on the command line."""
+    """(state, project, claimed, search) from a saved view, under the options given on the command line."""
     from console.services import views
 
     view, note = views.open_view(handle, args.view, "envs")
@@ -70,7 +70,7 @@ def _with_view(handle, args):
         say(note, err=True)
     state = view.get("state")
     return (args.state or (None if state in (None, "any") else state), args.project or view.get("project"),
-            args.claimed or view.get("claimed") == "yes")
+            args.claimed or view.get("claimed") == "yes", view.get("search"))
 
 
 def _actor_cell(event) -> str:
@@ -90,11 +90,12 @@ def cmd_list(ctx) -> int:
     from console.services.resolve import project_id
 
     with ctx.open() as handle:
-        state, project, claimed = args.state, args.project, args.claimed
+        state, project, claimed, search = args.state, args.project, args.claimed, None
         if args.view:
-            state, project, claimed = _with_view(handle, args)
+            state, project, claimed, search = _with_view(handle, args)
         page = list_environments(
             handle, now=now, state=state, project=project_id(handle.conn, project), claimed=claimed, stale=args.stale,
+            search=search,
             stale_after=_stale_after(ctx), after=args.after, limit=args.limit,
         )
     if ctx.json:

@@ -29,6 +29,7 @@ from console.tui.screens.approval_detail import (
 )
 from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.confirm import Watched
+from console.tui.screens.list_filters import ListFilters
 from console.services import approval_queue as queue
 from console.services import approvals as decisions
 from console.services.projects import EXPIRING_SOON
@@ -38,12 +39,12 @@ from widgets.json_view import JsonView
 from widgets.lazy_table import LazyTable
 from widgets.page_source import Preload
 from widgets.table_column import Column
-from widgets.safe_text import clean, safe_text
+from widgets.safe_text import safe_text
 from widgets.safe_widgets import Static
 from widgets.timeline import Timeline
 from console.tui.screens.pages import ApprovalsSource
 
-if TYPE_CHECKING:  # the dialogs and the filter box are imported when first used, not at start-up
+if TYPE_CHECKING:  # the dialogs are imported when first used, not at start-up
     from console.tui.screens.confirm import ActionModal, Decision
 
 STATUS_CYCLE: tuple[tuple[str, ...] | None, ...] = (
@@ -64,7 +65,7 @@ def decision_greying(request: ApprovalDetail) -> dict[str, str]:
     return request.unavailable()
 
 
-class ApprovalsScreen(ConsoleScreen):
+class ApprovalsScreen(ListFilters, ConsoleScreen):
     COMMAND = "approvals"
     TITLE = "Approvals"
     WRITE_ACTIONS = frozenset({"approve", "deny", "revoke"})
@@ -121,7 +122,6 @@ class ApprovalsScreen(ConsoleScreen):
             self.filters = queue.Filters(statuses=None)
         self.detail: ApprovalDetail | None = None
         self.modal: ActionModal[Decision | None] | None = None
-        self.filter_mode: str | None = None
 
     # ------------------------------------------------------------ layout
     def compose_content(self) -> ComposeResult:
@@ -235,76 +235,13 @@ class ApprovalsScreen(ConsoleScreen):
         i = KIND_CYCLE.index(self.filters.kind)
         self._set_filters(replace(self.filters, kind=KIND_CYCLE[(i + 1) % len(KIND_CYCLE)]))
 
-    def _open_filter(self, mode: str, value: str, placeholder: str) -> None:
-        self.filter_mode = mode
-        boxes = self.query("#filter-input")
-        if boxes:
-            box = boxes.first()
-        else:
-            from textual.widgets import Input
+    SEARCH_HINT = "text in id, project, kind or payload (as you type; Enter keeps it, Escape undoes)"
 
-            box = Input(id="filter-input")
-            self.mount(box, after="#filters")
-        box.placeholder = placeholder
-        box.value = value
-        box.display = True
-        box.focus()
+    def current_filter(self, mode: str) -> str | None:
+        return self.filters.search if mode == "search" else self.filters.project
 
-    def action_search(self) -> None:
-        self._open_filter("search", self.filters.search or "", "text in id, project, kind or payload (Enter; empty clears)")
-
-    def action_filter_project(self) -> None:
-        self._open_filter("project", self.filters.project or "", "project id or name (Enter; empty = all)")
-
-    def on_input_submitted(self, event) -> None:
-        if event.input.id != "filter-input":
-            return
-        event.stop()
-        value = event.value.strip() or None
-        event.input.display = False
-        self.query_one(LazyTable).focus()
-        if self.filter_mode == "search":
-            self._set_filters(replace(self.filters, search=value))
-        elif self.filter_mode == "project":
-            if value is None:
-                self._set_filters(replace(self.filters, project=None))
-            else:
-                self._check_project(value)
-        self.filter_mode = None
-
-    class ProjectChecked(Message):
-        def __init__(self, typed: str, project_id: str | None, problem: str | None) -> None:
-            super().__init__()
-            self.typed, self.project_id, self.problem = typed, project_id, problem
-
-    @work(thread=True, exclusive=True, group="approvals-project", exit_on_error=False)
-    def _check_project(self, typed: str) -> None:
-        """A project filter is applied only once the project is known: an unknown one would make
-        every read of the list refuse, and the list would stay as it was under a header that lies."""
-        from console.errors import Refusal
-        from console.services.resolve import project_id_of
-
-        try:
-            project_id = self.session.run(project_id_of, typed)
-        except Refusal as exc:
-            message = exc.reason if "More than one" in exc.reason else f"no project matches {typed!r}"
-            self.post_message(self.ProjectChecked(typed, None, message))
-            return
-        self.post_message(self.ProjectChecked(typed, project_id, None))
-
-    def on_approvals_screen_project_checked(self, message: ProjectChecked) -> None:
-        if message.problem is not None:
-            self.notify(clean(f"{message.problem}; the filter is unchanged.", one_line=True), severity="warning",
-                        markup=False)
-            return
-        self._set_filters(replace(self.filters, project=message.typed))
-
-    def on_key(self, event) -> None:
-        boxes = self.query("#filter-input")
-        if event.key == "escape" and boxes and boxes.first().display:
-            event.stop()
-            boxes.first().display = False
-            self.query_one(LazyTable).focus()
+    def apply_filter(self, mode: str, value: str | None) -> None:
+        self._set_filters(replace(self.filters, **{"search" if mode == "search" else "project": value}))
 
     # ------------------------------------------------------------ table events
     @on(LazyTable.Counted)

@@ -13,7 +13,10 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 
 from console.clock import parse_time, relative
+from console.tui.screens.approval_detail import SHORT_ID, short_id_cell
 from console.tui.screens.base import ConsoleScreen
+from console.tui.screens.environment_cells import CLAIM_WIDTH, claim_cell
+from console.tui.screens.list_filters import ListFilters
 from console.tui.screens.confirm import ActionModal, ConfirmModal, Decision, Watched
 from console.tui.screens.reason import ReasonModal
 from console.tui.screens.pages import EnvironmentsSource
@@ -26,10 +29,10 @@ from console.services.environment_rules import (STATES, bound_runs_words, claim_
 from console.models.environments import ClaimOptions, EnvironmentView
 from console.services.identity import account_of
 from console.text import one_line
-from widgets.humane import age, exact, plural
+from widgets.humane import exact, plural
 from widgets.lazy_table import LazyTable
 from widgets.table_column import Column
-from widgets.safe_text import clean, safe_text
+from widgets.safe_text import safe_text
 from widgets.safe_widgets import Static
 from widgets.timeline import Timeline, TimelineEvent
 
@@ -47,7 +50,7 @@ ACTION_OF = {**{op: action for action, op in CLAIM_ACTIONS.items()},
              "complete": "complete", "release": "release", "takeover": "takeover"}
 
 
-class EnvironmentsScreen(ConsoleScreen):
+class EnvironmentsScreen(ListFilters, ConsoleScreen):
     COMMAND = "envs"
     TITLE = "Environments"
     WRITE_ACTIONS = frozenset({*CLAIM_ACTIONS, "release", "complete", "takeover"})
@@ -78,7 +81,10 @@ class EnvironmentsScreen(ConsoleScreen):
         Binding("t", "takeover", "Take over", id="envs.takeover"),
         Binding("f", "cycle_state", "State", id="envs.state"),
         Binding("x", "toggle_claimed", "Claimed only", id="envs.claimed", show=False),
+        Binding("p", "filter_project", "Project", id="envs.project", show=False),
+        Binding("slash", "search", "Search", key_display="/", id="envs.search"),
     ]
+    SEARCH_HINT = "text in id, project, state, provider or claim (as you type; Enter keeps it, Escape undoes)"
 
     class Detail(Message):
         """The selected environment as `environment_queries.show_environment` read it."""
@@ -108,6 +114,7 @@ class EnvironmentsScreen(ConsoleScreen):
         self.jump_to = jump_to  # the cursor goes to this environment once the list is counted
         self.state: str | None = None
         self.claimed = False
+        self.search: str | None = None
         from console.services import views
 
         if views.is_expression(argument):  # `state=ready project=alpha claimed=yes`
@@ -115,6 +122,7 @@ class EnvironmentsScreen(ConsoleScreen):
             self.argument = view.get("project")
             self.state = None if view.get("state") in (None, "any") else view.get("state")
             self.claimed = view.get("claimed") == "yes"
+            self.search = view.get("search")
         self.detail: EnvironmentView | None = None
         self.modal: ActionModal | None = None
         self.claims_supported: bool | None = None  # None until the service has answered
@@ -136,16 +144,19 @@ class EnvironmentsScreen(ConsoleScreen):
         self._load_claims_support()
 
     def _source(self) -> EnvironmentsSource:
-        return EnvironmentsSource(self.session, state=self.state, project=self.argument, claimed=self.claimed)
+        return EnvironmentsSource(self.session, state=self.state, project=self.argument, claimed=self.claimed,
+                                  search=self.search)
 
     def _columns(self) -> list[Column]:
+        """Id, project (by name, as the queue shows it), state and claim fit 78 columns (80 less a
+        scrollbar, and the table's share at 120: app.tcss); the lease and idle stop may scroll."""
         now = self.session.now
         return [
-            Column("id", "environment", 18),
+            Column("id", "environment", SHORT_ID, render=short_id_cell),
+            Column("project_name", "project", 14, render=lambda r: safe_text(r.project_name or r.project_id, one_line=True)),
             Column("lifecycle_state", "state", 15,
                    render=lambda r: safe_text(r.lifecycle_state, STATE_STYLE.get(r.lifecycle_state, ""), one_line=True)),
-            Column("claim", "claim", CLAIM_WIDTH, render=_claim_cell),
-            Column("project_id", "project", 14),
+            Column("claim", "claim", CLAIM_WIDTH, render=claim_cell),
             Column("active_lease_count", "lease", 5, render=lambda r: Text("yes" if r.active_lease_count else "—")),
             Column("idle_stop_at", "idle stop", 14,
                    render=lambda r: Text(relative(r.idle_stop_at, now(), unknown="—", present="now") if r.idle_stop_at else "—")),
@@ -165,6 +176,9 @@ class EnvironmentsScreen(ConsoleScreen):
         text.append("held only" if self.claimed else "any", style="bold")
         text.append("  project ", style="dim")
         text.append_text(safe_text(self.argument or "all", "bold", one_line=True))
+        if self.search:
+            text.append("  text ", style="dim")
+            text.append_text(safe_text(self.search, "bold", one_line=True))
         table = self.query(LazyTable)
         if table and table.first().total is not None:
             text.append(f"   {plural(table.first().total, 'environment')}", style="dim")
@@ -182,6 +196,16 @@ class EnvironmentsScreen(ConsoleScreen):
         self.claimed = not self.claimed
         self._reload()
 
+    def current_filter(self, mode: str) -> str | None:
+        return self.search if mode == "search" else self.argument
+
+    def apply_filter(self, mode: str, value: str | None) -> None:
+        if mode == "search":
+            self.search = value
+        else:
+            self.argument = value
+        self._reload()
+
     @on(LazyTable.Counted)
     def _counted(self, message: LazyTable.Counted) -> None:
         self.query_one("#filters", Static).update(self._filter_text())
@@ -190,6 +214,11 @@ class EnvironmentsScreen(ConsoleScreen):
     def _cursor_moved(self, message: LazyTable.CursorMoved) -> None:
         if message.row is not None:
             self._later_detail(message.row.id)
+        elif message.table.total == 0:  # the pane never shows an environment the filter removed
+            self.detail = None
+            self.query_one("#detail-head", Static).update(Text("No environment matches.", style="dim"))
+            self.query_one("#detail-events", Timeline).show([])
+            self.refresh_bindings_if_changed()
 
     @work(thread=True, exclusive=True, group="envs-detail", exit_on_error=False)
     def _load_detail(self, env_id: str) -> None:
@@ -220,7 +249,7 @@ class EnvironmentsScreen(ConsoleScreen):
                      + (" — STALE" if e.stale else ""))
         rows = [
             ("state", e.lifecycle_state),
-            ("project", e.project_id),
+            ("project", f"{e.project_name} ({e.project_id})" if e.project_name is not None else e.project_id),
             ("provider", f"{e.provider_kind} {e.provider_version or ''}"),
             ("leases", f"{e.active_lease_count or 0} active; {e.admission_reason}"),
             ("claim", claim),
@@ -444,29 +473,3 @@ class EnvironmentsScreen(ConsoleScreen):
             return None, None
         payload = self.detail.to_json() if self.detail and self.detail.id == row.id else row.to_json()
         return row.id, payload
-
-
-CLAIM_WIDTH = 30
-SEP = " · "
-
-
-def _claim_cell(row: EnvironmentView) -> Text:
-    """`stop · archon-worker:42 · 29d STALE` in CLAIM_WIDTH cells: the holder gives way (its head
-    goes first, the distinguishing tail stays), never the operation, the age or STALE."""
-    if not row.operation_claim_id:
-        return Text("—", style="dim")
-    op = clean(row.operation_kind, one_line=True)
-    holder = clean(row.claimed_by, one_line=True)
-    how_old = age(row.claim_age_seconds)
-    stale = " STALE" if row.stale else ""
-    sep = SEP
-    room = CLAIM_WIDTH - len(op) - 2 * len(sep) - len(how_old) - len(stale)
-    if len(holder) > room and room < 10:  # tight (cleanup_retry): plain spaces leave the holder more
-        sep = " "
-        room += 2 * (len(SEP) - len(sep))
-    if len(holder) > room:
-        holder = "…" + holder[-(room - 1):] if room > 1 else "…"
-    text = Text(f"{op}{sep}{holder}{sep}{how_old}", no_wrap=True, end="")
-    if stale:
-        text.append(stale, style="bold yellow")
-    return text

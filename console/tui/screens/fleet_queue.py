@@ -281,34 +281,16 @@ class FleetQueueScreen(FleetScreen):
         self._rebuild()
 
     def action_search(self) -> None:
-        boxes = self.query("#filter-input")
-        if boxes:
-            box = boxes.first()
-        else:
-            from textual.widgets import Input
+        from widgets.filter_box import FilterBox
 
-            box = Input(id="filter-input")
-            self.mount(box, after="#filters")
-        box.placeholder = "text in host, id, project, kind, requester or action (Enter; empty clears)"
-        box.value = self.search or ""
-        box.display = True
-        box.focus()
+        FilterBox.open_on(self, "search", self.search, "text in host, id, project, kind, requester or action "
+                          "(as you type; Enter keeps it, Escape undoes)", live=True)
 
-    def on_input_submitted(self, event: Any) -> None:
-        if event.input.id != "filter-input":
-            return
-        event.stop()
-        event.input.display = False
-        self.query_one(LazyTable).focus()
-        self.search = event.value.strip() or None
-        self._rebuild()
-
-    def on_key(self, event: Any) -> None:
-        boxes = self.query("#filter-input")
-        if event.key == "escape" and boxes and boxes.first().display:
-            event.stop()
-            boxes.first().display = False
-            self.query_one(LazyTable).focus()
+    def on_filter_box_applied(self, message: Any) -> None:
+        message.stop()
+        if message.value != self.search:
+            self.search = message.value
+            self._rebuild()
 
     def action_hosts(self) -> None:
         self.fleet.show_screen("hosts")

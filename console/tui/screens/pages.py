@@ -51,9 +51,9 @@ class ApprovalsSource:
 
 class EnvironmentsSource:
     def __init__(self, session: Session, *, state: str | None = None, project: str | None = None,
-                 claimed: bool = False, stale: bool = False) -> None:
+                 claimed: bool = False, stale: bool = False, search: str | None = None) -> None:
         self.session = session
-        self.kwargs = {"state": state, "project": project, "claimed": claimed, "stale": stale}
+        self.kwargs = {"state": state, "project": project, "claimed": claimed, "stale": stale, "search": search}
 
     def _filters(self) -> dict[str, Any]:
         return {**self.kwargs, "now": self.session.now(), "stale_after": default_stale_after()}

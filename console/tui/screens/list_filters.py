@@ -1,0 +1,74 @@
+"""The `/` (search) and `p` (project) keys of the database lists (approvals, environments).
+
+Both open the one filter box (widgets/filter_box.py): search applies as you type, the project on
+Enter once a worker has found it (an unknown project would make every read of the list refuse, and
+the list would stay as it was under a filter line that lies). What a filter means is the screen's:
+it gets `apply_filter(mode, value)` and re-reads its list, whose search is a predicate of the page
+query (console/services/approval_queue.py, environment_queries.py), so a search pages at the
+database like any other filter.
+"""
+
+from __future__ import annotations
+
+from textual import work
+from textual.message import Message
+
+from widgets.filter_box import FilterBox
+from widgets.safe_text import clean
+
+
+class ListFilters:
+    """Mixed into a `ConsoleScreen` with a `#filters` line: `/` and `p` open the filter box."""
+
+    SEARCH_HINT = "text to find (as you type; Enter keeps it, Escape puts back the last)"
+    PROJECT_HINT = "project id or name (Enter; empty = all)"
+
+    def apply_filter(self, mode: str, value: str | None) -> None:
+        """Show the list filtered by `value` (None: no such filter) for `mode` "search" or "project"."""
+        raise NotImplementedError
+
+    def current_filter(self, mode: str) -> str | None:
+        raise NotImplementedError
+
+    def action_search(self) -> None:
+        FilterBox.open_on(self, "search", self.current_filter("search"), self.SEARCH_HINT, live=True)
+
+    def action_filter_project(self) -> None:
+        FilterBox.open_on(self, "project", self.current_filter("project"), self.PROJECT_HINT, live=False)
+
+    def on_filter_box_applied(self, message: FilterBox.Applied) -> None:
+        message.stop()
+        if message.value == self.current_filter(message.mode):
+            return
+        if message.mode == "project" and message.value is not None:
+            self._check_project(message.value)
+        else:
+            self.apply_filter(message.mode, message.value)
+
+    class ProjectChecked(Message):
+        def __init__(self, typed: str, problem: str | None) -> None:
+            super().__init__()
+            self.typed, self.problem = typed, problem
+
+    @work(thread=True, exclusive=True, group="list-project", exit_on_error=False)
+    def _check_project(self, typed: str) -> None:
+        from console.errors import Refusal
+        from console.services.resolve import project_id_of
+
+        try:
+            self.session.run(project_id_of, typed)
+        except Refusal as exc:
+            message = exc.reason if "More than one" in exc.reason else f"no project matches {typed!r}"
+            self.post_message(self.ProjectChecked(typed, message))
+            return
+        self.post_message(self.ProjectChecked(typed, None))
+
+    def on_list_filters_project_checked(self, message: ProjectChecked) -> None:
+        if message.problem is not None:
+            self.notify(clean(f"{message.problem}; the filter is unchanged.", one_line=True), severity="warning",
+                        markup=False)
+            return
+        self.apply_filter("project", message.typed)
+
+
+__all__ = ["ListFilters"]
