@@ -85,5 +85,17 @@ def table(rows: Iterable[Sequence[Any]], headers: Sequence[str], *, max_width: i
     return "\n".join(lines)
 
 
+# What a spreadsheet would run as a formula at the start of a cell (`=HYPERLINK(...)`, `@SUM`, `+cmd|...`).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text: a string it would run as a formula gets a leading `'`
+    (OWASP's advice for CSV injection). Every CSV the console writes (audit, query) passes here."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
 def say(message: str, *, err: bool = False) -> None:
     print(clean(message), file=sys.stderr if err else sys.stdout)

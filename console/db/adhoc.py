@@ -61,7 +61,7 @@ DENIED_FUNCTIONS = frozenset({"load_extension", "readfile", "writefile", "edit",
 _ALLOWED_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE}
 
 _LEADING = re.compile(r"\s*(?:--[^\n]*(?:\n|$)|/\*.*?(?:\*/|$))", re.S)
-_WORD = re.compile(r"[A-Za-z_]+")
+_WORD = re.compile(r"\s*([A-Za-z_]+)")
 
 _DENIED_NAMES = {
     sqlite3.SQLITE_ATTACH: "ATTACH", sqlite3.SQLITE_DETACH: "DETACH", sqlite3.SQLITE_INSERT: "INSERT",
@@ -80,7 +80,7 @@ def first_word(sql: str) -> str:
             break
         position = match.end()
     word = _WORD.match(sql, position)
-    return word.group(0).lower() if word else ""
+    return word.group(1).lower() if word else ""
 
 
 def denial(action: int, arg1: str | None, arg2: str | None) -> str | None:
@@ -95,6 +95,10 @@ def denial(action: int, arg1: str | None, arg2: str | None) -> str | None:
         if name in READING_PRAGMAS and not (arg2 is not None and name in _BARE_ONLY):
             return None
         return f"PRAGMA {name} is not one of the PRAGMAs that only read"
+    if action == sqlite3.SQLITE_UPDATE and (arg1 or "").lower() in ("sqlite_master", "sqlite_temp_master"):
+        # SQLite asks this while it builds a table-valued PRAGMA (`pragma_table_info(...)`), too
+        return ("writing the schema is not a read (for a table-valued PRAGMA such as pragma_table_info(), "
+                "use the statement: PRAGMA table_info(NAME))")
     return f"{_DENIED_NAMES.get(action, 'a statement that changes the database')} is not a read"
 
 
