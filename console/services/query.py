@@ -120,6 +120,10 @@ class Queries:
         self.handle = handle
         self.lock = threading.Lock()
 
+    def interrupt(self) -> None:
+        """Stop the statement running now, if any (from any thread; a later one is not affected)."""
+        self.handle.conn.interrupt()
+
     def close(self) -> None:
         with self.lock:
             self.handle.close()
