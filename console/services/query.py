@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from console.db.adhoc import check_statement, is_locked_down, last_refusal, query_database
+from console.db.adhoc import DENIED_FUNCTIONS, check_statement, is_locked_down, last_refusal, query_database
 from console.db.limits import MAX_VALUE_BYTES, explain
 from console.db.sql import quote_identifier, table_xinfo
 from console.errors import DatabaseUnusable, UsageError
@@ -97,6 +97,10 @@ def _refused(exc: sqlite3.Error, conn: sqlite3.Connection) -> Exception:
     text = str(exc)
     if why is not None or "not authorized" in text:
         return UsageError(f"Refused: {why or 'the statement is not a read'}; only reads run here, and nothing was run.")
+    missing = re.fullmatch(r"no such function: (\w+)", text)
+    if missing and missing.group(1).lower() in DENIED_FUNCTIONS:  # this build lacks it: refused all the same
+        return UsageError(f"Refused: the function {missing.group(1).lower()}() reaches outside the database; "
+                          "only reads run here, and nothing was run.")
     if "one statement at a time" in text:
         return UsageError("Refused: give one statement; a second one (after ';') is not run, nor is the first.")
     if getattr(exc, "sqlite_errorname", "") == "SQLITE_TOOBIG" or "string or blob too big" in text:

@@ -26,6 +26,7 @@ from widgets.lazy_table import LazyTable
 from widgets.safe_text import clean
 from widgets.safe_widgets import Static
 
+EMPTY = "The statement returned no rows."
 SAMPLE_ROWS = 20  # the first run reads these, to name and size the columns
 PROMPT = "one read-only statement: SELECT, WITH, VALUES, EXPLAIN or PRAGMA table_info(...); Enter runs it"
 
@@ -42,7 +43,7 @@ class SqlScreen(ConsoleScreen):
     DEFAULT_CSS = """
     SqlScreen #sql-input { height: 1; border: none; padding: 0 1; background: $boost; }
     SqlScreen #sql-input:focus { border: none; background: $accent 20%; }
-    SqlScreen #sql-status { height: 1; padding: 0 1; color: $text-muted; }
+    SqlScreen #sql-status { height: auto; max-height: 4; padding: 0 1; color: $text-muted; }
     SqlScreen #sql-status.-refused { color: $error; }
     """
 
@@ -62,8 +63,8 @@ class SqlScreen(ConsoleScreen):
 
     def compose_content(self) -> ComposeResult:
         yield Input(value=self.argument or "", placeholder=PROMPT, id="sql-input")
-        yield Static(Text("Nothing run yet.", style="dim"), id="sql-status")
-        yield LazyTable([], id="result", empty_message="The statement returned no rows.")
+        yield Static(Text("Type a statement and press Enter.", style="dim"), id="sql-status")
+        yield LazyTable([], id="result", empty_message="Nothing run yet.")
 
     def on_mount(self) -> None:
         self.queries = QueryHandle(self.session)
@@ -107,8 +108,11 @@ class SqlScreen(ConsoleScreen):
     @on(Ran)
     def _ran(self, message: "SqlScreen.Ran") -> None:
         table = self.query_one(LazyTable)
-        if message.error is not None:
+        if message.error is not None:  # no rows left on screen that could pass for this statement's
             self._status(message.error.reason, refused=True)
+            self.source = None
+            table.columns, table.empty_message = [], "Nothing was run."
+            table.set_source(None)
             return
         assert self.queries is not None and message.columns is not None
         if not message.columns:
@@ -117,6 +121,7 @@ class SqlScreen(ConsoleScreen):
             table.set_source(None)
             return
         self._status("counting rows…")
+        table.empty_message = EMPTY
         table.columns = value_columns(message.columns, lambda row, i: row[1][i], message.sample)
         self.source = ResultSource(self.queries, message.sql)
         table.set_source(self.source)
