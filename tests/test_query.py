@@ -54,7 +54,7 @@ def _walk(queries, shape, size: int) -> list[tuple]:
                                       ("projects", ["rowid"])])
 def test_every_table_pages_by_key_and_the_jumps_agree(db, name, key):
     with open_queries(db, busy_timeout_ms=2000) as queries:
-        shape = queries.shape(name)
+        shape = queries.table_shape(name)
         assert shape.key == key
         assert "g" not in shape.columns  # a generated column is never computed for a page
         rows = _walk(queries, shape, 5)
@@ -86,7 +86,7 @@ def test_an_unknown_table_is_one_sentence(db):
 
     with open_queries(db, busy_timeout_ms=2000) as queries:
         with pytest.raises(UsageError, match="There is no table called 'nope'"):
-            queries.shape("nope")
+            queries.table_shape("nope")
 
 
 def test_result_pages_skip_to_their_offset(db):

@@ -36,7 +36,9 @@ from console.errors import UsageError
 # Longer than any statement typed or pasted by hand (archon's whole schema is about 40 KB), short
 # enough that parsing it costs nothing: the same bound as any other text the console takes from outside
 # (console/text.py `MAX_CHARS`, the JSON it parses).
-from console.text import MAX_CHARS as MAX_STATEMENT_BYTES
+from console.text import MAX_CHARS
+
+MAX_STATEMENT_BYTES = MAX_CHARS
 
 # The statements that only read. VACUUM, ATTACH, REPLACE, INSERT, ... never reach SQLite.
 READING_WORDS = frozenset({"select", "with", "values", "explain", "pragma"})

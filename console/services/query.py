@@ -231,7 +231,7 @@ class Queries:
             out.append(TableSummary(name, min(rows, cap), rows <= cap, columns, without_rowid))
         return out
 
-    def shape(self, name: str) -> TableShape:
+    def table_shape(self, name: str) -> TableShape:
         """How `name` is paged; refused when there is no such table."""
         known = dict(self._table_names())
         if name not in known:

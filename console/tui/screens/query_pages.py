@@ -23,7 +23,7 @@ from widgets.table_column import Column
 CELL_CHARS = 200  # what a cell may draw of a value (a value may be 4 MB); `Y` copies it whole
 
 
-class QueryHandle:
+class QueryLink:
     """`Queries` for one screen, opened on first use (in a worker: opening reads the file)."""
 
     def __init__(self, session: Session) -> None:
@@ -77,29 +77,29 @@ def value_columns(names: list[str], pick, sample: list[tuple] = ()) -> list[Colu
 class TableSource:
     """A table's rows by key: each page one short statement (console/services/query.py)."""
 
-    def __init__(self, handle: QueryHandle, shape: TableShape) -> None:
-        self.handle, self.shape = handle, shape
+    def __init__(self, link: QueryLink, table_shape: TableShape) -> None:
+        self.link, self.table_shape = link, table_shape
 
     def count(self) -> int:
-        return self.handle.get().table_count(self.shape)
+        return self.link.get().table_count(self.table_shape)
 
     def page(self, after: Any | None, limit: int) -> tuple[list[Any], Any | None]:
-        return self.handle.get().table_page(self.shape, after, limit)
+        return self.link.get().table_page(self.table_shape, after, limit)
 
     def key(self, row: Any) -> Hashable:
         return row[0]
 
     def index_of(self, key: Hashable) -> int | None:
-        return self.handle.get().index_of(self.shape, key)
+        return self.link.get().index_of(self.table_shape, key)
 
     def cursor_of(self, key: Hashable) -> Any | None:
         return key
 
     def advance(self, cursor: Any | None, count: int) -> Any | None:
-        return self.handle.get().advance(self.shape, cursor, count)
+        return self.link.get().advance(self.table_shape, cursor, count)
 
     def retreat(self, cursor: Any | None, count: int) -> Any | None:
-        return self.handle.get().retreat(self.shape, cursor, count)
+        return self.link.get().retreat(self.table_shape, cursor, count)
 
 
 class ResultSource:
@@ -107,12 +107,12 @@ class ResultSource:
     console/services/query.py); the cursor is the row offset, a row is (index, values). The count
     stops at `RESULT_ROW_CAP` (`capped` says so)."""
 
-    def __init__(self, handle: QueryHandle, sql: str) -> None:
-        self.handle, self.sql = handle, sql
+    def __init__(self, link: QueryLink, sql: str) -> None:
+        self.link, self.sql = link, sql
         self.capped = False
 
     def count(self) -> int:
-        total, self.capped = self.handle.get().count(self.sql, RESULT_ROW_CAP)
+        total, self.capped = self.link.get().count(self.sql, RESULT_ROW_CAP)
         return total
 
     def page(self, after: Any | None, limit: int) -> tuple[list[Any], Any | None]:
@@ -120,7 +120,7 @@ class ResultSource:
         limit = max(0, min(limit, RESULT_ROW_CAP - start))
         if not limit:
             return [], start
-        result = self.handle.get().run(self.sql, offset=start, limit=limit)
+        result = self.link.get().run(self.sql, offset=start, limit=limit)
         rows = [(start + i, values) for i, values in enumerate(result.rows)]
         return rows, start + len(rows)
 
@@ -137,4 +137,4 @@ class ResultSource:
         return key + 1 if isinstance(key, int) else None
 
 
-__all__ = ["CELL_CHARS", "QueryHandle", "ResultSource", "TableSource", "value_columns", "value_text"]
+__all__ = ["CELL_CHARS", "QueryLink", "ResultSource", "TableSource", "value_columns", "value_text"]

@@ -21,7 +21,7 @@ from textual.widgets import Input
 from console.errors import ConsoleError
 from console.services.query import RESULT_ROW_CAP
 from console.tui.screens.base import ConsoleScreen
-from console.tui.screens.query_pages import QueryHandle, ResultSource, value_columns
+from console.tui.screens.query_pages import QueryLink, ResultSource, value_columns
 from widgets.lazy_table import LazyTable
 from widgets.safe_text import clean
 from widgets.safe_widgets import Static
@@ -58,7 +58,7 @@ class SqlScreen(ConsoleScreen):
     def __init__(self, argument: str | None = None) -> None:
         super().__init__()
         self.argument = argument
-        self.queries: QueryHandle | None = None
+        self.queries: QueryLink | None = None
         self.source: ResultSource | None = None
 
     def compose_content(self) -> ComposeResult:
@@ -67,7 +67,7 @@ class SqlScreen(ConsoleScreen):
         yield LazyTable([], id="result", empty_message="Nothing run yet.")
 
     def on_mount(self) -> None:
-        self.queries = QueryHandle(self.session)
+        self.queries = QueryLink(self.session)
         box = self.query_one("#sql-input", Input)
         box.border_title = "SQL"
         box.focus()

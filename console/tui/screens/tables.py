@@ -21,7 +21,7 @@ from console.errors import ConsoleError
 from console.services.query import COUNT_CAP, TableShape, TableSummary
 from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.pages import ListSource
-from console.tui.screens.query_pages import QueryHandle, TableSource, value_columns
+from console.tui.screens.query_pages import QueryLink, TableSource, value_columns
 from widgets.lazy_table import LazyTable
 from widgets.safe_text import clean
 from widgets.safe_widgets import Static
@@ -48,7 +48,7 @@ class TablesScreen(ConsoleScreen):
     def __init__(self, argument: str | None = None) -> None:
         super().__init__()
         self.argument = argument
-        self.queries: QueryHandle | None = None  # opened on mount: the screen's session is the app's
+        self.queries: QueryLink | None = None  # opened on mount: the screen's session is the app's
 
     def compose_content(self) -> ComposeResult:
         yield Static(Text("every table, read-only; Enter opens it, s runs SQL", style="dim"),
@@ -62,7 +62,7 @@ class TablesScreen(ConsoleScreen):
         ], id="tables", empty_message="No tables in this file.")
 
     def on_mount(self) -> None:
-        self.queries = QueryHandle(self.session)
+        self.queries = QueryLink(self.session)
         table = self.query_one(LazyTable)
         table.focus()
         table.set_source(self._source())
@@ -110,14 +110,14 @@ class TableScreen(ConsoleScreen):
     class ShapeRead(Message):
         def __init__(self, shape: TableShape | None, sample: list[tuple], error: ConsoleError | None = None) -> None:
             super().__init__()
-            self.shape, self.sample, self.error = shape, sample, error
+            self.table_shape, self.sample, self.error = shape, sample, error
 
-    def __init__(self, name: str, queries: QueryHandle | None = None) -> None:
+    def __init__(self, name: str, queries: QueryLink | None = None) -> None:
         super().__init__()
         self.argument = name
         self.owns_queries = queries is None
         self.queries = queries  # else opened on mount
-        self.shape: TableShape | None = None
+        self.table_shape: TableShape | None = None
 
     def compose_content(self) -> ComposeResult:
         yield Static(Text(f"table {clean(self.argument, one_line=True)} · reading…", style="dim"),
@@ -126,7 +126,7 @@ class TableScreen(ConsoleScreen):
 
     def on_mount(self) -> None:
         if self.queries is None:
-            self.queries = QueryHandle(self.session)
+            self.queries = QueryLink(self.session)
         self.query_one(LazyTable).focus()
         self._read_shape()
 
@@ -139,7 +139,7 @@ class TableScreen(ConsoleScreen):
         assert self.queries is not None
         try:
             queries = self.queries.get()
-            shape = queries.shape(self.argument)
+            shape = queries.table_shape(self.argument)
             rows, _ = queries.table_page(shape, None, SAMPLE_ROWS)  # to size the columns
             self.post_message(self.ShapeRead(shape, [values for _, values in rows]))
         except ConsoleError as exc:
@@ -151,7 +151,7 @@ class TableScreen(ConsoleScreen):
             self.query_one("#filters", Static).update(Text(clean(message.error.reason, one_line=True), style="red"))
             self.show_error(message.error)
             return
-        self.shape = shape = message.shape
+        self.table_shape = shape = message.table_shape
         assert shape is not None
         key = "rowid" if shape.key in (["rowid"], ["_rowid_"], ["oid"]) else "primary key " + ", ".join(shape.key)
         self.query_one("#filters", Static).update(Text(
@@ -164,7 +164,7 @@ class TableScreen(ConsoleScreen):
 
     def copy_target(self) -> tuple[str | None, Any]:
         row = self.query_one(LazyTable).cursor_row
-        if row is None or self.shape is None:
+        if row is None or self.table_shape is None:
             return None, None
         key = ", ".join(map(str, row[0]))
-        return key, dict(zip(self.shape.columns, row[1]))
+        return key, dict(zip(self.table_shape.columns, row[1]))
