@@ -25,7 +25,9 @@ from console.tui.screens.query_pages import QueryLink, ResultSource, value_colum
 from widgets.lazy_table import LazyTable
 from widgets.safe_text import clean
 from widgets.safe_widgets import Static
+from widgets.table_column import Column
 
+NO_COLUMNS = (Column("none", "", 1),)  # the table's message line takes the width (no column: no room)
 EMPTY = "The statement returned no rows."
 SAMPLE_ROWS = 20  # the first run reads these, to name and size the columns
 PROMPT = "one read-only statement: SELECT, WITH, VALUES, EXPLAIN or PRAGMA table_info(...); Enter runs it"
@@ -64,7 +66,7 @@ class SqlScreen(ConsoleScreen):
     def compose_content(self) -> ComposeResult:
         yield Input(value=self.argument or "", placeholder=PROMPT, id="sql-input")
         yield Static(Text("Type a statement and press Enter.", style="dim"), id="sql-status")
-        yield LazyTable([], id="result", empty_message="Nothing run yet.")
+        yield LazyTable(list(NO_COLUMNS), id="result", empty_message="Nothing run yet.")
 
     def on_mount(self) -> None:
         self.queries = QueryLink(self.session)
@@ -111,13 +113,13 @@ class SqlScreen(ConsoleScreen):
         if message.error is not None:  # no rows left on screen that could pass for this statement's
             self._status(message.error.reason, refused=True)
             self.source = None
-            table.columns, table.empty_message = [], "Nothing was run."
+            table.columns, table.empty_message = list(NO_COLUMNS), "Nothing was run."
             table.set_source(None)
             return
         assert self.queries is not None and message.columns is not None
         if not message.columns:
             self._status("The statement returns no columns (nothing to show).")
-            table.columns = []
+            table.columns = list(NO_COLUMNS)
             table.set_source(None)
             return
         self._status("counting rows…")

@@ -122,7 +122,7 @@ class TableScreen(ConsoleScreen):
     def compose_content(self) -> ComposeResult:
         yield Static(Text(f"table {clean(self.argument, one_line=True)} · reading…", style="dim"),
                      classes="filters", id="filters")
-        yield LazyTable([], id="rows", empty_message="This table is empty.")
+        yield LazyTable([Column("none", "", 1)], id="rows", empty_message="This table is empty.")
 
     def on_mount(self) -> None:
         if self.queries is None:
