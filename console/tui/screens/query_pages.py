@@ -41,14 +41,16 @@ class QueryLink:
                                              busy_timeout_ms=self.session.ctx.busy_timeout_ms)
             return self._queries
 
-    def close_later(self) -> None:
-        """Close without waiting on the UI thread: a running statement is stopped first."""
+    def close(self) -> None:
+        """Stop a running statement (it ends within one progress check, console/db/limits.py), then
+        close, here and now: a private copy is removed with it, and no connection outlives the screen
+        (a test, or the app exiting, may touch the file right after)."""
         with self._lock:
             self._closed = True
             queries, self._queries = self._queries, None
         if queries is not None:
             queries.interrupt()
-            threading.Thread(target=queries.close, name="queries-close", daemon=True).start()
+            queries.close()
 
 
 def value_text(value: Any) -> Text:

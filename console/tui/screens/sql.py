@@ -78,7 +78,7 @@ class SqlScreen(ConsoleScreen):
 
     def on_unmount(self) -> None:
         if self.queries is not None:
-            self.queries.close_later()
+            self.queries.close()
 
     def _status(self, text: str, *, refused: bool = False) -> None:
         status = self.query_one("#sql-status", Static)

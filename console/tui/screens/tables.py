@@ -71,7 +71,7 @@ class TablesScreen(ConsoleScreen):
 
     def on_unmount(self) -> None:
         if self.queries is not None:
-            self.queries.close_later()
+            self.queries.close()
 
     def _source(self) -> ListSource:
         queries = self.queries
@@ -132,7 +132,7 @@ class TableScreen(ConsoleScreen):
 
     def on_unmount(self) -> None:
         if self.owns_queries and self.queries is not None:
-            self.queries.close_later()
+            self.queries.close()
 
     @work(thread=True, group="shape", exit_on_error=False)
     def _read_shape(self) -> None:
