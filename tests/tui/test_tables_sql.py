@@ -154,3 +154,32 @@ async def test_hostile_names_and_values_are_pictured(demo_db, make_app, tmp_path
         text = "".join(painted(app))
         assert [t for t in painted(app) if not is_clean(t, allow_newlines=False)] == []
         assert "PWN" in text and "<blob 4 bytes>" in text and "\x1b" not in text
+
+
+async def test_support_mode_runs_sql_and_tables_on_its_snapshot(make_db, tmp_path):
+    """`inspect` of a live WAL file another process holds: `:sql` and `:tables` read the snapshot
+    (the holder's commits still in its -wal included) and the original's directory is not touched,
+    -shm included (support mode's promise)."""
+    from console.cli.commands.inspect import prepare_inspection
+    from console.tui.app import ArchonConsole
+    from tests.tui.conftest import NOW, make_ctx
+    from tests.untouched import Holder
+
+    original = make_db(wal=True, name="live.db")
+    with Holder(original, "hold", 30):
+        before = fingerprint_dir(original.parent)
+        inspection = prepare_inspection(original, now=NOW)
+        try:
+            app = ArchonConsole(make_ctx(inspection.snapshot, read_only=True), inspection.support,
+                                start="sql SELECT count(*) AS n FROM support_probe", poll_seconds=3600)
+            async with app.run_test(size=(120, 40)) as pilot:
+                await wait_until(pilot, lambda: loaded(app, SqlScreen), what="the result")
+                assert rows_table(app).row_at(0)[1] == (30,)
+                await open_screen(pilot, "tables")
+                await wait_until(pilot, lambda: loaded(app, TablesScreen), what=":tables")
+                t = rows_table(app)
+                probe = {t.row_at(i).name: t.row_at(i).rows for i in range(t.total)}
+                assert probe["support_probe"] == 30
+        finally:
+            inspection.cleanup()
+        assert fingerprint_dir(original.parent) == before
