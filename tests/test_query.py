@@ -135,3 +135,9 @@ def test_stdin_and_read_only_mode_and_no_trace(db, capsys, monkeypatch):
 def test_the_command_reference_lists_query(capsys):
     code, out, _ = run(capsys, "help")
     assert code == 0 and "query" in out
+
+
+def test_query_has_no_fleet_form(capsys):
+    """An operator's SQL runs on the host itself, never sent over the fleet protocol."""
+    code, _, err = run(capsys, "--host", "eu1", "query", "SELECT 1")
+    assert code == 2 and "`query` has no fleet form" in err
