@@ -154,6 +154,7 @@ _PREFIXES = ["", "  ", "\n", "/* x */ ", "-- x\n", "WITH a AS (SELECT 1) ", "EXP
              "VALUES (1); ", "select 1 ;\n"]
 
 
+@pytest.mark.slow  # a hypothesis run
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prefix=st.sampled_from(_PREFIXES), write=st.sampled_from(_WRITES), upper=st.booleans(),
        tail=st.sampled_from(["", ";", "; ", " -- tail", ";\n;"]))
@@ -170,6 +171,7 @@ def test_generated_disguises_never_write(live, prefix, write, upper, tail):
     assert without_shm(fingerprint_dir(live.parent)) == before
 
 
+@pytest.mark.slow  # a hypothesis run
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=st.text(max_size=120))
 def test_any_text_is_a_result_or_one_sentence(live, text):
@@ -183,6 +185,7 @@ def test_any_text_is_a_result_or_one_sentence(live, text):
     assert without_shm(fingerprint_dir(live.parent)) == before
 
 
+@pytest.mark.slow  # waits for the deadline, twice
 def test_a_runaway_statement_ends_at_the_deadline(live, monkeypatch, capsys):
     monkeypatch.setenv("ARCHON_CONSOLE_STATEMENT_SECONDS", "0.5")
     sql = "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT count(*) FROM r"
