@@ -41,7 +41,7 @@ from console.text import MAX_CHARS
 MAX_STATEMENT_BYTES = MAX_CHARS
 
 # The statements that only read. VACUUM, ATTACH, REPLACE, INSERT, ... never reach SQLite.
-READING_WORDS = frozenset({"select", "with", "values", "explain", "pragma"})
+READING_WORDS = frozenset({"select", "with", "values", "pragma"})  # and EXPLAIN before one (`first_word`)
 
 # PRAGMAs that report the schema and change nothing, as `PRAGMA name(arg)` or `pragma_name(...)`.
 # `table_list` and friends take a table name as their argument, never a value to set.
@@ -73,16 +73,27 @@ _DENIED_NAMES = {
 }
 
 
-def first_word(sql: str) -> str:
-    """The statement's first keyword, lower-case, after any comments ("" when there is none)."""
-    position = 0
+def _word_at(sql: str, position: int) -> tuple[str, int]:
+    """The keyword at `position` after any comments, lower-case, and where it ends ("" when none)."""
     while True:
         match = _LEADING.match(sql, position)
         if match is None or match.end() == position:
             break
         position = match.end()
     word = _WORD.match(sql, position)
-    return word.group(1).lower() if word else ""
+    return (word.group(1).lower(), word.end()) if word else ("", position)
+
+
+def first_word(sql: str) -> str:
+    """The statement's first keyword, lower-case, after any comments ("" when there is none); for
+    `EXPLAIN [QUERY PLAN] X`, X's (EXPLAIN prepares X: it must be a read too)."""
+    word, end = _word_at(sql, 0)
+    if word == "explain":
+        word, end = _word_at(sql, end)
+        if word == "query":
+            plan, end = _word_at(sql, end)
+            word = _word_at(sql, end)[0] if plan == "plan" else plan
+    return word
 
 
 def denial(action: int, arg1: str | None, arg2: str | None) -> str | None:
