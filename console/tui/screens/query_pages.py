@@ -63,9 +63,10 @@ def value_text(value: Any) -> Text:
 
 
 def _width(name: str, sample: list[tuple], i: int) -> int:
-    """As wide as the name and the first rows' values need, from 4 to 32 cells."""
+    """As wide as the name and the first rows' values need, from 8 cells (a rowid far down the table
+    is longer than the first rows') to 32."""
     widest = max((value_text(row[i]).cell_len for row in sample if i < len(row)), default=0)
-    return max(4, min(32, max(len(name), widest)))
+    return max(8, min(32, max(len(name), widest)))
 
 
 def value_columns(names: list[str], pick, sample: list[tuple] = ()) -> list[Column]:
