@@ -37,6 +37,9 @@ from console.text import one_line
 COUNT_CAP = 100_000  # `:tables` counts up to here and shows "≥ 100,000" beyond: never a full scan of a big table
 RESULT_ROW_CAP = 10_000  # a statement's result in the TUI: rows beyond are not paged to (say so)
 MAX_RESULT_BYTES = 16 * 1024 * 1024  # what one page or one CLI result may hold in memory
+# Rows skipped or counted per fetch: each is made into Python values and dropped, and a value may be
+# 4 MB, so a batch holds at most 64 MB at once.
+_SKIP_BATCH = 16
 _ROWID_NAMES = ("rowid", "_rowid_", "oid")
 _WITHOUT_ROWID = re.compile(r"\bWITHOUT\s+ROWID\b", re.I)
 
@@ -167,7 +170,7 @@ class Queries:
                 columns = [d[0] for d in cursor.description or ()]
                 skipped = 0
                 while skipped < offset:
-                    batch = cursor.fetchmany(min(64, offset - skipped))
+                    batch = cursor.fetchmany(min(_SKIP_BATCH, offset - skipped))
                     if not batch:
                         return ResultPage(columns, [], False)
                     skipped += len(batch)
@@ -196,7 +199,7 @@ class Queries:
                 cursor.execute(sql)
                 total = 0
                 while total <= cap:
-                    batch = cursor.fetchmany(min(64, cap + 1 - total))
+                    batch = cursor.fetchmany(min(_SKIP_BATCH, cap + 1 - total))
                     if not batch:
                         return total, False
                     total += len(batch)
