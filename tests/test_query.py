@@ -126,10 +126,28 @@ def test_json_and_csv(db, capsys):
 
 def test_stdin_and_read_only_mode_and_no_trace(db, capsys, monkeypatch):
     before = fingerprint_dir(db.parent)
-    monkeypatch.setattr("sys.stdin", io.StringIO("SELECT count(*) AS n FROM projects"))
+    class Stdin:
+        buffer = io.BytesIO(b"SELECT count(*) AS n FROM projects")
+
+    monkeypatch.setattr("sys.stdin", Stdin())
     code, out, _ = run(capsys, "--db", db, "--read-only", "query", "-")
     assert code == 0 and out.split()[-1] == "3"
     assert fingerprint_dir(db.parent) == before
+
+
+def test_undecodable_statements_are_one_sentence(db, capsys, monkeypatch):
+    from console.errors import UsageError
+
+    class Stdin:
+        buffer = io.BytesIO(b"SELECT '\xff'")
+
+    monkeypatch.setattr("sys.stdin", Stdin())
+    code, out, err = run(capsys, "--db", db, "query", "-")
+    assert code == 2 and out == "" and err.strip() == (
+        "archon-console: The statement on stdin is not valid UTF-8 text; nothing was run.")
+    with open_queries(db, busy_timeout_ms=2000) as queries:
+        with pytest.raises(UsageError, match="not valid UTF-8"):
+            queries.run("SELECT '\udcff'")
 
 
 def test_the_command_reference_lists_query(capsys):

@@ -155,7 +155,10 @@ def last_refusal(conn: sqlite3.Connection) -> str | None:
 
 def check_statement(sql: str) -> str:
     """`sql` when it may be handed to SQLite at all; else the one sentence, as a `UsageError`."""
-    size = len(sql.encode("utf-8", "surrogatepass"))
+    try:
+        size = len(sql.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate: undecodable bytes from stdin or a file
+        raise UsageError("The statement is not valid UTF-8 text; nothing was run.") from None
     if size > MAX_STATEMENT_BYTES:
         raise UsageError(f"The statement is {size:,} bytes long; the limit is {MAX_STATEMENT_BYTES:,}. "
                          "Nothing was run.")

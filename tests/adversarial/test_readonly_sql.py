@@ -176,7 +176,7 @@ def test_generated_disguises_never_write(live, prefix, write, upper, tail):
 
 @pytest.mark.slow  # a hypothesis run
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(text=st.text(max_size=120))
+@given(text=st.text(alphabet=st.characters(blacklist_categories=()), max_size=120))  # lone surrogates too
 def test_any_text_is_a_result_or_one_sentence(live, text):
     """Whatever is typed at the prompt: rows, or a refusal in one sentence; never a traceback."""
     before = without_shm(fingerprint_dir(live.parent))

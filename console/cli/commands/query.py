@@ -46,7 +46,15 @@ def _statement(text: str) -> str:
 
     from console.db.adhoc import MAX_STATEMENT_BYTES
 
-    return sys.stdin.read(MAX_STATEMENT_BYTES + 1)
+    from console.errors import UsageError
+
+    data = sys.stdin.buffer.read(MAX_STATEMENT_BYTES + 1)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        if len(data) > MAX_STATEMENT_BYTES:  # cut inside a character: the length is what is wrong
+            return data.decode("utf-8", "ignore")
+        raise UsageError("The statement on stdin is not valid UTF-8 text; nothing was run.") from None
 
 
 def _cut_note(page, limit: int) -> str | None:
