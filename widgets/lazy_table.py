@@ -24,6 +24,7 @@ from textual.strip import Strip
 from textual.worker import Worker, WorkerState
 
 from widgets.page_source import PageSource, Preload, Route, cheapest_route, cursor_for
+from widgets.safe_text import safe_text
 from widgets.table_column import Column, render_cells
 
 
@@ -447,7 +448,7 @@ class LazyTable(ScrollView, can_focus=True):
         base = self.rich_style
         if y == 0:
             style = self.get_component_rich_style("lazy-table--header")
-            cells = [Text(c.label, end="") for c in self.columns]
+            cells = [safe_text(c.label, one_line=True) for c in self.columns]  # a label may be database text (:sql)
             strip = self._line(cells, widths, style, "  ")
         else:
             index = scroll_y + y - 1

@@ -106,5 +106,17 @@ def wrapped(text: str, *, first: str = "", rest: str = "") -> list[str]:
                          break_long_words=False, break_on_hyphens=False) or [first.rstrip()]
 
 
+# What a spreadsheet would run as a formula at the start of a cell (`=HYPERLINK(...)`, `@SUM`, `+cmd|...`).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text: a string it would run as a formula gets a leading `'`
+    (OWASP's advice for CSV injection). Every CSV the console writes (audit, query) passes here."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
 def say(message: str, *, err: bool = False) -> None:
     print(clean(message), file=sys.stderr if err else sys.stdout)

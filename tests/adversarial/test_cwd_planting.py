@@ -230,6 +230,7 @@ def _commands(snapshot: str) -> list[list[str]]:
         ["envs", "complete", "env-0003"],
         ["doctor", "--bundle", "../bundle.zip", "--redact"],
         ["audit", "--format", "jsonl"],
+        ["query", "SELECT count(*) FROM tickets", "--csv"],
         ["help", "approvals"],
         ["completion", "bash"],
         ["serve", "--stdio", "--policy", "no-policy.toml"],  # stdin is /dev/null: end of input at once

@@ -16,7 +16,6 @@ from console.cli.options import finite_number
 HELP = "the audit trail: approval, environment and profile events in time order"
 
 FORMATS = ("text", "jsonl", "csv")
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _poll_seconds = finite_number("seconds", minimum=0.05, maximum=3600)
 
 
@@ -106,7 +105,9 @@ class _Writer:
         if self.fmt == "jsonl":
             text = self._json_lines(e.to_json() for e in events)
         elif self.fmt == "csv":
-            self._csv.writerows([_cell(v) for v in e] for e in events)
+            from console.cli.output import csv_cell
+
+            self._csv.writerows([csv_cell(v) for v in e] for e in events)
             text = self._buffer.getvalue()
             self._buffer.seek(0)
             self._buffer.truncate()
@@ -115,12 +116,6 @@ class _Writer:
         if text:
             self.out.write(text)
         self.out.flush()
-
-
-def _cell(value):
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        return "'" + value
-    return value
 
 
 def _text_line(event, now) -> str:

@@ -42,6 +42,10 @@ SCREENS: tuple[ScreenEntry, ...] = (
                 "Schema upgrade: plan, snapshot and run", aliases=("u",)),
     ScreenEntry("doctor", "console.tui.screens.doctor", "DoctorScreen",
                 "Doctor: what is wrong with this database (Enter goes to the row)", aliases=("dr", "health")),
+    ScreenEntry("tables", "console.tui.screens.tables", "TablesScreen",
+                "Every table with its row count; Enter opens one, read-only", aliases=("t", "table")),
+    ScreenEntry("sql", "console.tui.screens.sql", "SqlScreen",
+                "One read-only SQL statement, its rows paged", aliases=("query",)),
 )
 
 
