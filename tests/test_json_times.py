@@ -34,6 +34,7 @@ HOSTILE = "not a time \x1b[31m"
 # Commands whose output is not a `--json` document of this console, each with why.
 NO_JSON_TIMES = {
     "inspect": "opens the terminal console on a snapshot; `inspect --keep-snapshot DIR` then any command with --db",
+    "query": "a SQL prompt answers with the values as the database holds them (rows are lists, no named time fields)",
     "serve": "the fleet's wire protocol (tests/fleet); the fleet client prints hosts' answers through emit_json",
 }
 
