@@ -31,11 +31,13 @@ class Part:
 
 def fit(parts: Sequence[Part], width: int, separator: str = SEPARATOR) -> Text:
     """The parts that fit `width` cells, the least important given up first."""
+    if width <= 0:
+        return Text("")
     chosen = [0] * len(parts)  # index into each part's forms; len(forms) means dropped
 
     def line() -> Text:
         shown = [p.forms[i] for p, i in zip(parts, chosen) if i < len(p.forms)]
-        return Text(separator, style="dim").join(shown) if shown else Text("")
+        return Text(separator).join(shown) if shown else Text("")
 
     order = sorted(range(len(parts)), key=lambda i: (-parts[i].rank, -i))
     while line().cell_len > width:
