@@ -52,6 +52,11 @@ class KeyValues(Static):
         self._fields = fields
         self._draw(fields(now))
 
+    def put(self, entries: Sequence[Entry]) -> None:
+        """Draw entries that say nothing relative to now (they never age)."""
+        self._fields = None
+        self._draw(entries)
+
     def age(self, now: datetime) -> None:
         if self._fields is not None:
             drawn = layout(self._fields(now))
