@@ -64,6 +64,54 @@ def frozen_write_note(used: datetime) -> str | None:
             f"the real clock ({db_time(used)} UTC).")
 
 
+class ScreenClock:
+    """The one clock every screen reads "now" from (console/tui/session.py `Session.now`): every
+    countdown, "… ago", expiry colour and staleness on every screen, and the `now` the screens hand
+    to the services that read for them.
+
+    Live, it is the reading clock (`system_clock`, or whatever the context was given). Over a support
+    snapshot (`inspect`) it can instead stand still at the instant the snapshot is "as of"
+    (console/models/support.py `SupportInfo.as_of`): a day-old customer file then shows what its
+    owner saw, not everything expired. `toggle` switches between the two. Writes never read it
+    (`write_clock`); a snapshot is read-only anyway.
+    """
+
+    def __init__(self, live: Clock) -> None:
+        self.live = live
+        self.snapshot_at: datetime | None = None
+        self.snapshot_why = ""
+        self.as_of = False
+
+    def __call__(self) -> datetime:
+        if self.as_of and self.snapshot_at is not None:
+            return self.snapshot_at
+        return self.live()
+
+    def pin(self, at: datetime, why: str) -> None:
+        """Stand still at `at` (`why`: where that time comes from, in words)."""
+        self.snapshot_at, self.snapshot_why, self.as_of = at, why, True
+
+    def toggle(self) -> bool:
+        """Between the snapshot's time and now; False when there is no snapshot time to go back to."""
+        if self.snapshot_at is None:
+            return False
+        self.as_of = not self.as_of
+        return True
+
+    @property
+    def label(self) -> str:
+        """Which clock the screens use, for the header: "as of 2026-12-01 14:03Z" or "as of now"."""
+        if self.as_of and self.snapshot_at is not None:
+            return "as of " + self.snapshot_at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%MZ")
+        return "as of now"
+
+    @property
+    def sentence(self) -> str:
+        if self.as_of and self.snapshot_at is not None:
+            return f"Times are shown as of {db_time(self.snapshot_at)} UTC, {self.snapshot_why}."
+        return "Times are shown as of now (the running clock)."
+
+
 def fixed_clock(at: datetime) -> Clock:
     return lambda: at
 
@@ -217,6 +265,7 @@ def _words(delta: timedelta) -> str:
 
 __all__ = [
     "Clock",
+    "ScreenClock",
     "TEXT_SLACK",
     "ago",
     "db_time",

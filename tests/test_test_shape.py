@@ -38,6 +38,7 @@ TEXTUAL_PRIVATE_ALLOWED = {
     ("tests/adversarial/test_invisible_text.py", "_compositor"): _COMPOSITOR,
     ("tests/adversarial/tui.py", "_compositor"): _COMPOSITOR,
     ("tests/tui/test_first_use.py", "_compositor"): _COMPOSITOR,
+    ("tests/tui/test_support_view.py", "_compositor"): _COMPOSITOR,
 }
 
 

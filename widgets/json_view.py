@@ -2,7 +2,9 @@
 
 Rich's `Syntax` never interprets markup; the text is read by the bounded reader (widgets/safe_json.py)
 and pretty-printed by `json` (which escapes every control character as `\\uXXXX`); text that is not
-JSON is shown literally, text over the reader's limits only as a note saying so.
+JSON is shown literally, text over the reader's limits only as a note saying so. A line too long
+for the pane wraps under its value (widgets/hanging.py): `"command":` keeps its value beside it,
+and the value's continuation lines start under the value's first character.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 from rich.console import Group
 from rich.text import Text
 
+from widgets.hanging import Hanging
 from widgets.safe_json import UnreadableJson, read_json, unparseable_note
 from widgets.safe_text import safe_text
 from widgets.safe_widgets import Static
@@ -56,8 +59,23 @@ def json_renderable(value: Any, *, theme: str = "ansi_dark"):
     from rich.syntax import Syntax  # pygments is slow to import; not needed for the first paint
 
     shown, hidden = _head(safe_text(text).plain)  # ensure_ascii=False keeps non-ASCII; controls stay escaped
-    syntax = Syntax(shown, "json", theme=theme, word_wrap=True, background_color="default")
-    return Group(syntax, _more(hidden)) if hidden else syntax
+    highlighted = Syntax(shown, "json", theme=theme, background_color="default").highlight(shown)
+    highlighted.rstrip()
+    lines = Hanging([(line, value_column(line.plain)) for line in highlighted.split("\n")])
+    return Group(lines, _more(hidden)) if hidden else lines
+
+
+def value_column(line: str) -> int:
+    """Where a pretty-printed JSON line's value starts: after `"key": `, else after the indentation."""
+    indent = len(line) - len(line.lstrip(" "))
+    if line.startswith('"', indent):
+        try:
+            _, end = json.decoder.scanstring(line, indent + 1)
+        except ValueError:
+            return indent
+        if line.startswith(": ", end):
+            return end + 2
+    return indent
 
 
 class JsonView(Static):

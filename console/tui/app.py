@@ -25,6 +25,7 @@ from console.errors import ConsoleError, UsageError
 from console.suggest import did_you_mean
 from console.tui.screens.registry import SCREENS, command_words, lookup, parse_command
 from console.services import navigation
+from console.services.snapshot_time import newest_write_time
 from console.services.watch import arrivals, own_changes, pending_count, start_position
 from console.models.support import SupportInfo
 from console.tui.session import Session
@@ -88,6 +89,8 @@ class ArchonConsole(GuardedApp, LastResort, App):
         Binding("colon", "command_line", "Command", key_display=":", id="app.command_line"),
         Binding("question_mark,f1", "help", "Help", key_display="?", id="app.help"),
         Binding("ctrl+t", "toggle_theme", "Theme", id="app.theme", show=False),
+        # Only over a support snapshot (`check_action`): its screens' times as of the snapshot, or now.
+        Binding("at", "toggle_clock", "Clock", key_display="@", id="app.clock"),
         Binding("q", "quit", "Quit", id="app.quit"),
     ]
 
@@ -136,6 +139,10 @@ class ArchonConsole(GuardedApp, LastResort, App):
         self.ctx = ctx
         self.support = support
         self.session = session or Session(ctx)
+        if support is not None:
+            # A snapshot is shown as of the time it was last written, not against now: a day-old
+            # customer file would otherwise show every request expired (`@` switches to now).
+            self.session.clock.pin(*support.as_of(self.session.run(newest_write_time)))
         self.start = start
         self.poll_seconds = poll_seconds
         # The baseline is taken before anything is read (and before the UI runs), so a commit
@@ -353,6 +360,8 @@ class ArchonConsole(GuardedApp, LastResort, App):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "back":  # hidden where there is nothing to go back to (the first screen)
             return self._can_go_back()
+        if action == "toggle_clock":  # a live database has only one time: now
+            return self.session.clock.snapshot_at is not None
         return True
 
     def _can_go_back(self) -> bool:
@@ -381,6 +390,18 @@ class ArchonConsole(GuardedApp, LastResort, App):
         if isinstance(self.screen, HelpScreen):
             return
         self.push_screen(HelpScreen(self.screen))
+
+    def action_toggle_clock(self) -> None:
+        """Every screen's times as of the snapshot, or as of now: the one clock changes
+        (console/clock.py `ScreenClock`), and every screen on the stack shows it again."""
+        clock = self.session.clock
+        if not clock.toggle():
+            return
+        for screen in self.screen_stack:
+            if isinstance(screen, ConsoleScreen):
+                screen.clock_changed()
+        self.notify(f"{clock.sentence} Press @ for {'now' if clock.as_of else 'the snapshot time'}.",
+                    markup=False)
 
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.current_theme.dark else "textual-dark"

@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
+from console.clock import ScreenClock
 from console.db.connect import ArchonDatabase
 from console.errors import Refusal
 from console.isolation import call_isolated
@@ -32,6 +33,7 @@ class Session:
         self.handle: ArchonDatabase = ctx.open()
         self.upgrading = False  # set by `hold_writes`: see there
         self._schema_version = self._read_schema_version()
+        self.clock = ScreenClock(ctx.clock)  # every screen's "now": see `now`
 
     @property
     def actor(self) -> str:
@@ -51,8 +53,9 @@ class Session:
         return self.handle.shape.release
 
     def now(self) -> datetime:
-        """For reading and rendering."""
-        return self.ctx.clock()
+        """For reading and rendering, on every screen: the one clock (console/clock.py `ScreenClock`),
+        live or standing at a support snapshot's time."""
+        return self.clock()
 
     def write_now(self) -> datetime:
         """For a write: the real clock (console/clock.py `write_clock`)."""

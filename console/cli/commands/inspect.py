@@ -13,6 +13,7 @@ console/tui/tui.py `require_terminal`).
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -32,10 +33,12 @@ class Inspection:
     snapshot: Path
     taken_at: datetime
     workdir: Path | None  # the private temp directory to remove, None when the copy is kept
+    modified_at: datetime | None = None  # the screens' "as of" time when the database records none
 
     @property
     def support(self) -> SupportInfo:
-        return SupportInfo(original=self.original, snapshot=self.snapshot, taken_at=self.taken_at)
+        return SupportInfo(original=self.original, snapshot=self.snapshot, taken_at=self.taken_at,
+                           modified_at=self.modified_at)
 
     def cleanup(self) -> None:
         if self.workdir is not None:
@@ -47,12 +50,14 @@ def prepare_inspection(path: str | Path, keep_dir: str | Path | None = None, *, 
     """Snapshot `path`; into `keep_dir` (kept) or a private temp directory (removed by `cleanup`)."""
     original = Path(path).expanduser().resolve()
     taken_at = now or system_clock()
+    modified_at = _modified_at(original)
     name = f"{original.stem}.support-{taken_at.strftime('%Y%m%dT%H%M%SZ')}.sqlite"
     if keep_dir is not None:
         keep = Path(keep_dir).expanduser()
         if keep.resolve() == original.parent:
             raise UsageError("--keep-snapshot must not be the database's own directory (nothing is written there).")
-        return Inspection(original, snapshot_copy(original, keep, name=name, option="--keep-snapshot"), taken_at, None)
+        return Inspection(original, snapshot_copy(original, keep, name=name, option="--keep-snapshot"), taken_at, None,
+                          modified_at)
     try:
         workdir = private_dir("inspect")  # mode 0700, named for this process (console/db/files.py)
     except OSError as exc:
@@ -63,7 +68,19 @@ def prepare_inspection(path: str | Path, keep_dir: str | Path | None = None, *, 
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
-    return Inspection(original, snapshot, taken_at, workdir)
+    return Inspection(original, snapshot, taken_at, workdir, modified_at)
+
+
+def _modified_at(original: Path) -> datetime | None:
+    """The newest mtime of PATH and its -wal, read with stat (nothing is opened): the fallback for
+    the snapshot's "as of" time (console/models/support.py `SupportInfo.as_of`)."""
+    times = []
+    for path in (original, original.with_name(original.name + "-wal")):
+        try:
+            times.append(os.stat(path).st_mtime)
+        except (OSError, ValueError):
+            continue
+    return datetime.fromtimestamp(max(times), timezone.utc).replace(microsecond=0) if times else None
 
 
 def cmd_inspect(ctx) -> int:

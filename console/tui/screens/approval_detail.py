@@ -16,6 +16,7 @@ from console.services import approval_queue as queue
 from console.services.identity import account_of
 from console.text import one_line
 from widgets.humane import exact
+from widgets.key_values import Entry
 from widgets.safe_text import clean, safe_text
 from widgets.timeline import TimelineEvent
 
@@ -42,11 +43,10 @@ def short_id_cell(row: ApprovalRequest) -> Text:
     return Text(ident if len(ident) <= SHORT_ID else "…" + ident[-(SHORT_ID - 1):], no_wrap=True, end="")
 
 
-def detail_head(r: ApprovalDetail, now: datetime) -> Text:
-    """The pane's head: the request's fields, then every action it cannot take now and why."""
-    head = Text(end="")
-    head.append_text(safe_text(r.id, "bold", one_line=True))
-    head.append("\n")
+def detail_fields(r: ApprovalDetail, now: datetime) -> list[Entry]:
+    """The pane's head at `now` (widgets/key_values.py draws it again at every tick, so the expiry
+    counts down): the request's fields, then every action it cannot take now and why."""
+    entries: list[Entry] = [safe_text(r.id, "bold", one_line=True)]
     rows = [
         ("status", r.status),
         ("project", f"{r.project_name or ''} ({r.project_id})"),
@@ -59,21 +59,14 @@ def detail_head(r: ApprovalDetail, now: datetime) -> Text:
         ("fingerprint", r.action_fingerprint),
         ("run", r.execution_run_id),
     ]
-    for name, value in rows:
-        head.append(f"{name:>11} ", style="dim")
-        head.append_text(safe_text(value, one_line=True))
-        head.append("\n")
+    entries += [(name, safe_text(value, one_line=True)) for name, value in rows]
     options = r.options or {}
     for action, why in options.items():
         if why:
-            head.append(f"{action:>11} ", style="dim")
-            head.append_text(safe_text(f"not possible: {why}", "yellow", one_line=True))
-            head.append("\n")
+            entries.append((action, safe_text(f"not possible: {why}", "yellow", one_line=True)))
     for action, problem in (r.confirm or {}).items():
-        head.append(f"{action:>11} ", style="dim")
-        head.append_text(safe_text(f"needs a typed confirmation: {problem}", "yellow", one_line=True))
-        head.append("\n")
-    return head
+        entries.append((action, safe_text(f"needs a typed confirmation: {problem}", "yellow", one_line=True)))
+    return entries
 
 
 def detail_events(r: ApprovalDetail) -> list[TimelineEvent]:

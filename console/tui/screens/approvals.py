@@ -22,7 +22,7 @@ from console.tui.screens.approval_detail import (
     VERB,
     bulk_summary,
     detail_events,
-    detail_head,
+    detail_fields,
     short_id_cell,
     summary_cell,
     what_happens,
@@ -36,6 +36,7 @@ from console.services.projects import EXPIRING_SOON
 from console.text import read_json
 from widgets.humane import countdown, plural
 from widgets.json_view import JsonView
+from widgets.key_values import KeyValues
 from widgets.lazy_table import LazyTable
 from widgets.page_source import Preload
 from widgets.table_column import Column
@@ -130,7 +131,7 @@ class ApprovalsScreen(ListFilters, ConsoleScreen):
             yield LazyTable(self._columns(), row_class=self._row_class, id="requests",
                             empty_message="No requests match these filters.")
             with VerticalScroll(classes="detail", id="detail"):
-                yield Static(Text("Select a request.", style="dim"), id="detail-head")
+                yield KeyValues(Text("Select a request.", style="dim"), id="detail-head")
                 yield Static(Text("Action", style="bold"), classes="section")
                 yield JsonView(id="detail-action")
                 yield Static(Text("Authority", style="bold"), classes="section")
@@ -142,10 +143,7 @@ class ApprovalsScreen(ListFilters, ConsoleScreen):
         table = self.query_one(LazyTable)
         table.focus()
         table.set_source(self.console_app.take_prefetched(self.COMMAND, self.argument) or self._source())
-        self.set_interval(1.0, self._tick)
-
-    def _tick(self) -> None:
-        self.query_one(LazyTable).refresh()  # live countdown
+        # The countdowns and the detail's expiry count down with every screen's tick (base.py `tick`).
 
     def _source(self) -> ApprovalsSource:
         return ApprovalsSource(self.session, self.filters)
@@ -270,7 +268,7 @@ class ApprovalsScreen(ListFilters, ConsoleScreen):
         self.post_message(self.Detail(request_id, request))
 
     def _show_detail(self, r: ApprovalDetail) -> None:
-        self.query_one("#detail-head", Static).update(detail_head(r, self.session.now()))
+        self.query_one("#detail-head", KeyValues).show(lambda now: detail_fields(r, now), self.session.now())
         dark = self.app.current_theme.dark
         self.query_one("#detail-action", JsonView).show(r.action_json, dark=dark)
         self.query_one("#detail-authority", JsonView).show(r.authority_json, dark=dark)

@@ -30,7 +30,9 @@ from console.tui.session import UPGRADE_REASON
 from console.tui.screens.error import ErrorModal
 from widgets import clipboard
 from widgets.badge import Badge
+from widgets.fitted_line import FittedLine, Part
 from widgets.key_footer import KeyFooter
+from widgets.key_values import KeyValues
 from widgets.lazy_table import LazyTable
 from widgets.safe_text import clean, safe_text
 from widgets.safe_widgets import Static
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
 READ_ONLY_REASON = "read-only mode (--read-only): nothing can be written"
 SUPPORT_REASON = "support snapshot: read-only"
 EXPLAIN_AGAIN_AFTER = 4.0  # seconds before the same reason is shown again for a repeated key
+TICK_SECONDS = 1.0  # how often countdowns and "… ago" are drawn again (`ConsoleScreen.tick`)
 
 
 class WriteOutcome(Protocol):
@@ -155,16 +158,31 @@ class ConsoleScreen(SafeTitles, GreyedKeys, Screen):
     def badges(self) -> ComposeResult:
         app = self.console_app
         yield Badge(self.TITLE or self.COMMAND, "info", id="screen-badge")
-        if app.session.read_only:
+        if app.support is not None:  # the mode says read-only itself: the write keys say why they are grey
+            yield Badge("SUPPORT", "error", id="support-badge")
+        elif app.session.read_only:
             yield Badge("READ-ONLY", "warning", id="read-only-badge")
-        if app.support is not None:
-            yield Badge(f"SUPPORT snapshot of {app.support.original_path} at {app.support.snapshot_time}",
-                        "error", id="support-badge")
-        yield Static(self._db_label(), id="db-label")
+        yield FittedLine(self.header_parts, id="db-label")
 
-    def _db_label(self) -> Text:
+    def header_parts(self) -> list[Part]:
+        """What the header line says after the badges, most important first when short of room:
+        the release (never dropped: support's first question), the clock the times are shown
+        against (a snapshot only), the database's name, who acts, then where a snapshot came from.
+        Asked at every render, so a refreshed header shows the release and clock of the moment."""
         app = self.console_app
-        return safe_text(f"{app.session.db_path.name} · {app.release_label} · as {app.session.actor}", one_line=True)
+        support = app.support
+        name = support.original.name if support is not None else app.session.db_path.name
+        parts = [Part(_shortened(name, 24), rank=2),
+                 Part((Text(app.release_label),), rank=0, keep=True)]
+        if support is not None:
+            clock = app.session.clock
+            parts.append(Part((Text(clock.label, style="bold" if clock.as_of else ""),), rank=1))
+        parts.append(Part((safe_text(f"as {app.session.actor}", one_line=True),), rank=3))
+        if support is not None:
+            taken = f"taken {support.taken_at.strftime('%Y-%m-%d %H:%MZ')}"
+            parts.append(Part((safe_text(f"snapshot of {support.original_path} {taken}", one_line=True),
+                               Text(f"snapshot {taken}")), rank=4))
+        return parts
 
     def compose_content(self) -> ComposeResult:
         return
@@ -177,12 +195,39 @@ class ConsoleScreen(SafeTitles, GreyedKeys, Screen):
         one. (Textual calls one Mount handler per class, `_on_mount` before `on_mount`: this one
         must stay `on_mount` or it would hide itself.)"""
         self.sub_title = ""
+        if self._ticker is None:  # a screen whose on_mount calls this one too is mounted once
+            self._ticker = self.set_interval(TICK_SECONDS, self.tick)
         breakpoints = self.app.HORIZONTAL_BREAKPOINTS or []
         chosen = None
         for minimum, name in breakpoints:
             if self.app.size.width >= minimum:
                 chosen = name
         self.update_classes({name: name == chosen for _, name in breakpoints}, animate=False)
+
+    # ------------------------------------------------------------ time
+    _ticker: Any = None
+
+    def tick(self) -> None:
+        """Every second, on the screen in front: the lists' countdowns and the detail panes'
+        "… ago" drawn again from the one clock (console/tui/session.py `Session.now`), without
+        reading the database. One mechanism for every screen (widgets/key_values.py)."""
+        if not self.is_current:
+            return
+        for table in self.query(LazyTable):
+            table.refresh()
+        panes = self.query(KeyValues)
+        if panes:
+            now = self.session.now()
+            for pane in panes:
+                pane.age(now)
+
+    def clock_changed(self) -> None:
+        """The one clock switched (a snapshot's time or now, console/tui/app.py `action_toggle_clock`):
+        the header says which, and what was read against the other clock is read again (a list's
+        "pending" depends on the time, and so does a detail pane's every sentence)."""
+        for line in self.query(FittedLine):
+            line.refresh()
+        self.refresh_data()
 
     # ------------------------------------------------------------ availability
     def unavailable(self) -> dict[str, str]:
@@ -200,7 +245,7 @@ class ConsoleScreen(SafeTitles, GreyedKeys, Screen):
         header, the greyed keys and what is shown are re-read. Screens that keep more derived from
         the release (which features exist) extend this."""
         for label in self.query("#db-label"):
-            label.update(self._db_label())
+            label.refresh()  # the fitted line reads the release at every render (`header_parts`)
         self.refresh_bindings()
         self.refresh_data()
 
@@ -351,6 +396,16 @@ class ConsoleScreen(SafeTitles, GreyedKeys, Screen):
         note = self.session.write_note()
         self.notify(clean(f"{message} {note}" if note else message), severity="information" if ok else "error",
                     markup=False)
+
+
+def _shortened(text: str, cells: int) -> tuple[Text, ...]:
+    """`text` whole, then (when longer) cut to `cells` with an ellipsis: a header's forms."""
+    whole = safe_text(text, one_line=True)
+    if whole.cell_len <= cells:
+        return (whole,)
+    short = whole.copy()
+    short.truncate(cells, overflow="ellipsis")
+    return whole, short
 
 
 def label(text: str, style: str = "bold") -> Text:

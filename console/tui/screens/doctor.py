@@ -97,6 +97,11 @@ class DoctorScreen(ConsoleScreen):
     def refresh_data(self) -> None:
         """Another process committed: doctor is a snapshot, the operator re-runs it with r."""
 
+    def clock_changed(self) -> None:
+        """Doctor judged the file against the other clock (a claim's staleness, an expiry): run again."""
+        super().clock_changed()
+        self.action_rerun()
+
     class Finished(Message):
         """Doctor's report, from the worker that ran it in a child process."""
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from rich.text import Text
@@ -30,6 +31,7 @@ from console.models.environments import ClaimOptions, EnvironmentView
 from console.services.identity import account_of
 from console.text import one_line
 from widgets.humane import exact, plural
+from widgets.key_values import Entry, KeyValues
 from widgets.lazy_table import LazyTable
 from widgets.table_column import Column
 from widgets.safe_text import safe_text
@@ -133,7 +135,7 @@ class EnvironmentsScreen(ListFilters, ConsoleScreen):
             yield LazyTable(self._columns(), row_class=self._row_class, id="environments",
                             empty_message="No environments match.")
             with VerticalScroll(classes="detail", id="detail"):
-                yield Static(Text("Select an environment.", style="dim"), id="detail-head")
+                yield KeyValues(Text("Select an environment.", style="dim"), id="detail-head")
                 yield Static(Text("Lifecycle", style="bold"), classes="section")
                 yield Timeline(id="detail-events")
 
@@ -235,10 +237,19 @@ class EnvironmentsScreen(ListFilters, ConsoleScreen):
         self.refresh_bindings_if_changed()
 
     def _show(self, e: EnvironmentView) -> None:
-        now = self.session.now()
-        head = safe_text(e.id, "bold", one_line=True)
-        head.append("\n")
+        self.query_one("#detail-head", KeyValues).show(lambda now: self._fields(e, now), self.session.now())
+        events = []
+        for ev in e.events or ():
+            title = str(ev.event_type or "event")
+            if ev.from_state or ev.to_state:
+                title += f": {ev.from_state or '∅'} → {ev.to_state or '∅'}"
+            account = account_of(ev.columns.get("metadata_json"))  # who acted (docs/decisions.md, D21)
+            detail = " · ".join(str(x) for x in (ev.actor_reference and one_line(ev.actor_reference, 40), account and f"OS {account}", ev.reason) if x)
+            events.append(TimelineEvent(parse_time(ev.created_at), title, detail))
+        self.query_one("#detail-events", Timeline).show(events)
 
+    def _fields(self, e: EnvironmentView, now: datetime) -> list[Entry]:
+        """The detail's head at `now` (drawn again at every tick: widgets/key_values.py)."""
         def when(value: Any) -> str:
             t = parse_time(value)
             return f"{relative(t, now, unknown='—', present='now')} ({exact(t)})" if t else "—"
@@ -261,33 +272,21 @@ class EnvironmentsScreen(ListFilters, ConsoleScreen):
         ]
         if e.failure_message:
             rows.append(("failure", e.failure_message))
-        for name, value in rows:
-            head.append(f"{name:>10} ", style="dim")
-            head.append_text(safe_text(value, one_line=True))
-            head.append("\n")
+        entries: list[Entry] = [safe_text(e.id, "bold", one_line=True)]
+        entries += [(name, safe_text(value, one_line=True)) for name, value in rows]
         for handoff in e.pending_handoffs:
-            head.append(f"{'handed off':>10} ", style="dim")
-            head.append_text(safe_text(handoff.text, "bold yellow" if handoff.overdue else "cyan", one_line=True))
-            head.append(" — overdue: archon not running?\n" if handoff.overdue else "\n",
-                        style="bold yellow")
+            value = safe_text(handoff.text, "bold yellow" if handoff.overdue else "cyan", one_line=True)
+            if handoff.overdue:
+                value.append(" — overdue: archon not running?", style="bold yellow")
+            entries.append(("handed off", value))
         if e.operation_kind == "stop" and e.holding_not_checked:
-            head.append(f"{'work':>10} ", style="dim")
-            head.append_text(safe_text(f"{bound_runs_words(e.holding_work or ()) or 'none found'}; "
-                                       f"{e.holding_not_checked}") + "\n")
+            entries.append(("work", safe_text(f"{bound_runs_words(e.holding_work or ()) or 'none found'}; "
+                                              f"{e.holding_not_checked}", one_line=True)))
         for action, why in self._row_reasons(e).items():
             if action in ("claim_stop", "claim_retire", "takeover", "complete", "release"):
-                head.append(f"{action.replace('claim_', ''):>10} ", style="dim")
-                head.append_text(safe_text(f"not possible: {why}\n", "yellow"))
-        self.query_one("#detail-head", Static).update(head)
-        events = []
-        for ev in e.events or ():
-            title = str(ev.event_type or "event")
-            if ev.from_state or ev.to_state:
-                title += f": {ev.from_state or '∅'} → {ev.to_state or '∅'}"
-            account = account_of(ev.columns.get("metadata_json"))  # who acted (docs/decisions.md, D21)
-            detail = " · ".join(str(x) for x in (ev.actor_reference and one_line(ev.actor_reference, 40), account and f"OS {account}", ev.reason) if x)
-            events.append(TimelineEvent(parse_time(ev.created_at), title, detail))
-        self.query_one("#detail-events", Timeline).show(events)
+                entries.append((action.replace("claim_", ""), safe_text(f"not possible: {why}", "yellow",
+                                                                        one_line=True)))
+        return entries
 
     # ------------------------------------------------------------ availability
     @work(thread=True, exclusive=True, group="envs-support", exit_on_error=False)

@@ -15,9 +15,9 @@ from console.clock import parse_time
 from console.tui.fleet_monitor import HostStatus
 from console.tui.screens.fleet_base import FleetScreen, ListSource
 from widgets.humane import age, countdown
+from widgets.key_values import KeyValues
 from widgets.lazy_table import LazyTable
 from widgets.safe_text import safe_text
-from widgets.safe_widgets import Static
 from widgets.table_column import Column
 
 PHASE_STYLE = {"connecting": "dim", "ok": "green", "stale": "bold yellow", "down": "bold red"}
@@ -58,7 +58,7 @@ class FleetHostsScreen(FleetScreen):
         with Horizontal(classes="main", id="main"):
             yield LazyTable(self._columns(), id="hosts", empty_message=self.fleet.problem or "No hosts selected.")
             with VerticalScroll(classes="detail", id="detail"):
-                yield Static(Text("Select a host.", style="dim"), id="host-detail")
+                yield KeyValues(Text("Select a host.", style="dim"), id="host-detail")
 
     def _columns(self) -> list[Column]:
         return [
@@ -100,17 +100,13 @@ class FleetHostsScreen(FleetScreen):
             self._show_detail(self.fleet.status.get(message.row.name, message.row))
 
     def _show_detail(self, status: HostStatus) -> None:
-        text = Text(end="")
         lines = [("host", status.name), ("state", state_label(status)),
                  ("reason", status.sentence or "-"), ("release", status.release or "-"),
                  ("as", identity(status)), ("writes", status.write_block() or "allowed"),
                  ("pending", "-" if status.pending is None else str(status.pending)),
                  ("oldest", status.oldest_expiry or "-"), ("doctor", status.doctor or "d runs it")]
-        for label, value in lines:
-            text.append(f"{label:<9}", style="dim")
-            text.append_text(safe_text(value, one_line=True))
-            text.append("\n")
-        self.query_one("#host-detail", Static).update(text)
+        self.query_one("#host-detail", KeyValues).put([(label, safe_text(value, one_line=True))
+                                                       for label, value in lines])
 
     def _selected(self) -> HostStatus | None:
         tables = self.query(LazyTable)

@@ -22,6 +22,7 @@ from console.text import one_line
 from console.tui.fleet_monitor import SAID_WIDTH
 from console.tui.screens.fleet_base import FleetScreen, ListSource
 from widgets.humane import countdown, plural
+from widgets.key_values import Entry, KeyValues
 from widgets.lazy_table import LazyTable
 from widgets.safe_text import safe_text
 from widgets.safe_widgets import Static
@@ -104,7 +105,7 @@ class FleetQueueScreen(FleetScreen):
             yield LazyTable(self._columns(), row_class=self._row_class, id="requests",
                             empty_message=self._empty_message())
             with VerticalScroll(classes="detail", id="detail"):
-                yield Static(Text("Select a request.", style="dim"), id="detail-head")
+                yield KeyValues(Text("Select a request.", style="dim"), id="detail-head")
 
     def _columns(self) -> list[Column]:
         return [
@@ -250,25 +251,22 @@ class FleetQueueScreen(FleetScreen):
     def _show_detail(self, row: QueueRow | None) -> None:
         if not self._composed():
             return
-        head = self.query_one("#detail-head", Static)
+        head = self.query_one("#detail-head", KeyValues)
         if row is None:
             head.update(Text(self._empty_message() if not self.rows else "Select a request.", style="dim"))
             return
-        text = Text(end="")
-        for label, value in (("host", row.host), ("id", row.id), ("project", row.project), ("kind", row.kind),
-                             ("expires", row.expires_at or "-"), ("requester", row.requester),
-                             ("action", row.summary)):
-            text.append(f"{label:<10}", style="dim")
-            text.append_text(safe_text(value, one_line=True))
-            text.append("\n")
+        entries: list[Entry] = [
+            (label, safe_text(value, one_line=True))
+            for label, value in (("host", row.host), ("id", row.id), ("project", row.project), ("kind", row.kind),
+                                 ("expires", row.expires_at or "-"), ("requester", row.requester),
+                                 ("action", row.summary))]
         status = self.fleet.status.get(row.host)
         block = status.write_block() if status is not None else None
         if block:
-            text.append_text(safe_text(block, "bold yellow", one_line=True))
+            entries.append(safe_text(block, "bold yellow", one_line=True))
         for verb, why in sorted(self._host_says("options").items()):
-            text.append_text(safe_text(f"{verb}: {why}", "yellow", one_line=True))
-            text.append("\n")
-        head.update(text)
+            entries.append((verb, safe_text(f"not possible: {why}", "yellow", one_line=True)))
+        head.put(entries)
 
     # ------------------------------------------------------------ filters
     def action_cycle_host(self) -> None:

@@ -3,6 +3,7 @@ activation of an older revision (a rollback) after seeing the diff and the provi
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from rich.text import Text
@@ -25,6 +26,7 @@ from console.services import profiles as profiles_service
 from widgets.diff_view import diff_text
 from widgets.humane import exact
 from widgets.json_view import JsonView
+from widgets.key_values import Entry, KeyValues
 from widgets.lazy_table import LazyTable
 from widgets.table_column import Column
 from widgets.safe_text import safe_text
@@ -80,7 +82,7 @@ class ProfilesScreen(ConsoleScreen):
                 Column("created_at", "created", 19),
             ], id="revisions", empty_message="No revisions.")
             with VerticalScroll(classes="detail", id="detail"):
-                yield Static("", id="detail-head")
+                yield KeyValues("", id="detail-head")
                 yield JsonView(id="detail-json")
                 yield Static(Text("Audit", style="bold"), classes="section")
                 yield Timeline(id="detail-audit")
@@ -131,27 +133,7 @@ class ProfilesScreen(ConsoleScreen):
         self.refresh_bindings_if_changed()
 
     def _show_revision(self, r: ProfileRevision) -> None:
-        now = self.session.now()
-        head = safe_text(r.id, "bold", one_line=True)
-        head.append("\n")
-        created = parse_time(r.created_at)
-        for name, value in (
-            ("revision", f"{r.revision}{'  (active)' if r.active else ''}"),
-            ("schema", r.schema_version),
-            ("provider", r.provider_preference),
-            ("created", f"{relative(created, now, unknown='—', present='now')} ({exact(created)})"),
-            ("activated", ", ".join(exact(parse_time(t)) for t in r.activated_at) or "never"),
-            ("fingerprint", r.fingerprint),
-        ):
-            head.append(f"{name:>11} ", style="dim")
-            head.append_text(safe_text(value, one_line=True))
-            head.append("\n")
-        if not r.fingerprint_matches:
-            head.append("fingerprint does not match the profile JSON (shown, not fixed)\n", style="yellow")
-        if r.activation_refused:
-            head.append_text(safe_text(f"cannot be activated: {r.activation_refused}", "yellow"))
-            head.append("\n")
-        self.query_one("#detail-head", Static).update(head)
+        self.query_one("#detail-head", KeyValues).show(lambda now: _revision_fields(r, now), self.session.now())
         self.query_one("#detail-json", JsonView).show(r.profile_json, dark=self.app.current_theme.dark)
 
     def _active(self) -> ProfileRevision | None:
@@ -227,3 +209,22 @@ class ProfilesScreen(ConsoleScreen):
         payload = row.to_json()
         payload["profile_json"] = queue.parse_json_field(row.profile_json)
         return row.id, payload
+
+
+def _revision_fields(r: ProfileRevision, now: datetime) -> list[Entry]:
+    """A revision's head at `now` (drawn again at every tick: widgets/key_values.py)."""
+    created = parse_time(r.created_at)
+    entries: list[Entry] = [safe_text(r.id, "bold", one_line=True)]
+    entries += [(name, safe_text(value, one_line=True)) for name, value in (
+        ("revision", f"{r.revision}{'  (active)' if r.active else ''}"),
+        ("schema", r.schema_version),
+        ("provider", r.provider_preference),
+        ("created", f"{relative(created, now, unknown='—', present='now')} ({exact(created)})"),
+        ("activated", ", ".join(exact(parse_time(t)) for t in r.activated_at) or "never"),
+        ("fingerprint", r.fingerprint),
+    )]
+    if not r.fingerprint_matches:
+        entries.append(Text("fingerprint does not match the profile JSON (shown, not fixed)", style="yellow"))
+    if r.activation_refused:
+        entries.append(safe_text(f"cannot be activated: {r.activation_refused}", "yellow", one_line=True))
+    return entries

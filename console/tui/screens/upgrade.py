@@ -26,6 +26,7 @@ from console.tui.screens.typed import TypedConfirmModal
 from console.services.profile_gate import UNVERIFIED_LINE
 from console.services.upgrade.model import UpgradePlan, UpgradeProgress, UpgradeResult
 from widgets.humane import size
+from widgets.key_values import layout
 from widgets.safe_text import safe_text
 from widgets.safe_widgets import Static
 
@@ -129,7 +130,6 @@ class UpgradeScreen(ConsoleScreen):
         self.refresh_bindings()
 
     def _render_plan(self, plan: UpgradePlan) -> RenderableType:
-        text = Text(end="")
         detected = plan.detected_release or "no known release"
         if plan.shape_reason != f"archon {plan.detected_release} shape":  # not the release again
             detected += f" ({plan.shape_reason})"
@@ -142,13 +142,12 @@ class UpgradeScreen(ConsoleScreen):
             ("space", f"needs {size(plan.snapshot_bytes)}, {size(plan.free_bytes)} free"
                       + ("" if plan.enough_space else "  NOT ENOUGH")),
         ]
-        for name, value in rows:
-            text.append(f"{name:>9} ", style="dim")
-            text.append_text(safe_text(value, "bold red" if "NOT ENOUGH" in str(value) else "", one_line=True))
-            text.append("\n")
+        fields = layout([(name, safe_text(value, "bold red" if "NOT ENOUGH" in str(value) else "", one_line=True))
+                         for name, value in rows])  # long values wrap under their column (widgets/key_values.py)
+        text = Text(end="")
         if plan.up_to_date:
             text.append("\nUp to date: nothing to apply.", style="bold green")
-            return text
+            return Group(fields, text)
         if plan.in_use_by:
             text.append("\nRefused: ", style="bold red")
             text.append_text(safe_text(f"in use by {'; '.join(plan.in_use_by)}: stop archon first, then "
@@ -191,7 +190,7 @@ class UpgradeScreen(ConsoleScreen):
                           Text(step.safety, style=SAFETY_STYLE.get(step.safety, "")),
                           Text("?" if step.rows is None else f"{step.rows:,}"),
                           safe_text(step.description))
-        return Group(text, Text(f"\n{len(plan.pending)} pending step(s):", style="bold"), table)
+        return Group(fields, text, Text(f"\n{len(plan.pending)} pending step(s):", style="bold"), table)
 
     def unavailable(self) -> dict[str, str]:
         reasons = super().unavailable()
