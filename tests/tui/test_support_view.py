@@ -159,6 +159,9 @@ async def test_a_live_database_has_no_clock_key(demo_db, make_app):
         assert "@" not in lines(app)[-1]  # not offered in the footer
 
 
+STATEMENT = "SELECT id, created_at FROM approval_requests"  # `:sql` shows rows once asked for some
+
+
 async def test_every_screen_asks_the_one_clock(demo_db, make_app, monkeypatch):
     """The class: no screen reads the running clock behind the screens' clock. Over a snapshot shown
     "as of" its time, every screen (and every detail pane, and every service a screen reads through)
@@ -183,7 +186,8 @@ async def test_every_screen_asks_the_one_clock(demo_db, make_app, monkeypatch):
         await ready(pilot, app, ApprovalsScreen)
         for entry in SCREENS:
             if entry.name != "approvals":
-                app.navigate(entry.name, "atlas-api" if entry.argument else None)
+                argument = STATEMENT if entry.name == "sql" else "atlas-api" if entry.argument else None
+                app.navigate(entry.name, argument)
                 await wait_until(pilot, lambda: app.screen.COMMAND == entry.name, what=entry.name)
             tables = app.screen.query(LazyTable)
             if tables:
