@@ -17,6 +17,7 @@ from textual.message import Message
 
 from console.tui.attention import Attention, load_notify_config
 from console.tui.idle_gc import IdleCollector
+from console.tui.interrupt import INTERRUPT, QuitOnInterrupt
 from console.tui.keymap import load_keymap, unknown_ids
 from console.tui.last_resort import LastResort
 from console.tui.screens.base import ConsoleScreen
@@ -32,6 +33,8 @@ from widgets.safe_text import clean
 from widgets.terminal_guard import GuardedApp
 
 POLL_SECONDS = 0.5
+# The worker groups that write: every screen's `write` (screens/base.py) and the upgrade's run (screens/upgrade.py).
+WRITE_GROUPS = frozenset({"write", "upgrade-run"})
 PREFETCH_WAIT_SECONDS = 0.1
 
 
@@ -68,7 +71,7 @@ def known_binding_ids() -> set[str]:
     return ids
 
 
-class ArchonConsole(GuardedApp, LastResort, App):
+class ArchonConsole(GuardedApp, LastResort, QuitOnInterrupt, App):
     """`GuardedApp` first: its `notify`, title validators and `copy_to_clipboard` clean or refuse database
     text whatever the caller did, and its filter pictures any control left in a painted line.
     `LastResort` ends the app in one sentence on whatever escaped (console/tui/last_resort.py)."""
@@ -85,6 +88,7 @@ class ArchonConsole(GuardedApp, LastResort, App):
         Binding("question_mark,f1", "help", "Help", key_display="?", id="app.help"),
         Binding("ctrl+t", "toggle_theme", "Theme", id="app.theme", show=False),
         Binding("q", "quit", "Quit", id="app.quit"),
+        INTERRUPT,
     ]
 
     class DataChanged(Message):
@@ -324,6 +328,10 @@ class ArchonConsole(GuardedApp, LastResort, App):
 
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
+
+    def writes_in_flight(self) -> int:
+        """Screens' writes (console/tui/screens/base.py `write`) and an upgrade's run still going."""
+        return sum(1 for w in self.workers if w.group in WRITE_GROUPS and not w.is_finished)
 
     # ------------------------------------------------------------ live refresh
     def _poll(self) -> None:
