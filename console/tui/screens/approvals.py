@@ -33,7 +33,7 @@ from console.services import approval_queue as queue
 from console.services import approvals as decisions
 from console.services.projects import EXPIRING_SOON
 from console.text import read_json
-from widgets.humane import countdown, plural
+from widgets.humane import age, countdown, plural
 from widgets.json_view import JsonView
 from widgets.lazy_table import LazyTable
 from widgets.page_source import Preload
@@ -69,7 +69,8 @@ class ApprovalsScreen(ConsoleScreen):
     TITLE = "Approvals"
     WRITE_ACTIONS = frozenset({"approve", "deny", "revoke"})
     HELP_NOTES = (
-        "Rows are ordered by time to expiry, soonest first; yellow rows marked ! expire within the hour.\n"
+        "Rows are ordered by time to expiry, soonest first (o orders by age, requester or project instead); "
+        "yellow rows marked ! expire within the hour.\n"
         "space marks rows; a / d with marked rows decides all of them, each in its own transaction.\n"
         "Deny and revoke need a reason; approve takes an optional one. You cannot decide your own request."
     )
@@ -81,6 +82,7 @@ class ApprovalsScreen(ConsoleScreen):
         Binding("space", "mark", "Mark", id="approvals.mark"),
         Binding("c", "clear_marks", "Clear marks", id="approvals.clear_marks", show=False),
         Binding("s", "cycle_status", "Status", id="approvals.status"),
+        Binding("o", "cycle_sort", "Order", id="approvals.sort", show=False),
         Binding("k", "cycle_kind", "Kind", id="approvals.kind", show=False),
         Binding("p", "filter_project", "Project", id="approvals.project", show=False),
         Binding("slash", "search", "Search", key_display="/", id="approvals.search"),
@@ -152,17 +154,26 @@ class ApprovalsScreen(ConsoleScreen):
 
     def _columns(self) -> list[Column]:
         """The status column only when the filter shows more than one status (the filter line
-        names a single one): at 120 columns its width goes to the action instead."""
+        names a single one). The table gets about 72 columns at 80x24 and at 120x40 alike (beside the
+        detail pane), so who asked and how long ago come before the project and the action, and the
+        kind has no column: the action names it (a push's remote and branch, a check's command),
+        `k` filters by it and the detail pane shows it."""
         single = self.filters.statuses is not None and len(self.filters.statuses) == 1
         return [
             Column("id", "id", SHORT_ID, render=short_id_cell),
-            Column("expires_at", "expires", 9, render=self._render_expiry),
+            Column("expires_at", "expires", 8, render=self._render_expiry),
             *([] if single else [Column("status", "status", 9, render=lambda r: safe_text(
                 r.status, STATUS_STYLE.get(r.status, ""), one_line=True))]),
-            Column("project_name", "project", 14, render=lambda r: safe_text(r.project_name or r.project_id, one_line=True)),
-            Column("action_kind", "kind", 12),
-            Column("summary", "action", 24, render=summary_cell),
+            Column("created_at", "age", 4, render=self._render_age),
+            Column("requester", "requester", 12, render=lambda r: safe_text(r.requester or "—", one_line=True)),
+            Column("project_name", "project", 12, render=lambda r: safe_text(r.project_name or r.project_id, one_line=True)),
+            Column("summary", "action", 10, render=summary_cell),  # and every spare column
         ]
+
+    def _render_age(self, row: ApprovalRequest) -> Text:
+        """How long ago it was requested ("3m"), aging with the countdowns' tick."""
+        created = parse_time(row.created_at)
+        return Text(age(None if created is None else (self.session.now() - created).total_seconds()))
 
     def _render_expiry(self, row: ApprovalRequest) -> Text:
         when = parse_time(row.expires_at)
@@ -197,6 +208,8 @@ class ApprovalsScreen(ConsoleScreen):
         if f.expiring_within_minutes is not None:  # only a typed or saved view sets it
             text.append("  expiring ", style="dim")
             text.append(f"<{f.expiring_within_minutes:g} min", style="bold")
+        text.append("  by ", style="dim")
+        text.append(f.order.label, style="bold")
         table = self.query(LazyTable)
         if table and table.first().total is not None:
             t = table.first()
@@ -230,6 +243,12 @@ class ApprovalsScreen(ConsoleScreen):
     def action_cycle_status(self) -> None:
         i = STATUS_CYCLE.index(self.filters.statuses) if self.filters.statuses in STATUS_CYCLE else -1
         self._set_filters(replace(self.filters, statuses=STATUS_CYCLE[(i + 1) % len(STATUS_CYCLE)]))
+
+    def action_cycle_sort(self) -> None:
+        """expiry -> age -> requester -> project: each its own keyset (services/approval_queue.py `SORTS`)."""
+        names = list(queue.SORTS)
+        i = names.index(self.filters.sort) if self.filters.sort in names else -1
+        self._set_filters(replace(self.filters, sort=names[(i + 1) % len(names)]))
 
     def action_cycle_kind(self) -> None:
         i = KIND_CYCLE.index(self.filters.kind)
