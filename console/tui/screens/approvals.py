@@ -468,7 +468,7 @@ class ApprovalsScreen(ConsoleScreen):
             if result.ok:
                 self.notify_result(result.message)
             else:
-                self.show_error(Refusal(result.message), context=self.session.write_note() or "")
+                self.show_error(result.refusal or Refusal(result.message), context=self.session.write_note() or "")
 
     # ------------------------------------------------------------ live
     def refresh_data(self) -> None:

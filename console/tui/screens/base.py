@@ -323,7 +323,16 @@ class ConsoleScreen(SafeTitles, GreyedKeys, Screen):
     def show_error(self, error: BaseException, *, context: str = "") -> None:
         if not isinstance(error, Refusal):
             self.log.error(repr(error))
-        self.app.push_screen(ErrorModal(error, context=context))
+        self.app.push_screen(ErrorModal(error, context=context, key_for=self.key_for))
+
+    def key_for(self, action: str) -> str | None:
+        """The key this screen runs `action` with, as the footer shows it (keymap included), or None:
+        how a refusal's `Remedy` is said here (console/errors.py)."""
+        for bindings in self._bindings.key_to_bindings.values():
+            for binding in bindings:
+                if binding.action == action:
+                    return self.app.get_key_display(binding)
+        return None
 
     def notify_result(self, message: str, *, ok: bool = True) -> None:
         """A write's outcome; says so when `$ARCHON_CONSOLE_NOW` was ignored for it (console/clock.py)."""
