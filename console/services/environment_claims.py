@@ -214,8 +214,7 @@ def _stale_hint(env: sqlite3.Row, now: datetime, stale_after: timedelta, verb: s
     return ["use ", Remedy(how, action), f" once it is stale (older than {threshold}, in {wait}){note}"]
 
 
-def _release_remedy(env_id: str) -> Remedy:
-    """Releasing a claim: the command, or the screen's release key."""
+def _release_remedy(env_id: str) -> Remedy:  # the command, or the screen's release key
     return Remedy(f"archon-console envs release {env_id}", "release")
 
 
@@ -454,10 +453,8 @@ def complete(handle: ArchonDatabase, env_id: str, actor: str, *, now: datetime) 
         handoff = HANDOFF.get(op)
         if handoff is None:
             before, after = RESET_NOT_COMPLETABLE.split("{release}")
-            raise Refusal(
-                [f"{env_id}: {before}", _release_remedy(env_id), f"{after}. Nothing was written; your claim stays."],
-                [_release_remedy(env_id)],
-            )
+            raise Refusal([f"{env_id}: {before}", _release_remedy(env_id),
+                           f"{after}. Nothing was written; your claim stays."], [_release_remedy(env_id)])
         _require_allowed(env, op, f"completing {op}", hint=["Release the claim instead: ", _release_remedy(env_id)])
         _require_no_cleanup_claim(env, op)
         bindings = holding_work(conn, env_id)

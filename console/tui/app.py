@@ -17,7 +17,7 @@ from textual.message import Message
 
 from console.tui.attention import Attention, load_notify_config
 from console.tui.idle_gc import IdleCollector
-from console.tui.interrupt import INTERRUPT, QuitOnInterrupt
+from console.tui.interrupt import INTERRUPT, QuitGuard
 from console.tui.keymap import load_keymap, unknown_ids
 from console.tui.last_resort import LastResort
 from console.tui.screens.base import ConsoleScreen
@@ -71,7 +71,7 @@ def known_binding_ids() -> set[str]:
     return ids
 
 
-class ArchonConsole(GuardedApp, LastResort, QuitOnInterrupt, App):
+class ArchonConsole(GuardedApp, LastResort, QuitGuard, App):
     """`GuardedApp` first: its `notify`, title validators and `copy_to_clipboard` clean or refuse database
     text whatever the caller did, and its filter pictures any control left in a painted line.
     `LastResort` ends the app in one sentence on whatever escaped (console/tui/last_resort.py)."""
@@ -219,7 +219,7 @@ class ArchonConsole(GuardedApp, LastResort, QuitOnInterrupt, App):
         if argument:  # a row's exact key: never re-split or stripped (an id may end in a line break)
             arg = argument
         if word in ("q", "quit"):
-            self.exit(0)
+            self.request_quit()
             return
         if word in ("help", "?"):
             self.action_help()

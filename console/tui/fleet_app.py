@@ -19,7 +19,7 @@ from textual.binding import Binding
 from textual.message import Message
 
 from console.clock import system_clock
-from console.tui.interrupt import INTERRUPT, QuitOnInterrupt
+from console.tui.interrupt import INTERRUPT, QuitGuard
 from console.tui.last_resort import LastResort
 from console.tui.fleet_monitor import Arrival, Decided, FleetMonitor, HostLink, HostStatus, Shown
 from console.tui.screens.command_line import CommandLine
@@ -45,7 +45,7 @@ class FleetCommandLine(CommandLine):
                     id="command-input")
 
 
-class FleetConsole(GuardedApp, LastResort, QuitOnInterrupt, App):
+class FleetConsole(GuardedApp, LastResort, QuitGuard, App):
     STOPPED = ("archon-console: the fleet console stopped on an unexpected {name}; decisions already sent "
                "stand. Rerun with ARCHON_CONSOLE_DEBUG=1 to see where it happened.")
 
@@ -164,7 +164,7 @@ class FleetConsole(GuardedApp, LastResort, QuitOnInterrupt, App):
         word = words[0].lower() if words else ""
         argument = words[1].strip() if len(words) > 1 else None
         if word in ("q", "quit"):
-            self.exit(0)
+            self.request_quit()
         elif word in ("hosts", "h"):
             self.show_screen("hosts")
         elif word in ("help", "?"):

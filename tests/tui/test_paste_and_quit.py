@@ -39,7 +39,7 @@ async def test_ctrl_c_quits_the_console(demo_db, make_app):
         await ready(pilot, app, ApprovalsScreen)
         await send_keys(pilot, "/")  # even from a text box, whose own Ctrl-C copies
         await interrupt(pilot)
-        await wait_until(pilot, lambda: app._exit, what="the app exiting")
+        await wait_until(pilot, lambda: app.return_code is not None, what="the app exiting")
     assert not any("ctrl+q" in n.message for n in notifications(app))
 
 
@@ -52,9 +52,9 @@ async def test_ctrl_c_asks_first_while_a_write_is_in_flight(demo_db, make_app):
         await wait_until(pilot, lambda: app.writes_in_flight() == 1, what="the write running")
         await send_keys(pilot, "ctrl+c")
         await wait_until(pilot, lambda: any(n.message == ASK for n in notifications(app)), what="the question")
-        assert not app._exit
+        assert app.return_code is None
         await interrupt(pilot)  # asked once: the second one quits
-        await wait_until(pilot, lambda: app._exit, what="the app exiting")
+        await wait_until(pilot, lambda: app.return_code is not None, what="the app exiting")
         gate.set()
 
 
@@ -96,11 +96,11 @@ async def test_ctrl_c_quits_the_fleet_console_and_asks_while_a_decision_is_out(f
         await wait_until(pilot, lambda: app.writes_in_flight() == 1, what="the decision sent")
         await send_keys(pilot, "ctrl+c")
         await wait_until(pilot, lambda: any(n.message == ASK for n in notifications(app)), what="the question")
-        assert not app._exit
+        assert app.return_code is None
         link.gate.set()
         await wait_until(pilot, lambda: app.writes_in_flight() == 0, what="the answer")
         await interrupt(pilot)
-        await wait_until(pilot, lambda: app._exit, what="the app exiting")
+        await wait_until(pilot, lambda: app.return_code is not None, what="the app exiting")
 
 
 # ---------------------------------------------------------------- pastes

@@ -14,13 +14,15 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 
-from console.clock import parse_time
 from console.errors import Refusal
-from console.models.approvals import KINDS, OPEN_STATUSES, ApprovalDetail, ApprovalRequest, DecisionBatch
+from console.models.approvals import KINDS, ApprovalDetail, ApprovalRequest, DecisionBatch
 from console.tui.screens.approval_detail import (
     SHORT_ID,
     VERB,
+    age_cell,
     bulk_summary,
+    expiry_cell,
+    row_class,
     detail_events,
     detail_head,
     short_id_cell,
@@ -31,9 +33,8 @@ from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.confirm import Watched
 from console.services import approval_queue as queue
 from console.services import approvals as decisions
-from console.services.projects import EXPIRING_SOON
 from console.text import read_json
-from widgets.humane import age, countdown, plural
+from widgets.humane import plural
 from widgets.json_view import JsonView
 from widgets.lazy_table import LazyTable
 from widgets.page_source import Preload
@@ -153,46 +154,26 @@ class ApprovalsScreen(ConsoleScreen):
         return ApprovalsSource(self.session, self.filters)
 
     def _columns(self) -> list[Column]:
-        """The status column only when the filter shows more than one status (the filter line
-        names a single one). The table gets about 72 columns at 80x24 and at 120x40 alike (beside the
-        detail pane), so who asked and how long ago come before the project and the action, and the
-        kind has no column: the action names it (a push's remote and branch, a check's command),
-        `k` filters by it and the detail pane shows it."""
+        """The status column only when the filter shows more than one status. The table has about
+        72 columns at 80x24 and 120x40 alike, so the kind has none: the action names it, `k` filters
+        by it and the detail pane shows it."""
         single = self.filters.statuses is not None and len(self.filters.statuses) == 1
         return [
             Column("id", "id", SHORT_ID, render=short_id_cell),
             Column("expires_at", "expires", 8, render=self._render_expiry),
             *([] if single else [Column("status", "status", 9, render=lambda r: safe_text(
                 r.status, STATUS_STYLE.get(r.status, ""), one_line=True))]),
-            Column("created_at", "age", 4, render=self._render_age),
+            Column("created_at", "age", 4, render=lambda r: age_cell(r, self.session.now())),
             Column("requester", "requester", 12, render=lambda r: safe_text(r.requester or "—", one_line=True)),
             Column("project_name", "project", 12, render=lambda r: safe_text(r.project_name or r.project_id, one_line=True)),
             Column("summary", "action", 10, render=summary_cell),  # and every spare column
         ]
 
-    def _render_age(self, row: ApprovalRequest) -> Text:
-        """How long ago it was requested ("3m"), aging with the countdowns' tick."""
-        created = parse_time(row.created_at)
-        return Text(age(None if created is None else (self.session.now() - created).total_seconds()))
-
     def _render_expiry(self, row: ApprovalRequest) -> Text:
-        when = parse_time(row.expires_at)
-        if row.status not in OPEN_STATUSES:
-            return Text("—", style="dim")
-        label = countdown(when, self.session.now())
-        if label == "expired":
-            return Text(label, style="bold red")
-        if when is not None and when - self.session.now() <= EXPIRING_SOON:
-            return Text(f"! {label}", style="bold yellow")  # the row is yellow too; `!` says it in monochrome
-        return Text(label)
+        return expiry_cell(row, self.session.now())
 
     def _row_class(self, row: ApprovalRequest) -> str | None:
-        if row.status not in OPEN_STATUSES:
-            return "muted"
-        when = parse_time(row.expires_at)
-        if when is not None and when - self.session.now() <= EXPIRING_SOON:
-            return "warning"
-        return None
+        return row_class(row, self.session.now())
 
     def _filter_text(self) -> Text:
         f = self.filters
