@@ -142,3 +142,25 @@ async def test_a_deny_that_met_an_approval_names_the_revoke_key(demo_db, make_ap
         await wait_until(pilot, lambda: isinstance(app.screen, ErrorModal), what="the refusal")
         text = str(app.screen.query_one("#dialog-summary").render())
     assert re.search(r"To withdraw the approval: key r\b", text) and "archon-console" not in text, text
+
+
+@pytest.mark.slow
+async def test_a_bulk_deny_names_the_revoke_key_for_the_one_approved_meanwhile(demo_db, make_app):
+    from console.tui.screens.bulk_results import BulkResultsModal
+
+    path = demo_db()
+    app = make_app(path, poll_seconds=3600)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        await select(pilot, app, "apr-00000192")
+        await send_keys(pilot, "space", "space")
+        with open_database(path) as h:
+            assert decisions.decide(h, "apr-00000192", "approve", actor="bob", now=NOW).ok
+        await send_keys(pilot, "d")
+        await wait_until(pilot, lambda: isinstance(app.screen, ReasonModal), what="the deny dialog")
+        await type_text(pilot, "wrong branch")
+        await send_keys(pilot, "enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, BulkResultsModal), what="the results")
+        shown = {r.id: app.screen._message(r) for r in app.screen.results if not r.ok}
+    assert "To withdraw the approval: key r" in shown["apr-00000192"]  # 194 is alice's own: four-eyes
+    assert not any("archon-console" in text for text in shown.values()), shown

@@ -443,7 +443,7 @@ class ApprovalsScreen(ConsoleScreen):
             from console.tui.screens.bulk_results import BulkResultsModal
 
             self.query_one(LazyTable).clear_selection()
-            self.app.push_screen(BulkResultsModal(f"{VERB[batch.verb]}: results", batch.results))
+            self.app.push_screen(BulkResultsModal(f"{VERB[batch.verb]}: results", batch.results, key_for=self.key_for))
         else:
             result = batch.results[0]
             if result.ok:
