@@ -99,6 +99,21 @@ def test_the_list_shows_the_requester_it_sorts_by(sorted_db):
     assert [r.requester or "" for r in rows] == sorted(r.requester or "" for r in rows)
 
 
+def test_a_requester_with_a_nul_is_listed_whole(tmp_path):
+    """SQLite reads `"dave\\u0000-mallory"` as `dave`: the list never shows that name as dave."""
+    from tests.conftest import connect, make_schema
+
+    path = make_schema(tmp_path / "nul.db", "1.10.0")
+    conn = connect(path)
+    add_project(conn, "p1")
+    add_request(conn, "apr-nul", "p1", authority='{"requested_by": "dave\\u0000-mallory"}')
+    conn.close()
+    with open_database(path) as h:
+        for sort in queue.SORTS:
+            [row] = queue.list_requests(h, queue.Filters(sort=sort), now=NOW).rows
+            assert row.requester == "dave\x00-mallory"
+
+
 def test_an_unknown_sort_is_one_sentence():
     from console.errors import UsageError
 
@@ -106,8 +121,9 @@ def test_an_unknown_sort_is_one_sentence():
         _ = queue.Filters(sort="size").order
 
 
-names = st.one_of(st.text(max_size=6), st.integers(), st.none(), st.booleans(),
-                  st.sampled_from(["dave", " ", "\u00a0", "\u2003x", "\t", "\u3000", "a\u0000b"]))
+# Without NUL: SQLite's json_extract ends a string at an escaped NUL (see the next test).
+names = st.one_of(st.text(st.characters(blacklist_characters="\x00"), max_size=6), st.integers(), st.none(),
+                  st.booleans(), st.sampled_from(["dave", " ", "\u00a0", "\u2003x", "\t", "\u3000"]))
 
 
 @settings(max_examples=300, deadline=None)
@@ -115,8 +131,8 @@ names = st.one_of(st.text(max_size=6), st.integers(), st.none(), st.booleans(),
     st.dictionaries(st.sampled_from(["requested_by", "requester", "run_id"]), names, max_size=3),
     st.lists(names, max_size=2), names, st.text(max_size=8)))
 def test_the_sql_requester_is_requester_of(authority):
-    """REQUESTER_SQL (the sort key and the list's column) agrees with `requester_of` (the detail pane)
-    on whatever `authority_json` holds, JSON or not."""
+    """REQUESTER_SQL (the sort key) agrees with `requester_of` (the list's column, the detail pane and
+    `approvals list`) on whatever `authority_json` holds, JSON or not."""
     text = authority if isinstance(authority, str) else json.dumps(authority)
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE TABLE approval_requests (authority_json)")

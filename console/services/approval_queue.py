@@ -52,8 +52,10 @@ def _text_member(key: str) -> str:
 
 # Every character Python's `str.strip()` removes.
 WHITESPACE = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
-# `requester_of` in SQL, '' when there is none (a row value with a NULL compares as NULL, and such a
-# row would drop out of a keyset page). Nested CASEs: json_type() on text that is not JSON raises.
+# `requester_of` in SQL, for sorting: '' when there is none (a row value with a NULL compares as NULL,
+# and such a row would drop out of a keyset page). Nested CASEs: json_type() on text that is not JSON
+# raises. It agrees with `requester_of` but for a name with an escaped NUL, which SQLite cuts there
+# (such a row sorts by the part before it; the list shows `requester_of`'s name, pictured).
 REQUESTER_SQL = (
     "CASE WHEN typeof(authority_json) = 'text' THEN CASE WHEN json_valid(authority_json) THEN "
     "CASE WHEN json_type(authority_json) = 'object' THEN coalesce("
@@ -155,8 +157,8 @@ def _partitions(handle: ArchonDatabase, filters: Filters, now: datetime) -> tupl
     needle = (filters.search or "").strip().lower() or None
     text_clause = "instr(lower(id || ' ' || project_id || ' ' || action_kind || ' ' || action_json), ?) > 0"
     order = filters.order
-    # never a generated column (console/db/sql.py); the requester as the lists show it, and the sort's keys
-    computed = {"console_requester": REQUESTER_SQL, **{n: k for k, n in zip(order.keys, order.names) if k != n}}
+    # never a generated column (console/db/sql.py), and the sort's computed keys
+    computed = {n: k for k, n in zip(order.keys, order.names) if k != n}
     columns = stored_columns(conn, "approval_requests") + "".join(f", {k} AS {n}" for n, k in computed.items())
 
     def query(where: list[str], where_params: list[Any], project_name: str | None,
@@ -207,13 +209,12 @@ def _derived(row: Mapping[str, Any], now: datetime, project_names: Mapping[str, 
 
 
 def request_of(row: Mapping[str, Any], now: datetime, project_names: Mapping[str, str]) -> ApprovalRequest:
-    """The listed request read from a stored `approval_requests` row (and the keys the list computed:
-    `console_requester`, the requester as REQUESTER_SQL reads it, is the list's requester)."""
+    """The listed request read from a stored `approval_requests` row (less the sort's computed keys).
+    Its requester is `requester_of`'s, as `show_request` reads it, not REQUESTER_SQL's: SQLite's
+    json_extract ends a string at an escaped NUL, so `"dave\\u0000x"` would be listed as `dave`."""
     stored = {k: v for k, v in row.items() if k not in COMPUTED_KEYS}
-    requester = row.get("console_requester") if "console_requester" in row else requester_of(
-        parse_json_field(row.get("authority_json")))
     return ApprovalRequest(**ApprovalRequest.archon_fields(stored), **_derived(stored, now, project_names),
-                           requester=requester or None, columns=stored)
+                           requester=requester_of(parse_json_field(row.get("authority_json"))), columns=stored)
 
 
 def list_requests(
