@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from console.errors import Refusal
 from console.models.values import Stored
 
 
@@ -26,7 +27,7 @@ class ActionResult:
     wrote: tuple[str, ...] = ()
     # the refusal behind a refused result (console/errors.py), so a screen can say its way out in
     # its own words (a key where the command line has an option); never part of the JSON
-    refusal: Any = field(default=None, repr=False, compare=False)
+    refusal: Refusal | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(replace(self, refusal=None))
