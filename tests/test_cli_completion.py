@@ -132,3 +132,42 @@ def test_database_values_that_look_like_options_are_never_offered(demo, tmp_path
         assert not [c for c in offered if c.startswith("-")], (words, offered)
     assert "prj-atlas-api" in candidates(["--db", str(db), "profiles", "list", ""])
     assert "--json" in candidates(["--db", str(db), "approvals", "show", "--j"])  # options still complete
+
+
+@pytest.fixture(scope="module")
+def decided_first(demo, tmp_path_factory):
+    """The demo's requests behind 250 denied ones whose ids sort first (`apr-0-…` < `apr-00…`): more
+    than completion's LIMIT of decided ids before any pending one, as on a busy file."""
+    import sqlite3
+
+    from tests.approvals_helpers import add_request
+
+    db = tmp_path_factory.mktemp("decided") / "decided-first.db"
+    shutil.copyfile(demo, db)
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    for n in range(250):
+        add_request(conn, f"apr-0-{n:03d}", "prj-atlas-api")
+    conn.execute("UPDATE approval_requests SET status = 'denied', decision_at = created_at WHERE id LIKE 'apr-0-%'")
+    conn.execute("COMMIT")
+    statuses = dict(conn.execute("SELECT id, status FROM approval_requests").fetchall())
+    conn.close()
+    return db, statuses
+
+
+def test_a_decision_completes_only_the_requests_it_can_act_on(decided_first):
+    """Issue 21, item 11: the first 200 ids of any status were offered, so with more decided ids
+    sorted first no pending id was offered to approve or deny."""
+    db, statuses = decided_first
+    pending = sorted(i for i, s in statuses.items() if s == "pending")
+    approved = sorted(i for i, s in statuses.items() if s == "approved")
+    assert pending and approved and sum(1 for i in statuses if i < pending[0]) > 200
+    for verb in ("approve", "deny"):
+        assert candidates(["--db", str(db), "approvals", verb, ""]) == pending
+        assert candidates(["--db", str(db), "approvals", verb, pending[0], ""]) == pending  # each further id too
+    assert candidates(["--db", str(db), "approvals", "revoke", ""]) == approved
+    prefix = pending[-1][:-1]
+    assert candidates(["--db", str(db), "approvals", "approve", prefix]) == [i for i in pending if i.startswith(prefix)]
+    assert candidates(["--db", str(db), "approvals", "approve", "apr-0-"]) == []  # all denied
+    shown = candidates(["--db", str(db), "approvals", "show", ""])
+    assert len(shown) == 200 and shown[0] == "apr-0-000"  # show takes any status

@@ -4,7 +4,8 @@ The shell scripts `archon-console completion bash|zsh` prints are a few lines ea
 run `archon-console __complete SHELL WORDS...`, and this module answers one candidate per line.
 Commands, actions, options and option choices come from the parser; project ids and names,
 request, environment and revision ids from the database (read-only, at most `LIMIT` each, through
-the primary-key index), when the database opens at once. Nothing here is imported on any other
+an index), when the database opens at once; approve and deny complete only pending requests, revoke
+only approved ones. Nothing here is imported on any other
 path (console/cli/cli.py imports it only for `__complete`), so start-up stays as fast as it was.
 """
 
@@ -17,8 +18,12 @@ import sys
 from console.text import clean, is_shell_word
 
 LIMIT = 200
-# Which database values an argument takes, by (command family, dest); `None` family: any command.
+# Which database values an argument takes, by (command family, dest) or (command family, action, dest)
+# where the action narrows it; `None` family: any command. A decision completes only the requests
+# it can act on (console/services/resolve.py `completion_candidates`).
 _DYNAMIC = {
+    ("approvals", "approve", "ids"): "pending approval", ("approvals", "deny", "ids"): "pending approval",
+    ("approvals", "revoke", "ids"): "approved approval",
     ("approvals", "id"): "approval", ("approvals", "ids"): "approval",
     ("envs", "id"): "environment", ("envs", "after"): "environment",
     ("profiles", "revision"): "revision", ("profiles", "rev_a"): "revision", ("profiles", "rev_b"): "revision",
@@ -135,7 +140,9 @@ def _values(action: argparse.Action, path: list[str], prefix: str, seen: dict[st
     if action.dest in ("fleet_hosts", "fleet_groups"):
         return _from_hosts_file(action.dest)
     family = path[0] if path else None
-    kind = _DYNAMIC.get((family, action.dest)) or _DYNAMIC.get((None, action.dest))
+    command = path[1] if len(path) > 1 else None
+    kind = (_DYNAMIC.get((family, command, action.dest)) or _DYNAMIC.get((family, action.dest))
+            or _DYNAMIC.get((None, action.dest)))
     if kind is None:
         return []  # a path, a time, free text: the shell's own (file) completion
     return _from_database(kind, prefix, seen)

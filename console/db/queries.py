@@ -274,8 +274,8 @@ def _walk(
 ) -> tuple[tuple[Any, ...] | None, int]:
     """Step `count` rows from beyond `key` (reading only the key columns); returns the key of the
     last row stepped over and how many rows there were."""
-    keys_only = [replace(q, columns=", ".join(q.keys)) for q in queries]
     names = queries[0].names()
+    keys_only = [replace(q, columns=", ".join(f'{k} AS "{n}"' for k, n in zip(q.keys, names))) for q in queries]
     walked = 0
     while walked < count:
         step = min(count - walked, WALK_STEP)

@@ -88,6 +88,8 @@ class ApprovalRequest:
     expires_in_seconds: int | None  # negative once past; None when `expires_at` is unreadable
     overdue: bool  # open (pending or approved) and past its expiry: it can only expire
     project_name: Stored  # the project's `name` as stored; None when the project is gone
+    # who asked, as `authority_json` names it (services/approval_queue.py `requester_of`); None: it does not
+    requester: Stored
     # every column of the row as stored, in table order (the JSON's first keys)
     columns: Mapping[str, Stored] = field(repr=False)
 
@@ -135,7 +137,6 @@ class ApprovalDetail(ApprovalRequest):
 
     action: Json  # parsed `action_json` (None when it is not JSON)
     authority: Json  # parsed `authority_json`
-    requester: str | None
     requester_problem: str | None
     action_summary: str
     project_deleting: bool  # the project's deletion has started: its requests are read-only here

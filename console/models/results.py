@@ -3,9 +3,10 @@ screens alike (and the models that carry several: console/models/approvals.py `D
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from console.errors import Refusal
 from console.models.values import Stored
 
 
@@ -24,9 +25,13 @@ class ActionResult:
     noop: bool = False
     extra: dict[str, Stored] = field(default_factory=dict)
     wrote: tuple[str, ...] = ()
+    # the refusal behind a refused result (console/errors.py), so a screen can say its way out in
+    # its own words (a key where the command line has an option); never part of the JSON
+    refusal: Refusal | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = asdict(replace(self, refusal=None))
+        data.pop("refusal")
         extra = data.pop("extra")
         wrote = data.pop("wrote")
         data.update(extra)

@@ -17,7 +17,7 @@ from console.db.sql import stored_columns
 from console.clock import db_time, parse_time
 from console.db.connect import ArchonDatabase
 from console.db.tx import BUSY_HINT
-from console.errors import Refusal
+from console.errors import Refusal, Said
 from console.models.values import Stored
 from console.services.approval_queue import load_request
 from console.services import identity
@@ -33,7 +33,7 @@ T = TypeVar("T")
 class DecisionRefused(Refusal):
     """A refusal about one request, carrying its status afterwards (for per-id results)."""
 
-    def __init__(self, request_id: str, state: str | None, reason: str, hint: str | None = None,
+    def __init__(self, request_id: str, state: str | None, reason: Said, hint: Said | None = None,
                  *, wrote: tuple[str, ...] = ()):
         super().__init__(reason, hint)
         self.request_id = request_id

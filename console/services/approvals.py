@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from console.clock import ago, write_clock
 from console.db.connect import ArchonDatabase
 from console.db.tx import write_transaction
-from console.errors import Refusal
+from console.errors import Refusal, Remedy, Said
 from console.models.approvals import DecisionBatch
 from console.services import four_eyes
 from console.services.approval_transitions import (
@@ -124,11 +124,12 @@ def decide(
                 message = _already(request, decided, now) if status != "pending" else (
                     f"{rid} is still pending, so there is no approval to revoke."
                 )
-                hint = None
+                hint: Said | None = None
                 if decision == "deny" and status == "approved":
-                    hint = f"To withdraw the approval: archon-console approvals revoke {rid} --reason TEXT"
+                    hint = ["To withdraw the approval: ",
+                            Remedy(f"archon-console approvals revoke {rid} --reason TEXT", "revoke")]
                 elif decision == "revoke" and status == "pending":
-                    hint = f"To refuse it: archon-console approvals deny {rid} --reason TEXT"
+                    hint = ["To refuse it: ", Remedy(f"archon-console approvals deny {rid} --reason TEXT", "deny")]
                 else:
                     article = "an" if from_status[0] in "aeiou" else "a"
                     message = message.rstrip(".") + f"; only {article} {from_status} request can be {PAST_TENSE[decision]}."
@@ -221,7 +222,7 @@ def revoke(handle: ArchonDatabase, request_id: str, *, actor: str, reason: str |
 def refusal_result(request_id: str, exc: Refusal) -> ActionResult:
     state = exc.state if isinstance(exc, DecisionRefused) else None
     message = exc.reason if not exc.hint else f"{exc.reason} {exc.hint}"
-    return ActionResult(False, request_id, state, message, wrote=getattr(exc, "wrote", ()))
+    return ActionResult(False, request_id, state, message, wrote=getattr(exc, "wrote", ()), refusal=exc)
 
 
 def decide_many(

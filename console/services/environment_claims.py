@@ -40,7 +40,7 @@ from console.db.sql import stored_columns
 from console.clock import db_time, duration
 from console.db.connect import ArchonDatabase
 from console.db.tx import write_transaction
-from console.errors import Refusal, UsageError
+from console.errors import Refusal, Remedy, Said, UsageError
 from console.models.environments import ClaimResult, Handoff, claimed_by
 from console.services import identity
 from console.text import shell_quote
@@ -197,9 +197,10 @@ def _describe_claim(conn: sqlite3.Connection, env: sqlite3.Row, now: datetime) -
     )
 
 
-def _stale_hint(env: sqlite3.Row, now: datetime, stale_after: timedelta, verb: str) -> str:
-    """How to take over or release someone else's claim, and when; for a claim the console did not
-    create, with the holder to name and the console's assumption about its lifetime."""
+def _stale_hint(env: sqlite3.Row, now: datetime, stale_after: timedelta, verb: str, action: str) -> list[str | Remedy]:
+    """How to take over or release someone else's claim (`action`: the screen's `takeover` or
+    `release`, whose dialog asks for the reason and the holder), and when; for a claim the console
+    did not create, with the holder to name and the console's assumption about its lifetime."""
     age = _claim_age(env, now)
     threshold = duration(stale_after.total_seconds())
     held = env["operation_claim_id"]
@@ -208,9 +209,13 @@ def _stale_hint(env: sqlite3.Row, now: datetime, stale_after: timedelta, verb: s
         how += f" and {CONFIRM_HOLDER_OPTION} {shell_quote(holder_to_confirm(held) or '')}"
         note = f" ({foreign_claim_assumption(stale_after)})"
     if age > stale_after.total_seconds():
-        return f"it is stale (older than {threshold}){note}; use {how} to {verb}"
+        return [f"it is stale (older than {threshold}){note}; use ", Remedy(how, action), f" to {verb}"]
     wait = duration(stale_after.total_seconds() - age)
-    return f"use {how} once it is stale (older than {threshold}, in {wait}){note}"
+    return ["use ", Remedy(how, action), f" once it is stale (older than {threshold}, in {wait}){note}"]
+
+
+def _release_remedy(env_id: str) -> Remedy:  # the command, or the screen's release key
+    return Remedy(f"archon-console envs release {env_id}", "release")
 
 
 def _require_no_cleanup_claim(env: sqlite3.Row, op: str) -> None:
@@ -220,7 +225,7 @@ def _require_no_cleanup_claim(env: sqlite3.Row, op: str) -> None:
                       "Nothing was written.", f"`archon-console envs show {env['id']}` shows the cleanup claim.")
 
 
-def _require_allowed(env: sqlite3.Row, op: str, doing: str, hint: str | None = None) -> None:
+def _require_allowed(env: sqlite3.Row, op: str, doing: str, hint: Said | None = None) -> None:
     state = env["lifecycle_state"]
     if state not in ALLOWED_STATES[op]:
         raise Refusal(
@@ -303,18 +308,20 @@ def claim(
                 f"complete or release it before claiming {op}. Nothing was written."
             )
         if held and not takeover:
-            raise Refusal(_describe_claim(conn, env, now) + "; " + _stale_hint(env, now, stale_after, "take it over") + ".")
+            raise Refusal([_describe_claim(conn, env, now) + "; ",
+                           *_stale_hint(env, now, stale_after, "take it over", "takeover"), "."])
         confirmed = None
         if held:
             if held_kind not in OPERATIONS:
-                raise Refusal(f"{_describe_claim(conn, env, now)}; the console does not know that operation, so it "
-                              "cannot take the claim over: release it first with --takeover --reason TEXT.")
+                raise Refusal([f"{_describe_claim(conn, env, now)}; the console does not know that operation, so it "
+                               "cannot take the claim over: release it first with ",
+                               Remedy("--takeover --reason TEXT", "release"), "."])
             op = held_kind if op is None else op
             if held_kind != op:
-                raise Refusal(f"{kind_kept(env_id, held_kind, op)}. Nothing was written.")
+                raise Refusal([*kind_kept(env_id, held_kind, op), ". Nothing was written."])
             if _claim_age(env, now) <= stale_after.total_seconds():
-                raise Refusal(_describe_claim(conn, env, now) + "; a fresh claim cannot be taken over: "
-                              + _stale_hint(env, now, stale_after, "take it over") + ".")
+                raise Refusal([_describe_claim(conn, env, now) + "; a fresh claim cannot be taken over: ",
+                               *_stale_hint(env, now, stale_after, "take it over", "takeover"), "."])
             confirmed = _foreign_confirmation(conn, env, now, stale_after, confirm_holder, "taking it over")
         if op is None:
             raise Refusal(f"{env_id} holds no operation claim to take over; name the operation to claim with --op.")
@@ -394,11 +401,11 @@ def release(
         confirmed = None
         if not mine:
             if not takeover:
-                raise Refusal(_describe_claim(conn, env, now) + "; only its holder can release it, or "
-                              + _stale_hint(env, now, stale_after, "release it") + ".")
+                raise Refusal([_describe_claim(conn, env, now) + "; only its holder can release it, or ",
+                               *_stale_hint(env, now, stale_after, "release it", "release"), "."])
             if _claim_age(env, now) <= stale_after.total_seconds():
-                raise Refusal(_describe_claim(conn, env, now) + "; a fresh claim cannot be released by someone else: "
-                              + _stale_hint(env, now, stale_after, "release it") + ".")
+                raise Refusal([_describe_claim(conn, env, now) + "; a fresh claim cannot be released by someone else: ",
+                               *_stale_hint(env, now, stale_after, "release it", "release"), "."])
             confirmed = _foreign_confirmation(conn, env, now, stale_after, confirm_holder, "releasing it")
         changed = conn.execute(
             "UPDATE execution_environments SET operation_claim_id = NULL, operation_kind = NULL, "
@@ -445,11 +452,10 @@ def complete(handle: ArchonDatabase, env_id: str, actor: str, *, now: datetime) 
         op = env["operation_kind"]
         handoff = HANDOFF.get(op)
         if handoff is None:
-            raise Refusal(
-                f"{env_id}: {RESET_NOT_COMPLETABLE.format(release=f'archon-console envs release {env_id}')}. Nothing was written; your claim stays.",
-                f"archon-console envs release {env_id}",
-            )
-        _require_allowed(env, op, f"completing {op}", hint=f"Release the claim instead: archon-console envs release {env_id}")
+            before, after = RESET_NOT_COMPLETABLE.split("{release}")
+            raise Refusal([f"{env_id}: {before}", _release_remedy(env_id),
+                           f"{after}. Nothing was written; your claim stays."], [_release_remedy(env_id)])
+        _require_allowed(env, op, f"completing {op}", hint=["Release the claim instead: ", _release_remedy(env_id)])
         _require_no_cleanup_claim(env, op)
         bindings = holding_work(conn, env_id)
         if op == "stop" and bindings:

@@ -14,7 +14,7 @@ import os
 from datetime import timedelta
 
 from console.clock import duration, parse_time
-from console.errors import Refusal, UsageError
+from console.errors import Refusal, Remedy, UsageError
 from console.models.environments import ClaimOptions, EnvironmentView
 from console.services.base import (CLAIM_HEAD_CUT, CLAIM_RANDOM_LENGTH, CONSOLE_CLAIM_ID, claim_id_stem,
                                    validate_actor)
@@ -74,11 +74,12 @@ def foreign_claim_assumption(stale_after: timedelta, *, brief: bool = False) -> 
             f"and archon may still be working on it")
 
 
-def kind_kept(env_id: str, held_kind: object, op: str) -> str:
-    """Why a takeover cannot change the operation it takes over (docs/decisions.md, the same section)."""
-    return (f"The claim on {env_id} is a {held_kind}, and a takeover keeps the operation it takes over, so it "
-            f"cannot become a {op}: to change the kind, release it first with --takeover --reason TEXT "
-            f"(the reason is recorded), then claim {op}")
+def kind_kept(env_id: str, held_kind: object, op: str) -> list[str | Remedy]:
+    """Why a takeover cannot change the operation it takes over (docs/decisions.md, the same section);
+    the release it needs first is a `Remedy` (console/errors.py): the option, or the screen's key."""
+    return [f"The claim on {env_id} is a {held_kind}, and a takeover keeps the operation it takes over, so it "
+            f"cannot become a {op}: to change the kind, release it first with ",
+            Remedy("--takeover --reason TEXT", "release"), f" (the reason is recorded), then claim {op}"]
 
 
 # Work that holds an environment against a stop hand-off (`environment_queries.holding_work`, the

@@ -17,6 +17,7 @@ from textual.message import Message
 
 from console.tui.attention import Attention, load_notify_config
 from console.tui.idle_gc import IdleCollector
+from console.tui.interrupt import INTERRUPT, QuitGuard
 from console.tui.keymap import load_keymap, unknown_ids
 from console.tui.last_resort import LastResort
 from console.tui.screens.base import ConsoleScreen
@@ -37,6 +38,8 @@ POLL_SECONDS = 0.5
 # Every word a `:` command may start with -> the command it is (aliases to their screen), for "did you mean".
 COMMAND_WORDS = {word: entry.name for entry in SCREENS for word in (entry.name, *entry.aliases)}
 COMMAND_WORDS.update({word: word for word in ("help", "quit", "save", "view")})
+# The worker groups that write: every screen's `write` (screens/base.py) and the upgrade's run (screens/upgrade.py).
+WRITE_GROUPS = frozenset({"write", "upgrade-run"})
 PREFETCH_WAIT_SECONDS = 0.1
 
 
@@ -73,7 +76,7 @@ def known_binding_ids() -> set[str]:
     return ids
 
 
-class ArchonConsole(GuardedApp, LastResort, App):
+class ArchonConsole(GuardedApp, LastResort, QuitGuard, App):
     """`GuardedApp` first: its `notify`, title validators and `copy_to_clipboard` clean or refuse database
     text whatever the caller did, and its filter pictures any control left in a painted line.
     `LastResort` ends the app in one sentence on whatever escaped (console/tui/last_resort.py)."""
@@ -92,6 +95,7 @@ class ArchonConsole(GuardedApp, LastResort, App):
         # Only over a support snapshot (`check_action`): its screens' times as of the snapshot, or now.
         Binding("at", "toggle_clock", "Clock", key_display="@", id="app.clock"),
         Binding("q", "quit", "Quit", id="app.quit"),
+        INTERRUPT,
     ]
 
     class DataChanged(Message):
@@ -241,7 +245,7 @@ class ArchonConsole(GuardedApp, LastResort, App):
         if argument:  # a row's exact key: never re-split or stripped (an id may end in a line break)
             arg = argument
         if word in ("q", "quit"):
-            self.exit(0)
+            self.request_quit()
             return
         if word in ("help", "?"):
             self.action_help()
@@ -405,6 +409,10 @@ class ArchonConsole(GuardedApp, LastResort, App):
 
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
+
+    def writes_in_flight(self) -> int:
+        """Screens' writes (console/tui/screens/base.py `write`) and an upgrade's run still going."""
+        return sum(1 for w in self.workers if w.group in WRITE_GROUPS and not w.is_finished)
 
     # ------------------------------------------------------------ live refresh
     def _poll(self) -> None:

@@ -19,6 +19,7 @@ from textual.binding import Binding
 from textual.message import Message
 
 from console.clock import system_clock
+from console.tui.interrupt import INTERRUPT, QuitGuard
 from console.tui.last_resort import LastResort
 from console.tui.fleet_monitor import Arrival, Decided, FleetMonitor, HostLink, HostStatus, Shown
 from console.tui.screens.command_line import CommandLine
@@ -44,7 +45,7 @@ class FleetCommandLine(CommandLine):
                     id="command-input")
 
 
-class FleetConsole(GuardedApp, LastResort, App):
+class FleetConsole(GuardedApp, LastResort, QuitGuard, App):
     STOPPED = ("archon-console: the fleet console stopped on an unexpected {name}; decisions already sent "
                "stand. Rerun with ARCHON_CONSOLE_DEBUG=1 to see where it happened.")
 
@@ -57,6 +58,7 @@ class FleetConsole(GuardedApp, LastResort, App):
         Binding("question_mark,f1", "help", "Help", key_display="?", id="app.help"),
         Binding("ctrl+t", "toggle_theme", "Theme", id="app.theme", show=False),
         Binding("q", "quit", "Quit", id="app.quit"),
+        INTERRUPT,
     ]
 
     class Reported(Message):
@@ -97,6 +99,10 @@ class FleetConsole(GuardedApp, LastResort, App):
             self.notify(self.problem, severity="warning", timeout=12, markup=False)
         if self.monitor is not None:
             self.monitor.start()
+
+    def writes_in_flight(self) -> int:
+        """Decisions sent to a host whose answer has not come back (console/tui/fleet_monitor.py)."""
+        return self.monitor.writes_in_flight if self.monitor is not None else 0
 
     def on_unmount(self) -> None:
         if self.monitor is not None:
@@ -158,7 +164,7 @@ class FleetConsole(GuardedApp, LastResort, App):
         word = words[0].lower() if words else ""
         argument = words[1].strip() if len(words) > 1 else None
         if word in ("q", "quit"):
-            self.exit(0)
+            self.request_quit()
         elif word in ("hosts", "h"):
             self.show_screen("hosts")
         elif word in ("help", "?"):

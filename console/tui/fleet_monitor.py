@@ -219,6 +219,7 @@ class FleetMonitor:
         self._seen: dict[str, set[str] | None] = {name: None for name in self.hosts}
         self._tasks: list[asyncio.Task] = []
         self._closing = False
+        self._sent: set[Future] = set()  # decisions handed to the loop (`writes_in_flight`); UI thread only
         if hasattr(link, "on_change"):  # a host the link saw come back is read at once, not after its back-off
             link.on_change = self.refresh
 
@@ -278,7 +279,15 @@ class FleetMonitor:
     def decide(self, host: str, verb: str, request_id: str, reason: str | None, *,
                requester_unknown_ok: bool = False) -> Future:
         """Send one decision to `host`; the outcome is reported as `Decided` (and returned)."""
-        return self._submit(self._decide(host, verb, request_id, reason, requester_unknown_ok))
+        future = self._submit(self._decide(host, verb, request_id, reason, requester_unknown_ok))
+        self._sent.add(future)
+        return future
+
+    @property
+    def writes_in_flight(self) -> int:
+        """Decisions sent and not yet answered: the fleet console's Ctrl-C asks before quitting then."""
+        self._sent = {f for f in self._sent if not f.done()}
+        return len(self._sent)
 
     def show(self, host: str, request_id: str) -> Future:
         """Read one request on `host` as the host sees it for its actor; reported as `Shown`."""

@@ -130,7 +130,7 @@ async def settle(pilot, app, scene: Scene, timeout: float = 10.0) -> None:
         for key in scene.final:
             await pilot.press(key)
     await wait(scene.ready)
-    for widget in app.screen.query("Input"):
+    for widget in app.screen.query("Input, TextArea"):  # TextArea: the reason box (screens/reason.py)
         widget.cursor_blink = False
     # The footer greys keys from the loaded row; its refresh is scheduled after the detail arrives,
     # so ask for it now and let it run, or the picture depends on which came first.

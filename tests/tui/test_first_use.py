@@ -261,7 +261,7 @@ async def test_footer_always_shows_help_and_quit_and_back_only_where_it_acts(dem
         await wait_until(pilot, lambda: type(app.screen).__name__ == "HelpScreen"
                          and any("Quit" in line for line in screen_lines(app)[:-1]), what="the help drawn")
         quit_rows = [line for line in screen_lines(app)[:-1] if "Quit" in line]
-        assert quit_rows and all("q, ^q" in line for line in quit_rows), screen_lines(app)  # the footer's q first
+        assert quit_rows and all("q, ^c, ^q" in line for line in quit_rows), screen_lines(app)  # the footer's q first; ctrl+c quits too
         await pilot.press("escape")
         for command, screen_cls in (("envs", EnvironmentsScreen), ("projects", OverviewScreen),
                                     ("project atlas-api", ProfilesScreen), ("doctor", DoctorScreen)):

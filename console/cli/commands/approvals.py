@@ -156,7 +156,7 @@ def run_list(ctx) -> int:
         return 0
     from console.clock import relative
     from console.cli.output import say, table
-    from console.services.approval_queue import action_summary, parse_json_field, requester_of
+    from console.services.approval_queue import action_summary, parse_json_field
 
     if not page.rows:
         say("No approval requests match.")
@@ -172,7 +172,7 @@ def run_list(ctx) -> int:
             r.action_kind,
             r.status,
             expires,
-            requester_of(parse_json_field(r.authority_json)) or "-",
+            r.requester or "-",  # the TUI's requester column reads the same field
             action_summary(r.action_kind, parse_json_field(r.action_json), r.action_json),
         ])
     say(table(rows, ["ID", "PROJECT", "KIND", "STATUS", "EXPIRES", "REQUESTER", "ACTION"]))

@@ -11,11 +11,12 @@ from typing import Any
 from rich.text import Text
 
 from console.clock import parse_time, relative
-from console.models.approvals import ApprovalDetail, ApprovalRequest
+from console.models.approvals import OPEN_STATUSES, ApprovalDetail, ApprovalRequest
 from console.services import approval_queue as queue
 from console.services.identity import account_of
+from console.services.projects import EXPIRING_SOON
 from console.text import one_line
-from widgets.humane import exact
+from widgets.humane import age, countdown, exact
 from widgets.key_values import Entry
 from widgets.safe_text import clean, safe_text
 from widgets.timeline import TimelineEvent
@@ -41,6 +42,33 @@ def short_id_cell(row: ApprovalRequest) -> Text:
     tail (`y` copies, and `/` finds, the whole id)."""
     ident = clean(row.id, one_line=True)
     return Text(ident if len(ident) <= SHORT_ID else "…" + ident[-(SHORT_ID - 1):], no_wrap=True, end="")
+
+
+def expiry_cell(row: ApprovalRequest, now: datetime) -> Text:
+    """The live countdown of an open request; `!` marks one expiring within the hour (in monochrome too)."""
+    when = parse_time(row.expires_at)
+    if row.status not in OPEN_STATUSES:
+        return Text("—", style="dim")
+    label = countdown(when, now)
+    if label == "expired":
+        return Text(label, style="bold red")
+    if when is not None and when - now <= EXPIRING_SOON:
+        return Text(f"! {label}", style="bold yellow")  # the row is yellow too
+    return Text(label)
+
+
+def row_class(row: ApprovalRequest, now: datetime) -> str | None:
+    """Decided requests muted; open ones expiring within the hour yellow."""
+    if row.status not in OPEN_STATUSES:
+        return "muted"
+    when = parse_time(row.expires_at)
+    return "warning" if when is not None and when - now <= EXPIRING_SOON else None
+
+
+def age_cell(row: ApprovalRequest, now: datetime) -> Text:
+    """How long ago it was requested ("3m"); the queue's countdown tick ages it."""
+    created = parse_time(row.created_at)
+    return Text(age(None if created is None else (now - created).total_seconds()))
 
 
 def detail_fields(r: ApprovalDetail, now: datetime) -> list[Entry]:

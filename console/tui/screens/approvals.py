@@ -14,13 +14,15 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 
-from console.clock import parse_time
 from console.errors import Refusal
-from console.models.approvals import KINDS, OPEN_STATUSES, ApprovalDetail, ApprovalRequest, DecisionBatch
+from console.models.approvals import KINDS, ApprovalDetail, ApprovalRequest, DecisionBatch
 from console.tui.screens.approval_detail import (
     SHORT_ID,
     VERB,
+    age_cell,
     bulk_summary,
+    expiry_cell,
+    row_class,
     detail_events,
     detail_fields,
     short_id_cell,
@@ -32,9 +34,8 @@ from console.tui.screens.confirm import Watched
 from console.tui.screens.list_filters import ListFilters
 from console.services import approval_queue as queue
 from console.services import approvals as decisions
-from console.services.projects import EXPIRING_SOON
 from console.text import read_json
-from widgets.humane import countdown, plural
+from widgets.humane import plural
 from widgets.json_view import JsonView
 from widgets.key_values import KeyValues
 from widgets.lazy_table import LazyTable
@@ -71,7 +72,8 @@ class ApprovalsScreen(ListFilters, ConsoleScreen):
     TITLE = "Approvals"
     WRITE_ACTIONS = frozenset({"approve", "deny", "revoke"})
     HELP_NOTES = (
-        "Rows are ordered by time to expiry, soonest first; yellow rows marked ! expire within the hour.\n"
+        "Rows are ordered by time to expiry, soonest first (o orders by age, requester or project instead); "
+        "yellow rows marked ! expire within the hour.\n"
         "space marks rows; a / d with marked rows decides all of them, each in its own transaction.\n"
         "Deny and revoke need a reason; approve takes an optional one. You cannot decide your own request."
     )
@@ -83,6 +85,7 @@ class ApprovalsScreen(ListFilters, ConsoleScreen):
         Binding("space", "mark", "Mark", id="approvals.mark"),
         Binding("c", "clear_marks", "Clear marks", id="approvals.clear_marks", show=False),
         Binding("s", "cycle_status", "Status", id="approvals.status"),
+        Binding("o", "cycle_sort", "Order", id="approvals.sort", show=False),
         Binding("k", "cycle_kind", "Kind", id="approvals.kind", show=False),
         Binding("p", "filter_project", "Project", id="approvals.project", show=False),
         Binding("slash", "search", "Search", key_display="/", id="approvals.search"),
@@ -149,37 +152,26 @@ class ApprovalsScreen(ListFilters, ConsoleScreen):
         return ApprovalsSource(self.session, self.filters)
 
     def _columns(self) -> list[Column]:
-        """The status column only when the filter shows more than one status (the filter line
-        names a single one): at 120 columns its width goes to the action instead."""
+        """The status column only when the filter shows more than one status. The table has about
+        72 columns at 80x24 and 120x40 alike, so the kind has none: the action names it, `k` filters
+        by it and the detail pane shows it."""
         single = self.filters.statuses is not None and len(self.filters.statuses) == 1
         return [
             Column("id", "id", SHORT_ID, render=short_id_cell),
-            Column("expires_at", "expires", 9, render=self._render_expiry),
+            Column("expires_at", "expires", 8, render=self._render_expiry),
             *([] if single else [Column("status", "status", 9, render=lambda r: safe_text(
                 r.status, STATUS_STYLE.get(r.status, ""), one_line=True))]),
-            Column("project_name", "project", 14, render=lambda r: safe_text(r.project_name or r.project_id, one_line=True)),
-            Column("action_kind", "kind", 12),
-            Column("summary", "action", 24, render=summary_cell),
+            Column("created_at", "age", 4, render=lambda r: age_cell(r, self.session.now())),
+            Column("requester", "requester", 12, render=lambda r: safe_text(r.requester or "—", one_line=True)),
+            Column("project_name", "project", 12, render=lambda r: safe_text(r.project_name or r.project_id, one_line=True)),
+            Column("summary", "action", 10, render=summary_cell),  # and every spare column
         ]
 
     def _render_expiry(self, row: ApprovalRequest) -> Text:
-        when = parse_time(row.expires_at)
-        if row.status not in OPEN_STATUSES:
-            return Text("—", style="dim")
-        label = countdown(when, self.session.now())
-        if label == "expired":
-            return Text(label, style="bold red")
-        if when is not None and when - self.session.now() <= EXPIRING_SOON:
-            return Text(f"! {label}", style="bold yellow")  # the row is yellow too; `!` says it in monochrome
-        return Text(label)
+        return expiry_cell(row, self.session.now())
 
     def _row_class(self, row: ApprovalRequest) -> str | None:
-        if row.status not in OPEN_STATUSES:
-            return "muted"
-        when = parse_time(row.expires_at)
-        if when is not None and when - self.session.now() <= EXPIRING_SOON:
-            return "warning"
-        return None
+        return row_class(row, self.session.now())
 
     def _filter_text(self) -> Text:
         f = self.filters
@@ -195,6 +187,8 @@ class ApprovalsScreen(ListFilters, ConsoleScreen):
         if f.expiring_within_minutes is not None:  # only a typed or saved view sets it
             text.append("  expiring ", style="dim")
             text.append(f"<{f.expiring_within_minutes:g} min", style="bold")
+        text.append("  by ", style="dim")
+        text.append(f.order.label, style="bold")
         table = self.query(LazyTable)
         if table and table.first().total is not None:
             t = table.first()
@@ -228,6 +222,12 @@ class ApprovalsScreen(ListFilters, ConsoleScreen):
     def action_cycle_status(self) -> None:
         i = STATUS_CYCLE.index(self.filters.statuses) if self.filters.statuses in STATUS_CYCLE else -1
         self._set_filters(replace(self.filters, statuses=STATUS_CYCLE[(i + 1) % len(STATUS_CYCLE)]))
+
+    def action_cycle_sort(self) -> None:
+        """expiry -> age -> requester -> project: each its own keyset (services/approval_queue.py `SORTS`)."""
+        names = list(queue.SORTS)
+        i = names.index(self.filters.sort) if self.filters.sort in names else -1
+        self._set_filters(replace(self.filters, sort=names[(i + 1) % len(names)]))
 
     def action_cycle_kind(self) -> None:
         i = KIND_CYCLE.index(self.filters.kind)
@@ -378,13 +378,13 @@ class ApprovalsScreen(ListFilters, ConsoleScreen):
             from console.tui.screens.bulk_results import BulkResultsModal
 
             self.query_one(LazyTable).clear_selection()
-            self.app.push_screen(BulkResultsModal(f"{VERB[batch.verb]}: results", batch.results))
+            self.app.push_screen(BulkResultsModal(f"{VERB[batch.verb]}: results", batch.results, key_for=self.key_for))
         else:
             result = batch.results[0]
             if result.ok:
                 self.notify_result(result.message)
             else:
-                self.show_error(Refusal(result.message), context=self.session.write_note() or "")
+                self.show_error(result.refusal or Refusal(result.message), context=self.session.write_note() or "")
 
     # ------------------------------------------------------------ live
     def refresh_data(self) -> None:

@@ -35,7 +35,6 @@ from widgets.key_footer import KeyFooter
 from widgets.key_values import KeyValues
 from widgets.lazy_table import LazyTable
 from widgets.safe_text import clean, safe_text
-from widgets.safe_widgets import Static
 from widgets.terminal_guard import SafeTitles
 
 if TYPE_CHECKING:
@@ -384,12 +383,21 @@ class ConsoleScreen(SafeTitles, GreyedKeys, Screen):
             self.log.error(repr(error))
         if isinstance(error, ReleaseRefusal) and error.release != self.console_app.release:
             return  # decided on a release the file no longer has: the re-read says what holds now
-        modal = ErrorModal(error, context=context)
+        modal = ErrorModal(error, context=context, key_for=self.key_for)
         # A read refused again on every refresh (another process commits twice a second) says so
         # once: the same dialog is not stacked again while one is open.
         if any(isinstance(s, ErrorModal) and s.says == modal.says for s in self.app.screen_stack):
             return
         self.app.push_screen(modal)
+
+    def key_for(self, action: str) -> str | None:
+        """The key this screen runs `action` with, as the footer shows it (keymap included), or None:
+        how a refusal's `Remedy` is said here (console/errors.py)."""
+        for bindings in self._bindings.key_to_bindings.values():
+            for binding in bindings:
+                if binding.action == action:
+                    return self.app.get_key_display(binding)
+        return None
 
     def notify_result(self, message: str, *, ok: bool = True) -> None:
         """A write's outcome; says so when `$ARCHON_CONSOLE_NOW` was ignored for it (console/clock.py)."""

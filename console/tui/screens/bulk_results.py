@@ -12,6 +12,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button
 
+from console.errors import KeyFor
 from widgets.safe_text import safe_text
 from widgets.safe_widgets import Static
 
@@ -22,10 +23,17 @@ class BulkResultsModal(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,enter,q", "close", "Close", id="bulk.close")]
 
-    def __init__(self, title: str, results: Sequence[Any]) -> None:
+    def __init__(self, title: str, results: Sequence[Any], key_for: KeyFor | None = None) -> None:
         super().__init__()
         self.title_text = title
         self.results = list(results)
+        self.key_for = key_for  # the screen's keys, for a refusal's way out (console/errors.py `Remedy`)
+
+    def _message(self, result: Any) -> str:
+        refusal = getattr(result, "refusal", None)
+        if refusal is None:
+            return result.message
+        return " ".join(filter(None, refusal.render(self.key_for)))
 
     def compose(self) -> ComposeResult:
         done = sum(1 for r in self.results if r.ok)
@@ -35,7 +43,7 @@ class BulkResultsModal(ModalScreen[None]):
         table.add_column("result", ratio=3)
         for r in self.results:
             mark = Text("✓", style="bold green") if r.ok else Text("✗", style="bold red")
-            table.add_row(mark, safe_text(r.id, one_line=True), safe_text(r.message))
+            table.add_row(mark, safe_text(r.id, one_line=True), safe_text(self._message(r)))
         summary = Text(f"{done} of {len(self.results)} done", style="bold")
         if done < len(self.results):
             summary.append(f", {len(self.results) - done} refused", style="bold red")

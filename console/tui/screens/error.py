@@ -9,17 +9,20 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button
 
-from console.errors import ConsoleError
+from console.errors import ConsoleError, KeyFor
 from widgets.safe_text import safe_text
 from widgets.safe_widgets import Static
 
 
-def describe_error(error: BaseException) -> tuple[str, Text]:
+def describe_error(error: BaseException, key_for: KeyFor | None = None) -> tuple[str, Text]:
+    """Title and body; a refusal's way out (`Remedy`) as the key `key_for` names, where the screen
+    that shows it has one (console/errors.py)."""
     if isinstance(error, ConsoleError):
-        body = safe_text(error.reason)
-        if error.hint:
+        reason, hint = error.render(key_for)
+        body = safe_text(reason)
+        if hint:
             body.append("\n\n")
-            body.append_text(safe_text(error.hint, "italic"))
+            body.append_text(safe_text(hint, "italic"))
         title = "Refused" if error.exit_code == 1 else "The database cannot be used"
         return title, body
     return "Unexpected error", safe_text(f"{type(error).__name__}: {error}")
@@ -34,10 +37,11 @@ class ErrorModal(ModalScreen[None]):
         Binding("escape,enter,q", "close", "Close", id="error.close"),
     ]
 
-    def __init__(self, error: BaseException, *, context: str = "") -> None:
+    def __init__(self, error: BaseException, *, context: str = "", key_for: KeyFor | None = None) -> None:
         super().__init__()
         self.error = error
         self.context = context
+        self.key_for = key_for
         self.stale = False  # what it says no longer holds (the release changed): gone when uncovered
 
     def on_screen_resume(self) -> None:
@@ -47,11 +51,11 @@ class ErrorModal(ModalScreen[None]):
     @property
     def says(self) -> tuple[str, str]:
         """What the dialog shows: two dialogs that say the same are one too many."""
-        title, body = describe_error(self.error)
+        title, body = describe_error(self.error, self.key_for)
         return title, f"{self.context}\n{body.plain}"
 
     def compose(self) -> ComposeResult:
-        title, body = describe_error(self.error)
+        title, body = describe_error(self.error, self.key_for)
         if self.context:
             head = Text(self.context + "\n\n", style="bold")
             head.append_text(body)

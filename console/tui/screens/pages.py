@@ -30,8 +30,7 @@ class ApprovalsSource:
 
     def page(self, after: Any | None, limit: int) -> tuple[list[ApprovalRequest], Any | None]:
         page = self.session.run(queue.list_requests, self.filters, limit=limit, cursor=after, now=self.session.now())
-        last = queue.cursor_after(page.rows[-1]) if page.rows else after
-        return page.rows, last
+        return page.rows, page.last_cursor or after
 
     def key(self, row: ApprovalRequest) -> Any:
         return row.id
@@ -40,7 +39,7 @@ class ApprovalsSource:
         return self.session.run(queue.request_position, self.filters, key, now=self.session.now())
 
     def cursor_of(self, key: Any) -> Any | None:
-        return self.session.run(queue.cursor_of, key)
+        return self.session.run(queue.cursor_of, key, self.filters)
 
     def advance(self, cursor: Any | None, count: int) -> Any | None:
         return self.session.run(queue.advance_cursor, self.filters, cursor, count, now=self.session.now())
