@@ -10,6 +10,7 @@ which it is.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -175,3 +176,27 @@ def test_a_console_decision_waits_the_busy_timeout_once(current, make_db):
         assert handle.conn.execute("PRAGMA busy_timeout").fetchone()[0] == int(TIMEOUT * 1000)
     finally:
         handle.close()
+
+
+@pytest.mark.slow
+def test_each_request_of_a_server_session_waits_its_own_budget(current, make_db):
+    """`serve` is one command for hours: each request it runs is a command of its own, with its own
+    --busy-timeout, not what the session's earlier requests left of one."""
+    from console.cli.cli import make_context
+    from console.cli.server_methods import run
+    from console.db.tx import lock_budget
+
+    db = make_db(template=current)
+    values = names(current)
+
+    def context(args):
+        args.db, args.busy_timeout, args.json = str(db), TIMEOUT, True
+        return make_context(args)
+
+    with lock_budget(TIMEOUT), LockHolder(db):  # the session's own, as `serve` runs under the CLI's
+        for request in ("pending", "pending2"):
+            started = time.monotonic()
+            outcome = run(["approvals", "approve", values[request], "--as", "dana"], context)
+            elapsed = time.monotonic() - started
+            assert outcome.exit == 1 and BUSY in json.dumps(outcome.output), outcome.output
+            assert_waited_once(elapsed)
