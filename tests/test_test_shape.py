@@ -191,12 +191,18 @@ def _number(node: ast.AST | None) -> float | None:
 def fixed_waits(tree: ast.AST) -> list[tuple[int, str, str]]:
     """(line, enclosing function, what) for each wait on a duration in `tree`: a sleep or pilot pause
     of a fixed time outside a polling `while`, a `for _ in range(N)` poll whose N pauses are its whole
-    deadline, a `monotonic() + N` deadline or a `timeout=N` below MIN_DEADLINE_S."""
+    deadline, a `monotonic() + N` deadline, a `timeout=N` or a default `timeout` below MIN_DEADLINE_S."""
     found: list[tuple[int, str, str]] = []
 
     def visit(node: ast.AST, loops: list[ast.AST], function: str) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             loops, function = [], node.name
+            arguments = node.args
+            named = [*arguments.args[len(arguments.args) - len(arguments.defaults):], *arguments.kwonlyargs]
+            for argument, default in zip(named, [*arguments.defaults, *arguments.kw_defaults]):
+                limit = _number(default)
+                if argument.arg in ("timeout", "deadline", "wait") and limit is not None and 0 < limit < MIN_DEADLINE_S:
+                    found.append((node.lineno, function, f"{argument.arg}={limit:g} by default: a tight deadline"))
         polling = any(isinstance(loop, ast.While) for loop in loops)
         if isinstance(node, ast.Call):
             name = getattr(node.func, "attr", getattr(node.func, "id", ""))
@@ -242,7 +248,7 @@ def test_no_test_waits_for_a_duration():
 def test_the_duration_check_can_fail():
     tree = ast.parse(
         "import time\n"
-        "async def f(pilot, t):\n"
+        "async def f(pilot, t, timeout=5.0):\n"
         "    time.sleep(0.5)\n"
         "    for _ in range(200):\n"
         "        await pilot.pause(0.01)\n"
@@ -254,4 +260,4 @@ def test_the_duration_check_can_fail():
         "        await asyncio.sleep(0.01)\n"  # a 30 s bound: fine
         "    await pilot.pause()\n")
     assert [(line, what.split(":")[0]) for line, _, what in fixed_waits(tree)] == [
-        (3, "sleep(0.5)"), (5, "200 x pause(0.01)"), (6, "monotonic() + 2"), (9, "wait_until(timeout=2)")]
+        (2, "timeout=5 by default"), (3, "sleep(0.5)"), (5, "200 x pause(0.01)"), (6, "monotonic() + 2"), (9, "wait_until(timeout=2)")]
