@@ -27,7 +27,7 @@ from console.errors import Refusal
 from console.services.approvals import decide
 
 TIMEOUT = 2.0  # seconds asked with --busy-timeout
-SLACK = 2.0  # the command's own work beside the wait, on a loaded machine (load 7-8 on 2 cores)
+SLACK = 3.0  # the command's own work beside the wait (imports too), on a loaded machine (load 7-8 on 2 cores)
 BUSY = "The database is busy."
 IN_USE = "in use"  # upgrade and restore: refused while any process holds a lock on the file
 
