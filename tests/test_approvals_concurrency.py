@@ -31,7 +31,10 @@ def worker(path: str, index: int, ids: list[str], barrier, results) -> None:
     if index == 3:
         order.reverse()
     outcomes = []
-    with open_database(path, busy_timeout_ms=2000) as handle:
+    # SQLite's busy handler is not fair: on a loaded machine one process can wait seconds while the
+    # others win every race. The busy timeout is the total a decision waits, so it is generous here:
+    # the test is about each request decided once, not about how long a loaded machine takes.
+    with open_database(path, busy_timeout_ms=60_000) as handle:
         barrier.wait(timeout=60)  # all four start deciding at the same moment
         for request_id in order:
             try:
@@ -130,14 +133,15 @@ def one_request_db(schema_db):
     return path
 
 
-def test_a_lock_held_past_busy_timeout_is_waited_out_by_retrying(schema_db):
+def test_a_lock_freed_within_busy_timeout_is_waited_out(schema_db):
+    """Waited out, within --busy-timeout: never past it (it is the total, tests/test_busy_budget.py)."""
     from console.db.connect import open_database
     from console.services import approvals
 
     path = one_request_db(schema_db)
     holder = hold_write_lock(path, 0.8)
     try:
-        with open_database(path, busy_timeout_ms=300) as handle:
+        with open_database(path, busy_timeout_ms=60_000) as handle:
             result = approvals.approve(handle, "r1", actor="dave", now=NOW)
     finally:
         holder.wait(timeout=30)

@@ -166,3 +166,99 @@ def test_the_private_attribute_check_can_fail():
                      "import os\n")
     found = private_textual_reads([("tests/x.py", tree)], _textual_only_private())
     assert found == {("tests/x.py", "_notifications"), ("tests/x.py", "_compositor")}
+
+
+# --- No test waits for a duration (issue 21, item 2) ------------------------------------------
+# A test that sleeps "long enough" for something to happen, or gives a condition a deadline a loaded
+# machine (load 7-8 on 2 cores) can outlast, fails there although the code is right. Wait for the
+# condition instead (tests/tui/pilot.py `wait_until`, a polling `while` with a generous deadline);
+# a deadline only bounds a test that is already failing. Sleeping is fine only inside a `while`
+# loop (polling a condition) and for the few cases listed here with why.
+_WAITS = {"sleep", "pause"}
+_TIMEOUT_CALLS = {"wait", "communicate", "join", "get", "wait_for", "wait_until", "until", "_until", "result",
+                  "exception"}
+MIN_DEADLINE_S = 10.0  # a condition's failure bound below this is a bet on the machine's speed
+FIXED_WAITS_ALLOWED = {
+    ("tests/fleet/test_tui_answers.py", "late"): "the stand-in host answering late is the case under test",
+}
+
+
+def _number(node: ast.AST | None) -> float | None:
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    return None
+
+
+def fixed_waits(tree: ast.AST) -> list[tuple[int, str, str]]:
+    """(line, enclosing function, what) for each wait on a duration in `tree`: a sleep or pilot pause
+    of a fixed time outside a polling `while`, a `for _ in range(N)` poll whose N pauses are its whole
+    deadline, a `monotonic() + N` deadline, a `timeout=N` or a default `timeout` below MIN_DEADLINE_S."""
+    found: list[tuple[int, str, str]] = []
+
+    def visit(node: ast.AST, loops: list[ast.AST], function: str) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            loops, function = [], node.name
+            arguments = node.args
+            named = [*arguments.args[len(arguments.args) - len(arguments.defaults):], *arguments.kwonlyargs]
+            for argument, default in zip(named, [*arguments.defaults, *arguments.kw_defaults]):
+                limit = _number(default)
+                if argument.arg in ("timeout", "deadline", "wait") and limit is not None and 0 < limit < MIN_DEADLINE_S:
+                    found.append((node.lineno, function, f"{argument.arg}={limit:g} by default: a tight deadline"))
+        polling = any(isinstance(loop, ast.While) for loop in loops)
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+            seconds = _number(node.args[0]) if node.args else None
+            if name in _WAITS and seconds and not polling:
+                loop = loops[-1] if loops else None
+                rounds = None
+                if isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call) and \
+                        getattr(loop.iter.func, "id", "") == "range" and loop.iter.args:
+                    rounds = _number(loop.iter.args[-1])
+                if loop is None:
+                    found.append((node.lineno, function, f"{name}({seconds:g}): waits for a duration"))
+                elif rounds is not None and rounds * seconds < MIN_DEADLINE_S:
+                    found.append((node.lineno, function, f"{rounds:g} x {name}({seconds:g}): a "
+                                  f"{rounds * seconds:g} s deadline"))
+            if name in _TIMEOUT_CALLS and not polling:
+                for keyword in node.keywords:
+                    limit = _number(keyword.value) if keyword.arg in ("timeout", "deadline") else None
+                    if limit is not None and 0 < limit < MIN_DEADLINE_S:
+                        found.append((node.lineno, function, f"{name}({keyword.arg}={limit:g}): a tight deadline"))
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and isinstance(node.left, ast.Call) \
+                and getattr(node.left.func, "attr", getattr(node.left.func, "id", "")) == "monotonic":
+            limit = _number(node.right)
+            if limit is not None and limit < MIN_DEADLINE_S:
+                found.append((node.lineno, function, f"monotonic() + {limit:g}: a tight deadline"))
+        inner = [*loops, node] if isinstance(node, (ast.For, ast.AsyncFor, ast.While)) else loops
+        for child in ast.iter_child_nodes(node):
+            visit(child, inner, function)
+
+    visit(tree, [], "<module>")
+    return found
+
+
+def test_no_test_waits_for_a_duration():
+    found = [(name, line, function, what) for name, tree in _python_files(TESTS)
+             for line, function, what in fixed_waits(tree)]
+    unlisted = [f"{name}:{line}: {function}: {what}" for name, line, function, what in found
+                if (name, function) not in FIXED_WAITS_ALLOWED]
+    assert not unlisted, "wait for the condition (tests/tui/pilot.py wait_until), not a duration:\n" + "\n".join(unlisted)
+    assert set(FIXED_WAITS_ALLOWED) <= {(name, function) for name, _, function, _ in found}, "stale entries: remove them"
+
+
+def test_the_duration_check_can_fail():
+    tree = ast.parse(
+        "import time\n"
+        "async def f(pilot, t, timeout=5.0):\n"
+        "    time.sleep(0.5)\n"
+        "    for _ in range(200):\n"
+        "        await pilot.pause(0.01)\n"
+        "    deadline = time.monotonic() + 2\n"
+        "    while not t.done:\n"
+        "        time.sleep(0.05)\n"  # polling: fine
+        "    await wait_until(pilot, t, timeout=2)\n"
+        "    for _ in range(3000):\n"
+        "        await asyncio.sleep(0.01)\n"  # a 30 s bound: fine
+        "    await pilot.pause()\n")
+    assert [(line, what.split(":")[0]) for line, _, what in fixed_waits(tree)] == [
+        (2, "timeout=5 by default"), (3, "sleep(0.5)"), (5, "200 x pause(0.01)"), (6, "monotonic() + 2"), (9, "wait_until(timeout=2)")]

@@ -156,6 +156,56 @@ def test_the_same_id_with_the_same_content_is_fine(original, tmp_path):
     assert active["proj-3"] != "proj-1:legacy"  # 005 re-pointed it at its own revision
 
 
+def _fingerprints_held(path: Path, owner: str, but: str) -> frozenset[str]:
+    """The fingerprints `owner`'s other revisions hold: archon's UNIQUE (project_id, fingerprint)
+    forbids another revision of the same project with one of them."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return frozenset(r[0] for r in conn.execute(
+            "SELECT fingerprint FROM execution_profile_revisions WHERE project_id = ? AND id != ?", (owner, but)))
+    finally:
+        conn.close()
+
+
+def _profiles_in(path: Path) -> list[str]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return sorted({r[0] for r in conn.execute(
+            "SELECT profile_json FROM execution_profile_revisions WHERE schema_version = 2")})
+    finally:
+        conn.close()
+
+
+def profiles_unlike(held: frozenset[str], known: list[str]) -> st.SearchStrategy[str]:
+    """A valid schema-2 profile_json: one the database already holds (`known`, the likeliest to meet a
+    rule) or any provider, any workloads, perhaps a field the console does not know; never one whose
+    fingerprint is `held`: a row the holder can really have beside its others."""
+    raw = st.fixed_dictionaries(
+        {"provider_preference": st.sampled_from(profiles.PROVIDERS),
+         "eligible_workloads": st.lists(st.sampled_from(profiles.WORKLOADS), min_size=1, unique=True)},
+        optional={"note": st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)})
+    drawn = st.one_of(st.sampled_from(known), raw.map(_v2)) if known else raw.map(_v2)
+    return drawn.filter(lambda profile_json: profiles.fingerprint_json(profile_json) not in held)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_a_generated_holder_row_is_one_archon_can_hold(original, inserted_ids, data):
+    """The set-up below never breaks the schema's own UNIQUE rules: `_take` of any fixed id, by any
+    project, with any drawn profile, is a database archon could have written (it failed once in CI:
+    `UNIQUE constraint failed: execution_profile_revisions.project_id, fingerprint`, a drawn profile
+    equal to one the holder already had)."""
+    revision_id = data.draw(st.sampled_from(sorted(inserted_ids)), label="fixed id")
+    owner = data.draw(st.sampled_from(["proj-1", "proj-2", "proj-3"]), label="held by")
+    profile_json = data.draw(profiles_unlike(_fingerprints_held(original, owner, but=revision_id), _profiles_in(original)), label="profile")
+    path = Path(tempfile.mkdtemp()) / "archon.db"
+    try:
+        shutil.copyfile(original, path)
+        _take(path, revision_id, owner, profile_json)
+    finally:
+        shutil.rmtree(path.parent)
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_any_taken_fixed_id_is_refused_before_any_write(original, inserted_ids, tmp_path, data):
@@ -166,13 +216,7 @@ def test_any_taken_fixed_id_is_refused_before_any_write(original, inserted_ids, 
     revision_id = data.draw(st.sampled_from(sorted(inserted_ids)), label="fixed id")
     project, target_print, target = inserted_ids[revision_id]
     owner = data.draw(st.sampled_from(["proj-1", "proj-2", "proj-3"]), label="held by")
-    raw = {
-        "provider_preference": data.draw(st.sampled_from(profiles.PROVIDERS), label="provider"),
-        "eligible_workloads": data.draw(st.lists(st.sampled_from(profiles.WORKLOADS), min_size=1, unique=True)),
-    }
-    if data.draw(st.booleans(), label="a field the console does not know"):
-        raw["note"] = data.draw(st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12))
-    profile_json = _v2(raw)
+    profile_json = data.draw(profiles_unlike(_fingerprints_held(original, owner, but=revision_id), _profiles_in(original)), label="profile")
     directory = Path(tempfile.mkdtemp(dir=tmp_path))
     path = directory / "archon.db"
     shutil.copyfile(original, path)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import signal
 import sqlite3
 import time
@@ -28,7 +27,7 @@ from console.db import limits
 from console.db.connection import scratch_connection
 from console.errors import EXIT_OK, EXIT_UNUSABLE
 from console.services.doctor import run_doctor
-from tests.adversarial.bounded import add_endless_triggers, popen
+from tests.adversarial.bounded import add_endless_triggers, cpu_seconds, popen
 from tests.reference import profiles, scenarios
 
 BIG = 5_000_000
@@ -209,11 +208,6 @@ def test_a_blob_profile_is_the_same_contradiction_on_every_path(tmp_path):
     assert _ledger_rows(db) == 0  # refused before anything was written
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 @pytest.mark.slow
 def test_a_signal_still_stops_an_upgrade_without_a_budget(tmp_path):
     """With no budget left to end a statement, the operator's SIGTERM must: here during the
@@ -224,7 +218,7 @@ def test_a_signal_still_stops_an_upgrade_without_a_budget(tmp_path):
     proc = popen("--db", str(db), "upgrade", "--force", "--to", "1.10.0", "--snapshot-dir", str(tmp_path))
     try:
         deadline = time.monotonic() + 60
-        while _cpu_seconds(proc.pid) < 2.0:  # far more work than the whole plan of this file needs
+        while cpu_seconds(proc.pid) < 2.0:  # far more work than the whole plan of this file needs
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the upgrade never got busy"
             time.sleep(0.05)
@@ -235,7 +229,7 @@ def test_a_signal_still_stops_an_upgrade_without_a_budget(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert time.monotonic() - sent < 5
+    assert time.monotonic() - sent < 15  # promptly, not after the endless statement: generous under load
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "stopped by SIGTERM" in err and "Traceback" not in err, err
     assert _ledger_rows(db) == 0

@@ -148,7 +148,10 @@ def test_survives_replacement_and_a_missing_file(db, tmp_path, watches):
     # the file disappears for a while, then comes back
     aside = tmp_path / "aside.db"
     shutil.move(db, aside)
-    time.sleep(0.5)
+    deadline = time.monotonic() + WAIT  # gone until the watcher has seen it gone, however loaded the machine
+    while not any("not usable right now" in n for n in w.notes()):
+        assert time.monotonic() < deadline and w.proc.poll() is None, w.errors
+        time.sleep(0.05)
     new_request(aside, "apr-while-gone")
     shutil.move(aside, db)
     assert w.changes(1)[0]["request_id"] == "apr-while-gone"

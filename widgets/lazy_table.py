@@ -146,6 +146,7 @@ class LazyTable(ScrollView, can_focus=True):
         self._starts: OrderedDict[int, Any] = OrderedDict()  # page -> cursor before its first row
         self._pending: set[int] = set()
         self._generation = 0
+        self._reloading = False  # till a reload's first result, rows/count/routes are the old source's
         self._last_reported: tuple[int, Hashable | None] | None = None
 
     # ----------------------------------------------------------------- public API
@@ -165,6 +166,7 @@ class LazyTable(ScrollView, can_focus=True):
         """Forget every cached page and count again; the highlighted row is found again by key."""
         self._generation += 1
         self._pending.clear()
+        self._reloading = self.source is not None
         key = self.cursor_key if keep_cursor else None
         if self.source is None:
             self._pages.clear()
@@ -198,8 +200,8 @@ class LazyTable(ScrollView, can_focus=True):
 
     @property
     def visible_loaded(self) -> bool:
-        """True when every row on screen has data (used by tests and the benchmark)."""
-        if self.total is None or not self.total_exact:
+        """Every row on screen holds the latest reload's data, counted (for tests and the benchmark)."""
+        if self._reloading or self.total is None or not self.total_exact:
             return False
         first = int(self.scroll_offset.y)
         last = min(self.total, first + self._body_height())
@@ -289,6 +291,7 @@ class LazyTable(ScrollView, can_focus=True):
     def _apply_reload(self, message: _Reloaded) -> None:
         if message.generation != self._generation:
             return
+        self._reloading = False
         if message.first_page is not None:
             self._pages.clear()
             self._starts.clear()
@@ -341,7 +344,7 @@ class LazyTable(ScrollView, can_focus=True):
             self._starts.popitem(last=False)
 
     def _want(self, page_no: int) -> None:
-        if self.source is None or self.total is None:
+        if self.source is None or self.total is None or self._reloading:
             return
         if page_no < 0 or page_no * self.page_size >= self.total:
             return
@@ -495,7 +498,6 @@ class LazyTable(ScrollView, can_focus=True):
             style += self.get_component_rich_style("lazy-table--cursor")
         cells = [c.cell(row) for c in self.columns]
         return self._line(cells, widths, style, "● " if selected else "  ")
-
 
 
 __all__ = ["LazyTable"]

@@ -282,7 +282,10 @@ def _main(argv: list[str]) -> int:
             from console.tui.tui import run_tui
 
             return run_tui(ctx)
-        return int(handler(ctx) or 0)
+        from console.db.tx import lock_budget
+
+        with lock_budget(ctx.busy_timeout_ms / 1000):  # what every wait for the lock draws on, in all
+            return int(handler(ctx) or 0)
     except (Exception, KeyboardInterrupt) as exc:
         return report_failure(exc, json=as_json, note=ctx.write_note if ctx is not None else None)
 

@@ -137,7 +137,7 @@ def global_options(*, suppress: bool, seen: dict[str, list[str]] | None = None) 
     parent.add_argument("--json", action="store_true", default=default(False),
                         help="machine-readable output")
     parent.add_argument("--busy-timeout", type=finite_number("seconds", maximum=3600), metavar="SECONDS", default=default(5.0),
-                        help="how long to wait for archon's write lock (default 5)")
+                        help="how long a command waits for archon's write lock, in all (default 5)")
     parent.add_argument("--host", dest="fleet_hosts", action=_Gather, seen=seen, metavar="NAME", default=default(None),
                         help="run the command on this host over ssh (repeatable; hosts.toml: $ARCHON_CONSOLE_HOSTS, "
                         "else ~/.config/archon-console/hosts.toml)")

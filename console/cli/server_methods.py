@@ -216,6 +216,7 @@ def run(argv: list[str], make_context) -> Outcome:
     from console.cli.cli import report_failure, report_usage
     from console.cli.output import SafeStream
     from console.cli.parser import UsageProblem, build_parser
+    from console.db.tx import lock_budget
 
     capture = BoundedCapture()
     saved = sys.stdout
@@ -232,7 +233,8 @@ def run(argv: list[str], make_context) -> Outcome:
             ctx = None
             try:
                 ctx = make_context(args)
-                code = int(args.handler(ctx) or 0)
+                with lock_budget(ctx.busy_timeout_ms / 1000, fresh=True):  # each request waits its own
+                    code = int(args.handler(ctx) or 0)
             except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - the CLI's own endings
                 if isinstance(exc, KeyboardInterrupt):
                     stopped = exc

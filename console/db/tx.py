@@ -8,6 +8,10 @@ that names the reason in operator's words and keeps the raw message as a hint.
 from __future__ import annotations
 
 import sqlite3
+import time
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Iterator
 
 from console.errors import Refusal
 
@@ -116,6 +120,76 @@ def translate(exc: BaseException) -> BaseException:
     return Refusal(f"The database refused the change: {message}.")
 
 
+class LockBudget:
+    """How long one command may still wait for the write lock, in all: `--busy-timeout`.
+
+    SQLite's busy_timeout bounds one statement's wait, so a command that begins several transactions,
+    retries one, or waits for other processes first would wait that long each time (1 s asked, 4.2 s
+    waited). The command arms one budget (`lock_budget`); every wait for the lock is bounded by what
+    is left of it and draws it down (`waiting`, `execute_waiting`)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.left = max(0.0, float(seconds))
+        self._pragmas: dict[int, tuple[sqlite3.Connection, int]] = {}
+
+    @property
+    def remaining_ms(self) -> int:
+        return max(0, int(self.left * 1000))
+
+    @contextmanager
+    def waiting(self, conn: sqlite3.Connection | None = None) -> Iterator["LockBudget"]:
+        """A wait for the lock: `conn`'s busy_timeout is what is left; the time it took is spent."""
+        if conn is not None:
+            if id(conn) not in self._pragmas:
+                self._pragmas[id(conn)] = (conn, conn.execute("PRAGMA busy_timeout").fetchone()[0])
+            conn.execute(f"PRAGMA busy_timeout = {self.remaining_ms}")
+        started = time.monotonic()
+        try:
+            yield self
+        finally:
+            self.left = max(0.0, self.left - (time.monotonic() - started))
+
+    def restore(self) -> None:
+        """Give each connection it waited on its own busy_timeout back (one that outlives the command)."""
+        for conn, ms in self._pragmas.values():
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {int(ms)}")
+            except sqlite3.Error:  # closed meanwhile
+                pass
+        self._pragmas.clear()
+
+
+_BUDGET: ContextVar[LockBudget | None] = ContextVar("lock_budget", default=None)
+
+
+@contextmanager
+def lock_budget(seconds: float, *, fresh: bool = False) -> Iterator[LockBudget]:
+    """Arm one command's budget of `seconds` for what runs inside, in this thread. Already armed,
+    the command's budget stays (a service called by a command shares it) unless `fresh`: a server's
+    request is a command of its own."""
+    current = _BUDGET.get()
+    if current is not None and not fresh:
+        yield current
+        return
+    budget = LockBudget(seconds)
+    token = _BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _BUDGET.reset(token)
+        budget.restore()
+
+
+def execute_waiting(conn: sqlite3.Connection, sql: str) -> None:
+    """A statement that may wait for the lock (`BEGIN IMMEDIATE`, `COMMIT`), within the armed budget."""
+    budget = _BUDGET.get()
+    if budget is None:
+        conn.execute(sql)
+        return
+    with budget.waiting(conn):
+        conn.execute(sql)
+
+
 class write_transaction:  # noqa: N801 - used as `with write_transaction(conn) as conn:`
     """`BEGIN IMMEDIATE` ... `COMMIT`; any error rolls back and becomes a `Refusal`.
 
@@ -136,7 +210,7 @@ class write_transaction:  # noqa: N801 - used as `with write_transaction(conn) a
 
     def __enter__(self) -> sqlite3.Connection:
         try:
-            self.conn.execute("BEGIN IMMEDIATE")
+            execute_waiting(self.conn, "BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise translate(exc) from None
         return self.conn
@@ -144,7 +218,7 @@ class write_transaction:  # noqa: N801 - used as `with write_transaction(conn) a
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
         if kind is None:
             try:
-                self.conn.execute("COMMIT")
+                execute_waiting(self.conn, "COMMIT")
                 return False
             except sqlite3.Error as error:
                 rollback(self.conn)

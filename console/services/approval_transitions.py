@@ -16,7 +16,7 @@ from typing import Any, Callable, TypeVar
 from console.db.sql import stored_columns
 from console.clock import db_time, parse_time
 from console.db.connect import ArchonDatabase
-from console.db.tx import BUSY_HINT
+from console.db.tx import BUSY_HINT, lock_budget
 from console.errors import Refusal, Said
 from console.models.values import Stored
 from console.services.approval_queue import load_request
@@ -95,14 +95,17 @@ def event_type_for(conn: sqlite3.Connection, db_key: str, from_status: str | Non
 
 
 def with_busy_retry(handle: ArchonDatabase, work: Callable[[], T]) -> T:
-    """Run one transaction; when the write lock stayed busy past busy_timeout, wait and retry
-    (the transaction did nothing), so a raw lock error never reaches a person."""
-    for attempt in range(BUSY_RETRIES + 1):
-        try:
-            return work()
-        except Refusal as exc:
-            if exc.hint != BUSY_HINT or attempt == BUSY_RETRIES:
-                raise
+    """Run one transaction; when SQLite said busy before the command's lock budget was spent (a
+    busy that skipped its busy handler), retry with what is left (the transaction did nothing). The
+    budget is the command's (console/db/tx.py `lock_budget`), else this call's: never more waiting
+    than --busy-timeout in all."""
+    with lock_budget(handle.busy_timeout_ms / 1000) as budget:
+        for attempt in range(BUSY_RETRIES + 1):
+            try:
+                return work()
+            except Refusal as exc:
+                if exc.hint != BUSY_HINT or attempt == BUSY_RETRIES or not budget.remaining_ms:
+                    raise
     raise AssertionError("unreachable")  # pragma: no cover
 
 

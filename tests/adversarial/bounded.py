@@ -143,6 +143,12 @@ def add_endless_triggers(path: Path, tables=("approval_requests", "approval_requ
     conn.close()
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time `pid` has used: how a test knows a process is deep in its work, not how long it ran."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def holds_write_lock(path: Path) -> bool:
     """True while another process holds `path`'s write lock (its transaction is running)."""
     conn = sqlite3.connect(path, timeout=0, isolation_level=None)

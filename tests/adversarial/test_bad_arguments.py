@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from console.cli.cli import main
 
 
-def run_cli(*argv: str | bytes, env: dict | None = None, timeout: float = 10) -> subprocess.CompletedProcess:
+def run_cli(*argv: str | bytes, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
     """The console as a user runs it, with a deadline: a hang fails the test instead of the suite."""
     return subprocess.run(
         [sys.executable, "-m", "console", *argv],

@@ -99,7 +99,7 @@ def fixed_free_space(call_isolated: Callable) -> Callable:
     return call
 
 
-async def settle(pilot, app, scene: Scene, timeout: float = 10.0) -> None:
+async def settle(pilot, app, scene: Scene, timeout: float = 30.0) -> None:
     """Drive the scene and wait for its workers; then no cursor blink, no animation."""
     app.animation_level = "none"
 

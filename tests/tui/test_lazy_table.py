@@ -8,6 +8,7 @@ import threading
 import pytest
 from textual.app import App, ComposeResult
 
+from tests.tui.pilot import wait_until
 from widgets.lazy_table import LazyTable
 from widgets.page_source import Preload
 from widgets.table_column import Column
@@ -69,11 +70,7 @@ class TableApp(App):
 
 
 async def wait_loaded(pilot, table):
-    for _ in range(200):
-        await pilot.pause(0.01)
-        if table.visible_loaded and not table._pending:
-            return
-    raise AssertionError("table never finished loading")
+    await wait_until(pilot, lambda: table.visible_loaded and not table._pending, what="the table loaded")
 
 
 @pytest.mark.slow
@@ -211,16 +208,55 @@ async def test_a_ready_preload_is_on_screen_without_another_read(tmp_path):
         assert source.page_calls == 1
 
 
+class GatedNumbersSource(NumbersSource):
+    """Every read waits for `gate`: the test, not the scheduler, decides when a page arrives."""
+
+    def __init__(self, path, where: str = "") -> None:
+        super().__init__(path, where)
+        self.gate = threading.Event()
+        self.asked = 0  # reads started, whether or not through the gate yet
+
+    def page(self, after, limit):
+        self.asked += 1
+        assert self.gate.wait(60), "the test never opened the gate"
+        return super().page(after, limit)
+
+
 async def test_a_preload_still_running_is_awaited_by_the_reload(tmp_path):
-    source = NumbersSource(make_numbers(tmp_path, 500))
-    source.lock.acquire()  # the preload's read waits until the table exists
-    preload = Preload(source, page_size=50)
+    # Issue 21 item 2: on a loaded machine the table said "loaded" while the preload was still
+    # running (the empty table it had before counted as loaded), and row 0 was None.
+    source = GatedNumbersSource(make_numbers(tmp_path, 500))
+    preload = Preload(source, page_size=50)  # its read waits at the gate until the table exists
     app = TableApp(None)
     async with app.run_test(size=(60, 20)) as pilot:
         table = app.query_one(LazyTable)
+        await pilot.pause()
+        assert table.visible_loaded and table.total == 0  # no source: loaded, and empty
         table.set_source(preload)
+        await pilot.pause()
         assert table.row_at(0) is None
-        source.lock.release()
+        assert not table.visible_loaded  # the empty table is the old source's, not this one's
+        source.gate.set()
         await wait_loaded(pilot, table)
         assert table.row_at(0)["n"] == 0 and table.total == 501
         assert source.page_calls == 1
+
+
+async def test_a_reload_of_another_source_is_not_loaded_until_its_rows_are(tmp_path):
+    path = make_numbers(tmp_path, 500)
+    app = TableApp(NumbersSource(path))
+    async with app.run_test(size=(60, 20)) as pilot:
+        table = app.query_one(LazyTable)
+        await wait_loaded(pilot, table)
+        gated = GatedNumbersSource(path, where="WHERE n >= 100")
+        table.set_source(gated)
+        await pilot.pause()
+        assert not table.visible_loaded  # rows 0.. on screen are the old source's
+        table.scroll_to(y=120, animate=False, immediate=True)
+        await pilot.pause()
+        await wait_until(pilot, lambda: gated.asked == 1, what="the reload's first read")
+        await pilot.pause()
+        assert gated.asked == 1 and not table._pending  # no page fetched by the old source's routes
+        gated.gate.set()
+        await wait_loaded(pilot, table)
+        assert table.row_at(0)["n"] == 100 and table.total == 401

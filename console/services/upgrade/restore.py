@@ -24,6 +24,7 @@ from console.db.connection import sqlite_connection
 from console.db.files import create_exclusive, temp_prefix
 from console.db.file_trust import Judged, open_judged
 from console.db.paths import nonempty_file
+from console.db.tx import lock_budget
 from console.errors import ConsoleError, DatabaseUnusable, Refusal, UsageError
 from console.services.upgrade.decide import require_archon
 from console.services.upgrade.restore_loss import (
@@ -212,7 +213,8 @@ def _linked_elsewhere(db_path: Path, status: os.stat_result) -> DatabaseUnusable
 
 def _settle(db_path: Path, busy_timeout_ms: int) -> None:
     try:
-        exclusive_lock.settle(db_path, busy_timeout_ms)
+        with lock_budget(busy_timeout_ms / 1000) as budget, budget.waiting():  # the command's, if armed
+            exclusive_lock.settle(db_path, budget.remaining_ms)
     except exclusive_lock.InUse:
         raise _in_use(db_path) from None
     except exclusive_lock.CannotCheck as exc:

@@ -48,6 +48,7 @@ from console.db.detect import detect_shape
 from console.db.migrations.base import Migration
 from console.db.migrations.runner import MigrationFailed, apply_migration
 from console.db.migrations.stops import upgrading_to
+from console.db.tx import lock_budget
 from console.db.snapshot import Snapshot
 from console.db.snapshot_reuse import reusable_snapshot
 from console.errors import DatabaseUnusable, Refusal
@@ -284,9 +285,10 @@ def run_upgrade(
     snap_dir = Path(snapshot_dir).expanduser() if snapshot_dir else None
     if snap_dir is not None and not snap_dir.is_dir():
         raise Refusal(f"The snapshot directory {snap_dir} does not exist. Nothing was written.")
-    with for_upgrade():
+    # One budget for every wait of the run (for the holders to go, each step's lock): the command's.
+    with for_upgrade(), lock_budget(max(busy_timeout_ms, 0) / 1000) as budget:
         return _run_upgrade(path, at, target=target, force=force, snap_dir=snap_dir, progress=progress,
-                            busy_timeout_ms=busy_timeout_ms, full_check=full_check, wait=wait,
+                            busy_timeout_ms=budget.remaining_ms, full_check=full_check, wait=wait,
                             others_ignored=tuple(others_ignored))
 
 
@@ -303,7 +305,8 @@ def _run_upgrade(path: Path, at: datetime, *, target: str, force: bool, snap_dir
         seconds = max(busy_timeout_ms, 0) / 1000
         (progress or (lambda event: None))(UpgradeProgress(
             "wait", 0, 1, f"waiting up to {seconds:g} s for {'; '.join(plan.in_use_by)} to let go of the file"))
-        still = exclusive_lock.wait_until_free(path, seconds, ignore=others_ignored)
+        with lock_budget(seconds) as budget, budget.waiting():
+            still = exclusive_lock.wait_until_free(path, seconds, ignore=others_ignored)
         if still:
             raise in_use_refusal(path, [h.describe() for h in still], waited=seconds)
         plan = plan_upgrade(path, target, snapshot_dir=snap_dir, now=at, others_ignored=others_ignored,
@@ -326,7 +329,8 @@ def _run_upgrade(path: Path, at: datetime, *, target: str, force: bool, snap_dir
     emit = progress or (lambda event: None)
     upgrade = UpgradeRun(path, plan, force=force, at=at, snapshot_dir=snap_dir, emit=emit, full_check=full_check,
                          others_ignored=others_ignored)
-    conn = connect_raw(path, busy_timeout_ms=busy_timeout_ms)
+    with lock_budget(busy_timeout_ms / 1000) as budget:  # what the wait for the holders left
+        conn = connect_raw(path, busy_timeout_ms=budget.remaining_ms)  # a busy step stops the run: one wait
     try:
         with upgrading_to(upgrade.target):  # which releases' backfills run (stops.py)
             release_after = upgrade.run(conn)
