@@ -14,7 +14,7 @@ from console.tui.screens.error import ErrorModal
 from console.tui.screens.projects import OverviewScreen
 from console.tui.screens.upgrade import UpgradeScreen
 from tests.tui.pilot import notifications, ready, settle, type_text, wait_until
-from tests.tui.test_upgrade_holds_writes import _held_run
+from tests.tui.upgrade_hold import held_run
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +26,7 @@ def labels(app) -> list[str]:
 async def test_an_upgrade_in_the_console_refreshes_everything_derived_from_the_release(demo_db, make_app,
                                                                                     monkeypatch):
     path = demo_db(release="1.8.20", requests=20)
-    reached, release = _held_run(monkeypatch)
+    reached, release = held_run(monkeypatch)
     app = make_app(path, start="projects")
     try:
         async with app.run_test(size=(120, 40)) as pilot:

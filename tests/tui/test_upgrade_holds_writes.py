@@ -15,11 +15,9 @@ stays until the test lets it go.
 from __future__ import annotations
 
 import sqlite3
-import threading
 
 import pytest
 
-from console.tui.screens import upgrade as upgrade_screen
 from console.tui.screens.approvals import ApprovalsScreen, decision_greying
 from console.tui.screens.base import UPGRADE_REASON, ConsoleScreen
 from console.tui.screens.error import ErrorModal
@@ -28,31 +26,11 @@ from console.tui.screens.registry import SCREENS
 from console.tui.screens.typed import TypedConfirmModal
 from console.tui.screens.upgrade import UpgradeScreen
 from tests.tui.pilot import db, notifications, ready, table, type_text, wait_until
+from tests.tui.upgrade_hold import held_run
 
 pytestmark = pytest.mark.slow
 
 ARGUMENTS = {"project": "atlas-api"}  # screens that need one to open
-
-
-def _held_run(monkeypatch) -> tuple[threading.Event, threading.Event]:
-    """(reached, release): `reached` is set when the run has passed its first migration tick,
-    which then waits for `release`."""
-    reached, release = threading.Event(), threading.Event()
-    real = upgrade_screen.call_isolated
-
-    def call_isolated(function, *args, progress=None, **kwargs):
-        if function.endswith(":run_upgrade") and progress is not None:
-            forward = progress
-
-            def progress(event):
-                forward(event)
-                if event.kind == "migration" and not reached.is_set():
-                    reached.set()
-                    assert release.wait(120), "the test never released the upgrade"
-        return real(function, *args, progress=progress, **kwargs)
-
-    monkeypatch.setattr(upgrade_screen, "call_isolated", call_isolated)
-    return reached, release
 
 
 async def _approvable(pilot, app) -> str:
@@ -74,7 +52,7 @@ def _notified(app, text: str) -> bool:
 
 async def test_no_write_while_the_upgrade_runs_and_writes_come_back_after(demo_db, make_app, monkeypatch):
     path = demo_db(release="1.8.22", requests=20)
-    reached, release = _held_run(monkeypatch)
+    reached, release = held_run(monkeypatch)
     app = make_app(path, start="upgrade")
     try:
         async with app.run_test(size=(120, 40)) as pilot:
