@@ -176,3 +176,26 @@ def test_the_screen_clock_stands_at_the_snapshot_until_toggled():
     assert clock() == T0 and clock.label == "as of 2026-12-01 14:03Z"
     assert clock.toggle() and clock() == T0 + timedelta(days=1) and clock.label == "as of now"
     assert clock.toggle() and clock() == T0
+
+
+def test_a_row_stamped_in_the_future_does_not_pin_the_view_to_the_snapshot(tmp_path):
+    """One row from the future (a writer's clock ahead, a hostile file) is ignored, not clamped:
+    clamped, it made the view stand at the snapshot's moment and every countdown expired again."""
+    from console.db.connect import open_database
+    from console.services.snapshot_time import newest_write_time
+
+    taken = datetime(2026, 12, 2, 9, 0, tzinfo=timezone.utc)
+    path = _db(tmp_path / "f.db",
+               "CREATE TABLE events (id INTEGER PRIMARY KEY, created_at TEXT, updated_at)",
+               "INSERT INTO events (created_at, updated_at) VALUES ('2026-12-01 13:00:00', 1764594000000), "
+               "('2099-01-01T00:00:00Z', NULL), ('2026-12-02T08:59:59+23:00', 4102444800), "
+               "('2026-12-01T14:00:00.250-01:00', '  1764597600  '), ('+2026-12-01', '1e999'), ('20261201', 'nan')")
+    handle = open_database(path, read_only=True, require_archon=False)
+    try:
+        newest = newest_write_time(handle, not_after=taken)
+    finally:
+        handle.close()
+    assert newest == datetime(2026, 12, 1, 15, 0, 0, 250000, tzinfo=timezone.utc)
+    info = SupportInfo(Path("/x/archon.db"), Path("/tmp/s.sqlite"), taken_at=taken)
+    assert info.as_of(newest) == (newest, "the newest time recorded in the database")
+
