@@ -10,7 +10,8 @@ lifecycle change also appends an event row; so the newest `created_at`/`updated_
 newest rows is the newest write archon recorded.
 
 Bounded on any size: each table's newest `TAIL_ROWS` rows (by rowid, the order SQLite appended
-them) are read, never a whole table, so a 10 GB file costs what a small one does. Only stored
+them) are read, never a whole table, so a 10 GB file costs what a small one does; and at most
+`TOTAL_ROWS` over all tables, so a file of thousands of tables costs what archon's does. Only stored
 columns are read (a generated column is computed by the file's author's expression,
 console/db/sql.py), and a table SQLite cannot read that way (a virtual table, a `WITHOUT ROWID`
 table) is passed over. Each table's newest time is found by SQLite itself (`_NEWEST_SQL`), one
@@ -35,6 +36,11 @@ from console.db.sql import quote_identifier, table_xinfo
 
 WRITE_TIME_COLUMNS = ("created_at", "updated_at")
 TAIL_ROWS = 1000
+# Rows read over all tables: archon's thirty-odd tables each get their `TAIL_ROWS`; a file of
+# thousands of tables gets fewer from each (never fewer than `MIN_TAIL_ROWS`), not minutes before the
+# console paints.
+TOTAL_ROWS = 100_000
+MIN_TAIL_ROWS = 10
 VALUE_CHARS = 64  # the longest stored form of an instant, with room; a longer value is not a time
 
 # A value `v` as epoch seconds, or NULL when it is not a time (module docstring).
@@ -50,9 +56,9 @@ _SECONDS = ("CASE WHEN typeof(v) = 'text' AND v GLOB '[0-9][0-9][0-9][0-9]-*' "
 _NEWEST_SQL = "SELECT max(CASE WHEN s > 0 AND s <= ? THEN s END) FROM (SELECT {seconds} AS s FROM ({tail}) LIMIT -1)"
 
 
-def _tail(table: str, column: str) -> str:
+def _tail(table: str, column: str, rows: int) -> str:
     return (f"SELECT {quote_identifier(column)} AS v FROM (SELECT {quote_identifier(column)} FROM "
-            f"{quote_identifier(table)} ORDER BY rowid DESC LIMIT {TAIL_ROWS})")
+            f"{quote_identifier(table)} ORDER BY rowid DESC LIMIT {int(rows)})")
 
 
 def newest_write_time(handle: ArchonDatabase, not_after: datetime | None = None) -> datetime | None:
@@ -63,13 +69,14 @@ def newest_write_time(handle: ArchonDatabase, not_after: datetime | None = None)
     tables = [r[0] for r in conn.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite^_%' ESCAPE '^' "
         "AND sql NOT LIKE 'CREATE VIRTUAL%'")]
+    rows = max(MIN_TAIL_ROWS, min(TAIL_ROWS, TOTAL_ROWS // max(1, len(tables))))
     newest: float | None = None
     for table in tables:
         try:
             columns = [r[1] for r in table_xinfo(conn, table) if r[6] == 0 and r[1] in WRITE_TIME_COLUMNS]
             if not columns:
                 continue
-            tail = " UNION ALL ".join(_tail(table, c) for c in columns)
+            tail = " UNION ALL ".join(_tail(table, c, rows) for c in columns)
             (found,), = conn.execute(_NEWEST_SQL.format(seconds=_SECONDS, tail=tail), (ceiling,)).fetchall()
         except sqlite3.OperationalError:  # no rowid, or a table this SQLite cannot read
             continue
@@ -83,4 +90,4 @@ def newest_write_time(handle: ArchonDatabase, not_after: datetime | None = None)
         return None
 
 
-__all__ = ["TAIL_ROWS", "WRITE_TIME_COLUMNS", "newest_write_time"]
+__all__ = ["MIN_TAIL_ROWS", "TAIL_ROWS", "TOTAL_ROWS", "WRITE_TIME_COLUMNS", "newest_write_time"]
