@@ -117,9 +117,11 @@ def denial(action: int, arg1: str | None, arg2: str | None) -> str | None:
             return None
         return f"PRAGMA {name} is not one of the PRAGMAs that only read"
     if action == sqlite3.SQLITE_UPDATE and (arg1 or "").lower() in ("sqlite_master", "sqlite_temp_master"):
-        # SQLite asks this while it builds a table-valued PRAGMA (`pragma_table_info(...)`), too
-        return ("writing the schema is not a read (for a table-valued PRAGMA such as pragma_table_info(), "
-                "use the statement: PRAGMA table_info(NAME))")
+        # SQLite asks this the first time a connection builds a table-valued function (json_each(),
+        # pragma_table_info(), ...): refused with the rest, and the sentence says so, naming the way round
+        return ("a table-valued function (json_each(), json_tree(), pragma_table_info(), ...) is not run here "
+                "(SQLite asks to write the schema to build one); use json_extract() for JSON and the statement "
+                "PRAGMA table_info(NAME) for a PRAGMA")
     return f"{_DENIED_NAMES.get(action, 'a statement that changes the database')} is not a read"
 
 

@@ -270,3 +270,15 @@ def test_temporary_files_are_bounded_like_time(live, monkeypatch, body):
     from console.db.limits import temp_bytes
 
     assert temp_bytes() == 0  # SQLite dropped them with the statement
+
+
+@pytest.mark.parametrize("sql", ["SELECT * FROM json_each('[1,2]')", "SELECT key FROM json_tree('{\"a\": 1}')",
+                                 "SELECT * FROM pragma_table_info('projects')", "SELECT name FROM pragma_index_list('x')"])
+def test_a_table_valued_function_is_refused_by_name_with_the_way_round(live, sql):
+    """json_each() was refused as "writing the schema ... for a table-valued PRAGMA": a reader of JSON
+    was told about PRAGMAs. The sentence names the kind of thing refused and what to use instead."""
+    with open_queries(live, busy_timeout_ms=2000) as queries:
+        with pytest.raises(UsageError) as caught:
+            queries.run(sql)
+    _expect_refusal(caught.value, sql)
+    assert "table-valued function" in caught.value.reason and "json_extract()" in caught.value.reason
