@@ -17,7 +17,10 @@ Four locks, each enough on its own for the writes the others miss, none of them 
   word is checked before SQLite sees it (`first_word`): only SELECT, WITH, VALUES, EXPLAIN and PRAGMA;
 - SQLite's own limits: `SQLITE_LIMIT_SQL_LENGTH` is `MAX_STATEMENT_BYTES`, every value is bounded by
   `SQLITE_LIMIT_LENGTH` and every statement by the deadline of console/db/limits.py (a progress
-  handler), like every other connection of the console.
+  handler), like every other connection of the console;
+- the disk SQLite writes without asking anyone: temporary files for a sort or a `UNION` too big for
+  memory, which the three locks above never see, are bounded by `MAX_TEMP_BYTES`
+  (console/db/limits.py `limit_temp_space`).
 
 Python's sqlite3 runs one statement per `execute` and raises for a second one ("You can only execute
 one statement at a time"); console/services/query.py turns that, and every refusal here, into one
@@ -31,6 +34,7 @@ import sqlite3
 from pathlib import Path
 
 from console.db.connect import ArchonDatabase, open_database
+from console.db.limits import limit_temp_space
 from console.errors import UsageError
 
 # Longer than any statement typed or pasted by hand (archon's whole schema is about 40 KB), short
@@ -39,6 +43,10 @@ from console.errors import UsageError
 from console.text import MAX_CHARS
 
 MAX_STATEMENT_BYTES = MAX_CHARS
+
+# SQLite's temporary files (a sort or a UNION too big for memory) for one statement: a sort of a few
+# hundred thousand rows of archon's size; beyond, the statement wants a LIMIT or an indexed ORDER BY.
+MAX_TEMP_BYTES = 256 * 1024 * 1024
 
 # The statements that only read. VACUUM, ATTACH, REPLACE, INSERT, ... never reach SQLite.
 READING_WORDS = frozenset({"select", "with", "values", "pragma"})  # and EXPLAIN before one (`first_word`)
@@ -109,9 +117,11 @@ def denial(action: int, arg1: str | None, arg2: str | None) -> str | None:
             return None
         return f"PRAGMA {name} is not one of the PRAGMAs that only read"
     if action == sqlite3.SQLITE_UPDATE and (arg1 or "").lower() in ("sqlite_master", "sqlite_temp_master"):
-        # SQLite asks this while it builds a table-valued PRAGMA (`pragma_table_info(...)`), too
-        return ("writing the schema is not a read (for a table-valued PRAGMA such as pragma_table_info(), "
-                "use the statement: PRAGMA table_info(NAME))")
+        # SQLite asks this the first time a connection builds a table-valued function (json_each(),
+        # pragma_table_info(), ...): refused with the rest, and the sentence says so, naming the way round
+        return ("a table-valued function (json_each(), json_tree(), pragma_table_info(), ...) is not run here "
+                "(SQLite asks to write the schema to build one); use json_extract() for JSON and the statement "
+                "PRAGMA table_info(NAME) for a PRAGMA")
     return f"{_DENIED_NAMES.get(action, 'a statement that changes the database')} is not a read"
 
 
@@ -134,6 +144,7 @@ def lock_down(conn: sqlite3.Connection) -> sqlite3.Connection:
     conn.execute("PRAGMA query_only = ON")
     conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, MAX_STATEMENT_BYTES)
     conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+    limit_temp_space(conn, MAX_TEMP_BYTES)
     authorizer = _Authorizer()
     conn.set_authorizer(authorizer)
     conn._adhoc = authorizer  # type: ignore[attr-defined]  # read by `refusal_of` and `is_locked_down`
@@ -182,5 +193,5 @@ def query_database(path: str | Path, *, busy_timeout_ms: int) -> ArchonDatabase:
     return handle
 
 
-__all__ = ["DENIED_FUNCTIONS", "MAX_STATEMENT_BYTES", "READING_PRAGMAS", "READING_WORDS", "check_statement",
+__all__ = ["DENIED_FUNCTIONS", "MAX_STATEMENT_BYTES", "MAX_TEMP_BYTES", "READING_PRAGMAS", "READING_WORDS", "check_statement",
            "denial", "first_word", "is_locked_down", "last_refusal", "lock_down", "query_database"]

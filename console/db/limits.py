@@ -63,6 +63,10 @@ _live: "weakref.WeakSet[sqlite3.Connection]" = weakref.WeakSet()
 _live_lock = threading.Lock()
 _state = {"stopping": False, "budget": None, "upgrade": 0, "checks": 0, "expired": 0}
 _timed_out: "weakref.WeakSet[sqlite3.Connection]" = weakref.WeakSet()
+_over_temp: "weakref.WeakSet[sqlite3.Connection]" = weakref.WeakSet()
+# How often the progress handler of a connection with a temp-space budget measures it.
+_TEMP_CHECK_SECONDS = 0.1
+_TEMP_PREFIX = "etilqs_"  # SQLite's name for its temporary files (SQLITE_TEMP_FILE_PREFIX)
 
 
 def statement_seconds() -> float:
@@ -160,11 +164,13 @@ class _Meter:
     the handler on the thread that steps), else when the last statement started (one run outside a
     `MeteredCursor`, e.g. `commit`, counts wall time)."""
 
-    __slots__ = ("running", "started")
+    __slots__ = ("running", "started", "temp_checked", "temp_limit")
 
     def __init__(self) -> None:
         self.running: dict[int, _Run] = {}
         self.started = time.monotonic()
+        self.temp_limit: int | None = None  # bytes of temporary files allowed (`limit_temp_space`)
+        self.temp_checked = 0.0
 
 
 def _inside(cursor: sqlite3.Cursor, run: _Run, call, *args: object, **kwargs: object):
@@ -268,6 +274,13 @@ def guard(conn: sqlite3.Connection) -> sqlite3.Connection:
                 _timed_out.add(owner)
             _state["expired"] += 1
             return 1
+        if meter.temp_limit is not None and now - meter.temp_checked >= _TEMP_CHECK_SECONDS:
+            meter.temp_checked = now
+            if temp_bytes() > meter.temp_limit:
+                owner = ref()
+                if owner is not None:
+                    _over_temp.add(owner)
+                return 1
         return 0
 
     conn.set_trace_callback(began)
@@ -275,6 +288,40 @@ def guard(conn: sqlite3.Connection) -> sqlite3.Connection:
     with _live_lock:
         _live.add(conn)
     return conn
+
+
+def temp_bytes() -> int:
+    """The size of the temporary files SQLite holds open in this process. SQLite unlinks them as it
+    creates them, so only the process's descriptors find them (Linux's /proc; 0 where there is none)."""
+    total = 0
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        return 0
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if os.path.basename(target).startswith(_TEMP_PREFIX):
+                total += os.fstat(int(fd)).st_size
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def limit_temp_space(conn: sqlite3.Connection, max_bytes: int) -> None:
+    """End any statement of `conn` (a `guard`ed connection) once SQLite's temporary files in this
+    process exceed `max_bytes`. Neither `mode=ro` nor `query_only` nor an authorizer sees them: a
+    sort or a `UNION` too big for memory spills to /var/tmp or $TMPDIR, often the file system the
+    database lives on, at the disk's speed for the whole statement deadline."""
+    conn._meter.temp_limit = max_bytes  # type: ignore[attr-defined]
+
+
+def over_temp_space(conn: sqlite3.Connection) -> int | None:
+    """The budget `conn`'s last statement was ended by (`limit_temp_space`; then forgotten), or None."""
+    if conn in _over_temp:
+        _over_temp.discard(conn)
+        return conn._meter.temp_limit  # type: ignore[attr-defined]
+    return None
 
 
 def interrupt_all() -> None:
@@ -349,4 +396,4 @@ def explain(exc: BaseException, conn: sqlite3.Connection | None = None) -> Datab
 
 
 __all__ = ["LONG_STATEMENT_SECONDS", "MAX_VALUE_BYTES", "MeteredConnection", "MeteredCursor", "STATEMENT_SECONDS", "CheckBudget", "explain", "for_upgrade",
-           "guard", "interrupt_all", "resume", "statement_budget", "stopping", "upgrade_checks", "upgrading"]
+           "guard", "interrupt_all", "limit_temp_space", "over_temp_space", "temp_bytes", "resume", "statement_budget", "stopping", "upgrade_checks", "upgrading"]

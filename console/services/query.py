@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from console.db.adhoc import DENIED_FUNCTIONS, check_statement, is_locked_down, last_refusal, query_database
-from console.db.limits import MAX_VALUE_BYTES, explain
+from console.db.limits import MAX_VALUE_BYTES, explain, over_temp_space
 from console.db.sql import quote_identifier, table_xinfo
 from console.errors import DatabaseUnusable, UsageError
 from console.text import one_line
@@ -104,6 +104,11 @@ def _refused(exc: sqlite3.Error, conn: sqlite3.Connection) -> Exception:
     if missing and missing.group(1).lower() in DENIED_FUNCTIONS:  # this build lacks it: refused all the same
         return UsageError(f"Refused: the function {missing.group(1).lower()}() reaches outside the database; "
                           "only reads run here, and nothing was run.")
+    budget = over_temp_space(conn)
+    if budget is not None:
+        return UsageError(f"Stopped: the statement needed more than {budget // (1024 * 1024):,} MB of "
+                          "temporary disk space (a sort or a UNION too big for memory); add a LIMIT, or ORDER BY an "
+                          "indexed column. Nothing was written to the database.")
     if "one statement at a time" in text:
         return UsageError("Refused: give one statement; a second one (after ';') is not run, nor is the first.")
     if getattr(exc, "sqlite_errorname", "") == "SQLITE_TOOBIG" or "string or blob too big" in text:

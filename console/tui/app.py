@@ -146,7 +146,7 @@ class ArchonConsole(GuardedApp, LastResort, QuitGuard, App):
         if support is not None:
             # A snapshot is shown as of the time it was last written, not against now: a day-old
             # customer file would otherwise show every request expired (`@` switches to now).
-            self.session.clock.pin(*support.as_of(self.session.run(newest_write_time)))
+            self.session.clock.pin(*support.as_of(self.session.run(newest_write_time, not_after=support.taken_at)))
         self.start = start
         self.poll_seconds = poll_seconds
         # The baseline is taken before anything is read (and before the UI runs), so a commit

@@ -239,3 +239,46 @@ def test_a_real_process_refuses_and_leaves_the_file(live):
                            "SELECT count(*) FROM support_probe"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "50" in done.stdout  # the holder's commits, still in its -wal, are read
     assert without_shm(fingerprint_dir(live.parent)) == before
+
+
+# Every statement shape that makes SQLite spill to temporary files (a sort, a UNION's or DISTINCT's
+# set, a GROUP BY, a recursive CTE's ordered queue): finite, about 30 MB of rows, over the budget.
+SPILLS = [
+    "SELECT x, b FROM rows ORDER BY random()",
+    "SELECT x, b FROM rows UNION SELECT x + 1, b FROM rows",
+    "SELECT count(DISTINCT b) FROM rows",
+    "SELECT b, count(*) FROM rows GROUP BY b",
+    "SELECT x, b FROM rows ORDER BY b",
+]
+
+
+@pytest.mark.parametrize("body", SPILLS, ids=lambda s: s[:40])
+def test_temporary_files_are_bounded_like_time(live, monkeypatch, body):
+    """`mode=ro`, `query_only` and the authorizer never see SQLite's temporary files: a sort too big
+    for memory wrote gigabytes to /var/tmp within the deadline (the disk archon writes to, often).
+    The budget (console/db/adhoc.py `MAX_TEMP_BYTES`) ends the statement in one sentence."""
+    from console.db import adhoc
+
+    monkeypatch.setattr(adhoc, "MAX_TEMP_BYTES", 4 * 1024 * 1024, raising=False)
+    sql = ("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300000), "
+           f"rows(x, b) AS (SELECT i, hex(randomblob(48)) FROM n) {body}")
+    with open_queries(live, busy_timeout_ms=2000) as queries:
+        with pytest.raises(UsageError, match="more than 4 MB of temporary disk space") as caught:
+            queries.run(sql, limit=1)
+        assert caught.value.exit_code == 2 and "\n" not in caught.value.reason
+        assert queries.run("SELECT 1").rows == [(1,)]  # the next statement runs
+    from console.db.limits import temp_bytes
+
+    assert temp_bytes() == 0  # SQLite dropped them with the statement
+
+
+@pytest.mark.parametrize("sql", ["SELECT * FROM json_each('[1,2]')", "SELECT key FROM json_tree('{\"a\": 1}')",
+                                 "SELECT * FROM pragma_table_info('projects')", "SELECT name FROM pragma_index_list('x')"])
+def test_a_table_valued_function_is_refused_by_name_with_the_way_round(live, sql):
+    """json_each() was refused as "writing the schema ... for a table-valued PRAGMA": a reader of JSON
+    was told about PRAGMAs. The sentence names the kind of thing refused and what to use instead."""
+    with open_queries(live, busy_timeout_ms=2000) as queries:
+        with pytest.raises(UsageError) as caught:
+            queries.run(sql)
+    _expect_refusal(caught.value, sql)
+    assert "table-valued function" in caught.value.reason and "json_extract()" in caught.value.reason
