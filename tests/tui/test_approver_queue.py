@@ -36,7 +36,7 @@ async def test_the_queue_shows_who_asked_and_how_long_ago(demo_db, make_app, siz
     path = demo_db()
     app = make_app(path)
     clock = [NOW]
-    app.session.ctx.clock = lambda: clock[0]
+    app.session.clock.live = lambda: clock[0]  # the screens' one clock (console/clock.py ScreenClock)
     async with app.run_test(size=size) as pilot:
         await ready(pilot, app, ApprovalsScreen)
         t = table(app)

@@ -13,6 +13,8 @@ from console.tui.screens.profiles import ProfilesScreen
 from console.tui.screens.projects import OverviewScreen
 from tests.tui.pilot import notifications, ready, send_keys, settle, wait_until
 
+pytestmark = pytest.mark.slow
+
 
 def notes(app) -> list[str]:
     return [str(n.message) for n in notifications(app)]
