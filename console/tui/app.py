@@ -32,6 +32,7 @@ from console.models.support import SupportInfo
 from console.tui.session import Session
 from widgets import plain_filter
 from widgets.safe_text import clean
+from widgets.no_lost_frames import NoLostFrames
 from widgets.terminal_guard import GuardedApp
 
 POLL_SECONDS = 0.5
@@ -76,9 +77,10 @@ def known_binding_ids() -> set[str]:
     return ids
 
 
-class ArchonConsole(GuardedApp, LastResort, QuitGuard, App):
+class ArchonConsole(GuardedApp, NoLostFrames, LastResort, QuitGuard, App):
     """`GuardedApp` first: its `notify`, title validators and `copy_to_clipboard` clean or refuse database
     text whatever the caller did, and its filter pictures any control left in a painted line.
+    `NoLostFrames` repaints what Textual drew while a batch held updates (widgets/no_lost_frames.py).
     `LastResort` ends the app in one sentence on whatever escaped (console/tui/last_resort.py)."""
 
     CSS_PATH = "app.tcss"

@@ -28,6 +28,7 @@ from console.tui.screens.fleet_hosts import FleetHostsScreen
 from console.tui.screens.fleet_queue import FleetQueueScreen
 from widgets import plain_filter
 from widgets.safe_text import clean
+from widgets.no_lost_frames import NoLostFrames
 from widgets.terminal_guard import GuardedApp
 
 FLEET_COMMANDS = ("approvals", "hosts", "host NAME", "help", "quit")
@@ -45,7 +46,7 @@ class FleetCommandLine(CommandLine):
                     id="command-input")
 
 
-class FleetConsole(GuardedApp, LastResort, QuitGuard, App):
+class FleetConsole(GuardedApp, NoLostFrames, LastResort, QuitGuard, App):
     STOPPED = ("archon-console: the fleet console stopped on an unexpected {name}; decisions already sent "
                "stand. Rerun with ARCHON_CONSOLE_DEBUG=1 to see where it happened.")
 
