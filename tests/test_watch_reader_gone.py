@@ -91,3 +91,20 @@ def test_the_change_nobody_read_is_not_saved_in_the_cursor(db, tmp_path):
     assert second.line()["request_id"] == "apr-unread"  # on main: lost (the cursor had moved past it)
     second.reader_leaves()
     assert second.wait() == 0
+
+
+def test_audit_follow_whose_reader_left_ends_even_when_nothing_happens(db):
+    """`audit --follow` is the other stream: the same rule (console/cli/watch_delivery.py output_gone)."""
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-m", "console", "audit", "--db", str(db), "--follow", "--poll", "0.05",
+                             "--since", "2099-01-01"],  # nothing to print, now or later
+                            stdout=write_end, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    os.close(write_end)
+    os.close(read_end)
+    try:
+        _, err = proc.communicate(timeout=WAIT)  # on main: never ended
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0 and b"Traceback" not in err and b"Exception ignored" not in err, err
