@@ -38,8 +38,40 @@ def resolve_project(conn: sqlite3.Connection, project: str) -> sqlite3.Row:
             f"More than one project is named {one_line(project)!r}: {shown}{more}.",
             "Pass one of these ids instead.",
         )
+    near = near_projects(conn, project)
     raise Refusal(f"No project {one_line(project)!r} in this database (neither an id nor a name).",
-                  "See `archon-console projects list`.")
+                  (f"Did you mean {near}? " if near else "") + "See `archon-console projects list`.")
+
+
+NEAR_SCANNED = 2000  # projects a typo is compared with beyond those starting with it
+
+
+def near_projects(conn: sqlite3.Connection, typed: str) -> str | None:
+    """The ids and names `typed` is near (console/suggest.py, the rule every typo gets), as one
+    clause; None when none is. Those starting with `typed` come from an index range and the rest
+    from the first `NEAR_SCANNED` by name, so a million projects cost what two thousand do."""
+    from console.suggest import near_matches
+
+    end = typed + "\U0010ffff"
+    rows = conn.execute("SELECT id, name FROM projects WHERE id >= ? AND id < ? ORDER BY id LIMIT 10",
+                        (typed, end)).fetchall()
+    rows += conn.execute("SELECT id, name FROM projects WHERE name >= ? AND name < ? ORDER BY name LIMIT 10",
+                         (typed, end)).fetchall()
+    rows += conn.execute("SELECT id, name FROM projects ORDER BY name LIMIT ?", (NEAR_SCANNED,)).fetchall()
+    labels: dict[str, str] = {}  # an id or a name -> the project it names (the first one)
+    for row in rows:
+        for value in (row[1], row[0]):
+            if isinstance(value, str) and value.strip():
+                labels.setdefault(value, row[0])
+    shown: dict[str, str] = {}  # one suggestion per project: the label nearest to what was typed
+    for label in near_matches(typed, labels, limit=len(labels)):
+        shown.setdefault(labels[label], label)
+        if len(shown) == 3:
+            break
+    found = [one_line(label, 60) for label in shown.values()]
+    if not found:
+        return None
+    return " or ".join(found) if len(found) <= 2 else f"{', '.join(found[:-1])} or {found[-1]}"
 
 
 def project_id_of(handle, text: str) -> str:
@@ -95,4 +127,4 @@ def completion_candidates(handle, kind: str, prefix: str, *, limit: int = 200) -
     return found
 
 
-__all__ = ["completion_candidates", "find_project", "project_id", "resolve_project"]
+__all__ = ["completion_candidates", "find_project", "near_projects", "project_id", "resolve_project"]
