@@ -43,6 +43,22 @@ def whole_number(what: str = "items", *, minimum: int = 0, maximum: int = 10**9)
     return parse
 
 
+def user_path(what: str) -> Callable[[str], str]:
+    """An argparse type for a path a person types: a leading `~` or `~user` is expanded here, by the
+    one `expand_home` (console/db/paths.py), so `~nosuch/x.db` is one usage sentence naming the
+    argument (exit 2), never pathlib's "Could not determine home directory" as an unexpected error
+    from deep inside a command. Anything else is kept exactly as typed."""
+
+    def parse(text: str) -> str:
+        if not text.startswith("~"):
+            return text
+        from console.db.paths import expand_home
+
+        return str(expand_home(text, what))
+
+    return parse
+
+
 # Ten years: longer than any claim, expiry window or stale limit that means something.
 MAX_MINUTES = 10 * 366 * 24 * 60
 minutes = finite_number("minutes", maximum=MAX_MINUTES)
