@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -69,6 +71,25 @@ def test_a_home_that_names_nobody_is_one_usage_sentence(demo_copy, tmp_path, cap
     assert NOBODY in said
 
 
+@pytest.mark.parametrize("where", sorted(ARGV), ids=lambda w: f"{w[0] or 'global'} {w[1]}")
+@pytest.mark.parametrize("empty", ["", " "])
+def test_an_empty_path_is_one_usage_sentence(demo_copy, tmp_path, where, empty):
+    """An empty path (an unset shell variable) is refused as `--db ""` always was: on main `doctor ""`
+    checked the --db database instead, `--cursor ""` kept no cursor, `--snapshot-dir ""` wrote beside the
+    database, and `inspect ""`/`restore ""` said ". is a directory", a path nobody typed."""
+    db = demo_copy()
+    argv = [{"DB": str(db), "KEEP": str(tmp_path / "kept"), NOBODY: empty}.get(word, word) for word in ARGV[where]]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    # A real process with a bound: on main `approvals watch --cursor ""` watched for ever without a cursor.
+    proc = subprocess.run([sys.executable, "-m", "console", *argv], stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=60)
+    code, err = proc.returncode, proc.stderr
+    assert code == 2, (argv, err)
+    assert err.startswith(f"archon-console: {where[1] if where[1].startswith('--') else where[1].upper()} "
+                          "was given an empty path."), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written first
+
+
 @pytest.fixture
 def links(tmp_path):
     (tmp_path / "loop-a").symlink_to(tmp_path / "loop-b")
@@ -99,9 +120,6 @@ def test_a_serve_policy_named_that_is_not_there_refuses_the_session(tmp_path):
     """`serve --policy PATH` (the admin's forced command) with a path that names nothing served as if
     the host had no rules: a typo in the path dropped `read_only = true` silently. Now the session is
     refused (exit 3) before the channel exists; only the default place may be absent."""
-    import subprocess
-    import sys
-
     missing = tmp_path / "serve-polcy.toml"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SSH_")}
     proc = subprocess.run([sys.executable, "-m", "console", "serve", "--stdio", "--policy", str(missing)],

@@ -115,7 +115,7 @@ def register(subparsers, parents) -> None:
         "unless --keep-snapshot DIR is given.",
     )
     p.add_argument("path", metavar="PATH", type=user_path("PATH"), help="the database to inspect")
-    p.add_argument("--keep-snapshot", metavar="DIR", type=user_path("--keep-snapshot"), default=None, help="keep the snapshot in DIR")
+    p.add_argument("--keep-snapshot", metavar="DIR", type=user_path("--keep-snapshot", "directory"), default=None, help="keep the snapshot in DIR")
     p.add_argument("--no-tui", action="store_true",
                    help="with --keep-snapshot: only take the snapshot and print its path (with --json: "
                    "an object with it), for scripts; the console needs a terminal")

@@ -302,7 +302,7 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
         choices=TARGETS,
         help="stop at this archon release (1.8.20, 1.8.22, 1.10.0 or current; default current)",
     )
-    upgrade.add_argument("--snapshot-dir", metavar="DIR", type=user_path("--snapshot-dir"), help="write the snapshot here instead of beside the database")
+    upgrade.add_argument("--snapshot-dir", metavar="DIR", type=user_path("--snapshot-dir", "directory"), help="write the snapshot here instead of beside the database")
     upgrade.add_argument(
         "--wait",
         action="store_true",

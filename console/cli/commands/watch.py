@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from console.cli.options import finite_number, minutes, whole_number
+from console.cli.options import finite_number, minutes, user_path, whole_number
 from console.cli.watch_delivery import Cursor, OutputGone, change_line, deliver, held_signals, output_gone, quiet_stdout
 
 _seconds = finite_number("seconds", minimum=0.05, maximum=3600)
@@ -36,7 +36,7 @@ def register(commands: argparse._SubParsersAction, parents: list[argparse.Argume
     p.add_argument("--status", metavar="S",
                    help="only changes into these statuses (comma-separated: pending, approved, denied, "
                    "cancelled, expired, invalidated, consumed)")
-    p.add_argument("--cursor", metavar="FILE",
+    p.add_argument("--cursor", metavar="FILE", type=user_path("--cursor"),
                    help="remember the last delivered change in FILE and continue after it at the next start "
                    "(each change delivered once across restarts); without it the stream starts from now")
     p.add_argument("--expiring-within", type=minutes, metavar="MINUTES",
