@@ -138,8 +138,12 @@ def load(path: Path | None = None) -> tuple[dict[str, View], str | None]:
 def find(name: str, path: Path | None = None) -> View:
     views, _ = load(path)
     if name not in views:
+        from console.suggest import did_you_mean  # the one rule for "did you mean"
+
         known = ", ".join(sorted(views)) or "none saved yet"
-        raise UsageError(f"No saved view {name!r} ({known}); save one with :save NAME in the console.")
+        near = did_you_mean(name, views)
+        raise UsageError(f"No saved view {name!r} ({known}); save one with :save NAME in the console."
+                         + (f" {near}" if near else ""))
     return views[name]
 
 

@@ -73,3 +73,20 @@ def test_every_project_typo_on_every_command_names_the_project_meant(projects, c
     checked: list = []
     run()
     assert len(checked) >= 20, checked  # the typos that name nothing else were most of them
+
+
+@pytest.mark.parametrize("command, saved, typed", [
+    (["approvals", "list"], "pending-mine", "pending-mne"), (["approvals", "list"], "pending-mine", "pendng-mine"),
+    (["envs", "list"], "ready-envs", "redy-envs"), (["envs", "list"], "ready-envs", "ready"),
+])
+def test_a_saved_view_typed_wrong_names_the_view_meant(demo_copy, tmp_path, monkeypatch, capsys, command, saved, typed):
+    """`--view NAME` is typed too: on main "No saved view 'pending-mne' (...)" without the near one."""
+    from console.services import views
+
+    monkeypatch.setenv("ARCHON_CONSOLE_VIEWS", str(tmp_path / "views.toml"))
+    views.save(saved, views.parse("approvals" if command[0] == "approvals" else "envs",
+                                  "status=pending" if command[0] == "approvals" else "state=ready"))
+    views.save("other-view", views.parse("approvals", "kind=git_push"))
+    code = main(["--db", str(demo_copy()), *command, "--view", typed])
+    err = capsys.readouterr().err
+    assert code == 2 and f"Did you mean {saved}?" in err, err
