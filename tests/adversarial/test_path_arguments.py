@@ -127,3 +127,35 @@ def test_a_serve_policy_named_that_is_not_there_refuses_the_session(tmp_path):
     assert proc.returncode == 3, proc.stderr  # on main: 0, a session served without the policy
     assert proc.stdout == ""
     assert f"The serve policy {missing} named by --policy does not exist" in proc.stderr
+
+
+def _unusable(tmp_path, kind: str):
+    path = tmp_path / f"{kind}.db"
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "not-sqlite":
+        path.write_text("hello\n")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "loop":
+        path.symlink_to(path)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["directory", "empty", "not-sqlite", "fifo", "loop", "missing"])
+@pytest.mark.parametrize("command", [["approvals", "list"], ["--read-only", "envs", "list"], ["doctor"]])
+def test_a_database_the_user_did_not_type_says_where_it_came_from(tmp_path, monkeypatch, capsys, kind, command):
+    """`ARCHON_DB_PATH=/tmp archon-console approvals list` said "/tmp is a directory, not a database
+    file." and nothing about where /tmp came from (only a missing file said so). Every refusal of the
+    database file now says it (console/db/paths.py `chosen_by`); a path typed with --db does not."""
+    path = _unusable(tmp_path, kind)
+    monkeypatch.setenv("ARCHON_DB_PATH", str(path))
+    assert main(command) == 3
+    err = capsys.readouterr().err
+    assert err.startswith(f"archon-console: ") and str(path) in err, err
+    assert "ARCHON_DB_PATH names it" in err, err  # on main: only for a missing file
+    monkeypatch.setenv("ARCHON_DB_PATH", str(tmp_path / "another.db"))  # the path is told apart by where it is
+    assert main(["--db", str(path), *command]) == 3
+    assert "ARCHON_DB_PATH" not in capsys.readouterr().err
