@@ -108,7 +108,9 @@ def _checked(screen: str, key: str, value: str) -> str:
 def views_path() -> Path:
     explicit = os.environ.get(VIEWS_ENV)
     if explicit:
-        return Path(explicit).expanduser()
+        from console.db.paths import expand_home  # `~nosuch/...` is one sentence, not a RuntimeError
+
+        return expand_home(explicit, VIEWS_ENV)
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "archon-console" / "views.toml"
 

@@ -159,3 +159,20 @@ def test_a_database_the_user_did_not_type_says_where_it_came_from(tmp_path, monk
     monkeypatch.setenv("ARCHON_DB_PATH", str(tmp_path / "another.db"))  # the path is told apart by where it is
     assert main(["--db", str(path), *command]) == 3
     assert "ARCHON_DB_PATH" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("variable, where", [("ARCHON_CONSOLE_VIEWS", "console.services.views:views_path"),
+                                             ("ARCHON_CONSOLE_KEYMAP", "console.tui.keymap:keymap_path"),
+                                             ("ARCHON_CONSOLE_CONFIG", "console.tui.attention:config_path")])
+def test_a_settings_path_from_the_environment_with_a_home_of_nobody_is_one_sentence(monkeypatch, variable, where):
+    """The console's own settings files named by the environment: `~nobody/...` stopped the console
+    (and `--view`) with "unexpected RuntimeError: Could not determine home directory" on main."""
+    import importlib
+
+    from console.errors import UsageError
+
+    module, function = where.split(":")
+    monkeypatch.setenv(variable, NOBODY)
+    with pytest.raises(UsageError) as refused:
+        getattr(importlib.import_module(module), function)()
+    assert refused.value.reason == f"{variable} {NOBODY!r} starts with ~ but names no home directory on this machine."
