@@ -120,9 +120,11 @@ def _report(reason: str, hint: str | None, code: int, *, json: bool, note: str |
     if json:
         _emit_error(reason, hint, code, **({"clock_note": note} if note else {}))
         return code
-    print(f"archon-console: {reason}", file=sys.stderr)
+    from console.cli.output import bounded_words
+
+    print(f"archon-console: {bounded_words(reason)}", file=sys.stderr)
     if hint:
-        print(hint, file=sys.stderr)
+        print(bounded_words(hint), file=sys.stderr)
     if note:
         print(note, file=sys.stderr)
     return code
@@ -297,8 +299,10 @@ def report_usage(exc: UsageProblem, *, json: bool) -> int:
         _emit_error(exc.message, "See `archon-console help` for the commands and their options.",
                     EXIT_USAGE, usage=" ".join(exc.usage.split()))
     else:
+        from console.cli.output import bounded_words
+
         sys.stderr.write(exc.usage)
-        print(f"archon-console: error: {exc.message}", file=sys.stderr)
+        print(f"archon-console: error: {bounded_words(exc.message)}", file=sys.stderr)
     return EXIT_USAGE
 
 

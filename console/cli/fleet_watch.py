@@ -145,6 +145,9 @@ def run_fleet_watch(runner, params: dict[str, Any]) -> int:
     sys.stderr.flush()
     try:
         asyncio.run(stream.run())
+        from console.cli.watch_delivery import quiet_stdout
+
+        quiet_stdout()  # it returns only when the reader left
     except (KeyboardInterrupt, Stopped):
         return 0
     finally:
@@ -169,6 +172,7 @@ class _Stream:
         self.watched: dict[str, Any] = {}  # host -> the `ok` outcome of the session its watch runs on
         self.locks: dict[str, Any] = {}
         self.starting: set = set()  # held: the event loop keeps only a weak reference to a task
+        self.gone = False  # the reader of stdout left (console/cli/watch_delivery.py OutputGone)
 
     async def run(self) -> None:
         import asyncio
@@ -178,8 +182,11 @@ class _Stream:
         self.sessions = FleetSessions(self.runner.fleet, self.runner.hosts, parallel=int(self.runner.args.parallel),
                                       cache=False, on_notification=self.notified, on_state=self.state)
         try:
+            from console.cli.watch_delivery import output_gone
+
             await self.sessions.connect()
-            await asyncio.Event().wait()  # until Ctrl-C cancels this task
+            while not self.gone and not output_gone():  # until Ctrl-C cancels this task, or the reader leaves
+                await asyncio.sleep(float(self.runner.args.poll))
         finally:
             # The watch starts still under way end with the stream (else asyncio.run destroys them
             # pending, and says so on stderr), then the sessions close.
@@ -249,7 +256,7 @@ class _Stream:
     def notified(self, host: str, method: str, params: Any) -> None:
         import sys
 
-        from console.cli.watch_delivery import held_signals
+        from console.cli.watch_delivery import OutputGone, deliver, held_signals
         from console.clock import system_clock
         from console.cli.output import json_document
         from console.text import one_line
@@ -265,12 +272,22 @@ class _Stream:
         except ValueError:
             self.report(f"{one_line(host, 30)} sent a change of a form this console does not know; skipped it")
             return
-        with held_signals():  # a clean stop never falls between the line and its cursor
+        if self.gone:
+            return
+
+        def write() -> None:
             if self.runner.json:
                 sys.stdout.write(json_document(change_json(host, data), indent=None) + "\n")
             else:
                 sys.stdout.write(change_text(host, change, system_clock()) + "\n")
             sys.stdout.flush()
+
+        with held_signals():  # a clean stop never falls between the line and its cursor
+            try:
+                deliver(write)
+            except OutputGone:  # nobody reads: the stream ends, the cursor stays at the last line read
+                self.gone = True
+                return
             if "cursor" in params:
                 self.keep(host, params["cursor"])
         if self.hooks is not None and change.change == "new":

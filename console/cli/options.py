@@ -43,6 +43,29 @@ def whole_number(what: str = "items", *, minimum: int = 0, maximum: int = 10**9)
     return parse
 
 
+def user_path(what: str, thing: str = "file") -> Callable[[str], str]:
+    """An argparse type for a path a person types: a leading `~` or `~user` is expanded here, by the
+    one `expand_home` (console/db/paths.py), so `~nosuch/x.db` is one usage sentence naming the
+    argument (exit 2), never pathlib's "Could not determine home directory" as an unexpected error
+    from deep inside a command. An empty path (an unset shell variable) is refused as `--db ""` is:
+    it became "." (". is a directory", a path nobody typed) or silently meant the default (`doctor ""`
+    checked the --db database, `--cursor ""` kept no cursor). Anything else is kept exactly as typed."""
+
+    def parse(text: str) -> str:
+        if not text.strip():
+            from console.errors import UsageError
+
+            raise UsageError(f"{what} was given an empty path.",
+                             f"Name the {thing}" + (f", or leave {what} out." if what.startswith("--") else "."))
+        if not text.startswith("~"):
+            return text
+        from console.db.paths import expand_home
+
+        return str(expand_home(text, what))
+
+    return parse
+
+
 # Ten years: longer than any claim, expiry window or stale limit that means something.
 MAX_MINUTES = 10 * 366 * 24 * 60
 minutes = finite_number("minutes", maximum=MAX_MINUTES)

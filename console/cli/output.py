@@ -29,11 +29,30 @@ def emit_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
+LONGEST_WORD = 200  # characters of one word a refusal echoes (a path, an id, a typo)
+
+
+def bounded_words(text: str | None) -> str | None:
+    """`text` with every word longer than `LONGEST_WORD` shortened to its start and end around an
+    ellipsis that says how long it was. A refusal echoes what was typed ("No project 'x...'", "invalid
+    choice: 'x...'"), and a 5,000-character word came back whole, from every command; every refusal
+    the CLI says passes here (console/cli/cli.py `_report`, `report_usage`, and `error_json`)."""
+    if text is None or len(text) <= LONGEST_WORD:
+        return text
+    import re
+
+    def cut(match: "re.Match[str]") -> str:
+        word = match.group(0)
+        return f"{word[:LONGEST_WORD // 2]}…({len(word):,} characters)…{word[-40:]}"
+
+    return re.sub(r"\S{%d,}" % (LONGEST_WORD + 1), cut, text)
+
+
 def error_json(reason: str, hint: str | None, code: int, /, **extra: Any) -> dict[str, Any]:
     """The one shape of a failure under `--json`: `ok`, `error`, `hint`, `exit`, then `wrote: []`
     for a refusal (exit 1: nothing was written), then what the command adds (`extra`, in order).
     Every command builds its error object here, so scripts read one shape whatever failed."""
-    value: dict[str, Any] = {"ok": False, "error": reason, "hint": hint, "exit": code}
+    value: dict[str, Any] = {"ok": False, "error": bounded_words(reason), "hint": bounded_words(hint), "exit": code}
     if code == EXIT_REFUSED:
         value["wrote"] = []
     return {**value, **extra}

@@ -353,7 +353,7 @@ def serve(ctx) -> int:
                              "command, the SSH certificate, or the login).")
         if args.policy is not None:
             host_identity.require_host_chosen("--policy", os.environ)
-        policy = host_identity.load_policy(args.policy or host_identity.DEFAULT_POLICY)
+        policy = host_identity.load_policy(args.policy or host_identity.DEFAULT_POLICY, named=args.policy is not None)
         identity = host_identity.resolve(args.serve_actor, policy, os.environ, current().login)
     except ConsoleError as exc:  # the session is refused before the channel exists: stdout stays empty
         log(exc.reason + (f" {exc.hint}" if exc.hint else ""))

@@ -82,6 +82,55 @@ for `approvals watch --fleet` (console/cli/fleet_watch.py), through this same fi
         replace_small_file(self.path, json.dumps(self._encode(position)) + "\n", "cursor")
 
 
+class OutputGone(Exception):
+    """Whoever read the watch's lines is gone (`approvals watch | head -1` after its line): the
+    watch ends, as `approvals list | head -1` does, instead of writing into a closed pipe for ever.
+    The change it could not deliver is not saved in the cursor, so the next start delivers it."""
+
+
+def deliver(write) -> None:
+    """Call `write` (print and flush one change); a closed pipe becomes `OutputGone`, never a change
+    "skipped" (which would move the cursor past a line nobody read)."""
+    import errno
+
+    try:
+        write()
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError) or exc.errno in (errno.EPIPE, errno.EBADF):
+            raise OutputGone() from None
+        raise
+
+
+def output_gone() -> bool:
+    """Whether stdout is a pipe nobody reads any more (poll says POLLERR on its write end), asked
+    between changes like `tail -f` does: a watch with nothing to say would otherwise never notice
+    that its reader left. One poll(2) with no wait; a file or a terminal never reports it."""
+    import select
+    import sys
+
+    try:
+        fd = sys.__stdout__.fileno() if sys.__stdout__ is not None else 1
+        poller = select.poll()
+        poller.register(fd, 0)  # no events asked: only POLLERR, POLLHUP and POLLNVAL come back
+        return any(mask & (select.POLLERR | select.POLLNVAL) for _, mask in poller.poll(0))
+    except (OSError, ValueError):
+        return False
+
+
+def quiet_stdout() -> None:
+    """After `OutputGone`: point descriptor 1 at /dev/null, so the interpreter's last flush at exit
+    does not say "Exception ignored ... BrokenPipeError" on stderr."""
+    import os
+    import sys
+
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.__stdout__.fileno() if sys.__stdout__ is not None else 1)
+        os.close(null)
+    except (OSError, ValueError):
+        pass
+
+
 class held_signals:
     """Ctrl-C, SIGTERM and SIGHUP wait (blocked, not lost) while a change is printed and its cursor
     saved: they arrive right after, so a stop never repeats or skips a change."""
@@ -130,4 +179,4 @@ def change_line(change, now) -> str:
     return line(*fields)
 
 
-__all__ = ["Cursor", "change_line", "held_signals", "say"]
+__all__ = ["Cursor", "OutputGone", "change_line", "deliver", "held_signals", "output_gone", "quiet_stdout", "say"]

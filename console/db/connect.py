@@ -18,7 +18,7 @@ from urllib.parse import quote
 from console.db.connection import SQLITE_HEADER, sqlite_connection
 from console.db.file_guard import read_head
 from console.db.limits import explain
-from console.db.paths import require_database_file
+from console.db.paths import chosen_by, require_database_file
 from console.db.rows import text_row
 from console.errors import DatabaseUnusable
 
@@ -37,13 +37,13 @@ def check_file(path: Path) -> None:
     """Refuse what is plainly not a SQLite database, reading only its first bytes."""
     size = require_database_file(path).st_size
     if size == 0:
-        raise DatabaseUnusable(f"{path} is empty (0 bytes), not an archon database.")
+        raise DatabaseUnusable(f"{path} is empty (0 bytes), not an archon database.", chosen_by(path))
     try:
         header = read_head(path, len(SQLITE_HEADER))
     except OSError as exc:
         raise DatabaseUnusable(f"Cannot read {path}: {exc.strerror or exc}.") from None
     if header != SQLITE_HEADER:
-        raise DatabaseUnusable(f"{path} is not a SQLite database (its header is wrong).")
+        raise DatabaseUnusable(f"{path} is not a SQLite database (its header is wrong).", chosen_by(path))
 
 
 def untouched_read_uri(path: Path) -> str:

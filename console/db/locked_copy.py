@@ -32,7 +32,7 @@ from pathlib import Path
 
 from console.db.connection import SQLITE_HEADER
 from console.db.files import private_dir
-from console.db.paths import no_database, nonempty_file, require_database_file
+from console.db.paths import chosen_by, no_database, nonempty_file, require_database_file
 from console.errors import DatabaseUnusable, Refusal
 
 PENDING_BYTE = 0x40000000
@@ -66,9 +66,9 @@ def is_wal_header(header: bytes) -> bool:
 def check_header(path: Path, header: bytes, size: int) -> None:
     """Refuse an empty file or one without the SQLite header, in one sentence."""
     if size == 0:
-        raise DatabaseUnusable(f"{path} is empty (0 bytes), not an archon database.")
+        raise DatabaseUnusable(f"{path} is empty (0 bytes), not an archon database.", chosen_by(path))
     if header[: len(SQLITE_HEADER)] != SQLITE_HEADER:
-        raise DatabaseUnusable(f"{path} is not a SQLite database (its header is wrong).")
+        raise DatabaseUnusable(f"{path} is not a SQLite database (its header is wrong).", chosen_by(path))
 
 
 def _lock(fd: int, start: int, length: int, deadline: float, what: str) -> None:

@@ -61,14 +61,21 @@ def no_database(path: str | os.PathLike[str], what: str = "database") -> Databas
     reason = f"No {what} at {path}: {_missing_part(path)}."
     if what != "database":
         return DatabaseUnusable(reason)
-    env = os.environ.get("ARCHON_DB_PATH")
-    if env and _same_place(path, env):
-        hint = "ARCHON_DB_PATH names it; point it at archon's database or pass --db PATH."
-    elif _same_place(path, DEFAULT_DB_PATH):
-        hint = "That is the default place; pass --db PATH or set ARCHON_DB_PATH."
-    else:
-        hint = "Check the path given."
+    hint = chosen_by(path) or "Check the path given."
     return DatabaseUnusable(reason, f"{hint} The console never creates a database.")
+
+
+def chosen_by(path: str | os.PathLike[str]) -> str | None:
+    """How to name another database when the user did not name this one in the command: the path is
+    `$ARCHON_DB_PATH`'s or the default place. Every refusal of the database file itself (missing, a
+    directory, empty, not SQLite...) adds it, so `ARCHON_DB_PATH=/tmp archon-console approvals list`
+    says where "/tmp" came from; None when the path was typed (--db, PATH)."""
+    env = os.environ.get("ARCHON_DB_PATH")
+    if env and _same_place(Path(path), env):
+        return "ARCHON_DB_PATH names it; point it at archon's database or pass --db PATH."
+    if _same_place(Path(path), DEFAULT_DB_PATH):
+        return "That is the default place; pass --db PATH or set ARCHON_DB_PATH."
+    return None
 
 
 def _same_place(path: Path, other: str | os.PathLike[str]) -> bool:
@@ -114,20 +121,21 @@ def require_database_file(path: str | os.PathLike[str], *, what: str = "database
     Symlinks are followed (archon's own path may be one); a loop or a dangling link is refused.
     """
     path = Path(path)
+    hint = chosen_by(path) if what == "database" else None
     try:
         st = os.stat(path)
     except FileNotFoundError:
         if os.path.lexists(path):
-            raise DatabaseUnusable(f"{path} is a symbolic link to nothing; no {what} there.") from None
+            raise DatabaseUnusable(f"{path} is a symbolic link to nothing; no {what} there.", hint) from None
         raise no_database(path, what) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise DatabaseUnusable(f"{path} is a loop of symbolic links, not a {what} file.") from None
+            raise DatabaseUnusable(f"{path} is a loop of symbolic links, not a {what} file.", hint) from None
         if exc.errno == errno.ENOTDIR:  # a file where the path needs a directory
             raise no_database(path, what) from None
-        raise DatabaseUnusable(f"Cannot read {path}: {exc.strerror or exc}.") from None
+        raise DatabaseUnusable(f"Cannot read {path}: {exc.strerror or exc}.", hint) from None
     if not stat.S_ISREG(st.st_mode):
-        raise DatabaseUnusable(f"{path} is {_kind(st.st_mode)}, not a {what} file.")
+        raise DatabaseUnusable(f"{path} is {_kind(st.st_mode)}, not a {what} file.", hint)
     if what == "database":
         require_regular_sidecars(path)
     return st

@@ -35,7 +35,7 @@ from console.models.approvals import (OPEN_STATUSES, STATUSES, ApprovalDetail, A
                                       DecisionOptions, check_kind)
 from console.services import four_eyes
 from console.services.base import require_feature, validate_actor
-from console.services.resolve import resolve_project  # noqa: F401 - also re-exported
+from console.services.resolve import near_ids, resolve_project  # noqa: F401 - also re-exported
 from console.text import json_or_none, one_line, unparseable_note
 
 REQUESTER_KEYS = ("requested_by", "requester")
@@ -370,9 +370,10 @@ def load_request(conn: sqlite3.Connection, request_id: str) -> dict[str, Any]:
                        (request_id,))
     row = cur.fetchone()
     if row is None:
+        near = near_ids(conn, "approval", request_id)
         raise Refusal(
-            f"No approval request {one_line(request_id)!r} in this database.",
-            "See `archon-console approvals list --status all`.",
+            f"No approval request {one_line(request_id, 80)!r} in this database.",
+            (f"{near} " if near else "") + "See `archon-console approvals list --status all`.",
         )
     return dict(zip([d[0] for d in cur.description], row))
 

@@ -43,7 +43,7 @@ from console.db.tx import write_transaction
 from console.errors import Refusal, Remedy, Said, UsageError
 from console.models.environments import ClaimResult, Handoff, claimed_by
 from console.services import identity
-from console.text import shell_quote
+from console.text import one_line, shell_quote
 from console.services.base import (
     claim_id_for,
     new_event_id,
@@ -169,7 +169,10 @@ def _load(conn: sqlite3.Connection, env_id: str) -> sqlite3.Row:
         (env_id,),
     ).fetchone()
     if env is None:
-        raise Refusal(f"There is no environment {env_id}.", "List them with `envs list`.")
+        from console.services.resolve import near_ids
+
+        near = near_ids(conn, "environment", env_id)
+        raise Refusal(f"There is no environment {one_line(env_id, 80)}.", (f"{near} " if near else "") + "List them with `envs list`.")
     if env["project_deletion_started_at"]:
         raise Refusal(
             f"{env_id} belongs to project {env['project_id']}, which is being deleted "

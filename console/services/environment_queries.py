@@ -307,7 +307,11 @@ def show_environment(
         (env_id,),
     ).fetchone()
     if row is None:
-        raise Refusal(f"There is no environment {env_id}.", "List them with `envs list`.")
+        from console.services.resolve import near_ids
+        from console.text import one_line
+
+        near = near_ids(handle.conn, "environment", env_id)
+        raise Refusal(f"There is no environment {one_line(env_id, 80)}.", (f"{near} " if near else "") + "List them with `envs list`.")
     project = handle.conn.execute(
         "SELECT name, deletion_started_at FROM projects WHERE id = ?", (row["project_id"],)
     ).fetchone()

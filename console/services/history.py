@@ -118,7 +118,9 @@ def approval_as_of(conn: sqlite3.Connection, request_id: str, at: datetime) -> A
                        (request_id,))
     rows = _dicts(cur)
     if not rows:
-        raise Refusal(f"No approval request {request_id!r}.")
+        from console.services.resolve import near_ids
+
+        raise Refusal(f"No approval request {one_line(request_id, 80)!r}.", near_ids(conn, "approval", request_id))
     request = rows[0]
     events = _dicts(conn.execute(
         "SELECT sequence, event_type, from_status, to_status, actor_classification, actor_reference, reason, "

@@ -67,8 +67,10 @@ class HostIdentity:
     note: str | None = None  # a source that was present but unusable (logged, not fatal)
 
 
-def load_policy(path: str | os.PathLike[str]) -> Policy:
-    """The policy at `path`; an empty Policy when there is no file; PolicyUnusable otherwise."""
+def load_policy(path: str | os.PathLike[str], *, named: bool = False) -> Policy:
+    """The policy at `path`; an empty Policy when there is no file at the default place; PolicyUnusable
+    otherwise. A policy the admin `named` (--policy) that is not there is refused too: a typo in the
+    forced command's path would otherwise serve without its rules (read_only, shared accounts)."""
     from console.small_files import SettingsUnusable, read_toml
 
     try:
@@ -76,6 +78,11 @@ def load_policy(path: str | os.PathLike[str]) -> Policy:
     except SettingsUnusable as exc:
         raise PolicyUnusable(f"{exc} The session was refused (the policy must be usable).") from None
     if data is None:
+        if named:
+            raise PolicyUnusable(f"The serve policy {path} named by --policy does not exist; the session was "
+                                 "refused (without it the host's rules would not apply).",
+                                 "Fix the path in the forced command, or leave --policy out for the default "
+                                 f"{DEFAULT_POLICY}.")
         return Policy()
 
     def bad(why: str) -> PolicyUnusable:

@@ -37,7 +37,7 @@ from console.services import profile_startup
 from console.services import identity
 from console.services.base import validate_actor, validate_reason
 from console.models.results import ActionResult
-from console.services.resolve import find_project, resolve_project
+from console.services.resolve import find_project, near_projects, resolve_project
 from console.text import UnreadableJson, one_line, read_json
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -108,8 +108,10 @@ def resolve_revision(handle, revision: str, *, project: str | None = None) -> st
             raise Refusal(f"{one_line(revision)!r} names project {one_line(within['id'])}, "
                           f"not {one_line(project_row['id'])}.")
         return _revision_number(conn, within, int(number.group(1)), revision)
+    near = near_projects(conn, head) if number is not None and head and within is None else None
     raise Refusal(
-        f"There is no execution profile revision {one_line(revision)}.",
+        f"There is no execution profile revision {one_line(revision)}"
+        + (f": no project {one_line(head)!r}. Did you mean {near}?" if near else "."),
         "Name it by id, PROJECT:N or PROJECT rN; list them with `profiles list PROJECT`.",
     )
 

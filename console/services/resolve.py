@@ -39,8 +39,40 @@ def resolve_project(conn: sqlite3.Connection, project: str) -> sqlite3.Row:
             f"More than one project is named {one_line(project)!r}: {shown}{more}.",
             "Pass one of these ids instead.",
         )
+    near = near_projects(conn, project)
     raise Refusal(f"No project {one_line(project)!r} in this database (neither an id nor a name).",
-                  "See `archon-console projects list`.")
+                  (f"Did you mean {near}? " if near else "") + "See `archon-console projects list`.")
+
+
+NEAR_SCANNED = 2000  # projects a typo is compared with beyond those starting with it
+
+
+def near_projects(conn: sqlite3.Connection, typed: str) -> str | None:
+    """The ids and names `typed` is near (console/suggest.py, the rule every typo gets), as one
+    clause; None when none is. Those starting with `typed` come from an index range and the rest
+    from the first `NEAR_SCANNED` by name, so a million projects cost what two thousand do."""
+    from console.suggest import near_matches
+
+    end = typed + "\U0010ffff"
+    rows = conn.execute("SELECT id, name FROM projects WHERE id >= ? AND id < ? ORDER BY id LIMIT 10",
+                        (typed, end)).fetchall()
+    rows += conn.execute("SELECT id, name FROM projects WHERE name >= ? AND name < ? ORDER BY name LIMIT 10",
+                         (typed, end)).fetchall()
+    rows += conn.execute("SELECT id, name FROM projects ORDER BY name LIMIT ?", (NEAR_SCANNED,)).fetchall()
+    labels: dict[str, str] = {}  # an id or a name -> the project it names (the first one)
+    for row in rows:
+        for value in (row[1], row[0]):
+            if isinstance(value, str) and value.strip():
+                labels.setdefault(value, row[0])
+    shown: dict[str, str] = {}  # one suggestion per project: the label nearest to what was typed
+    for label in near_matches(typed, labels, limit=len(labels)):
+        shown.setdefault(labels[label], label)
+        if len(shown) == 3:
+            break
+    found = [one_line(label, 60) for label in shown.values()]
+    if not found:
+        return None
+    return " or ".join(found) if len(found) <= 2 else f"{', '.join(found[:-1])} or {found[-1]}"
 
 
 def project_id_of(handle, text: str) -> str:
@@ -82,6 +114,44 @@ def project_names(conn: sqlite3.Connection, ids: Iterable[object]) -> dict[objec
 def project_id(conn: sqlite3.Connection, project: str | None) -> str | None:
     """The id of `project` (id or unique name); None stays None (no filter)."""
     return None if project is None else resolve_project(conn, project)["id"]
+
+
+_ID_TABLES = {"approval": "approval_requests", "environment": "execution_environments"}
+
+
+def near_ids(conn: sqlite3.Connection, kind: str, typed: str) -> str | None:
+    """"Did you mean ID?" for an approval or environment id that names nothing, or None.
+
+    Ids are compared, by console/suggest.py's rule, with a few found through the primary key only
+    (so a million rows cost what ten do): the ids either side of what was typed in sort order, and of
+    what was typed with the ids' prefix put back (`00000188` for `apr-00000188`), and the id with
+    that prefix and the typed digits padded to the ids' width (`apr-188`, `apr-0000018x8`)."""
+    import re
+
+    from console.suggest import near_matches
+
+    table = _ID_TABLES[kind]
+    probes = [typed]
+    first = conn.execute(f"SELECT id FROM {table} ORDER BY id LIMIT 1").fetchone()
+    shape = re.match(r"([A-Za-z]+[-_])(\d+)$", first[0]) if first and isinstance(first[0], str) else None
+    if shape is not None:
+        prefix, width = shape.group(1), len(shape.group(2))
+        if not typed.startswith(prefix):
+            probes.append(prefix + typed)
+        digits = re.sub(r"\D", "", typed[len(prefix):] if typed.startswith(prefix) else typed)
+        if digits:  # a stray letter among them, or zeros left out
+            probes.append(prefix + digits.lstrip("0").zfill(width))
+    found: list[str] = []
+    for probe in probes:
+        found += [r[0] for r in conn.execute(f"SELECT id FROM {table} WHERE id >= ? ORDER BY id LIMIT 3", (probe,))]
+        found += [r[0] for r in conn.execute(f"SELECT id FROM {table} WHERE id < ? ORDER BY id DESC LIMIT 3",
+                                             (probe,))]
+    found = [f for f in found if isinstance(f, str)]
+    exact = [probe for probe in probes[1:] if probe in found]  # the prefix put back, the digits padded
+    near = [one_line(n, 60) for n in list(dict.fromkeys(exact + near_matches(typed, found, limit=3)))[:3]]
+    if not near:
+        return None
+    return "Did you mean " + (" or ".join(near) if len(near) <= 2 else f"{', '.join(near[:-1])} or {near[-1]}") + "?"
 
 
 # Shell completion's queries: each walks a primary key (or the unique name index) from `prefix`,
@@ -136,4 +206,4 @@ def completion_candidates(handle, kind: str, prefix: str, *, limit: int = 200) -
     return found
 
 
-__all__ = ["completion_candidates", "find_project", "project_id", "project_names", "resolve_project"]
+__all__ = ["completion_candidates", "find_project", "near_ids", "near_projects", "project_id", "project_names", "resolve_project"]

@@ -119,7 +119,9 @@ def _checked(screen: str, key: str, value: str) -> str:
 def views_path() -> Path:
     explicit = os.environ.get(VIEWS_ENV)
     if explicit:
-        return Path(explicit).expanduser()
+        from console.db.paths import expand_home  # `~nosuch/...` is one sentence, not a RuntimeError
+
+        return expand_home(explicit, VIEWS_ENV)
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "archon-console" / "views.toml"
 
@@ -149,8 +151,12 @@ def load(path: Path | None = None) -> tuple[dict[str, View], str | None]:
 def find(name: str, path: Path | None = None) -> View:
     views, _ = load(path)
     if name not in views:
+        from console.suggest import did_you_mean  # the one rule for "did you mean"
+
         known = ", ".join(sorted(views)) or "none saved yet"
-        raise UsageError(f"No saved view {name!r} ({known}); save one with :save NAME in the console.")
+        near = did_you_mean(name, views)
+        raise UsageError(f"No saved view {name!r} ({known}); save one with :save NAME in the console."
+                         + (f" {near}" if near else ""))
     return views[name]
 
 

@@ -49,7 +49,9 @@ class NotifyConfig:
 def config_path() -> Path:
     explicit = os.environ.get(CONFIG_ENV)
     if explicit:
-        return Path(explicit).expanduser()
+        from console.db.paths import expand_home  # `~nosuch/...` is one sentence, not a RuntimeError
+
+        return expand_home(explicit, CONFIG_ENV)
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "archon-console" / "config.toml"
 

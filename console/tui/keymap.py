@@ -24,7 +24,9 @@ ENV = "ARCHON_CONSOLE_KEYMAP"
 def keymap_path() -> Path:
     explicit = os.environ.get(ENV)
     if explicit:
-        return Path(explicit).expanduser()
+        from console.db.paths import expand_home  # `~nosuch/...` is one sentence, not a RuntimeError
+
+        return expand_home(explicit, ENV)
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "archon-console" / "keymap.toml"
 

@@ -98,13 +98,52 @@ def _run(ctx: Any, build: Callable[[], tuple[Any, Any]]) -> int:
         loop.call_soon_threadsafe(lambda: app.exit(128 + signum))
         return True
 
+    gone = _TerminalWatch(app)
     try:
         with graceful(stop):
             result = app.run()
     finally:
+        gone.stop()
         if session is not None:
             session.close()  # on_unmount does this too; here it also holds when the app never got that far
     return int(result or 0) if isinstance(result, int) else (app.return_code or 0)
+
+
+class _TerminalWatch:
+    """Ends the app when its terminal goes away, whatever SIGHUP's disposition: with SIGHUP ignored
+    (`trap '' HUP`, a parent that ignores it, a terminal that is not the controlling one) closing
+    the terminal left Textual's input thread reading end-of-file in a loop, about half a core for
+    ever. poll(2) asked for no events reports only POLLHUP, POLLERR and POLLNVAL, so this thread
+    reads no key and wakes twice a second at most; the app then exits as on SIGHUP (exit 129)."""
+
+    def __init__(self, app: Any):
+        import threading
+
+        self._app = app
+        self._done = threading.Event()
+        threading.Thread(target=self._watch, name="terminal-watch", daemon=True).start()
+
+    def stop(self) -> None:
+        self._done.set()
+
+    def _watch(self) -> None:
+        import select
+
+        poller = select.poll()
+        for fd in (0, 1, 2):
+            poller.register(fd, 0)
+        gone = select.POLLHUP | select.POLLERR | select.POLLNVAL
+        while not self._done.is_set():
+            if not any(mask & gone for _, mask in poller.poll(500)):
+                continue
+            if hasattr(self._app, "attention"):  # the terminal is gone: write nothing more
+                self._app.attention.terminal_gone = True
+            while not self._done.is_set():
+                try:
+                    self._app.call_from_thread(self._app.exit, 128 + signal.SIGHUP)
+                    return
+                except RuntimeError:  # not running yet (or any more): ask again shortly
+                    self._done.wait(0.1)
 
 
 __all__ = ["fleet_app", "require_terminal", "run_fleet_tui", "run_tui"]

@@ -178,3 +178,40 @@ def test_no_app_is_run_anywhere_but_the_door():
                 runs.append(f"{path.relative_to(ROOT)} {ast.unparse(node)}")
     # (the fleet watch's `stream.run()` is its event stream, a coroutine, not an app)
     assert runs == ["console/cli/fleet_watch.py stream.run()", "console/tui/tui.py app.run()"], runs
+
+
+def _ignore_sighup() -> None:
+    """In the console's process before it runs: SIGHUP ignored, as `trap '' HUP` or a parent that
+    ignores it leaves it (the disposition is inherited, and the console keeps an ignored signal
+    ignored: console/signals.py)."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("door", ["no command", "inspect", "--fleet"])
+def test_the_console_ends_when_its_terminal_goes_even_with_sighup_ignored(demo_copy, tmp_path, door):
+    """Closing the terminal under a console that ignores SIGHUP left Textual's input thread reading
+    end-of-file in a loop: ~45% of a core, for ever (on main this test waits out its bound). Now the
+    console's door (console/tui/tui.py `_TerminalWatch`) ends it as SIGHUP would: exit 129."""
+    primary, secondary = os.openpty()
+    env = {**_env(tmp_path), "COLUMNS": "100", "LINES": "30"}
+    proc = subprocess.Popen([sys.executable, "-m", "console", *_doors(demo_copy())[door]], stdin=secondary,
+                            stdout=secondary, stderr=secondary, cwd=ROOT, env=env, start_new_session=True,
+                            preexec_fn=_ignore_sighup)
+    os.close(secondary)
+    seen = b""
+    painted = b"host" if door == "--fleet" else b"apr-"
+    deadline = time.monotonic() + BOUND
+    try:
+        while painted not in seen:
+            assert time.monotonic() < deadline and proc.poll() is None, seen[-2000:]
+            if select.select([primary], [], [], 0.1)[0]:
+                seen += os.read(primary, 65536)
+    finally:
+        os.close(primary)  # the terminal goes away
+    try:
+        proc.wait(timeout=BOUND)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        pytest.fail("the console outlived its terminal")
+    assert proc.returncode == 128 + signal.SIGHUP

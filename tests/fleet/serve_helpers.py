@@ -54,7 +54,9 @@ class Server:
                 if os.path.exists(DEFAULT_POLICY):
                     pytest.skip(f"{DEFAULT_POLICY} exists on this machine and would apply")
             else:
-                policy = tmp / "no-policy.toml"  # absent: the host's own /etc file never applies to a test
+                policy = tmp / "no-policy.toml"  # empty: the host's own /etc file never applies to a test
+                if not policy.exists():  # (a named policy must exist: console/services/host_identity.py)
+                    policy.write_text("")
         if policy is not None:
             argv += ["--policy", str(policy)]
         self.proc = subprocess.Popen([*argv, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,

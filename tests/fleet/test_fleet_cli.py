@@ -361,3 +361,42 @@ def test_expire_sweeps_every_host_that_answers(fleet, capsys):
     assert status_of(fleet["eu1"], "apr-overdue") == "expired"
     assert main(["--group", "eu", "--group", "us", "approvals", "expire"]) == 0
     assert capsys.readouterr().out.splitlines() == ["eu1: nothing to expire", "us1: nothing to expire"]
+
+
+def test_a_watch_over_hosts_whose_reader_left_ends_and_keeps_the_unread_change(fleet, tmp_path):
+    """`approvals watch --group ... | head -1`: the reader leaves; the watch ends (on main it ran for
+    ever) and the change it could not deliver is not in the cursor (console/cli/watch_delivery.py)."""
+    import select
+    import subprocess
+    import time
+
+    cursor = tmp_path / "fleet.cursor"
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-m", "console", "--group", "eu", "approvals", "watch", "--json",
+                             "--poll", "0.05", "--cursor", str(cursor)],
+                            stdout=write_end, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    os.close(write_end)
+    try:
+        _until(lambda: _hosts_in(cursor) == {"eu1"}, "eu1's watch to start")
+        _request(fleet["eu1"], "apr-read")
+        got, deadline = b"", time.monotonic() + 60
+        while b"apr-read" not in got:
+            assert time.monotonic() < deadline, got
+            if select.select([read_end], [], [], 1)[0]:
+                got += os.read(read_end, 65536)
+        os.close(read_end)
+        read_end = None
+        _request(fleet["eu1"], "apr-unread")
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and b"Traceback" not in err and b"Exception ignored" not in err, err
+    finally:
+        if read_end is not None:
+            os.close(read_end)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    again = _FleetWatch("--cursor", str(cursor))
+    try:
+        assert [c["request_id"] for c in again.changes(1)] == ["apr-unread"]
+    finally:
+        again.stop()

@@ -92,6 +92,7 @@ def test_a_db_path_of_nobody_is_one_sentence(tmp_path):
 @pytest.mark.parametrize("fixed", [True, False])
 def test_hello_with_a_db_of_nobody_is_invalid_params(tmp_path, fixed):
     hello = {"jsonrpc": "2.0", "id": 1, "method": "hello", "params": {"protocol": 1, "db": f"{NOBODY}/x.db"}}
+    (tmp_path / "none.toml").write_text("")  # no rules (a named policy must exist)
     args = ["serve", "--stdio", "--policy", str(tmp_path / "none.toml")] + (["--db", str(tmp_path / "x.db")]
                                                                              if fixed else [])
     result = _cli(*args, stdin=(json.dumps(hello) + "\n").encode())

@@ -33,6 +33,7 @@ def _fill(conn):
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_a_stop_ends_the_server_while_a_client_does_not_read(make_db, tmp_path, signum):
     db = make_db(fill=_fill, cached=True, name="big.db")
+    (tmp_path / "none.toml").write_text("")  # no rules (a named policy must exist)
     proc = subprocess.Popen([sys.executable, "-m", "console", "serve", "--stdio", "--actor", "dave", "--db", str(db),
                              "--policy", str(tmp_path / "none.toml")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, env=server_env())

@@ -219,8 +219,13 @@ def _follow(reader, stream, writer, redactor, poll: float) -> None:
     from console.cli.output import say
     from console.services.audit import redacted
 
+    from console.cli.watch_delivery import output_gone, quiet_stdout
+
     gone_said = False
     while True:
+        if output_gone():  # its reader left (`| head`): the same rule as `approvals watch`
+            quiet_stdout()
+            return
         time.sleep(poll)
         state = reader.poll()
         if state == UNCHANGED:

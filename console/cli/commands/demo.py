@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from console.cli.options import whole_number
+from console.cli.options import user_path, whole_number
 from console.errors import Refusal
 from console.cli.output import emit_json, say, table, write_trusted
 
@@ -83,7 +83,7 @@ def register(subparsers, parents) -> None:
         "over N/400 environments; N/1000 more projects without a profile, each with a build "
         "sequence in flight), so that an upgrade from 1.8.20 has a large database to carry.",
     )
-    p.add_argument("path", metavar="PATH", help="the database file to create")
+    p.add_argument("path", metavar="PATH", type=user_path("PATH"), help="the database file to create")
     p.add_argument("--release", default="current", choices=("1.8.20", "1.8.22", "current"),
                    help="archon release shape to write (default: current)")
     p.add_argument("--requests", type=_count, default=200, metavar="N",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console.cli.options import stale_after, stale_after_parent
+from console.cli.options import stale_after, stale_after_parent, user_path
 from console.errors import EXIT_UNUSABLE, DatabaseUnusable, UsageError
 from console.cli.output import emit_error, emit_json, say
 
@@ -78,14 +78,14 @@ def register(subparsers, parents) -> None:
         "matters and what to do. Exit 0: no errors; 1: errors (--strict: or warnings); 3: the console "
         "cannot use this database (the report still says why when SQLite can read the file).",
     )
-    p.add_argument("path", nargs="?", metavar="PATH", help="database to check (default: --db)")
+    p.add_argument("path", nargs="?", metavar="PATH", type=user_path("PATH"), help="database to check (default: --db)")
     p.add_argument("--check", action="append", metavar="ID",
                    help="run only this check (file, integrity, foreign_keys, schema, ledger, approvals, "
                    "environments, profiles) or keep only this finding id; repeatable")
     p.add_argument("--list-checks", action="store_true", help="list the check names and exit")
     p.add_argument("--full", action="store_true", help="PRAGMA integrity_check instead of quick_check")
     p.add_argument("--strict", action="store_true", help="warnings also make the exit code 1")
-    p.add_argument("--bundle", metavar="OUT.zip", help="also write a support bundle")
+    p.add_argument("--bundle", metavar="OUT.zip", type=user_path("--bundle"), help="also write a support bundle")
     p.add_argument("--redact", action="store_true",
                    help="replace actors, paths and payload values in the bundle by stable placeholders")
     p.set_defaults(handler=cmd_doctor)

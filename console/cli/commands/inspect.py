@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from console.cli.options import user_path
 from console.clock import system_clock
 from console.db.files import private_dir
+from console.db.paths import expand_home, require_database_file
 from console.db.readonly import snapshot_copy
 from console.errors import DatabaseUnusable, UsageError
 from console.models.support import SupportInfo
@@ -48,13 +50,16 @@ class Inspection:
 
 def prepare_inspection(path: str | Path, keep_dir: str | Path | None = None, *, now: datetime | None = None) -> Inspection:
     """Snapshot `path`; into `keep_dir` (kept) or a private temp directory (removed by `cleanup`)."""
-    original = Path(path).expanduser().resolve()
+    # The path as given is checked first, so a loop or a dangling link is said of what was typed
+    # (console/db/paths.py, as `doctor` and --db say it), not of its target; realpath never raises.
+    require_database_file(expand_home(path, "PATH"))
+    original = Path(os.path.realpath(expand_home(path, "PATH")))
     taken_at = now or system_clock()
     modified_at = _modified_at(original)
     name = f"{original.stem}.support-{taken_at.strftime('%Y%m%dT%H%M%SZ')}.sqlite"
     if keep_dir is not None:
-        keep = Path(keep_dir).expanduser()
-        if keep.resolve() == original.parent:
+        keep = expand_home(keep_dir, "--keep-snapshot")
+        if Path(os.path.realpath(keep)) == original.parent:
             raise UsageError("--keep-snapshot must not be the database's own directory (nothing is written there).")
         return Inspection(original, snapshot_copy(original, keep, name=name, option="--keep-snapshot"), taken_at, None,
                           modified_at)
@@ -125,8 +130,8 @@ def register(subparsers, parents) -> None:
         "a SUPPORT badge. Nothing next to PATH is created or changed. The snapshot is deleted on exit "
         "unless --keep-snapshot DIR is given.",
     )
-    p.add_argument("path", metavar="PATH", help="the database to inspect")
-    p.add_argument("--keep-snapshot", metavar="DIR", default=None, help="keep the snapshot in DIR")
+    p.add_argument("path", metavar="PATH", type=user_path("PATH"), help="the database to inspect")
+    p.add_argument("--keep-snapshot", metavar="DIR", type=user_path("--keep-snapshot", "directory"), default=None, help="keep the snapshot in DIR")
     p.add_argument("--no-tui", action="store_true",
                    help="with --keep-snapshot: only take the snapshot and print its path (with --json: "
                    "an object with it), for scripts; the console needs a terminal")

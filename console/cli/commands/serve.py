@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from console.cli.options import user_path
 from console.services.host_identity import DEFAULT_POLICY
 
 HELP = "serve fleet clients over stdin/stdout (JSON-RPC; run by ssh)"
@@ -30,8 +31,8 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
                    help="who acts in every session of this command: for the admin's forced command "
                    "(restrict,command=\"archon-console serve --stdio --actor=NAME\" in authorized_keys), or a "
                    "local start outside SSH; refused under SSH without a forced command")
-    p.add_argument("--policy", metavar="PATH", default=None,
-                   help=f"the host's rules (default {DEFAULT_POLICY}; absent: none): shared_accounts = "
+    p.add_argument("--policy", metavar="PATH", type=user_path("--policy"), default=None,
+                   help=f"the host's rules (default {DEFAULT_POLICY}, absent there: none; a PATH given must exist): shared_accounts = "
                    "[logins that name nobody in particular; read-only], read_only = true|false. A file that "
                    "cannot be used refuses the session")
     p.set_defaults(handler=run_serve)

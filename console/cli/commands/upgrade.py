@@ -13,6 +13,7 @@ from typing import TextIO
 
 import humanize
 
+from console.cli.options import user_path
 from console.errors import Refusal
 from console.cli.output import emit_error, emit_json, say, table, wrapped, write_trusted
 from console.services.profile_gate import ProfileEvidenceContradicted, UNVERIFIED_LINE
@@ -302,7 +303,7 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
         choices=TARGETS,
         help="stop at this archon release (1.8.20, 1.8.22, 1.10.0 or current; default current)",
     )
-    upgrade.add_argument("--snapshot-dir", metavar="DIR", help="write the snapshot here instead of beside the database")
+    upgrade.add_argument("--snapshot-dir", metavar="DIR", type=user_path("--snapshot-dir", "directory"), help="write the snapshot here instead of beside the database")
     upgrade.add_argument(
         "--wait",
         action="store_true",
@@ -331,7 +332,7 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
         "archon consumed, invalidated, let expire or deleted since (--rearm-consumed), or cannot tell what it would "
         "lose (--loss-unknown), or the database has other hard links (--other-links).",
     )
-    restore.add_argument("snapshot", metavar="SNAPSHOT", help="a snapshot written by `upgrade`")
+    restore.add_argument("snapshot", metavar="SNAPSHOT", type=user_path("SNAPSHOT"), help="a snapshot written by `upgrade`")
     restore.add_argument("--yes", action="store_true", help="do not ask for the typed confirmation")
     restore.add_argument(
         "--plan",

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 
-from console.cli.options import finite_number, minutes, whole_number
-from console.cli.watch_delivery import Cursor, change_line, held_signals
+from console.cli.options import finite_number, minutes, user_path, whole_number
+from console.cli.watch_delivery import Cursor, OutputGone, change_line, deliver, held_signals, output_gone, quiet_stdout
 
 _seconds = finite_number("seconds", minimum=0.05, maximum=3600)
 _hook_seconds = finite_number("seconds", minimum=0.1, maximum=86400)
@@ -36,7 +36,7 @@ def register(commands: argparse._SubParsersAction, parents: list[argparse.Argume
     p.add_argument("--status", metavar="S",
                    help="only changes into these statuses (comma-separated: pending, approved, denied, "
                    "cancelled, expired, invalidated, consumed)")
-    p.add_argument("--cursor", metavar="FILE",
+    p.add_argument("--cursor", metavar="FILE", type=user_path("--cursor"),
                    help="remember the last delivered change in FILE and continue after it at the next start "
                    "(each change delivered once across restarts); without it the stream starts from now")
     p.add_argument("--expiring-within", type=minutes, metavar="MINUTES",
@@ -171,12 +171,14 @@ def run_watch(ctx) -> int:
                             position = svc.Position(change.rowid, change.event_id, position.reminded)
                             try:
                                 with held_signals():  # a clean stop never falls between line and cursor
-                                    emit.change(change)
+                                    deliver(lambda: emit.change(change))
                                     cursor.save(position)
                                 if hooks is not None and change.change == "new":
                                     request = svc.request_json(conn, change.request_id)
                                     if request is not None:
                                         hooks.submit(change.request_id, request)
+                            except OutputGone:
+                                raise
                             except Exception as exc:  # noqa: BLE001  one row never stops the stream
                                 _skipped(report, change, exc)
                                 cursor.save(position)
@@ -187,7 +189,7 @@ def run_watch(ctx) -> int:
                     for change in svc.expiring(conn, ctx.clock(), window, flt, position.reminded):
                         position.reminded.add(change.request_id)
                         with held_signals():
-                            emit.change(change)
+                            deliver(lambda: emit.change(change))
                             cursor.save(position)
                     if time.monotonic() - pruned > PRUNE_EVERY:
                         pruned = time.monotonic()
@@ -195,11 +197,16 @@ def run_watch(ctx) -> int:
                         if kept != position.reminded:
                             position.reminded = kept
                             cursor.save(position)
+            if output_gone():
+                raise OutputGone()
             time.sleep(args.poll)
             cursor.retry()
             state = reader.poll()
     except (KeyboardInterrupt, Stopped):
         return 0  # a watch is meant to be stopped: every delivered change is already in the cursor
+    except OutputGone:  # its reader left (`| head -1`): ends as a list does, the cursor at the last line read
+        quiet_stdout()
+        return 0
     finally:
         if hooks is not None:
             left = hooks.stop()

@@ -343,7 +343,7 @@ def restore_snapshot(
             "Nothing was restored.",
             "Pass the database file's own path with --db.",
         )
-    if os.path.lexists(db_path) and snapshot.resolve() == db_path.resolve():
+    if os.path.lexists(db_path) and os.path.realpath(snapshot) == os.path.realpath(db_path):  # (never raises on a loop)
         raise UsageError("The snapshot and the database are the same file.")
     held = _open_snapshot(snapshot)
     try:
