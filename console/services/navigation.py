@@ -72,6 +72,8 @@ def resolve_target(handle: ArchonDatabase, screen: str, argument: str | None) ->
         return Target(choices=shown) if shown else Target(refusal="This database has no projects yet.")
     if screen == "project":
         return _project_target(handle, screen, argument, lambda found: found)
+    if screen == "tables":
+        return _table_target(handle.conn, argument)
     if screen not in views.KEYS:
         return Target(argument)
     if views.is_expression(argument):
@@ -136,6 +138,33 @@ def _project_target(handle: ArchonDatabase, screen: str, typed: str, argument_fo
     hint = did_you_mean(typed, list(labels) + list(words), show=show)
     what = f"No project {one_line(typed)!r} in this database (neither an id nor a name, nor the start of one)."
     return Target(refusal=f"{what} {hint or 'See :projects for every project.'}")
+
+
+def table_names(conn: sqlite3.Connection) -> list[str]:
+    """Every table of the main schema, as `:tables` lists them (console/services/query.py)."""
+    rows = conn.execute("PRAGMA table_list").fetchall()
+    if rows:
+        return sorted(r[1] for r in rows if r[0] == "main" and r[2] == "table")
+    # SQLite before 3.37 has no table_list (an unknown PRAGMA returns nothing)
+    return [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+
+
+def _table_target(conn: sqlite3.Connection, typed: str) -> Target:
+    """`:tables NAME`: the table by its name (SQLite's names ignore case), or the one it starts with
+    or contains; several are offered; none is refused with the names it is near. Checked here, before
+    the table screen is pushed: pushed first, a typo left an empty table "loading…" behind an error."""
+    from console.text import one_line
+
+    names = table_names(conn)
+    if typed in names:
+        return Target(typed)
+    found = near_matches(typed, names, limit=CHOICES_SHOWN, cutoff=1.0)  # equal, starts, contains
+    if len(found) == 1:
+        return Target(found[0])
+    if found:
+        return Target(choices=tuple((one_line(name), name) for name in found))
+    hint = did_you_mean(typed, names, show=lambda name: f":tables {one_line(name)}")
+    return Target(refusal=f"No table {one_line(typed)!r} in this database. {hint or ':tables lists every table.'}")
 
 
 def _project_labels(conn: sqlite3.Connection, typed: str) -> dict[str, list[str]]:

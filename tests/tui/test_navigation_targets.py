@@ -1,0 +1,90 @@
+"""Every way into a screen that names something (a table, a project a doctor finding names) checks
+that it exists before anything is pushed: a refused navigation leaves you where you were, with "did
+you mean", never an empty screen loading for ever behind a dialog (issue 21 item 7, one step on:
+`:tables NAME` and doctor's jumps)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from console.tui.screens.doctor import DoctorScreen
+from console.tui.screens.error import ErrorModal
+from console.tui.screens.profiles import ProfilesScreen
+from console.tui.screens.projects import OverviewScreen
+from console.tui.screens.tables import TableScreen
+from tests.tui.pilot import db, ready, settle, wait_until
+from tests.tui.test_navigation import command, notes, stack
+
+
+@pytest.mark.parametrize("typed, meant", [
+    ("tables tickts", ":tables tickets"),
+    ("tables exection_runs", ":tables execution_runs"),
+    ("t projcts", ":tables projects"),
+])
+async def test_a_table_typo_leaves_you_where_you_were_with_did_you_mean(demo_db, make_app, typed, meant):
+    app = make_app(demo_db(), start="projects")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot, app, OverviewScreen)
+        await command(pilot, app, typed)
+        await wait_until(pilot, lambda: any("No table" in n for n in notes(app)), what="the refusal")
+        await settle(pilot, app)
+        assert stack(app) == ["OverviewScreen"], stack(app)  # no dead Table screen, no dialog
+        assert any(meant in n for n in notes(app) if "Did you mean" in n), notes(app)
+
+
+@pytest.mark.parametrize("typed, table", [("tables TICKETS", "tickets"), ("tables ticket_dep", "ticket_dependencies")])
+async def test_a_table_named_in_another_case_or_by_its_start_opens_that_table(demo_db, make_app, typed, table):
+    """SQLite's names are case-blind: `:tables TICKETS` is the tickets table; a unique start opens
+    the table it starts (as `:project` does)."""
+    app = make_app(demo_db(), start="projects")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, OverviewScreen)
+        await command(pilot, app, typed)
+        await ready(pilot, app, TableScreen)
+        await wait_until(pilot, lambda: app.screen.table_shape is not None, what="the shape")
+        assert app.screen.table_shape.name == table
+        assert not any(isinstance(s, ErrorModal) for s in app.screen_stack)
+
+
+@pytest.mark.parametrize("table", ["projects", "execution_profile_revisions"])
+async def test_a_doctor_jump_to_a_project_that_is_gone_stays_on_doctor(demo_db, make_app, table):
+    """A finding names a project, or a revision whose project was deleted since (an orphan, just what
+    doctor reports): the jump says it is gone and stays on doctor, no empty Profiles screen."""
+    path = demo_db()
+    revision, project = db(path, "SELECT id, project_id FROM execution_profile_revisions LIMIT 1")[0]
+    _delete_project(path, project)
+    app = make_app(path, start="projects")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, OverviewScreen)
+        screen = DoctorScreen()
+        app.push_screen(screen)
+        await wait_until(pilot, lambda: app.screen is screen, what="doctor")
+        screen.go_to({"table": table, "id": project if table == "projects" else revision})
+        await wait_until(pilot, lambda: any("is gone" in n for n in notes(app)), what="the note")
+        await settle(pilot, app)
+        assert app.screen is screen, stack(app)
+
+
+def _delete_project(path, project: str) -> None:
+    """Deleted as a careless tool would: behind archon's triggers and foreign keys."""
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA foreign_keys=OFF")
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type='trigger'").fetchall():
+        conn.execute(f'DROP TRIGGER "{name}"')
+    conn.execute("DELETE FROM projects WHERE id = ?", (project,))
+    conn.commit()
+    conn.close()
+
+
+async def test_a_doctor_jump_to_an_existing_project_opens_it(demo_db, make_app):
+    app = make_app(demo_db(), start="projects")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app, OverviewScreen)
+        screen = DoctorScreen()
+        app.push_screen(screen)
+        await wait_until(pilot, lambda: app.screen is screen, what="doctor")
+        screen.go_to({"table": "projects", "id": "prj-atlas-api"})
+        await ready(pilot, app, ProfilesScreen)
+        assert app.screen.argument == "prj-atlas-api"
