@@ -265,6 +265,10 @@ class ArchonConsole(GuardedApp, LastResort, QuitGuard, App):
             self.notify(f"No screen called {clean(word, one_line=True)!r}. {hint + ' ' if hint else ''}Try {tries}.",
                         severity="warning", markup=False)
             return
+        if arg and not (entry.argument or entry.optional):
+            self.notify(f":{entry.name} takes nothing after it; {clean(arg, one_line=True)!r} was not used. "
+                        f"Type :{entry.name} alone.", severity="warning", markup=False)
+            return
         if entry.argument and not arg:  # `:project` alone offers the projects, as k9s's `:ns` does
             self.open_screen(entry, "")
             return

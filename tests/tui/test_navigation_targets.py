@@ -13,6 +13,7 @@ from console.tui.screens.doctor import DoctorScreen
 from console.tui.screens.error import ErrorModal
 from console.tui.screens.profiles import ProfilesScreen
 from console.tui.screens.projects import OverviewScreen
+from console.tui.screens.registry import SCREENS
 from console.tui.screens.tables import TableScreen
 from tests.tui.pilot import db, ready, settle, wait_until
 from tests.tui.test_navigation import command, notes, stack
@@ -88,3 +89,21 @@ async def test_a_doctor_jump_to_an_existing_project_opens_it(demo_db, make_app):
         screen.go_to({"table": "projects", "id": "prj-atlas-api"})
         await ready(pilot, app, ProfilesScreen)
         assert app.screen.argument == "prj-atlas-api"
+
+
+NO_ARGUMENT = [entry.name for entry in SCREENS if not (entry.argument or entry.optional)]
+
+
+async def test_a_word_after_a_screen_that_takes_none_is_said_not_dropped(demo_db, make_app):
+    """`:doctor foo` opened doctor as if `foo` had not been typed (a typo of `:tables foo`, say):
+    every screen that takes nothing after its name says so and opens nothing."""
+    assert NO_ARGUMENT  # doctor, upgrade, projects
+    app = make_app(demo_db(), start="projects")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot, app, OverviewScreen)
+        for name in NO_ARGUMENT:
+            await command(pilot, app, f"{name} tickets")
+            await wait_until(pilot, lambda: any(f":{name} takes nothing after it" in n for n in notes(app)),
+                             what=f"the note for :{name}")
+            await settle(pilot, app)
+            assert stack(app) == ["OverviewScreen"], (name, stack(app))
