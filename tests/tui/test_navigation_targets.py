@@ -107,3 +107,45 @@ async def test_a_word_after_a_screen_that_takes_none_is_said_not_dropped(demo_db
                              what=f"the note for :{name}")
             await settle(pilot, app)
             assert stack(app) == ["OverviewScreen"], (name, stack(app))
+
+
+@pytest.mark.parametrize("meanwhile", ["tables", "escape"])
+async def test_a_command_resolved_after_the_operator_moved_on_opens_nothing(demo_db, make_app, meanwhile):
+    """`:project atlas-api` is resolved in a thread; on a busy file that takes a while. Typing
+    `:tables` (or Escape) meanwhile is where the operator wants to be: the late answer must not push
+    the project over it."""
+    import threading
+
+    from console.tui.screens.tables import TablesScreen
+
+    app = make_app(demo_db(), start="projects")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot, app, OverviewScreen)
+        await command(pilot, app, "tables")
+        await ready(pilot, app, TablesScreen)
+        held, release = threading.Event(), threading.Event()
+
+        def hold() -> None:  # another thread holds the session, as a slow read would
+            with app.session.lock:
+                held.set()
+                release.wait(30)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        held.wait(10)
+        await command(pilot, app, "project atlas-api")
+        await wait_until(pilot, lambda: any(w.group == "navigate" and not w.is_finished for w in app.workers),
+                         what="the resolution running")
+        if meanwhile == "tables":
+            await command(pilot, app, "sql")
+            expected = ["OverviewScreen", "TablesScreen", "SqlScreen"]
+        else:
+            await pilot.press("escape")
+            expected = ["OverviewScreen"]
+        await wait_until(pilot, lambda: stack(app) == expected, what=f"{expected}")
+        release.set()
+        holder.join()
+        await wait_until(pilot, lambda: not any(w.group == "navigate" and not w.is_finished for w in app.workers),
+                         what="the resolution done")
+        await settle(pilot, app)
+        assert stack(app) == expected
