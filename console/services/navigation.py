@@ -66,6 +66,13 @@ def resolve_target(handle: ArchonDatabase, screen: str, argument: str | None) ->
 
     if argument is None:
         return Target()
+    if screen == "project":
+        from console.services.profiles import require_profiles
+
+        try:  # refused before the screen is pushed: an empty Profiles screen stayed behind the dialog
+            require_profiles(handle)
+        except ConsoleError as exc:
+            return Target(refusal=f"{exc.reason} :upgrade shows what an upgrade would do.")
     if screen == "project" and not argument.strip():  # `:project` alone: the projects to pick from
         shown = tuple((f"{one_line(name)}  ({one_line(pid)})", pid) for pid, name in project_names(handle, CHOICES_SHOWN)
                       if isinstance(pid, str))
