@@ -55,7 +55,8 @@ class Target:
     refusal: str | None = None
 
 
-def resolve_target(handle: ArchonDatabase, screen: str, argument: str | None) -> Target:
+def resolve_target(handle: ArchonDatabase, screen: str, argument: str | None,
+                   feature: str | None = None) -> Target:
     """Where `:screen argument` goes. A project is named by id or unique name as everywhere
     (console/services/resolve.py), and here also by what it starts with or contains (k9s's `:ns`):
     one such project opens, several are offered, none is refused with the names it is near. A
@@ -64,15 +65,15 @@ def resolve_target(handle: ArchonDatabase, screen: str, argument: str | None) ->
     from console.services import views
     from console.text import one_line
 
-    if argument is None:
-        return Target()
-    if screen == "project":
-        from console.services.profiles import require_profiles
+    if feature is not None:
+        from console.services.base import require_feature
 
-        try:  # refused before the screen is pushed: an empty Profiles screen stayed behind the dialog
-            require_profiles(handle)
+        try:  # before the screen is pushed: pushed first, it stayed empty behind "needs 1.8.22"
+            require_feature(handle, feature, what=f":{screen}")
         except ConsoleError as exc:
             return Target(refusal=f"{exc.reason} :upgrade shows what an upgrade would do.")
+    if argument is None:
+        return Target()
     if screen == "project" and not argument.strip():  # `:project` alone: the projects to pick from
         shown = tuple((f"{one_line(name)}  ({one_line(pid)})", pid) for pid, name in project_names(handle, CHOICES_SHOWN)
                       if isinstance(pid, str))

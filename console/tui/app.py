@@ -258,15 +258,15 @@ class ArchonConsole(GuardedApp, LastResort, QuitGuard, App):
         so a refused navigation leaves you where you were, with "did you mean" (a screen pushed
         first and refused after would stay behind its error, empty, loading for ever)."""
         self._navigation += 1
-        if argument is None:
+        if argument is None and entry.feature is None:
             self._push_target(entry, None)
             return
         self._resolve_target(entry, argument, self._navigation)
 
     @work(thread=True, group="navigate", exit_on_error=False)
-    def _resolve_target(self, entry: Any, argument: str, seq: int) -> None:
+    def _resolve_target(self, entry: Any, argument: str | None, seq: int) -> None:
         try:
-            target = self.session.run(navigation.resolve_target, entry.name, argument)
+            target = self.session.run(navigation.resolve_target, entry.name, argument, entry.feature)
         except ConsoleError as exc:
             target = navigation.Target(refusal=f"{exc.reason} {exc.hint or ''}".strip())
         except Exception as exc:  # a damaged file: said in one sentence, nothing pushed

@@ -151,22 +151,23 @@ async def test_a_command_resolved_after_the_operator_moved_on_opens_nothing(demo
         assert stack(app) == expected
 
 
-@pytest.mark.parametrize("how", ["project atlas-api", "project", "enter"])
-async def test_a_project_on_a_release_without_profiles_is_refused_before_anything_opens(demo_db, make_app, how):
-    """On an archon 1.8.20 file (no profile revisions) `:project NAME`, `:project` and Enter on a
-    project pushed the Profiles screen, which stayed empty ("loading project…") behind "needs
-    1.8.22". Refused first: you stay where you were, told what the TUI offers (`:upgrade`)."""
+@pytest.mark.parametrize("how", ["project atlas-api", "project", "enter", "approvals", "approvals atlas-api", "a"])
+async def test_a_screen_the_release_lacks_is_refused_before_anything_opens(demo_db, make_app, how):
+    """On an archon 1.8.20 file (no profile revisions, no approval queue) `:project NAME`, `:project`,
+    Enter on a project, `:approvals` and the overview's approvals key pushed their screen, which
+    stayed empty ("loading…") behind "needs 1.8.22". Refused first: you stay where you were, told
+    what the TUI offers (`:upgrade`)."""
     app = make_app(demo_db(release="1.8.20", requests=20), start="projects")
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot, app, OverviewScreen)
-        if how == "enter":
-            await pilot.press("enter")
+        if how in ("enter", "a"):
+            await pilot.press(how)
         else:
             await command(pilot, app, how)
-        await wait_until(pilot, lambda: any("need archon 1.8.22" in n for n in notes(app)), what="the refusal")
+        await wait_until(pilot, lambda: any("archon 1.8.22 or later" in n for n in notes(app)), what="the refusal")
         await settle(pilot, app)
         assert stack(app) == ["OverviewScreen"], stack(app)
-        note = next(n for n in notes(app) if "need archon 1.8.22" in n)
+        note = next(n for n in notes(app) if "archon 1.8.22 or later" in n)
         assert ":upgrade" in note and "archon-console upgrade" not in note, note
 
 

@@ -22,6 +22,9 @@ class ScreenEntry:
     # What may follow the name, when something may (`:tables NAME`, `:envs claimed=yes`); a screen with
     # neither refuses an argument rather than drop it (`:doctor foo` opened doctor as if foo were not there).
     optional: str | None = None
+    # What the file's release must support for the screen to show anything (console/services/base.py
+    # FEATURE_RELEASE): checked before the screen is pushed, so an old file refuses with nothing opened.
+    feature: str | None = None
 
     def screen_class(self) -> Any:
         return getattr(importlib.import_module(self.module), self.cls)
@@ -35,14 +38,15 @@ class ScreenEntry:
 SCREENS: tuple[ScreenEntry, ...] = (
     ScreenEntry("approvals", "console.tui.screens.approvals", "ApprovalsScreen",
                 "Approval queue: decide pending requests", aliases=("a", "approval", "queue"),
-                optional="PROJECT|FILTER"),
+                optional="PROJECT|FILTER", feature="approvals"),
     ScreenEntry("envs", "console.tui.screens.environments", "EnvironmentsScreen",
                 "Execution environments, leases and claims", aliases=("e", "env", "environments"),
                 optional="PROJECT|FILTER"),
     ScreenEntry("projects", "console.tui.screens.projects", "OverviewScreen",
                 "Overview of every project", aliases=("p", "overview", "home")),
     ScreenEntry("project", "console.tui.screens.profiles", "ProfilesScreen",
-                "One project's execution profile revisions", aliases=("profiles",), argument="NAME"),
+                "One project's execution profile revisions", aliases=("profiles",), argument="NAME",
+                feature="profiles"),
     ScreenEntry("upgrade", "console.tui.screens.upgrade", "UpgradeScreen",
                 "Schema upgrade: plan, snapshot and run", aliases=("u",)),
     ScreenEntry("doctor", "console.tui.screens.doctor", "DoctorScreen",
