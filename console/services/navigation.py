@@ -100,6 +100,12 @@ def resolve_target(handle: ArchonDatabase, screen: str, argument: str | None,
     return _project_target(handle, screen, argument, lambda found: found, words=filter_words(screen))
 
 
+def project_target(handle: ArchonDatabase, screen: str, typed: str) -> Target:
+    """A list's `p` project filter: the project found as `:project` finds it (the screen's name
+    only words the hint, `:approvals atlas-api`)."""
+    return _project_target(handle, screen, typed, lambda found: found)
+
+
 def filter_words(screen: str) -> dict[str, str]:
     """A bare word after `:approvals`/`:envs` that is near a filter word means that filter."""
     from console.models.approvals import STATUSES
@@ -194,4 +200,4 @@ def _project_labels(conn: sqlite3.Connection, typed: str) -> dict[str, list[str]
     return labels
 
 
-__all__ = ["Target", "project_names", "project_with_audit", "resolve_target", "start_screen"]
+__all__ = ["Target", "project_names", "project_target", "project_with_audit", "resolve_target", "start_screen"]

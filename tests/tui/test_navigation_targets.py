@@ -181,3 +181,33 @@ def test_the_profiles_refusal_is_for_the_release_alone(demo_db):
         with pytest.raises(ReleaseRefusal) as caught:
             require_profiles(handle)
     assert caught.value.release == "1.8.20"
+
+
+@pytest.mark.parametrize("typed, expect", [
+    ("bill", "prj-billing-worker"),  # a unique start, as `:project bill`
+    ("atlas-apx", "Did you mean :approvals atlas-api?"),  # a typo: did you mean
+    ("prj-", "ChooseModal"),  # several: offered
+])
+async def test_the_p_filter_finds_a_project_as_project_does(demo_db, make_app, typed, expect):
+    """`p` took only an exact id or name ("no project matches 'bill'") while `:project bill` opened
+    billing-worker: one way to name a project, wherever one is named."""
+    from console.tui.screens.approvals import ApprovalsScreen
+    from tests.tui.pilot import send_keys, type_text
+
+    app = make_app(demo_db())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot, app, ApprovalsScreen)
+        screen = app.screen
+        await send_keys(pilot, "p")
+        await type_text(pilot, typed)
+        await send_keys(pilot, "enter")
+        if expect == "ChooseModal":
+            await wait_until(pilot, lambda: type(app.screen).__name__ == "ChooseModal", what="the candidates")
+            await send_keys(pilot, "enter")
+            await wait_until(pilot, lambda: screen.filters.project is not None, what="the filter")
+            assert screen.filters.project.startswith("prj-")
+        elif expect.startswith("prj-"):
+            await wait_until(pilot, lambda: screen.filters.project == expect, what="the filter")
+        else:
+            await wait_until(pilot, lambda: any(expect in n for n in notes(app)), what="the hint")
+            assert screen.filters.project is None
