@@ -398,7 +398,7 @@ def test_old_console_completions_are_listed_with_what_to_check(tmp_path):
 def test_the_doctor_screen_asks_the_service_for_a_revisions_project(tmp_path):
     """Screens write no SQL (issue 12): the jump from a revision to its project is a service read."""
     from console.db.connect import open_database
-    from console.services.doctor import project_of_revision
+    from console.services.doctor import project_to_open
 
     source = (Path(__file__).resolve().parents[1] / "console" / "tui" / "screens" / "doctor.py").read_text()
     assert "execute(" not in source and "SELECT" not in source and "console.db" not in source
@@ -406,5 +406,7 @@ def test_the_doctor_screen_asks_the_service_for_a_revisions_project(tmp_path):
     with open_database(db, read_only=True) as handle:
         revision, project = handle.conn.execute(
             "SELECT id, project_id FROM execution_profile_revisions ORDER BY id LIMIT 1").fetchone()
-        assert project_of_revision(handle, revision) == project
-        assert project_of_revision(handle, "no-such-revision") is None
+        assert project_to_open(handle, "execution_profile_revisions", revision) == project
+        assert project_to_open(handle, "execution_profile_revisions", "no-such-revision") is None
+        assert project_to_open(handle, "projects", project) == project
+        assert project_to_open(handle, "projects", "no-such-project") is None

@@ -22,8 +22,10 @@ from textual.widget import Widget
 from textual.widgets import Input
 from textual.widgets.input import Selection
 
+from widgets.line_input import LineInput
 
-class FilterBox(Input):
+
+class FilterBox(LineInput):
     BINDINGS = [Binding("escape", "cancel", "Cancel", show=False)]
 
     class Applied(Message):

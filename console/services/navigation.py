@@ -55,7 +55,8 @@ class Target:
     refusal: str | None = None
 
 
-def resolve_target(handle: ArchonDatabase, screen: str, argument: str | None) -> Target:
+def resolve_target(handle: ArchonDatabase, screen: str, argument: str | None,
+                   feature: str | None = None) -> Target:
     """Where `:screen argument` goes. A project is named by id or unique name as everywhere
     (console/services/resolve.py), and here also by what it starts with or contains (k9s's `:ns`):
     one such project opens, several are offered, none is refused with the names it is near. A
@@ -64,6 +65,13 @@ def resolve_target(handle: ArchonDatabase, screen: str, argument: str | None) ->
     from console.services import views
     from console.text import one_line
 
+    if feature is not None:
+        from console.services.base import require_feature
+
+        try:  # before the screen is pushed: pushed first, it stayed empty behind "needs 1.8.22"
+            require_feature(handle, feature, what=f":{screen}")
+        except ConsoleError as exc:
+            return Target(refusal=f"{exc.reason} :upgrade shows what an upgrade would do.")
     if argument is None:
         return Target()
     if screen == "project" and not argument.strip():  # `:project` alone: the projects to pick from
@@ -72,6 +80,8 @@ def resolve_target(handle: ArchonDatabase, screen: str, argument: str | None) ->
         return Target(choices=shown) if shown else Target(refusal="This database has no projects yet.")
     if screen == "project":
         return _project_target(handle, screen, argument, lambda found: found)
+    if screen == "tables":
+        return _table_target(handle.conn, argument)
     if screen not in views.KEYS:
         return Target(argument)
     if views.is_expression(argument):
@@ -88,6 +98,12 @@ def resolve_target(handle: ArchonDatabase, screen: str, argument: str | None) ->
 
         return _project_target(handle, screen, typed, rewrite, expression=argument)
     return _project_target(handle, screen, argument, lambda found: found, words=filter_words(screen))
+
+
+def project_target(handle: ArchonDatabase, screen: str, typed: str) -> Target:
+    """A list's `p` project filter: the project found as `:project` finds it (the screen's name
+    only words the hint, `:approvals atlas-api`)."""
+    return _project_target(handle, screen, typed, lambda found: found)
 
 
 def filter_words(screen: str) -> dict[str, str]:
@@ -138,6 +154,33 @@ def _project_target(handle: ArchonDatabase, screen: str, typed: str, argument_fo
     return Target(refusal=f"{what} {hint or 'See :projects for every project.'}")
 
 
+def table_names(conn: sqlite3.Connection) -> list[str]:
+    """Every table of the main schema, as `:tables` lists them (console/services/query.py)."""
+    rows = conn.execute("PRAGMA table_list").fetchall()
+    if rows:
+        return sorted(r[1] for r in rows if r[0] == "main" and r[2] == "table")
+    # SQLite before 3.37 has no table_list (an unknown PRAGMA returns nothing)
+    return [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+
+
+def _table_target(conn: sqlite3.Connection, typed: str) -> Target:
+    """`:tables NAME`: the table by its name (SQLite's names ignore case), or the one it starts with
+    or contains; several are offered; none is refused with the names it is near. Checked here, before
+    the table screen is pushed: pushed first, a typo left an empty table "loading…" behind an error."""
+    from console.text import one_line
+
+    names = table_names(conn)
+    if typed in names:
+        return Target(typed)
+    found = near_matches(typed, names, limit=CHOICES_SHOWN, cutoff=1.0)  # equal, starts, contains
+    if len(found) == 1:
+        return Target(found[0])
+    if found:
+        return Target(choices=tuple((one_line(name), name) for name in found))
+    hint = did_you_mean(typed, names, show=lambda name: f":tables {one_line(name)}")
+    return Target(refusal=f"No table {one_line(typed)!r} in this database. {hint or ':tables lists every table.'}")
+
+
 def _project_labels(conn: sqlite3.Connection, typed: str) -> dict[str, list[str]]:
     """Every id and name a typo is compared with -> the project ids it names: those starting with
     `typed` (an index range, so a million projects cost what ten do) and the first `SCANNED`."""
@@ -157,4 +200,4 @@ def _project_labels(conn: sqlite3.Connection, typed: str) -> dict[str, list[str]
     return labels
 
 
-__all__ = ["Target", "project_names", "project_with_audit", "resolve_target", "start_screen"]
+__all__ = ["Target", "project_names", "project_target", "project_with_audit", "resolve_target", "start_screen"]

@@ -35,7 +35,7 @@ from console.models.profiles import FingerprintCheck, ProfileRevision, RevisionD
 from console.models.projects import Project
 from console.services import profile_startup
 from console.services import identity
-from console.services.base import validate_actor, validate_reason
+from console.services.base import ReleaseRefusal, validate_actor, validate_reason
 from console.models.results import ActionResult
 from console.services.resolve import find_project, near_projects, resolve_project
 from console.text import UnreadableJson, one_line, read_json
@@ -46,13 +46,15 @@ PROVIDERS = execution_profiles.PROVIDERS
 
 
 def require_profiles(handle: ArchonDatabase) -> None:
-    """Profile revisions arrived with archon 1.8.22; older shapes have nothing to show."""
+    """Profile revisions arrived with archon 1.8.22; older shapes have nothing to show. A
+    `ReleaseRefusal`: true only until the file is upgraded (its dialog closes then, services/base.py)."""
     if not handle.shape.supports("profiles"):
         release = handle.shape.release or "unknown"
-        raise Refusal(
+        raise ReleaseRefusal(
             f"Execution profile revisions need archon 1.8.22 or later; this database has the {release} "
             "shape (upgrade required).",
             "Run `archon-console upgrade --plan` to see what an upgrade would do.",
+            release=handle.shape.release,
         )
 
 

@@ -18,7 +18,7 @@ from textual.message import Message
 from console.tui.attention import Attention, load_notify_config
 from console.tui.idle_gc import IdleCollector
 from console.tui.interrupt import INTERRUPT, QuitGuard
-from console.tui.keymap import load_keymap, unknown_ids
+from console.tui.keymap import known_binding_ids, load_keymap, unknown_ids
 from console.tui.last_resort import LastResort
 from console.tui.screens.base import ConsoleScreen
 from console.services import views
@@ -50,31 +50,6 @@ def _navigation_commands() -> type:
     from console.tui.palette import NavigationCommands
 
     return NavigationCommands
-
-
-MODAL_MODULES = ("bulk_results", "choose", "command_line", "confirm", "error", "help", "reason", "typed")
-
-
-def known_binding_ids() -> set[str]:
-    """Every binding id a keymap may name: the app's, every screen's and dialog's, the table's.
-    Imports every screen, so it runs only when a keymap file has entries."""
-    import importlib
-
-    from console.tui.screens.registry import SCREENS
-    from widgets.lazy_table import LazyTable
-
-    classes: list[type] = [ArchonConsole, ConsoleScreen, LazyTable]
-    classes += [entry.screen_class() for entry in SCREENS]
-    for name in MODAL_MODULES:
-        module = importlib.import_module(f"console.tui.screens.{name}")
-        classes += [v for v in vars(module).values() if isinstance(v, type) and hasattr(v, "BINDINGS")]
-    ids = set()
-    for cls in classes:
-        for klass in cls.__mro__:
-            for binding in vars(klass).get("BINDINGS", ()):
-                if isinstance(binding, Binding) and binding.id:
-                    ids.add(binding.id)
-    return ids
 
 
 class ArchonConsole(GuardedApp, NoLostFrames, LastResort, QuitGuard, App):
@@ -125,9 +100,9 @@ class ArchonConsole(GuardedApp, NoLostFrames, LastResort, QuitGuard, App):
     class TargetResolved(Message):
         """Where a `:` command goes, read in a thread (`_resolve_target`): only then is a screen pushed."""
 
-        def __init__(self, entry: Any, target: "navigation.Target") -> None:
+        def __init__(self, entry: Any, target: "navigation.Target", seq: int) -> None:
             super().__init__()
-            self.entry, self.target = entry, target
+            self.entry, self.target, self.seq = entry, target, seq
 
     class PendingChanged(Message):
         """New pending requests arrived (maybe none) and how many wait now (None: no approvals)."""
@@ -162,6 +137,9 @@ class ArchonConsole(GuardedApp, NoLostFrames, LastResort, QuitGuard, App):
         self._arrival_position = self.session.run(start_position)
         self._own_changes: int | None = None
         self._polling = False
+        # Counts navigations: a `:` command resolved (in a thread) after a newer one, or after Escape,
+        # is dropped, never pushed over where the operator went meanwhile.
+        self._navigation = 0
         self.release = self.session.release
         self.release_label = self.label_of(self.release)
         self._prefetched: tuple[str, str | None, Any] | None = None
@@ -179,7 +157,7 @@ class ArchonConsole(GuardedApp, NoLostFrames, LastResort, QuitGuard, App):
                 self._prefetched = (entry.name, arg, prefetched)
         overrides, self.keymap_warning = load_keymap()
         if overrides:
-            unknown = unknown_ids(overrides, known_binding_ids())
+            unknown = unknown_ids(overrides, known_binding_ids(ArchonConsole))
             if unknown:
                 self.keymap_warning = f"{self.keymap_warning} {unknown}" if self.keymap_warning else unknown
             self.set_keymap(overrides)
@@ -267,6 +245,10 @@ class ArchonConsole(GuardedApp, NoLostFrames, LastResort, QuitGuard, App):
             self.notify(f"No screen called {clean(word, one_line=True)!r}. {hint + ' ' if hint else ''}Try {tries}.",
                         severity="warning", markup=False)
             return
+        if arg and not (entry.argument or entry.optional):
+            self.notify(f":{entry.name} takes nothing after it; {clean(arg, one_line=True)!r} was not used. "
+                        f"Type :{entry.name} alone.", severity="warning", markup=False)
+            return
         if entry.argument and not arg:  # `:project` alone offers the projects, as k9s's `:ns` does
             self.open_screen(entry, "")
             return
@@ -277,23 +259,26 @@ class ArchonConsole(GuardedApp, NoLostFrames, LastResort, QuitGuard, App):
         what it names is resolved first (in a thread) and the screen is pushed only when it exists,
         so a refused navigation leaves you where you were, with "did you mean" (a screen pushed
         first and refused after would stay behind its error, empty, loading for ever)."""
-        if argument is None:
+        self._navigation += 1
+        if argument is None and entry.feature is None:
             self._push_target(entry, None)
             return
-        self._resolve_target(entry, argument)
+        self._resolve_target(entry, argument, self._navigation)
 
     @work(thread=True, group="navigate", exit_on_error=False)
-    def _resolve_target(self, entry: Any, argument: str) -> None:
+    def _resolve_target(self, entry: Any, argument: str | None, seq: int) -> None:
         try:
-            target = self.session.run(navigation.resolve_target, entry.name, argument)
+            target = self.session.run(navigation.resolve_target, entry.name, argument, entry.feature)
         except ConsoleError as exc:
             target = navigation.Target(refusal=f"{exc.reason} {exc.hint or ''}".strip())
         except Exception as exc:  # a damaged file: said in one sentence, nothing pushed
             target = navigation.Target(refusal=f"Could not open :{entry.name}: {type(exc).__name__}: {exc}")
-        self.post_message(self.TargetResolved(entry, target))
+        self.post_message(self.TargetResolved(entry, target, seq))
 
     @on(TargetResolved)
     def _target_resolved(self, message: TargetResolved) -> None:
+        if message.seq != self._navigation:
+            return  # the operator went elsewhere while it was read
         entry, target = message.entry, message.target
         if target.refusal is not None:
             self.notify(target.refusal, severity="warning", timeout=8, markup=False)
@@ -377,6 +362,7 @@ class ArchonConsole(GuardedApp, NoLostFrames, LastResort, QuitGuard, App):
 
     def action_back(self) -> None:
         """Pop back to the previous console screen; the first one stays."""
+        self._navigation += 1  # a `:` command still being resolved no longer opens anything
         stack = self.screen_stack
         if len(stack) > 1 and isinstance(stack[-2], ConsoleScreen):
             self.pop_screen()

@@ -39,11 +39,11 @@ class FleetCommandLine(CommandLine):
 
     def compose(self) -> Any:
         from textual.suggester import SuggestFromList
-        from textual.widgets import Input
+        from widgets.line_input import LineInput
 
-        yield Input(placeholder=" | ".join(FLEET_COMMANDS),
-                    suggester=SuggestFromList(["approvals", "hosts", "host ", "quit"], case_sensitive=False),
-                    id="command-input")
+        yield LineInput(placeholder=" | ".join(FLEET_COMMANDS),
+                        suggester=SuggestFromList(["approvals", "hosts", "host ", "quit"], case_sensitive=False),
+                        id="command-input")
 
 
 class FleetConsole(GuardedApp, NoLostFrames, LastResort, QuitGuard, App):

@@ -56,4 +56,32 @@ def unknown_ids(overrides: dict[str, str], known: set[str]) -> str | None:
             f"{', '.join(unknown)}. Ids are like approvals.approve or app.help; ? lists each screen's keys.")
 
 
-__all__ = ["keymap_path", "load_keymap", "unknown_ids"]
+MODAL_MODULES = ("bulk_results", "choose", "command_line", "confirm", "error", "help", "reason", "typed")
+
+
+def known_binding_ids(app_class: type) -> set[str]:
+    """Every binding id a keymap may name: the app's, every screen's and dialog's, the table's.
+    Imports every screen, so it runs only when a keymap file has entries."""
+    import importlib
+
+    from textual.binding import Binding
+
+    from console.tui.screens.base import ConsoleScreen
+    from console.tui.screens.registry import SCREENS
+    from widgets.lazy_table import LazyTable
+
+    classes: list[type] = [app_class, ConsoleScreen, LazyTable]
+    classes += [entry.screen_class() for entry in SCREENS]
+    for name in MODAL_MODULES:
+        module = importlib.import_module(f"console.tui.screens.{name}")
+        classes += [v for v in vars(module).values() if isinstance(v, type) and hasattr(v, "BINDINGS")]
+    ids = set()
+    for cls in classes:
+        for klass in cls.__mro__:
+            for binding in vars(klass).get("BINDINGS", ()):
+                if isinstance(binding, Binding) and binding.id:
+                    ids.add(binding.id)
+    return ids
+
+
+__all__ = ["known_binding_ids", "keymap_path", "load_keymap", "unknown_ids"]

@@ -116,7 +116,7 @@ async def test_unknown_project_is_refused_and_the_screen_keeps_working(demo_db, 
         await pilot.press("p")
         await type_text(pilot, "nosuchproject")
         await pilot.press("enter")
-        await wait_until(pilot, lambda: any("no project matches 'nosuchproject'" in n for n in notes(app)),
+        await wait_until(pilot, lambda: any("No project 'nosuchproject'" in n for n in notes(app)),
                          what="the refusal")
         assert app.screen.filters.project is None
         assert "nosuchproject" not in str(app.screen.query_one("#filters").render())

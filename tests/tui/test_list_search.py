@@ -89,7 +89,7 @@ async def test_p_filters_environments_by_project_name_and_refuses_an_unknown_one
         await wait_until(pilot, lambda: box(app).has_focus, what="the project box")
         await type_text(pilot, "nosuchproject")
         await send_keys(pilot, "enter")
-        await wait_until(pilot, lambda: any("no project matches 'nosuchproject'" in str(n.message)
+        await wait_until(pilot, lambda: any("No project 'nosuchproject'" in str(n.message)
                                             for n in notifications(app)), what="the refusal")
         assert app.screen.argument is None and table(app).total == everything
         await send_keys(pilot, "p")

@@ -242,11 +242,20 @@ def _tag(check: str, findings: list[Finding]) -> list[Finding]:
     return findings
 
 
-def project_of_revision(handle: ArchonDatabase, revision_id: str) -> str | None:
-    """The project a finding's profile revision belongs to, for the TUI's jump to that project."""
-    row = handle.conn.execute(
-        "SELECT project_id FROM execution_profile_revisions WHERE id = ?", (revision_id,)).fetchone()
-    return None if row is None else row[0]
+def project_to_open(handle: ArchonDatabase, table: str, key: str) -> str | None:
+    """The project a finding's row opens in the TUI (the project itself, or a profile revision's),
+    or None when that project no longer exists: an orphan revision is just what doctor reports, and
+    a project screen opened on a missing project would stay empty behind its refusal."""
+    if table == "execution_profile_revisions":
+        row = handle.conn.execute(
+            "SELECT project_id FROM execution_profile_revisions WHERE id = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        key = row[0]
+    elif table != "projects":
+        return None
+    found = handle.conn.execute("SELECT id FROM projects WHERE id = ?", (key,)).fetchone()
+    return None if found is None else found[0]
 
 
 def report_json_text(report: DoctorReport, *, strict: bool = False) -> str:
@@ -255,7 +264,7 @@ def report_json_text(report: DoctorReport, *, strict: bool = False) -> str:
 
 __all__ = [
     "CHECKS",
-    "project_of_revision",
+    "project_to_open",
     "report_json_text",
     "run_doctor",
 ]

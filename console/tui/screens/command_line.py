@@ -8,6 +8,8 @@ from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
 from textual.widgets import Input
 
+from widgets.line_input import LineInput
+
 from console.tui.screens.registry import SCREENS, command_words
 
 
@@ -23,7 +25,7 @@ class CommandLine(ModalScreen[str | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="command.cancel")]
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder=f"{command_words()} | help | quit",
+        yield LineInput(placeholder=f"{command_words()} | help | quit",
                     suggester=SuggestFromList(_suggestions(), case_sensitive=False), id="command-input")
 
     def on_mount(self) -> None:

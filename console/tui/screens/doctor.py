@@ -215,13 +215,11 @@ class DoctorScreen(ConsoleScreen):
 
     @work(thread=True, group="doctor-jump", exit_on_error=False)
     def _resolve_worker(self, table: str, key: str) -> None:
-        from console.services.doctor import project_of_revision
+        from console.services.doctor import project_to_open
 
         project = None
-        if table == "projects":
-            project = key
-        elif table == "execution_profile_revisions":
-            project = self.session.run(project_of_revision, key)
+        if table in ("projects", "execution_profile_revisions"):
+            project = self.session.run(project_to_open, table, key)
         self.post_message(self.Resolved(table, key, project))
 
     @on(Resolved)

@@ -232,6 +232,9 @@ class EnvironmentsScreen(ListFilters, ConsoleScreen):
 
     @on(Detail)
     def _detail_loaded(self, message: Detail) -> None:
+        row = self.query_one(LazyTable).cursor_row
+        if row is None or row.id != message.env.id:
+            return  # read for a row the cursor has left (a slower read arriving after a newer one)
         self.detail = message.env
         self._show(message.env)
         self.refresh_bindings_if_changed()

@@ -13,6 +13,7 @@ from __future__ import annotations
 from textual import work
 from textual.message import Message
 
+from console.services import navigation
 from widgets.filter_box import FilterBox
 from widgets.safe_text import clean
 
@@ -46,29 +47,38 @@ class ListFilters:
             self.apply_filter(message.mode, message.value)
 
     class ProjectChecked(Message):
-        def __init__(self, typed: str, problem: str | None) -> None:
+        def __init__(self, target: "navigation.Target") -> None:
             super().__init__()
-            self.typed, self.problem = typed, problem
+            self.target = target
 
     @work(thread=True, exclusive=True, group="list-project", exit_on_error=False)
     def _check_project(self, typed: str) -> None:
-        from console.errors import Refusal
-        from console.services.resolve import project_id_of
+        """The project as `:project` finds it (console/services/navigation.py): by id or name, or
+        what it starts with or contains; several are offered; a typo gets "did you mean"."""
+        from console.errors import ConsoleError
 
         try:
-            self.session.run(project_id_of, typed)
-        except Refusal as exc:
-            message = exc.reason if "More than one" in exc.reason else f"no project matches {typed!r}"
-            self.post_message(self.ProjectChecked(typed, message))
-            return
-        self.post_message(self.ProjectChecked(typed, None))
+            target = self.session.run(navigation.project_target, self.COMMAND, typed)
+        except ConsoleError as exc:
+            target = navigation.Target(refusal=exc.reason)
+        self.post_message(self.ProjectChecked(target))
 
     def on_list_filters_project_checked(self, message: ProjectChecked) -> None:
-        if message.problem is not None:
-            self.notify(clean(f"{message.problem}; the filter is unchanged.", one_line=True), severity="warning",
+        target = message.target
+        if target.refusal is not None:
+            self.notify(clean(f"{target.refusal} The filter is unchanged.", one_line=True), severity="warning",
                         markup=False)
-            return
-        self.apply_filter("project", message.typed)
+        elif target.choices:
+            from console.tui.screens.choose import ChooseModal
+
+            def chosen(value: str | None) -> None:
+                if value is not None:
+                    self.apply_filter("project", value)
+
+            self.app.push_screen(ChooseModal("Which one? The list shows the project you pick", target.choices),
+                                 chosen)
+        elif target.argument is not None:
+            self.apply_filter("project", target.argument)
 
 
 __all__ = ["ListFilters"]

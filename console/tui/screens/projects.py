@@ -123,19 +123,15 @@ class OverviewScreen(ConsoleScreen):
         if row:
             self.console_app.navigate("project", row.id)
 
-    def action_project_approvals(self) -> None:
-        from console.tui.screens.approvals import ApprovalsScreen
-
+    def action_project_approvals(self) -> None:  # as `:approvals ID`: refused on a file without a queue
         row = self._project()
         if row:
-            self.app.push_screen(ApprovalsScreen(row.id))
+            self.console_app.navigate("approvals", row.id)
 
     def action_project_envs(self) -> None:
-        from console.tui.screens.environments import EnvironmentsScreen
-
         row = self._project()
         if row:
-            self.app.push_screen(EnvironmentsScreen(row.id))
+            self.console_app.navigate("envs", row.id)
 
     def copy_target(self) -> tuple[str | None, Any]:
         row = self._project()

@@ -19,6 +19,12 @@ class ScreenEntry:
     help: str
     aliases: tuple[str, ...] = ()
     argument: str | None = None  # e.g. "NAME" for `:project NAME`
+    # What may follow the name, when something may (`:tables NAME`, `:envs claimed=yes`); a screen with
+    # neither refuses an argument rather than drop it (`:doctor foo` opened doctor as if foo were not there).
+    optional: str | None = None
+    # What the file's release must support for the screen to show anything (console/services/base.py
+    # FEATURE_RELEASE): checked before the screen is pushed, so an old file refuses with nothing opened.
+    feature: str | None = None
 
     def screen_class(self) -> Any:
         return getattr(importlib.import_module(self.module), self.cls)
@@ -31,21 +37,26 @@ class ScreenEntry:
 
 SCREENS: tuple[ScreenEntry, ...] = (
     ScreenEntry("approvals", "console.tui.screens.approvals", "ApprovalsScreen",
-                "Approval queue: decide pending requests", aliases=("a", "approval", "queue")),
+                "Approval queue: decide pending requests", aliases=("a", "approval", "queue"),
+                optional="PROJECT|FILTER", feature="approvals"),
     ScreenEntry("envs", "console.tui.screens.environments", "EnvironmentsScreen",
-                "Execution environments, leases and claims", aliases=("e", "env", "environments")),
+                "Execution environments, leases and claims", aliases=("e", "env", "environments"),
+                optional="PROJECT|FILTER"),
     ScreenEntry("projects", "console.tui.screens.projects", "OverviewScreen",
                 "Overview of every project", aliases=("p", "overview", "home")),
     ScreenEntry("project", "console.tui.screens.profiles", "ProfilesScreen",
-                "One project's execution profile revisions", aliases=("profiles",), argument="NAME"),
+                "One project's execution profile revisions", aliases=("profiles",), argument="NAME",
+                feature="profiles"),
     ScreenEntry("upgrade", "console.tui.screens.upgrade", "UpgradeScreen",
                 "Schema upgrade: plan, snapshot and run", aliases=("u",)),
     ScreenEntry("doctor", "console.tui.screens.doctor", "DoctorScreen",
                 "Doctor: what is wrong with this database (Enter goes to the row)", aliases=("dr", "health")),
     ScreenEntry("tables", "console.tui.screens.tables", "TablesScreen",
-                "Every table with its row count; Enter opens one, read-only", aliases=("t", "table")),
+                "Every table with its row count; Enter opens one, read-only", aliases=("t", "table"),
+                optional="TABLE"),
     ScreenEntry("sql", "console.tui.screens.sql", "SqlScreen",
-                "One read-only SQL statement, its rows paged", aliases=("query",)),
+                "One read-only SQL statement, its rows paged", aliases=("query",),
+                optional="STATEMENT"),
 )
 
 

@@ -23,6 +23,7 @@ from console.services.query import RESULT_ROW_CAP
 from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.query_pages import QueryLink, ResultSource, value_columns
 from widgets.lazy_table import LazyTable
+from widgets.line_input import SqlInput
 from widgets.safe_text import clean
 from widgets.safe_widgets import Static
 from widgets.table_column import Column
@@ -64,7 +65,7 @@ class SqlScreen(ConsoleScreen):
         self.source: ResultSource | None = None
 
     def compose_content(self) -> ComposeResult:
-        yield Input(value=self.argument or "", placeholder=PROMPT, id="sql-input")
+        yield SqlInput(value=self.argument or "", placeholder=PROMPT, id="sql-input")
         yield Static(Text("Type a statement and press Enter.", style="dim"), id="sql-status")
         yield LazyTable(list(NO_COLUMNS), id="result", empty_message="Nothing run yet.")
 

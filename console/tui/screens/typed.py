@@ -10,6 +10,7 @@ from textual.widgets import Input
 
 from console.tui.screens.confirm import ActionModal, Decision
 from console.tui.screens.reason import ReasonBox
+from widgets.line_input import LineInput
 from widgets.safe_text import safe_text
 from widgets.safe_widgets import Static
 
@@ -31,7 +32,7 @@ class TypedConfirmModal(ActionModal["Decision | None"]):
         prompt.append_text(safe_text(self.expected, "bold reverse"))
         prompt.append(" to confirm:", style="bold")
         yield Static(prompt, id="typed-prompt")
-        yield Input(id="typed", placeholder=self.expected[:40])
+        yield LineInput(id="typed", placeholder=self.expected[:40])
         if self.ask_reason:
             label = "Reason (required)" if self.reason_required else "Reason (optional)"
             yield Static(Text(label, style="bold"))

@@ -172,7 +172,9 @@ class UpgradeScreen(ConsoleScreen):
             text.append_text(safe_text(gate.summary))
             text.append("\n")
         if plan.force_required:
-            text.append("\nNeeds --force: ", style="bold red")
+            # The CLI's `--force` is, here, the run key and the file's name typed in its dialog.
+            key = self.key_for("run_upgrade") or "the run key"
+            text.append(f"\nAccepted only by typing the file's name after {key}: ", style="bold red")
             text.append_text(safe_text("; ".join(plan.force_reasons)))
             text.append("\n")
         for change in plan.policy_changes:
@@ -225,9 +227,9 @@ class UpgradeScreen(ConsoleScreen):
         summary.append_text(safe_text(snapshot_label(plan), one_line=True))
         summary.append(".\nStop archon first: older archon versions may not run on the upgraded file.")
         if plan.force_required:
-            summary.append("\n\nNeeds --force: ", style="bold red")
+            summary.append("\n\nRisks you accept by typing the name: ", style="bold red")
             summary.append_text(safe_text("; ".join(plan.force_reasons)))
-            modal = TypedConfirmModal("Upgrade with --force", summary, expected=self.session.db_path.name,
+            modal = TypedConfirmModal("Upgrade, accepting its risks", summary, expected=self.session.db_path.name,
                                       confirm_label="Upgrade")
         else:
             modal = ConfirmModal("Upgrade", summary)
