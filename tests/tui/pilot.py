@@ -149,3 +149,42 @@ def record_notifications(app) -> list[Notification]:
 def notifications(app) -> list[Notification]:
     """Every notification the app raised so far (`record_notifications`)."""
     return _SENT[app]
+
+
+# ---------------------------------------------------------------- shared by several test modules
+def notes(app) -> list[str]:
+    """The text of every notification so far."""
+    return [str(n.message) for n in notifications(app)]
+
+
+def stack(app) -> list[str]:
+    """The screen stack by class name, bottom first."""
+    return [type(s).__name__ for s in app.screen_stack]
+
+
+async def command(pilot, app, text: str) -> None:
+    """Type `:text` Enter as a person does."""
+    await pilot.press("colon")
+    await wait_until(pilot, lambda: type(app.screen).__name__ == "CommandLine", what="the command line")
+    await send_keys(pilot, *text)
+    await pilot.press("enter")
+
+
+def detail_text(app) -> str:
+    """The detail pane's head as painted text."""
+    from textual.widgets import Static
+
+    return str(app.screen.query_one("#detail-head", Static).render())
+
+
+def upgrade_planned(app):
+    """A condition: the upgrade screen is up and has its plan."""
+    from console.tui.screens.upgrade import UpgradeScreen
+
+    return lambda: isinstance(app.screen, UpgradeScreen) and app.screen.plan is not None
+
+
+def plan_text(screen) -> str:
+    """The upgrade screen's plan as plain text."""
+    rendered = screen._render_plan(screen.plan)
+    return "".join(getattr(r, "plain", "") for r in getattr(rendered, "renderables", [rendered]))

@@ -7,17 +7,14 @@ did not say what archon had been handed.
 from __future__ import annotations
 
 import pytest
-from textual.widgets import Static
 
 from console.tui.screens.confirm import ConfirmModal
 from console.tui.screens.environments import EnvironmentsScreen
-from tests.tui.pilot import db, field, ready, select, settle, wait_until
+from tests.tui.pilot import db, detail_text, field, ready, select, settle, wait_until
 
 pytestmark = pytest.mark.slow
 
 
-def detail_text(app) -> str:
-    return str(app.screen.query_one("#detail-head", Static).render())
 
 
 async def test_complete_is_greyed_on_a_reset_claim_and_a_failed_env_stays_failed(demo_db, make_app):

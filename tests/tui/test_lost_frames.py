@@ -25,6 +25,8 @@ from tests.tui.pilot import ready, settle
 from widgets.key_footer import KeyFooter
 from widgets.no_lost_frames import NoLostFrames
 
+pytestmark = pytest.mark.slow
+
 
 def record_frames(app) -> list[tuple[object, bool]]:
     """(screen, written) for every frame the app sends: written is False when `App._display` drops

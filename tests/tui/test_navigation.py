@@ -11,25 +11,15 @@ from console.tui.screens.registry import SCREENS
 from console.tui.screens.error import ErrorModal
 from console.tui.screens.profiles import ProfilesScreen
 from console.tui.screens.projects import OverviewScreen
-from tests.tui.pilot import notifications, ready, send_keys, settle, wait_until
+from tests.tui.pilot import command, notes, ready, send_keys, settle, stack, wait_until
 
 pytestmark = pytest.mark.slow
 
 
-def notes(app) -> list[str]:
-    return [str(n.message) for n in notifications(app)]
 
 
-def stack(app) -> list[str]:
-    return [type(s).__name__ for s in app.screen_stack]
 
 
-async def command(pilot, app, text: str) -> None:
-    """Type `:text` Enter as a person does."""
-    await pilot.press("colon")
-    await wait_until(pilot, lambda: type(app.screen).__name__ == "CommandLine", what="the command line")
-    await send_keys(pilot, *text)
-    await pilot.press("enter")
 
 
 async def test_a_project_typo_leaves_you_where_you_were_with_did_you_mean(demo_db, make_app):

@@ -16,7 +16,9 @@ from console.tui.screens.projects import OverviewScreen
 from console.tui.screens.registry import SCREENS
 from console.tui.screens.tables import TableScreen
 from tests.tui.pilot import db, ready, settle, wait_until
-from tests.tui.test_navigation import command, notes, stack
+from tests.tui.pilot import command, notes, stack
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("typed, meant", [

@@ -20,6 +20,8 @@ from console.tui.screens.typed import TypedConfirmModal
 from tests.tui.pilot import notifications, ready, send_keys, wait_until
 from widgets.line_input import LineInput, drop_line_comments
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 PASTE = "  apr-00000188\n\n  and more \n"
 

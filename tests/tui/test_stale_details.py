@@ -10,7 +10,7 @@ import pytest
 
 from console.tui.screens.environments import EnvironmentsScreen
 from tests.tui.pilot import ready, select, settle
-from tests.tui.test_envs_handoff import detail_text
+from tests.tui.pilot import detail_text
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from console.db import execution_profiles as profiles
 from console.tui.screens.typed import TypedConfirmModal
 from console.tui.screens.upgrade import UpgradeScreen
 from tests.adversarial.holder import Holder
-from tests.tui.pilot import settle, type_text, wait_until
+from tests.tui.pilot import plan_text, settle, type_text, upgrade_planned, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -26,13 +26,8 @@ def _wal(path) -> None:
     conn.close()
 
 
-def _planned(app):
-    return lambda: isinstance(app.screen, UpgradeScreen) and app.screen.plan is not None
 
 
-def _text(screen) -> str:
-    rendered = screen._render_plan(screen.plan)
-    return "".join(getattr(r, "plain", "") for r in getattr(rendered, "renderables", [rendered]))
 
 
 async def test_the_screen_names_the_holder_and_greys_the_run(demo_db, make_app):
@@ -42,11 +37,11 @@ async def test_the_screen_names_the_holder_and_greys_the_run(demo_db, make_app):
     try:
         app = make_app(path, start="upgrade")
         async with app.run_test(size=(120, 40)) as pilot:
-            await wait_until(pilot, _planned(app), timeout=15)
+            await wait_until(pilot, upgrade_planned(app), timeout=15)
             screen = app.screen
             assert [h.split()[1] for h in screen.plan.in_use_by] == [str(holder.proc.pid)]
             assert "stop archon first" in screen.unavailable()["run_upgrade"]
-            text = _text(screen)
+            text = plan_text(screen)
             assert "Refused: " in text and f"pid {holder.proc.pid}" in text and "stop archon first" in text
             await pilot.press("U")  # greyed: nothing is written
             await settle(pilot, app)
@@ -62,7 +57,7 @@ async def test_its_own_connection_is_not_another_user(demo_db, make_app):
     _wal(path)
     app = make_app(path, start="upgrade")
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_until(pilot, _planned(app), timeout=15)
+        await wait_until(pilot, upgrade_planned(app), timeout=15)
         screen = app.screen
         assert screen.plan.in_use_by == []
         assert "stop archon" not in screen.unavailable().get("run_upgrade", "")
@@ -112,7 +107,7 @@ async def test_its_own_connection_does_not_stop_any_step(demo_db, make_app):
     _wal(path)
     app = make_app(path, start="upgrade")
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_until(pilot, _planned(app), timeout=15)
+        await wait_until(pilot, upgrade_planned(app), timeout=15)
         assert app.screen.plan.in_use_by == [] and app.screen.plan.force_required
         await pilot.press("U")
         await wait_until(pilot, lambda: isinstance(app.screen, TypedConfirmModal))

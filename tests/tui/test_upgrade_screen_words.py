@@ -12,7 +12,7 @@ import pytest
 from console.tui.screens.typed import TypedConfirmModal
 from console.tui.screens.upgrade import UpgradeScreen
 from tests.tui.pilot import send_keys, wait_until
-from tests.tui.test_upgrade_in_use import _planned, _text
+from tests.tui.pilot import plan_text, upgrade_planned
 
 pytestmark = pytest.mark.slow
 CLI_OPTION = re.compile(r"--(force|yes|takeover|reason|as)\b")
@@ -21,10 +21,10 @@ CLI_OPTION = re.compile(r"--(force|yes|takeover|reason|as)\b")
 async def test_a_plan_needing_force_names_the_key_not_the_option(demo_db, make_app):
     app = make_app(demo_db(release="1.8.20", requests=20), start="upgrade")
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_until(pilot, _planned(app), timeout=30)
+        await wait_until(pilot, upgrade_planned(app), timeout=30)
         screen = app.screen
         assert screen.plan.force_required
-        text = _text(screen)
+        text = plan_text(screen)
         assert not CLI_OPTION.search(text), CLI_OPTION.search(text)
         assert "after U" in text
         await send_keys(pilot, "U")
