@@ -35,7 +35,7 @@ from console.models.approvals import (OPEN_STATUSES, STATUSES, ApprovalDetail, A
                                       DecisionOptions, check_kind)
 from console.services import four_eyes
 from console.services.base import require_feature, validate_actor
-from console.services.resolve import near_ids, resolve_project  # noqa: F401 - also re-exported
+from console.services.resolve import PROJECT_WALK, near_ids, resolve_project  # noqa: F401 - also re-exported
 from console.text import json_or_none, one_line, unparseable_note
 
 REQUESTER_KEYS = ("requested_by", "requester")
@@ -255,23 +255,12 @@ def any_pending(handle: ArchonDatabase) -> bool:
 # first entry through every older status of the first project ('pending' sorts after most), which
 # is the whole history of a busy project. Here each step is a seek: the next project_id present in
 # that index (`min(project_id) WHERE project_id > ?`), then a probe of its (project_id, 'pending')
-# range; the walk stops at the first project with a pending request. project_id is NOT NULL with
-# TEXT affinity (numbers are stored as text, blobs sort after text), so `>= ''` admits every stored
-# value and every request lies under a value the walk visits: the answer is the plain query's.
-# ORDER BY (project_id, status) rather than min() keeps every step in that one index, so a cold
-# start reads one index's pages.
-ANY_PENDING_SQL = """
-WITH RECURSIVE walk(project_id) AS (
-  SELECT (SELECT a.project_id FROM approval_requests AS a WHERE a.project_id >= ''
-           ORDER BY a.project_id, a.status LIMIT 1)
-  UNION ALL
-  SELECT (SELECT a.project_id FROM approval_requests AS a WHERE a.project_id > walk.project_id
-           ORDER BY a.project_id, a.status LIMIT 1)
-    FROM walk
-   WHERE walk.project_id IS NOT NULL
+# range; the walk (console/services/resolve.py `PROJECT_WALK`) stops at the first project with a
+# pending request. Every request lies under a value the walk visits, so the answer is the plain
+# query's, and a cold start reads one index's pages.
+ANY_PENDING_SQL = PROJECT_WALK.format(stop="""
      AND NOT EXISTS (SELECT 1 FROM approval_requests AS r
-                      WHERE r.project_id = walk.project_id AND r.status = 'pending')
-)
+                      WHERE r.project_id = walk.project_id AND r.status = 'pending')""") + """
 SELECT EXISTS (SELECT 1 FROM walk
                 WHERE EXISTS (SELECT 1 FROM approval_requests AS r
                                WHERE r.project_id = walk.project_id AND r.status = 'pending'))

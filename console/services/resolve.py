@@ -164,14 +164,13 @@ _COMPLETION_QUERIES = {
     "revision": ("SELECT id FROM execution_profile_revisions WHERE id >= ? ORDER BY id LIMIT ?",),
 }
 
-# The requests a decision can act on: approve and deny take pending ones, revoke approved ones.
-# Walking the primary key from `prefix` and filtering by status read every decided request sorted
-# before the first pending one (100,000 rows, 130 ms, and with a LIMIT none offered at all). This
-# walks archon's idx_approval_requests_project_status_expiry instead: each stored project_id by a
-# seek (as `approval_queue.ANY_PENDING_SQL` does), then that project's (project_id, status) range,
-# so the cost is the projects plus the requests in that status (2 ms for 5,000 pending of 100,000).
-# The few rows found are sorted by id for the shell.
-APPROVALS_IN_STATUS_SQL = """
+# Every project_id stored in approval_requests, one seek each through archon's
+# idx_approval_requests_project_status_expiry (a skip scan SQLite does not do by itself). project_id
+# is NOT NULL with TEXT affinity (numbers are stored as text, blobs sort after text), so `>= ''`
+# admits every stored value; ORDER BY (project_id, status) rather than min() keeps every step in
+# that one index. `{stop}` ends the walk early (approval_queue.ANY_PENDING_SQL stops at the first
+# project with a pending request).
+PROJECT_WALK = """
 WITH RECURSIVE walk(project_id) AS (
   SELECT (SELECT a.project_id FROM approval_requests AS a WHERE a.project_id >= ''
            ORDER BY a.project_id, a.status LIMIT 1)
@@ -179,8 +178,17 @@ WITH RECURSIVE walk(project_id) AS (
   SELECT (SELECT a.project_id FROM approval_requests AS a WHERE a.project_id > walk.project_id
            ORDER BY a.project_id, a.status LIMIT 1)
     FROM walk
-   WHERE walk.project_id IS NOT NULL
-)
+   WHERE walk.project_id IS NOT NULL{stop}
+)"""
+
+# The requests a decision can act on: approve and deny take pending ones, revoke approved ones.
+# Walking the primary key from `prefix` and filtering by status read every decided request sorted
+# before the first pending one (100,000 rows, 130 ms, and with a LIMIT none offered at all). This
+# walks archon's idx_approval_requests_project_status_expiry instead: each stored project_id by a
+# seek (as `approval_queue.ANY_PENDING_SQL` does), then that project's (project_id, status) range,
+# so the cost is the projects plus the requests in that status (2 ms for 5,000 pending of 100,000).
+# The few rows found are sorted by id for the shell.
+APPROVALS_IN_STATUS_SQL = PROJECT_WALK.format(stop="") + """
 SELECT r.id FROM walk JOIN approval_requests AS r ON r.project_id = walk.project_id AND r.status = ?
  WHERE r.id >= ? AND substr(r.id, 1, length(?)) = ?
  ORDER BY r.id LIMIT ?
@@ -206,4 +214,4 @@ def completion_candidates(handle, kind: str, prefix: str, *, limit: int = 200) -
     return found
 
 
-__all__ = ["completion_candidates", "find_project", "near_ids", "near_projects", "project_id", "project_names", "resolve_project"]
+__all__ = ["PROJECT_WALK", "completion_candidates", "find_project", "near_ids", "near_projects", "project_id", "project_names", "resolve_project"]
