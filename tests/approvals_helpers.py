@@ -35,7 +35,7 @@ def add_request(
     *,
     expires_at: datetime | str | None = None,
     kind: str = "git_push",
-    action: dict | None = None,
+    action: dict | str | None = None,
     authority: dict | str | None = None,
     created_at: datetime | None = None,
     event_type: str = "requested",
@@ -44,7 +44,7 @@ def add_request(
     conn.execute("INSERT INTO execution_runs (id, project_id) VALUES (?, ?)", (run_id, project_id))
     action = action if action is not None else {"remote": "origin", "branch": "main", "commit": "abc123"}
     authority = authority if authority is not None else {"requested_by": "alice"}
-    action_text = json.dumps(action)
+    action_text = action if isinstance(action, str) else json.dumps(action)  # str: the text as archon wrote it
     expires = expires_at if expires_at is not None else NOW + timedelta(hours=2)
     created = ts(created_at or NOW - timedelta(minutes=30))
     conn.execute(

@@ -351,6 +351,23 @@ def test_list_filters(db):
             ids(project="nowhere")
 
 
+def test_a_search_folds_as_sqlite_folds_so_any_text_finds_itself(make_db):
+    """Archon writes JSON as UTF-8 (`"Éclair"`, not `"\\u00c9clair"`); SQLite's lower() folds ASCII
+    only, so a needle folded by Python's lower() ("éclair") never met the "Éclair" SQLite left."""
+    def fill(conn):
+        add_project(conn, "p1", "Payments")
+        add_request(conn, "apr-1", "p1", kind="custom_check", action='{"command":["Éclair","--fast"]}')
+        add_request(conn, "apr-2", "p1")
+
+    with open_rw(make_db(fill=fill)) as h:
+        def ids(text):
+            return [r.id for r in list_requests(h, Filters(search=text), now=NOW).rows]
+
+        assert ids("ÉCLAIR") == ["apr-1"]
+        assert ids("\"--FAST\"") == ["apr-1"]
+        assert sorted(ids("payments")) == ["apr-1", "apr-2"]  # the project name, folded the same way
+
+
 def test_list_pages_with_cursors_forward_and_back(db):
     with open_rw(db) as h:
         f = Filters(statuses=None)

@@ -44,4 +44,11 @@ def stored_columns(conn: sqlite3.Connection, table: str, prefix: str = "") -> st
     return ", ".join(lead + quote_identifier(n) for n in names)
 
 
-__all__ = ["generated_columns", "quote_identifier", "stored_columns", "table_xinfo"]
+def sqlite_lower(text: str) -> str:
+    """`text` folded as SQLite's built-in lower() folds it: ASCII letters only. A search compares a
+    needle with `lower(column)` in SQL; folded by Python's lower() instead, "É" would become "é" and
+    never find the "É" SQLite left as it was."""
+    return "".join(c.lower() if c.isascii() else c for c in text)
+
+
+__all__ = ["generated_columns", "quote_identifier", "sqlite_lower", "stored_columns", "table_xinfo"]

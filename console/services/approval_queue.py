@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
-from console.db.sql import stored_columns
+from console.db.sql import sqlite_lower, stored_columns
 from console.clock import TEXT_SLACK, db_time, parse_time, system_clock
 from console.db.connect import ArchonDatabase
 from console.db.queries import (
@@ -154,7 +154,7 @@ def _partitions(handle: ArchonDatabase, filters: Filters, now: datetime) -> tupl
         params.append(db_time(bound + TEXT_SLACK))
         common.append("julianday(expires_at) <= julianday(?)")
         params.append(db_time(bound))
-    needle = (filters.search or "").strip().lower() or None
+    needle = sqlite_lower((filters.search or "").strip()) or None
     text_clause = "instr(lower(id || ' ' || project_id || ' ' || action_kind || ' ' || action_json), ?) > 0"
     order = filters.order
     # never a generated column (console/db/sql.py), and the sort's computed keys
@@ -164,7 +164,7 @@ def _partitions(handle: ArchonDatabase, filters: Filters, now: datetime) -> tupl
     def query(where: list[str], where_params: list[Any], project_name: str | None,
               keys: tuple[str, ...] = order.keys) -> KeysetQuery:
         clauses, values = list(where) + common, list(where_params) + params
-        if needle and not (project_name and needle in project_name.lower()):
+        if needle and not (project_name and needle in sqlite_lower(project_name)):
             clauses.append(text_clause)
             values.append(needle)
         return KeysetQuery("approval_requests", keys, where=tuple(clauses), params=tuple(values),

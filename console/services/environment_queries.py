@@ -12,7 +12,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
-from console.db.sql import quote_identifier, stored_columns
+from console.db.sql import quote_identifier, sqlite_lower, stored_columns
 from console.clock import db_time, duration, parse_time, seconds_between
 from console.db.connect import ArchonDatabase
 from console.db.queries import Cursor, KeysetQuery, fetch_page
@@ -174,8 +174,7 @@ def environment_query(
         found = find_project(handle.conn, project)  # else no project has that id: nothing matches
         where.append("e.project_id = ?")
         params.append(found["id"] if found is not None else project)
-    # SQLite's lower() folds ASCII only: so does the needle, or "É" could never find "É"
-    needle = "".join(c.lower() if c.isascii() else c for c in (search or "").strip())
+    needle = sqlite_lower((search or "").strip())
     if needle:
         searched = [*SEARCHED, *(CLAIM_SEARCHED if handle.shape.supports("claims") else ())]
         text = " || ' ' || ".join(f"coalesce({column}, '')" for column in searched)
