@@ -19,7 +19,7 @@ def near_matches(typed: str, candidates: Iterable[str], *, limit: int = 5, cutof
     Empty when nothing is near: the caller then lists what there is instead."""
     names = list(dict.fromkeys(candidates))
     want = typed.casefold().strip()
-    if not want:
+    if not want or limit <= 0:
         return []
     folded = {name: name.casefold() for name in names}
     exact = [name for name in names if folded[name] == want]

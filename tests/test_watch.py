@@ -96,6 +96,10 @@ def test_a_cursor_that_cannot_be_saved_warns_once_and_the_stream_goes_on(db, tmp
         new_request(db, rid)
     assert [c["request_id"] for c in w.changes(3)] == ["apr-x1", "apr-x2", "apr-x3"]
     assert w.proc.poll() is None
+    deadline = time.monotonic() + WAIT  # notes come on stderr, read apart from the changes on stdout
+    while not any("cannot save the cursor" in n for n in w.notes()):
+        assert time.monotonic() < deadline and w.proc.poll() is None, w.errors
+        time.sleep(0.05)
     warnings = [n for n in w.notes() if "cannot save the cursor" in n]
     assert len(warnings) == 1 and "still watching" in warnings[0]
     folder.mkdir()  # back: the next poll saves the newest position
