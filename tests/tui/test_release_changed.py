@@ -63,9 +63,10 @@ async def test_an_upgrade_in_the_console_refreshes_everything_derived_from_the_r
                              what=f"every header on {new}: {labels(app)}")
             await wait_until(pilot, lambda: not any(isinstance(s, ErrorModal) for s in app.screen_stack),
                              what=f"no dialog from the old release: {[type(s).__name__ for s in app.screen_stack]}")
-            for _ in range(3):  # and none comes back with the polls after it
-                before = app._data_version
-                await pilot.pause(app.poll_seconds * 2)
+            for _ in range(3):  # and none comes back with the polls after it: three polls, each run to its end
+                await wait_until(pilot, lambda: not app._polling, what="the poll under way to end")
+                app._poll()
+                await wait_until(pilot, lambda: not app._polling, what="this poll to end")
                 await settle(pilot, app)
             assert not [str(s.error) for s in app.screen_stack if isinstance(s, ErrorModal)]
             app.navigate("approvals")  # upgraded: the queue opens
