@@ -130,12 +130,22 @@ def _resume_statements() -> None:
         limits.resume()
 
 
+# How a statement fails when the signal's handler ran inside it: SQLite's progress callback or
+# `sqlite3_interrupt` ("interrupted"), or one of the console's own SQL functions, whose exception
+# Python's sqlite3 reports as this sentence.
+_STOP_MESSAGES = ("interrupt", "user-defined function raised exception")
+
+
 def as_stop(exc: BaseException) -> KeyboardInterrupt | None:
-    """The stop that `exc` stands for: a statement that failed as "interrupted" after a signal.
-    Only in the main thread: a worker's statement fails as itself while the program stops."""
+    """The stop that `exc` stands for: a statement that failed after a signal because its handler
+    ran inside it. Only in the main thread: a worker's statement fails as itself while the program
+    stops. Every cursor of the console's connections applies it (console/db/limits.py `_inside`),
+    so code that catches KeyboardInterrupt never sees the stop as a database error."""
     if threading.current_thread() is not threading.main_thread():
         return None
-    if not _received or not isinstance(exc, sqlite3.OperationalError) or "interrupt" not in str(exc):
+    if not _received or not isinstance(exc, sqlite3.OperationalError):
+        return None
+    if not any(message in str(exc) for message in _STOP_MESSAGES):
         return None
     signum = _received[0]
     return KeyboardInterrupt() if signum == signal.SIGINT else Stopped(signum)

@@ -9,13 +9,13 @@ import sqlite3
 from datetime import timedelta
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from console.db.connect import open_database
 from console.db.queries import sqlite_sort_key
 from console.services import approval_queue as queue
-from tests.approvals_helpers import NOW, add_project, add_request, archon_move
+from tests.approvals_helpers import NOW, add_project, add_request, archon_move, ts
 
 AUTHORITIES = [
     {"requested_by": "dave"}, {"requested_by": "dave"}, {"requester": "carol"}, {"requested_by": "agent:codex"},
@@ -133,12 +133,70 @@ names = st.one_of(st.text(st.characters(blacklist_characters="\x00"), max_size=6
 def test_the_sql_requester_is_requester_of(authority):
     """REQUESTER_SQL (the sort key) agrees with `requester_of` (the list's column, the detail pane and
     `approvals list`) on whatever `authority_json` holds, JSON or not."""
+    surrogate = isinstance(authority, str) and any("\ud800" <= c <= "\udfff" for c in authority)
+    assume(not surrogate)  # text, not JSON: a database's text cannot hold a lone surrogate
     text = authority if isinstance(authority, str) else json.dumps(authority)
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE TABLE approval_requests (authority_json)")
     conn.execute("INSERT INTO approval_requests VALUES (?)", (text,))
-    [(in_sql,)] = conn.execute(f"SELECT {queue.REQUESTER_SQL} FROM approval_requests").fetchall()
-    assert (in_sql or None) == queue.requester_of(queue.parse_json_field(text))
+    [(in_sql,)] = conn.execute(f"SELECT {queue.REQUESTER_KEY} FROM approval_requests").fetchall()
+    # SQLite writes an escaped lone surrogate ("\ud800") as its three bytes, as surrogatepass does.
+    assert in_sql == (queue.requester_of(queue.parse_json_field(text)) or "").encode("utf-8", "surrogatepass")
+
+
+def _walk_pages(path, f, limit=1) -> list[str]:
+    with open_database(path) as h:
+        walked, cursor = [], None
+        while True:
+            page = queue.list_requests(h, f, limit=limit, cursor=cursor, now=NOW)
+            walked += [r.id for r in page.rows]
+            if page.next_cursor is None or len(walked) > 200:
+                return walked
+            cursor = page.next_cursor
+
+
+def test_requesters_that_are_not_utf8_page_whole(tmp_path):
+    """JSON.stringify writes a lone surrogate as "\\ud800", and json_extract turns it into bytes
+    that are not UTF-8. Read back as text (with U+FFFD), the sort key of the page's last row was not
+    the key SQLite compares: walking the requester order one row at a time met 9 of 20 requests
+    (the CI run of stop 28 found the disagreement)."""
+    from tests.conftest import connect, make_schema
+
+    path = make_schema(tmp_path / "surrogates.db", "1.10.0")
+    conn = connect(path)
+    add_project(conn, "p1")
+    names = ["\\ud800", "a\\udfff", "\\ud83d", "zz", "\uffff", "\ufffd", "\ufffdz", "ed", "\\udbff\\udbff", "x\\ud800y"]
+    for n, name in enumerate(names * 2):
+        add_request(conn, f"apr-{n:02d}", "p1", expires_at=NOW + timedelta(minutes=n % 3),
+                    authority='{"requested_by": "%s"}' % name)
+    conn.close()
+    for sort in queue.SORTS:
+        f = queue.Filters(statuses=None, sort=sort)
+        with open_database(path) as h:
+            everything = [r.id for r in queue.list_requests(h, f, limit=500, now=NOW).rows]
+        assert len(everything) == 20
+        assert _walk_pages(path, f) == everything, sort
+
+
+def test_a_key_stored_as_a_blob_pages_whole(tmp_path):
+    """A list shows a BLOB as text (console/db/rows.py), but its page's cursor is the stored BLOB
+    (console/db/queries.py `KeyedRow`): the shown text as a cursor compares below every BLOB, and
+    the walk went round for ever."""
+    from tests.conftest import connect, make_schema
+
+    path = make_schema(tmp_path / "blobs.db", "1.10.0")
+    conn = connect(path)
+    add_project(conn, "p1")
+    for n in range(12):
+        expires = ts(NOW + timedelta(minutes=n % 2))
+        add_request(conn, f"apr-{n:02d}", "p1", expires_at=expires.encode() if n > 5 else expires)
+    conn.close()
+    for sort in queue.SORTS:
+        f = queue.Filters(statuses=None, sort=sort)
+        with open_database(path) as h:
+            everything = [r.id for r in queue.list_requests(h, f, limit=500, now=NOW).rows]
+        assert len(everything) == 12
+        assert _walk_pages(path, f) == everything, sort
 
 
 def _plan(h, q) -> str:

@@ -47,6 +47,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from console.errors import DatabaseUnusable
+from console.signals import as_stop
 
 MAX_VALUE_BYTES = 4 * 1024 * 1024
 STATEMENT_SECONDS = 120.0
@@ -183,6 +184,11 @@ def _inside(cursor: sqlite3.Cursor, run: _Run, call, *args: object, **kwargs: ob
     meter.running[thread], run.since = run, time.monotonic()
     try:
         return call(cursor, *args, **kwargs)
+    except sqlite3.OperationalError as exc:
+        stop = as_stop(exc)  # a signal handled inside one of SQLite's callbacks: the stop, not an error
+        if stop is not None:
+            raise stop from exc
+        raise
     finally:
         run.spent += time.monotonic() - run.since
         if outer is None:

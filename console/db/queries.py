@@ -118,8 +118,17 @@ def sqlite_sort_key(value: Any) -> tuple[int, Any]:
     return (2, str(value))
 
 
+class KeyedRow(dict):
+    """A row as it is shown (BLOBs read as text, console/db/rows.py) that keeps its keyset key as
+    SQLite stored it: a cursor made from the shown value of a BLOB key would not be the value SQLite
+    compares, and the next page would skip or repeat rows."""
+
+    __slots__ = ("key",)
+
+
 def row_key(row: dict[str, Any], names: Sequence[str]) -> tuple[Any, ...]:
-    return tuple(row[name] for name in names)
+    key = getattr(row, "key", None)
+    return key if key is not None else tuple(row[name] for name in names)
 
 
 def _sql(query: KeysetQuery, key: tuple[Any, ...] | None, scan_descending: bool, limit: int) -> tuple[str, list[Any]]:
@@ -144,8 +153,9 @@ def _sql(query: KeysetQuery, key: tuple[Any, ...] | None, scan_descending: bool,
 
 def _stream(
     conn: sqlite3.Connection, sql: str, params: Sequence[Any], names: Sequence[str], first: int, most: int
-) -> Iterator[tuple[tuple[Any, ...], list[str], tuple[Any, ...]]]:
-    """One partition's rows as (sort key, column names, values), stepped only as the merge asks.
+) -> Iterator[tuple[tuple[Any, ...], tuple[Any, ...], list[str], tuple[Any, ...]]]:
+    """One partition's rows as (sort key, stored key, column names, shown values), stepped only as
+    the merge asks.
 
     Chunks start at `first` rows and double up to `most`, so a partition the merge keeps drawing
     from is read in few steps and one it hardly touches costs a few rows. The statement stays
@@ -162,8 +172,9 @@ def _stream(
         while True:
             chunk = cur.fetchmany(size)
             for values in chunk:
-                # The order from the stored values (SQLite's); what is shown, with BLOBs as text.
-                yield tuple(sqlite_sort_key(values[i]) for i in positions), columns, textual(values)
+                # The order and the key from the stored values (SQLite's); what is shown, with BLOBs as text.
+                key = tuple(values[i] for i in positions)
+                yield tuple(map(sqlite_sort_key, key)), key, columns, textual(values)
             if len(chunk) < size:
                 return
             size = min(size * 2, most)
@@ -197,7 +208,12 @@ def iter_merged(
             streams.append(_stream(conn, sql, params, names, first_chunk, limit))
         merged = streams[0] if len(streams) == 1 else heapq.merge(
             *streams, key=itemgetter(0), reverse=scan_descending)
-        return [dict(zip(columns, values)) for _, columns, values in islice(merged, limit)]
+        rows = []
+        for _, key, columns, values in islice(merged, limit):
+            row = KeyedRow(zip(columns, values))
+            row.key = key
+            rows.append(row)
+        return rows
     finally:
         for stream in streams:
             stream.close()
@@ -392,6 +408,7 @@ __all__ = [
     "iter_merged",
     "position_of",
     "retreat",
+    "KeyedRow",
     "row_key",
     "sqlite_sort_key",
 ]

@@ -61,6 +61,12 @@ REQUESTER_SQL = (
     "CASE WHEN json_type(authority_json) = 'object' THEN coalesce("
     + ", ".join(_text_member(k) for k in REQUESTER_KEYS) + ", '') ELSE '' END ELSE '' END ELSE '' END"
 )
+# The requester sort's key: REQUESTER_SQL's bytes. json_extract turns an escaped lone surrogate
+# ("\\ud800", which JSON.stringify writes for one) into bytes that are not UTF-8; read back as text
+# they decode with U+FFFD (console/db/connection.py), so the next page's cursor would not be the key
+# SQLite compares, and paging skipped rows. A BLOB reads back byte for byte, and BLOBs order by
+# memcmp, as SQLite's BINARY collation orders text.
+REQUESTER_KEY = f"CAST({REQUESTER_SQL} AS BLOB)"
 # The project as the lists show it: its name, else (the project is gone) its id.
 PROJECT_SQL = ("coalesce((SELECT p.name FROM projects AS p WHERE p.id = approval_requests.project_id), "
                "approval_requests.project_id)")
@@ -90,7 +96,7 @@ class Sort:
 SORTS = {
     "expiry": Sort("expiry", ("expires_at", "id"), ("expires_at", "id")),
     "age": Sort("age, oldest first", ("created_at", "id"), ("created_at", "id"), ("+created_at", "id")),
-    "requester": Sort("requester", (REQUESTER_SQL, "expires_at", "id"), ("console_requester", "expires_at", "id")),
+    "requester": Sort("requester", (REQUESTER_KEY, "expires_at", "id"), ("console_requester", "expires_at", "id")),
     "project": Sort("project", (PROJECT_SQL, "expires_at", "id"), ("console_project", "expires_at", "id")),
 }
 COMPUTED_KEYS = ("console_requester", "console_project")
@@ -269,8 +275,10 @@ SELECT EXISTS (SELECT 1 FROM walk
 
 def cursor_of(handle: ArchonDatabase, request_id: str, filters: Filters = Filters()) -> Cursor | None:
     """The cursor just after request `request_id` in the filters' order (None when it is gone)."""
-    row = handle.conn.execute(f"SELECT {', '.join(filters.order.keys)} FROM approval_requests WHERE id = ?",
-                              (request_id,)).fetchone()
+    read = handle.conn.cursor()
+    read.row_factory = None  # the keys as stored: a BLOB key read as text would not be the key (queries.py `KeyedRow`)
+    row = read.execute(f"SELECT {', '.join(filters.order.keys)} FROM approval_requests WHERE id = ?",
+                       (request_id,)).fetchone()
     return None if row is None else Cursor(tuple(row))
 
 
