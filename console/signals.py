@@ -151,4 +151,59 @@ def as_stop(exc: BaseException) -> KeyboardInterrupt | None:
     return KeyboardInterrupt() if signum == signal.SIGINT else Stopped(signum)
 
 
-__all__ = ["Stopped", "as_stop", "graceful", "stop_signals_unwind"]
+def run_until_stopped(coro):
+    """`asyncio.run(coro)`, where the operator's stop (Ctrl-C, SIGTERM, SIGHUP) cancels `coro`
+    instead of raising inside whichever task happens to run, then raises as the stop.
+
+    Raised at an arbitrary point of the event loop, a KeyboardInterrupt ends one task (its exception
+    never retrieved), skips the `finally` blocks that close the other tasks' transports, and
+    asyncio says so on stderr. A cancellation unwinds every `finally` of `coro` in order. A second
+    signal while that cleanup runs is ignored, as `stop_signals_unwind` ignores it: every close
+    there is bounded (console/fleet/session.py `GRACE`). Outside the main thread signals are not
+    ours to handle, and a signal the parent set to be ignored stays ignored.
+    """
+    import asyncio
+
+    if threading.current_thread() is not threading.main_thread():
+        return asyncio.run(coro)
+    received: list[int] = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+
+        def stop(signum: int) -> None:
+            if not received:
+                received.append(signum)
+                _received.append(signum)
+                task.cancel()
+
+        saved = {}
+        for signum in (signal.SIGINT, *HANDLED):
+            current = signal.getsignal(signum)
+            if current is signal.SIG_IGN or current is None:
+                continue
+            try:
+                loop.add_signal_handler(signum, stop, signum)
+            except (ValueError, RuntimeError, OSError):  # one asyncio may not watch: left as it was
+                continue
+            saved[signum] = current
+        try:
+            return await coro
+        finally:
+            for signum, current in saved.items():
+                loop.remove_signal_handler(signum)
+                signal.signal(signum, current)
+
+    try:
+        result = asyncio.run(main())
+    except asyncio.CancelledError:
+        if not received:
+            raise
+        result = None
+    if received:
+        raise KeyboardInterrupt() if received[0] == signal.SIGINT else Stopped(received[0])
+    return result
+
+
+__all__ = ["Stopped", "as_stop", "graceful", "run_until_stopped", "stop_signals_unwind"]

@@ -115,12 +115,11 @@ LOCAL_OPTIONS = frozenset({"cursor", "exec_command", "exec_timeout", "exec_jobs"
 
 def run_fleet_watch(runner, params: dict[str, Any]) -> int:
     """The stream until Ctrl-C (or SIGTERM/SIGHUP); every delivered change is in the cursor first."""
-    import asyncio
     import sys
     import threading
 
     from console.cli.watch_delivery import Cursor
-    from console.signals import Stopped
+    from console.signals import Stopped, run_until_stopped
 
     args = runner.args
     sent = {k: v for k, v in params.items() if k not in LOCAL_OPTIONS}
@@ -144,7 +143,7 @@ def run_fleet_watch(runner, params: dict[str, Any]) -> int:
     sys.stderr.write(f"archon-console: watching approval requests on {', '.join(runner.names)} (Ctrl-C to stop)\n")
     sys.stderr.flush()
     try:
-        asyncio.run(stream.run())
+        run_until_stopped(stream.run())
         from console.cli.watch_delivery import quiet_stdout
 
         quiet_stdout()  # it returns only when the reader left

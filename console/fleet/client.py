@@ -293,7 +293,9 @@ def call_hosts(fleet: Fleet, hosts: Sequence[Host], method: str, params: dict[st
     """Each host's outcome of `method`, in the order of `hosts`: `hello`, then the method, on one
     connection per host. `console.fleet.private.PrivateDirUnusable` when ssh's control directory
     is not private."""
-    return asyncio.run(fan_out(fleet, hosts, method, params, parallel=parallel, deadline=deadline, cache=cache))
+    from console.signals import run_until_stopped
+
+    return run_until_stopped(fan_out(fleet, hosts, method, params, parallel=parallel, deadline=deadline, cache=cache))
 
 
 __all__ = ["HostOutcome", "MAX_BACKOFF", "STALE_FROM", "answer_outcome", "cacheable", "call_hosts", "call_one",
