@@ -251,3 +251,11 @@ def test_remembered_name_comparisons_stay_bounded_and_answer_as_computed():
     for text in ("\u0430lice", "ALICE", "a l i c e", "bob", "alice\u200b", "ERlN"):
         expected = computed(text).same(computed("alice"))
         assert four_eyes.names_person(text, "alice") == four_eyes.names_person(text, "alice") == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=60))
+def test_the_ascii_words_of_a_name_are_the_general_ones(text):
+    """The ASCII shortcut of `_tokens` (a decision splits every short string of an authority into
+    words) answers exactly what the general, Unicode-aware split does."""
+    assert four_eyes._tokens(text) == four_eyes._unicode_tokens(text)
