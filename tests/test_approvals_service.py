@@ -402,3 +402,56 @@ def test_revoking_a_denied_request_says_only_approved_ones_can_be(db):
     with open_rw(db) as h:
         err = assert_unchanged(db, lambda: approvals.revoke(h, "apr-6", actor="dave", reason="x", now=NOW))
     assert err.reason == "apr-6 was already denied by carol 4 minutes ago; only an approved request can be revoked."
+
+
+# --- the cost of a decision (issue 22, item 5) ---------------------------------------------------
+
+_SCHEMA_READS = ("pragma table_info", "pragma table_xinfo", "sqlite_master", "sqlite_schema")
+
+
+def _traced(conn, work) -> list[str]:
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+    try:
+        work()
+    finally:
+        conn.set_trace_callback(None)
+    return seen
+
+
+def test_a_decision_runs_the_same_statements_and_reads_no_schema_after_the_first(db):
+    """A decision's per-call work does not depend on how many came before: after the first on a
+    connection, none reads the schema again (the stored-column lists are kept per connection and
+    schema version), so ten decisions run exactly ten times the statements of one."""
+    conn = connect(db)
+    for n in range(11, 23):
+        add_request(conn, f"apr-{n}", "p1", expires_at=NOW + timedelta(hours=2))
+    conn.commit()
+    conn.close()
+    with open_rw(db) as h:
+        approvals.approve(h, "apr-11", actor="dave", now=NOW)  # the first: reads the columns once
+        one = _traced(h.conn, lambda: approvals.approve(h, "apr-12", actor="dave", now=NOW))
+        ten = _traced(h.conn, lambda: [approvals.approve(h, f"apr-{n}", actor="dave", now=NOW)
+                                       for n in range(13, 23)])
+    assert len(ten) == 10 * len(one)
+    schema = [s for s in one + ten if any(word in s.lower() for word in _SCHEMA_READS)]
+    assert not schema, schema
+    assert [status_of(db, f"apr-{n}") for n in range(11, 23)] == ["approved"] * 12
+
+
+def test_a_schema_change_between_decisions_is_read(db):
+    """The kept column list is the schema's of this transaction: a column archon adds between two
+    decisions on one connection is read by the next (schema_version, read under the write lock)."""
+    from console.db.tx import write_transaction
+    from console.services.approval_transitions import load_for_decision
+
+    with open_rw(db) as h:
+        with write_transaction(h.conn) as conn:
+            assert "added_later" not in load_for_decision(conn, "apr-1").row
+        other = connect(db)
+        other.execute("ALTER TABLE approval_requests ADD COLUMN added_later TEXT DEFAULT 'x'")
+        other.commit()
+        other.close()
+        with write_transaction(h.conn) as conn:
+            assert load_for_decision(conn, "apr-1").row["added_later"] == "x"
+        assert approvals.approve(h, "apr-2", actor="dave", now=NOW).state == "approved"

@@ -232,3 +232,30 @@ def test_generated_authorities_never_let_alice_approve_her_own_request(shared, t
         pass
     status = handle.conn.execute("SELECT status FROM approval_requests WHERE id = ?", (rid,)).fetchone()[0]
     assert status == "pending", text
+
+
+def test_remembered_name_comparisons_stay_bounded_and_answer_as_computed():
+    """Issue 22, item 5: decisions remember the forms of the short names they compare (the same
+    keys and approver names recur in every request), but a database of distinct names cannot grow
+    that memory past its bound, a long text is never kept, and a remembered answer is the computed one."""
+    limit = four_eyes.name_forms.cache_info().maxsize
+    for n in range(limit + 500):
+        assert four_eyes.names_person(f"agent:{n} alice", "alice")
+    assert four_eyes.name_forms.cache_info().currsize <= limit
+    long_text = "x" * 5000 + " alice"
+    before = four_eyes.name_forms.cache_info()
+    assert four_eyes.names_person(long_text, "alice") and four_eyes.names_person(long_text, "alice")
+    after = four_eyes.name_forms.cache_info()
+    assert after.currsize <= before.currsize + 2  # the windows are short; the long text is not kept
+    computed = four_eyes.name_forms.__wrapped__  # the function itself, nothing kept
+    for text in ("\u0430lice", "ALICE", "a l i c e", "bob", "alice\u200b", "ERlN"):
+        expected = computed(text).same(computed("alice"))
+        assert four_eyes.names_person(text, "alice") == four_eyes.names_person(text, "alice") == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=60))
+def test_the_ascii_words_of_a_name_are_the_general_ones(text):
+    """The ASCII shortcut of `_tokens` (a decision splits every short string of an authority into
+    words) answers exactly what the general, Unicode-aware split does."""
+    assert four_eyes._tokens(text) == four_eyes._unicode_tokens(text)

@@ -134,3 +134,57 @@ def test_the_text_plan_never_cuts_a_risk_force_accepts(tmp_path, capsys, monkeyp
         assert " ".join(reason.split()) in words
     listed = [r for r in plan.force_reasons if "(steps " in r]
     assert listed and all(step.id in risks for step in plan.pending if step.id in listed[0])  # ids whole
+
+
+# Run in a fresh interpreter: which modules a plan loads, and how many in-memory scratch databases
+# (the preflight's schema replay, the rehearsal) it opens, counted at console/db/connection.py.
+_WATCHED_PLAN = """
+import json, sys
+import console.db.connection as connection
+opened = []
+real = connection.scratch_connection
+def counted(*args, **kwargs):
+    opened.append(1)
+    return real(*args, **kwargs)
+connection.scratch_connection = counted
+from console.cli.cli import main
+code = main(["--db", sys.argv[1], "upgrade", "--plan", "--json"])
+watched = ("sqlite_utils", "console.db.migrations.preflight", "console.db.migrations.fixed_ids",
+           "console.db.migrations.replay")
+with open(sys.argv[2], "w") as out:
+    json.dump({"code": code, "scratch": len(opened), "loaded": [m for m in watched if m in sys.modules]}, out)
+"""
+
+
+def _watched_plan(path, tmp_path) -> tuple[dict, dict]:
+    import subprocess
+    import sys
+
+    from tests.upgrade_helpers import REPO
+
+    report = tmp_path / f"{path.stem}.json"  # beside the database's directory, not in it
+    done = subprocess.run([sys.executable, "-c", _WATCHED_PLAN, str(path), str(report)], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(report.read_text()), json.loads(done.stdout)
+
+
+def test_an_up_to_date_plan_reads_only_the_schema_and_the_ledger(tmp_path):
+    """Issue 22 item 4: with nothing pending, `upgrade --plan` answers from the schema and the ledger
+    (decide's fail-closed checks) alone: no preflight, no rehearsal, no schema replayed into a
+    scratch database, and none of their modules (nor sqlite-utils) loaded. With steps pending the
+    same probe sees the rehearsal, so it can see what it looks for."""
+    (tmp_path / "db").mkdir()
+    pending = db_1820(tmp_path / "db" / "pending.db")
+    seen, plan = _watched_plan(pending, tmp_path)
+    assert seen["code"] == 0 and len(plan["pending"]) == 29
+    assert seen["scratch"] >= 2 and "console.db.migrations.fixed_ids" in seen["loaded"]
+
+    current = db_1820(tmp_path / "db" / "current.db")
+    run_upgrade(current, force=True, snapshot_dir=tmp_path)
+    before = fingerprint_dir(tmp_path / "db")
+    seen, plan = _watched_plan(current, tmp_path)
+    assert fingerprint_dir(tmp_path / "db") == before
+    assert seen == {"code": 0, "scratch": 0, "loaded": []}
+    assert plan["up_to_date"] and plan["pending"] == [] and len(plan["applied"]) == 29
+    assert plan["profile_evidence"] is None and plan["policy_changes"] == [] and not plan["force_required"]

@@ -17,7 +17,6 @@ from console.cli.cli import main
 from console.db.migrations import preflight
 from console.errors import EXIT_UNUSABLE, DatabaseUnusable
 from console.services.upgrade.run import run_upgrade
-from console.services.upgrade import decide as decide_module
 from tests.untouched import fingerprint_dir
 from tests.upgrade_helpers import FP, T0, connect, db_1820, db_1822, ledger_names
 
@@ -212,7 +211,8 @@ def test_preflight_is_made_again_under_the_writer_lock(tmp_path, monkeypatch):
             return real(conn, pending)
         return [preflight.Blocker("test.late", ("late_table",), "late_table appeared", "Look at it.")]
 
-    monkeypatch.setattr(decide_module, "find_blockers", second_time_blocked)
+    # decide.py imports it when something is pending (a plan of an up-to-date file loads no preflight)
+    monkeypatch.setattr(preflight, "find_blockers", second_time_blocked)
     before = fingerprint_dir(tmp_path)
     with pytest.raises(DatabaseUnusable, match="late_table appeared"):
         run_upgrade(path, force=True)

@@ -140,10 +140,13 @@ def _intermediate_1_8_21(conn: sqlite3.Connection, markers: dict[str, dict[str, 
 _NEWER_SCHEMA = re.compile(r"schema_version IN \(1, 2, 3, \d")
 
 
+def table_names(conn: sqlite3.Connection) -> frozenset[str]:
+    """Every table's name, in one read of `sqlite_master` (the upgrade's "is this archon's" too)."""
+    return frozenset(row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+
+
 def detect_shape(conn: sqlite3.Connection) -> Shape:
-    tables = frozenset(
-        row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-    )
+    tables = table_names(conn)
     markers = release_markers(conn)
     ledger = read_ledger(conn)
     common = dict(markers=markers, ledger=ledger, has_ledger_table=LEDGER_TABLE in tables, tables=tables)

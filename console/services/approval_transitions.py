@@ -9,6 +9,7 @@ the request's last plus one, read in the same transaction.
 from __future__ import annotations
 
 import sqlite3
+import weakref
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, TypeVar
@@ -51,10 +52,32 @@ def who(event: dict[str, Any] | None) -> str:
     return {"system": "archon (system)", "action_executor": "the action executor"}.get(kind, "an unknown actor")
 
 
+# The stored-column lists a decision names (console/db/sql.py `stored_columns`), per connection and
+# schema version: a decision reads no schema (`PRAGMA table_xinfo`) after the first one on a
+# connection, and its SQL text stays the same, so sqlite3's statement cache hands back the prepared
+# statement. Any schema change (archon's ALTER or rebuild) bumps `schema_version`, which is read
+# inside the decision's own transaction, under the write lock, so a list is never used past one.
+_COLUMNS: weakref.WeakKeyDictionary[sqlite3.Connection, dict[tuple[str, str], tuple[int, str]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def decision_columns(conn: sqlite3.Connection, table: str, prefix: str = "") -> str:
+    """`stored_columns(conn, table, prefix)`, read once per connection and schema version."""
+    version = conn.execute("PRAGMA schema_version").fetchone()[0]
+    try:
+        known = _COLUMNS.setdefault(conn, {})
+    except TypeError:  # a connection that takes no weak reference (a bare sqlite3.Connection)
+        return stored_columns(conn, table, prefix)
+    found = known.get((table, prefix))
+    if found is None or found[0] != version:
+        found = known[(table, prefix)] = (version, stored_columns(conn, table, prefix))
+    return found[1]
+
+
 def event_into(conn: sqlite3.Connection, project_id: str, request_id: str, status: str) -> dict[str, Any] | None:
     """The most recent event that moved the request into `status` (who decided, and when)."""
     cur = conn.execute(
-        f"SELECT {stored_columns(conn, 'approval_request_events')} FROM approval_request_events "
+        f"SELECT {decision_columns(conn, 'approval_request_events')} FROM approval_request_events "
         "WHERE project_id = ? AND approval_request_id = ? AND to_status = ? ORDER BY sequence DESC LIMIT 1",
         (project_id, request_id, status),
     )
@@ -196,7 +219,7 @@ def load_for_decision(conn: sqlite3.Connection, request_id: str) -> LockedReques
     """The request, its project's deletion mark and its last sequence in one read (decisions are
     the hot path)."""
     cur = conn.execute(
-        f"SELECT {stored_columns(conn, 'approval_requests', 'r')}, p.deletion_started_at AS project_deleting_, "
+        f"SELECT {decision_columns(conn, 'approval_requests', 'r')}, p.deletion_started_at AS project_deleting_, "
         "(SELECT MAX(e.sequence) FROM approval_request_events AS e "
         " WHERE e.project_id = r.project_id AND e.approval_request_id = r.id) AS last_sequence_ "
         "FROM approval_requests AS r "

@@ -27,11 +27,14 @@ import re
 import threading
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any
+from functools import lru_cache, wraps
+from typing import Any, Callable, TypeVar
 
 from console.services import identity
 from console.services.confusables import I_OR_L, SKELETON, skeleton, skeletons_match, without_marks
 from console.text import UnreadableJson, read_json
+
+T = TypeVar("T")
 
 REQUESTER_KEYS = ("requested_by", "requester")
 
@@ -64,6 +67,30 @@ def _invisible(ch: str) -> bool:
 _ASCII_INVISIBLE = dict.fromkeys([*range(0x20), 0x7F])
 
 
+# A decision compares every string of the request's authority with one or two approver names, and
+# most of those strings (its keys, the approver's names, common values) recur from request to
+# request, as does the approver's name itself (`declared_name_problem`, `reserved_name`). These pure
+# functions remember their answers for short texts only: at most _REMEMBERED answers per function,
+# about texts of at most _SHORT characters, so memory stays bounded whatever the database holds.
+_SHORT = 200
+_REMEMBERED = 2048
+
+
+def _remembered(function: Callable[..., T]) -> Callable[..., T]:
+    remembered = lru_cache(maxsize=_REMEMBERED)(function)
+
+    @wraps(function)
+    def answer(*texts: str) -> T:
+        for text in texts:
+            if len(text) > _SHORT:
+                return function(*texts)
+        return remembered(*texts)
+
+    answer.cache_info = remembered.cache_info  # type: ignore[attr-defined]  # how much is kept
+    return answer
+
+
+@_remembered
 def canonical_name(text: str) -> str:
     """The form two names are compared in: NFKC, invisibles removed, whitespace collapsed, casefolded."""
     if text.isascii():
@@ -102,6 +129,7 @@ class NameForms:
             self.skeleton, other.skeleton)
 
 
+@_remembered
 def name_forms(text: str) -> NameForms:
     if text.isascii():
         return NameForms(canonical_name(text), skeleton(_clean_ascii(text)))
@@ -120,6 +148,7 @@ def same_name(a: str | None, b: str | None) -> bool:
     return name_forms(a).same(name_forms(b))
 
 
+@_remembered
 def declared_name_problem(name: str) -> str | None:
     """Why a declared (`--as`) name cannot be recorded as who acted, or None: it must show exactly
     as what it is, so nothing invisible, no control or bidi character, no edge whitespace."""
@@ -139,6 +168,7 @@ RESERVED_NAMES = ("archon", "system", "console")
 _RESERVED = tuple(name_forms(name) for name in RESERVED_NAMES)
 
 
+@_remembered
 def reserved_name(name: str) -> bool:
     """True for names that belong to archon's own actors (`archon`, `system`, `console`, and
     `archon-*`, `archon_*`, `archon <anything>`) in any spelling four-eyes would call the same."""
@@ -161,9 +191,20 @@ def bounded(text: str) -> str:
     return text if len(text) <= SHOWN_MAX else text[: SHOWN_MAX - 1] + "\u2026"
 
 
-def _tokens(text: str) -> list[str]:
+@_remembered
+def _tokens(text: str) -> tuple[str, ...]:
     """The words of a name: cleaned text split at every character that is neither a letter, a
     digit nor a combining mark (`erin@corp`, `human|erin`, `Erin Smith`)."""
+    if text.isascii():  # cleaning ASCII removes its controls only; its letters and digits are [A-Za-z0-9]
+        return tuple(_ASCII_WORD.findall(text.translate(_ASCII_INVISIBLE)))
+    return _unicode_tokens(text)
+
+
+_ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
+
+
+def _unicode_tokens(text: str) -> tuple[str, ...]:
+    """`_tokens` for any text (the ASCII shortcut gives the same answer faster)."""
     words, word = [], []
     for ch in _clean_unicode(text):
         if ch.isalnum() or unicodedata.category(ch)[0] == "M":
@@ -173,7 +214,26 @@ def _tokens(text: str) -> list[str]:
             word = []
     if word:
         words.append("".join(word))
-    return words
+    return tuple(words)
+
+
+@dataclass(frozen=True)
+class _Person:
+    """What `names_person` compares a text with, made once per approver name (`_person`)."""
+
+    forms: NameForms
+    size: int  # how many words the name has
+    words: NameForms  # the forms of those words joined by one space
+
+
+@lru_cache(maxsize=16)
+def _person(name: str) -> _Person:
+    """The approver's side of every comparison: a decision compares each string of the request's
+    authority with the same one or two names (the declared one, the OS login), so their forms are
+    made once per process, not once per string (bounded: approver names, not database text)."""
+    wanted = _tokens(name)
+    joined = " ".join(wanted)
+    return _Person(name_forms(name), len(wanted), name_forms(joined))
 
 
 def names_person(text: str | None, name: str | None) -> bool:
@@ -181,13 +241,19 @@ def names_person(text: str | None, name: str | None) -> bool:
     spelling `same_name` calls the same: the one comparison four-eyes makes (approve and deny)."""
     if not isinstance(text, str) or not isinstance(name, str):
         return False
-    if same_name(text, name):
+    return _names_person(text, name)
+
+
+@_remembered
+def _names_person(text: str, name: str) -> bool:
+    person = _person(name)
+    if name_forms(text).same(person.forms):  # same_name(text, name)
         return True
-    wanted = _tokens(name)
-    if not wanted:
+    if not person.size:
         return False
-    words, size, joined = _tokens(text), len(wanted), " ".join(wanted)
-    return any(same_name(" ".join(words[i:i + size]), joined) for i in range(len(words) - size + 1))
+    words, size = _tokens(text), person.size
+    return any(name_forms(" ".join(words[i:i + size])).same(person.words) for i in range(len(words) - size + 1))
+
 
 
 @dataclass(frozen=True)

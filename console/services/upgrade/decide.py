@@ -13,11 +13,9 @@ from pathlib import Path
 
 from console.db import exclusive_lock, ledger
 from console.db.connect import ARCHON_CORE_TABLES
-from console.db.detect import Shape, detect_shape
-from console.db.introspect import schema_of
+from console.db.detect import Shape, detect_shape, table_names
 from console.db.limits import stopping, upgrade_checks
 from console.db.migrations.base import Migration
-from console.db.migrations.preflight import find_blockers, refusal_text
 from console.db.migrations.registry import CURRENT_RELEASE, RELEASES, migrations_through
 from console.errors import DatabaseUnusable, UsageError
 from console.services.upgrade.model import TARGETS
@@ -40,7 +38,7 @@ def resolve_target(target: str) -> str:
 
 
 def require_archon(conn: sqlite3.Connection, path: Path) -> None:
-    names = set(schema_of(conn).table_names())
+    names = table_names(conn)
     missing = [t for t in ARCHON_CORE_TABLES if t not in names]
     if missing:
         raise DatabaseUnusable(
@@ -126,7 +124,14 @@ def _unfinished_target(entries, target: str) -> str | None:
 
 
 def preflight(conn: sqlite3.Connection, pending: tuple[Migration, ...]) -> None:
-    """Refuse (exit 3, nothing written) when a pending step would fail part-way (preflight.py)."""
+    """Refuse (exit 3, nothing written) when a pending step would fail part-way (preflight.py).
+
+    Nothing pending: nothing to rehearse, and the preflight's modules (its schema replay, the
+    rehearsal) are not even imported, so a plan of an up-to-date file reads only its schema and ledger."""
+    if not pending:
+        return
+    from console.db.migrations.preflight import find_blockers, refusal_text
+
     with upgrade_checks() as budget:  # read-only, before any write: a budget refuses, never stops part-way
         try:
             blockers = find_blockers(conn, pending)

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from console.db import snapshot as snapshots
 from console.db.migrations.registry import MIGRATIONS, RELEASES
 from console.errors import Refusal
-from console.services.profile_gate import ProfileGate
 from console.text import shell_quote
+
+if TYPE_CHECKING:  # the gate's module loads the profile evidence; a plan with nothing pending has none
+    from console.services.profile_gate import ProfileGate
 
 TARGETS = RELEASES + ("current",)
 

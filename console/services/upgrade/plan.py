@@ -25,7 +25,6 @@ from console.db.connect import (DEFAULT_BUSY_TIMEOUT_MS, check_file, check_size,
 from console.db.connection import sqlite_connection
 from console.db.limits import explain, for_upgrade, stopping, upgrade_checks
 from console.errors import DatabaseUnusable, Refusal
-from console.services import profile_gate
 from console.services.upgrade.decide import decide, estimate, others_using, policy_changes, preflight, resolve_target
 from console.services.upgrade.model import PendingStep, UpgradePlan
 
@@ -110,6 +109,22 @@ def _plan_upgrade(path: Path, target: str, snapshot_dir, now, others_ignored: tu
     return plan
 
 
+def _pending_checks(conn: sqlite3.Connection, decision):
+    """What only pending steps need: the preflight with its rehearsal on the schema replayed in
+    memory (console/db/migrations/preflight.py), each step's row estimate, the policy changes and
+    the profile evidence gate. With nothing pending none of it runs or is imported: the fail-closed
+    checks of `decide` (archon's tables, the ledger against the registry and the schema, newer
+    shapes) have already read all an up-to-date plan needs."""
+    from console.services import profile_gate
+
+    preflight(conn, decision.pending)
+    steps = [
+        PendingStep(m.id, m.release, m.safety, m.description, m.rebuild, estimate(conn, m))
+        for m in decision.pending
+    ]
+    return steps, policy_changes(conn, decision.pending), profile_gate.check(conn, decision.pending)
+
+
 def _plan(path: Path, target: str, snapshot_dir, now, allow_recovery: bool) -> UpgradePlan:
     at = now or system_clock()
     if snapshot_dir is not None and Path(snapshot_dir).expanduser().is_dir():
@@ -132,13 +147,7 @@ def _plan(path: Path, target: str, snapshot_dir, now, allow_recovery: bool) -> U
     try:
         with upgrading_to(target), upgrade_checks() as budget:  # estimates depend on the stops (stops.py)
             decision = decide(conn, path, target)
-            preflight(conn, decision.pending)
-            steps = [
-                PendingStep(m.id, m.release, m.safety, m.description, m.rebuild, estimate(conn, m))
-                for m in decision.pending
-            ]
-            policy = policy_changes(conn, decision.pending)
-            gate = profile_gate.check(conn, decision.pending)
+            steps, policy, gate = _pending_checks(conn, decision) if decision.pending else ([], [], None)
         needed = snapshots.needed_bytes(conn)
     except sqlite3.DatabaseError as exc:
         if _hot_journal(path, exc):
