@@ -46,8 +46,6 @@ import os
 import struct
 import zlib
 from bisect import bisect_left
-from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -57,9 +55,9 @@ WAL_HEADER = 32
 FRAME_HEADER = 24
 PENDING_BYTE = 0x40000000  # SQLite's lock byte: the page holding it is never used
 HEADER_SKIP = ((18, 20), (24, 28), (40, 44), (92, 100))
-# Read, checksum, write and hash a chunk while it is in the CPU cache: with 8 MiB chunks the same
-# copy cost up to ten times the CPU of 1 MiB ones (measured, bench/bench_snapshot.py's file).
-CHUNK_BYTES = 1024 * 1024
+# Read, hash, checksum and write a chunk while it is in the CPU's cache: on bench/bench_snapshot.py's
+# file 8 MiB chunks cost up to three times the CPU of 256 KiB ones.
+CHUNK_BYTES = 256 * 1024
 # The WAL-index header (wal.c `WalIndexHdr`), twice at the start of the -shm, in native byte order:
 # version, unused, change counter, isInit, big-endian checksums, page size, mxFrame, pages, the
 # last frame's checksum, the -wal's salts (as the -wal stores them), the header's own checksum.
@@ -344,33 +342,27 @@ def copy_hashed(
     SHA-256 of what was written, the CRC-32 of each chunk, the chunk's size in bytes).
 
     Setting the two journal-mode bytes is all `PRAGMA journal_mode = DELETE` changes in a file whose
-    WAL holds nothing; the image overlaid with the read snapshot's frames is such a file. A thread
-    hashes chunk n while chunk n + 1 is read, checksummed and written (hashlib and zlib let go of the
-    GIL on large buffers); four buffers go round, so memory stays at four chunks.
+    WAL holds nothing; the image overlaid with the read snapshot's frames is such a file. One thread,
+    one buffer: each chunk is read, hashed, checksummed and written while it is in the CPU's cache.
+    (A second thread hashing the previous chunk saved no time on a loaded machine and cost up to
+    three times the CPU; bench/bench_snapshot.py's file, 179 MB.)
     """
     step = max(1, step_pages) * image.page_size
     chunk = max(1, min(step, CHUNK_BYTES) // image.page_size) * image.page_size
     hasher = hashlib.sha256()
     crcs: list[int] = []
-    buffers = [memoryview(bytearray(min(chunk, image.size))) for _ in range(4)]
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-hash") as hashing:
-        pending: deque = deque()
-        offset = 0
-        while offset < image.size:
-            if len(pending) == len(buffers):
-                pending.popleft().result()  # the hash is done with the buffer about to be filled again
-            view = buffers[len(crcs) % len(buffers)]
-            view = view[: image.read_into(view, offset)]
-            if offset == 0:
-                view[JOURNAL_VERSION[0] : JOURNAL_VERSION[1]] = DELETE_MODE
-            pending.append(hashing.submit(hasher.update, view))
-            crcs.append(zlib.crc32(view))
-            _write_all(out_fd, view, offset)
-            offset += len(view)
-            if progress is not None and (offset % step < len(view) or offset == image.size):
-                progress(offset // image.page_size, image.page_count)  # once a step, as the backup API
-        for future in pending:
-            future.result()
+    buffer = memoryview(bytearray(min(chunk, image.size)))
+    offset = 0
+    while offset < image.size:
+        view = buffer[: image.read_into(buffer, offset)]
+        if offset == 0:
+            view[JOURNAL_VERSION[0] : JOURNAL_VERSION[1]] = DELETE_MODE
+        hasher.update(view)
+        crcs.append(zlib.crc32(view))
+        _write_all(out_fd, view, offset)
+        offset += len(view)
+        if progress is not None and (offset % step < len(view) or offset == image.size):
+            progress(offset // image.page_size, image.page_count)  # once a step, as the backup API
     return hasher.hexdigest(), tuple(crcs), chunk
 
 
