@@ -166,10 +166,12 @@ def read_snapshot_frames(db_path: Path, page_size: int, page_count: int) -> tupl
     if header is None:
         return "the -shm holds no valid WAL-index header"
     _v, _u, _change, _init, _big, size, last, pages, k1, k2, salts, _c1, _c2 = SHM_HEADER.unpack(header)
-    if (size if size != 1 else 65536) != page_size or pages != page_count:
-        return "the WAL-index header's page size or page count is not the read transaction's"
+    if (size if size != 1 else 65536) != page_size:
+        return "the WAL-index header's page size is not the read transaction's"
     if last == 0:
-        return {}, header, 0  # readers see the main file only
+        return {}, header, 0  # readers see the main file only (whatever the header's page count)
+    if pages != page_count:
+        return "the WAL-index header's page count is not the read transaction's"
     log = read_wal(Path(f"{db_path}-wal"), page_size, last)
     if log is None or log.commit != last or log.checksum != (k1, k2) or log.salts != salts or log.pages != pages:
         return "the -wal's frames are not the ones its WAL-index header names"
