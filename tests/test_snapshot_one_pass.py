@@ -20,6 +20,7 @@ import pytest
 
 from console.db import snapshot as snapshots
 from console.db import snapshot_check, snapshot_pages
+from console.db.snapshot_check import SnapshotFailed
 from tests.upgrade_helpers import dump, sha256
 
 AT = datetime(2026, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
@@ -223,3 +224,53 @@ def test_the_shm_must_vouch_for_the_frames(live, tmp_path):
     wal[snapshot_pages.WAL_HEADER + snapshot_pages.FRAME_HEADER + 100] ^= 0x01  # the first frame's page
     Path(f"{copy}-wal").write_bytes(bytes(wal))
     assert "not the ones" in snapshot_pages.read_snapshot_frames(copy, page_size, pages)
+
+
+@pytest.mark.parametrize("when", ["before the copy", "during the copy"])
+def test_a_commit_after_the_read_transaction_began_is_refused(live, monkeypatch, when):
+    """The copier goes by the -shm as it finds it; a commit by another connection after the snapshot's
+    read transaction began would make that a later state than the one the transaction pins. Before
+    the copy, PRAGMA data_version sees it; during it, the -shm's header changes under the copier."""
+    path, writer = live
+    original = snapshots.copy_pages
+    commits = []
+
+    def commit() -> None:
+        if not commits:
+            writer.execute("UPDATE blobs SET body = zeroblob(10) WHERE id = 2")
+            commits.append(1)
+
+    def commit_first(source, pages, tmp, wal, progress, step_pages):
+        commit()
+        return original(source, pages, tmp, wal, progress, step_pages)
+
+    if when == "before the copy":
+        monkeypatch.setattr(snapshots, "copy_pages", commit_first)
+        expected = "another connection committed while it was copied"
+    else:
+        # Seen by the copier if the commit lands before it reads the header again, else by data_version.
+        expected = "-wal changed while it was copied|another connection committed while it was copied"
+    before = sorted(p.name for p in path.parent.iterdir())
+    with pytest.raises(SnapshotFailed, match=expected):
+        snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT), step_pages=64,
+                                progress=lambda done, total: commit())
+    assert commits and sorted(p.name for p in path.parent.iterdir()) == before
+
+
+def test_frames_the_shm_does_not_vouch_for_go_through_the_backup_api(live):
+    """A published frame whose checksum fails: readers still read it (SQLite trusts its index), so the
+    copier leaves the -wal to SQLite's backup API, whose copy is then compared with the source
+    parsed as SQLite's recovery would: they differ, and nothing is kept."""
+    path, writer = live
+    last = os.path.getsize(f"{path}-wal") - 4096 + 100  # inside the last frame's page
+    with open(f"{path}-wal", "r+b") as wal:  # nobody locks the -wal itself
+        wal.seek(last)
+        byte = wal.read(1)
+        wal.seek(last)
+        wal.write(bytes([byte[0] ^ 0x01]))
+    before = sorted(p.name for p in path.parent.iterdir())
+    timings: dict[str, float] = {}
+    with pytest.raises(SnapshotFailed, match="differs from the database"):
+        snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT), timings=timings)
+    assert "copy (backup API)" in timings
+    assert sorted(p.name for p in path.parent.iterdir()) == before
