@@ -274,3 +274,24 @@ def test_frames_the_shm_does_not_vouch_for_go_through_the_backup_api(live):
         snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT), timings=timings)
     assert "copy (backup API)" in timings
     assert sorted(p.name for p in path.parent.iterdir()) == before
+
+
+def test_without_the_shm_s_word_the_backup_api_copies_and_its_copy_is_compared(live, monkeypatch):
+    """When the copier answers that the -shm does not vouch for the frames, SQLite's backup API makes
+    the copy in the read transaction, and a child compares it with the source page by page."""
+    path, writer = live
+    committed = dump(path)
+    real = snapshots._raw_reader
+    asked = []
+
+    def refusing_frames(function, *args, **kwargs):
+        asked.append(function)
+        if function == "copy_from_source":
+            return snapshot_pages.Copied(fallback="simulated: the -shm holds no valid WAL-index header")
+        return real(function, *args, **kwargs)
+
+    monkeypatch.setattr(snapshots, "_raw_reader", refusing_frames)
+    timings: dict[str, float] = {}
+    snap = snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT), timings=timings)
+    assert asked == ["copy_from_source", "compare_with_source"] and "copy (backup API)" in timings
+    assert dump(snap.path) == committed and snap.sha256 == sha256(snap.path)

@@ -287,8 +287,8 @@ def compare_and_hash(
     """The copy's SHA-256 (None unless `digest`), once every page of it proved equal to the
     source's; else `CopyDiffers`. The hash is of the bytes read back from the copy, the ones compared.
 
-    `exact`: only the journal-mode bytes may differ, and they must say DELETE (a block copy, which
-    nothing rewrote afterwards); else the `HEADER_SKIP` fields the backup API and SQLite rewrite.
+    `exact`: only the journal-mode bytes may differ, and they must say DELETE (a copy written byte for
+    byte, which nothing rewrote afterwards); else the `HEADER_SKIP` fields the backup API rewrites.
     """
     hasher = hashlib.sha256() if digest else None
     size = os.stat(copy).st_size
