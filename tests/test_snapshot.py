@@ -63,17 +63,18 @@ def test_never_overwrites_an_existing_snapshot(tmp_path):
     assert second.path.name == "archon.db.pre-upgrade-20260501T120000Z-3.sqlite3"
 
 
-@pytest.mark.parametrize("check, full_check", [("verify_copy", True), ("quick_check", False)])
-def test_failed_snapshot_leaves_no_partial_file(tmp_path, monkeypatch, check, full_check):
+@pytest.mark.parametrize("check, asked", [("verify_copy", {"full_check": True}),
+                                          ("quick_check_copy", {"quick_check": True}), ("verify_written", {})])
+def test_failed_snapshot_leaves_no_partial_file(tmp_path, monkeypatch, check, asked):
     path = db_1822(tmp_path / "archon.db")
     before = sorted(p.name for p in tmp_path.iterdir())
 
-    def broken(copy, expected=None, **_):
+    def broken(*_, **__):
         raise SnapshotFailed("row counts differ (simulated)")
 
     monkeypatch.setattr(snapshots, check, broken)
     with pytest.raises(SnapshotFailed):
-        snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT), full_check=full_check)
+        snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT), **asked)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
@@ -84,7 +85,7 @@ def test_failed_hash_or_fsync_beside_the_check_leaves_no_partial_file(tmp_path, 
     def unreadable(copy, *_, **__):
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(snapshots, "compare_with_source", unreadable)  # the hash is taken while comparing
+    monkeypatch.setattr(snapshots, "verify_written", unreadable)  # the copy is read back beside the fsync
     with pytest.raises(SnapshotFailed, match="Input/output error"):
         snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT))
     monkeypatch.undo()

@@ -3,14 +3,13 @@
 A snapshot is read from a *second* connection (backing up from the connection that holds
 `BEGIN IMMEDIATE` hangs, and `VACUUM INTO` cannot run inside a transaction). While the upgrader
 holds the writer lock and has written nothing, that connection sees exactly the state the first
-migration starts from; it keeps one read transaction open from the copy to the last comparison.
+migration starts from; it keeps one read transaction open from the copy to the last check.
 
-The copy is written to a temporary name in the destination directory, switched to journal mode
-DELETE (a single self-contained file), fsynced, proven equal to the source page by page
-(console/db/snapshot_pages.py), checked by `quick_check`, hashed, and only then given its final
-name — by a hard link, which fails instead of overwriting, so an existing snapshot is never
-replaced — with its SHA-256 in a manifest beside it (console/db/snapshot_manifest.py), which a move
-keeps. Any failure removes the temporary file: there is never a partial snapshot under a
+The copy is written to a temporary name in the destination directory as a single self-contained
+file in journal mode DELETE, fsynced, read back and proven to hold what was written, hashed, and only
+then given its final name — by a hard link, which fails instead of overwriting, so an existing
+snapshot is never replaced — with its SHA-256 in a manifest beside it (console/db/snapshot_manifest.py),
+which a move keeps. Any failure removes the temporary file: there is never a partial snapshot under a
 snapshot's name. A process killed mid-copy cannot remove it; its temporary file carries the process
 id, and the next snapshot into that directory removes it once that process is gone.
 
@@ -20,43 +19,41 @@ This process holds connections to the source (the upgrade's writer, the snapshot
 never opens the source's main file or `-wal` itself: closing that descriptor would drop every POSIX
 lock the process holds on the file, SQLite's included, and another client closing meanwhile would
 believe it was the last one, checkpoint and delete the `-wal` under the upgrade's transaction
-(console/db/file_guard.py states the rule; the test suite enforces it). SQLite reads the source here
-(the backup API, the checks); the block copy and the page comparison, which read the files without
-SQLite, run in a child process that holds no connection (console/isolation.py), while this process
-holds the read transaction that keeps the image still. The comparing child starts with the copy, so
-its start-up is not on the critical path, and waits on a `flock` of the copy until the copy is done.
-The copy itself is opened here once, before the first connection to it, and closed after its last.
+(console/db/file_guard.py states the rule; the test suite enforces it). The copy is made by a child
+process that holds no connection (console/isolation.py), while this process holds the read
+transaction that keeps the image still. The copy itself is opened here once, before the first
+connection to it, and closed after its last.
 
-Why the copy is compared, not integrity-checked
------------------------------------------------
+One pass over the source
+------------------------
+The child reads each page of the source's image once (the main file, and for a WAL database the
+`-wal`'s frames of the read snapshot laid over it), hashes it with SHA-256, takes a CRC-32 of each
+chunk and writes it (console/db/snapshot_pages.py says how the frames of the read snapshot are
+found and proven). Here the copy is then read back, chunk by chunk, against those CRC-32s while the
+fsync runs (`verify_written`): the copy holds what was written, and the SHA-256 of what was written
+is the snapshot's. For a WAL database the `-shm` header the child went by is the read transaction's
+because `PRAGMA data_version` did not change from the start of the read transaction to after the
+copy (any commit by another connection changes it). When the `-shm` does not vouch for the frames,
+SQLite's backup API makes the copy and a child compares it with the source page by page, as before.
+
+Why the copy is not integrity-checked by default
+------------------------------------------------
 A snapshot's job is to be an exact, restorable copy; proving the source sound is doctor's job. The
-full `integrity_check` (looking every row up in every index) cost six times the copy on a 1.7 GB
-file; comparing every page with the source's proves the copy exact for the cost of reading both,
-and `quick_check` proves it opens as a well-formed database. `take_snapshot(full_check=True)` adds
-the full check (console/db/snapshot_check.py), split over connections.
-
-Where the time goes (bench/bench_snapshot.py measures it)
-------------------------------------------------------------
-* The copy writes the temporary file with no journal and no syncs: nothing can be lost that
-  matters, since a failure deletes the file and the one fsync below is the durability point.
-  When no `-wal` holds frames the main file is the image and is copied in large blocks, as `cp`
-  does (by the child process); else SQLite's backup API reads it, bounded by the pager writing one
-  page per system call. A child process costs its interpreter's start-up (about 0.1 s).
-* The fsync, the comparison with the SHA-256, and the `quick_check` run at once. They read the
-  bytes from the kernel's page cache whether or not they have reached the disk yet, so the order
-  changes nothing that is verified; what matters is that nothing gets the snapshot's name before
-  the fsync, the comparison, the check and the hash have all succeeded.
+full `integrity_check` cost six times the copy on a 1.7 GB file, `quick_check` alone more than the
+copy. `take_snapshot(quick_check=True)` adds the copy's `quick_check`; `full_check=True` the full
+check (console/db/snapshot_check.py), split over connections; the upgrade asks for the full one with
+`--full-check`. A restore runs `integrity_check` on the snapshot before it puts it back.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shutil
 import sqlite3
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -68,12 +65,11 @@ from console.db.detect import read_ledger
 from console.db.file_guard import open_foreign
 from console.db.files import create_exclusive, remove_stale
 from console.db.snapshot_manifest import write_manifest
-from console.db.snapshot_pages import CopyDiffers, Differs, can_block_copy
+from console.db.snapshot_pages import Copied, CopyDiffers, Differs, can_block_copy
 from console.db.snapshot_check import (
     SnapshotFailed,
     SnapshotWriteFailed,
     open_ro,
-    quick_check,
     quick_check_copy,
     table_counts,
     verify_copy,
@@ -249,20 +245,8 @@ def _raise_differs(differs: Differs | None) -> None:
         raise CopyDiffers(*differs)
 
 
-def copy_pages(
-    source: sqlite3.Connection, pages: SourcePages, tmp: Path, block: bool, progress: Progress | None, step_pages: int
-) -> None:
-    """Write the source's image into `tmp` as a single file in journal mode DELETE.
-
-    `block`: the main file is the image (console/db/snapshot_pages.py `can_block_copy`), copied in
-    large blocks by a child process. Else SQLite's backup API reads it, WAL frames included, and
-    then switches the copy to DELETE. The temporary file is deleted on any failure, so it needs no
-    journal and no syncs of its own: one fsync of the finished file is the durability point.
-    """
-    if block:
-        _raise_differs(_raw_reader("copy_from_source", str(pages.path), str(tmp), pages.page_size,
-                                   pages.page_count, step_pages, progress=progress))
-        return
+def _backup_copy(source: sqlite3.Connection, tmp: Path, progress: Progress | None, step_pages: int) -> None:
+    """SQLite's backup API writes the source's image into `tmp`, then switches it to DELETE."""
     dest = sqlite_connection(str(tmp))
     try:
         dest.execute("PRAGMA synchronous = OFF")
@@ -282,12 +266,72 @@ def copy_pages(
             leftover.unlink()
 
 
+def copy_pages(
+    source: sqlite3.Connection, pages: SourcePages, tmp: Path, wal: bool, progress: Progress | None, step_pages: int
+) -> Copied | None:
+    """Write the source's image into `tmp` as a single file in journal mode DELETE.
+
+    A child process reads every page once, hashes it and writes it (console/db/snapshot_pages.py
+    `copy_from_source`; with `wal`, the `-wal`'s frames of the read snapshot laid over the main
+    file); it answers what `verify_written` checks the copy against. None: the `-shm` did not vouch
+    for the `-wal`'s frames, so SQLite's backup API made the copy, to be compared with the source
+    (`compare_with_source`). The temporary file is deleted on any failure, so it needs no journal
+    and no syncs of its own: one fsync of the finished file is the durability point.
+    """
+    copied: Copied = _raw_reader("copy_from_source", str(pages.path), str(tmp), pages.page_size,
+                                 pages.page_count, step_pages, wal=wal, progress=progress)
+    _raise_differs(copied.differs)
+    if copied.fallback is None:
+        return copied
+    _backup_copy(source, tmp, progress, step_pages)
+    return None
+
+
+def verify_written(fd: int, copied: Copied, pages: SourcePages) -> str:
+    """The copy's SHA-256, once the copy, read back through `fd`, holds what was written: its size,
+    and the CRC-32 of every chunk. The SHA-256 is of the bytes the writer read from the source and
+    wrote, so a copy whose every chunk reads back as written has that SHA-256; a restore recomputes
+    it from the file before relying on it (console/services/upgrade/restore_records.py).
+    """
+    size = pages.page_size * pages.page_count
+    actual = os.fstat(fd).st_size
+    if actual != size:
+        raise CopyDiffers(min(actual, size) // pages.page_size + 1, f"the copy has {actual:,} bytes, the source {size:,}")
+    view = memoryview(bytearray(copied.chunk))
+    offset = 0
+    for crc in copied.crcs:
+        want = min(copied.chunk, size - offset)
+        got = 0
+        while got < want:
+            n = os.preadv(fd, [view[got:want]], offset + got)
+            if n == 0:
+                raise CopyDiffers((offset + got) // pages.page_size + 1, "the copy ended early")
+            got += n
+        if zlib.crc32(view[:want]) != crc:
+            first, last = offset // pages.page_size + 1, (offset + want) // pages.page_size
+            raise CopyDiffers(first, f"pages {first}-{last} do not read back as they were written")
+        offset += want
+    if offset != size:
+        raise CopyDiffers(offset // pages.page_size + 1, "the writer did not account for every page")
+    return copied.sha256
+
+
 def _differs(tmp: Path, exc: CopyDiffers) -> SnapshotFailed:
     return SnapshotFailed(
         f"The snapshot's copy differs from the database ({exc}); it was removed and nothing was migrated.",
         "Run the upgrade again with archon stopped; if this repeats, check the disk under "
         f"{tmp.parent} (pass --snapshot-dir DIR to use another).",
     )
+
+
+def _data_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+
+def _count_tables(conn: sqlite3.Connection) -> int:
+    return int(conn.execute(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    ).fetchone()[0])
 
 
 def take_snapshot(
@@ -299,14 +343,17 @@ def take_snapshot(
     timings: dict[str, float] | None = None,
     check_workers: int | None = None,
     full_check: bool = False,
+    quick_check: bool = False,
 ) -> Snapshot:
     """Copy `db_path` to `target` (or `target-2`... if taken) and verify it.
 
     The caller holds the writer lock on another connection; this opens its own read-only one and
-    keeps one read transaction on it from the copy to the last comparison. The copy is proven
-    page for page equal to the source and passes `quick_check`; `full_check` runs the full
-    `integrity_check` over `check_workers` connections instead (row counts compared too).
-    `timings`, if given, receives the wall time of each phase (for bench/bench_snapshot.py).
+    keeps one read transaction on it from the copy to the last check. The copy is the source's
+    image, each page read once (module docstring). `quick_check` adds SQLite's `quick_check` of the
+    copy; `full_check` the full `integrity_check` instead, over `check_workers` connections, row
+    counts compared too. Neither runs unless asked: they judge the source, which is doctor's job.
+    `timings`, if given, receives the wall time of each phase and the bytes the copier read from the
+    source's files ("source bytes read"; for bench/bench_snapshot.py and the tests).
     """
     clock = time.perf_counter
     phase = {"at": clock()}
@@ -324,11 +371,10 @@ def take_snapshot(
     source = open_ro(db_path, any_thread=True)
     tmp: Path | None = None
     tmp_fd: int | None = None
-    checking: Future | None = None
-    background = ThreadPoolExecutor(max_workers=3, thread_name_prefix="snapshot")
+    background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="snapshot")
     try:
         remove_stale_temporaries(directory)  # before the space check: they take space too
-        # One read transaction from here to the last comparison: the image cannot change underneath.
+        # One read transaction from here to the last check: the image cannot change underneath.
         source.execute("BEGIN")
         source.execute("SELECT count(*) FROM sqlite_master").fetchone()  # a deferred BEGIN reads from here
         needed = needed_bytes(source)
@@ -341,54 +387,55 @@ def take_snapshot(
             )
         page_size = source.execute("PRAGMA page_size").fetchone()[0]
         mode = source.execute("PRAGMA journal_mode").fetchone()[0]
-        block = can_block_copy(db_path, mode)
+        wal = not can_block_copy(db_path, mode)
+        # The WAL-index header the copier goes by is this transaction's only if no other connection
+        # commits between here and the end of the copy; PRAGMA data_version changes if one does.
+        version = _data_version(source) if wal else None
         pages = SourcePages(db_path, page_size, needed // page_size)
         counts = table_counts(source) if full_check else None
         lap("read the source's page map" + (" and row counts" if full_check else ""))
         tmp = create_exclusive(directory, f"{TMP_PREFIX}.{os.getpid()}.{target.name}.", ".tmp")
         # Opened before the first connection to the copy and closed after its last, for the fsync.
         tmp_fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        # The comparing child starts now, so that its start-up overlaps the copy; it waits for this
-        # lock on the copy, let go once the copy is written (console/db/snapshot_pages.py).
-        fcntl.flock(tmp_fd, fcntl.LOCK_EX)
         started = clock()
-        comparing = background.submit(
-            _timed, started, lambda: compare_with_source(pages, tmp, wal=not block, exact=block)
-        )
-        if block and not full_check:
-            # The image is the main file, which the copy reads without this connection: its
-            # quick_check runs meanwhile, in the same read transaction (the compare below proves
-            # the copy is that image, so this is the copy's quick_check, done while it is written).
-            checking = background.submit(_timed, started, quick_check, source, f"The database {db_path}")
-        copy_pages(source, pages, tmp, block, progress, step_pages)
-        lap("copy (block copy)" if block else "copy (backup API)")
-        # fsync, compare-and-hash and check at once: the fsync waits on the disk, the rest on the
-        # CPUs (hashlib and sqlite3 both release the GIL). All read the copy's bytes from the
-        # kernel's page cache whether or not they have reached the disk yet; nothing gets the
+        copied = copy_pages(source, pages, tmp, wal, progress, step_pages)
+        lap("copy (backup API)" if copied is None else
+            "copy (one pass, -wal frames applied)" if wal else "copy (one pass)")
+        if timings is not None and copied is not None:
+            timings["source bytes read"] = float(copied.source_bytes_read)
+        # fsync, the read-back and the check asked for at once: the fsync waits on the disk, the rest
+        # on the CPUs (hashlib, zlib and sqlite3 let go of the GIL). All read the copy's bytes from
+        # the kernel's page cache whether or not they have reached the disk yet; nothing gets the
         # snapshot's name before all of them have succeeded.
-        fcntl.flock(tmp_fd, fcntl.LOCK_UN)
         syncing = background.submit(_timed, started, os.fsync, tmp_fd)
+        if copied is not None:
+            comparing = background.submit(_timed, started, verify_written, tmp_fd, copied, pages)
+        else:
+            comparing = background.submit(
+                _timed, started, lambda: compare_with_source(pages, tmp, wal=True, exact=False))
         if full_check:
             workers = {} if check_workers is None else {"workers": check_workers}
             tables, rows = verify_copy(tmp, counts, **workers)
-        elif checking is not None:
-            tables, rows = checking.result()[0], None
-        else:
+        elif quick_check:
             tables, rows = quick_check_copy(tmp), None
+        else:
+            tables, rows = _count_tables(source), None
         checked = clock() - started
         _, synced = syncing.result()
         try:
             digest, compared = comparing.result()
         except CopyDiffers as exc:
             raise _differs(tmp, exc) from None
-        lap("verify (fsync, page comparison, check at once)")
+        lap("verify (fsync, read-back" + (", check" if full_check or quick_check else "") + " at once)")
         if timings is not None:
-            check_name = "integrity check + counts" if full_check else "quick_check"
+            check_name = "integrity check + counts" if full_check else "quick_check" if quick_check else "table count"
             timings[f"  of which: {check_name} done at (from the copy's start)"] = checked
             timings["  of which: fsync done at (from the copy's start)"] = synced
-            timings["  of which: comparison done at (from the copy's start)"] = compared
+            timings["  of which: read-back done at (from the copy's start)"] = compared
         identity = (ledger.instance_id(source), len(read_ledger(source)))  # the copied image's
         source.execute("COMMIT")
+        if copied is not None and version is not None and _data_version(source) != version:
+            raise _differs(tmp, CopyDiffers(1, "another connection committed while it was copied"))
         size = tmp.stat().st_size
         final = _publish(tmp, target, digest, db_path.resolve(), identity)
         tmp = None
@@ -406,10 +453,6 @@ def take_snapshot(
             "Free some space or pass --snapshot-dir DIR on a larger disk, then run the upgrade again.",
         ) from None
     finally:
-        if checking is not None and not checking.done():
-            source.interrupt()  # the copy failed: do not sit out the check
-        if tmp_fd is not None:
-            fcntl.flock(tmp_fd, fcntl.LOCK_UN)  # a failed copy: the comparing child ends too
         background.shutdown(wait=True)
         source.close()
         if tmp_fd is not None:
@@ -433,4 +476,5 @@ __all__ = [
     "snapshot_name",
     "snapshot_target",
     "take_snapshot",
+    "verify_written",
 ]

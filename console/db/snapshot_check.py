@@ -1,8 +1,9 @@
 """Checking a snapshot's copy: SQLite's own checks, whole-file or split over connections.
 
-The default verification of an upgrade's snapshot is the page comparison with its source
-(console/db/snapshot_pages.py) plus `quick_check_copy`; `verify_copy` is the full
-`integrity_check`, for `take_snapshot(full_check=True)` and for `restore`, which has no source to
+An upgrade's snapshot is proven by its bytes (console/db/snapshot.py, one pass over the source);
+SQLite's checks judge the source, doctor's job, and run only when asked: `quick_check_copy` for
+`take_snapshot(quick_check=True)`, `verify_copy`, the full `integrity_check`, for
+`take_snapshot(full_check=True)` (`upgrade --full-check`) and for `restore`, which has no source to
 compare a snapshot with.
 
 Why the full check is split over connections

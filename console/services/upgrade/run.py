@@ -274,8 +274,8 @@ def run_upgrade(
     `busy_timeout_ms` has passed. `others_ignored`: pids that are this console (the TUI that started
     this run in a child process holds its own connection).
 
-    The snapshot is proven equal to the database page by page and quick_checked; `full_check` adds
-    `integrity_check` (console/db/snapshot.py says why it is not the default).
+    The snapshot is proven to be the database's image, read once; `full_check` adds
+    `integrity_check` (console/db/snapshot.py says why no check of SQLite's is the default).
 
     Every connection of the run is an upgrade's (console/db/limits.py `for_upgrade`): no console
     limit on value size or statement time can stop a step part-way; the operator's stop still can.
