@@ -1,7 +1,8 @@
 """`python -m bench [--quick] [--table] [MODULE ...]`: run the benchmark modules, write
 bench/out/results.json (or $ARCHON_BENCH_OUT/results.json), print the README table.
 
-MODULE is cli, pending, doctor, snapshot, writes, tui, watch, audit or fleet (default: all, in that order).
+MODULE is cli, commands, pending, doctor, snapshot, writes, support, tui, watch, audit or fleet (default:
+all, in that order).
 A run of some modules replaces their figures in results.json and keeps the others'.
 `--table` only renders the table of an existing results.json; `--readme FILE` also writes it
 between the `<!-- bench-table -->` markers of FILE.
@@ -18,7 +19,7 @@ import sys
 import time
 from datetime import datetime, timezone
 
-MODULES = ("cli", "pending", "doctor", "snapshot", "writes", "tui", "watch", "audit", "fleet")
+MODULES = ("cli", "commands", "pending", "doctor", "snapshot", "writes", "support", "tui", "watch", "audit", "fleet")
 
 
 def main(argv: list[str]) -> int:

@@ -31,19 +31,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+# The decision archon writes (UPDATE + event) has its home in bench/baseline.py, the one-process
+# baseline; the raw loop (bench_writes) and the live holder write the same.
+from bench.baseline import DECIDE_SQL, EVENT_SQL, NEXT_SEQUENCE_SQL
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "bench" / "out"
 MIN_PAIRS = 7
-# The decision written by archon's own UPDATE + event, and by the raw loop the service is held
-# against (bench_writes); the live holder writes the same.
-DECIDE_SQL = ("UPDATE approval_requests SET status = 'approved', updated_at = ?, decision_at = ? "
-              "WHERE id = ? AND status = 'pending'")
-NEXT_SEQUENCE_SQL = ("SELECT COALESCE(MAX(sequence), 0) + 1 FROM approval_request_events "
-                     "WHERE project_id = ? AND approval_request_id = ?")
-EVENT_SQL = ("INSERT INTO approval_request_events (id, project_id, approval_request_id, sequence, event_type, "
-             "from_status, to_status, actor_classification, actor_reference, reason, metadata_schema_version, "
-             "metadata_json, created_at) VALUES (lower(hex(randomblob(16))), ?, ?, ?, 'approved', 'pending', "
-             "'approved', 'human', ?, NULL, 1, NULL, ?)")
 
 
 # ---------------------------------------------------------------- configuration
@@ -88,9 +82,25 @@ def db_name(n: int | None = None) -> str:
 
 
 def cli() -> list[str]:
-    """The installed `archon-console` script, as a user runs it."""
-    script = Path(sys.executable).with_name("archon-console")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "console"]
+    """The `archon-console` script as a user installed it (bench/install.py: the wheel in a fresh
+    venv, or the editable install when that cannot be made, labelled as such)."""
+    from bench import install
+
+    got = install.console()
+    return [str(got.script)] if got.script else [str(got.python), "-m", "console"]
+
+
+def python() -> str:
+    """The clean interpreter of the console's environment: every Python baseline runs it `-I`."""
+    from bench import install
+
+    return str(install.console().python)
+
+
+def install_label() -> str:
+    from bench import install
+
+    return install.console().label
 
 
 def child_env(now: str | None = None) -> dict[str, str]:
@@ -280,11 +290,51 @@ def paired(a: Callable[[], float], b: Callable[[], float], rounds: int | None = 
 
 def timed_run(argv: list[str], env: dict[str, str] | None = None, ok=(0,)) -> float:
     started = time.perf_counter()
-    proc = subprocess.run(argv, env=env, capture_output=True, cwd=ROOT)
+    proc = subprocess.run(argv, env=env, capture_output=True, cwd=out_dir())
     seconds = time.perf_counter() - started
     if proc.returncode not in ok:
         raise RuntimeError(f"{' '.join(argv[:6])} ... exited {proc.returncode}: {proc.stderr.decode()[-800:]}")
     return seconds
+
+
+@dataclass
+class Run:
+    """One child process measured from outside: wall seconds, its peak RSS (VmHWM, from
+    /usr/bin/time's wait4; None without it) and its /proc/PID/io counters, read while it is a
+    zombie (waitid WNOWAIT): everything it and its threads read and wrote, nothing of ours."""
+
+    seconds: float
+    returncode: int
+    rss_mb: float | None
+    io: dict[str, int]
+    stdout: bytes = b""
+    stderr: bytes = b""
+
+
+def measured(argv: list[str], env: dict[str, str] | None = None, ok=(0,), stdout=None) -> Run:
+    """Run `argv` to its end and measure it; stdout is captured unless a file is given."""
+    import tempfile
+
+    wrap = Path("/usr/bin/time")
+    with tempfile.NamedTemporaryFile(prefix="bench-rss-", dir=out_dir()) as rss_file:
+        full = [str(wrap), "-o", rss_file.name, "-f", "%M", *argv] if wrap.exists() else list(argv)
+        started = time.perf_counter()
+        proc = subprocess.Popen(full, env=env, stdout=stdout if stdout is not None else subprocess.PIPE,
+                                stderr=subprocess.PIPE, cwd=out_dir())
+        out, err = proc.communicate()
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+        seconds = time.perf_counter() - started
+        try:
+            with open(f"/proc/{proc.pid}/io") as counters:
+                io = {k: int(v) for k, v in (line.split(":") for line in counters if ":" in line)}
+        except OSError:
+            io = {}
+        code = proc.wait()
+        text = Path(rss_file.name).read_text().split()
+    rss = int(text[-1]) / 1024 if wrap.exists() and text and text[-1].isdigit() else None
+    if code not in ok:
+        raise RuntimeError(f"{' '.join(argv[:6])} ... exited {code}: {(err or b'').decode(errors='replace')[-800:]}")
+    return Run(seconds, code, rss, io, out or b"", err or b"")
 
 
 def vm_hwm_kb(pid: int | str = "self") -> int:
@@ -328,7 +378,7 @@ class Figure:
     console: str
     baseline: str
     unit: str
-    console_stats: dict
+    console_stats: dict | None
     baseline_stats: dict | None
     ratio_stats: dict | None
     target: str
@@ -387,6 +437,17 @@ def record(id: str, item: str, what: str, *, state: str, console: str, values: l
     if target:
         line += f" | target {target}: {verdict}"
     print(line, flush=True)
+    return fig
+
+
+def not_measured(id: str, item: str, what: str, *, state: str, why: str, target: str = "",
+                 console: str = "", baseline: str = "") -> Figure:
+    """A row the run could not measure (the feature is missing, a peer cannot be installed, quick
+    mode): it stays in the table with the reason instead of failing the module."""
+    fig = Figure(id, item, what, state, console, baseline, "s", None, None, None, target, None,
+                 f"not measured: {why}")
+    FIGURES.append(fig)
+    print(f"   [{id}] {what} ({state}): not measured: {why}", flush=True)
     return fig
 
 

@@ -25,6 +25,11 @@ def render(results: dict) -> str:
     ]
     for f in results.get("figures", []):
         unit = f["unit"]
+        if f.get("console_stats") is None:  # harness.not_measured: the row says why
+            cells = [f["item"], f["what"], f["state"], f.get("note") or "not measured", "-", "-",
+                     f["target"] or "-", "-"]
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+            continue
         console = f"{f['console']}: {spread(f['console_stats'], unit)}"
         extra = f.get("extra", {})
         if "p99_ms" in extra:
