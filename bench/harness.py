@@ -312,16 +312,17 @@ class Run:
 
 
 def measured(argv: list[str], env: dict[str, str] | None = None, ok=(0,), stdout=None) -> Run:
-    """Run `argv` to its end and measure it; stdout is captured unless a file is given."""
+    """Run `argv` to its end and measure it; stdout is kept unless a file is given. The output goes
+    to files, not pipes: the child must be waited for with WNOWAIT, never reaped before it is read."""
     import tempfile
 
     wrap = Path("/usr/bin/time")
-    with tempfile.NamedTemporaryFile(prefix="bench-rss-", dir=out_dir()) as rss_file:
+    with tempfile.TemporaryFile(dir=out_dir()) as out, tempfile.TemporaryFile(dir=out_dir()) as err, \
+            tempfile.NamedTemporaryFile(prefix="bench-rss-", dir=out_dir()) as rss_file:
         full = [str(wrap), "-o", rss_file.name, "-f", "%M", *argv] if wrap.exists() else list(argv)
         started = time.perf_counter()
-        proc = subprocess.Popen(full, env=env, stdout=stdout if stdout is not None else subprocess.PIPE,
-                                stderr=subprocess.PIPE, cwd=out_dir())
-        out, err = proc.communicate()
+        proc = subprocess.Popen(full, env=env, stdout=stdout if stdout is not None else out, stderr=err,
+                                cwd=out_dir())
         os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
         seconds = time.perf_counter() - started
         try:
@@ -330,11 +331,14 @@ def measured(argv: list[str], env: dict[str, str] | None = None, ok=(0,), stdout
         except OSError:
             io = {}
         code = proc.wait()
+        out.seek(0)
+        err.seek(0)
+        output, errors = out.read(), err.read()
         text = Path(rss_file.name).read_text().split()
     rss = int(text[-1]) / 1024 if wrap.exists() and text and text[-1].isdigit() else None
     if code not in ok:
-        raise RuntimeError(f"{' '.join(argv[:6])} ... exited {code}: {(err or b'').decode(errors='replace')[-800:]}")
-    return Run(seconds, code, rss, io, out or b"", err or b"")
+        raise RuntimeError(f"{' '.join(argv[:6])} ... exited {code}: {errors.decode(errors='replace')[-800:]}")
+    return Run(seconds, code, rss, io, output, errors)
 
 
 def vm_hwm_kb(pid: int | str = "self") -> int:
