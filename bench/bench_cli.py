@@ -9,15 +9,16 @@ one (a second process holding it open with a hot -wal, bench/holder.py):
   times); for reference also against the same rows selected by the `sqlite3` shell
   (`-readonly -json`) with SQL that is an index seek too (per project through
   idx_approval_requests_project_status_expiry, merged);
-- the same listing against `python -c 'import sqlite3'`: item 5, start-up within 2x;
-- one `archon-console approvals approve ID` against `python -c 'import sqlite3'` (item 5) and, for
+- the same listing against `python -I -c 'import sqlite3'`: item 5, start-up within 2x;
+- one `archon-console approvals approve ID` against `python -I -c 'import sqlite3'` (item 5) and, for
   reference, against the `sqlite3` shell doing the same UPDATE and event INSERT in one
   BEGIN IMMEDIATE transaction.
+
+The console is the installed one (bench/install.py: a wheel in a fresh venv, bytecode compiled at
+install) and `python -I` is that venv's interpreter: no editable-install hook, no user site.
 """
 
 from __future__ import annotations
-
-import sys
 
 from bench import harness as h
 
@@ -66,7 +67,7 @@ def main() -> None:
         runs = {
             "list": lambda: run(h.cli() + ["approvals", "list", "--json", "--limit", str(LIMIT), "--db", str(path)]),
             "shell_select": lambda: run(["sqlite3", "-readonly", "-json", str(path), select]),
-            "import_sqlite3": lambda: run([sys.executable, "-c", "import sqlite3"]),
+            "import_sqlite3": lambda: run([h.python(), "-I", "-c", "import sqlite3"]),
             "approve": lambda: run(h.cli() + ["approvals", "approve", next(ids), "--as", "bench-cli",
                                               "--db", str(path)]),
             "shell_update": lambda: run(["sqlite3", str(path), shell_update(next(ids), d.now)]),
@@ -89,10 +90,10 @@ def main() -> None:
                  base_values=got["shell_select"], target="reference (Python's start alone is several times the shell)",
                  extra=extra)
         h.record(f"start-list-{state}", "5", "CLI start-up: `approvals list`", state=state, console="approvals list",
-                 values=got["list"], baseline="python -c 'import sqlite3'", base_values=got["import_sqlite3"],
+                 values=got["list"], baseline="python -I -c 'import sqlite3' (clean)", base_values=got["import_sqlite3"],
                  target="<= 2x", check=lambda r: r <= 2.0, extra=extra)
         h.record(f"start-approve-{state}", "5", "CLI start-up: one `approvals approve`", state=state,
-                 console="approvals approve", values=got["approve"], baseline="python -c 'import sqlite3'",
+                 console="approvals approve", values=got["approve"], baseline="python -I -c 'import sqlite3' (clean)",
                  base_values=got["import_sqlite3"], target="<= 2x", check=lambda r: r <= 2.0, extra=extra)
         h.record(f"approve-vs-shell-{state}", "5", "one `approvals approve` vs the `sqlite3` shell's UPDATE + event",
                  state=state, console="approvals approve", values=got["approve"],
