@@ -26,6 +26,7 @@ def main(argv: list[str]) -> int:
     if "--quick" in argv:
         os.environ["ARCHON_BENCH_QUICK"] = "1"
     from bench import harness as h
+    from bench import install
     from bench.table import render, write_readme
 
     results = h.out_dir() / "results.json"
@@ -57,6 +58,7 @@ def main(argv: list[str]) -> int:
             "build_seconds": d.build_seconds, "now": d.now, "cpus": os.cpu_count(), "loadavg": os.getloadavg(),
             "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
             "seconds": round(time.perf_counter() - started, 1), "modules": names, "failed": failures,
+            "install": install.described(),
         }
 
     for name in names:

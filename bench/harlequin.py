@@ -24,6 +24,8 @@ from bench.pty_term import PAGE_DOWN, Terminal
 QUERY = (b"SELECT id, project_id, status, action_kind, expires_at FROM approval_requests "
          b"WHERE status = 'pending' ORDER BY expires_at, id")
 PASTE_START, PASTE_END = b"\x1b[200~", b"\x1b[201~"  # bracketed paste, as a terminal sends a paste
+SELECT_ALL = b"\x01"  # ctrl+a in the editor: a second paste replaces the first instead of doubling it
+PASTES = 10
 READY = b"Run Query"
 ECHO = b"expires_at, id"  # QUERY's end, as the editor draws it
 ESCAPES = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -39,7 +41,7 @@ def _env(env: dict[str, str]) -> dict[str, str]:
                 XDG_STATE_HOME=str(home / "state"), XDG_DATA_HOME=str(home / "data"))
 
 
-def _echoed(term: Terminal, timeout: float = 10.0) -> bool:
+def _echoed(term: Terminal, timeout: float = 3.0) -> bool:
     """Whether the editor drew the end of QUERY (the text without its escape sequences)."""
     deadline = time.perf_counter() + timeout
     while time.perf_counter() < deadline:
@@ -57,10 +59,13 @@ def start(script: Path, path: Path, env: dict[str, str], cols: int, rows: int,
                     cwd=str(h.out_dir()))
     try:
         ready = term.wait_for(READY) - term.started
-        term.settle(quiet=0.5, limit=15)  # not counted: the editor takes keys once the app has settled
-        term.type(PASTE_START + QUERY + PASTE_END)  # a paste: typed keys open the completer, which crashes
-        if not _echoed(term):
-            raise RuntimeError("harlequin's editor did not show the query typed into it")
+        term.settle(quiet=0.5, limit=15)  # not counted: the time until the editor takes the query
+        for _ in range(PASTES):  # a paste before the editor has focus is lost: select all, paste again
+            term.type(SELECT_ALL + PASTE_START + QUERY + PASTE_END)  # typed keys open the completer, which crashes
+            if _echoed(term):
+                break
+        else:
+            raise RuntimeError(f"harlequin's editor did not show the query pasted into it {PASTES} times")
         pressed, at = term.press(RUN_QUERY)
         shown, _ = term.wait_new_ids(at, first_rows)
         return term, ready + (shown - pressed)

@@ -151,6 +151,13 @@ def console() -> Install:
     return _CONSOLE
 
 
+def described() -> str | None:
+    """How this run's console was installed (for results.json), None before anything asked."""
+    if _CONSOLE is None:
+        return None
+    return f"{_CONSOLE.label}: {_CONSOLE.note}" if _CONSOLE.note else _CONSOLE.label
+
+
 def harlequin() -> Install:
     """Harlequin in its own cached environment; kind "missing" with the reason when it cannot be."""
     requirement = os.environ.get("ARCHON_BENCH_HARLEQUIN_REQ", HARLEQUIN)

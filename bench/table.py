@@ -20,6 +20,8 @@ def render(results: dict) -> str:
         f"{'/'.join(f'{x:.1f}' for x in meta.get('loadavg', []))} at the end, SQLite {meta.get('sqlite')}"
         f"{took}{quick}.",
         "",
+        f"Console as installed: {meta.get('install') or 'not recorded'}.",
+        "",
         "| item | figure | state | console | baseline | ratio (median, min-max, IQR) | target | |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
