@@ -65,6 +65,7 @@ def main(argv: list[str]) -> int:
         print(f"== {name}", flush=True)
         at = time.perf_counter()
         try:
+            h.refresh()
             importlib.import_module(f"bench.bench_{name}").main()
         except Exception as exc:  # keep going; report at the end
             failures.append(name)

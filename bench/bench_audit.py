@@ -7,7 +7,7 @@ the same way (console/services/audit.py `_SOURCES`), as one `sqlite3 -readonly -
 Target: throughput >= 0.5x the shell's (time ratio <= 2.0); peak RSS within 10% between 10k and 1M.
 
 Issue 23 item 4, from the same runs: the temporary bytes each side spills (SQLite's sorter), as
-`write_bytes` of /proc/PID/io (bench/harness.py `measured`) with TMPDIR and SQLITE_TMPDIR pointed
+`write_bytes` of /proc/PID/io (bench/child.py `measured`) with TMPDIR and SQLITE_TMPDIR pointed
 at a directory on the disk: audit's must not exceed the shell's. The console is the installed one
 (bench/install.py).
 """
@@ -19,16 +19,17 @@ import subprocess
 from pathlib import Path
 
 from bench import harness as h
+from bench.child import Run, measured
 
 
-def _audit(path, env, runs: list[h.Run]) -> float:
-    runs.append(h.measured(h.cli() + ["audit", "--db", str(path), "--format", "jsonl"], env,
+def _audit(path, env, runs: list[Run]) -> float:
+    runs.append(measured(h.cli() + ["audit", "--db", str(path), "--format", "jsonl"], env,
                            stdout=subprocess.DEVNULL))
     return runs[-1].seconds
 
 
-def _shell(path, sql: str, env, runs: list[h.Run]) -> float:
-    runs.append(h.measured(["sqlite3", "-readonly", "-json", str(path), sql], env, stdout=subprocess.DEVNULL))
+def _shell(path, sql: str, env, runs: list[Run]) -> float:
+    runs.append(measured(["sqlite3", "-readonly", "-json", str(path), sql], env, stdout=subprocess.DEVNULL))
     h.remove_sidecars(path)
     return runs[-1].seconds
 
@@ -49,8 +50,8 @@ def main() -> None:
     rounds = max(h.MIN_PAIRS, 7) if not h.quick() else h.pairs()
     rss_big: list[float] = []
     for state, path, info in h.states(d):
-        runs: list[h.Run] = []
-        shell_runs: list[h.Run] = []
+        runs: list[Run] = []
+        shell_runs: list[Run] = []
         console, shell = h.paired(lambda path=path: _audit(path, env, runs),
                                   lambda path=path: _shell(path, sql, env, shell_runs), rounds)
         rss = [r.rss_mb for r in runs[-len(console):]]
@@ -68,7 +69,7 @@ def main() -> None:
                  met=statistics.median(temp) <= statistics.median(shell_temp), note=note, extra={"note": note})
     source, _ = h.source_db(h.small_requests(), d.now)
     small = h.copy_db(source, h.out_dir() / "audit-small.db")  # the source is only ever copied
-    small_runs: list[h.Run] = []
+    small_runs: list[Run] = []
     for _ in range(3):
         _audit(small, env, small_runs)
     h.remove_db(small)

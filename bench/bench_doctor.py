@@ -2,7 +2,7 @@
 (bench/baseline.py, the same environment's interpreter, `-I`), idle and live: its time (issue 22,
 <= 1.5x), its peak RSS, and the bytes it reads against the file's size (issue 23 item 4, <= 2x).
 
-Both run as child processes measured from outside (bench/harness.py `measured`: VmHWM through
+Both run as child processes measured from outside (bench/child.py `measured`: VmHWM through
 /usr/bin/time, the /proc/PID/io counters read while the child is a zombie), on the same file,
 alternated A B A B. Bytes read is `rchar`: every byte the process asked the kernel for, page cache
 or disk (`read_bytes`, the disk's share, is in the figure's extra). On the live file the baseline
@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 
 from bench import harness as h
+from bench.child import Run, measured
 
 BASELINE = str(h.ROOT / "bench" / "baseline.py")
 
@@ -23,17 +24,17 @@ def main() -> None:
     d = h.data()
     env = h.child_env(d.now)
     for state, path, info in h.states(d):
-        doctor_runs: list[h.Run] = []
-        base_runs: list[h.Run] = []
+        doctor_runs: list[Run] = []
+        base_runs: list[Run] = []
 
         def doctor(path=path, state=state) -> float:
-            doctor_runs.append(h.measured(h.cli() + ["doctor", str(path)], env, ok=(0, 1)))
+            doctor_runs.append(measured(h.cli() + ["doctor", str(path)], env, ok=(0, 1)))
             if state == "idle":
                 h.remove_sidecars(path)
             return doctor_runs[-1].seconds
 
         def quick_check(path=path, state=state) -> float:
-            base_runs.append(h.measured([h.python(), "-I", BASELINE, "quick_check", str(path)], env))
+            base_runs.append(measured([h.python(), "-I", BASELINE, "quick_check", str(path)], env))
             if state == "idle":
                 h.remove_sidecars(path)
             return base_runs[-1].seconds

@@ -1,5 +1,5 @@
 """Issue 23's rows for large and damaged files, each command as installed (bench/install.py) and
-measured from outside (bench/harness.py `measured`: time, VmHWM, /proc/PID/io):
+measured from outside (bench/child.py `measured`: time, VmHWM, /proc/PID/io):
 
 - the incomplete-sidecar read (item 1): `approvals list --json` and `approvals show ID` on a copy of
   the live file taken while archon held it, main file and `-wal` but no `-shm` (what a crashed
@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from bench import harness as h
+from bench.child import Run, measured
 from bench.bench_commands import shown_id
 
 
@@ -83,13 +84,13 @@ def _sidecar_rows(d: h.Data, env: dict, work: Path, tmp: Path, live: Path, info:
             warning = crash.restore()
             if warning:
                 warnings.add(warning)
-            run = h.measured(h.cli() + [*args, "--db", str(crash.path)], dict(env, TMPDIR=str(tmp),
+            run = measured(h.cli() + [*args, "--db", str(crash.path)], dict(env, TMPDIR=str(tmp),
                                                                               SQLITE_TMPDIR=str(tmp)))
             written[name].append(run.io.get("write_bytes", 0) / 1e6)
             return run.seconds
 
         def intact(args=args) -> float:
-            run = h.measured(h.cli() + [*args, "--db", str(d.idle)], dict(env, TMPDIR=str(tmp),
+            run = measured(h.cli() + [*args, "--db", str(d.idle)], dict(env, TMPDIR=str(tmp),
                                                                           SQLITE_TMPDIR=str(tmp)))
             h.remove_sidecars(d.idle)
             return run.seconds
@@ -117,7 +118,7 @@ def _inspect_rows(env: dict, work: Path, tmp: Path, state: str, path: Path, info
 
     def inspect(path=path) -> float:
         keep.mkdir(exist_ok=True)
-        run = h.measured(h.cli() + ["inspect", str(path), "--keep-snapshot", str(keep), "--no-tui"],
+        run = measured(h.cli() + ["inspect", str(path), "--keep-snapshot", str(keep), "--no-tui"],
                          dict(env, TMPDIR=str(tmp)))
         written.append(run.io.get("write_bytes", 0) / 1e6)
         shutil.rmtree(keep)
@@ -148,12 +149,12 @@ def _inspect_rows(env: dict, work: Path, tmp: Path, state: str, path: Path, info
 
 def _bundle_rows(env: dict, work: Path, state: str, path: Path, info: dict) -> None:
     out = work / "bundle"
-    runs: dict[str, list[h.Run]] = {"redacted": [], "plain": []}
+    runs: dict[str, list[Run]] = {"redacted": [], "plain": []}
 
     def bundle(kind: str, path=path, state=state) -> float:
         out.mkdir(exist_ok=True)
         argv = h.cli() + ["doctor", str(path), "--bundle", str(out / "bundle.zip")]
-        runs[kind].append(h.measured(argv + (["--redact"] if kind == "redacted" else []), env, ok=(0, 1)))
+        runs[kind].append(measured(argv + (["--redact"] if kind == "redacted" else []), env, ok=(0, 1)))
         shutil.rmtree(out)
         if state == "idle":
             h.remove_sidecars(path)

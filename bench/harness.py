@@ -124,6 +124,7 @@ class Data:
     projects: list[str]
     bytes: int
     build_seconds: float | None = None
+    pending: int = 0  # requests the service may approve in a fresh copy (`decidable`)
 
 
 _DATA: Data | None = None
@@ -186,7 +187,45 @@ def data() -> Data:
         remove_sidecars(idle)
         now = (newest[:16] + ":00") if newest else "2026-05-01 12:00:00"
         _DATA = Data(source, idle, live, now, projects, source.stat().st_size, built)
+        _DATA.pending = decidable(idle, now)
+        remove_sidecars(idle)
     return _DATA
+
+
+def decidable(path: Path, now: str) -> int:
+    """How many requests `pending_ids` could still hand out in `path`."""
+    conn = sqlite3.connect(path, timeout=30)
+    try:  # per project: a seek in idx_approval_requests_project_status_expiry, as pending_ids reads
+        projects = [r[0] for r in conn.execute("SELECT id FROM projects")]
+        return conn.execute(
+            f"SELECT count(*) FROM approval_requests WHERE project_id IN ({','.join('?' * len(projects))}) "
+            "AND status = 'pending' AND expires_at > datetime(?, '+1 hour') "
+            "AND json_extract(authority_json, '$.requested_by') LIKE 'agent:%'", (*projects, now)).fetchone()[0]
+    finally:
+        conn.close()
+
+
+def refresh() -> None:
+    """Fresh copies of the source before a module when the modules before it (their decisions, the
+    live holders') used up what the next one may need: a whole run on a small database decides
+    more requests than it has pending. Called between modules, never while a holder runs."""
+    if _DATA is None:
+        return
+    d = _DATA
+    least = min(2000, int(0.8 * d.pending))
+    if min(decidable(d.idle, d.now), decidable(d.live, d.now)) < least:
+        print(f"   fresh copies of {d.source} (fewer than {least} pending requests left)", flush=True)
+        copy_db(d.source, d.idle)
+        copy_db(d.source, d.live)
+    remove_sidecars(d.idle)
+    remove_sidecars(d.live)
+
+
+def holder_writes() -> int:
+    """The live holder's decisions: 300 (a hot -wal of a few MB), fewer on a small database."""
+    if quick():
+        return 3
+    return min(300, max(3, (_DATA.pending if _DATA else 1200) // 4))
 
 
 def remove_sidecars(path: Path) -> None:
@@ -243,7 +282,7 @@ def live(path: Path, now: str, writes: int | None = None) -> Iterator[dict]:
     each, so the -wal is hot: committed, not checkpointed) and keeps its connection open until the
     block ends. Yields what it reports (the -wal's size).
     """
-    writes = writes if writes is not None else (3 if quick() else 300)
+    writes = writes if writes is not None else holder_writes()
     proc = subprocess.Popen([sys.executable, "-m", "bench.holder", str(path), str(writes), now],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
@@ -295,50 +334,6 @@ def timed_run(argv: list[str], env: dict[str, str] | None = None, ok=(0,)) -> fl
     if proc.returncode not in ok:
         raise RuntimeError(f"{' '.join(argv[:6])} ... exited {proc.returncode}: {proc.stderr.decode()[-800:]}")
     return seconds
-
-
-@dataclass
-class Run:
-    """One child process measured from outside: wall seconds, its peak RSS (VmHWM, from
-    /usr/bin/time's wait4; None without it) and its /proc/PID/io counters, read while it is a
-    zombie (waitid WNOWAIT): everything it and its threads read and wrote, nothing of ours."""
-
-    seconds: float
-    returncode: int
-    rss_mb: float | None
-    io: dict[str, int]
-    stdout: bytes = b""
-    stderr: bytes = b""
-
-
-def measured(argv: list[str], env: dict[str, str] | None = None, ok=(0,), stdout=None) -> Run:
-    """Run `argv` to its end and measure it; stdout is kept unless a file is given. The output goes
-    to files, not pipes: the child must be waited for with WNOWAIT, never reaped before it is read."""
-    import tempfile
-
-    wrap = Path("/usr/bin/time")
-    with tempfile.TemporaryFile(dir=out_dir()) as out, tempfile.TemporaryFile(dir=out_dir()) as err, \
-            tempfile.NamedTemporaryFile(prefix="bench-rss-", dir=out_dir()) as rss_file:
-        full = [str(wrap), "-o", rss_file.name, "-f", "%M", *argv] if wrap.exists() else list(argv)
-        started = time.perf_counter()
-        proc = subprocess.Popen(full, env=env, stdout=stdout if stdout is not None else out, stderr=err,
-                                cwd=out_dir())
-        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
-        seconds = time.perf_counter() - started
-        try:
-            with open(f"/proc/{proc.pid}/io") as counters:
-                io = {k: int(v) for k, v in (line.split(":") for line in counters if ":" in line)}
-        except OSError:
-            io = {}
-        code = proc.wait()
-        out.seek(0)
-        err.seek(0)
-        output, errors = out.read(), err.read()
-        text = Path(rss_file.name).read_text().split()
-    rss = int(text[-1]) / 1024 if wrap.exists() and text and text[-1].isdigit() else None
-    if code not in ok:
-        raise RuntimeError(f"{' '.join(argv[:6])} ... exited {code}: {errors.decode(errors='replace')[-800:]}")
-    return Run(seconds, code, rss, io, output, errors)
 
 
 def vm_hwm_kb(pid: int | str = "self") -> int:
