@@ -90,7 +90,8 @@ def main() -> None:
                  base_values=got["shell_select"], target="reference (Python's start alone is several times the shell)",
                  extra=extra)
         h.record(f"start-list-{state}", "5", "CLI start-up: `approvals list`", state=state, console="approvals list",
-                 values=got["list"], baseline="python -I -c 'import sqlite3' (clean)", base_values=got["import_sqlite3"],
+                 values=got["list"], baseline="python -I -c 'import sqlite3' (clean)",
+                 base_values=got["import_sqlite3"],
                  target="<= 2x", check=lambda r: r <= 2.0, extra=extra)
         h.record(f"start-approve-{state}", "5", "CLI start-up: one `approvals approve`", state=state,
                  console="approvals approve", values=got["approve"], baseline="python -I -c 'import sqlite3' (clean)",

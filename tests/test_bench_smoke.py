@@ -41,7 +41,8 @@ def test_bench_quick_run_writes_results_and_table(tmp_path):
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     figures = {f["id"]: f for f in results["figures"]}
     for state in ("idle", "live"):
-        assert {f"pending-check-{state}", f"snapshot-{state}", f"writes-normal-{state}", f"writes-full-{state}"} <= set(figures)
+        in_process = {f"pending-check-{state}", f"snapshot-{state}", f"writes-normal-{state}", f"writes-full-{state}"}
+        assert in_process <= set(figures)
     assert live_wal(figures["writes-full-live"]) > 0  # the holder's -wal was hot
     for row in NEW_ROWS:  # each measured against its baseline, or saying why not
         fig = figures[row]
