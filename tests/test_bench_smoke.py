@@ -84,3 +84,19 @@ def test_the_same_sources_build_the_same_wheel_so_the_installed_venv_is_reused(t
     first = hashlib.sha256(install.build_wheel().read_bytes()).hexdigest()
     second = hashlib.sha256(install.build_wheel().read_bytes()).hexdigest()
     assert first == second
+
+
+def test_without_a_package_index_the_bench_falls_back_to_the_editable_install_and_says_so(tmp_path, monkeypatch):
+    """Offline, the wheel builds but its dependencies cannot be installed: the run goes on with the
+    checkout's editable install, labelled as such (results.json's meta and the table name it)."""
+    from bench import install
+
+    monkeypatch.setenv("ARCHON_BENCH_OUT", str(tmp_path))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "no-wheels-here"))
+    monkeypatch.delenv("ARCHON_BENCH_INSTALL", raising=False)
+    monkeypatch.setattr(install, "_CONSOLE", None)
+    got = install.console()
+    assert got.kind == "editable" and got.python == Path(sys.executable)
+    assert install.described().startswith("editable install (fallback): the wheel's dependencies could not be installed")
+    assert not list((tmp_path / "install").glob("venv-*"))  # no half-made environment is left to be reused
