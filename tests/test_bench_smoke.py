@@ -1,8 +1,8 @@
 """`make bench` cannot rot: the harness runs end to end in quick mode on a tiny database.
 
 The in-process modules run for real (one pair each, a live holder included), and so do the modules
-of issues 22 and 23 that time commands as child processes (per-command rows, doctor, the support
-rows, audit), on the editable install (`ARCHON_BENCH_INSTALL=editable`: no package index needed);
+that time commands as child processes (the list and start-up rows, issue 22's per-command rows,
+doctor, issue 23's support rows, audit), on the editable install (`ARCHON_BENCH_INSTALL=editable`: no package index needed);
 results.json is written and the table rendered. The pty modules are imported. The figures of a
 quick run mean nothing; only that every piece still fits together.
 """
@@ -27,6 +27,7 @@ NEW_ROWS = (
     [f"cmd-{name}-{state}" for name in ("show", "envs", "approve", "plan") for state in ("idle", "live")]
     + [f"{row}-{state}" for row in ("doctor", "doctor-read", "inspect", "bundle", "bundle-rss", "audit-temp")
        for state in ("idle", "live")]
+    + [f"{row}-{state}" for row in ("list-vs-shell", "list-vs-sqlite-utils") for state in ("idle", "live")]
     + ["sidecar-list", "sidecar-show"]
 )
 
@@ -34,8 +35,8 @@ NEW_ROWS = (
 def test_bench_quick_run_writes_results_and_table(tmp_path):
     env = dict(os.environ, ARCHON_BENCH_DIR=str(tmp_path / "cache"), ARCHON_BENCH_OUT=str(tmp_path / "out"),
                ARCHON_BENCH_REQUESTS="1500", ARCHON_BENCH_PAIRS="1", ARCHON_BENCH_INSTALL="editable")
-    proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "pending", "snapshot", "writes", "commands",
-                           "doctor", "support", "audit"], cwd=ROOT, env=env, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "pending", "snapshot", "writes", "cli",
+                           "commands", "doctor", "support", "audit"], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     results = json.loads((tmp_path / "out" / "results.json").read_text())
@@ -51,8 +52,7 @@ def test_bench_quick_run_writes_results_and_table(tmp_path):
     assert figures["doctor-read-idle"]["console_stats"]["median"] > 0  # /proc/PID/io of the child was read
     assert results["meta"]["install"].startswith("editable install")
     assert "| item | figure |" in proc.stdout and "QUICK" in proc.stdout and "Console as installed" in proc.stdout
-    for name in ("cli", "tui"):
-        importlib.import_module(f"bench.bench_{name}")
+    importlib.import_module("bench.bench_tui")
 
 
 def live_wal(figure: dict) -> int:
