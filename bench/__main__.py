@@ -1,7 +1,8 @@
 """`python -m bench [--quick] [--table] [MODULE ...]`: run the benchmark modules, write
 bench/out/results.json (or $ARCHON_BENCH_OUT/results.json), print the README table.
 
-MODULE is cli, pending, doctor, snapshot, writes, tui, watch, audit or fleet (default: all, in that order).
+MODULE is cli, commands, pending, doctor, snapshot, writes, support, tui, watch, audit or fleet (default:
+all, in that order).
 A run of some modules replaces their figures in results.json and keeps the others'.
 `--table` only renders the table of an existing results.json; `--readme FILE` also writes it
 between the `<!-- bench-table -->` markers of FILE.
@@ -18,13 +19,14 @@ import sys
 import time
 from datetime import datetime, timezone
 
-MODULES = ("cli", "pending", "doctor", "snapshot", "writes", "tui", "watch", "audit", "fleet")
+MODULES = ("cli", "commands", "pending", "doctor", "snapshot", "writes", "support", "tui", "watch", "audit", "fleet")
 
 
 def main(argv: list[str]) -> int:
     if "--quick" in argv:
         os.environ["ARCHON_BENCH_QUICK"] = "1"
     from bench import harness as h
+    from bench import install
     from bench.table import render, write_readme
 
     results = h.out_dir() / "results.json"
@@ -56,12 +58,14 @@ def main(argv: list[str]) -> int:
             "build_seconds": d.build_seconds, "now": d.now, "cpus": os.cpu_count(), "loadavg": os.getloadavg(),
             "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
             "seconds": round(time.perf_counter() - started, 1), "modules": names, "failed": failures,
+            "install": install.described(),
         }
 
     for name in names:
         print(f"== {name}", flush=True)
         at = time.perf_counter()
         try:
+            h.refresh()
             importlib.import_module(f"bench.bench_{name}").main()
         except Exception as exc:  # keep going; report at the end
             failures.append(name)

@@ -1,60 +1,68 @@
-"""Item 3: `doctor` (quick mode) against a read-only `PRAGMA quick_check`, idle and live, and
-doctor's peak RSS.
+"""`doctor` (quick mode, as installed: bench/install.py) against a read-only `PRAGMA quick_check`
+(bench/baseline.py, the same environment's interpreter, `-I`), idle and live: its time (issue 22,
+<= 1.5x), its peak RSS, and the bytes it reads against the file's size (issue 23 item 4, <= 2x).
 
-Both run as child processes (bench/rss_child.py: the same Python start-up on both sides) on the
-same file, alternated A B A B; each child reports its own VmHWM. On the live file the baseline
+Both run as child processes measured from outside (bench/child.py `measured`: VmHWM through
+/usr/bin/time, the /proc/PID/io counters read while the child is a zombie), on the same file,
+alternated A B A B. Bytes read is `rchar`: every byte the process asked the kernel for, page cache
+or disk (`read_bytes`, the disk's share, is in the figure's extra). On the live file the baseline
 opens `mode=ro` like any reader; on the idle one `mode=ro` creates an empty -wal and -shm, which
 are removed after every run so that the file stays idle for both sides.
 """
 
 from __future__ import annotations
 
-import re
-import subprocess
-import sys
-import time
+import os
 
 from bench import harness as h
+from bench.child import Run, measured
 
-
-def _run(argv: list[str], env: dict[str, str], rss: list[float], ok=(0, 1)) -> float:
-    started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "bench.rss_child", *argv], env=env, capture_output=True,
-                          cwd=h.ROOT)
-    seconds = time.perf_counter() - started
-    found = re.search(rb"VMHWM_KB (\d+)", proc.stderr)
-    if proc.returncode not in ok or not found:
-        raise RuntimeError(f"{argv[0]} exited {proc.returncode}: {proc.stderr.decode()[-800:]}")
-    rss.append(int(found.group(1)) / 1024)
-    return seconds
+BASELINE = str(h.ROOT / "bench" / "baseline.py")
 
 
 def main() -> None:
     d = h.data()
     env = h.child_env(d.now)
     for state, path, info in h.states(d):
-        doctor_rss: list[float] = []
-        base_rss: list[float] = []
+        doctor_runs: list[Run] = []
+        base_runs: list[Run] = []
 
         def doctor(path=path, state=state) -> float:
-            seconds = _run(["doctor", str(path)], env, doctor_rss)
+            doctor_runs.append(measured(h.cli() + ["doctor", str(path)], env, ok=(0, 1)))
             if state == "idle":
                 h.remove_sidecars(path)
-            return seconds
+            return doctor_runs[-1].seconds
 
         def quick_check(path=path, state=state) -> float:
-            seconds = _run(["quick_check", str(path)], env, base_rss, ok=(0,))
+            base_runs.append(measured([h.python(), "-I", BASELINE, "quick_check", str(path)], env))
             if state == "idle":
                 h.remove_sidecars(path)
-            return seconds
+            return base_runs[-1].seconds
 
         c, b = h.paired(doctor, quick_check, h.pairs(7))
-        extra = {"holder": info} if info else {}
-        h.record(f"doctor-{state}", "3", "`doctor` (quick)", state=state, console="doctor", values=c,
-                 baseline="`mode=ro` PRAGMA quick_check", base_values=b, target="<= 1.5x",
-                 check=lambda r: r <= 1.5, extra=extra)
         n = len(c)
-        h.record(f"doctor-rss-{state}", "3", "peak RSS (VmHWM) of `doctor`", state=state, console="doctor",
-                 values=doctor_rss[-n:], unit="MB", baseline="quick_check child", base_values=base_rss[-n:],
-                 target="no multi-GB RSS (<= 512 MB, bench's bound)", on="console", check=lambda v: v <= 512,
-                 extra=extra)
+        extra = {"holder": info} if info else {}
+        label = f"doctor ({h.install_label()})"
+        h.record(f"doctor-{state}", "22", "`doctor` (quick)", state=state, console=label, values=c,
+                 baseline="`mode=ro` PRAGMA quick_check (python -I)", base_values=b, target="<= 1.5x",
+                 check=lambda r: r <= 1.5, extra=extra)
+        rss, base_rss = [r.rss_mb for r in doctor_runs[-n:]], [r.rss_mb for r in base_runs[-n:]]
+        if None in rss or None in base_rss:
+            h.not_measured(f"doctor-rss-{state}", "22", "peak RSS (VmHWM) of `doctor`", state=state,
+                           why="/usr/bin/time is missing", target="<= 512 MB (bench's bound)")
+        else:
+            h.record(f"doctor-rss-{state}", "22", "peak RSS (VmHWM) of `doctor`", state=state, console=label,
+                     values=rss, unit="MB", baseline="quick_check child", base_values=base_rss,
+                     target="no multi-GB RSS (<= 512 MB, bench's bound)", on="console", check=lambda v: v <= 512,
+                     extra=extra)
+        size = os.path.getsize(path) + (os.path.getsize(f"{path}-wal") if os.path.exists(f"{path}-wal") else 0)
+        read = [r.io.get("rchar", 0) / 1e6 for r in doctor_runs[-n:]]
+        if not all(read):
+            h.not_measured(f"doctor-read-{state}", "23.4", "bytes `doctor` reads vs the file's size", state=state,
+                           why="/proc/PID/io is not readable here", target="<= 2x")
+            continue
+        h.record(f"doctor-read-{state}", "23.4", "bytes `doctor` reads (rchar) vs the file's size", state=state,
+                 console=label, values=read, unit="MB", baseline="file + -wal size", base_values=[size / 1e6] * n,
+                 target="<= 2x", check=lambda r: r <= 2.0,
+                 extra=dict(extra, read_bytes_mb=[r.io.get("read_bytes", 0) / 1e6 for r in doctor_runs[-n:]],
+                            quick_check_rchar_mb=[r.io.get("rchar", 0) / 1e6 for r in base_runs[-n:]]))

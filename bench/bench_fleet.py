@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from bench import harness as h
+from bench.child import measured
 
 HOSTS = 8
 LIMIT = 50
@@ -45,13 +46,11 @@ def _cpu_run(argv: list[str], env: dict[str, str], cpu: list[float]) -> float:
 
 
 def _rss_run(argv: list[str], env: dict[str, str]) -> float:
-    """Peak RSS in MB of the console process (bench/rss_child.py reads VmHWM before exit)."""
-    proc = subprocess.run([sys.executable, "-m", "bench.rss_child", *argv], env=env, capture_output=True,
-                          cwd=h.ROOT, timeout=300)
-    if proc.returncode not in (0, 4):
-        raise RuntimeError(f"{argv[:5]} exited {proc.returncode}: {proc.stderr.decode()[-800:]}")
-    tail = proc.stderr.decode().rsplit("VMHWM_KB", 1)[-1].split()
-    return int(tail[0]) / 1024
+    """Peak RSS in MB of the console process (bench/child.py: VmHWM through /usr/bin/time)."""
+    run = measured(h.cli() + argv, env, ok=(0, 4))
+    if run.rss_mb is None:
+        raise RuntimeError("no peak RSS: /usr/bin/time is missing")
+    return run.rss_mb
 
 
 def main() -> None:

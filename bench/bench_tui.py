@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import sys
 import time
 
+from bench import harlequin as hq
 from bench import harness as h
 from bench.pty_term import PAGE_DOWN, Terminal
 
@@ -34,7 +34,7 @@ def _console(path, env) -> Terminal:
 
 
 def _minimal(rows: int, env) -> Terminal:
-    return Terminal([sys.executable, str(h.ROOT / "bench" / "minimal_app.py"), str(rows)], env, COLS, ROWS,
+    return Terminal([h.python(), str(h.ROOT / "bench" / "minimal_app.py"), str(rows)], env, COLS, ROWS,
                     cwd=str(h.ROOT))
 
 
@@ -89,11 +89,37 @@ def _rss_after(path, env, pages: int) -> float:
         term.close()
 
 
+def _harlequin() -> tuple[object | None, str]:
+    """Harlequin's script, or None and why it is not measured."""
+    wanted = os.environ.get("ARCHON_BENCH_HARLEQUIN")
+    if wanted == "0":
+        return None, "ARCHON_BENCH_HARLEQUIN=0"
+    if h.quick() and wanted != "1":
+        return None, "skipped in quick mode (ARCHON_BENCH_HARLEQUIN=1 installs and runs it)"
+    from bench import install
+
+    got = install.harlequin()
+    return (got.script, "") if got.script else (None, got.note)
+
+
+HQ_ROWS = {
+    "first": ("tui-harlequin-first-{}", "TUI first rows: the console vs harlequin", "ratio <= 1 (the lead holds)"),
+    "page": ("tui-harlequin-page-{}", "page down: the console vs harlequin", "ratio <= 1 (the lead holds)"),
+    "rss": ("tui-harlequin-rss-{}", "VmHWM after paging: the console vs harlequin", "ratio <= 1 (the lead holds)"),
+}
+
+
+def _no_harlequin(state: str, why: str) -> None:
+    for fig, what, target in HQ_ROWS.values():
+        h.not_measured(fig.format(state), "22", what, state=state, why=why, target=target)
+
+
 def main() -> None:
     d = h.data()
     env = h.child_env(d.now)
     pages = int(os.environ.get("ARCHON_BENCH_PAGES", 20 if h.quick() else 1000))
     visible = 0
+    hq_script, hq_why = _harlequin()
     for state, path, info in h.states(d):
         extra = {"holder": info} if info else {}
         c, b = h.paired(lambda path=path: _first_paint(lambda: _console(path, env)),
@@ -101,22 +127,62 @@ def main() -> None:
         h.record(f"tui-first-paint-{state}", "7", f"TUI start to first frame showing rows ({COLS}x{ROWS} pty)",
                  state=state, console="archon-console", values=c, baseline="minimal Textual app (50 rows)",
                  base_values=b, target="<= 1.3x", check=lambda r: r <= 1.3, extra=extra)
+        if hq_script is not None:
+            try:
+                c, b = h.paired(lambda path=path: _first_paint(lambda: _console(path, env)),
+                                lambda path=path: hq.first_rows(hq_script, path, env, COLS, ROWS, FIRST_ROWS),
+                                h.pairs(7))
+                fig, what, target = HQ_ROWS["first"]
+                h.record(fig.format(state), "22", what, state=state, console="archon-console", values=c,
+                         baseline="harlequin (first frame + ctrl+j to rows)", base_values=b, target=target,
+                         check=lambda r: r <= 1.0, extra=extra)
+            except (RuntimeError, TimeoutError, OSError) as exc:
+                hq_script, hq_why = None, f"harlequin did not show rows: {exc}"[:200]
+        if hq_script is None:
+            _no_harlequin(state, hq_why)
 
-        console, minimal = _console(path, env), None
+        console, minimal, peer = _console(path, env), None, None
         try:
             visible = _ready(console)
             pages = min(pages, _pending(path, state) // max(visible, 1) - 3)
             minimal = _minimal((pages + 6) * 40, env)
             shown = _ready(minimal)
-            keys, base = [], []
+            peer_shown, peer_why = 0, ""
+            if hq_script is not None:
+                try:
+                    peer, peer_shown = hq.ready_to_page(hq_script, path, env, COLS, ROWS, FIRST_ROWS)
+                except (RuntimeError, TimeoutError, OSError) as exc:
+                    peer_why = f"harlequin could not be paged: {exc}"[:200]
+            keys, base, peer_keys = [], [], []
             for _ in range(pages):
                 keys.append(_page(console, max(1, visible - 2)))
                 base.append(_page(minimal, max(1, shown - 2)))
+                if peer is not None:
+                    peer_keys.append(_page(peer, max(1, peer_shown - 2)))
             rss = console.vm_hwm_kb() / 1024
+            peer_rss = peer.vm_hwm_kb() / 1024 if peer is not None else None
         finally:
             console.close()
             if minimal is not None:
                 minimal.close()
+            if peer is not None:
+                peer.close()
+        if peer_why:
+            for key in ("page", "rss"):
+                fig, what, target = HQ_ROWS[key]
+                h.not_measured(fig.format(state), "22", what, state=state, why=peer_why, target=target)
+        if peer_keys:
+            fig, what, target = HQ_ROWS["page"]
+            h.record(fig.format(state), "22", what, state=state, console="archon-console", values=keys, unit="ms",
+                     baseline="harlequin results viewer", base_values=peer_keys, target=target,
+                     met=h.percentile(keys, 50) <= h.percentile(peer_keys, 50),
+                     extra=dict(extra, p50_ms=h.percentile(keys, 50), p99_ms=h.percentile(keys, 99),
+                                baseline_p50_ms=h.percentile(peer_keys, 50),
+                                baseline_p99_ms=h.percentile(peer_keys, 99)))
+            fig, what, target = HQ_ROWS["rss"]
+            h.record(fig.format(state), "22", what, state=state, console="archon-console", values=[rss], unit="MB",
+                     baseline="harlequin", base_values=[peer_rss], target=target, check=lambda r: r <= 1.0,
+                     extra=extra)
         p99, b99 = h.percentile(keys, 99), h.percentile(base, 99)
         h.record(f"tui-page-{state}", "7", f"page down, key to frame showing the new rows, {pages} keys",
                  state=state, console="archon-console", values=keys, unit="ms",

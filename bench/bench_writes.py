@@ -24,7 +24,9 @@ def main() -> None:
 
     d = h.data()
     now = parse_time(d.now)
-    chunk = 4 if h.quick() else CHUNK
+    # Each state decides 2 syncs x (pairs + warm-up) x 2 sides chunks: fewer per chunk on a small file.
+    per_state = 4 * (h.pairs(8) + 1)
+    chunk = 4 if h.quick() else max(4, min(CHUNK, (d.pending - h.holder_writes()) // per_state))
     for state, path, info in h.states(d):
         for sync in ("NORMAL", "FULL"):
             handle = open_database(path)

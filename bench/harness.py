@@ -31,19 +31,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+# The decision archon writes (UPDATE + event) has its home in bench/baseline.py, the one-process
+# baseline; the raw loop (bench_writes) and the live holder write the same.
+from bench.baseline import DECIDE_SQL, EVENT_SQL, NEXT_SEQUENCE_SQL
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "bench" / "out"
 MIN_PAIRS = 7
-# The decision written by archon's own UPDATE + event, and by the raw loop the service is held
-# against (bench_writes); the live holder writes the same.
-DECIDE_SQL = ("UPDATE approval_requests SET status = 'approved', updated_at = ?, decision_at = ? "
-              "WHERE id = ? AND status = 'pending'")
-NEXT_SEQUENCE_SQL = ("SELECT COALESCE(MAX(sequence), 0) + 1 FROM approval_request_events "
-                     "WHERE project_id = ? AND approval_request_id = ?")
-EVENT_SQL = ("INSERT INTO approval_request_events (id, project_id, approval_request_id, sequence, event_type, "
-             "from_status, to_status, actor_classification, actor_reference, reason, metadata_schema_version, "
-             "metadata_json, created_at) VALUES (lower(hex(randomblob(16))), ?, ?, ?, 'approved', 'pending', "
-             "'approved', 'human', ?, NULL, 1, NULL, ?)")
 
 
 # ---------------------------------------------------------------- configuration
@@ -88,9 +82,25 @@ def db_name(n: int | None = None) -> str:
 
 
 def cli() -> list[str]:
-    """The installed `archon-console` script, as a user runs it."""
-    script = Path(sys.executable).with_name("archon-console")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "console"]
+    """The `archon-console` script as a user installed it (bench/install.py: the wheel in a fresh
+    venv, or the editable install when that cannot be made, labelled as such)."""
+    from bench import install
+
+    got = install.console()
+    return [str(got.script)] if got.script else [str(got.python), "-m", "console"]
+
+
+def python() -> str:
+    """The clean interpreter of the console's environment: every Python baseline runs it `-I`."""
+    from bench import install
+
+    return str(install.console().python)
+
+
+def install_label() -> str:
+    from bench import install
+
+    return install.console().label
 
 
 def child_env(now: str | None = None) -> dict[str, str]:
@@ -114,6 +124,7 @@ class Data:
     projects: list[str]
     bytes: int
     build_seconds: float | None = None
+    pending: int = 0  # requests the service may approve in a fresh copy (`decidable`)
 
 
 _DATA: Data | None = None
@@ -176,7 +187,45 @@ def data() -> Data:
         remove_sidecars(idle)
         now = (newest[:16] + ":00") if newest else "2026-05-01 12:00:00"
         _DATA = Data(source, idle, live, now, projects, source.stat().st_size, built)
+        _DATA.pending = decidable(idle, now)
+        remove_sidecars(idle)
     return _DATA
+
+
+def decidable(path: Path, now: str) -> int:
+    """How many requests `pending_ids` could still hand out in `path`."""
+    conn = sqlite3.connect(path, timeout=30)
+    try:  # per project: a seek in idx_approval_requests_project_status_expiry, as pending_ids reads
+        projects = [r[0] for r in conn.execute("SELECT id FROM projects")]
+        return conn.execute(
+            f"SELECT count(*) FROM approval_requests WHERE project_id IN ({','.join('?' * len(projects))}) "
+            "AND status = 'pending' AND expires_at > datetime(?, '+1 hour') "
+            "AND json_extract(authority_json, '$.requested_by') LIKE 'agent:%'", (*projects, now)).fetchone()[0]
+    finally:
+        conn.close()
+
+
+def refresh() -> None:
+    """Fresh copies of the source before a module when the modules before it (their decisions, the
+    live holders') used up what the next one may need: a whole run on a small database decides
+    more requests than it has pending. Called between modules, never while a holder runs."""
+    if _DATA is None:
+        return
+    d = _DATA
+    least = min(2000, int(0.8 * d.pending))
+    if min(decidable(d.idle, d.now), decidable(d.live, d.now)) < least:
+        print(f"   fresh copies of {d.source} (fewer than {least} pending requests left)", flush=True)
+        copy_db(d.source, d.idle)
+        copy_db(d.source, d.live)
+    remove_sidecars(d.idle)
+    remove_sidecars(d.live)
+
+
+def holder_writes() -> int:
+    """The live holder's decisions: 300 (a hot -wal of a few MB), fewer on a small database."""
+    if quick():
+        return 3
+    return min(300, max(3, (_DATA.pending if _DATA else 1200) // 4))
 
 
 def remove_sidecars(path: Path) -> None:
@@ -233,7 +282,7 @@ def live(path: Path, now: str, writes: int | None = None) -> Iterator[dict]:
     each, so the -wal is hot: committed, not checkpointed) and keeps its connection open until the
     block ends. Yields what it reports (the -wal's size).
     """
-    writes = writes if writes is not None else (3 if quick() else 300)
+    writes = writes if writes is not None else holder_writes()
     proc = subprocess.Popen([sys.executable, "-m", "bench.holder", str(path), str(writes), now],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
@@ -280,7 +329,7 @@ def paired(a: Callable[[], float], b: Callable[[], float], rounds: int | None = 
 
 def timed_run(argv: list[str], env: dict[str, str] | None = None, ok=(0,)) -> float:
     started = time.perf_counter()
-    proc = subprocess.run(argv, env=env, capture_output=True, cwd=ROOT)
+    proc = subprocess.run(argv, env=env, capture_output=True, cwd=out_dir())
     seconds = time.perf_counter() - started
     if proc.returncode not in ok:
         raise RuntimeError(f"{' '.join(argv[:6])} ... exited {proc.returncode}: {proc.stderr.decode()[-800:]}")
@@ -328,7 +377,7 @@ class Figure:
     console: str
     baseline: str
     unit: str
-    console_stats: dict
+    console_stats: dict | None
     baseline_stats: dict | None
     ratio_stats: dict | None
     target: str
@@ -387,6 +436,17 @@ def record(id: str, item: str, what: str, *, state: str, console: str, values: l
     if target:
         line += f" | target {target}: {verdict}"
     print(line, flush=True)
+    return fig
+
+
+def not_measured(id: str, item: str, what: str, *, state: str, why: str, target: str = "",
+                 console: str = "", baseline: str = "") -> Figure:
+    """A row the run could not measure (the feature is missing, a peer cannot be installed, quick
+    mode): it stays in the table with the reason instead of failing the module."""
+    fig = Figure(id, item, what, state, console, baseline, "s", None, None, None, target, None,
+                 f"not measured: {why}")
+    FIGURES.append(fig)
+    print(f"   [{id}] {what} ({state}): not measured: {why}", flush=True)
     return fig
 
 

@@ -85,6 +85,19 @@ class Terminal:
                 raise TimeoutError(f"no {wanted} new row ids within {timeout} s")
             self._read(left)
 
+    def wait_for(self, marker: bytes, timeout: float = 60.0) -> float:
+        """Read until a complete frame holds `marker`; returns the moment it arrived."""
+        deadline = time.perf_counter() + timeout
+        while marker not in self.buffer[:self._complete()]:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                raise TimeoutError(f"no {marker!r} on the terminal within {timeout} s")
+            self._read(left)
+        return time.perf_counter()
+
+    def type(self, text: bytes) -> None:
+        os.write(self.fd, text)
+
     def settle(self, quiet: float = 0.03, limit: float = 2.0) -> None:
         """Read until the program has written nothing for `quiet` seconds: the frame is complete."""
         deadline = time.perf_counter() + limit

@@ -20,11 +20,18 @@ def render(results: dict) -> str:
         f"{'/'.join(f'{x:.1f}' for x in meta.get('loadavg', []))} at the end, SQLite {meta.get('sqlite')}"
         f"{took}{quick}.",
         "",
+        f"Console as installed: {meta.get('install') or 'not recorded'}.",
+        "",
         "| item | figure | state | console | baseline | ratio (median, min-max, IQR) | target | |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for f in results.get("figures", []):
         unit = f["unit"]
+        if f.get("console_stats") is None:  # harness.not_measured: the row says why
+            cells = [f["item"], f["what"], f["state"], f.get("note") or "not measured", "-", "-",
+                     f["target"] or "-", "-"]
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+            continue
         console = f"{f['console']}: {spread(f['console_stats'], unit)}"
         extra = f.get("extra", {})
         if "p99_ms" in extra:
