@@ -209,7 +209,7 @@ def test_every_check_has_a_name(tmp_path):
     """`--check NAME` runs that check alone, every finding says which check made it, and every
     finding id (each anomaly's, and those of a healthy file) selects its own check."""
     assert list(CHECKS) == ["file", "integrity", "foreign_keys", "schema", "ledger", "approvals",
-                            "environments", "profiles"]
+                            "environments", "profiles", "constraints"]
     assert ro_uri(Path("/x y/a.db")).startswith("file:/x%20y/a.db?mode=ro")
     db = damage.healthy(tmp_path / "archon.db")
     everything = run_doctor(db, now=damage.NOW)
