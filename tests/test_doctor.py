@@ -122,7 +122,8 @@ def test_truncated_file(tmp_path, capsys):
 def test_corrupted_page(tmp_path, capsys):
     db = damage.corrupted_page(tmp_path / "archon.db")
     report = run_doctor(db, now=damage.NOW)
-    assert problems(report) == [("foreign_keys.unchecked", 1), ("approvals.failed", 1), ("integrity.failed", 1)]
+    assert problems(report) == [("foreign_keys.unchecked", 1), ("approvals.failed", 1), ("constraints.unchecked", 1),
+                               ("integrity.failed", 1)]
     assert "malformed" in report.finding("integrity.failed").found
     assert doctor(capsys, str(db))[0] == 1
     assert run_doctor(db, now=damage.NOW, full=True).finding("integrity.failed").title.startswith(

@@ -299,3 +299,36 @@ def test_generated_rows_match_sqlite_s_own_verdict(base, tmp_path, table, valid,
     broken = bool(expected) or bool(verdict[f"CHECK constraint failed in {table}"])
     assert report.exit_code() == (1 if broken else 0)
     assert ("constraints.verified" in report.ids()) == (not broken)
+
+
+def test_archon_s_own_databases_have_no_unknown_constraint(tmp_path):
+    """Every CHECK of a database archon created, upgraded or started directly at each release is one
+    the console knows (the registry's steps, or ARCHON_CREATE_CHECKS for archon's fresh CREATE TABLE
+    texts), and ARCHON_CREATE_CHECKS holds nothing else: each entry is in archon's text and not
+    already the registry's."""
+    from console.services.doctor.checks_constraints import ARCHON_CREATE_CHECKS, check_clauses, make_plan
+    from tests.reference import builder
+
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    for release in builder.RELEASES:
+        for kind in ("fresh", "upgraded", "direct"):
+            path = builder.variant(tmp_path / f"{release}-{kind}.db", release, kind)
+            conn = sqlite3.connect(path)
+            try:
+                plan = make_plan(conn)
+                for name, sql in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"):
+                    seen |= {(name, c.key) for c in check_clauses(sql or "")}
+            finally:
+                conn.close()
+            assert plan.unrecognised == [] and plan.unchecked == [], (release, kind)
+    registry = make_schema(tmp_path / "registry.db")
+    conn = sqlite3.connect(registry)
+    try:
+        ours = {(name, c.key) for name, sql in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'")
+                for c in check_clauses(sql or "")}
+    finally:
+        conn.close()
+    for table, texts in ARCHON_CREATE_CHECKS.items():
+        for text in texts:
+            key = (table, check_clauses(f"CHECK ({text})")[0].key)
+            assert key in seen and key not in ours, key

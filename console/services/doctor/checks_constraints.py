@@ -128,11 +128,31 @@ def check_clauses(sql: str) -> list[Clause]:
     return clauses
 
 
+# The CHECK clauses archon writes inline when it *creates* a database at 1.8.22 or 1.10.0 (its
+# CREATE TABLE lists the columns that its upgrade path, and so the registry's steps, add by
+# `ensureColumn`, without a CHECK): archon's own text, as tests/reference/data/archon_1.8.22.json and
+# archon_1.10.0.json show it (tests/test_doctor_constraints.py holds this list to those files).
+_FINGERPRINT = "{0} IS NULL OR (length({0}) = 64 AND {0} NOT GLOB '*[^0-9a-f]*')"
+ARCHON_CREATE_CHECKS: dict[str, tuple[str, ...]] = {
+    "execution_environments": (
+        "(execution_profile_revision_id IS NULL) = (execution_profile_fingerprint IS NULL)",
+        "(execution_profile_fingerprint IS NULL) = (credential_requirements_fingerprint IS NULL)",
+        _FINGERPRINT.format("execution_profile_fingerprint"),
+        _FINGERPRINT.format("credential_requirements_fingerprint"),
+        "(operation_claim_id IS NULL) = (operation_kind IS NULL)",
+        "(operation_claim_id IS NULL) = (operation_claimed_at IS NULL)",
+        "operation_kind IS NULL OR operation_kind IN ('stop', 'retire', 'reset', 'cleanup_retry')",
+    ),
+    "execution_environment_run_bindings": (_FINGERPRINT.format("execution_profile_fingerprint"),),
+}
+
+
 @lru_cache(maxsize=1)
 def known_checks() -> dict[str, dict[tuple[str, ...], str]]:
     """table -> {normalized CHECK expression -> the console's text of it}, for every CREATE TABLE
     the migration registry produces at any step (archon's schema in every release the console knows,
-    and every state an upgrade passes through). A table without CHECKs maps to {}."""
+    and every state an upgrade passes through), and `ARCHON_CREATE_CHECKS`. A table without CHECKs
+    maps to {}."""
     from console.db.connection import scratch_connection
     from console.db.migrations.registry import MIGRATIONS
     from console.db.migrations.runner import apply_migration
@@ -150,6 +170,9 @@ def known_checks() -> dict[str, dict[tuple[str, ...], str]]:
                     found.setdefault(clause.key, clause.text)
     finally:
         conn.close()
+    for name, texts in ARCHON_CREATE_CHECKS.items():
+        for text in texts:
+            known.setdefault(name, {}).setdefault(check_clauses(f"CHECK ({text})")[0].key, text)
     return known
 
 
@@ -374,4 +397,4 @@ def _broken(fid: str, title: str, constraints: list[Constraint], why: str, todo:
         why, todo, rows=rows, count=total)
 
 
-__all__ = ["check_clauses", "check_constraints", "known_checks", "make_plan", "prefetch_constraints", "scan"]
+__all__ = ["ARCHON_CREATE_CHECKS", "check_clauses", "check_constraints", "known_checks", "make_plan", "prefetch_constraints", "scan"]
