@@ -122,7 +122,7 @@ def test_rows_breaking_constraints_are_named_with_table_row_and_constraint(tmp_p
     assert "apr-rm" in checks["found"] and "action_kind IN" in checks["found"] and checks["why"] and checks["what_to_do"]
     nulls = found["constraints.not_null_failed"]
     assert nulls["rows"] == [{"table": "projects", "id": "p-anon", "constraint": "NOT NULL name"}]
-    assert "constraints.unrecognised" not in found and "constraints.verified" not in found
+    assert "constraints.unrecognised" not in found
     # the text report says the same; SQLite's read-only integrity_check sees the NULL, never the CHECKs
     assert main(["doctor", str(path), "--check", "constraints"]) == 1
     out = capsys.readouterr().out
@@ -138,7 +138,7 @@ def test_a_clean_demo_database_verifies_every_constraint(tmp_path):
     from console.services.doctor.checks_constraints import check_clauses, known_checks, make_plan
 
     report = run_doctor(path, checks=["constraints"], now=damage.NOW)
-    assert report.ids() == ["constraints.verified"] and report.exit_code() == 0
+    assert report.ids() == [] and report.checks_run == ["constraints"] and report.exit_code() == 0
     conn = sqlite3.connect(path)
     try:
         plan = make_plan(conn)
@@ -217,6 +217,25 @@ def test_crafted_check_text_is_never_run(tmp_path, capsys):
     table = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     assert table.execute("SELECT count(*) FROM projects").fetchone()[0] == 2
     table.close()
+
+
+def test_a_redacted_bundle_withholds_the_file_s_constraint_text(tmp_path):
+    """An unrecognised CHECK is the file's text (anybody's words): a redacted bundle names the finding
+    and withholds the text and the row ids, as for any finding it cannot rebuild from its copy."""
+    from console.services.bundle import bundle_members
+    from console.services.redaction import Redactor
+
+    path = hostile(tmp_path)
+    secret = "CHECK (action_json <> 'sk_live_SECRET-TOKEN-42')"
+    sql = table_sql(path, "approval_requests")
+    set_table_sql(path, "approval_requests", sql[:sql.rstrip().rindex(")")] + ",\n" + secret + ")")
+    report = run_doctor(path, now=damage.NOW)
+    assert {"constraints.check_failed", "constraints.not_null_failed", "constraints.unrecognised"} <= set(report.ids())
+    assert "SECRET-TOKEN" in report.finding("constraints.unrecognised").found
+    members = bundle_members(report, path, Redactor(True), now=damage.NOW)
+    text = "".join(v if isinstance(v, str) else v.decode("utf-8", "replace") for v in members.values())
+    assert "SECRET-TOKEN" not in text and "apr-rm" not in text and "p-anon" not in text
+    assert "constraints.unrecognised" in members["report.txt"] and "constraints.check_failed" in members["report.txt"]
 
 
 # --- generated rows against SQLite's own verdict --------------------------------------------------
@@ -298,7 +317,7 @@ def test_generated_rows_match_sqlite_s_own_verdict(base, tmp_path, table, valid,
     assert sorted((r["id"], r["constraint"][len("NOT NULL "):]) for r in (nulls.rows if nulls else [])) == expected
     broken = bool(expected) or bool(verdict[f"CHECK constraint failed in {table}"])
     assert report.exit_code() == (1 if broken else 0)
-    assert ("constraints.verified" in report.ids()) == (not broken)
+    assert bool(report.ids()) == broken
 
 
 def test_archon_s_own_databases_have_no_unknown_constraint(tmp_path):

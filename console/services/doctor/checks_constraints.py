@@ -36,6 +36,10 @@ the ORs as a balanced tree to stay far from SQLite's expression-depth limit; a t
 `TERMS_PER_SCAN` constraints, which archon's never have, takes one scan per chunk). A constraint
 must hold on every row, so no index can spare the scan: it reads each table once. Memory stays flat:
 per constraint a count and its first `KEPT_PER_CONSTRAINT` row keys.
+
+A clean file gives no finding (the report's list of checks run names this one): an "all verified"
+note could not be rebuilt from a redacted bundle's copy, whose placeholders break archon's CHECKs
+on purpose (console/services/redaction.py `redacted_copy`), so the bundle would withhold it.
 """
 
 from __future__ import annotations
@@ -158,6 +162,7 @@ def known_checks() -> dict[str, dict[tuple[str, ...], str]]:
     from console.db.migrations.runner import apply_migration
 
     known: dict[str, dict[tuple[str, ...], str]] = {}
+    read: set[tuple[str, str]] = set()  # most steps leave most tables' text as it was
     conn = scratch_connection()
     try:
         conn.execute("PRAGMA foreign_keys = ON")
@@ -166,6 +171,9 @@ def known_checks() -> dict[str, dict[tuple[str, ...], str]]:
             for name, sql in conn.execute(
                     "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"):
                 found = known.setdefault(name, {})
+                if (name, sql or "") in read:
+                    continue
+                read.add((name, sql or ""))
                 for clause in check_clauses(sql or ""):
                     found.setdefault(clause.key, clause.text)
     finally:
@@ -367,12 +375,6 @@ def check_constraints(ctx: Ctx) -> list[Finding]:
             "SQLite could not evaluate them over the rows, so rows breaking them may be there.",
             "Usually damaged pages (see integrity.failed); restore a good copy.",
             count=len(plan.unchecked)))
-    if not findings:
-        findings.append(Finding(
-            "constraints.verified", "info", "Every row satisfies its table's constraints",
-            f"{plan.checks} CHECK and {plan.not_nulls} NOT NULL constraint(s) of {len(plan.tables)} archon "
-            "table(s), each evaluated over every row.",
-            "A read-only quick_check skips CHECK constraints; doctor evaluates them itself.", ""))
     return findings
 
 
