@@ -130,6 +130,7 @@ def test_rows_breaking_constraints_are_named_with_table_row_and_constraint(tmp_p
     assert found["integrity.failed"]["found"] == "1 problem(s): NULL value in projects.name"
 
 
+@pytest.mark.slow
 def test_a_clean_demo_database_verifies_every_constraint(tmp_path):
     from console.demo.writer import generate
 
@@ -150,6 +151,7 @@ def test_a_clean_demo_database_verifies_every_constraint(tmp_path):
     assert plan.checks == sum(len({c.key for c in check_clauses(sql)}) for sql in archon) >= 80
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("release", ["1.8.20", "1.8.22", "1.10.0"])
 def test_every_release_s_constraints_are_known(tmp_path, release):
     from console.services.doctor.checks_constraints import make_plan
@@ -177,6 +179,7 @@ def test_clauses_are_read_with_sqlite_s_tokens():
     assert check_clauses("CHECK(b = 'X')")[0].key != check_clauses("CHECK(b = 'x')")[0].key
     assert check_clauses("CHECK (a < > b)")[0].key != check_clauses("CHECK (a <> b)")[0].key
     assert check_clauses("CREATE TABLE t (a CHECK (a > (1)")[0].text == "a > (1)"  # unbalanced: to the end
+    assert len(check_clauses("CHECK (" * 100_000)) == 1  # one pass: the first swallows the rest
 
 
 # Each would break out of the expression, run something costly, or fail the scan, if doctor ran
@@ -219,6 +222,7 @@ def test_crafted_check_text_is_never_run(tmp_path, capsys):
     table.close()
 
 
+@pytest.mark.slow
 def test_a_redacted_bundle_withholds_the_file_s_constraint_text(tmp_path):
     """An unrecognised CHECK is the file's text (anybody's words): a redacted bundle names the finding
     and withholds the text and the row ids, as for any finding it cannot rebuild from its copy."""
@@ -282,6 +286,7 @@ def base(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("table, valid", [("approval_requests", _valid_request),
                                           ("execution_environments", _valid_environment)])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -320,6 +325,7 @@ def test_generated_rows_match_sqlite_s_own_verdict(base, tmp_path, table, valid,
     assert bool(report.ids()) == broken
 
 
+@pytest.mark.slow
 def test_archon_s_own_databases_have_no_unknown_constraint(tmp_path):
     """Every CHECK of a database archon created, upgraded or started directly at each release is one
     the console knows (the registry's steps, or ARCHON_CREATE_CHECKS for archon's fresh CREATE TABLE
