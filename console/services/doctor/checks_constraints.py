@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from console.db.connect import is_busy
-from console.db.sql import quote_identifier, sqlite_lower
+from console.db.sql import quote_identifier, sqlite_lower, table_xinfo
 from console.services.doctor.checks_integrity import busy_finding
 from console.services.doctor.context import Ctx
 from console.services.doctor.report import ROW_LIMIT, SHOWN_IDS, Finding
@@ -224,51 +224,75 @@ def _label(clause: Clause) -> str:
 
 def make_plan(conn: sqlite3.Connection) -> Plan:
     """Which constraints of which archon tables to evaluate, read from the file's schema (module
-    docstring: only the console's text of a CHECK is ever run)."""
+    docstring: only the console's text of a CHECK is ever run). A table whose shape SQLite cannot
+    report (a virtual table of a missing module) is named in `unchecked`; the others still plan."""
     known = known_checks()
     plan = Plan()
     rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY rowid").fetchall()
     for name, sql in rows:
         if name not in known:
             continue  # not archon's table
-        table = quote_identifier(name)
-        constraints: list[Constraint] = []
-        text = sql if isinstance(sql, str) else ""
-        if len(text) > MAX_TABLE_SQL:
-            plan.unrecognised.append((name, f"its CREATE TABLE text ({len(text):,} characters, not read)"))
-            clauses: list[Clause] = []
-        else:
-            clauses = check_clauses(text)
-        seen: set[tuple[str, ...]] = set()
-        for clause in clauses:
-            if clause.key in seen:
-                continue
-            seen.add(clause.key)
-            ours = known[name].get(clause.key)
-            if ours is None:
-                plan.unrecognised.append((name, _label(clause)))
-            else:
-                constraints.append(Constraint(name, "check", _label(clause), f"NOT ({ours})"))
-        for _cid, column, _type, notnull, _default, _pk in conn.execute(f"PRAGMA table_info({table})"):
-            if notnull:
-                constraints.append(Constraint(name, "not_null", f"NOT NULL {column}",
-                                              f"typeof({quote_identifier(column)}) = 'null'"))
-        usable = []
-        for constraint in constraints:  # each term alone first: one that SQLite cannot prepare is named
-            try:
-                conn.execute(f"SELECT 1 FROM {table} WHERE {constraint.term} LIMIT 0").fetchall()
-                usable.append(constraint)
-            except sqlite3.OperationalError as exc:
-                if "interrupt" in str(exc):
-                    raise
-                plan.unchecked.append((f"{name} {constraint.label}", str(exc)))
-        if not usable:
+        try:
+            _plan_table(conn, plan, name, sql if isinstance(sql, str) else "", known[name])
+        except sqlite3.DatabaseError as exc:
+            if is_busy(exc) or "interrupt" in str(exc):
+                raise
+            plan.unchecked.append((name, str(exc)))
+    return plan
+
+
+def _plan_table(conn: sqlite3.Connection, plan: Plan, name: str, text: str,
+                known: dict[tuple[str, ...], str]) -> None:
+    table = quote_identifier(name)
+    # A generated column is computed at every read from an expression the file's author chose
+    # (console/db/sql.py): a CHECK that names one is not evaluated, so its expression never runs.
+    generated = {sqlite_lower(r[1]) for r in table_xinfo(conn, name) if r[6] in (2, 3)}
+    constraints: list[Constraint] = []
+    if len(text) > MAX_TABLE_SQL:
+        plan.unrecognised.append((name, f"its CREATE TABLE text ({len(text):,} characters, not read)"))
+        clauses: list[Clause] = []
+    else:
+        clauses = check_clauses(text)
+    seen: set[tuple[str, ...]] = set()
+    for clause in clauses:
+        if clause.key in seen:
             continue
+        seen.add(clause.key)
+        ours = known.get(clause.key)
+        reads = sorted(generated & {_unquoted(t) for t in clause.key})
+        if ours is None:
+            plan.unrecognised.append((name, _label(clause)))
+        elif reads:
+            plan.unrecognised.append((name, f"{_label(clause)} (reads the generated column {', '.join(reads)})"))
+        else:
+            constraints.append(Constraint(name, "check", _label(clause), f"NOT ({ours})"))
+    for _cid, column, _type, notnull, _default, _pk in conn.execute(f"PRAGMA table_info({table})"):
+        if notnull:
+            constraints.append(Constraint(name, "not_null", f"NOT NULL {column}",
+                                          f"typeof({quote_identifier(column)}) = 'null'"))
+    usable = []
+    for constraint in constraints:  # each term alone first: one that SQLite cannot prepare is named
+        try:
+            conn.execute(f"SELECT 1 FROM {table} WHERE {constraint.term} LIMIT 0").fetchall()
+            usable.append(constraint)
+        except sqlite3.OperationalError as exc:
+            if "interrupt" in str(exc):
+                raise
+            plan.unchecked.append((f"{name} {constraint.label}", str(exc)))
+    if usable:
         plan.checks += sum(1 for c in usable if c.kind == "check")
         plan.not_nulls += sum(1 for c in usable if c.kind == "not_null")
         keys, key_label = _row_key(conn, name)
         plan.tables.append(TablePlan(name, keys, key_label, usable))
-    return plan
+
+
+def _unquoted(token: str) -> str:
+    """A name token as the name it spells, ASCII-folded (`"A""b"` -> `a"b`)."""
+    if token[:1] in ('"', "`") and len(token) >= 2:
+        return sqlite_lower(token[1:-1].replace(token[0] * 2, token[0]))
+    if token[:1] == "[":
+        return sqlite_lower(token[1:-1])
+    return token
 
 
 def _row_key(conn: sqlite3.Connection, name: str) -> tuple[list[str], str]:
@@ -360,12 +384,12 @@ def check_constraints(ctx: Ctx) -> list[Finding]:
         shown = "; ".join(f"{one_line(t, 60)} {one_line(label, SHOWN_TEXT)}" for t, label in plan.unrecognised[:SHOWN_CONSTRAINTS])
         more = len(plan.unrecognised) - SHOWN_CONSTRAINTS
         findings.append(Finding(
-            "constraints.unrecognised", "warning", "CHECK constraints the console does not know were not evaluated",
+            "constraints.unrecognised", "warning", "CHECK constraints doctor did not evaluate",
             f"{len(plan.unrecognised)} constraint(s): {shown}" + (f" and {more} more" if more > 0 else "") + ".",
             "Doctor evaluates only constraint text from the console's own copy of archon's schema, never SQL "
-            "taken from the file (a crafted schema could make such text do anything a query can). These "
-            "were added or changed by something other than an archon release the console knows; rows "
-            "breaking them are not seen here.",
+            "taken from the file (a crafted schema could make such text do anything a query can), and never "
+            "reads a generated column (its expression is the file's). These constraints were added or changed "
+            "by something other than an archon release the console knows; rows breaking them are not seen here.",
             "Compare the table with archon's schema (doctor's schema check); to check them anyway, run "
             "`PRAGMA quick_check` in the sqlite3 shell on a copy of the file opened read-write.",
             rows=[{"table": t, "id": "", "constraint": label} for t, label in plan.unrecognised[:ROW_LIMIT]],
