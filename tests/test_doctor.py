@@ -122,7 +122,8 @@ def test_truncated_file(tmp_path, capsys):
 def test_corrupted_page(tmp_path, capsys):
     db = damage.corrupted_page(tmp_path / "archon.db")
     report = run_doctor(db, now=damage.NOW)
-    assert problems(report) == [("foreign_keys.unchecked", 1), ("approvals.failed", 1), ("integrity.failed", 1)]
+    assert problems(report) == [("foreign_keys.unchecked", 1), ("approvals.failed", 1), ("constraints.unchecked", 1),
+                               ("integrity.failed", 1)]
     assert "malformed" in report.finding("integrity.failed").found
     assert doctor(capsys, str(db))[0] == 1
     assert run_doctor(db, now=damage.NOW, full=True).finding("integrity.failed").title.startswith(
@@ -209,7 +210,7 @@ def test_every_check_has_a_name(tmp_path):
     """`--check NAME` runs that check alone, every finding says which check made it, and every
     finding id (each anomaly's, and those of a healthy file) selects its own check."""
     assert list(CHECKS) == ["file", "integrity", "foreign_keys", "schema", "ledger", "approvals",
-                            "environments", "profiles"]
+                            "environments", "profiles", "constraints"]
     assert ro_uri(Path("/x y/a.db")).startswith("file:/x%20y/a.db?mode=ro")
     db = damage.healthy(tmp_path / "archon.db")
     everything = run_doctor(db, now=damage.NOW)

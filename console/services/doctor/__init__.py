@@ -37,6 +37,7 @@ from console.db.readonly import open_read_only, reconnect, stat_token
 from console.db.paths import require_database_file
 from console.text import json_text
 from console.services.doctor.checks_approvals import check_approvals, prefetch_approvals
+from console.services.doctor.checks_constraints import check_constraints, prefetch_constraints
 from console.services.doctor.checks_environments import check_environments
 from console.services.doctor.checks_integrity import (
     busy_finding,
@@ -63,10 +64,12 @@ CHECKS: dict[str, Callable[[Ctx], list[Finding]]] = {
     "approvals": check_approvals,
     "environments": check_environments,
     "profiles": check_profiles,
+    "constraints": check_constraints,
 }
 PREFETCH: dict[str, Callable[[Ctx], None]] = {
     "foreign_keys": prefetch_foreign_keys,
     "approvals": prefetch_approvals,
+    "constraints": prefetch_constraints,
 }
 WAITS_FOR_SCANS = ("approvals", "foreign_keys")  # in this order: approvals' own query runs before it waits
 ARCHON_CHECKS = ("schema", "ledger", "approvals", "environments", "profiles")
