@@ -128,6 +128,9 @@ def parse_time(value: object) -> datetime | None:
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
 def _parse_time(value: object) -> datetime | None:
     if value is None:
         return None
@@ -141,7 +144,10 @@ def _parse_time(value: object) -> datetime | None:
         # 1712030400000 (2024-04-02) for the basic-format date 1712-03-04
         number = float(text)
         if number > 1e11:
-            number /= 1000.0
+            # Milliseconds counted exactly: divided as a float, 2243's instants read back a
+            # microsecond short and printed one millisecond early.
+            exact = int(text) if isinstance(value, int) or text.lstrip("+").isdigit() else number
+            return _EPOCH + timedelta(milliseconds=exact)
         return datetime.fromtimestamp(number, timezone.utc)
     if text.endswith("Z"):
         text = text[:-1] + "+00:00"

@@ -271,3 +271,13 @@ def test_every_json_writer_of_the_command_line_goes_through_the_one_place():
              for p in root.rglob("*.py")}
     assert {name: n for name, n in calls.items() if n} == {
         "output.py": 1, "fleet_writes.py": 1, "commands/approvals.py": 1}
+
+
+@pytest.mark.parametrize("year", [1973, 2026, 2100, 2243, 2286])
+def test_epoch_milliseconds_are_counted_exactly(year):
+    """Divided as a float, epoch milliseconds of 2243 read back a microsecond short and printed one
+    millisecond early (the hypothesis test above found 2243-…); every millisecond of a second here."""
+    for ms in range(1000):
+        at = datetime(year, 5, 6, 7, 8, 9, ms * 1000, tzinfo=timezone.utc)
+        millis = (at - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)
+        assert json_time(millis) == json_time(str(millis)) == json_time(at.isoformat()), (year, ms)
