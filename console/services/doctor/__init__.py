@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Callable, Sequence
@@ -33,7 +31,7 @@ from typing import Callable, Sequence
 from console.clock import db_time
 from console.db.connect import ARCHON_CORE_TABLES, ArchonDatabase, is_busy
 from console.db.limits import LONG_STATEMENT_SECONDS, statement_budget
-from console.db.readonly import open_read_only, reconnect, stat_token
+from console.db.readonly import open_read_only, stat_token
 from console.db.paths import require_database_file
 from console.text import json_text
 from console.services.doctor.checks_approvals import check_approvals, prefetch_approvals
@@ -149,29 +147,16 @@ def _run_on_path(path: Path, names, *, full, now, stale_after) -> tuple[list[Fin
 
 def _run(conn, path: Path, names: list[str], *, full: bool, now: datetime, stale_after: timedelta,
          header: bytes | None = None) -> list[Finding]:
-    # Workers only when a second connection can be opened on the same file without side effects.
-    pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="doctor") if getattr(
-        conn, "source_uri", None) else None
-    ctx = Ctx(conn, path=path, now=now, stale_after=stale_after, full=full, names=names, pool=pool)
+    # Worker connections only when a second connection can be opened on the same file without
+    # side effects; all of them, and this one, read one snapshot (context.py `pin_snapshot`).
+    ctx = Ctx(conn, path=path, now=now, stale_after=stale_after, full=full, names=names,
+              parallel=bool(getattr(conn, "source_uri", None)))
     ctx.header = header
     findings: list[Finding] = []
-    integrity: dict[str, list[str]] = {}
-    thread = None
-    if "integrity" in names:
-        side = reconnect(conn)
-        if side is not None:
-
-            def scan() -> None:
-                try:
-                    integrity["messages"] = integrity_messages(side, full)
-                finally:
-                    side.close()
-
-            thread = threading.Thread(target=scan, name="doctor-integrity", daemon=True)
-            thread.start()
-        else:  # a caller's read-write handle: stay on its connection
-            integrity["messages"] = integrity_messages(conn, full)
+    messages: list[str] = []
     try:
+        if "integrity" in names:  # the longest scan starts first
+            ctx.start("integrity", lambda side: integrity_messages(side, full))
         if "file" in names:
             findings.extend(_guarded("file", ctx))
         readable = True
@@ -197,7 +182,7 @@ def _run(conn, path: Path, names: list[str], *, full: bool, now: datetime, stale
                     count=1, unusable=True,
                 ))
             else:
-                # The long scans start first, each on its own connection, and overlap with the rest.
+                # The long scans start first, on the worker connections, and overlap with the rest.
                 for name in names:
                     if name in PREFETCH:
                         try:
@@ -212,13 +197,12 @@ def _run(conn, path: Path, names: list[str], *, full: bool, now: datetime, stale
                     found[name] = _guarded(name, ctx)
                 for name in rest:
                     findings.extend(found[name])
+        if "integrity" in names:
+            messages = ctx.wait("integrity")
     finally:
-        if pool is not None:
-            pool.shutdown(wait=True)
-        if thread is not None:
-            thread.join()
+        ctx.close()
     if "integrity" in names:
-        findings.extend(_tag("integrity", integrity_finding(integrity.get("messages", []), full)))
+        findings.extend(_tag("integrity", integrity_finding(messages, full)))
     return findings
 
 

@@ -188,7 +188,7 @@ def _fk_rows(conn: sqlite3.Connection, tables: Sequence[str]) -> list[tuple]:
 
 def prefetch_foreign_keys(ctx: Ctx) -> None:
     """Start `foreign_key_check` table by table. When the approvals check runs too, its scan of the
-    events proves (by counting, see `checks_approvals._Part`) that no event lacks its request, so the
+    events proves (by counting, see `checks_approvals._PassResult`) that no event lacks its request, so the
     2.5-million-row events table is only checked here when that count says otherwise."""
     tables = [r[0] for r in ctx.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid")]
     ctx.fk_events_by_count = (
