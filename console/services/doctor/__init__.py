@@ -5,12 +5,16 @@ wherever SQLite can read it without creating anything, a live WAL file included;
 copy otherwise), so the main file and -wal never change and nothing is created beside them.
 
 Every check is set-based SQL that returns only anomalous rows; the only Python loop runs over
-profile revisions, whose fingerprints need SHA-256 (there are few). The integrity scan
-(`quick_check`, or `integrity_check` with `full`), foreign_key_check, the approvals decision scan
-and the request pass (cut into id ranges, each exact on its own: `checks_approvals`) run on
-connections of their own in worker threads while the short checks run (see `context.Ctx.start`),
-a live WAL file included. No connection maps the file (mmap): six mappings of a large file showed
-as gigabytes of resident memory, for a gain of about a tenth of the CPU time.
+profile revisions, whose fingerprints need SHA-256 (there are few). Every check reads one snapshot:
+the main connection and the worker connections begin their read transactions on the same commit
+(`context.pin_snapshot`), a live WAL file included, so a commit landing meanwhile is in no finding
+and no finding compares rows read at two commits. The long scans -- the integrity scan
+(`quick_check`, or `integrity_check` with `full`), the approvals pass in rowid parts
+(`checks_approvals`, which also counts the foreign keys foreign_key_check would otherwise read the
+two largest tables for) and foreign_key_check -- run on the worker connections, each taken by the
+first one free, while the short checks run on the main connection: the file is read about once for
+the integrity scan and once for everything else. No connection maps the file (mmap): six mappings
+of a large file showed as gigabytes of resident memory, for a gain of about a tenth of the CPU time.
 
 Exit codes (`DoctorReport.exit_code`): 3 when the console cannot use the database at all -- the same
 conditions under which every other command refuses to open it: not a SQLite file, a truncated file,
@@ -54,7 +58,7 @@ from console.services.doctor.report import DoctorReport, Finding
 
 CHECKS: dict[str, Callable[[Ctx], list[Finding]]] = {
     "file": check_file,
-    "integrity": lambda ctx: [],  # run in its own thread, see run_doctor
+    "integrity": lambda ctx: [],  # a scan on a worker connection, see _run
     "foreign_keys": check_foreign_keys,
     "schema": check_schema,
     "ledger": check_ledger,

@@ -20,6 +20,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
+from console.db.sql import quote_identifier
 from console.services.doctor.context import Ctx, ids_text, rows_of
 from console.services.doctor.report import Finding
 
@@ -31,19 +32,38 @@ PARTS = 6
 
 # --- approvals -------------------------------------------------------------------------------
 
+# {fk}: the count of requests whose foreign keys find no parent (`counted_fks`), else 0. Every
+# comparison is BINARY on TEXT columns: what foreign_key_check compares when `fk_countable` holds.
 _REQUEST_PASS_SQL = """
 SELECT coalesce(sum(n), 0), coalesce(sum(CASE WHEN gaps OR differs OR undocumented
-         THEN doctor_keep(id, status, n, hi, last_to, gaps, differs, undocumented) ELSE 0 END), 0)
+         THEN doctor_keep(id, status, n, hi, last_to, gaps, differs, undocumented) ELSE 0 END), 0),
+       coalesce(sum(fk_missing), 0)
 FROM (SELECT id, status, n, hi, last_to, n > 0 AND coalesce(hi <> n OR ones <> 1, 0) AS gaps,
-             coalesce(last_to = status, 0) = 0 AS differs, decided AND coalesce(decisions, 0) = 0 AS undocumented
+             coalesce(last_to = status, 0) = 0 AS differs, decided AND coalesce(decisions, 0) = 0 AS undocumented,
+             {fk} AS fk_missing
       FROM (SELECT r.id AS id, r.status AS status, r.decision_at IS NOT NULL AS decided,
+                   r.project_id AS pid, r.execution_run_id AS run,
                    count(e.rowid) AS n, max(e.sequence) AS hi, sum(e.sequence = 1) AS ones,
                    e.to_status AS last_to, sum(e.to_status IN ('approved', 'denied')) AS decisions
             FROM approval_requests r LEFT JOIN approval_request_events e
-              ON e.project_id = r.project_id AND e.approval_request_id = r.id
+              ON e.project_id = r.project_id COLLATE BINARY AND e.approval_request_id = r.id COLLATE BINARY
             WHERE r.rowid BETWEEN :low AND :high
             GROUP BY r.rowid))
 """
+_REQUEST_FKS_SQL = """
+(pid IS NOT NULL AND NOT EXISTS (SELECT 1 FROM projects p WHERE p.id = pid COLLATE BINARY))
++ (run IS NOT NULL AND pid IS NOT NULL AND NOT EXISTS (
+     SELECT 1 FROM execution_runs x WHERE x.id = run COLLATE BINARY AND x.project_id = pid COLLATE BINARY))
+"""
+# Foreign keys the pass vouches for by counting, child -> {parent: [(child column, parent column)]}:
+# the events' (each event matched to its request is counted once, `_PassResult.orphan_events`) and
+# the requests' own (`_PassResult.requests_without_parent`). A nonzero count, or `doctor --full`,
+# means foreign_key_check reads that table after all (checks_integrity.py).
+COUNTED_FKS = {
+    EVENTS_TABLE: {"approval_requests": [("approval_request_id", "id"), ("project_id", "project_id")]},
+    "approval_requests": {"execution_runs": [("execution_run_id", "id"), ("project_id", "project_id")],
+                          "projects": [("project_id", "id")]},
+}
 _EVENTS_SQL = "SELECT count(*) FROM approval_request_events"
 # Candidates from the covering status/expiry index; consumed_at is read for expired approvals only.
 _OVERDUE_SQL = """
@@ -60,6 +80,7 @@ class _PassResult:
     mismatches: list = field(default_factory=list)  # (id, status, last to_status, has events), by id
     undocumented: list = field(default_factory=list)  # request ids, decided without a decision event
     orphan_events: int = 0  # events with no request: foreign_key_check's events rows (as a count)
+    requests_without_parent: int = 0  # the same for the requests' foreign keys, when counted
 
 
 def _sql_order(value: Any) -> tuple:
@@ -71,7 +92,38 @@ def _sql_order(value: Any) -> tuple:
     return (2, value) if isinstance(value, str) else (3, bytes(value))
 
 
-def _request_pass(conn: sqlite3.Connection, low: int, high: int, *, count_events: bool) -> _PassResult:
+def fk_countable(conn: sqlite3.Connection, child: str) -> bool:
+    """Whether `child`'s foreign keys are exactly `COUNTED_FKS[child]`, on TEXT columns, each parent
+    key under a unique BINARY index: then a BINARY comparison finds a parent exactly when
+    foreign_key_check does (no affinity applies, no other collation), so counting is as exact."""
+    expected = COUNTED_FKS[child]
+    keys: dict[int, list] = {}
+    for row in conn.execute(f"PRAGMA foreign_key_list({child})"):
+        keys.setdefault(row[0], []).append((row[2], row[3], row[4]))
+    found = {pairs[0][0]: [(frm, to) for _p, frm, to in pairs] for pairs in keys.values()}
+    if len(found) != len(keys) or found != expected:
+        return False
+
+    def text_columns(table: str, names) -> bool:
+        types = {r[1]: str(r[2]).upper() for r in conn.execute(f"PRAGMA table_info({table})")}
+        return all(types.get(name) == "TEXT" for name in names)
+
+    for parent, pairs in expected.items():
+        if not text_columns(child, [f for f, _t in pairs]) or not text_columns(parent, [t for _f, t in pairs]):
+            return False
+        unique = False
+        for index in conn.execute(f"PRAGMA index_list({parent})").fetchall():
+            info = [r for r in conn.execute(f"PRAGMA index_xinfo({quote_identifier(index[1])})") if r[5]]
+            if index[2] and {r[2] for r in info} == {t for _f, t in pairs} and len(info) == len(pairs) \
+                    and all(str(r[4]).upper() == "BINARY" for r in info):
+                unique = True
+        if not unique:
+            return False
+    return True
+
+
+def _request_pass(conn: sqlite3.Connection, low: int, high: int, *, count_events: bool,
+                  request_fks: bool) -> _PassResult:
     """The pass over the requests with rowids low..high (and, with `count_events`, the count of all
     events), in one read transaction: the snapshot every check shares, or its own."""
     kept: list[tuple] = []
@@ -85,13 +137,14 @@ def _request_pass(conn: sqlite3.Connection, low: int, high: int, *, count_events
     if own:
         conn.execute("BEGIN")
     try:
-        matched = conn.execute(_REQUEST_PASS_SQL, {"low": low, "high": high}).fetchone()[0]
+        sql = _REQUEST_PASS_SQL.format(fk=_REQUEST_FKS_SQL if request_fks else "0")
+        matched, _kept, without_parent = conn.execute(sql, {"low": low, "high": high}).fetchone()
         events = conn.execute(_EVENTS_SQL).fetchone()[0] if count_events else 0
     finally:
         if own:
             conn.execute("COMMIT")
         conn.create_function("doctor_keep", 8, None)
-    result = _PassResult(orphan_events=events - matched)
+    result = _PassResult(orphan_events=events - matched, requests_without_parent=without_parent)
     for rid, status, n, hi, last_to, gaps, differs, undocumented in kept:
         if gaps:
             result.bad_sequences.append((rid, n, hi))
@@ -114,6 +167,7 @@ def approval_events(ctx: "Ctx") -> _PassResult:
         merged.mismatches += part.mismatches
         merged.undocumented += part.undocumented
         merged.orphan_events += part.orphan_events
+        merged.requests_without_parent += part.requests_without_parent
     merged.bad_sequences.sort(key=lambda m: _sql_order(m[0]))
     merged.mismatches.sort(key=lambda m: _sql_order(m[0]))
     merged.undocumented.sort(key=_sql_order)
@@ -132,9 +186,13 @@ def _parts(conn: sqlite3.Connection, parts: int) -> list[tuple[int, int]]:
 
 def prefetch_approvals(ctx: Ctx) -> None:
     if ctx.has("approval_requests", EVENTS_TABLE) and not ctx.started_with(PASS_KEY):
-        for i, (low, high) in enumerate(_parts(ctx.conn, PARTS if ctx.parallel else 1)):
+        parts = _parts(ctx.conn, PARTS if ctx.parallel else 1)
+        ctx.counted_fks = {child for child in COUNTED_FKS if not ctx.full and "foreign_keys" in ctx.names
+                           and ctx.has(child, *COUNTED_FKS[child]) and fk_countable(ctx.conn, child)}
+        request_fks = "approval_requests" in ctx.counted_fks
+        for i, (low, high) in enumerate(parts):
             ctx.start(f"{PASS_KEY}{i}", lambda conn, low=low, high=high, first=(i == 0):
-                      _request_pass(conn, low, high, count_events=first))
+                      _request_pass(conn, low, high, count_events=first, request_fks=request_fks))
 
 
 def check_approvals(ctx: Ctx) -> list[Finding]:

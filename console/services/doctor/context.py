@@ -138,7 +138,8 @@ class Ctx:
         self._tables: set[str] | None = None
         self._shape = None
         self._tasks: dict[str, Future] = {}
-        self.fk_events_by_count = False
+        self.counted_fks: set[str] = set()  # tables whose foreign keys the approvals pass counts
+        self.tables_in_order: list[str] = []  # every table, in sqlite_master order (foreign_key_check)
         self.header: bytes | None = None  # the file's first bytes, read before connecting (checks_integrity)
         self._workers: _Workers | None = None
         self._own_transaction = False
