@@ -58,7 +58,9 @@ _REQUEST_FKS_SQL = """
 # Foreign keys the pass vouches for by counting, child -> {parent: [(child column, parent column)]}:
 # the events' (each event matched to its request is counted once, `_PassResult.orphan_events`) and
 # the requests' own (`_PassResult.requests_without_parent`). A nonzero count, or `doctor --full`,
-# means foreign_key_check reads that table after all (checks_integrity.py).
+# means foreign_key_check reads that table after all (checks_integrity.py). Counting events takes
+# the requests' unique (id, project_id) index at its word; `quick_check` does not read index
+# contents against the table, `integrity_check` does, and `--full` counts nothing.
 COUNTED_FKS = {
     EVENTS_TABLE: {"approval_requests": [("approval_request_id", "id"), ("project_id", "project_id")]},
     "approval_requests": {"execution_runs": [("execution_run_id", "id"), ("project_id", "project_id")],
