@@ -32,29 +32,30 @@ PARTS = 6
 
 # --- approvals -------------------------------------------------------------------------------
 
-# {fk}: the count of requests whose foreign keys find no parent (`counted_fks`), else 0. Every
-# comparison is BINARY on TEXT columns: what foreign_key_check compares when `fk_countable` holds.
+# {fk}: 1 or 2 for a request whose foreign keys find no parent ({fk_joins}, `COUNTED_FKS`), else 0.
+# Every comparison is BINARY on TEXT columns: what foreign_key_check compares when `fk_countable`
+# holds. Each parent is a seek on its unique index, one row at most (SQLite reads no second match).
 _REQUEST_PASS_SQL = """
 SELECT coalesce(sum(n), 0), coalesce(sum(CASE WHEN gaps OR differs OR undocumented
          THEN doctor_keep(id, status, n, hi, last_to, gaps, differs, undocumented) ELSE 0 END), 0),
        coalesce(sum(fk_missing), 0)
 FROM (SELECT id, status, n, hi, last_to, n > 0 AND coalesce(hi <> n OR ones <> 1, 0) AS gaps,
              coalesce(last_to = status, 0) = 0 AS differs, decided AND coalesce(decisions, 0) = 0 AS undocumented,
-             {fk} AS fk_missing
-      FROM (SELECT r.id AS id, r.status AS status, r.decision_at IS NOT NULL AS decided,
-                   r.project_id AS pid, r.execution_run_id AS run,
+             fk_missing
+      FROM (SELECT r.id AS id, r.status AS status, r.decision_at IS NOT NULL AS decided, {fk} AS fk_missing,
                    count(e.rowid) AS n, max(e.sequence) AS hi, sum(e.sequence = 1) AS ones,
                    e.to_status AS last_to, sum(e.to_status IN ('approved', 'denied')) AS decisions
-            FROM approval_requests r LEFT JOIN approval_request_events e
+            FROM approval_requests r {fk_joins} LEFT JOIN approval_request_events e
               ON e.project_id = r.project_id COLLATE BINARY AND e.approval_request_id = r.id COLLATE BINARY
             WHERE r.rowid BETWEEN :low AND :high
             GROUP BY r.rowid))
 """
-_REQUEST_FKS_SQL = """
-(pid IS NOT NULL AND NOT EXISTS (SELECT 1 FROM projects p WHERE p.id = pid COLLATE BINARY))
-+ (run IS NOT NULL AND pid IS NOT NULL AND NOT EXISTS (
-     SELECT 1 FROM execution_runs x WHERE x.id = run COLLATE BINARY AND x.project_id = pid COLLATE BINARY))
-"""
+_REQUEST_FKS = ("(r.project_id IS NOT NULL AND p.id IS NULL) + (r.execution_run_id IS NOT NULL "
+                "AND r.project_id IS NOT NULL AND x.id IS NULL)")
+_REQUEST_FK_JOINS = (
+    "LEFT JOIN projects p ON p.id = r.project_id COLLATE BINARY "
+    "LEFT JOIN execution_runs x ON x.id = r.execution_run_id COLLATE BINARY AND x.project_id = r.project_id COLLATE BINARY"
+)
 # Foreign keys the pass vouches for by counting, child -> {parent: [(child column, parent column)]}:
 # the events' (each event matched to its request is counted once, `_PassResult.orphan_events`) and
 # the requests' own (`_PassResult.requests_without_parent`). A nonzero count, or `doctor --full`,
@@ -139,7 +140,8 @@ def _request_pass(conn: sqlite3.Connection, low: int, high: int, *, count_events
     if own:
         conn.execute("BEGIN")
     try:
-        sql = _REQUEST_PASS_SQL.format(fk=_REQUEST_FKS_SQL if request_fks else "0")
+        sql = _REQUEST_PASS_SQL.format(fk=_REQUEST_FKS if request_fks else "0",
+                                       fk_joins=_REQUEST_FK_JOINS if request_fks else "")
         matched, _kept, without_parent = conn.execute(sql, {"low": low, "high": high}).fetchone()
         events = conn.execute(_EVENTS_SQL).fetchone()[0] if count_events else 0
     finally:
