@@ -166,3 +166,33 @@ def test_a_request_without_its_run_or_project_is_found(tmp_path, full):
     finding = report.finding("foreign_keys.violations")
     assert finding.count == 3  # the run, and the project of both the request and its run
     assert {r["id"] for r in finding.rows} >= {"req-no-run", "req-no-project", "run-req-no-project"}
+
+
+_PARENTS = {
+    "standard": ("id TEXT PRIMARY KEY", "UNIQUE (id, project_id)", "project_id TEXT"),
+    "nocase_parent": ("id TEXT COLLATE NOCASE PRIMARY KEY", "UNIQUE (id, project_id)", "project_id TEXT"),
+    "integer_child": ("id TEXT PRIMARY KEY", "UNIQUE (id, project_id)", "project_id INTEGER"),
+    "no_unique_pair": ("id TEXT PRIMARY KEY", "CHECK (1)", "project_id TEXT"),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_PARENTS))
+def test_foreign_keys_are_counted_only_where_counting_is_exact(tmp_path, shape):
+    """Counting compares BINARY on TEXT columns; only a schema where foreign_key_check compares the
+    same way (TEXT columns, a unique BINARY index on the parent key, archon's exact keys) is counted.
+    Anything else (a NOCASE parent, an INTEGER child column, no unique parent index) goes to
+    foreign_key_check itself."""
+    from console.services.doctor.checks_approvals import fk_countable
+
+    project_key, run_unique, child_project = _PARENTS[shape]
+    conn = sqlite3.connect(tmp_path / "shape.db")
+    conn.executescript(f"""
+        CREATE TABLE projects ({project_key});
+        CREATE TABLE execution_runs (id TEXT PRIMARY KEY, project_id TEXT, {run_unique});
+        CREATE TABLE approval_requests (id TEXT PRIMARY KEY, {child_project} REFERENCES projects(id),
+            execution_run_id TEXT, FOREIGN KEY (execution_run_id, project_id) REFERENCES execution_runs(id, project_id));
+    """)
+    assert fk_countable(conn, "approval_requests") == (shape == "standard")
+    conn.execute("ALTER TABLE approval_requests ADD COLUMN other TEXT REFERENCES projects(id)")
+    assert not fk_countable(conn, "approval_requests")  # a key archon does not declare
+    conn.close()
