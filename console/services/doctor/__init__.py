@@ -5,12 +5,16 @@ wherever SQLite can read it without creating anything, a live WAL file included;
 copy otherwise), so the main file and -wal never change and nothing is created beside them.
 
 Every check is set-based SQL that returns only anomalous rows; the only Python loop runs over
-profile revisions, whose fingerprints need SHA-256 (there are few). The integrity scan
-(`quick_check`, or `integrity_check` with `full`), foreign_key_check, the approvals decision scan
-and the request pass (cut into id ranges, each exact on its own: `checks_approvals`) run on
-connections of their own in worker threads while the short checks run (see `context.Ctx.start`),
-a live WAL file included. No connection maps the file (mmap): six mappings of a large file showed
-as gigabytes of resident memory, for a gain of about a tenth of the CPU time.
+profile revisions, whose fingerprints need SHA-256 (there are few). Every check reads one snapshot:
+the main connection and the worker connections begin their read transactions on the same commit
+(`context.pin_snapshot`), a live WAL file included, so a commit landing meanwhile is in no finding
+and no finding compares rows read at two commits. The long scans -- the integrity scan
+(`quick_check`, or `integrity_check` with `full`), the approvals pass in rowid parts
+(`checks_approvals`, which also counts the foreign keys foreign_key_check would otherwise read the
+two largest tables for) and foreign_key_check -- run on the worker connections, each taken by the
+first one free, while the short checks run on the main connection: the file is read about once for
+the integrity scan and once for everything else. No connection maps the file (mmap): six mappings
+of a large file showed as gigabytes of resident memory, for a gain of about a tenth of the CPU time.
 
 Exit codes (`DoctorReport.exit_code`): 3 when the console cannot use the database at all -- the same
 conditions under which every other command refuses to open it: not a SQLite file, a truncated file,
@@ -24,8 +28,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Callable, Sequence
@@ -33,7 +35,7 @@ from typing import Callable, Sequence
 from console.clock import db_time
 from console.db.connect import ARCHON_CORE_TABLES, ArchonDatabase, is_busy
 from console.db.limits import LONG_STATEMENT_SECONDS, statement_budget
-from console.db.readonly import open_read_only, reconnect, stat_token
+from console.db.readonly import open_read_only, stat_token
 from console.db.paths import require_database_file
 from console.text import json_text
 from console.services.doctor.checks_approvals import check_approvals, prefetch_approvals
@@ -57,7 +59,7 @@ from console.services.doctor.report import DoctorReport, Finding
 
 CHECKS: dict[str, Callable[[Ctx], list[Finding]]] = {
     "file": check_file,
-    "integrity": lambda ctx: [],  # run in its own thread, see run_doctor
+    "integrity": lambda ctx: [],  # a scan on a worker connection, see _run
     "foreign_keys": check_foreign_keys,
     "schema": check_schema,
     "ledger": check_ledger,
@@ -152,29 +154,16 @@ def _run_on_path(path: Path, names, *, full, now, stale_after) -> tuple[list[Fin
 
 def _run(conn, path: Path, names: list[str], *, full: bool, now: datetime, stale_after: timedelta,
          header: bytes | None = None) -> list[Finding]:
-    # Workers only when a second connection can be opened on the same file without side effects.
-    pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="doctor") if getattr(
-        conn, "source_uri", None) else None
-    ctx = Ctx(conn, path=path, now=now, stale_after=stale_after, full=full, names=names, pool=pool)
+    # Worker connections only when a second connection can be opened on the same file without
+    # side effects; all of them, and this one, read one snapshot (context.py `pin_snapshot`).
+    ctx = Ctx(conn, path=path, now=now, stale_after=stale_after, full=full, names=names,
+              parallel=bool(getattr(conn, "source_uri", None)))
     ctx.header = header
     findings: list[Finding] = []
-    integrity: dict[str, list[str]] = {}
-    thread = None
-    if "integrity" in names:
-        side = reconnect(conn)
-        if side is not None:
-
-            def scan() -> None:
-                try:
-                    integrity["messages"] = integrity_messages(side, full)
-                finally:
-                    side.close()
-
-            thread = threading.Thread(target=scan, name="doctor-integrity", daemon=True)
-            thread.start()
-        else:  # a caller's read-write handle: stay on its connection
-            integrity["messages"] = integrity_messages(conn, full)
+    messages: list[str] = []
     try:
+        if "integrity" in names:  # the longest scan starts first
+            ctx.start("integrity", lambda side: integrity_messages(side, full))
         if "file" in names:
             findings.extend(_guarded("file", ctx))
         readable = True
@@ -200,7 +189,7 @@ def _run(conn, path: Path, names: list[str], *, full: bool, now: datetime, stale
                     count=1, unusable=True,
                 ))
             else:
-                # The long scans start first, each on its own connection, and overlap with the rest.
+                # The long scans start first, on the worker connections, and overlap with the rest.
                 for name in names:
                     if name in PREFETCH:
                         try:
@@ -215,13 +204,12 @@ def _run(conn, path: Path, names: list[str], *, full: bool, now: datetime, stale
                     found[name] = _guarded(name, ctx)
                 for name in rest:
                     findings.extend(found[name])
+        if "integrity" in names:
+            messages = ctx.wait("integrity")
     finally:
-        if pool is not None:
-            pool.shutdown(wait=True)
-        if thread is not None:
-            thread.join()
+        ctx.close()
     if "integrity" in names:
-        findings.extend(_tag("integrity", integrity_finding(integrity.get("messages", []), full)))
+        findings.extend(_tag("integrity", integrity_finding(messages, full)))
     return findings
 
 

@@ -1,14 +1,17 @@
 """Approval requests against their event log: expiry, sequences, last event, decisions.
 
-The costly part on a large database is relating each request to its events. Two scans, each
-chosen from EXPLAIN QUERY PLAN, none sorting the 2.5-million-row events table:
-- one pass over the requests (`_REQUEST_PASS_SQL`): per request, its events' entries in the covering
-  index (project_id, approval_request_id, sequence) give count, highest and first sequence and the
-  rowid of the last event, whose to_status is one row read. It answers sequences, last event and
-  (by counting, see `_Part`) whether any event lacks its request, which spares
-  `foreign_key_check` the events table. It is cut into id ranges run on parallel connections:
-  each range is exact on its own, in one read transaction, so a live file is read in parallel too;
-- decisions: a set difference (EXCEPT) of decided requests minus decision events.
+The costly part on a large database is relating each request to its events. One pass does it
+(`_REQUEST_PASS_SQL`), chosen from EXPLAIN QUERY PLAN and measured against the alternatives (an
+`EXCEPT` for the decisions, a `GROUP BY` over the events index, id ranges on parallel connections):
+the requests table is read once in rowid order, and per request its events are found by a seek
+of idx_approval_request_events_sequence (project_id, approval_request_id, sequence). The group
+gives count, highest and first sequence, the last event's to_status (SQLite's bare column beside
+a single max()) and whether any event records the decision: sequences, last event and decisions in
+one read of each table, no sort and no temporary b-tree. Counting the events matched against all
+events (`_PassResult.orphan_events`) says whether any event lacks its request, which spares
+`foreign_key_check` the events table. Only anomalous requests reach Python (`doctor_keep`, called
+by CASE for those alone); the pass runs on a worker connection of its own, on the snapshot every
+other check reads (context.py).
 """
 
 from __future__ import annotations
@@ -17,42 +20,54 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
+from console.db.sql import quote_identifier
 from console.services.doctor.context import Ctx, ids_text, rows_of
 from console.services.doctor.report import Finding
 
 EVENTS_TABLE = "approval_request_events"
-PARTS = 3  # id ranges of the request pass (worker connections); more than the cores: the machine is shared
+PASS_KEY = "approval_pass"
+# Rowid ranges of the request pass: the worker connections take them as they come free (the
+# integrity scan keeps one busy for about as long as the whole pass), so the two cores finish together.
+PARTS = 6
 
 # --- approvals -------------------------------------------------------------------------------
 
-# Per request (rows read in id order, so the event index is read nearly in order): its group of
-# events by a covering seek of idx_approval_request_events_sequence; `lr` is the rowid of the
-# event with the highest sequence (SQLite's bare column beside a single max()). Only anomalous
-# requests are handed to Python (`doctor_keep`, called by CASE for those alone); the sums come back.
+# {fk}: 1 or 2 for a request whose foreign keys find no parent ({fk_joins}, `COUNTED_FKS`), else 0.
+# Every comparison is BINARY on TEXT columns: what foreign_key_check compares when `fk_countable`
+# holds. Each parent is a seek on its unique index, one row at most (SQLite reads no second match).
 _REQUEST_PASS_SQL = """
-SELECT coalesce(sum(n), 0), coalesce(sum(CASE WHEN gaps OR differs
-         THEN doctor_keep(id, status, n, hi, last_to, gaps, differs) ELSE 0 END), 0)
+SELECT coalesce(sum(n), 0), coalesce(sum(CASE WHEN gaps OR differs OR undocumented
+         THEN doctor_keep(id, status, n, hi, last_to, gaps, differs, undocumented) ELSE 0 END), 0),
+       coalesce(sum(fk_missing), 0)
 FROM (SELECT id, status, n, hi, last_to, n > 0 AND coalesce(hi <> n OR ones <> 1, 0) AS gaps,
-             coalesce(last_to = status, 0) = 0 AS differs
-      FROM (SELECT id, status, n, hi, ones,
-                   (SELECT x.to_status FROM approval_request_events x WHERE x.rowid = g.lr) AS last_to
-            FROM (SELECT r.id AS id, r.status AS status, count(e.rowid) AS n, max(e.sequence) AS hi,
-                         sum(e.sequence = 1) AS ones, e.rowid AS lr
-                  FROM approval_requests r LEFT JOIN approval_request_events e
-                    ON e.project_id = r.project_id AND e.approval_request_id = r.id
-                  WHERE {requests}
-                  GROUP BY r.id, r.rowid) g
-            LIMIT -1))  -- not flattened: one to_status read per request, not one per use
+             coalesce(last_to = status, 0) = 0 AS differs, decided AND coalesce(decisions, 0) = 0 AS undocumented,
+             fk_missing
+      FROM (SELECT r.id AS id, r.status AS status, r.decision_at IS NOT NULL AS decided, {fk} AS fk_missing,
+                   count(e.rowid) AS n, max(e.sequence) AS hi, sum(e.sequence = 1) AS ones,
+                   e.to_status AS last_to, sum(e.to_status IN ('approved', 'denied')) AS decisions
+            FROM approval_requests r {fk_joins} LEFT JOIN approval_request_events e
+              ON e.project_id = r.project_id COLLATE BINARY AND e.approval_request_id = r.id COLLATE BINARY
+            WHERE r.rowid BETWEEN :low AND :high
+            GROUP BY r.rowid))
 """
-_EVENTS_IN_RANGE_SQL = "SELECT count(*) FROM approval_request_events WHERE {events}"
-# A set difference: SQLite builds one temporary b-tree of the decided requests and deletes from it
-# while scanning the events table once -- no per-row index seeks.
-_DECISIONS_SQL = """
-SELECT id, project_id FROM approval_requests WHERE decision_at IS NOT NULL
-EXCEPT
-SELECT approval_request_id, project_id FROM approval_request_events
-WHERE to_status IN ('approved', 'denied') AND approval_request_id IS NOT NULL AND project_id IS NOT NULL
-"""
+_REQUEST_FKS = ("(r.project_id IS NOT NULL AND p.id IS NULL) + (r.execution_run_id IS NOT NULL "
+                "AND r.project_id IS NOT NULL AND x.id IS NULL)")
+_REQUEST_FK_JOINS = (
+    "LEFT JOIN projects p ON p.id = r.project_id COLLATE BINARY "
+    "LEFT JOIN execution_runs x ON x.id = r.execution_run_id COLLATE BINARY AND x.project_id = r.project_id COLLATE BINARY"
+)
+# Foreign keys the pass vouches for by counting, child -> {parent: [(child column, parent column)]}:
+# the events' (each event matched to its request is counted once, `_PassResult.orphan_events`) and
+# the requests' own (`_PassResult.requests_without_parent`). A nonzero count, or `doctor --full`,
+# means foreign_key_check reads that table after all (checks_integrity.py). Counting events takes
+# the requests' unique (id, project_id) index at its word; `quick_check` does not read index
+# contents against the table, `integrity_check` does, and `--full` counts nothing.
+COUNTED_FKS = {
+    EVENTS_TABLE: {"approval_requests": [("approval_request_id", "id"), ("project_id", "project_id")]},
+    "approval_requests": {"execution_runs": [("execution_run_id", "id"), ("project_id", "project_id")],
+                          "projects": [("project_id", "id")]},
+}
+_EVENTS_SQL = "SELECT count(*) FROM approval_request_events"
 # Candidates from the covering status/expiry index; consumed_at is read for expired approvals only.
 _OVERDUE_SQL = """
 SELECT id, status FROM approval_requests
@@ -63,21 +78,12 @@ WHERE rowid IN (SELECT rowid FROM approval_requests
 
 
 @dataclass
-class _Part:
-    """One id range of the request pass, read in one transaction: `events - matched` is the number
-    of events in the range whose (project, request) has no request row -- events only match a
-    request of the same range, so zero in every range means no event lacks its request."""
-
-    events: int = 0  # events whose approval_request_id lies in the range
-    matched: int = 0  # events counted per request (the sum over the range's requests)
-    kept: list = field(default_factory=list)  # (id, status, n, hi, last to_status, gaps, differs)
-
-
-@dataclass
-class _EventsSummary:
-    bad_sequences: list  # (request id, events, highest sequence), by id
-    mismatches: list  # (request id, status, last event's to_status or None when it has none), by id
-    orphan_events: int  # events with no request: foreign_key_check's events rows (as a count)
+class _PassResult:
+    bad_sequences: list = field(default_factory=list)  # (request id, events, highest sequence), by id
+    mismatches: list = field(default_factory=list)  # (id, status, last to_status, has events), by id
+    undocumented: list = field(default_factory=list)  # request ids, decided without a decision event
+    orphan_events: int = 0  # events with no request: foreign_key_check's events rows (as a count)
+    requests_without_parent: int = 0  # the same for the requests' foreign keys, when counted
 
 
 def _sql_order(value: Any) -> tuple:
@@ -89,96 +95,108 @@ def _sql_order(value: Any) -> tuple:
     return (2, value) if isinstance(value, str) else (3, bytes(value))
 
 
-def _ranges(conn: sqlite3.Connection, parts: int) -> list[tuple[str, str, tuple]]:
-    """(condition on requests, condition on events, parameters) for `parts` id ranges that cover
-    every request (a NULL id included) and every event that could match one."""
-    # Bounds from ids sampled at evenly spaced rowids (a few seeks, not an OFFSET walk): ranges of
-    # about equal size when ids and rowids grow together, still exact when they do not.
-    # Two statements: min() and max() together would scan an index instead of two seeks.
-    low = conn.execute("SELECT min(rowid) FROM approval_requests").fetchone()[0]
-    high = conn.execute("SELECT max(rowid) FROM approval_requests").fetchone()[0]
-    samples: list = []
-    if parts > 1 and low is not None:
-        step = max(1, (high - low) // (parts * 8))
-        for at in range(low, high + 1, step):
-            row = conn.execute("SELECT id FROM approval_requests WHERE rowid >= ? AND +id IS NOT NULL "
-                               "ORDER BY rowid LIMIT 1", (at,)).fetchone()
-            if row is not None:
-                samples.append(row[0])
-    samples.sort(key=_sql_order)
-    bounds: list = []
-    for i in range(1, parts):
-        if samples:
-            bound = samples[len(samples) * i // parts]
-            if not bounds or _sql_order(bound) > _sql_order(bounds[-1]):
-                bounds.append(bound)
-    edges = [None, *bounds, None]
-    ranges = []
-    for low, high in zip(edges, edges[1:]):
-        conds, params = [], []
-        if low is not None:
-            conds.append("{c} >= ?")
-            params.append(low)
-        if high is not None:
-            conds.append("{c} < ?")
-            params.append(high)
-        cond = " AND ".join(conds) or "{c} IS NOT NULL"
-        ranges.append((cond.format(c="r.id"), cond.format(c="approval_request_id"), tuple(params)))
-    # A NULL id (a damaged row) matches no event; an index seek finds such rows.
-    return [*ranges, ("r.id IS NULL", "0", ())]
+def fk_countable(conn: sqlite3.Connection, child: str) -> bool:
+    """Whether `child`'s foreign keys are exactly `COUNTED_FKS[child]`, on TEXT columns, each parent
+    key under a unique BINARY index: then a BINARY comparison finds a parent exactly when
+    foreign_key_check does (no affinity applies, no other collation), so counting is as exact."""
+    expected = COUNTED_FKS[child]
+    keys: dict[int, list] = {}
+    for row in conn.execute(f"PRAGMA foreign_key_list({child})"):
+        keys.setdefault(row[0], []).append((row[2], row[3], row[4]))
+    found = {pairs[0][0]: [(frm, to) for _p, frm, to in pairs] for pairs in keys.values()}
+    if len(found) != len(keys) or found != expected:
+        return False
+
+    def text_columns(table: str, names) -> bool:
+        types = {r[1]: str(r[2]).upper() for r in conn.execute(f"PRAGMA table_info({table})")}
+        return all(types.get(name) == "TEXT" for name in names)
+
+    for parent, pairs in expected.items():
+        if not text_columns(child, [f for f, _t in pairs]) or not text_columns(parent, [t for _f, t in pairs]):
+            return False
+        unique = False
+        for index in conn.execute(f"PRAGMA index_list({parent})").fetchall():
+            info = [r for r in conn.execute(f"PRAGMA index_xinfo({quote_identifier(index[1])})") if r[5]]
+            if index[2] and {r[2] for r in info} == {t for _f, t in pairs} and len(info) == len(pairs) \
+                    and all(str(r[4]).upper() == "BINARY" for r in info):
+                unique = True
+        if not unique:
+            return False
+    return True
 
 
-def _request_pass(conn: sqlite3.Connection, requests: str, events: str, params: tuple) -> _Part:
-    part = _Part()
+def _request_pass(conn: sqlite3.Connection, low: int, high: int, *, count_events: bool,
+                  request_fks: bool) -> _PassResult:
+    """The pass over the requests with rowids low..high (and, with `count_events`, the count of all
+    events), in one read transaction: the snapshot every check shares, or its own."""
+    kept: list[tuple] = []
 
     def keep(*row: Any) -> int:
-        part.kept.append(row)
+        kept.append(row)
         return 1
 
-    conn.create_function("doctor_keep", 7, keep)
+    conn.create_function("doctor_keep", 8, keep)
     own = not conn.in_transaction
     if own:
         conn.execute("BEGIN")
     try:
-        part.matched = conn.execute(_REQUEST_PASS_SQL.format(requests=requests), params).fetchone()[0]
-        part.events = conn.execute(_EVENTS_IN_RANGE_SQL.format(events=events), params).fetchone()[0]
+        sql = _REQUEST_PASS_SQL.format(fk=_REQUEST_FKS if request_fks else "0",
+                                       fk_joins=_REQUEST_FK_JOINS if request_fks else "")
+        matched, _kept, without_parent = conn.execute(sql, {"low": low, "high": high}).fetchone()
+        events = conn.execute(_EVENTS_SQL).fetchone()[0] if count_events else 0
     finally:
         if own:
             conn.execute("COMMIT")
-        conn.create_function("doctor_keep", 7, None)
-    return part
+        conn.create_function("doctor_keep", 8, None)
+    result = _PassResult(orphan_events=events - matched, requests_without_parent=without_parent)
+    for rid, status, n, hi, last_to, gaps, differs, undocumented in kept:
+        if gaps:
+            result.bad_sequences.append((rid, n, hi))
+        if differs and not n:
+            result.mismatches.append((rid, status, None, False))
+        elif differs and last_to != status:
+            result.mismatches.append((rid, status, last_to, True))
+        if undocumented:
+            result.undocumented.append(rid)
+    return result
 
 
-def _summarize(parts: list[_Part]) -> _EventsSummary:
-    bad, mismatches = [], []
-    for part in parts:
-        for rid, status, n, hi, last_to, gaps, differs in part.kept:
-            if gaps:
-                bad.append((rid, n, hi))
-            if not differs:
-                continue
-            if not n:
-                mismatches.append((rid, status, None, False))
-            elif last_to != status:
-                mismatches.append((rid, status, last_to, True))
-    bad.sort(key=lambda m: _sql_order(m[0]))
-    mismatches.sort(key=lambda m: _sql_order(m[0]))
-    return _EventsSummary(bad, mismatches, sum(p.events - p.matched for p in parts))
+def approval_events(ctx: "Ctx") -> _PassResult:
+    """The parts of the request pass, merged: every list in id order, the orphans summed."""
+    prefetch_approvals(ctx)
+    merged = _PassResult()
+    for key in ctx.started_with(PASS_KEY):
+        part = ctx.wait(key)
+        merged.bad_sequences += part.bad_sequences
+        merged.mismatches += part.mismatches
+        merged.undocumented += part.undocumented
+        merged.orphan_events += part.orphan_events
+        merged.requests_without_parent += part.requests_without_parent
+    merged.bad_sequences.sort(key=lambda m: _sql_order(m[0]))
+    merged.mismatches.sort(key=lambda m: _sql_order(m[0]))
+    merged.undocumented.sort(key=_sql_order)
+    return merged
 
 
-def approval_events(ctx: "Ctx") -> _EventsSummary:
-    return _summarize([ctx.wait(key) for key in ctx.started_with("approval_part")])
-
-
-def _decisions(conn: sqlite3.Connection) -> list:
-    return sorted((r[0] for r in conn.execute(_DECISIONS_SQL)), key=_sql_order)
+def _parts(conn: sqlite3.Connection, parts: int) -> list[tuple[int, int]]:
+    """`parts` rowid ranges covering every request (two seeks: min and max rowid)."""
+    low = conn.execute("SELECT min(rowid) FROM approval_requests").fetchone()[0]
+    high = conn.execute("SELECT max(rowid) FROM approval_requests").fetchone()[0]
+    if low is None:
+        return [(0, -1)]
+    step = max(1, -(-(high - low + 1) // parts))
+    return [(at, min(at + step - 1, high)) for at in range(low, high + 1, step)]
 
 
 def prefetch_approvals(ctx: Ctx) -> None:
-    if ctx.has("approval_requests", EVENTS_TABLE) and not ctx.started("approval_decisions"):
-        ctx.start("approval_decisions", _decisions)  # the longest single scan goes first
-        for i, (requests, events, params) in enumerate(_ranges(ctx.conn, PARTS if ctx.pool else 1)):
-            ctx.start(f"approval_part{i}", lambda conn, r=requests, e=events, p=params: _request_pass(conn, r, e, p))
+    if ctx.has("approval_requests", EVENTS_TABLE) and not ctx.started_with(PASS_KEY):
+        parts = _parts(ctx.conn, PARTS if ctx.parallel else 1)
+        ctx.counted_fks = {child for child in COUNTED_FKS if not ctx.full and "foreign_keys" in ctx.names
+                           and ctx.has(child, *COUNTED_FKS[child]) and fk_countable(ctx.conn, child)}
+        request_fks = "approval_requests" in ctx.counted_fks
+        for i, (low, high) in enumerate(parts):
+            ctx.start(f"{PASS_KEY}{i}", lambda conn, low=low, high=high, first=(i == 0):
+                      _request_pass(conn, low, high, count_events=first, request_fks=request_fks))
 
 
 def check_approvals(ctx: Ctx) -> list[Finding]:
@@ -192,7 +210,7 @@ def check_approvals(ctx: Ctx) -> list[Finding]:
         "approved_overdue": sorted((r[0] for r in overdue if r[1] == "approved"), key=_sql_order),
         "bad_sequence": summary.bad_sequences,
         "status_mismatch": summary.mismatches,
-        "undocumented": ctx.wait("approval_decisions"),
+        "undocumented": summary.undocumented,
     }
     findings: list[Finding] = []
     t = "approval_requests"

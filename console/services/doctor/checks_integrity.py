@@ -10,7 +10,7 @@ from console.db.connect import is_busy
 from console.db.file_guard import read_head
 from console.db.sql import quote_identifier
 from console.db.locked_copy import is_wal_header
-from console.services.doctor.checks_approvals import EVENTS_TABLE, approval_events
+from console.services.doctor.checks_approvals import EVENTS_TABLE, approval_events, prefetch_approvals
 from console.services.doctor.context import Ctx, columns, ids_text, rows_of
 from console.services.doctor.report import ROW_LIMIT, Finding
 from console.text import one_line
@@ -169,16 +169,6 @@ def integrity_finding(messages: list[str], full: bool) -> list[Finding]:
     )]
 
 
-_EVENTS_FK = [("approval_requests", "approval_request_id", "id"), ("approval_requests", "project_id", "project_id")]
-
-
-def _events_fk_is_standard(conn: sqlite3.Connection) -> bool:
-    """Whether approval_request_events has exactly archon's one foreign key (request id, project id),
-    the one the approvals scan can vouch for by counting."""
-    rows = conn.execute(f"PRAGMA foreign_key_list({EVENTS_TABLE})").fetchall()
-    return len({r[0] for r in rows}) == 1 and sorted((r[2], r[3], r[4]) for r in rows) == _EVENTS_FK
-
-
 def _fk_rows(conn: sqlite3.Connection, tables: Sequence[str]) -> list[tuple]:
     rows: list[tuple] = []
     for table in tables:
@@ -187,15 +177,18 @@ def _fk_rows(conn: sqlite3.Connection, tables: Sequence[str]) -> list[tuple]:
 
 
 def prefetch_foreign_keys(ctx: Ctx) -> None:
-    """Start `foreign_key_check` table by table. When the approvals check runs too, its scan of the
-    events proves (by counting, see `checks_approvals._Part`) that no event lacks its request, so the
-    2.5-million-row events table is only checked here when that count says otherwise."""
-    tables = [r[0] for r in ctx.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid")]
-    ctx.fk_events_by_count = (
-        "approvals" in ctx.names and ctx.has("approval_requests", EVENTS_TABLE) and _events_fk_is_standard(ctx.conn)
-    )
-    if ctx.fk_events_by_count:
-        tables = [t for t in tables if t != EVENTS_TABLE]
+    """Start `foreign_key_check` table by table, except the tables whose foreign keys the approvals
+    pass vouches for by counting (checks_approvals.py `COUNTED_FKS`: the 2.5-million-row events
+    table and the requests, read there anyway); those are only checked here when a count says
+    some row lacks its parent. Quick mode only: `doctor --full` checks every table here."""
+    ctx.tables_in_order = [r[0] for r in ctx.conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid")]
+    if "approvals" in ctx.names:
+        try:
+            prefetch_approvals(ctx)  # decides which foreign keys it counts
+        except sqlite3.DatabaseError:
+            ctx.counted_fks = set()  # the approvals check reports it; every table is checked here
+    tables = [t for t in ctx.tables_in_order if t not in ctx.counted_fks]
     ctx.start("foreign_keys", lambda conn: _fk_rows(conn, tables))
 
 
@@ -204,13 +197,17 @@ def check_foreign_keys(ctx: Ctx) -> list[Finding]:
         prefetch_foreign_keys(ctx)
     try:
         rows = list(ctx.wait("foreign_keys"))
-        if ctx.fk_events_by_count:
+        if ctx.counted_fks:
             try:
-                orphans = approval_events(ctx).orphan_events
+                summary = approval_events(ctx)
+                missing = {EVENTS_TABLE: summary.orphan_events, "approval_requests": summary.requests_without_parent}
             except sqlite3.DatabaseError:
-                orphans = None
-            if orphans != 0:  # some event group has no request (or the count failed): the exact rows
-                rows.extend(_fk_rows(ctx.conn, [EVENTS_TABLE]))
+                missing = {}
+            # some row lacks its parent (or the count failed): the exact rows, in the file's table order
+            again = [t for t in ctx.tables_in_order if t in ctx.counted_fks and missing.get(t, 1) != 0]
+            if again:
+                order = {t: i for i, t in enumerate(ctx.tables_in_order)}
+                rows = sorted(rows + _fk_rows(ctx.conn, again), key=lambda r: order.get(r[0], len(order)))
     except sqlite3.DatabaseError as exc:
         if is_busy(exc):
             return [busy_finding("PRAGMA foreign_key_check", exc)]
