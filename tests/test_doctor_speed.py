@@ -130,7 +130,7 @@ def test_the_checks_make_the_same_statements_at_ten_times_the_size(sized, monkey
     small, small_findings = _counted(monkeypatch, sized[300])
     large, large_findings = _counted(monkeypatch, sized[3000])
     assert small == large, (small, large)
-    assert small < 400
+    assert small < 500  # a fixed cost: the constraints check replays the registry once (checks_constraints.py)
 
 
 def test_doctor_reads_the_file_about_once_beyond_quick_check(sized):
