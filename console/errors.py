@@ -6,7 +6,7 @@ sentence in their own way. None of them carries a traceback to the user.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from console.records import dataclass
 from typing import Callable, Sequence, Union
 
 EXIT_OK = 0

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import sys
 
 from console.cli.options import finite_number, whole_number
 
@@ -125,7 +127,7 @@ def global_options(*, suppress: bool, seen: dict[str, list[str]] | None = None) 
     """Global options; on subparsers their defaults are suppressed so a value given before the
     subcommand is not overwritten by the subparser's default. `seen` gathers the repeatable fleet
     options over the whole command line (`_Gather`); one dict per parse."""
-    parent = argparse.ArgumentParser(add_help=False)
+    parent = ConsoleArgumentParser(add_help=False)
     default = (lambda value: argparse.SUPPRESS) if suppress else (lambda value: value)
     seen = {} if seen is None else seen
     parent.add_argument("--db", metavar="PATH", default=default(None),
@@ -170,6 +172,12 @@ class ConsoleArgumentParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self.register("action", "parsers", _Subcommands)  # add_subparsers, here and in every family
 
+    def _get_formatter(self):
+        # argparse makes a formatter for every argument added (to check its metavar), and each
+        # asked shutil for the terminal's width: importing shutil (and with it zlib, bz2, lzma)
+        # on every start. The width is the one shutil would answer.
+        return self.formatter_class(prog=self.prog, width=_help_width())
+
     def error(self, message: str):  # type: ignore[override]
         raise UsageProblem(message, self.format_usage())
 
@@ -203,6 +211,21 @@ class ConsoleArgumentParser(argparse.ArgumentParser):
             if not found:
                 raise
             raise argparse.ArgumentError(action, f"{exc.message}. Did you mean {_either(found)}?") from None
+
+
+def _help_width() -> int:
+    """`shutil.get_terminal_size().columns - 2`, argparse's help width: $COLUMNS, else the width of
+    the terminal on stdout, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return (columns or 80) - 2
 
 
 def _either(words: list[str]) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from dataclasses import dataclass, field
+from console.records import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import quote

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 import sqlite3
-from dataclasses import dataclass, replace
+from console.records import dataclass, replace
 from itertools import islice
 from operator import itemgetter
 from typing import Any, Iterable, Iterator, Literal, Sequence

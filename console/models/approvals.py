@@ -10,7 +10,7 @@ then what the console derived, in the order the CLI has always printed them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from console.records import dataclass, field
 from typing import Any, Mapping
 
 from console.errors import UsageError

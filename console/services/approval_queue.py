@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
+from console.records import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 

@@ -9,7 +9,7 @@ the request's last plus one, read in the same transaction.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from console.records import dataclass
 from datetime import datetime
 from typing import Any, Callable, TypeVar
 

@@ -26,7 +26,7 @@ import json
 import re
 import threading
 import unicodedata
-from dataclasses import dataclass, field
+from console.records import dataclass, field
 from typing import Any
 
 from console.services import identity

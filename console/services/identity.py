@@ -13,7 +13,7 @@ Tests may replace `current` (monkeypatch) to act as another account; nothing els
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from console.records import dataclass
 from functools import lru_cache
 from typing import Any
 

@@ -183,8 +183,7 @@ def run_list(ctx) -> int:
 
 def _with_view(handle, args, filters):
     """The saved view's filters, under the options given on the command line."""
-    from dataclasses import replace
-
+    from console.records import replace
     from console.services import views
     from console.cli.output import say
     from console.models.approvals import parse_status_filter
