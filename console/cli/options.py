@@ -73,7 +73,9 @@ minutes = finite_number("minutes", maximum=MAX_MINUTES)
 
 def stale_after_parent() -> argparse.ArgumentParser:
     """`--stale-after MINUTES` (also spelled `--stale-minutes`), default from the environment."""
-    parent = argparse.ArgumentParser(add_help=False)
+    from console.cli.parser import ConsoleArgumentParser  # (its help width costs no shutil import)
+
+    parent = ConsoleArgumentParser(add_help=False)
     parent.add_argument(
         "--stale-after", "--stale-minutes", dest="stale_after", type=minutes, metavar="MINUTES",
         default=None,

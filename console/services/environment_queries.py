@@ -8,7 +8,7 @@ Nothing here writes; `environment_claims` holds the writes, `environment_rules` 
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import replace
+from console.records import replace
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
