@@ -59,10 +59,15 @@ def default_actor() -> str:
     env = os.environ.get("ARCHON_CONSOLE_ACTOR")
     if env:
         return env
-    import getpass  # only when the environment names nobody
-
+    # getpass.getuser()'s own order, without importing getpass (and termios with it) at every start
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        user = os.environ.get(name)
+        if user:
+            return user
     try:
-        return getpass.getuser()
+        import pwd
+
+        return pwd.getpwuid(os.getuid())[0]
     except Exception:  # no login name in some containers
         return "unknown"
 

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
-import sys
 
-from console.cli.options import finite_number, whole_number
+from console.cli.options import OptionParser, finite_number, whole_number
 
 COMMAND_MODULES = (
     "console.cli.commands.demo",
@@ -162,7 +160,7 @@ class UsageProblem(Exception):
         self.usage = usage
 
 
-class ConsoleArgumentParser(argparse.ArgumentParser):
+class ConsoleArgumentParser(OptionParser):
     """Every parser of the CLI (subparsers inherit the class): usage errors are raised, not printed,
     by the parser that met them, with its usage line; a word that is not one of the parser's own
     (a command, an action, an option, an option's choice) is answered with the near ones
@@ -171,12 +169,6 @@ class ConsoleArgumentParser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.register("action", "parsers", _Subcommands)  # add_subparsers, here and in every family
-
-    def _get_formatter(self):
-        # argparse makes a formatter for every argument added (to check its metavar), and each
-        # asked shutil for the terminal's width: importing shutil (and with it zlib, bz2, lzma)
-        # on every start. The width is the one shutil would answer.
-        return self.formatter_class(prog=self.prog, width=_help_width())
 
     def error(self, message: str):  # type: ignore[override]
         raise UsageProblem(message, self.format_usage())
@@ -211,21 +203,6 @@ class ConsoleArgumentParser(argparse.ArgumentParser):
             if not found:
                 raise
             raise argparse.ArgumentError(action, f"{exc.message}. Did you mean {_either(found)}?") from None
-
-
-def _help_width() -> int:
-    """`shutil.get_terminal_size().columns - 2`, argparse's help width: $COLUMNS, else the width of
-    the terminal on stdout, else 80."""
-    try:
-        columns = int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        columns = 0
-    if columns <= 0:
-        try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
-        except (AttributeError, ValueError, OSError):
-            columns = 0
-    return (columns or 80) - 2
 
 
 def _either(words: list[str]) -> str:

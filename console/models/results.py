@@ -3,7 +3,9 @@ screens alike (and the models that carry several: console/models/approvals.py `D
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Any
 
 from console.errors import Refusal
 from console.records import dataclass, field

@@ -15,7 +15,10 @@ import json
 import sqlite3
 from console.records import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Any, Mapping
 
 from console.db.sql import sqlite_lower, stored_columns
 from console.clock import TEXT_SLACK, db_time, parse_time, system_clock

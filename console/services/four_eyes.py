@@ -27,7 +27,10 @@ import re
 import threading
 import unicodedata
 from console.records import dataclass, field
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Any
 
 from console.services import identity
 from console.services.confusables import I_OR_L, SKELETON, skeleton, skeletons_match, without_marks

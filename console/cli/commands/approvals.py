@@ -11,7 +11,10 @@ import.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Any
 
 from console.cli.options import minutes, whole_number
 

@@ -14,7 +14,7 @@ chosen from EXPLAIN QUERY PLAN, none sorting the 2.5-million-row events table:
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass, field
+from console.records import dataclass, field
 from typing import Any
 
 from console.services.doctor.context import Ctx, ids_text, rows_of
