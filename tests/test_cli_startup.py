@@ -11,8 +11,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from datetime import timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import connect, pin_real_clock
 from tests.approvals_helpers import live_request
@@ -101,3 +104,20 @@ def test_a_named_action_builds_only_its_own_parser_and_anything_else_builds_them
     assert actions(["approvals"]) == actions(["approvals", "lst"]) == actions(None) == sorted(ACTIONS)
     assert main(["approvals", "lst"]) == 2
     assert "choose from 'list', 'show', 'approve', 'deny', 'revoke', 'expire'" in capsys.readouterr().err
+
+
+@given(st.one_of(
+    st.timedeltas(min_value=timedelta(days=-3), max_value=timedelta(days=3)),
+    st.timedeltas(min_value=timedelta(days=-800), max_value=timedelta(days=800)),
+    st.timedeltas(),
+))
+@settings(max_examples=500, deadline=None)
+def test_time_in_words_is_humanizes_naturaldelta(delta):
+    """console/clock.py spells durations itself (importing humanize cost every command that prints a
+    time a twentieth of its start); the words stay humanize's, for every duration."""
+    import humanize
+
+    from console.clock import duration
+
+    seconds = abs(delta).total_seconds()
+    assert duration(seconds) == humanize.naturaldelta(timedelta(seconds=seconds))
