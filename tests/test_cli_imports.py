@@ -73,10 +73,10 @@ COMMANDS = {
                           APPROVAL_READS | {"console.services.approval_transitions", "console.services.approvals"},
                           set()),
     "envs list": (["envs", "list"], {
-        "console.cli.actions", "console.cli.commands.envs", "console.db.queries", "console.db.sql", "console.models",
-        "console.models.environments", "console.models.results", "console.models.values", "console.services.base",
-        "console.services.environment_claims", "console.services.environment_queries",
-        "console.services.environment_rules", "console.services.identity", "console.services.resolve",
+        "console.cli.commands.envs", "console.db.queries", "console.db.sql", "console.models",
+        "console.models.environments", "console.models.values", "console.services.base",
+        "console.services.environment_queries", "console.services.environment_rules", "console.services.identity",
+        "console.services.resolve",
     }, set()),
     "upgrade --plan": (["upgrade", "--plan"], LEDGER | {
         "console.cli.commands.upgrade", "console.db.exclusive_lock", "console.db.migrations.fixed_ids",

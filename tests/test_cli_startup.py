@@ -102,6 +102,13 @@ def test_a_named_action_builds_only_its_own_parser_and_anything_else_builds_them
     assert actions(["approvals", "list", "--db", "x.db"]) == ["list"]
     assert actions(["--db", "approve", "approvals", "--as", "list", "approve", "apr-1"]) == ["approve"]
     assert actions(["approvals"]) == actions(["approvals", "lst"]) == actions(None) == sorted(ACTIONS)
+    from console.cli.commands.envs import ACTIONS as ENVS_ACTIONS
+
+    def envs_actions(argv):
+        return sorted(subcommands(subcommands(build_parser(argv)).choices["envs"]).choices)
+
+    assert envs_actions(["envs", "list", "--db", "x.db"]) == ["list"]
+    assert envs_actions(["envs"]) == envs_actions(None) == sorted(ENVS_ACTIONS)
     assert main(["approvals", "lst"]) == 2
     assert "choose from 'list', 'show', 'approve', 'deny', 'revoke', 'expire'" in capsys.readouterr().err
 
