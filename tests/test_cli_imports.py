@@ -137,3 +137,14 @@ def test_no_cli_path_above_imports_the_tui_or_the_standard_dataclasses_on_a_hot_
         assert not (CORE_HEAVY | heavy) & never, name
         assert not {m for m in CORE | own if m.startswith(("console.tui", "widgets.")) and m not in
                     ("widgets.safe_json", "widgets.safe_text")}, name
+
+
+def test_the_written_out_whitespace_is_every_character_strip_removes():
+    """console/services/approval_queue.py spells `str.isspace`'s characters out instead of finding them
+    at import; they must stay exactly the running Python's, or the requester sort and `requester_of`
+    would disagree about a name padded with one of them."""
+    import sys
+
+    from console.services.approval_queue import WHITESPACE
+
+    assert WHITESPACE == "".join(chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace())
