@@ -2,7 +2,7 @@
 on any database size, and the start-up is its imports.
 
 Each command runs in a fresh interpreter that reports `sys.modules` at exit
-(tests/test_cli_startup.py `modules_of`); no timing is asserted. Two lists per command are compared
+(tests/cli_modules.py `modules_of`); no timing is asserted. Two lists per command are compared
 exactly: the console's own modules, and which of the standard and third-party modules that cost
 start-up time (`HEAVY`) it loads. A new import on one of these paths, or one that went away, is a
 change to a list here, made on purpose. The migration steps count as one entry (`STEPS`): a
@@ -19,7 +19,7 @@ import pytest
 
 from tests.approvals_helpers import live_request
 from tests.conftest import pin_real_clock
-from tests.test_cli_startup import modules_of
+from tests.cli_modules import modules_of
 
 # Standard and third-party modules whose import costs a command's start-up something measurable.
 HEAVY = frozenset({

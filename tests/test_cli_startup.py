@@ -8,8 +8,6 @@ is imported: the TUI's textual and rich, sqlite-utils, and the standard modules 
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from datetime import timedelta
 
@@ -17,17 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.cli_modules import modules_of
 from tests.conftest import connect, pin_real_clock
 from tests.approvals_helpers import live_request
 
-REPORT_MODULES = (
-    "import sys\n"
-    "from console.cli.cli import main\n"
-    "code = main(sys.argv[2:])\n"
-    "with open(sys.argv[1], 'w') as out:\n"
-    "    out.write('\\n'.join(sorted(sys.modules)))\n"
-    "sys.exit(code)\n"
-)
 NEVER = ("textual", "rich", "sqlite_utils", "tempfile", "socket")
 
 
@@ -35,17 +26,6 @@ NEVER = ("textual", "rich", "sqlite_utils", "tempfile", "socket")
 def db(db, monkeypatch):
     pin_real_clock(monkeypatch, "2026-11-01 09:30:00")
     return db
-
-
-def modules_of(tmp_path, *argv: str) -> set[str]:
-    report = tmp_path / "modules.txt"
-    tmpdir = tmp_path / "tmp"  # an empty temp directory: no leftovers for the start to remove
-    tmpdir.mkdir(exist_ok=True)
-    env = {**os.environ, "TMPDIR": str(tmpdir), "ARCHON_CONSOLE_NOW": "2026-11-01 09:30:00"}
-    done = subprocess.run([sys.executable, "-c", REPORT_MODULES, str(report), *argv],
-                          capture_output=True, text=True, timeout=60, env=env)
-    assert done.returncode == 0, done.stderr
-    return set(report.read_text().split("\n"))
 
 
 def top_level(modules: set[str]) -> set[str]:
