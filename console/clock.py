@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 from datetime import datetime, timedelta, timezone
-from typing import Callable
+from collections.abc import Callable  # (not typing: the start-up budget, issue 22)
 
 Clock = Callable[[], datetime]
 
@@ -231,7 +231,6 @@ def seconds_between(later: datetime, earlier: datetime) -> int:
 # --- time in words ---------------------------------------------------------------------------
 # The one spelling of a duration and of a time relative to now, for every sentence, table and
 # screen: humanize's words ("4 minutes", "a moment"), "in ..." ahead of now, "... ago" behind it.
-# humanize is imported only where words are made: `--json` and writes never need it.
 
 def duration(seconds: float | None) -> str:
     """How long, in words ("4 minutes", "a moment"); "an unknown time" when it cannot be read."""
@@ -264,9 +263,40 @@ def ago(value: object, now: datetime) -> str:
 
 
 def _words(delta: timedelta) -> str:
-    import humanize
-
-    return humanize.naturaldelta(delta)
+    """humanize's `naturaldelta(delta)` (months on, seconds the smallest unit, English), word for
+    word: importing humanize (and typing with it) cost every command that prints a time a twentieth
+    of its start (issue 22). tests/test_one_home.py holds the two to the same words."""
+    delta = abs(delta)
+    years, days = delta.days // 365, delta.days % 365
+    months = round(days / 30.5)
+    if years == 0 and days < 1:
+        seconds = delta.seconds
+        if seconds == 0:
+            return "a moment"
+        if seconds == 1:
+            return "a second"
+        if seconds < 60:
+            return f"{seconds} seconds"
+        if seconds < 3600:
+            minutes = round(seconds / 60)
+            return "a minute" if minutes == 1 else "an hour" if minutes == 60 else f"{minutes} minutes"
+        hours = round(seconds / 3600)
+        return "an hour" if hours == 1 else "a day" if hours == 24 else f"{hours} hours"
+    if years == 0:
+        if days == 1:
+            return "a day"
+        if months == 0:
+            return f"{days} days"
+        return "a month" if months == 1 else "a year" if months == 12 else f"{months} months"
+    if years == 1:
+        if months == 0:
+            return "a year" if days == 0 else "1 year, 1 day" if days == 1 else f"1 year, {days} days"
+        if months == 1:
+            return "1 year, 1 month"
+        if months == 12:
+            return "2 years"
+        return f"1 year, {months} months"
+    return f"{round(delta.days / 365):,} years"
 
 
 __all__ = [

@@ -6,8 +6,8 @@ sentence in their own way. None of them carries a traceback to the user.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Sequence, Union
+from console.records import dataclass
+from collections.abc import Callable, Sequence  # (not typing: the start-up budget, issue 22)
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -27,9 +27,9 @@ class Remedy:
     action: str
 
 
-Said = Union[str, Sequence[Union[str, Remedy]]]
+Said = str | Sequence[str | Remedy]
 # A screen's answer to "which key does `action`?": its key as shown ("t"), or None when it has none.
-KeyFor = Callable[[str], Union[str, None]]
+KeyFor = Callable[[str], str | None]
 
 
 def _parts(text: Said) -> tuple[str | Remedy, ...]:

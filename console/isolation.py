@@ -22,16 +22,18 @@ from __future__ import annotations
 
 import importlib
 import os
-import pickle
-import struct
-import subprocess
 import sys
-from typing import Any, BinaryIO, Callable
 
 from console.errors import ConsoleError
-from console.signals import stop_signals_unwind
 
-_FRAME = struct.Struct(">Q")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO, Callable
+
+# Every CLI start asks `fixed_place` about `$PATH` (console/cli/cli.py), so pickle, struct and
+# subprocess (about a quarter of a command's start-up) are imported only by the functions that
+# start or serve a child.
+_FRAME_SIZE = 8  # a big-endian unsigned 64-bit length before each pickled message
 
 
 class IsolatedError(Exception):
@@ -39,17 +41,20 @@ class IsolatedError(Exception):
 
 
 def _write(stream: BinaryIO, message: tuple) -> None:
+    import pickle
+
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_FRAME.pack(len(data)) + data)
+    stream.write(len(data).to_bytes(_FRAME_SIZE, "big") + data)
     stream.flush()
 
 
 def _read(stream: BinaryIO) -> tuple | None:
-    head = stream.read(_FRAME.size)
-    if len(head) < _FRAME.size:
+    import pickle
+
+    head = stream.read(_FRAME_SIZE)
+    if len(head) < _FRAME_SIZE:
         return None
-    (size,) = _FRAME.unpack(head)
-    return pickle.loads(stream.read(size))
+    return pickle.loads(stream.read(int.from_bytes(head, "big")))
 
 
 _PER_PROCESS = ("/proc", "/dev/fd", "/dev/stdin", "/dev/stdout", "/dev/stderr")
@@ -117,6 +122,8 @@ def call_isolated(
     With `progress`, the child passes a callback as `progress_kwarg` whose events reach `progress`
     here, in the calling thread, as they happen.
     """
+    import subprocess
+
     child = subprocess.Popen(
         child_command(),
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -162,6 +169,10 @@ def call_isolated(
 
 def child_main() -> None:
     """The child's side: one request on stdin, framed messages on stdout."""
+    import pickle
+
+    from console.signals import stop_signals_unwind
+
     out = sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing a service prints may corrupt the frames
     request = _read(sys.stdin.buffer)

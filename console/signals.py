@@ -25,7 +25,10 @@ import sqlite3
 import sys
 import threading
 from contextlib import contextmanager
-from typing import Callable, Iterator
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Callable, Iterator
 
 HANDLED = (signal.SIGTERM, signal.SIGHUP)
 _received: list[int] = []

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Any
 
 from widgets.safe_json import (  # noqa: F401
     MAX_CHARS, MAX_DEPTH, UnreadableJson, finite, json_or_none, limit_problem, read_json, unparseable_note)

@@ -8,23 +8,17 @@ is imported: the TUI's textual and rich, sqlite-utils, and the standard modules 
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
+from datetime import timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tests.conftest import pin_real_clock
+from tests.cli_modules import modules_of
+from tests.conftest import connect, pin_real_clock
 from tests.approvals_helpers import live_request
 
-REPORT_MODULES = (
-    "import sys\n"
-    "from console.cli.cli import main\n"
-    "code = main(sys.argv[2:])\n"
-    "with open(sys.argv[1], 'w') as out:\n"
-    "    out.write('\\n'.join(sorted(sys.modules)))\n"
-    "sys.exit(code)\n"
-)
 NEVER = ("textual", "rich", "sqlite_utils", "tempfile", "socket")
 
 
@@ -32,17 +26,6 @@ NEVER = ("textual", "rich", "sqlite_utils", "tempfile", "socket")
 def db(db, monkeypatch):
     pin_real_clock(monkeypatch, "2026-11-01 09:30:00")
     return db
-
-
-def modules_of(tmp_path, *argv: str) -> set[str]:
-    report = tmp_path / "modules.txt"
-    tmpdir = tmp_path / "tmp"  # an empty temp directory: no leftovers for the start to remove
-    tmpdir.mkdir(exist_ok=True)
-    env = {**os.environ, "TMPDIR": str(tmpdir), "ARCHON_CONSOLE_NOW": "2026-11-01 09:30:00"}
-    done = subprocess.run([sys.executable, "-c", REPORT_MODULES, str(report), *argv],
-                          capture_output=True, text=True, timeout=60, env=env)
-    assert done.returncode == 0, done.stderr
-    return set(report.read_text().split("\n"))
 
 
 def top_level(modules: set[str]) -> set[str]:
@@ -62,8 +45,12 @@ def test_approvals_list_imports_only_what_it_needs(db, tmp_path, argv, also_neve
 def test_a_single_approve_imports_only_what_it_needs(db, tmp_path):
     live = live_request(db)
     loaded = top_level(modules_of(tmp_path, "approvals", "approve", live, "--as", "dave", "--db", str(db)))
-    assert "uuid" in loaded  # the event id: the approval really was written
-    assert not loaded & {*NEVER, "humanize"}, sorted(loaded & {*NEVER, "humanize"})
+    conn = connect(db, rows=False)
+    try:  # the approval really was written (its event id made without uuid: console/services/base.py)
+        assert conn.execute("SELECT status FROM approval_requests WHERE id = ?", (live,)).fetchone() == ("approved",)
+    finally:
+        conn.close()
+    assert not loaded & {*NEVER, "humanize", "uuid"}, sorted(loaded & {*NEVER, "humanize", "uuid"})
 
 
 def test_the_leftover_check_answers_from_names_alone(tmp_path):
@@ -95,5 +82,29 @@ def test_a_named_action_builds_only_its_own_parser_and_anything_else_builds_them
     assert actions(["approvals", "list", "--db", "x.db"]) == ["list"]
     assert actions(["--db", "approve", "approvals", "--as", "list", "approve", "apr-1"]) == ["approve"]
     assert actions(["approvals"]) == actions(["approvals", "lst"]) == actions(None) == sorted(ACTIONS)
+    from console.cli.commands.envs import ACTIONS as ENVS_ACTIONS
+
+    def envs_actions(argv):
+        return sorted(subcommands(subcommands(build_parser(argv)).choices["envs"]).choices)
+
+    assert envs_actions(["envs", "list", "--db", "x.db"]) == ["list"]
+    assert envs_actions(["envs"]) == envs_actions(None) == sorted(ENVS_ACTIONS)
     assert main(["approvals", "lst"]) == 2
     assert "choose from 'list', 'show', 'approve', 'deny', 'revoke', 'expire'" in capsys.readouterr().err
+
+
+@given(st.one_of(
+    st.timedeltas(min_value=timedelta(days=-3), max_value=timedelta(days=3)),
+    st.timedeltas(min_value=timedelta(days=-800), max_value=timedelta(days=800)),
+    st.timedeltas(),
+))
+@settings(max_examples=500, deadline=None)
+def test_time_in_words_is_humanizes_naturaldelta(delta):
+    """console/clock.py spells durations itself (importing humanize cost every command that prints a
+    time a twentieth of its start); the words stay humanize's, for every duration."""
+    import humanize
+
+    from console.clock import duration
+
+    seconds = abs(delta).total_seconds()
+    assert duration(seconds) == humanize.naturaldelta(timedelta(seconds=seconds))

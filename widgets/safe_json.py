@@ -16,7 +16,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Any
 
 # Archon's own documents are a handful of levels deep; its largest JSON column holds 64 KiB.
 MAX_DEPTH = 64

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-if TYPE_CHECKING:  # rich is imported only by `safe_text`, which only the TUI calls
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # rich is imported only by `safe_text`, which only the TUI calls; typing not at run time
+    from typing import Any, Callable, Iterator
+
     from rich.text import Text
 
 MARK_RUN = 3

@@ -7,7 +7,9 @@ the same for all of them.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Any, Callable
 
 from console.cli.output import emit_error, emit_json, say
 from console.errors import Refusal

@@ -4,8 +4,38 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import sys
 from datetime import timedelta
-from typing import Callable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Callable
+
+
+class OptionParser(argparse.ArgumentParser):
+    """argparse's parser with the help width found without shutil: argparse makes a formatter for
+    every argument added (to check its metavar), and each asked `shutil.get_terminal_size`,
+    importing shutil (and zlib, bz2, lzma with it) on every start (issue 22). Every parser of the
+    CLI, parents included, is one (console/cli/parser.py `ConsoleArgumentParser`)."""
+
+    def _get_formatter(self):
+        return self.formatter_class(prog=self.prog, width=_help_width())
+
+
+def _help_width() -> int:
+    """`shutil.get_terminal_size().columns - 2`, argparse's help width: $COLUMNS, else the width of
+    the terminal on stdout, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return (columns or 80) - 2
 
 
 def finite_number(what: str, *, minimum: float = 0, maximum: float) -> Callable[[str], float]:
@@ -73,7 +103,7 @@ minutes = finite_number("minutes", maximum=MAX_MINUTES)
 
 def stale_after_parent() -> argparse.ArgumentParser:
     """`--stale-after MINUTES` (also spelled `--stale-minutes`), default from the environment."""
-    parent = argparse.ArgumentParser(add_help=False)
+    parent = OptionParser(add_help=False)
     parent.add_argument(
         "--stale-after", "--stale-minutes", dest="stale_after", type=minutes, metavar="MINUTES",
         default=None,

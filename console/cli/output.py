@@ -7,7 +7,10 @@ steer the terminal.
 from __future__ import annotations
 
 import sys
-from typing import Any, Iterable, Sequence, TextIO
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Any, Iterable, Sequence, TextIO
 
 from console.errors import EXIT_REFUSED
 from console.text import cells as cell_count

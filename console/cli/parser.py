@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from console.cli.options import finite_number, whole_number
+from console.cli.options import OptionParser, finite_number, whole_number
 
 COMMAND_MODULES = (
     "console.cli.commands.demo",
@@ -125,7 +125,7 @@ def global_options(*, suppress: bool, seen: dict[str, list[str]] | None = None) 
     """Global options; on subparsers their defaults are suppressed so a value given before the
     subcommand is not overwritten by the subparser's default. `seen` gathers the repeatable fleet
     options over the whole command line (`_Gather`); one dict per parse."""
-    parent = argparse.ArgumentParser(add_help=False)
+    parent = ConsoleArgumentParser(add_help=False)
     default = (lambda value: argparse.SUPPRESS) if suppress else (lambda value: value)
     seen = {} if seen is None else seen
     parent.add_argument("--db", metavar="PATH", default=default(None),
@@ -160,7 +160,7 @@ class UsageProblem(Exception):
         self.usage = usage
 
 
-class ConsoleArgumentParser(argparse.ArgumentParser):
+class ConsoleArgumentParser(OptionParser):
     """Every parser of the CLI (subparsers inherit the class): usage errors are raised, not printed,
     by the parser that met them, with its usage line; a word that is not one of the parser's own
     (a command, an action, an option, an option's choice) is answered with the near ones

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from dataclasses import dataclass, field
+from console.records import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Any, Callable
+
 from urllib.parse import quote
 
 from console.db.connection import SQLITE_HEADER, sqlite_connection

@@ -11,7 +11,10 @@ from __future__ import annotations
 import sqlite3
 from functools import partial
 from pathlib import Path
-from typing import Any, Iterable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Any, Iterable
 
 from console.db.file_guard import Connection, keep_connection, register, sqlite_target_refused
 from console.db.limits import guard

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from dataclasses import dataclass, field
+from console.records import dataclass, field
 
 from console.db.sql import quote_identifier
 

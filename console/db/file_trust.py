@@ -27,7 +27,7 @@ import errno
 import os
 import stat
 from collections import deque
-from dataclasses import dataclass
+from console.records import dataclass
 from pathlib import Path
 
 from console.db.file_guard import connected_file, open_foreign

@@ -44,7 +44,10 @@ import threading
 import time
 import weakref
 from contextlib import contextmanager
-from typing import Iterator
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Iterator
 
 from console.errors import DatabaseUnusable
 from console.signals import as_stop

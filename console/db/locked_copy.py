@@ -27,7 +27,7 @@ import fcntl
 import os
 import stat
 import time
-from dataclasses import dataclass, field
+from console.records import dataclass, field
 from pathlib import Path
 
 from console.db.connection import SQLITE_HEADER

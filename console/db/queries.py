@@ -18,14 +18,18 @@ from __future__ import annotations
 
 import heapq
 import sqlite3
-from dataclasses import dataclass, replace
+from console.records import dataclass, replace
 from itertools import islice
 from operator import itemgetter
-from typing import Any, Iterable, Iterator, Literal, Sequence
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Any, Iterable, Iterator, Literal, Sequence
 
 from console.db.rows import textual
 
-Direction = Literal["after", "before"]
+if TYPE_CHECKING:
+    Direction = Literal["after", "before"]
 
 
 @dataclass(frozen=True)

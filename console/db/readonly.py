@@ -31,7 +31,11 @@ import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import Callable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Callable
+
 from urllib.parse import quote
 
 from console.db.connection import sqlite_connection

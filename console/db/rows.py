@@ -14,7 +14,10 @@ console/db/readonly.py); readers that take plain tuples for speed pass them thro
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Any
 
 
 def textual(values: tuple) -> tuple:

@@ -11,7 +11,10 @@ import sqlite3
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Iterator
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Iterator
 
 from console.errors import Refusal
 

@@ -10,8 +10,12 @@ columns first, then what the console derived, in the order the CLI has always pr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Mapping
+from console.records import dataclass, field
+from collections.abc import Mapping  # (get_type_hints resolves the fields' annotations)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Any
 
 from console.models.values import Stored
 

@@ -3,10 +3,12 @@ screens alike (and the models that carry several: console/models/approvals.py `D
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Any
 
 from console.errors import Refusal
+from console.records import dataclass, field
 from console.models.values import Stored
 
 
@@ -30,11 +32,8 @@ class ActionResult:
     refusal: Refusal | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(replace(self, refusal=None))
-        data.pop("refusal")
-        extra = data.pop("extra")
-        wrote = data.pop("wrote")
-        data.update(extra)
+        data: dict[str, Any] = {"ok": self.ok, "id": self.id, "state": self.state, "message": self.message,
+                                "noop": self.noop, **self.extra}
         if not self.ok:
-            data["wrote"] = list(wrote)
+            data["wrote"] = list(self.wrote)
         return data

@@ -13,9 +13,11 @@ column: strict JSON, objects with string keys.
 
 from __future__ import annotations
 
-from typing import TypeAlias, Union
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import TypeAlias
 
-Stored: TypeAlias = Union[str, int, float, bytes, None]
-Json: TypeAlias = Union[str, int, float, bool, None, list["Json"], dict[str, "Json"]]
+Stored: TypeAlias = str | int | float | bytes | None
+Json: TypeAlias = str | int | float | bool | None | list["Json"] | dict[str, "Json"]
 
 __all__ = ["Json", "Stored"]

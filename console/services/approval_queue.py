@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
+from console.records import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Any, Mapping
 
 from console.db.sql import sqlite_lower, stored_columns
 from console.clock import TEXT_SLACK, db_time, parse_time, system_clock
@@ -50,8 +53,11 @@ def _text_member(key: str) -> str:
             f"THEN {value} END")
 
 
-# Every character Python's `str.strip()` removes.
-WHITESPACE = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
+# Every character Python's `str.strip()` removes (`str.isspace`), written out: finding them among the
+# first 12,289 code points at import cost every approvals command a twentieth of its start (issue 22).
+# tests/test_cli_imports.py checks the list against the running Python's `isspace`.
+WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+              "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
 # `requester_of` in SQL, for sorting: '' when there is none (a row value with a NULL compares as NULL,
 # and such a row would drop out of a keyset page). Nested CASEs: json_type() on text that is not JSON
 # raises. It agrees with `requester_of` but for a name with an escaped NUL, which SQLite cuts there

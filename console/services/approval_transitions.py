@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import sqlite3
 import weakref
-from dataclasses import dataclass
+from console.records import dataclass
 from datetime import datetime
-from typing import Any, Callable, TypeVar
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Any, Callable, TypeVar
 
 from console.db.sql import stored_columns
 from console.clock import db_time, parse_time
@@ -28,7 +31,8 @@ from console.text import one_line
 SYSTEM_ACTOR = "archon-console"
 BUSY_RETRIES = 3
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    T = TypeVar("T")
 
 
 class DecisionRefused(Refusal):

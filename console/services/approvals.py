@@ -20,7 +20,10 @@ over the 500-line limit, so they stay apart).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Sequence
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Any, Sequence
 
 from console.clock import ago, write_clock
 from console.db.connect import ArchonDatabase

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 import sqlite3
-from dataclasses import dataclass
+from console.records import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator, NamedTuple
 

@@ -3,6 +3,7 @@ action's result, `ActionResult`, is in console/models/results.py: commands and m
 
 from __future__ import annotations
 
+import os
 import re
 
 from console.db.connect import ArchonDatabase
@@ -112,12 +113,14 @@ def claim_id_stem(actor: str) -> str:
 def claim_id_for(actor: str) -> str:
     """`console:<actor>@<host>:<owner tag>-<random>`, at most 128 characters (docs/decisions.md, D14
     and D21): readers see who holds it; only its creator's account and name reproduce the tag."""
-    import uuid  # imported by the writes that need it, not at every start
-
-    return claim_id_stem(actor) + uuid.uuid4().hex[:CLAIM_RANDOM_LENGTH]
+    return claim_id_stem(actor) + os.urandom((CLAIM_RANDOM_LENGTH + 1) // 2).hex()[:CLAIM_RANDOM_LENGTH]
 
 
 def new_event_id() -> str:
-    import uuid
-
-    return str(uuid.uuid4())
+    """A random (version 4) UUID as `str(uuid.uuid4())` writes it, from the same `os.urandom`, without
+    importing uuid (and platform with it) on every write: a tenth of `approvals approve`'s start."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    text = raw.hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"

@@ -8,9 +8,12 @@ Nothing here writes; `environment_claims` holds the writes, `environment_rules` 
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import replace
+from console.records import replace
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Any, Mapping
 
 from console.db.sql import quote_identifier, sqlite_lower, stored_columns
 from console.clock import db_time, duration, parse_time, seconds_between

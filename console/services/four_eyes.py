@@ -26,15 +26,20 @@ import json
 import re
 import threading
 import unicodedata
-from dataclasses import dataclass, field
 from functools import lru_cache, wraps
-from typing import Any, Callable, TypeVar
+
+from console.records import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Any, Callable, TypeVar
 
 from console.services import identity
 from console.services.confusables import I_OR_L, SKELETON, skeleton, skeletons_match, without_marks
 from console.text import UnreadableJson, read_json
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    T = TypeVar("T")
 
 REQUESTER_KEYS = ("requested_by", "requester")
 

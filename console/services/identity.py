@@ -13,9 +13,12 @@ Tests may replace `current` (monkeypatch) to act as another account; nothing els
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from console.records import dataclass
 from functools import lru_cache
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Any
 
 CLAIM_TAG_LENGTH = 16  # hex digits of the owner tag at the end of a console claim id
 

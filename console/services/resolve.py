@@ -11,7 +11,10 @@ Kept light (sqlite3 and the error classes only): `approvals list --project` impo
 from __future__ import annotations
 
 import sqlite3
-from typing import Iterable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Iterable
 
 from console.errors import Refusal
 from console.text import one_line

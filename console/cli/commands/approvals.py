@@ -11,7 +11,10 @@ import.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (issue 22)
+    from typing import Any
 
 from console.cli.options import minutes, whole_number
 
@@ -183,8 +186,7 @@ def run_list(ctx) -> int:
 
 def _with_view(handle, args, filters):
     """The saved view's filters, under the options given on the command line."""
-    from dataclasses import replace
-
+    from console.records import replace
     from console.services import views
     from console.cli.output import say
     from console.models.approvals import parse_status_filter

@@ -10,11 +10,9 @@ import argparse
 from datetime import timedelta
 
 from console.clock import duration, relative
-from console.cli.actions import run_action
 from console.cli.output import emit_json, say, table
 from console.text import line
 from console.cli.options import stale_after, stale_after_parent, whole_number
-from console.services.environment_claims import claim, complete, release
 from console.services.environment_queries import list_environments, show_environment
 from console.services.environment_rules import OPERATIONS, STATES, operations_help
 from console.models.environments import EnvironmentView
@@ -193,6 +191,9 @@ def cmd_show(ctx) -> int:
 
 
 def cmd_claim(ctx) -> int:
+    from console.cli.actions import run_action
+    from console.services.environment_claims import claim
+
     a = ctx.args
     return run_action(ctx, a.id, lambda h: claim(
         h, a.id, a.op, ctx.actor, now=ctx.write_now(), takeover=a.takeover, reason=a.reason,
@@ -200,6 +201,9 @@ def cmd_claim(ctx) -> int:
 
 
 def cmd_release(ctx) -> int:
+    from console.cli.actions import run_action
+    from console.services.environment_claims import release
+
     a = ctx.args
     return run_action(ctx, a.id, lambda h: release(
         h, a.id, ctx.actor, now=ctx.write_now(), takeover=a.takeover, reason=a.reason, stale_after=_stale_after(ctx),
@@ -207,11 +211,19 @@ def cmd_release(ctx) -> int:
 
 
 def cmd_complete(ctx) -> int:
+    from console.cli.actions import run_action
+    from console.services.environment_claims import complete
+
     a = ctx.args
     return run_action(ctx, a.id, lambda h: complete(h, a.id, ctx.actor, now=ctx.write_now()))
 
 
-def register(subparsers, parents) -> None:
+# As in console/cli/commands/approvals.py: a command line naming its action builds that action's
+# parser alone (console/cli/parser.py `build_parser`); the family's help builds them all.
+ACTIONS = ("list", "show", "claim", "release", "complete")
+
+
+def register(subparsers, parents, action: str | None = None) -> None:
     family = subparsers.add_parser(
         "envs", parents=parents, help="execution environments and their operation claims",
         description="Browse execution environments; claim, release and complete (hand to archon) "
@@ -220,7 +232,11 @@ def register(subparsers, parents) -> None:
     )
     sub = family.add_subparsers(dest="envs_command", metavar="ACTION", required=True)
     stale = stale_after_parent()
+    for name in (action,) if action in ACTIONS else ACTIONS:
+        _ADDERS[name](sub, parents, stale)
 
+
+def _add_list(sub, parents, stale) -> None:
     p = sub.add_parser("list", parents=[*parents, stale], help="list environments (keyset pages by id)")
     p.add_argument("--state", choices=STATES, help="only this lifecycle state")
     p.add_argument("--project", metavar="P", help="only this project (id or unique name)")
@@ -232,12 +248,16 @@ def register(subparsers, parents) -> None:
                    "options given here override them")
     p.set_defaults(handler=cmd_list)
 
+
+def _add_show(sub, parents, stale) -> None:
     p = sub.add_parser("show", parents=[*parents, stale], help="one environment: claim, leases, timeline")
     p.add_argument("id", metavar="ID")
     p.add_argument("--as-of", metavar="TIME", help="the environment as it was at TIME, rebuilt from its events "
                    "('YYYY-MM-DD HH:MM' UTC, ISO 8601, or HH:MM for today)")
     p.set_defaults(handler=cmd_show)
 
+
+def _add_claim(sub, parents, stale) -> None:
     p = sub.add_parser("claim", parents=[*parents, stale], help="claim an operation (see the states below)",
                        epilog=CLAIM_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("id", metavar="ID")
@@ -249,6 +269,8 @@ def register(subparsers, parents) -> None:
     p.add_argument("--confirm-holder", metavar="HOLDER", help=CONFIRM_HELP)
     p.set_defaults(handler=cmd_claim)
 
+
+def _add_release(sub, parents, stale) -> None:
     p = sub.add_parser("release", parents=[*parents, stale], help="drop a claim without a state change",
                        epilog=CLAIM_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("id", metavar="ID")
@@ -257,10 +279,16 @@ def register(subparsers, parents) -> None:
     p.add_argument("--confirm-holder", metavar="HOLDER", help=CONFIRM_HELP)
     p.set_defaults(handler=cmd_release)
 
+
+def _add_complete(sub, parents, stale) -> None:
     p = sub.add_parser("complete", parents=parents, help="hand your claimed operation to archon and clear the claim",
                        epilog=CLAIM_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("id", metavar="ID")
     p.set_defaults(handler=cmd_complete)
+
+
+_ADDERS = {"list": _add_list, "show": _add_show, "claim": _add_claim, "release": _add_release,
+           "complete": _add_complete}
 
 
 __all__ = ["register"]

@@ -9,20 +9,23 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import TextIO
-
-import humanize
 
 from console.cli.options import user_path
 from console.errors import Refusal
 from console.cli.output import emit_error, emit_json, say, table, wrapped, write_trusted
 from console.services.profile_gate import ProfileEvidenceContradicted, UNVERIFIED_LINE
-from console.services.upgrade.model import ForceRequired, TARGETS, UpgradePlan, UpgradeProgress
-from console.services.upgrade.plan import plan_upgrade
-from console.services.upgrade.restore import RearmRefused, restore_snapshot
-from console.services.upgrade.restore_loss import LossReport
-from console.services.upgrade.run import run_upgrade
+from console.services.upgrade.model import ForceRequired, TARGETS
 from console.text import one_line
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TextIO
+
+    from console.services.upgrade.model import UpgradePlan, UpgradeProgress
+    from console.services.upgrade.restore_loss import LossReport
+
+# The plan, the run and the restore are imported by the handler that needs them: `upgrade --plan`
+# does not pay for the upgrade's runner nor the restore's loss report (issue 22).
 
 
 class ProgressBar:
@@ -74,6 +77,8 @@ class ProgressBar:
 
 
 def render_plan(plan: UpgradePlan) -> str:
+    import humanize
+
     lines = [
         f"Database:        {plan.path}",
         f"Detected shape:  {plan.detected_release or 'no single release'} ({plan.shape_reason})",
@@ -147,6 +152,8 @@ def render_profile_evidence(gate) -> list[str]:
 
 
 def _upgrade(ctx) -> int:
+    from console.services.upgrade.plan import plan_upgrade
+
     args = ctx.args
     if args.plan:
         plan = plan_upgrade(ctx.db_path, args.to, snapshot_dir=args.snapshot_dir, now=ctx.clock())
@@ -162,6 +169,8 @@ def _upgrade(ctx) -> int:
             "The console is in read-only mode; nothing was written.",
             "Use `upgrade --plan` to see what an upgrade would do.",
         )
+    from console.services.upgrade.run import run_upgrade
+
     bar = ProgressBar()
     try:
         result = run_upgrade(
@@ -245,6 +254,8 @@ def _restore(ctx) -> int:
     if ctx.read_only and not args.plan:
         raise Refusal("The console is in read-only mode; nothing was restored.",
                       "`restore --plan` shows what a restore would do and lose.")
+    from console.services.upgrade.restore import RearmRefused, restore_snapshot
+
     _require_snapshot_file(ctx)
     interactive = sys.stdin is not None and sys.stdin.isatty()
     try:

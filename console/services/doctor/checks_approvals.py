@@ -17,7 +17,7 @@ other check reads (context.py).
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass, field
+from console.records import dataclass, field
 from typing import Any
 
 from console.db.sql import quote_identifier
