@@ -78,17 +78,20 @@ COMMANDS = {
         "console.services.environment_queries", "console.services.environment_rules", "console.services.identity",
         "console.services.resolve",
     }, set()),
-    "upgrade --plan": (["upgrade", "--plan"], LEDGER | {
+    "upgrade --plan": (["upgrade", "--plan"], LEDGER - {"console.db.introspect"} | {
         "console.cli.commands.upgrade", "console.db.exclusive_lock", "console.db.migrations.fixed_ids",
         "console.db.migrations.preflight", "console.db.migrations.replay", "console.db.snapshot",
         "console.db.snapshot_check", "console.db.snapshot_manifest", "console.db.snapshot_pages",
         "console.services.profile_gate", "console.services.upgrade", "console.services.upgrade.decide",
         "console.services.upgrade.model", "console.services.upgrade.plan",
-    }, LEDGER_HEAVY | {"humanize", "rich"}),  # humanize: sizes in words; rich: console/text.py `cells`
+    }, LEDGER_HEAVY - {"csv", "dateutil", "decimal", "platform", "random", "sqlite_utils", "tempfile", "uuid"}
+       | {"humanize", "rich"}),  # no sqlite-utils (console/db/detect.py `table_names`); humanize: sizes in
+    # words; rich: console/text.py `cells`
     "doctor": (["doctor"], LEDGER | {
         "console.cli.commands.doctor", "console.db.queries", "console.db.rules", "console.models",
         "console.models.environments", "console.models.values", "console.services.base", "console.services.doctor",
-        "console.services.doctor.checks_approvals", "console.services.doctor.checks_environments",
+        "console.services.doctor.checks_approvals", "console.services.doctor.checks_constraints",
+        "console.services.doctor.checks_environments",
         "console.services.doctor.checks_integrity", "console.services.doctor.checks_profiles",
         "console.services.doctor.checks_schema", "console.services.doctor.context",
         "console.services.doctor.report", "console.services.environment_queries",
