@@ -1,8 +1,9 @@
 """The audit trail as one time-ordered stream: approval, environment and profile events.
 
 Why a merge and not one UNION query: each event table is read by its own cursor, sorted by SQLite
-(its sorter spills to temporary files, so memory stays flat however many events there are), and
-the three sorted streams are merged in Python holding one row of each (`heapq.merge`). Nothing is
+(its sorter spills to temporary files, so memory stays flat however many events there are; the
+jsonl export sorts only keys and rowids, `_documents`, so it rarely spills at all), and the three
+sorted streams are merged in Python holding one row of each (`heapq.merge`). Nothing is
 written: the stream runs in one read transaction, so it is one consistent moment of the database.
 
 Times: archon writes `CURRENT_TIMESTAMP` text ("YYYY-MM-DD HH:MM:SS", UTC), ISO 8601, or epoch
