@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from console.db.connection import scratch_connection
 from console.db.sql import quote_identifier, stored_columns
+from console.errors import EXIT_UNUSABLE, ConsoleError
 from console.services.redaction import Redactor, archon_object, known_definition, known_tables
 
 # Rows per read from the original: enough to keep the per-call cost small, few enough to keep the
@@ -29,6 +30,16 @@ CHUNK = 512
 # The copy's page cache (KiB, SQLite's negative cache_size), for each of its schemas.
 CACHE_KIB = 4096
 ROWID = "__archon_console_rowid"
+
+
+class CopyNotMade(ConsoleError):
+    """The copy ran out of space (SQLITE_FULL): no bundle, rather than one from a partial copy."""
+
+    exit_code = EXIT_UNUSABLE
+
+
+def _full(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.DatabaseError) and getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
 
 
 def redacted_copy(conn: sqlite3.Connection, redactor: Redactor) -> sqlite3.Connection:
@@ -46,8 +57,12 @@ def redacted_copy(conn: sqlite3.Connection, redactor: Redactor) -> sqlite3.Conne
     copy = scratch_connection(on_disk=True, check_same_thread=False)
     try:
         _fill(conn, copy, redactor, rebuilt)
-    except BaseException:
+    except BaseException as exc:
         copy.close()
+        if _full(exc):
+            raise CopyNotMade("The redacted copy did not fit in the temporary directory (it needs about as much free "
+                              "space as the database); free some space there, or point SQLITE_TMPDIR at a "
+                              "directory with room, and run the command again.") from None
         raise
     copy.row_factory = sqlite3.Row
     return copy
@@ -78,16 +93,22 @@ def _fill(conn: sqlite3.Connection, copy: sqlite3.Connection, redactor: Redactor
             else:
                 rebuilt.stage(conn, copy, name)
                 staged.append(name)
-        except sqlite3.DatabaseError:
+        except sqlite3.DatabaseError as exc:
+            if _full(exc):
+                raise
             continue  # a virtual table whose module this SQLite lacks
         try:
             _copy_rows(conn, copy, name, redactor)
-        except sqlite3.DatabaseError:
+        except sqlite3.DatabaseError as exc:
+            if _full(exc):
+                raise  # never a bundle made from a copy cut short by a full disk
             continue
     for name in staged:
         try:
             rebuilt.move(conn, copy, name, redactor, known_tables(name))
-        except sqlite3.DatabaseError:
+        except sqlite3.DatabaseError as exc:
+            if _full(exc):
+                raise
             continue
     for kind, name, tbl, sql in objects:
         if kind == "table" or name.startswith("sqlite_"):
@@ -100,7 +121,9 @@ def _fill(conn: sqlite3.Connection, copy: sqlite3.Connection, redactor: Redactor
                 rebuilt.stand_in(copy, kind, name, tbl, redactor, conn)
             else:
                 rebuilt.renamed_rule(copy, kind, name, redactor, conn)
-        except sqlite3.DatabaseError:
+        except sqlite3.DatabaseError as exc:
+            if _full(exc):
+                raise
             continue  # e.g. a UNIQUE index that damaged rows violate
     copy.execute("COMMIT")
     copy.execute(f"DETACH {rebuilt.STAGING}")
@@ -147,4 +170,4 @@ def _copy_rows(conn: sqlite3.Connection, copy: sqlite3.Connection, table: str, r
         copy.execute(insert, [cell(v) for cell, v in zip(cells, row)])
 
 
-__all__ = ["redacted_copy"]
+__all__ = ["CopyNotMade", "redacted_copy"]

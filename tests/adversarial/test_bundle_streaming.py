@@ -209,3 +209,31 @@ def test_redacted_bundle_memory_does_not_grow_with_the_rows(tmp_path):
     plain_growth = peaks[20000][0] - peaks[2000][0]
     redacted_growth = peaks[20000][1] - peaks[2000][1]
     assert redacted_growth <= max(plain_growth, 0) + 8 * 1024, peaks
+
+
+@pytest.mark.slow
+def test_a_copy_that_runs_out_of_space_writes_no_bundle(tmp_path, monkeypatch, capsys):
+    """The copy is now a file in the temporary directory: a full disk there (SQLITE_FULL, here made by
+    a page limit) ends the command in one sentence, exit 3, with no bundle, rather than a bundle made
+    from a copy that silently lacks the rows that did not fit."""
+    from console.cli.cli import main
+
+    def small(**options):
+        conn = scratch(**options)
+        conn.execute("PRAGMA max_page_count = 30")
+        return conn
+
+    scratch = streamed.scratch_connection
+    monkeypatch.setattr(streamed, "scratch_connection", small)
+    (tmp_path / "db").mkdir()
+    db = damage.with_secrets(tmp_path / "db" / "archon.db")
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("CREATE TABLE zz_fill (body TEXT)")
+    conn.executemany("INSERT INTO zz_fill VALUES (?)", [(f"row {i} " + "z" * 400,) for i in range(2000)])
+    conn.close()
+    out = tmp_path / "out" / "bundle.zip"
+    assert main(["doctor", str(db), "--bundle", str(out), "--redact"]) == 3
+    err = capsys.readouterr().err
+    assert "SQLITE_TMPDIR" in err and "Traceback" not in err
+    assert not out.exists()
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())  # no partial file either
