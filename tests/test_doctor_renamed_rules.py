@@ -287,7 +287,8 @@ def test_a_redacted_bundle_does_not_make_a_weak_trigger_the_rule(built, tmp_path
     from console.db.connect import connect_raw
     from console.db.rules import same_strength
     from console.services.bundle import bundle_members
-    from console.services.redaction import Redactor, redacted_copy
+    from console.services.redacted_copy import redacted_copy
+    from console.services.redaction import Redactor
 
     path = tmp_path / "db.sqlite"
     shutil.copyfile(built, path)

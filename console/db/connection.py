@@ -70,6 +70,10 @@ def sqlite_connection(target: str | Path, *, uri: bool = False, setup: Iterable[
 _TEXT = partial(str, encoding="utf-8", errors="replace")
 
 
-def scratch_connection(**options: Any) -> sqlite3.Connection:
-    """A private in-memory database (a replayed schema, a redacted copy): no file is touched."""
-    return sqlite_connection(":memory:", **options)
+def scratch_connection(*, on_disk: bool = False, **options: Any) -> sqlite3.Connection:
+    """A private database no other connection can name: in memory (a replayed schema), or `on_disk`
+    (a redacted copy as big as the original) SQLite's own temporary database, whose pages beyond
+    the cache go to a file SQLite creates exclusively, mode 0600, in SQLITE_TMPDIR and unlinks
+    as soon as it is open: memory stays bounded however big the copy grows, and nothing outlives
+    the connection."""
+    return sqlite_connection("" if on_disk else ":memory:", **options)

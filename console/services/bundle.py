@@ -4,8 +4,8 @@ Members: README.txt (says plainly whether the bundle is redacted), MANIFEST.json
 report.json, schema.sql, row_counts.json, ledger.json and evidence.json (the rows the findings
 point at, with the events of those requests and environments).
 
-A redacted bundle (`redact=True`) is built from a redacted in-memory copy of the database (see
-`console/services/redaction.py`): doctor runs again on that copy, so report.txt and report.json are
+A redacted bundle (`redact=True`) is built from a redacted copy of the database (see
+`console/services/redaction.py` for the rules, console/services/redacted_copy.py for the copy): doctor runs again on that copy, so report.txt and report.json are
 the console's own sentences around redacted values, and ids, evidence and ledger agree with each
 other because they all come from the same copy. A finding the copy cannot reproduce exactly (same
 id, severity and count) keeps its title, why and what-to-do, and says its details are withheld.
@@ -47,7 +47,8 @@ from console.errors import EXIT_UNUSABLE, ConsoleError, UsageError
 from console.services.doctor import run_doctor
 from console.services.doctor.context import DEFAULT_STALE_AFTER
 from console.services.doctor.report import Finding, Report
-from console.services.redaction import Redactor, known_definition, redacted_copy
+from console.services.redacted_copy import redacted_copy
+from console.services.redaction import Redactor, known_definition
 from console.text import json_text, strip_control
 
 EVIDENCE_PER_FINDING = 20

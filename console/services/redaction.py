@@ -20,8 +20,8 @@ Ids are split at `:` and each part is judged alone, so `prj-atlas-api:execution-
 The same original always maps to the same placeholder within one bundle (the mapping is never
 written anywhere); different bundles number independently.
 
-`redacted_copy` builds an in-memory database with every row redacted and the schema as a redacted
-bundle may show it (archon's DDL where the definition is archon's, placeholders and no text
+console/services/redacted_copy.py builds a database with every row redacted and the schema as a
+redacted bundle may show it (archon's DDL where the definition is archon's, placeholders and no text
 elsewhere: console/services/redaction_schema.py), so the doctor report in a redacted bundle is
 produced by running doctor on redacted data: the console's own sentences are never rewritten after
 the fact. Names follow the same rule as values: a table, index or trigger name is kept when it is
@@ -33,14 +33,12 @@ from __future__ import annotations
 import enum
 import json
 import re
-import sqlite3
 from collections import Counter
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 
 from console.db.connection import scratch_connection
 from console.text import MAX_DEPTH, read_json
-from console.db.sql import quote_identifier, stored_columns
 
 # Archon's words that are not string literals in its schema: event types, its own actor and claim
 # names, the console's own markers, and the kinds of runs it names ids after.
@@ -137,6 +135,7 @@ _HEX = re.compile(r"(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
 _DIGEST = re.compile(r"sha(?:1|256|512):[0-9a-f]{8,}")
 _TAIL = re.compile(r"(?=[0-9a-f]*\d)[0-9a-f]+")  # one group of a generated id's number
+_PREFIX, _KIND, _GROUP = re.compile(r"[a-z]{1,5}"), re.compile(r"[a-z]{1,3}"), re.compile(r"[0-9a-f]+")
 
 
 @lru_cache(maxsize=1)
@@ -242,31 +241,54 @@ def _generated_id(part: str, words: frozenset[str]) -> bool:
     """`apr-00000042`, `env-0001`, `run-build-00001`, `seq-0-1`: a prefix of at most five letters,
     optionally one known kind, then groups of digits or hex (the first with a digit)."""
     pieces = part.split("-")
-    if len(pieces) < 2 or not re.fullmatch(r"[a-z]{1,5}", pieces[0]):
+    if len(pieces) < 2 or not _PREFIX.fullmatch(pieces[0]):
         return False
     rest = pieces[1:]
-    if rest and (rest[0] in words or re.fullmatch(r"[a-z]{1,3}", rest[0])) and len(rest) > 1:
+    if rest and (rest[0] in words or _KIND.fullmatch(rest[0])) and len(rest) > 1:
         rest = rest[1:]
-    return bool(rest) and _TAIL.fullmatch(rest[0]) is not None and all(
-        re.fullmatch(r"[0-9a-f]+", p) for p in rest)
+    return bool(rest) and _TAIL.fullmatch(rest[0]) is not None and all(_GROUP.fullmatch(p) for p in rest)
 
 
-@lru_cache(maxsize=65536)
+# `Redactor.cell`'s memo: texts up to this long (ids, names, paths: what repeats from row to row),
+# this many per column; and `kept`'s cache. Small: memory must not grow with the rows redacted.
+MEMO_TEXT = 96
+MEMO_ENTRIES = 1024
+KEPT_CACHE = 4096
+
+
+@lru_cache(maxsize=KEPT_CACHE)
 def kept(text: str, shapes: Shape = Shape.NONE) -> bool:
     """Whether a database string is on the allow-list (shown as it is in a redacted bundle).
 
     Archon's words are kept anywhere; a shape only where `shapes` (the place the value was read
     from) allows it: `alice-2` in an actor column is a person, `apr-00000042` in an id column is a
     row, and a UUID under `env` is a credential."""
-    if text == "" or text in vocabulary():
-        return True
-    if Shape.TIME in shapes and _TIMESTAMP.fullmatch(text):
-        return True
-    if Shape.NUMBER in shapes and _NUMBER.fullmatch(text):
-        return True
-    if Shape.DIGEST in shapes and any(p.fullmatch(text) for p in (_HEX, _UUID, _DIGEST)):
-        return True
-    return Shape.GENERATED in shapes and _generated_id(text, vocabulary())
+    return keeper(shapes)(text)
+
+
+@lru_cache(maxsize=None)
+def keeper(shapes: Shape) -> Callable[[str], bool]:
+    """`kept(text, shapes)` for one place's `shapes`, with the tests that place allows chosen once:
+    what the redacted copy asks for every cell of a column (uncached: most such values are unique)."""
+    words = vocabulary()
+    tests = []
+    if Shape.TIME in shapes:
+        tests.append(_TIMESTAMP.fullmatch)
+    if Shape.NUMBER in shapes:
+        tests.append(_NUMBER.fullmatch)
+    if Shape.DIGEST in shapes:
+        tests += [_HEX.fullmatch, _UUID.fullmatch, _DIGEST.fullmatch]
+    generated = Shape.GENERATED in shapes
+
+    def keep(text: str) -> bool:
+        if text == "" or text in words:
+            return True
+        for test in tests:
+            if test(text):
+                return True
+        return generated and _generated_id(text, words)
+
+    return keep
 
 
 class Redactor:
@@ -307,6 +329,47 @@ class Redactor:
         if out != value:
             self.fields[self._field(table, column)] += 1
         return out
+
+    def cell(self, table: str, column: str) -> Callable[[Any], Any]:
+        """`column(table, column, value)` for one column's cells, as a function of the value alone.
+
+        The redacted copy calls it for every stored cell, so the cells whose answer is known skip
+        the rest: NULL, a number where the column keeps numbers, a text `kept` there (or an id whose
+        parts all are): `column` would return each unchanged and count nothing. A text seen before
+        gets its remembered answer (`memo`) with the manifest's count it adds: a placeholder, once
+        made, is the value's for the whole bundle, so that is what `column` would say again. The memo
+        is bounded (short texts, emptied when full): memory stays the same however many rows."""
+        if not self.enabled:
+            return lambda value: value
+        shapes = shaped_columns().get((table, column), Shape.NONE)
+        numbers_kept = bool(shapes & (Shape.NUMBER | Shape.TIME))
+        split = column == "id" or column.endswith("_id") or column in ID_COLUMNS
+        keep = keeper(shapes)
+        memo: dict[str, tuple[str, str | None]] = {}
+        fields = self.fields
+
+        def one(value: Any) -> Any:
+            kind = type(value)
+            if kind is str:
+                if keep(value) or (split and ":" in value and value[:1] not in "{[" and all(
+                        keep(part) for part in value.split(":") if part)):
+                    return value
+                known = memo.get(value)
+                if known is not None:
+                    if known[1] is not None:
+                        fields[known[1]] += 1
+                    return known[0]
+                out = self.column(table, column, value)
+                if len(value) <= MEMO_TEXT and value[:1] not in "{[":  # JSON documents rarely repeat
+                    if len(memo) >= MEMO_ENTRIES:
+                        memo.clear()
+                    memo[value] = (out, self._field(table, column) if out != value else None)
+                return out
+            if value is None or (numbers_kept and (kind is int or kind is float)):
+                return value
+            return self.column(table, column, value)
+
+        return one
 
     def _field(self, table: str, column: str) -> str:
         """`table.column` for the manifest, named as the redacted copy names them."""
@@ -396,85 +459,6 @@ def archon_object(name: str) -> bool:
     return name in _archon_objects() or name.startswith("sqlite_")
 
 
-def redacted_copy(conn: sqlite3.Connection, redactor: Redactor) -> sqlite3.Connection:
-    """An in-memory database with `conn`'s schema as a redacted bundle may show it, and every row
-    passed through `redactor`.
-
-    A table whose definition is archon's DDL (`known_definition`) is created from that text; any
-    other goes through console/services/redaction_schema.py (placeholder names, no text). Rows go in
-    before indexes and triggers exist (archon's triggers would refuse some of them and nothing here
-    should fire), with CHECK constraints off (a placeholder can be longer or shorter than what a CHECK
-    measures); a table SQLite cannot read stays empty, as doctor reports it.
-    """
-    from console.services import redaction_schema as rebuilt
-
-    copy = scratch_connection(check_same_thread=False)
-    copy.execute("PRAGMA ignore_check_constraints = ON")
-    copy.execute(f"ATTACH ':memory:' AS {rebuilt.STAGING}")
-    for pragma in ("user_version", "application_id"):
-        copy.execute(f"PRAGMA {pragma} = {int(conn.execute(f'PRAGMA {pragma}').fetchone()[0])}")
-    objects = conn.execute(
-        "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE sql IS NOT NULL "
-        "ORDER BY CASE type WHEN 'table' THEN 0 WHEN 'index' THEN 1 WHEN 'view' THEN 2 ELSE 3 END, rowid"
-    ).fetchall()
-    copy.execute("BEGIN")
-    staged = []
-    for kind, name, _tbl, sql in objects:
-        if kind != "table" or name.startswith("sqlite_"):
-            continue
-        known = known_definition(name, sql)
-        try:
-            if known is not None:
-                copy.execute(known)
-            else:
-                rebuilt.stage(conn, copy, name)
-                staged.append(name)
-        except sqlite3.DatabaseError:
-            continue  # a virtual table whose module this SQLite lacks
-        try:
-            _copy_rows(conn, copy, name, redactor)
-        except sqlite3.DatabaseError:
-            continue
-    for name in staged:
-        try:
-            rebuilt.move(conn, copy, name, redactor, known_tables(name))
-        except sqlite3.DatabaseError:
-            continue
-    for kind, name, tbl, sql in objects:
-        if kind == "table" or name.startswith("sqlite_"):
-            continue
-        known = known_definition(name, sql)
-        try:
-            if known is not None:
-                copy.execute(known)
-            elif name in _archon_objects():
-                rebuilt.stand_in(copy, kind, name, tbl, redactor, conn)
-            else:
-                rebuilt.renamed_rule(copy, kind, name, redactor, conn)
-        except sqlite3.DatabaseError:
-            continue  # e.g. a UNIQUE index that damaged rows violate
-    copy.execute("COMMIT")
-    copy.execute(f"DETACH {rebuilt.STAGING}")
-    copy.execute("PRAGMA ignore_check_constraints = OFF")
-    copy.row_factory = sqlite3.Row
-    return copy
-
-
-def _copy_rows(conn: sqlite3.Connection, copy: sqlite3.Connection, table: str, redactor: Redactor) -> None:
-    """Rows keep their rowids (doctor's foreign-key findings name them); WITHOUT ROWID tables have none."""
-    name, stored = quote_identifier(table), stored_columns(conn, table)  # generated ones are never read
-    try:
-        cur = conn.execute(f"SELECT rowid AS {quote_identifier(ROWID)}, {stored} FROM {name}")
-    except sqlite3.OperationalError:
-        cur = conn.execute(f"SELECT {stored} FROM {name}")
-    columns = [d[0] for d in cur.description]
-    targets = ", ".join("rowid" if c == ROWID else quote_identifier(c) for c in columns)
-    insert = f'INSERT INTO {name} ({targets}) VALUES ({", ".join("?" * len(columns))})'
-    for row in cur:
-        copy.execute(insert, [v if c == ROWID else redactor.column(table, c, v) for c, v in zip(columns, row)])
-
-
-ROWID = "__archon_console_rowid"
 
 __all__ = ["ERROR_CATEGORIES", "JSON_SHAPES", "Redactor", "Shape", "archon_object", "kept", "known_definition",
-           "known_tables", "redacted_copy", "shaped_columns", "vocabulary"]
+           "known_tables", "shaped_columns", "vocabulary"]

@@ -12,9 +12,10 @@ the same foreign-key violations, now between placeholders. Indexes and triggers 
 archon's DDL are left out, or, under an archon name, stand in as bare objects of that name so the
 release doctor detects and the objects it counts are the same as in the original.
 
-Rows travel through a private `staging` schema under their original names (`redaction._copy_rows`
-copies them there unchanged), then move to the rebuilt table column by column; the original names
-exist only in this process's memory and the staging schema is dropped before anyone reads the copy.
+Rows travel through a private `staging` schema under their original names (their values already
+redacted: console/services/redacted_copy.py), then move to the rebuilt table column by column; the
+original names exist only in this process (the staging schema is SQLite's private temporary file,
+unlinked while open) and the staging schema is dropped before anyone reads the copy.
 """
 
 from __future__ import annotations
