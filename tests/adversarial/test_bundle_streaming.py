@@ -26,7 +26,7 @@ from console.services.bundle import bundle_members
 from console.services.doctor import run_doctor
 from console.services.redaction import Redactor
 from tests import damage
-from tests.adversarial.test_redaction import plant_schema_secrets
+from tests.adversarial.schema_secrets import plant_schema_secrets
 from tests.tui.conftest import NOW
 
 
