@@ -81,7 +81,7 @@ def register(subparsers, parents) -> None:
     p.add_argument("path", nargs="?", metavar="PATH", type=user_path("PATH"), help="database to check (default: --db)")
     p.add_argument("--check", action="append", metavar="ID",
                    help="run only this check (file, integrity, foreign_keys, schema, ledger, approvals, "
-                   "environments, profiles) or keep only this finding id; repeatable")
+                   "environments, profiles, constraints) or keep only this finding id; repeatable")
     p.add_argument("--list-checks", action="store_true", help="list the check names and exit")
     p.add_argument("--full", action="store_true", help="PRAGMA integrity_check instead of quick_check")
     p.add_argument("--strict", action="store_true", help="warnings also make the exit code 1")

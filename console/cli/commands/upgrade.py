@@ -324,8 +324,8 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
     upgrade.add_argument(
         "--full-check",
         action="store_true",
-        help="also run PRAGMA integrity_check on the snapshot (slower; the snapshot is always compared "
-        "with the database page by page and quick_checked)",
+        help="also run PRAGMA integrity_check on the snapshot (slower; the snapshot is always proven to be "
+        "the database's image: each page read once and read back once written)",
     )
     upgrade.set_defaults(handler=_upgrade)
 
