@@ -30,6 +30,7 @@ import errno
 import os
 import sqlite3
 import time
+from functools import partial
 from pathlib import Path
 from typing import Callable
 from urllib.parse import quote
@@ -50,12 +51,16 @@ from console.db.files import (
 )
 from console.db.locked_copy import (
     DEFAULT_LOCK_TIMEOUT_S,
+    WAL_HEADER_SIZE,
+    WHY_SHM,
+    WHY_WAL,
     CopyResult,
     check_header,
     is_wal_header,
     private_copy,
     sidecars,
     take_shared_lock,
+    unreadable_side,
 )
 from console.db.paths import nonempty_file, require_database_file
 from console.errors import DatabaseUnusable, UsageError
@@ -268,18 +273,11 @@ def open_read_only(
             raise DatabaseUnusable(f"Cannot open {path}: {exc}.") from None
         return conn, (lambda: None), "in place"
     reason = "forced" if force_copy else ("a leftover -journal" if not wal else None)
-    if not force_copy and wal and not side["-wal"].exists() and not side["-shm"].exists():
-        opened = _open_quiet_wal(path, busy_timeout_ms)
-        if opened is not None:
-            return opened
     if not force_copy and wal:
-        reason = _in_place_blocker(side)
-        if reason is None:
-            opened = _open_live_wal(path, busy_timeout_ms)
-            if isinstance(opened, str):
-                reason = opened
-            else:
-                return opened
+        opened = _open_wal_without_copy(path, side, busy_timeout_ms)
+        if not isinstance(opened, str):
+            return opened
+        reason = opened
     try:
         workdir = private_dir("ro")
     except OSError as exc:
@@ -334,22 +332,57 @@ def _remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _in_place_blocker(side: dict[str, Path]) -> str | None:
-    """Why SQLite cannot read a WAL file in place without creating anything, or None.
+def _open_wal_without_copy(path: Path, side: dict[str, Path], busy_timeout_ms: int):
+    """Open a WAL file without copying its main file, or say (a string) why it needs the copy.
 
-    Only `os.access`: opening and closing these files here would drop the POSIX locks of any
-    SQLite connection this process holds on them (tests/adversarial/test_locks.py).
+    Looked at with `stat` and `os.access` only: opening and closing these files here would drop the
+    POSIX locks of any SQLite connection this process holds on them (tests/adversarial/test_locks.py).
+    No -wal (a -shm alone or nothing), or an empty -wal and no -shm: every commit is in the main file
+    (immutable); a -wal and a -shm, both readable: in place, as any archon reader; a -wal without
+    its -shm (a crashed archon): the main file in place beside a private copy of the -wal
+    (console/db/private_wal.py). Each way re-checks under its lock and answers None when the files
+    changed meanwhile: then they are looked at again.
     """
-    wal, shm = side["-wal"], side["-shm"]
-    if not os.path.exists(wal):
-        return "no -wal beside a -shm: a reader would create one"
-    if not os.path.exists(shm):
-        return "no -shm beside the -wal: a reader would create one"
-    if not os.access(wal, os.R_OK):
-        return "the -wal is not readable"
-    if not os.access(shm, os.R_OK):
-        return "the -shm is not readable"
-    return None
+    timeout_s = max(1.0, busy_timeout_ms / 1000)
+    for _attempt in range(3):
+        if _no_commits_beside(path):
+            opened = _open_quiet_wal(path, busy_timeout_ms)
+            if opened is not None:
+                return opened
+            continue
+        for suffix, why in (("-wal", WHY_WAL), ("-shm", WHY_SHM)):
+            if os.path.exists(side[suffix]) and not _readable(side[suffix]):
+                raise unreadable_side(side[suffix], PermissionError(errno.EACCES, os.strerror(errno.EACCES)), why)
+        if os.path.exists(side["-shm"]):
+            opened = _open_live_wal(path, busy_timeout_ms)
+            if isinstance(opened, str):
+                return opened
+        else:
+            from console.db.private_wal import open_with_private_wal
+
+            connect = partial(_connect, uri=True, setup=_read_only(busy_timeout_ms))
+            try:
+                opened = open_with_private_wal(path, connect, ro_uri, timeout_s=timeout_s)
+            except (OSError, sqlite3.OperationalError) as exc:
+                raise _no_private_copy(path, exc, "the -wal") from None
+            if opened is None and not os.path.exists(side["-shm"]) and os.path.exists(side["-wal"]):
+                return "SQLite could not read it through a private copy of the -wal"
+        if opened is not None:
+            return opened
+    return "its -wal and -shm kept changing while they were looked at"
+
+
+def _readable(side: Path) -> bool:
+    return os.access(side, os.R_OK, effective_ids=os.access in os.supports_effective_ids)
+
+
+def _no_commits_beside(path: Path) -> bool:
+    """No -wal, or (no -shm and) a -wal no longer than its header: SQLite reads no frame of it."""
+    try:
+        size = os.stat(f"{path}-wal").st_size
+    except FileNotFoundError:
+        return True
+    return size <= WAL_HEADER_SIZE and not os.path.exists(f"{path}-shm")
 
 
 def _open_live_wal(path: Path, busy_timeout_ms: int):
@@ -373,14 +406,14 @@ def _open_live_wal(path: Path, busy_timeout_ms: int):
     return conn, (lambda: None), "in place (WAL, mode=ro)"
 
 
-def _no_private_copy(path: Path, exc: BaseException) -> DatabaseUnusable:
+def _no_private_copy(path: Path, exc: BaseException, what: str = "the database") -> DatabaseUnusable:
     """A WAL database is read through a private copy in the temp directory; it could not be made."""
     import tempfile  # only on the private-copy path, not at every start
     reason = getattr(exc, "strerror", None) or str(exc)
     return DatabaseUnusable(
         f"Cannot read {path} without a private copy, and the copy in {tempfile.gettempdir()} failed ({reason}); "
         "nothing was changed and the partial copy was removed.",
-        "Free space there, or point TMPDIR at a directory with room for a copy of the database.",
+        f"Free space there, or point TMPDIR at a directory with room for a copy of {what}.",
     )
 
 
@@ -405,7 +438,7 @@ def _open_quiet_wal(path: Path, busy_timeout_ms: int):
     try:
         deadline = time.monotonic() + max(1.0, busy_timeout_ms / 1000)
         take_shared_lock(fd, deadline)
-        if Path(f"{path}-wal").exists():  # someone opened it meanwhile: use a private copy
+        if not _no_commits_beside(path):  # someone opened it meanwhile: look again
             _let_go(fd)
             return None
         conn = _connect(ro_uri(path, immutable="1"), uri=True, setup=_read_only(busy_timeout_ms))
@@ -416,7 +449,8 @@ def _open_quiet_wal(path: Path, busy_timeout_ms: int):
     def cleanup() -> None:
         _let_go(fd)
 
-    return conn, cleanup, "in place (immutable: no -wal)"
+    return conn, cleanup, "in place (immutable: no -wal)" if not Path(f"{path}-wal").exists() else \
+        "in place (immutable: an empty -wal)"
 
 
 def stat_token(path: str | Path) -> tuple:
