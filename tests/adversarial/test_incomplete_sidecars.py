@@ -39,9 +39,9 @@ DRIVER = r"""
 import contextlib, io, json, os, sys, tempfile
 tempfile.tempdir = os.environ["TMPDIR"]  # resolving it would write a probe file there
 from console.cli.cli import main
-warm, argv = sys.argv[1], sys.argv[2:]
+warm, argv = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-    main(["--db", warm, *argv[2:]])
+    main(warm)
 import importlib
 for name in ("shutil", "fcntl", "struct", "console.db.locked_copy", "console.db.private_wal"):
     try:
@@ -97,11 +97,17 @@ def _crashed(directory: Path, *, keep: tuple[str, ...]) -> Path:
 
 
 def _run(db: Path, tmpdir: Path, *argv: str, as_nobody: bool = False) -> dict:
+    """`argv` with "{db}" for the database and "{out}" for a new directory of the run's own."""
     warm = damage.healthy(tmpdir.parent / f"warm-{os.urandom(4).hex()}.db")
+
+    def filled(database: Path) -> list[str]:
+        out = tmpdir.parent / f"out-{os.urandom(4).hex()}"
+        return [str(database) if a == "{db}" else str(out) if a == "{out}" else a for a in argv]
+
     env = {**os.environ, "TMPDIR": str(tmpdir), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(ROOT),
            "ARCHON_CONSOLE_NOW": damage.NOW.isoformat(), **({"AS_NOBODY": "1"} if as_nobody else {})}
-    done = subprocess.run([sys.executable, "-c", DRIVER, str(warm), "--db", str(db), *argv], capture_output=True,
-                          text=True, cwd=str(tmpdir.parent), env=env, timeout=120)
+    done = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(filled(warm)), json.dumps(filled(db))],
+                          capture_output=True, text=True, cwd=str(tmpdir.parent), env=env, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 
@@ -124,7 +130,7 @@ def test_a_wal_without_its_shm_copies_only_the_wal(box):
     wal_size = os.path.getsize(f"{db}-wal")
     assert os.path.getsize(db) > PAD > 8 * wal_size
     before = fingerprint_dir(db.parent)
-    result = _run(db, tmpdir, "approvals", "list", "--limit", "50")
+    result = _run(db, tmpdir, "--db", "{db}", "approvals", "list", "--limit", "50")
     assert result["code"] == 0, result["err"]
     assert "req-only-in-the-wal" in result["out"]  # committed only in the -wal, and read
     assert result["wchar"] <= wal_size + SLACK, (result["wchar"], wal_size)  # was > 4 MB: the whole file
@@ -138,7 +144,7 @@ def test_a_shm_without_its_wal_copies_nothing(box):
     assert sorted(os.listdir(db.parent)) == ["archon.db", "archon.db-shm"]
     before = fingerprint_dir(db.parent)
     tmp_mtime = tmpdir.stat().st_mtime_ns
-    result = _run(db, tmpdir, "approvals", "list", "--limit", "50")
+    result = _run(db, tmpdir, "--db", "{db}", "approvals", "list", "--limit", "50")
     assert result["code"] == 0, result["err"]
     assert "req-only-in-the-wal" in result["out"]  # checkpointed into the main file before the crash
     assert result["wchar"] <= SLACK, result["wchar"]
@@ -159,7 +165,7 @@ def test_an_unreadable_side_file_is_named_before_anything_is_copied(box, keep, h
     os.chmod(f"{db}{hidden}", 0)
     before = fingerprint_dir(db.parent)
     tmp_mtime = tmpdir.stat().st_mtime_ns
-    result = _run(db, tmpdir, "approvals", "list", as_nobody=os.geteuid() == 0)
+    result = _run(db, tmpdir, "--db", "{db}", "approvals", "list", as_nobody=os.geteuid() == 0)
     err = result["err"]
     assert result["code"] == 3, err
     assert f"{db}{hidden} cannot be read" in err and "nothing was copied" in err, err
@@ -168,6 +174,31 @@ def test_an_unreadable_side_file_is_named_before_anything_is_copied(box, keep, h
     assert result["wchar"] <= SLACK, result["wchar"]
     assert list(tmpdir.iterdir()) == [] and tmpdir.stat().st_mtime_ns == tmp_mtime  # nothing copied
     assert fingerprint_dir(db.parent) == before
+
+
+@pytest.mark.parametrize("keep", [("-wal",), ("-wal", "-shm")], ids=["crashed", "running"])
+def test_inspect_writes_the_database_once(box, keep):
+    """`inspect` wrote the file 3 times (a private copy, a backup of it, the kept file); now the
+    backup API reads the main file where it is (beside a private copy of the -wal, the -shm held
+    against checkpoints) and writes straight into the kept file: within 1.5x a `cp`."""
+    base, tmpdir = box
+    db = _crashed(base / "db", keep=keep)
+    size = os.path.getsize(db) + os.path.getsize(f"{db}-wal")
+    before = fingerprint_dir(db.parent)
+    result = _run(db, tmpdir, "inspect", "{db}", "--keep-snapshot", "{out}", "--no-tui")
+    assert result["code"] == 0, result["err"]
+    snapshot = Path(result["out"].strip())
+    conn = sqlite3.connect(f"file:{snapshot}?mode=ro", uri=True)
+    try:
+        assert conn.execute("SELECT count(*) FROM approval_requests WHERE id = 'req-only-in-the-wal'").fetchone() == (1,)
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        conn.close()
+    assert sorted(os.listdir(snapshot.parent)) == [snapshot.name]
+    assert result["wchar"] <= 1.5 * size, (result["wchar"], size)  # was 3x
+    assert fingerprint_dir(db.parent) == before  # the running archon's -shm included
+    assert list(tmpdir.iterdir()) == []
 
 
 def test_sqlite_reads_the_users_main_file_through_a_descriptor_that_cannot_write(tmp_path, monkeypatch):
