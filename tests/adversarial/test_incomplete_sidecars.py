@@ -205,6 +205,7 @@ def test_sqlite_reads_the_users_main_file_through_a_descriptor_that_cannot_write
     """In-process: the connection's main-file descriptor is the user's file opened O_RDONLY, the
     reader's SHARED lock is on the user's file (so a last archon connection cannot checkpoint and
     delete the -wal under it), and the private directory is gone while the connection reads."""
+    from console.db import file_guard
     from console.db.connect import open_database
 
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
@@ -231,5 +232,7 @@ def test_sqlite_reads_the_users_main_file_through_a_descriptor_that_cannot_write
         inode = f":{original.st_ino}"
         assert any(f[4] == str(os.getpid()) and f[5].endswith(inode) and f[3] == "READ" for f in locks)
         assert list((tmp_path / "tmp").iterdir()) == []  # the -wal copy lives only through SQLite's descriptors
+        # This process holds locks on the user's file: nothing else here may open (and close) it.
+        assert file_guard.connected_file(db) == str(db.resolve())
     assert fingerprint_dir(db.parent) == before
     assert stat.S_ISREG(os.stat(db).st_mode)
