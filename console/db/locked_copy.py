@@ -1,7 +1,9 @@
-"""A private byte copy of a database, taken under SQLite's own read locks.
+"""A private byte copy of a database, or of its `-wal` alone, taken under SQLite's own read locks.
 
-Support mode and the fallback reader (console/db/readonly.py) never hand a WAL original to SQLite;
-they copy it here:
+Where SQLite cannot read a WAL file in place without creating a side file, or must not write even
+its read mark (support mode), the `-wal` is copied here (`hold_wal`) and the main file read where it
+is (console/db/private_wal.py); a file whose hot journal must be rolled back, or that is damaged, is
+copied whole (`private_copy`, console/db/readonly.py's fallback). Either way:
 
 1. open the main file `O_RDONLY` and take the same POSIX read lock a SQLite reader takes (PENDING
    byte, then the 510-byte SHARED range). In rollback-journal mode that keeps writers from
@@ -13,8 +15,8 @@ they copy it here:
    main file); because WAL recovery keeps only the valid prefix of salted, checksummed frames up
    to the last commit, any byte copy of it taken now is a consistent commit point;
 3. copy the main file and the `-wal` (or a leftover `-journal`) into a private 0700 directory and
-   release the locks. SQLite then replays the WAL (or rolls back the hot journal) in the *copy*,
-   in our own directory.
+   release the locks (`hold_wal` copies the `-wal` alone and keeps the locks until its reader is
+   done). SQLite then replays the WAL (or rolls back the hot journal) in our own directory.
 
 The lock trick relies on POSIX advisory locks, which are per process: never open the *original*
 with SQLite in the same process while copying (closing our descriptor would drop its locks).
