@@ -100,9 +100,10 @@ def test_open_read_only_reads_a_live_wal_in_place(tmp_path, monkeypatch):
     assert list(tmp.iterdir()) == [] and tmp.stat().st_mtime_ns == tmp_mtime  # not even created and removed
 
 
-def test_open_read_only_copies_what_sqlite_cannot_read_in_place(tmp_path):
-    """A -wal without its -shm: `mode=ro` would create the -shm, so the private copy is used (and
-    says why), and every byte next to the original stays as it was."""
+def test_open_read_only_copies_only_the_wal_sqlite_cannot_read_in_place(tmp_path):
+    """A -wal without its -shm: `mode=ro` would create the -shm, so the -wal alone is copied (the
+    main file is read where it is: console/db/private_wal.py), and every byte next to the original
+    stays as it was (issue 23 item 1; tests/adversarial/test_incomplete_sidecars.py counts the bytes)."""
     (tmp_path / "live").mkdir()
     db = damage.healthy(tmp_path / "live" / "archon.db", wal=True)
     orphan = tmp_path / "orphan"
@@ -113,7 +114,7 @@ def test_open_read_only_copies_what_sqlite_cannot_read_in_place(tmp_path):
     before = fingerprint_dir(orphan)
     conn, cleanup, how = open_read_only(orphan / "archon.db")
     try:
-        assert how.startswith("private copy (no -shm")
+        assert how.startswith("private copy of the -wal, the main file read in place (no -shm")
         assert conn.execute("SELECT count(*) FROM support_probe").fetchone()[0] == 25
         copy_dir = Path(conn.execute("PRAGMA database_list").fetchone()[2]).parent
         # Already gone while the connection reads it: SQLite holds the unlinked copy open, so no

@@ -1,7 +1,9 @@
-"""A private byte copy of a database, taken under SQLite's own read locks.
+"""A private byte copy of a database, or of its `-wal` alone, taken under SQLite's own read locks.
 
-Support mode and the fallback reader (console/db/readonly.py) never hand a WAL original to SQLite;
-they copy it here:
+Where SQLite cannot read a WAL file in place without creating a side file, or must not write even
+its read mark (support mode), the `-wal` is copied here (`hold_wal`) and the main file read where it
+is (console/db/private_wal.py); a file whose hot journal must be rolled back, or that is damaged, is
+copied whole (`private_copy`, console/db/readonly.py's fallback). Either way:
 
 1. open the main file `O_RDONLY` and take the same POSIX read lock a SQLite reader takes (PENDING
    byte, then the 510-byte SHARED range). In rollback-journal mode that keeps writers from
@@ -13,8 +15,8 @@ they copy it here:
    main file); because WAL recovery keeps only the valid prefix of salted, checksummed frames up
    to the last commit, any byte copy of it taken now is a consistent commit point;
 3. copy the main file and the `-wal` (or a leftover `-journal`) into a private 0700 directory and
-   release the locks. SQLite then replays the WAL (or rolls back the hot journal) in the *copy*,
-   in our own directory.
+   release the locks (`hold_wal` copies the `-wal` alone and keeps the locks until its reader is
+   done). SQLite then replays the WAL (or rolls back the hot journal) in our own directory.
 
 The lock trick relies on POSIX advisory locks, which are per process: never open the *original*
 with SQLite in the same process while copying (closing our descriptor would drop its locks).
@@ -46,6 +48,12 @@ COPY_CHUNK = 8 << 20
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT_S",
     "CopyResult",
+    "HeldWal",
+    "WAL_HEADER_SIZE",
+    "hold_wal",
+    "unreadable_side",
+    "WHY_SHM",
+    "WHY_WAL",
     "check_header",
     "is_wal_header",
     "private_copy",
@@ -250,3 +258,99 @@ def private_copy(
             os.close(shm_fd)  # releases the checkpoint lock
         os.close(fd)  # releases the SHARED lock
     return result
+
+
+WAL_HEADER_SIZE = 32  # a -wal no longer than its header holds no frame (SQLite's wal.c reads none)
+SHM_ROOM = 1 << 16  # the fresh -shm SQLite builds beside a private -wal: 32 KiB per 4096 frames
+
+
+@dataclass
+class HeldWal:
+    """A WAL database held still under SQLite's read locks, its `-wal` open and not yet copied.
+
+    `main_fd` carries the SHARED lock on the main file (no last connection can checkpoint and
+    delete the -wal); `shm_fd`, when a -shm exists, the checkpoint lock (no checkpoint can write the
+    main file). Both stay held until `release`: while they are, the main file does not change, so
+    reading it where it is beside a copy of the -wal is reading one commit point.
+    """
+
+    path: Path
+    main_fd: int
+    shm_fd: int | None
+    wal_fd: int | None
+    wal_size: int
+
+    def copy_wal(self, dest: Path) -> int:
+        """Copy the -wal (as long as it was when held) to the new file `dest`, after checking the
+        room for it and the index SQLite builds beside it; the -wal's descriptor is closed."""
+        try:
+            _require_room(self.path, dest.parent, [self.wal_size + SHM_ROOM], 1)
+            return _copy_fd(self.wal_fd, dest, self.wal_size)
+        finally:
+            os.close(self.wal_fd)
+            self.wal_fd = None
+
+    def release(self) -> None:
+        for fd in (self.wal_fd, self.shm_fd, self.main_fd):  # the main file last: its SHARED lock
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.wal_fd = self.shm_fd = None
+
+
+WHY_WAL = "it holds commits that are not in the main file yet"
+WHY_SHM = "without it nothing keeps a running archon from checkpointing into the main file while it is read"
+
+
+def unreadable_side(side: Path, exc: OSError, why: str) -> DatabaseUnusable:
+    """The one sentence for a -wal or -shm this user cannot read (exit 3), said before any copy."""
+    return DatabaseUnusable(
+        f"{side} cannot be read ({exc.strerror or exc}): {why}, so the database is not read and nothing "
+        "was copied.", "Run the command as a user who can read the database's -wal and -shm (archon's own).")
+
+
+def hold_wal(path: Path, *, timeout_s: float, live_ok: bool) -> HeldWal | None:
+    """Lock the WAL database `path` as a reader and open its -wal, copying nothing yet.
+
+    None when the files are no longer what the caller saw: the -wal is gone (a last connection
+    checkpointed and deleted it), or a -shm exists and `live_ok` is False (a connection opened it:
+    SQLite can read it in place). A side file that exists but cannot be read is refused here, in
+    one sentence, before anything is created or copied.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise no_database(path) from None
+    except OSError as exc:
+        raise DatabaseUnusable(f"Cannot read {path}: {exc.strerror or exc}.") from None
+    shm_fd = wal_fd = None
+    held = False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise DatabaseUnusable(f"{path} is not a regular file, so it is not a database file.")
+        deadline = time.monotonic() + timeout_s
+        take_shared_lock(fd, deadline)
+        side = sidecars(path)
+        try:
+            shm_fd = _open_side(side["-shm"])
+        except PermissionError as exc:
+            raise unreadable_side(side["-shm"], exc, WHY_SHM) from None
+        if shm_fd is not None:
+            if not live_ok:
+                return None
+            _lock(shm_fd, SHM_LOCK_BASE + WAL_CKPT_LOCK, 1, deadline, "the checkpoint lock")
+        try:
+            wal_fd = _open_side(side["-wal"])
+        except PermissionError as exc:
+            raise unreadable_side(side["-wal"], exc, WHY_WAL) from None
+        if wal_fd is None:
+            return None
+        held = True
+        return HeldWal(path, fd, shm_fd, wal_fd, os.fstat(wal_fd).st_size)
+    finally:
+        if not held:
+            for other in (wal_fd, shm_fd, fd):
+                if other is not None:
+                    os.close(other)

@@ -11,17 +11,20 @@ Two kinds of reader therefore live here. Read-only commands (`open_read_only`) r
 whenever SQLite can do it without creating anything: a WAL file whose `-wal` and `-shm` both exist
 and are readable is opened `mode=ro`, like any archon reader (the main file and `-wal` are never
 written; the `-shm` changes only by the read mark every reader writes). Support mode (`inspect`,
-`snapshot_copy`) promises more, every byte including the `-shm` unchanged, and so does the
-fallback for a WAL file SQLite cannot read in place; those never hand a WAL original to SQLite,
-they open a private copy taken under SQLite's own read locks (console/db/locked_copy.py), where
-SQLite replays the WAL (or rolls back a hot journal) in our own directory.
+`snapshot_copy`) promises more, every byte including the `-shm` unchanged. Where SQLite would have
+to create a side file, neither copies the database: a WAL file with no `-wal` (a `-shm` alone, or
+nothing), or an empty one and no `-shm`, holds every commit in its main file and is read
+`immutable=1`; one with a `-wal` but no `-shm` (a crashed archon), and in support mode any WAL file
+with a `-wal`, is read where it is beside a private copy of its `-wal` alone
+(console/db/private_wal.py). A side file this user cannot read is refused in one sentence before
+anything is copied. Only a leftover rollback journal (SQLite must roll it back, which writes), a
+file SQLite cannot read that way (damage), or `force_copy` go through a private copy of the whole
+file taken under SQLite's own read locks (console/db/locked_copy.py), where SQLite replays the WAL
+(or rolls back a hot journal) in our own directory; it is removed when the connection is closed
+(the `how` of each reader says which it is).
 
-`snapshot_copy` then runs the SQLite backup API from that private copy into a single
-rollback-journal file. `open_read_only` skips the backup: a rollback-journal file with no journal
-beside it, or a WAL file with its readable `-wal` and `-shm`, is opened in place with `mode=ro`
-(such readers create nothing), a WAL file nobody has open (no `-wal`, no `-shm`) with
-`immutable=1`, anything else through a private copy that is removed when the connection is closed
-(its `how` says why).
+`snapshot_copy` runs the SQLite backup API from such a reader straight into the snapshot file, a
+single rollback-journal file: the database is written once.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
-import time
+from functools import partial as partial_
 from pathlib import Path
 
 TYPE_CHECKING = False
@@ -39,7 +42,7 @@ if TYPE_CHECKING:  # typing is not imported at run time: the start-up budget (is
 from urllib.parse import quote
 
 from console.db.connection import sqlite_connection
-from console.db.file_guard import Connection, hold_descriptor, read_head, release_descriptor
+from console.db.file_guard import Connection, read_head
 from console.db.rows import text_row
 from console.db.files import (
     create_exclusive,
@@ -54,12 +57,14 @@ from console.db.files import (
 )
 from console.db.locked_copy import (
     DEFAULT_LOCK_TIMEOUT_S,
+    WHY_SHM,
+    WHY_WAL,
     CopyResult,
     check_header,
     is_wal_header,
     private_copy,
     sidecars,
-    take_shared_lock,
+    unreadable_side,
 )
 from console.db.paths import nonempty_file, require_database_file
 from console.errors import DatabaseUnusable, UsageError
@@ -143,16 +148,18 @@ def snapshot_copy(
         except OSError as exc:
             raise _no_private_copy(path, exc) from None
         reached("scratch")
-        # Room for the private copy and the backup made from it, both in `scratch`.
-        copy = private_copy(path, scratch, timeout_s=timeout_s, room_factor=2)
-        reached("copied")
-        made = create_exclusive(scratch, "snapshot.", ".sqlite")
-        _backup_into(copy, made, path)
-        for leftover in (copy.path, *sidecars(copy.path).values()):
-            leftover.unlink(missing_ok=True)  # room in the temp directory before the next copy
-        reached("backed-up")
         out_fd, partial = create_exclusive_at(dir_fd, temp_prefix("keep") + final.name + ".", ".partial")
-        _write_all(made, out_fd)
+        if not _backup_in_place(path, scratch, dir_fd, partial, out_fd, timeout_s):
+            # A hot journal, or damage the backup API stops at: replayed in a private copy first.
+            # Room for the private copy and the backup made from it, both in `scratch`.
+            copy = private_copy(path, scratch, timeout_s=timeout_s, room_factor=2)
+            reached("copied")
+            made = create_exclusive(scratch, "snapshot.", ".sqlite")
+            _backup_into(copy, made, path)
+            for leftover in (copy.path, *sidecars(copy.path).values()):
+                leftover.unlink(missing_ok=True)  # room in the temp directory before the next copy
+            reached("backed-up")
+            _write_all(made, out_fd)
         reached("partial")
         publish_at(dir_fd, partial, final.name)
         partial = None
@@ -173,6 +180,60 @@ def snapshot_copy(
         if scratch is not None:
             _remove_tree(scratch)
     return final
+
+
+def _backup_in_place(path: Path, scratch: Path, dir_fd: int, partial: str, out_fd: int, timeout_s: float) -> bool:
+    """The backup API from the file where it is (a rollback file without a journal, in place; a WAL
+    file with a private copy of its -wal alone, its -shm locked against checkpoints meanwhile, or
+    immutable with none: console/db/private_wal.py) straight into the partial file, so a snapshot
+    costs one write of the database. False, with the partial left empty, when it must be copied."""
+    from console.db.private_wal import backup_through, no_commits_beside, open_quiet_wal, open_with_private_wal
+
+    require_database_file(path)
+    check_header(path, read_head(path, 100), os.stat(path).st_size)
+    setup = _read_only(int(timeout_s * 1000))
+    opened = None
+    if not is_wal_header(read_head(path, 100)):
+        if not nonempty_file(sidecars(path)["-journal"]):
+            opened = _connect(ro_uri(path), uri=True, setup=setup), (lambda: None), "in place"
+    elif no_commits_beside(path):
+        opened = open_quiet_wal(path, partial_(_connect, uri=True, setup=setup), ro_uri, timeout_s=timeout_s)
+    else:
+        opened = open_with_private_wal(path, partial_(_connect, uri=True, setup=setup), ro_uri, timeout_s=timeout_s,
+                                       live_ok=True)
+    if opened is None:
+        return False
+    conn, release, _how = opened
+    try:
+        reached("copied")
+        rw = os.open(partial, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        try:
+            if (os.fstat(rw).st_dev, os.fstat(rw).st_ino) != (os.fstat(out_fd).st_dev, os.fstat(out_fd).st_ino):
+                raise FileExistsError(errno.EEXIST, "the partial file was replaced", partial)
+            pages, page_size = (conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_count", "page_size"))
+            vfs = os.fstatvfs(rw)
+            if pages * page_size > vfs.f_bavail * vfs.f_frsize:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # before a byte is written
+            if not backup_through(conn, rw, scratch):
+                return False
+            os.fsync(rw)
+        finally:
+            os.close(rw)
+        reached("backed-up")
+        os.close(out_fd)
+        return True
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError):
+            os.close(out_fd)
+            raise
+        os.ftruncate(out_fd, 0)  # damage: the private copy's bytes let doctor describe it
+        return False
+    except BaseException:
+        os.close(out_fd)
+        raise
+    finally:
+        conn.close()
+        release()
 
 
 def _write_all(source: Path, out_fd: int) -> None:
@@ -272,18 +333,11 @@ def open_read_only(
             raise DatabaseUnusable(f"Cannot open {path}: {exc}.") from None
         return conn, (lambda: None), "in place"
     reason = "forced" if force_copy else ("a leftover -journal" if not wal else None)
-    if not force_copy and wal and not side["-wal"].exists() and not side["-shm"].exists():
-        opened = _open_quiet_wal(path, busy_timeout_ms)
-        if opened is not None:
-            return opened
     if not force_copy and wal:
-        reason = _in_place_blocker(side)
-        if reason is None:
-            opened = _open_live_wal(path, busy_timeout_ms)
-            if isinstance(opened, str):
-                reason = opened
-            else:
-                return opened
+        opened = _open_wal_without_copy(path, side, busy_timeout_ms)
+        if not isinstance(opened, str):
+            return opened
+        reason = opened
     try:
         workdir = private_dir("ro")
     except OSError as exc:
@@ -338,22 +392,48 @@ def _remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _in_place_blocker(side: dict[str, Path]) -> str | None:
-    """Why SQLite cannot read a WAL file in place without creating anything, or None.
+def _open_wal_without_copy(path: Path, side: dict[str, Path], busy_timeout_ms: int):
+    """Open a WAL file without copying its main file, or say (a string) why it needs the copy.
 
-    Only `os.access`: opening and closing these files here would drop the POSIX locks of any
-    SQLite connection this process holds on them (tests/adversarial/test_locks.py).
+    Looked at with `stat` and `os.access` only: opening and closing these files here would drop the
+    POSIX locks of any SQLite connection this process holds on them (tests/adversarial/test_locks.py).
+    No -wal (a -shm alone or nothing), or an empty -wal and no -shm: every commit is in the main file
+    (immutable); a -wal and a -shm, both readable: in place, as any archon reader; a -wal without
+    its -shm (a crashed archon): the main file in place beside a private copy of the -wal
+    (console/db/private_wal.py). Each way re-checks under its lock and answers None when the files
+    changed meanwhile: then they are looked at again.
     """
-    wal, shm = side["-wal"], side["-shm"]
-    if not os.path.exists(wal):
-        return "no -wal beside a -shm: a reader would create one"
-    if not os.path.exists(shm):
-        return "no -shm beside the -wal: a reader would create one"
-    if not os.access(wal, os.R_OK):
-        return "the -wal is not readable"
-    if not os.access(shm, os.R_OK):
-        return "the -shm is not readable"
-    return None
+    from console.db.private_wal import no_commits_beside, open_quiet_wal, open_with_private_wal
+
+    timeout_s = max(1.0, busy_timeout_ms / 1000)
+    connect = partial_(_connect, uri=True, setup=_read_only(busy_timeout_ms))
+    for _attempt in range(3):
+        if no_commits_beside(path):
+            opened = open_quiet_wal(path, connect, ro_uri, timeout_s=timeout_s)
+            if opened is not None:
+                return opened
+            continue
+        for suffix, why in (("-wal", WHY_WAL), ("-shm", WHY_SHM)):
+            if os.path.exists(side[suffix]) and not _readable(side[suffix]):
+                raise unreadable_side(side[suffix], PermissionError(errno.EACCES, os.strerror(errno.EACCES)), why)
+        if os.path.exists(side["-shm"]):
+            opened = _open_live_wal(path, busy_timeout_ms)
+            if isinstance(opened, str):
+                return opened
+        else:
+            try:
+                opened = open_with_private_wal(path, connect, ro_uri, timeout_s=timeout_s)
+            except (OSError, sqlite3.OperationalError) as exc:
+                raise _no_private_copy(path, exc, "the -wal") from None
+            if opened is None and not os.path.exists(side["-shm"]) and os.path.exists(side["-wal"]):
+                return "SQLite could not read it through a private copy of the -wal"
+        if opened is not None:
+            return opened
+    return "its -wal and -shm kept changing while they were looked at"
+
+
+def _readable(side: Path) -> bool:
+    return os.access(side, os.R_OK, effective_ids=os.access in os.supports_effective_ids)
 
 
 def _open_live_wal(path: Path, busy_timeout_ms: int):
@@ -377,50 +457,15 @@ def _open_live_wal(path: Path, busy_timeout_ms: int):
     return conn, (lambda: None), "in place (WAL, mode=ro)"
 
 
-def _no_private_copy(path: Path, exc: BaseException) -> DatabaseUnusable:
+def _no_private_copy(path: Path, exc: BaseException, what: str = "the database") -> DatabaseUnusable:
     """A WAL database is read through a private copy in the temp directory; it could not be made."""
     import tempfile  # only on the private-copy path, not at every start
     reason = getattr(exc, "strerror", None) or str(exc)
     return DatabaseUnusable(
         f"Cannot read {path} without a private copy, and the copy in {tempfile.gettempdir()} failed ({reason}); "
         "nothing was changed and the partial copy was removed.",
-        "Free space there, or point TMPDIR at a directory with room for a copy of the database.",
+        f"Free space there, or point TMPDIR at a directory with room for a copy of {what}.",
     )
-
-
-def _let_go(fd: int) -> None:
-    release_descriptor(fd)
-    try:
-        os.close(fd)
-    except OSError:
-        pass
-
-
-def _open_quiet_wal(path: Path, busy_timeout_ms: int):
-    """A WAL file nobody has open (no -wal, no -shm): every commit is in the main file.
-
-    `immutable=1` reads it without locks or side files. We hold a SQLite SHARED lock through our
-    own descriptor meanwhile, so a connection that opens and closes in between cannot checkpoint
-    and delete under us; a checkpoint by a newly started archon is still possible, which is why
-    callers that must be exact compare `stat_token` before and after (doctor does).
-    """
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    hold_descriptor(fd, path)  # its lock counts like a connection's (console/db/file_guard.py)
-    try:
-        deadline = time.monotonic() + max(1.0, busy_timeout_ms / 1000)
-        take_shared_lock(fd, deadline)
-        if Path(f"{path}-wal").exists():  # someone opened it meanwhile: use a private copy
-            _let_go(fd)
-            return None
-        conn = _connect(ro_uri(path, immutable="1"), uri=True, setup=_read_only(busy_timeout_ms))
-    except BaseException:
-        _let_go(fd)
-        raise
-
-    def cleanup() -> None:
-        _let_go(fd)
-
-    return conn, cleanup, "in place (immutable: no -wal)"
 
 
 def stat_token(path: str | Path) -> tuple:

@@ -86,8 +86,8 @@ def test_demo_on_a_full_disk(disk, capsys):
 
 def test_a_read_only_command_with_a_full_tmpdir(tmp_path, demo_copy, disk):
     """A live WAL database is read in place: a full TMPDIR does not matter (issue 11 item 1). A WAL
-    file SQLite cannot read in place (a -wal without its -shm) is read through a private copy in
-    TMPDIR; a full TMPDIR is then one sentence."""
+    file SQLite cannot read in place (a -wal without its -shm) is read beside a private copy of its
+    -wal in TMPDIR (issue 23 item 1); a full TMPDIR is then one sentence. An empty -wal needs none."""
     import shutil
 
     db = demo_copy("current")
@@ -97,7 +97,10 @@ def test_a_read_only_command_with_a_full_tmpdir(tmp_path, demo_copy, disk):
     live = sqlite3.connect(db)  # archon running: the database is in WAL mode with a -wal beside it
     try:
         live.execute("PRAGMA journal_mode = WAL")
-        live.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        live.execute("PRAGMA wal_autocheckpoint = 0")
+        live.execute("CREATE TABLE wal_only (b BLOB)")  # commits that stay in the -wal: ~400 KB of it
+        live.executemany("INSERT INTO wal_only VALUES (randomblob(4000))", [()] * 100)
+        live.commit()
         assert Path(f"{db}-wal").exists()
         in_place = subprocess.run(
             [sys.executable, "-m", "console", "--db", str(db), "approvals", "list"],
@@ -118,6 +121,16 @@ def test_a_read_only_command_with_a_full_tmpdir(tmp_path, demo_copy, disk):
     assert "free; nothing was copied" in proc.stderr and "TMPDIR" in proc.stderr
     assert disk.entries() == []
     assert sorted(os.listdir(orphan)) == ["archon.db", "archon.db-wal"]
+    conn = sqlite3.connect(orphan / "archon.db")  # fold the -wal in (closing removes -wal and -shm)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    (orphan / "archon.db-wal").write_bytes(b"")  # an empty -wal, as a crash can leave it
+    proc = subprocess.run(
+        [sys.executable, "-m", "console", "--db", str(orphan / "archon.db"), "approvals", "list"],
+        capture_output=True, text=True, cwd=ROOT, timeout=30, env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert disk.entries() == []
 
 
 def test_writing_a_wal_database_in_a_read_only_directory(tmp_path, disk, capsys):
@@ -210,7 +223,8 @@ def test_writing_a_wal_database_in_a_0555_directory_as_its_owner():
 
 
 def test_inspect_with_a_full_tmpdir(demo_copy, disk, monkeypatch, capsys):
-    """`inspect` without --keep-snapshot snapshots into a private directory in TMPDIR."""
+    """`inspect` without --keep-snapshot snapshots into a private directory in TMPDIR: straight from
+    the file (issue 23 item 1), refused before a byte is written when it cannot fit."""
     import tempfile
 
     db = demo_copy("current")
@@ -220,7 +234,7 @@ def test_inspect_with_a_full_tmpdir(demo_copy, disk, monkeypatch, capsys):
     code, err = run(capsys, "inspect", db)
     assert disk.entries() == []
     assert code == 3, err
-    assert "free; nothing was copied" in err
+    assert "No space left on device" in err and "removed" in err
     disk.grow()
     assert run(capsys, "inspect", db)[0] == 0
     assert disk.entries() == []  # removed on exit
