@@ -60,12 +60,7 @@ def main() -> None:
     select = same_sql(d.projects)
     utils = Path(h.python()).with_name("sqlite-utils")
     for state, path, info in h.states(d):
-        try:
-            ids = iter(h.pending_ids(path, 2 * (rounds + 1), d.now, real_clock=True))
-            expired = False
-        except RuntimeError:  # an old database: every pending request has expired by the real clock
-            ids = iter(h.pending_ids(path, 2 * (rounds + 1), d.now))
-            expired = True
+        ids, expired = h.approvable_ids(path, 2 * (rounds + 1), d.now)
 
         def run(argv: list[str], path=path, state=state) -> float:
             seconds = h.timed_run(argv, env, ok=(0, 1) if expired else (0,))

@@ -48,12 +48,7 @@ def main() -> None:
     cli, python = h.cli(), [h.python(), "-I", BASELINE]
     for state, path, info in h.states(d):
         request = shown_id(path)
-        try:
-            ids = iter(h.pending_ids(path, 2 * (rounds + 1), d.now, real_clock=True))
-            expired = False
-        except RuntimeError:  # an old database: every pending request has expired by the real clock
-            ids = iter(h.pending_ids(path, 2 * (rounds + 1), d.now))
-            expired = True
+        ids, expired = h.approvable_ids(path, 2 * (rounds + 1), d.now)
         if state == "idle":
             h.remove_sidecars(path)
 

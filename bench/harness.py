@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -234,6 +233,16 @@ def remove_sidecars(path: Path) -> None:
         side = Path(f"{path}{suffix}")
         if side.exists() and side.stat().st_size in (0, 32768):
             side.unlink()
+
+
+def approvable_ids(path: Path, count: int, now: str) -> tuple[Iterator[str], bool]:
+    """Requests `approvals approve` may decide as a command (the real clock), and False; in an old
+    database whose pending requests have all expired by the real clock, requests pending at `now`
+    (the command then writes the expiry and refuses: the same UPDATE and event), and True."""
+    try:
+        return iter(pending_ids(path, count, now, real_clock=True)), False
+    except RuntimeError:
+        return iter(pending_ids(path, count, now)), True
 
 
 def pending_ids(path: Path, count: int, now: str, *, newest_first: bool = False, real_clock: bool = False) -> list[str]:

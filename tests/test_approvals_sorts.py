@@ -144,6 +144,16 @@ def test_the_sql_requester_is_requester_of(authority):
     assert in_sql == (queue.requester_of(queue.parse_json_field(text)) or "").encode("utf-8", "surrogatepass")
 
 
+def _every_order_pages_whole(path, count: int) -> None:
+    """Walked one row at a time, every order meets exactly the rows one large page lists."""
+    for sort in queue.SORTS:
+        f = queue.Filters(statuses=None, sort=sort)
+        with open_database(path) as h:
+            everything = [r.id for r in queue.list_requests(h, f, limit=500, now=NOW).rows]
+        assert len(everything) == count
+        assert _walk_pages(path, f) == everything, sort
+
+
 def _walk_pages(path, f, limit=1) -> list[str]:
     with open_database(path) as h:
         walked, cursor = [], None
@@ -170,12 +180,7 @@ def test_requesters_that_are_not_utf8_page_whole(tmp_path):
         add_request(conn, f"apr-{n:02d}", "p1", expires_at=NOW + timedelta(minutes=n % 3),
                     authority='{"requested_by": "%s"}' % name)
     conn.close()
-    for sort in queue.SORTS:
-        f = queue.Filters(statuses=None, sort=sort)
-        with open_database(path) as h:
-            everything = [r.id for r in queue.list_requests(h, f, limit=500, now=NOW).rows]
-        assert len(everything) == 20
-        assert _walk_pages(path, f) == everything, sort
+    _every_order_pages_whole(path, 20)
 
 
 def test_a_key_stored_as_a_blob_pages_whole(tmp_path):
@@ -191,12 +196,7 @@ def test_a_key_stored_as_a_blob_pages_whole(tmp_path):
         expires = ts(NOW + timedelta(minutes=n % 2))
         add_request(conn, f"apr-{n:02d}", "p1", expires_at=expires.encode() if n > 5 else expires)
     conn.close()
-    for sort in queue.SORTS:
-        f = queue.Filters(statuses=None, sort=sort)
-        with open_database(path) as h:
-            everything = [r.id for r in queue.list_requests(h, f, limit=500, now=NOW).rows]
-        assert len(everything) == 12
-        assert _walk_pages(path, f) == everything, sort
+    _every_order_pages_whole(path, 12)
 
 
 def _plan(h, q) -> str:
