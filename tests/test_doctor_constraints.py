@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from console.cli.cli import main
@@ -377,3 +377,116 @@ def test_archon_s_own_databases_have_no_unknown_constraint(tmp_path):
         for text in texts:
             key = (table, check_clauses(f"CHECK ({text})")[0].key)
             assert key in seen and key not in ours, key
+
+
+# --- the two largest tables, checked inside the approvals pass ------------------------------------
+
+def _valid_event(i: int) -> dict:
+    return {"id": f"ev-{i}", "project_id": "p1", "approval_request_id": f"apr-{i}", "sequence": 1,
+            "event_type": "requested", "from_status": None, "to_status": "pending", "actor_classification": "system",
+            "actor_reference": None, "reason": None, "metadata_schema_version": 1, "metadata_json": None,
+            "created_at": "2026-11-01 11:00:00"}
+
+
+def _pairs():
+    """A request and its event, both with noise in any column but their keys; the event's project
+    may be another or NULL (an event the approvals pass never reads)."""
+    def pair(i):
+        request = {k: (st.just(v) if k in ("id", "project_id", "execution_run_id") else st.one_of(st.just(v), NOISE))
+                   for k, v in _valid_request(i).items()}
+        event = {k: (st.just(v) if k in ("id", "approval_request_id") else st.one_of(st.just(v), NOISE))
+                 for k, v in _valid_event(i).items()}
+        event["project_id"] = st.sampled_from(["p1", "p1", "p1", "p2", None])
+        return st.tuples(st.fixed_dictionaries(request), st.fixed_dictionaries(event))
+    return st.integers(1, 8).flatmap(lambda n: st.tuples(*[pair(i) for i in range(n)]))
+
+
+def _write_pairs(path: Path, pairs) -> None:
+    def write(conn):
+        conn.execute("PRAGMA foreign_keys = OFF")
+        for row in (r for pair in pairs for r in pair):
+            table = "approval_requests" if "action_kind" in row else "approval_request_events"
+            if table == "approval_requests":
+                conn.execute("INSERT INTO execution_runs (id, project_id) VALUES (?, 'p1')", (row["execution_run_id"],))
+            conn.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
+                         list(row.values()))
+
+    write_bypassing(path, ["approval_requests", "approval_request_events"], write)
+
+
+def _folded_and_alone(path: Path, monkeypatch) -> tuple[list, list, list[str]]:
+    """The constraints findings of a whole doctor run (the approvals pass evaluates the requests'
+    and events' constraints) and of the constraints check alone (it scans every table), and the
+    tables the whole run's constraints check scanned itself."""
+    from console.services.doctor import checks_constraints
+
+    scanned: list[str] = []
+    real = checks_constraints.scan
+
+    def scan(conn, plan):
+        scanned.extend(t.table for t in plan.tables)
+        return real(conn, plan)
+
+    def shape(report):
+        return [(f.id, f.count, f.found, f.rows) for f in report.findings if f.id.startswith("constraints.")]
+
+    monkeypatch.setattr(checks_constraints, "scan", scan)
+    folded = shape(run_doctor(path, now=damage.NOW))
+    monkeypatch.setattr(checks_constraints, "scan", real)
+    return folded, shape(run_doctor(path, checks=["constraints"], now=damage.NOW)), scanned
+
+
+def _null_status():
+    request, event = _valid_request(0), _valid_event(0)
+    request["status"] = None  # SQLite's IN takes a NOT NULL column's NULL for a value outside the list
+    return ((request, event),)
+
+
+@pytest.mark.slow
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pairs=_pairs())
+@example(pairs=_null_status())
+def test_the_approvals_pass_finds_what_the_scan_finds(base, tmp_path, monkeypatch, pairs):
+    """Checked inside the approvals pass (issue 23 item 4: each table read once), the requests'
+    and events' constraints give the findings the scan of each table gives: counts, rows, order."""
+    path = tmp_path / "archon.db"
+    shutil.copyfile(base, path)
+    _write_pairs(path, pairs)
+    folded, alone, scanned = _folded_and_alone(path, monkeypatch)
+    assert folded == alone
+    assert "approval_requests" not in scanned
+    orphans = any(event["project_id"] != "p1" for _request, event in pairs)
+    assert ("approval_request_events" in scanned) == orphans  # an event the pass never read: scanned
+
+
+@pytest.mark.parametrize("orphan", [False, True], ids=["matched", "orphan"])
+def test_many_broken_rows_across_the_pass_parts_are_kept_as_the_scan_keeps_them(base, tmp_path, monkeypatch, orphan):
+    """More broken rows than a finding keeps, spread over every part of the pass (parallel parts on
+    worker connections, and all on the caller's connection): the same rows, in the same order."""
+    from console.db.connect import open_database
+
+    path = tmp_path / "archon.db"
+    shutil.copyfile(base, path)
+    pairs = []
+    for i in range(60):
+        request, event = _valid_request(i), _valid_event(i)
+        request["action_kind"] = "rm_rf" if i % 2 else request["action_kind"]
+        request["expires_at"] = None if i % 3 == 0 else request["expires_at"]
+        event["actor_classification"] = "robot" if i % 5 else event["actor_classification"]
+        event["to_status"] = None if i % 7 == 0 else event["to_status"]
+        event["project_id"] = None if orphan and i == 31 else "p1"
+        pairs.append((request, event))
+    _write_pairs(path, pairs)
+    folded, alone, scanned = _folded_and_alone(path, monkeypatch)
+    assert folded == alone and "approval_requests" not in scanned
+    assert ("approval_request_events" in scanned) == orphan
+    # a NULL to_status breaks its CHECK too: SQLite evaluates `IN` as if a NOT NULL column held no NULL
+    assert dict((i, c) for i, c, _f, _r in folded) == {"constraints.check_failed": 30 + 9 + 48,
+                                                        "constraints.not_null_failed": 20 + 9 + orphan}
+    handle = open_database(path, read_only=True)
+    try:  # no worker connections: the parts run one after the other on the caller's connection
+        reports = [run_doctor(handle, now=damage.NOW), run_doctor(path, now=damage.NOW, full=True)]
+    finally:
+        handle.conn.close()
+    for report in reports:
+        assert [(f.id, f.count, f.found, f.rows) for f in report.findings if f.id.startswith("constraints.")] == alone

@@ -11,7 +11,8 @@ the main connection and the worker connections begin their read transactions on 
 and no finding compares rows read at two commits. The long scans -- the integrity scan
 (`quick_check`, or `integrity_check` with `full`), the approvals pass in rowid parts
 (`checks_approvals`, which also counts the foreign keys foreign_key_check would otherwise read the
-two largest tables for) and foreign_key_check -- run on the worker connections, each taken by the
+two largest tables for, and evaluates the constraints check's terms on their rows), the constraint
+scan of the other tables and foreign_key_check -- run on the worker connections, each taken by the
 first one free, while the short checks run on the main connection: the file is read about once for
 the integrity scan and once for everything else. No connection maps the file (mmap): six mappings
 of a large file showed as gigabytes of resident memory, for a gain of about a tenth of the CPU time.
@@ -42,7 +43,6 @@ from console.services.doctor.checks_approvals import check_approvals, prefetch_a
 from console.services.doctor.checks_constraints import check_constraints, prefetch_constraints
 from console.services.doctor.checks_environments import check_environments
 from console.services.doctor.checks_integrity import (
-    busy_finding,
     check_file,
     check_foreign_keys,
     integrity_finding,
@@ -53,7 +53,7 @@ from console.services.doctor.checks_integrity import (
 from console.services.doctor.checks_profiles import check_profiles
 from console.services.doctor.checks_schema import check_ledger, check_schema
 from console.services.doctor.context import DEFAULT_STALE_AFTER, Ctx
-from console.services.doctor.report import DoctorReport, Finding
+from console.services.doctor.report import DoctorReport, Finding, busy_finding
 
 # --- the runner ------------------------------------------------------------------------------
 
@@ -73,7 +73,7 @@ PREFETCH: dict[str, Callable[[Ctx], None]] = {
     "approvals": prefetch_approvals,
     "constraints": prefetch_constraints,
 }
-WAITS_FOR_SCANS = ("approvals", "foreign_keys")  # in this order: approvals' own query runs before it waits
+WAITS_FOR_SCANS = ("approvals", "constraints", "foreign_keys")  # in this order: approvals' own query runs before it waits
 ARCHON_CHECKS = ("schema", "ledger", "approvals", "environments", "profiles")
 
 

@@ -11,16 +11,20 @@ one read of each table, no sort and no temporary b-tree. Counting the events mat
 events (`_PassResult.orphan_events`) says whether any event lacks its request, which spares
 `foreign_key_check` the events table. Only anomalous requests reach Python (`doctor_keep`, called
 by CASE for those alone); the pass runs on a worker connection of its own, on the snapshot every
-other check reads (context.py).
+other check reads (context.py). When the constraints check runs too, the pass evaluates its terms
+on every request and every event it reads (checks_constraints.py `row_probe`), so that check need
+not read the two largest tables again.
 """
 
 from __future__ import annotations
 
+import bisect
 import sqlite3
 from console.records import dataclass, field
 from typing import Any
 
 from console.db.sql import quote_identifier
+from console.services.doctor.checks_constraints import KEPT_PER_CONSTRAINT, TablePlan, foldable, key_text, row_probe
 from console.services.doctor.context import Ctx, ids_text, rows_of
 from console.services.doctor.report import Finding
 
@@ -35,16 +39,19 @@ PARTS = 6
 # {fk}: 1 or 2 for a request whose foreign keys find no parent ({fk_joins}, `COUNTED_FKS`), else 0.
 # Every comparison is BINARY on TEXT columns: what foreign_key_check compares when `fk_countable`
 # holds. Each parent is a seek on its unique index, one row at most (SQLite reads no second match).
+# {request_probe}, {event_probe}: the constraints check's terms on this request and on each of its
+# events (checks_constraints.py `row_probe`), or 0; summed so that SQLite computes them.
 _REQUEST_PASS_SQL = """
 SELECT coalesce(sum(n), 0), coalesce(sum(CASE WHEN gaps OR differs OR undocumented
          THEN doctor_keep(id, status, n, hi, last_to, gaps, differs, undocumented) ELSE 0 END), 0),
-       coalesce(sum(fk_missing), 0)
+       coalesce(sum(fk_missing), 0), coalesce(sum(broken), 0)
 FROM (SELECT id, status, n, hi, last_to, n > 0 AND coalesce(hi <> n OR ones <> 1, 0) AS gaps,
              coalesce(last_to = status, 0) = 0 AS differs, decided AND coalesce(decisions, 0) = 0 AS undocumented,
-             fk_missing
+             fk_missing, coalesce(request_broken, 0) + coalesce(events_broken, 0) AS broken
       FROM (SELECT r.id AS id, r.status AS status, r.decision_at IS NOT NULL AS decided, {fk} AS fk_missing,
                    count(e.rowid) AS n, max(e.sequence) AS hi, sum(e.sequence = 1) AS ones,
-                   e.to_status AS last_to, sum(e.to_status IN ('approved', 'denied')) AS decisions
+                   e.to_status AS last_to, sum(e.to_status IN ('approved', 'denied')) AS decisions,
+                   {request_probe} AS request_broken, sum({event_probe}) AS events_broken
             FROM approval_requests r {fk_joins} LEFT JOIN approval_request_events e
               ON e.project_id = r.project_id COLLATE BINARY AND e.approval_request_id = r.id COLLATE BINARY
             WHERE r.rowid BETWEEN :low AND :high
@@ -78,12 +85,32 @@ WHERE rowid IN (SELECT rowid FROM approval_requests
 
 
 @dataclass
+class Tally:
+    """A constraint's broken rows as the approvals pass meets them (in parts, each in its own
+    order): the count, and the `KEPT_PER_CONSTRAINT` smallest (rowid, key), which are the rows `scan`,
+    reading the table in rowid order, keeps."""
+    count: int = 0
+    kept: list[tuple[int, str]] = field(default_factory=list)
+
+    def add(self, rowid: int, key: str) -> None:
+        self.count += 1
+        if len(self.kept) < KEPT_PER_CONSTRAINT or rowid < self.kept[-1][0]:
+            bisect.insort(self.kept, (rowid, key))
+            del self.kept[KEPT_PER_CONSTRAINT:]
+
+    def merge(self, other: Tally) -> None:
+        self.count += other.count
+        self.kept = sorted(self.kept + other.kept)[:KEPT_PER_CONSTRAINT]
+
+
+@dataclass
 class _PassResult:
     bad_sequences: list = field(default_factory=list)  # (request id, events, highest sequence), by id
     mismatches: list = field(default_factory=list)  # (id, status, last to_status, has events), by id
     undocumented: list = field(default_factory=list)  # request ids, decided without a decision event
     orphan_events: int = 0  # events with no request: foreign_key_check's events rows (as a count)
     requests_without_parent: int = 0  # the same for the requests' foreign keys, when counted
+    tallies: dict[str, list[Tally]] = field(default_factory=dict)  # folded table -> per constraint
 
 
 def _sql_order(value: Any) -> tuple:
@@ -126,29 +153,45 @@ def fk_countable(conn: sqlite3.Connection, child: str) -> bool:
 
 
 def _request_pass(conn: sqlite3.Connection, low: int, high: int, *, count_events: bool,
-                  request_fks: bool) -> _PassResult:
+                  request_fks: bool, folded: dict[str, TablePlan]) -> _PassResult:
     """The pass over the requests with rowids low..high (and, with `count_events`, the count of all
-    events), in one read transaction: the snapshot every check shares, or its own."""
+    events), in one read transaction: the snapshot every check shares, or its own. `folded`: the
+    constraints check's plans of the requests and events tables, evaluated on the rows read."""
     kept: list[tuple] = []
+    plans = [folded.get("approval_requests"), folded.get(EVENTS_TABLE)]
+    tallies = [[Tally() for _c in plan.constraints] if plan else [] for plan in plans]
 
     def keep(*row: Any) -> int:
         kept.append(row)
         return 1
 
+    def broken(tag: int, rowid: int, *values: Any) -> int:
+        width = len(plans[tag].keys)
+        key = key_text(plans[tag], values[:width])
+        for tally, flag in zip(tallies[tag], values[width:]):
+            if flag:
+                tally.add(rowid, key)
+        return 1
+
     conn.create_function("doctor_keep", 8, keep)
+    conn.create_function("doctor_broken", -1, broken)
     own = not conn.in_transaction
     if own:
         conn.execute("BEGIN")
     try:
-        sql = _REQUEST_PASS_SQL.format(fk=_REQUEST_FKS if request_fks else "0",
-                                       fk_joins=_REQUEST_FK_JOINS if request_fks else "")
-        matched, _kept, without_parent = conn.execute(sql, {"low": low, "high": high}).fetchone()
+        sql = _REQUEST_PASS_SQL.format(
+            fk=_REQUEST_FKS if request_fks else "0", fk_joins=_REQUEST_FK_JOINS if request_fks else "",
+            request_probe=row_probe(plans[0], 0, "r.rowid") if plans[0] else "0",
+            event_probe=row_probe(plans[1], 1, "e.rowid") if plans[1] else "0")
+        matched, _kept, without_parent, _broken = conn.execute(sql, {"low": low, "high": high}).fetchone()
         events = conn.execute(_EVENTS_SQL).fetchone()[0] if count_events else 0
     finally:
         if own:
             conn.execute("COMMIT")
         conn.create_function("doctor_keep", 8, None)
-    result = _PassResult(orphan_events=events - matched, requests_without_parent=without_parent)
+        conn.create_function("doctor_broken", -1, None)
+    result = _PassResult(orphan_events=events - matched, requests_without_parent=without_parent,
+                         tallies={plan.table: t for plan, t in zip(plans, tallies) if plan})
     for rid, status, n, hi, last_to, gaps, differs, undocumented in kept:
         if gaps:
             result.bad_sequences.append((rid, n, hi))
@@ -162,7 +205,8 @@ def _request_pass(conn: sqlite3.Connection, low: int, high: int, *, count_events
 
 
 def approval_events(ctx: "Ctx") -> _PassResult:
-    """The parts of the request pass, merged: every list in id order, the orphans summed."""
+    """The parts of the request pass, merged: every list in id order, the orphans summed, the
+    constraint tallies added up."""
     prefetch_approvals(ctx)
     merged = _PassResult()
     for key in ctx.started_with(PASS_KEY):
@@ -172,6 +216,10 @@ def approval_events(ctx: "Ctx") -> _PassResult:
         merged.undocumented += part.undocumented
         merged.orphan_events += part.orphan_events
         merged.requests_without_parent += part.requests_without_parent
+        for name, tallies in part.tallies.items():
+            into = merged.tallies.setdefault(name, [Tally() for _t in tallies])
+            for total, tally in zip(into, tallies):
+                total.merge(tally)
     merged.bad_sequences.sort(key=lambda m: _sql_order(m[0]))
     merged.mismatches.sort(key=lambda m: _sql_order(m[0]))
     merged.undocumented.sort(key=_sql_order)
@@ -194,9 +242,35 @@ def prefetch_approvals(ctx: Ctx) -> None:
         ctx.counted_fks = {child for child in COUNTED_FKS if not ctx.full and "foreign_keys" in ctx.names
                            and ctx.has(child, *COUNTED_FKS[child]) and fk_countable(ctx.conn, child)}
         request_fks = "approval_requests" in ctx.counted_fks
+        folded = _folded(ctx)
+        ctx.folded, ctx.fold_tallies = folded, lambda: _fold_tallies(ctx)
         for i, (low, high) in enumerate(parts):
             ctx.start(f"{PASS_KEY}{i}", lambda conn, low=low, high=high, first=(i == 0):
-                      _request_pass(conn, low, high, count_events=first, request_fks=request_fks))
+                      _request_pass(conn, low, high, count_events=first, request_fks=request_fks, folded=folded))
+
+
+def _folded(ctx: Ctx) -> dict[str, TablePlan]:
+    """The constraints check's plans the pass evaluates: the requests' (it reads each request once),
+    and the events' when each event can match one request only (the requests' (id, project_id)
+    is unique, `fk_countable`); whether every event was matched is known after the pass."""
+    folded = {}
+    try:
+        for name in ("approval_requests", EVENTS_TABLE):
+            plan = foldable(ctx, name)
+            if plan is not None and (name != EVENTS_TABLE or fk_countable(ctx.conn, EVENTS_TABLE)):
+                folded[name] = plan
+    except sqlite3.DatabaseError:
+        return {}  # the constraints check plans again, and reports what fails
+    return folded
+
+
+def _fold_tallies(ctx: Ctx) -> dict[str, list[Tally]]:
+    """The tallies of the tables the pass read whole: the events' only if every event was matched
+    to a request (an orphan event was never read, and the constraints check scans the table)."""
+    merged = approval_events(ctx)
+    if merged.orphan_events != 0:
+        merged.tallies.pop(EVENTS_TABLE, None)
+    return merged.tallies
 
 
 def check_approvals(ctx: Ctx) -> list[Finding]:

@@ -37,6 +37,11 @@ the ORs as a balanced tree to stay far from SQLite's expression-depth limit; a t
 must hold on every row, so no index can spare the scan: it reads each table once. Memory stays flat:
 per constraint a count and its first `KEPT_PER_CONSTRAINT` row keys.
 
+The two largest tables are not scanned here when the approvals check runs too: its pass reads every
+request and, by index seeks, every event (checks_approvals.py), and evaluates the same terms on each
+row it reads (`row_probe`), so each table is read once for both checks, with the same findings. A
+table the pass cannot vouch for (it failed, or some event belongs to no request) is scanned here.
+
 A clean file gives no finding (the report's list of checks run names this one): an "all verified"
 note could not be rebuilt from a redacted bundle's copy, whose placeholders break archon's CHECKs
 on purpose (console/services/redaction.py `redacted_copy`), so the bundle would withhold it.
@@ -51,12 +56,12 @@ from functools import lru_cache
 
 from console.db.connect import is_busy
 from console.db.sql import quote_identifier, sqlite_lower, table_xinfo
-from console.services.doctor.checks_integrity import busy_finding
 from console.services.doctor.context import Ctx
-from console.services.doctor.report import ROW_LIMIT, SHOWN_IDS, Finding
+from console.services.doctor.report import ROW_LIMIT, SHOWN_IDS, Finding, busy_finding
 from console.text import one_line
 
 TERMS_PER_SCAN = 200
+FOLDED_TERMS = 100  # at most this many in the approvals pass: one call takes them all (SQLite: 127 arguments)
 KEPT_PER_CONSTRAINT = 20
 MAX_TABLE_SQL = 1_000_000  # characters of one CREATE TABLE read at all (archon's whole schema is ~40 KB)
 SHOWN_CONSTRAINTS = 10
@@ -318,6 +323,11 @@ def _any(terms: list[str]) -> str:
     return f"({_any(terms[:middle])} OR {_any(terms[middle:])})"
 
 
+def key_text(table: TablePlan, values) -> str:
+    """How a finding names a row, from the values of `table.keys`."""
+    return table.key_label + (str(values[0]) if len(values) == 1 else "(" + ", ".join(map(str, values)) + ")")
+
+
 def scan(conn: sqlite3.Connection, plan: Plan) -> Plan:
     """Count and sample the rows breaking each planned constraint; a table SQLite cannot read is
     noted in `plan.unchecked` and the others still run."""
@@ -330,7 +340,7 @@ def scan(conn: sqlite3.Connection, plan: Plan) -> Plan:
                 sql = (f"SELECT {', '.join(table.keys)}, {', '.join(f'({t})' for t in terms)} "
                        f"FROM {quote_identifier(table.table)} WHERE {_any(terms)}")
                 for row in conn.execute(sql):
-                    key = table.key_label + (str(row[0]) if width == 1 else "(" + ", ".join(map(str, row[:width])) + ")")
+                    key = key_text(table, row[:width])
                     for constraint, broken in zip(chunk, row[width:]):
                         if broken:
                             constraint.count += 1
@@ -343,10 +353,60 @@ def scan(conn: sqlite3.Connection, plan: Plan) -> Plan:
     return plan
 
 
+def constraint_plan(ctx: Ctx) -> Plan:
+    """The plan, made once per run on the main connection (the schema: quick)."""
+    if ctx.constraint_plan is None:
+        ctx.constraint_plan = make_plan(ctx.conn)
+    return ctx.constraint_plan
+
+
+def foldable(ctx: Ctx, name: str) -> TablePlan | None:
+    """The plan of `name` when this check runs and the approvals pass can evaluate it for it."""
+    if "constraints" not in ctx.names:
+        return None
+    table = next((t for t in constraint_plan(ctx).tables if t.table == name), None)
+    return table if table is not None and len(table.constraints) <= FOLDED_TERMS else None
+
+
+def row_probe(table: TablePlan, tag: int, rowid: str) -> str:
+    """SQL evaluating `table`'s planned terms on its row `rowid` (an expression of the caller's
+    query): 0, or for a row breaking one, `doctor_broken(tag, rowid, keys..., terms...)`'s value.
+    A scalar subquery over `table` alone, never flattened into the caller's join: each term is
+    compiled as in `scan` (the same names, the same NOT NULL shortcuts: folded into a join, a
+    NULL in a NOT NULL column gave `IN` another answer), on the page the caller has just read."""
+    terms = [c.term for c in table.constraints]
+    return (f"(SELECT CASE WHEN {_any(terms)} THEN doctor_broken({tag}, rowid, {', '.join(table.keys)}, "
+            f"{', '.join(f'({t})' for t in terms)}) ELSE 0 END "
+            f"FROM {quote_identifier(table.table)} WHERE rowid = {rowid})")
+
+
 def prefetch_constraints(ctx: Ctx) -> None:
-    """Plan on the main connection (the schema: quick), scan on a connection of its own."""
-    plan = make_plan(ctx.conn)
-    ctx.start("constraints", lambda conn: scan(conn, plan))
+    """Scan, on a connection of its own, every planned table the approvals pass does not read."""
+    plan = constraint_plan(ctx)
+    rest = Plan(tables=[t for t in plan.tables if t.table not in ctx.folded])
+    ctx.start("constraints", lambda conn: scan(conn, rest))
+
+
+def _take_folded(ctx: Ctx) -> list[TablePlan]:
+    """Copy the approvals pass's tallies (checks_approvals.py `Tally`) into the folded tables'
+    constraints; the folded tables it could not vouch for, to be scanned here."""
+    if not ctx.folded:
+        return []
+    try:
+        tallies = ctx.fold_tallies() if ctx.fold_tallies is not None else {}
+    except sqlite3.DatabaseError as exc:
+        if is_busy(exc) or "interrupt" in str(exc):
+            raise
+        tallies = {}  # the approvals check reports its failure; the scan says what it can
+    again = []
+    for name, table in ctx.folded.items():
+        if name not in tallies:
+            again.append(table)
+            continue
+        for constraint, tally in zip(table.constraints, tallies[name]):
+            constraint.count = tally.count
+            constraint.kept = [key for _rowid, key in tally.kept]
+    return again
 
 
 # --- the findings -------------------------------------------------------------------------------
@@ -356,11 +416,18 @@ def check_constraints(ctx: Ctx) -> list[Finding]:
     if not ctx.started("constraints"):
         prefetch_constraints(ctx)
     try:
-        plan: Plan = ctx.wait("constraints")
+        scanned: Plan = ctx.wait("constraints")
+        again = _take_folded(ctx)
+        if again:
+            ctx.start("constraints_again", lambda conn: scan(conn, Plan(tables=again)))
+            scanned.unchecked += ctx.wait("constraints_again").unchecked
     except sqlite3.DatabaseError as exc:
         if is_busy(exc):
             return [busy_finding("The constraint scan", exc)]
         raise
+    plan = constraint_plan(ctx)
+    order = {t.table: i for i, t in enumerate(plan.tables)}  # the scan's failures in table order
+    plan.unchecked += sorted(scanned.unchecked, key=lambda u: order.get(u[0], len(order)))
     findings = []
     broken = [c for t in plan.tables for c in t.constraints if c.count]
     checks = [c for c in broken if c.kind == "check"]
@@ -426,4 +493,5 @@ def _broken(fid: str, title: str, constraints: list[Constraint], why: str, todo:
         why, todo, rows=rows, count=total)
 
 
-__all__ = ["ARCHON_CREATE_CHECKS", "check_clauses", "check_constraints", "known_checks", "make_plan", "prefetch_constraints", "scan"]
+__all__ = ["ARCHON_CREATE_CHECKS", "check_clauses", "check_constraints", "foldable", "key_text", "known_checks",
+           "make_plan", "prefetch_constraints", "row_probe", "scan"]

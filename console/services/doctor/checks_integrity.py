@@ -12,7 +12,7 @@ from console.db.sql import quote_identifier
 from console.db.locked_copy import is_wal_header
 from console.services.doctor.checks_approvals import EVENTS_TABLE, approval_events, prefetch_approvals
 from console.services.doctor.context import Ctx, columns, ids_text, rows_of
-from console.services.doctor.report import ROW_LIMIT, Finding
+from console.services.doctor.report import ROW_LIMIT, Finding, busy_finding
 from console.text import one_line
 
 # --- file and integrity ----------------------------------------------------------------------
@@ -136,18 +136,6 @@ def integrity_messages(conn: sqlite3.Connection, full: bool) -> list[str]:
         return [f"{BUSY}{exc}" if is_busy(exc) else f"{pragma} could not finish: {exc}"]
     messages = [str(r[0]) for r in rows]
     return [] if messages == ["ok"] else messages
-
-
-def busy_finding(what: str, exc: object) -> Finding:
-    """A check another process's lock kept from running: unchecked, never damage (its advice to
-    restore a snapshot would lose a healthy file's newer rows)."""
-    return Finding(
-        "database.busy", "warning", f"{what} could not run: the database is busy",
-        f"Another process held a lock on the file past the busy timeout ({exc}).",
-        "Archon (or another tool) was writing; this is not damage, but what it would have checked was not checked.",
-        "Run doctor again when archon is idle, or raise --busy-timeout.",
-        count=1,
-    )
 
 
 def integrity_finding(messages: list[str], full: bool) -> list[Finding]:

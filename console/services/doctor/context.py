@@ -140,6 +140,12 @@ class Ctx:
         self._tasks: dict[str, Future] = {}
         self.counted_fks: set[str] = set()  # tables whose foreign keys the approvals pass counts
         self.tables_in_order: list[str] = []  # every table, in sqlite_master order (foreign_key_check)
+        self.constraint_plan: Any = None  # checks_constraints.Plan, once made
+        # Tables whose constraints the approvals pass evaluates as it reads their rows (name -> its
+        # checks_constraints.TablePlan), and how to wait for the pass's tallies of them (name ->
+        # a checks_constraints.Tally per constraint; a table it cannot vouch for is left out).
+        self.folded: dict[str, Any] = {}
+        self.fold_tallies: Callable[[], dict[str, list]] | None = None
         self.header: bytes | None = None  # the file's first bytes, read before connecting (checks_integrity)
         self._workers: _Workers | None = None
         self._own_transaction = False

@@ -101,3 +101,15 @@ class DoctorReport:
 
 
 Report = DoctorReport  # the earlier name, still used by console/services/bundle.py
+
+
+def busy_finding(what: str, exc: object) -> Finding:
+    """A check another process's lock kept from running: unchecked, never damage (its advice to
+    restore a snapshot would lose a healthy file's newer rows)."""
+    return Finding(
+        "database.busy", "warning", f"{what} could not run: the database is busy",
+        f"Another process held a lock on the file past the busy timeout ({exc}).",
+        "Archon (or another tool) was writing; this is not damage, but what it would have checked was not checked.",
+        "Run doctor again when archon is idle, or raise --busy-timeout.",
+        count=1,
+    )
