@@ -24,6 +24,7 @@ from console.cli.cli import main
 from console.services.doctor import run_doctor
 from tests import damage
 from tests.approvals_helpers import add_request
+from console.services.doctor.checks_constraints import ABSENT
 from tests.conftest import add_project, connect, make_schema
 
 
@@ -163,6 +164,7 @@ def test_every_release_s_constraints_are_known(tmp_path, release):
     finally:
         conn.close()
     assert plan.unrecognised == [] and plan.unchecked == [] and plan.checks >= 25
+    assert not [c.label for t in plan.tables for c in t.constraints if ABSENT in c.label]
 
 
 def test_clauses_are_read_with_sqlite_s_tokens():
@@ -236,7 +238,8 @@ def test_a_check_on_a_generated_column_is_not_evaluated(tmp_path, capsys):
     found = {f["id"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
     assert "constraints.unchecked" not in found
     assert [r["constraint"] for r in found["constraints.unrecognised"]["rows"]] == [
-        "CHECK (length(CAST(authority_json AS BLOB)) BETWEEN 2 AND 16384) (reads the generated column authority_json)"]
+        "CHECK (length(CAST(authority_json AS BLOB)) BETWEEN 2 AND 16384) (reads the generated column authority_json)",
+        f"NOT NULL authority_json {ABSENT} (a generated column here)"]  # archon's, and not read either
     # the table's other constraints still ran (a virtual column shifts how the stored values read, so
     # which rows break them is the crafted file's business)
     assert found["constraints.check_failed"]["count"] > 0
@@ -366,6 +369,7 @@ def test_archon_s_own_databases_have_no_unknown_constraint(tmp_path):
             finally:
                 conn.close()
             assert plan.unrecognised == [] and plan.unchecked == [], (release, kind)
+            assert not [c.label for t in plan.tables for c in t.constraints if ABSENT in c.label], (release, kind)
     registry = make_schema(tmp_path / "registry.db")
     conn = sqlite3.connect(registry)
     try:
@@ -377,3 +381,62 @@ def test_archon_s_own_databases_have_no_unknown_constraint(tmp_path):
         for text in texts:
             key = (table, check_clauses(f"CHECK ({text})")[0].key)
             assert key in seen and key not in ours, key
+
+
+# --- archon's constraints the file does not hold ---------------------------------------------------
+
+CASES = [  # (table, archon's text in the file, what the file holds instead, a write breaking archon's rule)
+    ("approval_requests", "action_kind               TEXT NOT NULL,", "action_kind TEXT,",
+     "UPDATE approval_requests SET action_kind = NULL"),
+    ("approval_requests", "CHECK (action_kind IN ('git_push', 'custom_check')),", "",
+     "UPDATE approval_requests SET action_kind = 'rm_rf'"),
+    ("approval_requests", "CHECK (action_kind IN ('git_push', 'custom_check')),",
+     "CHECK (action_kind COLLATE NOCASE IN ('git_push', 'custom_check')),",
+     "UPDATE approval_requests SET action_kind = 'GIT_PUSH'"),
+    ("approval_requests", "CHECK (action_kind IN ('git_push', 'custom_check')),",
+     "CHECK (\"action_kind\" IN ('git_push', 'custom_check')),", "UPDATE approval_requests SET action_kind = 'rm_rf'"),
+    ("approval_requests", "CHECK (status <> 'pending' OR decision_at IS NULL),",
+     "CHECK ((status <> 'pending' OR decision_at) IS NULL),",
+     "UPDATE approval_requests SET decision_at = '2026-11-01 10:00:00'"),
+]
+RENAMED = [case + (rename,) for case in CASES for rename in (str, str.upper, str.title)] + [
+    ("projects", "name         TEXT NOT NULL,", "name TEXT,", "UPDATE projects SET name = NULL", str)]
+
+
+@pytest.mark.parametrize("table, archon, instead, write, rename", RENAMED)
+def test_a_constraint_the_file_lacks_or_a_table_name_s_case_hides_nothing(tmp_path, capsys, table, archon, instead,
+                                                                           write, rename):
+    """A row breaking one of archon's constraints is an error even when the file's table does not
+    hold that constraint (dropped, or rewritten into a text doctor does not know, which stays
+    unevaluated) and when the table's name is archon's in other case (SQLite's names are ASCII
+    case-blind: archon reads APPROVAL_REQUESTS as approval_requests). Both passed with 0 errors."""
+    path = make_schema(tmp_path / "archon.db")
+    conn = connect(path)
+    add_project(conn, "p1")
+    add_request(conn, "apr-1")
+    for name, in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        conn.execute(f'DROP TRIGGER "{name}"')
+    conn.close()
+    sql = table_sql(path, table)
+    assert archon in sql
+    set_table_sql(path, table, sql.replace(archon, instead))
+    conn = connect(path)
+    conn.execute("PRAGMA ignore_check_constraints = 1")
+    conn.execute(write)
+    conn.close()
+    if rename(table) != table:
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("PRAGMA writable_schema = ON")
+        conn.execute("UPDATE sqlite_master SET name = ? WHERE name = ?", (rename(table), table))
+        conn.execute("UPDATE sqlite_master SET tbl_name = ? WHERE tbl_name = ?", (rename(table), table))
+        conn.execute("PRAGMA writable_schema = OFF")
+        conn.close()
+    code = main(["doctor", str(path), "--check", "constraints", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1 and report["exit_code"] == 1
+    rows = [r for f in report["findings"] if f["id"] in ("constraints.check_failed", "constraints.not_null_failed")
+            for r in f["rows"]]
+    key = "apr-1" if table == "approval_requests" else "p1"
+    assert rows and {(r["table"], r["id"]) for r in rows} == {(rename(table), key)}
+    if instead:
+        assert all(ABSENT in r["constraint"] for r in rows)

@@ -20,7 +20,13 @@ a crafted one must not run SQL of its author's choosing in doctor's statements):
   `)` inside a comment or a literal) can only make a clause fail to match, never make the file's
   text run. The same tokenizer splits both sides, so two texts that match differ only in
   whitespace, comments and ASCII case outside literals, none of which changes an expression.
-- Only archon's tables are read (names the registry creates); NOT NULL constraints come from
+- A constraint of archon's that the file's table does not hold (dropped, or rewritten into a text
+  that matches nothing) is evaluated all the same, in the console's text: each table's CHECK keys and
+  NOT NULL columns are compared with every shape the registry gives that table, and what the closest
+  shapes hold and the file lacks is added, labelled `ABSENT`. A row breaking archon's rule is an
+  error whatever the file's own text says. The file's version, if any, stays unrecognised.
+- Only archon's tables are read (names the registry creates, in any ASCII case, as SQLite resolves
+  them: archon's `approval_requests` reads a table named `APPROVAL_REQUESTS`); NOT NULL constraints come from
   `PRAGMA table_info` (SQLite's own parse) and are checked as `typeof("column") = 'null'`, the
   column name passing `quote_identifier` (console/db/sql.py) like every name spliced into SQL.
   Not `"column" IS NULL`: SQLite's planner rewrites that to false for a column declared NOT NULL
@@ -60,6 +66,7 @@ TERMS_PER_SCAN = 200
 KEPT_PER_CONSTRAINT = 20
 MAX_TABLE_SQL = 1_000_000  # characters of one CREATE TABLE read at all (archon's whole schema is ~40 KB)
 SHOWN_CONSTRAINTS = 10
+ABSENT = "(archon's, absent from this file)"
 SHOWN_TEXT = 160  # cells of a constraint's text in `found`
 
 # SQLite's token classes (tokenize.c): whitespace is only these five characters; every byte from
@@ -103,6 +110,7 @@ class Clause:
     key: tuple[str, ...]  # the normalized tokens of the expression: what two texts must share
     text: str  # the expression as written in the text it came from
     name: str | None = None  # CONSTRAINT name, as written
+    note: str = ""  # said after the label: why doctor evaluates a clause the file does not hold
 
 
 def check_clauses(sql: str) -> list[Clause]:
@@ -160,11 +168,20 @@ def known_checks() -> dict[str, dict[tuple[str, ...], str]]:
     the migration registry produces at any step (archon's schema in every release the console knows,
     and every state an upgrade passes through), and `ARCHON_CREATE_CHECKS`. A table without CHECKs
     maps to {}."""
+    return _archon()[0]
+
+
+@lru_cache(maxsize=1)
+def _archon() -> tuple[dict[str, dict[tuple[str, ...], str]], dict[str, list[tuple[frozenset, frozenset]]]]:
+    """`known_checks`, and per table every shape it has at some registry step: (its CHECK keys, its
+    NOT NULL columns ASCII-folded). A file's table that holds none of these shapes whole lacks one of
+    archon's constraints, which doctor then evaluates itself (`_plan_table`)."""
     from console.db.connection import scratch_connection
     from console.db.migrations.registry import MIGRATIONS
     from console.db.migrations.runner import apply_migration
 
     known: dict[str, dict[tuple[str, ...], str]] = {}
+    shapes: dict[str, list[tuple[frozenset, frozenset]]] = {}
     read: set[tuple[str, str]] = set()  # most steps leave most tables' text as it was
     conn = scratch_connection()
     try:
@@ -177,14 +194,17 @@ def known_checks() -> dict[str, dict[tuple[str, ...], str]]:
                 if (name, sql or "") in read:
                     continue
                 read.add((name, sql or ""))
-                for clause in check_clauses(sql or ""):
+                clauses = check_clauses(sql or "")
+                for clause in clauses:
                     found.setdefault(clause.key, clause.text)
+                not_null = frozenset(sqlite_lower(r[1]) for r in table_xinfo(conn, name) if r[3])
+                shapes.setdefault(name, []).append((frozenset(c.key for c in clauses), not_null))
     finally:
         conn.close()
     for name, texts in ARCHON_CREATE_CHECKS.items():
         for text in texts:
             known.setdefault(name, {}).setdefault(check_clauses(f"CHECK ({text})")[0].key, text)
-    return known
+    return known, shapes
 
 
 # --- the plan: what each table is checked for ---------------------------------------------------
@@ -218,7 +238,7 @@ class Plan:
 
 
 def _label(clause: Clause) -> str:
-    text = f"CHECK ({' '.join(clause.text.split())})"
+    text = f"CHECK ({' '.join(clause.text.split())})" + (f" {clause.note}" if clause.note else "")
     return f"CONSTRAINT {clause.name} {text}" if clause.name else text
 
 
@@ -230,10 +250,11 @@ def make_plan(conn: sqlite3.Connection) -> Plan:
     plan = Plan()
     rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY rowid").fetchall()
     for name, sql in rows:
-        if name not in known:
+        archon = sqlite_lower(name)  # SQLite's names are ASCII case-blind: APPROVAL_REQUESTS is archon's
+        if archon not in known:
             continue  # not archon's table
         try:
-            _plan_table(conn, plan, name, sql if isinstance(sql, str) else "", known[name])
+            _plan_table(conn, plan, name, sql if isinstance(sql, str) else "", known[archon], _archon()[1][archon])
         except sqlite3.DatabaseError as exc:
             if is_busy(exc) or "interrupt" in str(exc):
                 raise
@@ -242,17 +263,28 @@ def make_plan(conn: sqlite3.Connection) -> Plan:
 
 
 def _plan_table(conn: sqlite3.Connection, plan: Plan, name: str, text: str,
-                known: dict[tuple[str, ...], str]) -> None:
+                known: dict[tuple[str, ...], str], shapes: list[tuple[frozenset, frozenset]]) -> None:
     table = quote_identifier(name)
     # A generated column is computed at every read from an expression the file's author chose
     # (console/db/sql.py): a CHECK that names one is not evaluated, so its expression never runs.
-    generated = {sqlite_lower(r[1]) for r in table_xinfo(conn, name) if r[6] in (2, 3)}
+    xinfo = table_xinfo(conn, name)
+    generated = {sqlite_lower(r[1]) for r in xinfo if r[6] in (2, 3)}
     constraints: list[Constraint] = []
     if len(text) > MAX_TABLE_SQL:
         plan.unrecognised.append((name, f"its CREATE TABLE text ({len(text):,} characters, not read)"))
         clauses: list[Clause] = []
     else:
         clauses = check_clauses(text)
+    # A constraint of archon's that the file's table lacks (dropped, or rewritten into a text doctor
+    # does not know) is still archon's rule: the shapes of this table that the file comes closest to
+    # holding whole name what is absent, and doctor evaluates it too (its own text, like the others).
+    stored = {sqlite_lower(r[1]): r[1] for r in xinfo if r[6] == 0}
+    has = ({c.key for c in clauses}, {sqlite_lower(r[1]) for r in xinfo if r[3]})
+    gaps = [(checks - has[0], nulls - has[1]) for checks, nulls in shapes]
+    fewest = min((len(c) + len(n) for c, n in gaps), default=0)
+    absent_checks = sorted(set().union(*(c for c, n in gaps if len(c) + len(n) == fewest)))
+    absent_nulls = sorted(set().union(*(n for c, n in gaps if len(c) + len(n) == fewest)))
+    clauses = clauses + [Clause(key, known[key], note=ABSENT) for key in absent_checks]
     seen: set[tuple[str, ...]] = set()
     for clause in clauses:
         if clause.key in seen:
@@ -270,6 +302,12 @@ def _plan_table(conn: sqlite3.Connection, plan: Plan, name: str, text: str,
         if notnull:
             constraints.append(Constraint(name, "not_null", f"NOT NULL {column}",
                                           f"typeof({quote_identifier(column)}) = 'null'"))
+    for column in absent_nulls:  # a column the file lacks is the schema check's
+        if column in stored:
+            constraints.append(Constraint(name, "not_null", f"NOT NULL {stored[column]} {ABSENT}",
+                                          f"typeof({quote_identifier(stored[column])}) = 'null'"))
+        elif column in generated:
+            plan.unrecognised.append((name, f"NOT NULL {column} {ABSENT} (a generated column here)"))
     usable = []
     for constraint in constraints:  # each term alone first: one that SQLite cannot prepare is named
         try:
