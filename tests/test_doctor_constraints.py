@@ -440,3 +440,26 @@ def test_a_constraint_the_file_lacks_or_a_table_name_s_case_hides_nothing(tmp_pa
     assert rows and {(r["table"], r["id"]) for r in rows} == {(rename(table), key)}
     if instead:
         assert all(ABSENT in r["constraint"] for r in rows)
+
+
+def test_a_value_that_makes_a_check_raise_is_a_broken_row_not_an_unchecked_table(tmp_path, capsys):
+    """`json_valid(p) AND json_type(p) = 'object'` never raises in a CHECK (SQLite stops at the first
+    false term) but raised "malformed JSON" when doctor selected it as a value (both sides computed):
+    one row of text that is not JSON made the whole table unchecked, its other broken rows unnamed."""
+    path = make_schema(tmp_path / "archon.db")
+    conn = connect(path)
+    add_project(conn, "p1")
+    conn.close()
+
+    def write(conn):
+        for rid, revision, profile in (("rev-bad", 11, "not json"), ("rev-blob", 12, b"\x00"), ("rev-zero", 0, "{}")):
+            conn.execute("INSERT INTO execution_profile_revisions (id, project_id, revision, schema_version, fingerprint, "
+                         "profile_json) VALUES (?, 'p1', ?, 1, ?, ?)", (rid, revision, f"{revision:064d}", profile))
+
+    write_bypassing(path, ["execution_profile_revisions"], write)
+    assert sqlite_verdict(path, tmp_path)["CHECK constraint failed in execution_profile_revisions"] == 3
+    assert main(["doctor", str(path), "--check", "constraints", "--json"]) == 1
+    found = {f["id"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert "constraints.unchecked" not in found
+    assert {(r["id"], r["constraint"].split()[1]) for r in found["constraints.check_failed"]["rows"]} == {
+        ("rev-bad", "(json_valid(profile_json)"), ("rev-blob", "(json_valid(profile_json)"), ("rev-zero", "(revision")}

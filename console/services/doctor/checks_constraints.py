@@ -365,7 +365,10 @@ def scan(conn: sqlite3.Connection, plan: Plan) -> Plan:
             for start in range(0, len(table.constraints), TERMS_PER_SCAN):
                 chunk = table.constraints[start:start + TERMS_PER_SCAN]
                 terms = [c.term for c in chunk]
-                sql = (f"SELECT {', '.join(table.keys)}, {', '.join(f'({t})' for t in terms)} "
+                # Each term as a condition (`CASE WHEN`), as SQLite evaluates a CHECK: it stops at
+                # the first false operand of an AND. As a value both operands are computed, and
+                # `json_valid(p) AND json_type(p) = 'object'` raised on text that is not JSON.
+                sql = (f"SELECT {', '.join(table.keys)}, {', '.join(f'CASE WHEN ({t}) THEN 1 END' for t in terms)} "
                        f"FROM {quote_identifier(table.table)} WHERE {_any(terms)}")
                 for row in conn.execute(sql):
                     key = table.key_label + (str(row[0]) if width == 1 else "(" + ", ".join(map(str, row[:width])) + ")")
