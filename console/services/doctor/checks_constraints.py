@@ -171,17 +171,25 @@ def known_checks() -> dict[str, dict[tuple[str, ...], str]]:
     return _archon()[0]
 
 
+@dataclass(frozen=True)
+class Shape:
+    """One state of an archon table: its CHECK keys, NOT NULL columns and columns (ASCII-folded)."""
+    checks: frozenset
+    not_null: frozenset
+    columns: frozenset
+
+
 @lru_cache(maxsize=1)
-def _archon() -> tuple[dict[str, dict[tuple[str, ...], str]], dict[str, list[tuple[frozenset, frozenset]]]]:
-    """`known_checks`, and per table every shape it has at some registry step: (its CHECK keys, its
-    NOT NULL columns ASCII-folded). A file's table that holds none of these shapes whole lacks one of
-    archon's constraints, which doctor then evaluates itself (`_plan_table`)."""
+def _archon() -> tuple[dict[str, dict[tuple[str, ...], str]], dict[str, list[Shape]]]:
+    """`known_checks`, and per table every `Shape` it has at some registry step. A file's table that
+    holds none of these shapes whole lacks one of archon's constraints, which doctor then evaluates
+    itself (`_plan_table`)."""
     from console.db.connection import scratch_connection
     from console.db.migrations.registry import MIGRATIONS
     from console.db.migrations.runner import apply_migration
 
     known: dict[str, dict[tuple[str, ...], str]] = {}
-    shapes: dict[str, list[tuple[frozenset, frozenset]]] = {}
+    shapes: dict[str, list[Shape]] = {}
     read: set[tuple[str, str]] = set()  # most steps leave most tables' text as it was
     conn = scratch_connection()
     try:
@@ -197,8 +205,10 @@ def _archon() -> tuple[dict[str, dict[tuple[str, ...], str]], dict[str, list[tup
                 clauses = check_clauses(sql or "")
                 for clause in clauses:
                     found.setdefault(clause.key, clause.text)
-                not_null = frozenset(sqlite_lower(r[1]) for r in table_xinfo(conn, name) if r[3])
-                shapes.setdefault(name, []).append((frozenset(c.key for c in clauses), not_null))
+                xinfo = table_xinfo(conn, name)
+                shapes.setdefault(name, []).append(Shape(frozenset(c.key for c in clauses),
+                                                         frozenset(sqlite_lower(r[1]) for r in xinfo if r[3]),
+                                                         frozenset(sqlite_lower(r[1]) for r in xinfo)))
     finally:
         conn.close()
     for name, texts in ARCHON_CREATE_CHECKS.items():
@@ -263,7 +273,7 @@ def make_plan(conn: sqlite3.Connection) -> Plan:
 
 
 def _plan_table(conn: sqlite3.Connection, plan: Plan, name: str, text: str,
-                known: dict[tuple[str, ...], str], shapes: list[tuple[frozenset, frozenset]]) -> None:
+                known: dict[tuple[str, ...], str], shapes: list[Shape]) -> None:
     table = quote_identifier(name)
     # A generated column is computed at every read from an expression the file's author chose
     # (console/db/sql.py): a CHECK that names one is not evaluated, so its expression never runs.
@@ -279,11 +289,15 @@ def _plan_table(conn: sqlite3.Connection, plan: Plan, name: str, text: str,
     # does not know) is still archon's rule: the shapes of this table that the file comes closest to
     # holding whole name what is absent, and doctor evaluates it too (its own text, like the others).
     stored = {sqlite_lower(r[1]): r[1] for r in xinfo if r[6] == 0}
-    has = ({c.key for c in clauses}, {sqlite_lower(r[1]) for r in xinfo if r[3]})
-    gaps = [(checks - has[0], nulls - has[1]) for checks, nulls in shapes]
-    fewest = min((len(c) + len(n) for c, n in gaps), default=0)
-    absent_checks = sorted(set().union(*(c for c, n in gaps if len(c) + len(n) == fewest)))
-    absent_nulls = sorted(set().union(*(n for c, n in gaps if len(c) + len(n) == fewest)))
+    # A column the shape does not share with the file counts as a difference too: else a file that
+    # dropped the NOT NULL of a column a later step added came closest to the step before it.
+    has = Shape(frozenset(c.key for c in clauses), frozenset(sqlite_lower(r[1]) for r in xinfo if r[3]),
+                frozenset(sqlite_lower(r[1]) for r in xinfo))
+    gaps = [(s.checks - has.checks, s.not_null - has.not_null, len(s.columns ^ has.columns)) for s in shapes]
+    fewest = min((len(c) + len(n) + d for c, n, d in gaps), default=0)
+    closest = [(c, n) for c, n, d in gaps if len(c) + len(n) + d == fewest]
+    absent_checks = sorted(set().union(*(c for c, _ in closest)))
+    absent_nulls = sorted(set().union(*(n for _, n in closest)))
     clauses = clauses + [Clause(key, known[key], note=ABSENT) for key in absent_checks]
     seen: set[tuple[str, ...]] = set()
     for clause in clauses:
