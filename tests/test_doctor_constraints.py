@@ -502,3 +502,17 @@ def test_every_archon_constraint_taken_out_of_the_file_is_still_evaluated(tmp_pa
         assert {f"NOT NULL {c} {ABSENT}" for c in nulls[table]} <= labels, table
         set_table_sql(path, table, sql)
     assert rewritten >= 25 and sum(map(len, nulls.values())) >= 50
+
+
+def test_a_not_null_generated_column_is_named_not_read(tmp_path, capsys):
+    """PRAGMA table_info leaves generated columns out: a NOT NULL one was neither evaluated nor named."""
+    path = hostile(tmp_path)
+    sql = table_sql(path, "approval_requests")
+    set_table_sql(path, "approval_requests", sql.replace(
+        "authority_json            TEXT NOT NULL,",
+        "authority_json TEXT NOT NULL GENERATED ALWAYS AS (zeroblob(2000000000)) VIRTUAL,"))
+    assert main(["doctor", str(path), "--check", "constraints", "--json"]) == 1
+    found = {f["id"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert "constraints.unchecked" not in found
+    assert "NOT NULL authority_json (a generated column here)" in [
+        r["constraint"] for r in found["constraints.unrecognised"]["rows"]]

@@ -264,7 +264,7 @@ def make_plan(conn: sqlite3.Connection) -> Plan:
         if archon not in known:
             continue  # not archon's table
         try:
-            _plan_table(conn, plan, name, sql if isinstance(sql, str) else "", known[archon], _archon()[1][archon])
+            _plan_table(conn, plan, name, sql if isinstance(sql, str) else "", known[archon], _archon()[1].get(archon, []))
         except sqlite3.DatabaseError as exc:
             if is_busy(exc) or "interrupt" in str(exc):
                 raise
@@ -312,16 +312,15 @@ def _plan_table(conn: sqlite3.Connection, plan: Plan, name: str, text: str,
             plan.unrecognised.append((name, f"{_label(clause)} (reads the generated column {', '.join(reads)})"))
         else:
             constraints.append(Constraint(name, "check", _label(clause), f"NOT ({ours})"))
-    for _cid, column, _type, notnull, _default, _pk in conn.execute(f"PRAGMA table_info({table})"):
-        if notnull:
-            constraints.append(Constraint(name, "not_null", f"NOT NULL {column}",
+    # NOT NULL as SQLite's own parse reports it, and archon's absent ones; a generated column is
+    # named, not read (its value is the file's expression), a column the file lacks is the schema check's
+    own = [(r[1], "") for r in xinfo if r[3] and r[6] in (0, 2, 3)]
+    for column, note in own + [(stored.get(c) or c, f" {ABSENT}") for c in absent_nulls]:
+        if sqlite_lower(column) in generated:
+            plan.unrecognised.append((name, f"NOT NULL {column}{note} (a generated column here)"))
+        elif sqlite_lower(column) in stored:
+            constraints.append(Constraint(name, "not_null", f"NOT NULL {column}{note}",
                                           f"typeof({quote_identifier(column)}) = 'null'"))
-    for column in absent_nulls:  # a column the file lacks is the schema check's
-        if column in stored:
-            constraints.append(Constraint(name, "not_null", f"NOT NULL {stored[column]} {ABSENT}",
-                                          f"typeof({quote_identifier(stored[column])}) = 'null'"))
-        elif column in generated:
-            plan.unrecognised.append((name, f"NOT NULL {column} {ABSENT} (a generated column here)"))
     usable = []
     for constraint in constraints:  # each term alone first: one that SQLite cannot prepare is named
         try:
