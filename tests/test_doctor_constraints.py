@@ -271,6 +271,10 @@ NOISE = st.one_of(
     st.none(), st.integers(-3, 70_000), st.text(max_size=6), st.binary(max_size=3),
     st.sampled_from(["git_push", "custom_check", "rm_rf", "pending", "approved", "consumed", "denied", "ready",
                      "retired", "direct", "queued", "{}", "[]", "0" * 64, "A" * 64, "2026-11-01 10:00:00", ""]),
+    # affinity and collation tricks: text that reads as a number, a float equal to an integer, the
+    # same letters in other case or with a trailing space, the same bytes as a blob
+    st.sampled_from(["1", " 1", "1.0", 1.0, 0.5, "GIT_PUSH", "git_push ", "Pending", b"git_push", b"{}",
+                     "a" * 63 + "\u00e9", "0" * 63 + "G", "{\"a\": 1}", "[1]", "null"]),
 )
 
 
