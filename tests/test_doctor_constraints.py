@@ -520,3 +520,26 @@ def test_a_not_null_generated_column_is_named_not_read(tmp_path, capsys):
     assert "constraints.unchecked" not in found
     assert "NOT NULL authority_json (a generated column here)" in [
         r["constraint"] for r in found["constraints.unrecognised"]["rows"]]
+
+
+def test_a_view_in_place_of_an_archon_table_is_named(tmp_path, capsys):
+    """Archon reads a view named approval_requests as its table; its rows break archon's CHECKs with
+    nothing to hold them, and `doctor --check constraints` said 0 errors."""
+    path = make_schema(tmp_path / "archon.db")
+    conn = connect(path)
+    add_project(conn, "p1")
+    add_request(conn, "apr-1")
+    conn.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("CREATE TABLE ar_data AS SELECT * FROM approval_requests")
+    conn.execute("UPDATE ar_data SET action_kind = 'rm_rf'")
+    conn.execute("PRAGMA writable_schema = ON")
+    conn.execute("DELETE FROM sqlite_master WHERE tbl_name = 'approval_requests'")
+    conn.execute("INSERT INTO sqlite_master VALUES ('view', 'approval_requests', 'approval_requests', 0, "
+                 "'CREATE VIEW approval_requests AS SELECT * FROM ar_data')")
+    conn.execute("PRAGMA writable_schema = OFF")
+    conn.close()
+    assert main(["doctor", str(path), "--check", "constraints", "--json"]) == 1
+    found = {f["id"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert found["constraints.unchecked"]["severity"] == "error"
+    assert "approval_requests (a view where archon has a table" in found["constraints.unchecked"]["found"]
