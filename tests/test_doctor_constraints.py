@@ -24,6 +24,7 @@ from console.cli.cli import main
 from console.services.doctor import run_doctor
 from tests import damage
 from tests.approvals_helpers import add_request
+from console.services.doctor.checks_constraints import ABSENT
 from tests.conftest import add_project, connect, make_schema
 
 
@@ -163,6 +164,7 @@ def test_every_release_s_constraints_are_known(tmp_path, release):
     finally:
         conn.close()
     assert plan.unrecognised == [] and plan.unchecked == [] and plan.checks >= 25
+    assert not [c.label for t in plan.tables for c in t.constraints if ABSENT in c.label]
 
 
 def test_clauses_are_read_with_sqlite_s_tokens():
@@ -236,7 +238,8 @@ def test_a_check_on_a_generated_column_is_not_evaluated(tmp_path, capsys):
     found = {f["id"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
     assert "constraints.unchecked" not in found
     assert [r["constraint"] for r in found["constraints.unrecognised"]["rows"]] == [
-        "CHECK (length(CAST(authority_json AS BLOB)) BETWEEN 2 AND 16384) (reads the generated column authority_json)"]
+        "CHECK (length(CAST(authority_json AS BLOB)) BETWEEN 2 AND 16384) (reads the generated column authority_json)",
+        f"NOT NULL authority_json {ABSENT} (a generated column here)"]  # archon's, and not read either
     # the table's other constraints still ran (a virtual column shifts how the stored values read, so
     # which rows break them is the crafted file's business)
     assert found["constraints.check_failed"]["count"] > 0
@@ -268,6 +271,10 @@ NOISE = st.one_of(
     st.none(), st.integers(-3, 70_000), st.text(max_size=6), st.binary(max_size=3),
     st.sampled_from(["git_push", "custom_check", "rm_rf", "pending", "approved", "consumed", "denied", "ready",
                      "retired", "direct", "queued", "{}", "[]", "0" * 64, "A" * 64, "2026-11-01 10:00:00", ""]),
+    # affinity and collation tricks: text that reads as a number, a float equal to an integer, the
+    # same letters in other case or with a trailing space, the same bytes as a blob
+    st.sampled_from(["1", " 1", "1.0", 1.0, 0.5, "GIT_PUSH", "git_push ", "Pending", b"git_push", b"{}",
+                     "a" * 63 + "\u00e9", "0" * 63 + "G", "{\"a\": 1}", "[1]", "null"]),
 )
 
 
@@ -366,6 +373,7 @@ def test_archon_s_own_databases_have_no_unknown_constraint(tmp_path):
             finally:
                 conn.close()
             assert plan.unrecognised == [] and plan.unchecked == [], (release, kind)
+            assert not [c.label for t in plan.tables for c in t.constraints if ABSENT in c.label], (release, kind)
     registry = make_schema(tmp_path / "registry.db")
     conn = sqlite3.connect(registry)
     try:
@@ -490,3 +498,161 @@ def test_many_broken_rows_across_the_pass_parts_are_kept_as_the_scan_keeps_them(
         handle.conn.close()
     for report in reports:
         assert [(f.id, f.count, f.found, f.rows) for f in report.findings if f.id.startswith("constraints.")] == alone
+
+
+# --- archon's constraints the file does not hold ---------------------------------------------------
+
+CASES = [  # (table, archon's text in the file, what the file holds instead, a write breaking archon's rule)
+    ("approval_requests", "action_kind               TEXT NOT NULL,", "action_kind TEXT,",
+     "UPDATE approval_requests SET action_kind = NULL"),
+    ("approval_requests", "CHECK (action_kind IN ('git_push', 'custom_check')),", "",
+     "UPDATE approval_requests SET action_kind = 'rm_rf'"),
+    ("approval_requests", "CHECK (action_kind IN ('git_push', 'custom_check')),",
+     "CHECK (action_kind COLLATE NOCASE IN ('git_push', 'custom_check')),",
+     "UPDATE approval_requests SET action_kind = 'GIT_PUSH'"),
+    ("approval_requests", "CHECK (action_kind IN ('git_push', 'custom_check')),",
+     "CHECK (\"action_kind\" IN ('git_push', 'custom_check')),", "UPDATE approval_requests SET action_kind = 'rm_rf'"),
+    ("approval_requests", "CHECK (status <> 'pending' OR decision_at IS NULL),",
+     "CHECK ((status <> 'pending' OR decision_at) IS NULL),",
+     "UPDATE approval_requests SET decision_at = '2026-11-01 10:00:00'"),
+]
+RENAMED = [case + (rename,) for case in CASES for rename in (str, str.upper, str.title)] + [
+    ("projects", "name         TEXT NOT NULL,", "name TEXT,", "UPDATE projects SET name = NULL", str)]
+
+
+@pytest.mark.parametrize("table, archon, instead, write, rename", RENAMED)
+def test_a_constraint_the_file_lacks_or_a_table_name_s_case_hides_nothing(tmp_path, capsys, table, archon, instead,
+                                                                           write, rename):
+    """A row breaking one of archon's constraints is an error even when the file's table does not
+    hold that constraint (dropped, or rewritten into a text doctor does not know, which stays
+    unevaluated) and when the table's name is archon's in other case (SQLite's names are ASCII
+    case-blind: archon reads APPROVAL_REQUESTS as approval_requests). Both passed with 0 errors."""
+    path = make_schema(tmp_path / "archon.db")
+    conn = connect(path)
+    add_project(conn, "p1")
+    add_request(conn, "apr-1")
+    for name, in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        conn.execute(f'DROP TRIGGER "{name}"')
+    conn.close()
+    sql = table_sql(path, table)
+    assert archon in sql
+    set_table_sql(path, table, sql.replace(archon, instead))
+    conn = connect(path)
+    conn.execute("PRAGMA ignore_check_constraints = 1")
+    conn.execute(write)
+    conn.close()
+    if rename(table) != table:
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("PRAGMA writable_schema = ON")
+        conn.execute("UPDATE sqlite_master SET name = ? WHERE name = ?", (rename(table), table))
+        conn.execute("UPDATE sqlite_master SET tbl_name = ? WHERE tbl_name = ?", (rename(table), table))
+        conn.execute("PRAGMA writable_schema = OFF")
+        conn.close()
+    code = main(["doctor", str(path), "--check", "constraints", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1 and report["exit_code"] == 1
+    rows = [r for f in report["findings"] if f["id"] in ("constraints.check_failed", "constraints.not_null_failed")
+            for r in f["rows"]]
+    key = "apr-1" if table == "approval_requests" else "p1"
+    assert rows and {(r["table"], r["id"]) for r in rows} == {(rename(table), key)}
+    if instead:
+        assert all(ABSENT in r["constraint"] for r in rows)
+
+
+def test_a_value_that_makes_a_check_raise_is_a_broken_row_not_an_unchecked_table(tmp_path, capsys):
+    """`json_valid(p) AND json_type(p) = 'object'` never raises in a CHECK (SQLite stops at the first
+    false term) but raised "malformed JSON" when doctor selected it as a value (both sides computed):
+    one row of text that is not JSON made the whole table unchecked, its other broken rows unnamed."""
+    path = make_schema(tmp_path / "archon.db")
+    conn = connect(path)
+    add_project(conn, "p1")
+    conn.close()
+
+    def write(conn):
+        for rid, revision, profile in (("rev-bad", 11, "not json"), ("rev-blob", 12, b"\x00"), ("rev-zero", 0, "{}")):
+            conn.execute("INSERT INTO execution_profile_revisions (id, project_id, revision, schema_version, fingerprint, "
+                         "profile_json) VALUES (?, 'p1', ?, 1, ?, ?)", (rid, revision, f"{revision:064d}", profile))
+
+    write_bypassing(path, ["execution_profile_revisions"], write)
+    assert sqlite_verdict(path, tmp_path)["CHECK constraint failed in execution_profile_revisions"] == 3
+    assert main(["doctor", str(path), "--check", "constraints", "--json"]) == 1
+    found = {f["id"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert "constraints.unchecked" not in found
+    assert {(r["id"], r["constraint"].split()[1]) for r in found["constraints.check_failed"]["rows"]} == {
+        ("rev-bad", "(json_valid(profile_json)"), ("rev-blob", "(json_valid(profile_json)"), ("rev-zero", "(revision")}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("release", ["1.8.20", "1.8.22", "1.10.0"])
+def test_every_archon_constraint_taken_out_of_the_file_is_still_evaluated(tmp_path, release):
+    """Each CHECK of each archon table, rewritten into `CHECK (1)`, and all of a table's NOT NULLs
+    removed: doctor plans archon's own text of each (labelled absent), so no rewrite of the file's
+    schema can take one of archon's constraints out of the scan."""
+    from console.services.doctor.checks_constraints import check_clauses, known_checks, make_plan
+
+    path = make_schema(tmp_path / "archon.db", release)
+    conn = sqlite3.connect(path)
+    tables = [(n, s) for n, s in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'")
+              if n in known_checks()]
+    nulls = {n: [r[1] for r in conn.execute(f'PRAGMA table_info("{n}")') if r[3]] for n, _ in tables}
+    conn.close()
+
+    def planned(table: str, sql: str) -> set[str]:
+        set_table_sql(path, table, sql)
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            plan = make_plan(conn)
+        finally:
+            conn.close()
+        assert plan.unchecked == []
+        return {c.label for t in plan.tables if t.table == table for c in t.constraints}
+
+    rewritten = 0
+    for table, sql in tables:
+        for clause in check_clauses(sql):
+            if sql.count(clause.text) != 1:
+                continue
+            labels = planned(table, sql.replace(clause.text, "1"))
+            assert f"CHECK ({' '.join(known_checks()[table][clause.key].split())}) {ABSENT}" in labels, (table, clause)
+            rewritten += 1
+        labels = planned(table, re.sub(r"(?<!IS )\bNOT NULL\b", "", sql))
+        assert {f"NOT NULL {c} {ABSENT}" for c in nulls[table]} <= labels, table
+        set_table_sql(path, table, sql)
+    assert rewritten >= 25 and sum(map(len, nulls.values())) >= 50
+
+
+def test_a_not_null_generated_column_is_named_not_read(tmp_path, capsys):
+    """PRAGMA table_info leaves generated columns out: a NOT NULL one was neither evaluated nor named."""
+    path = hostile(tmp_path)
+    sql = table_sql(path, "approval_requests")
+    set_table_sql(path, "approval_requests", sql.replace(
+        "authority_json            TEXT NOT NULL,",
+        "authority_json TEXT NOT NULL GENERATED ALWAYS AS (zeroblob(2000000000)) VIRTUAL,"))
+    assert main(["doctor", str(path), "--check", "constraints", "--json"]) == 1
+    found = {f["id"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert "constraints.unchecked" not in found
+    assert "NOT NULL authority_json (a generated column here)" in [
+        r["constraint"] for r in found["constraints.unrecognised"]["rows"]]
+
+
+def test_a_view_in_place_of_an_archon_table_is_named(tmp_path, capsys):
+    """Archon reads a view named approval_requests as its table; its rows break archon's CHECKs with
+    nothing to hold them, and `doctor --check constraints` said 0 errors."""
+    path = make_schema(tmp_path / "archon.db")
+    conn = connect(path)
+    add_project(conn, "p1")
+    add_request(conn, "apr-1")
+    conn.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("CREATE TABLE ar_data AS SELECT * FROM approval_requests")
+    conn.execute("UPDATE ar_data SET action_kind = 'rm_rf'")
+    conn.execute("PRAGMA writable_schema = ON")
+    conn.execute("DELETE FROM sqlite_master WHERE tbl_name = 'approval_requests'")
+    conn.execute("INSERT INTO sqlite_master VALUES ('view', 'approval_requests', 'approval_requests', 0, "
+                 "'CREATE VIEW approval_requests AS SELECT * FROM ar_data')")
+    conn.execute("PRAGMA writable_schema = OFF")
+    conn.close()
+    assert main(["doctor", str(path), "--check", "constraints", "--json"]) == 1
+    found = {f["id"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert found["constraints.unchecked"]["severity"] == "error"
+    assert "approval_requests (a view where archon has a table" in found["constraints.unchecked"]["found"]

@@ -20,7 +20,13 @@ a crafted one must not run SQL of its author's choosing in doctor's statements):
   `)` inside a comment or a literal) can only make a clause fail to match, never make the file's
   text run. The same tokenizer splits both sides, so two texts that match differ only in
   whitespace, comments and ASCII case outside literals, none of which changes an expression.
-- Only archon's tables are read (names the registry creates); NOT NULL constraints come from
+- A constraint of archon's that the file's table does not hold (dropped, or rewritten into a text
+  that matches nothing) is evaluated all the same, in the console's text: each table's CHECK keys and
+  NOT NULL columns are compared with every shape the registry gives that table, and what the closest
+  shapes hold and the file lacks is added, labelled `ABSENT`. A row breaking archon's rule is an
+  error whatever the file's own text says. The file's version, if any, stays unrecognised.
+- Only archon's tables are read (names the registry creates, in any ASCII case, as SQLite resolves
+  them: archon's `approval_requests` reads a table named `APPROVAL_REQUESTS`); NOT NULL constraints come from
   `PRAGMA table_info` (SQLite's own parse) and are checked as `typeof("column") = 'null'`, the
   column name passing `quote_identifier` (console/db/sql.py) like every name spliced into SQL.
   Not `"column" IS NULL`: SQLite's planner rewrites that to false for a column declared NOT NULL
@@ -65,6 +71,7 @@ FOLDED_TERMS = 100  # at most this many in the approvals pass: one call takes th
 KEPT_PER_CONSTRAINT = 20
 MAX_TABLE_SQL = 1_000_000  # characters of one CREATE TABLE read at all (archon's whole schema is ~40 KB)
 SHOWN_CONSTRAINTS = 10
+ABSENT = "(archon's, absent from this file)"
 SHOWN_TEXT = 160  # cells of a constraint's text in `found`
 
 # SQLite's token classes (tokenize.c): whitespace is only these five characters; every byte from
@@ -108,6 +115,7 @@ class Clause:
     key: tuple[str, ...]  # the normalized tokens of the expression: what two texts must share
     text: str  # the expression as written in the text it came from
     name: str | None = None  # CONSTRAINT name, as written
+    note: str = ""  # said after the label: why doctor evaluates a clause the file does not hold
 
 
 def check_clauses(sql: str) -> list[Clause]:
@@ -165,11 +173,28 @@ def known_checks() -> dict[str, dict[tuple[str, ...], str]]:
     the migration registry produces at any step (archon's schema in every release the console knows,
     and every state an upgrade passes through), and `ARCHON_CREATE_CHECKS`. A table without CHECKs
     maps to {}."""
+    return _archon()[0]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One state of an archon table: its CHECK keys, NOT NULL columns and columns (ASCII-folded)."""
+    checks: frozenset
+    not_null: frozenset
+    columns: frozenset
+
+
+@lru_cache(maxsize=1)
+def _archon() -> tuple[dict[str, dict[tuple[str, ...], str]], dict[str, list[Shape]]]:
+    """`known_checks`, and per table every `Shape` it has at some registry step. A file's table that
+    holds none of these shapes whole lacks one of archon's constraints, which doctor then evaluates
+    itself (`_plan_table`)."""
     from console.db.connection import scratch_connection
     from console.db.migrations.registry import MIGRATIONS
     from console.db.migrations.runner import apply_migration
 
     known: dict[str, dict[tuple[str, ...], str]] = {}
+    shapes: dict[str, list[Shape]] = {}
     read: set[tuple[str, str]] = set()  # most steps leave most tables' text as it was
     conn = scratch_connection()
     try:
@@ -182,14 +207,19 @@ def known_checks() -> dict[str, dict[tuple[str, ...], str]]:
                 if (name, sql or "") in read:
                     continue
                 read.add((name, sql or ""))
-                for clause in check_clauses(sql or ""):
+                clauses = check_clauses(sql or "")
+                for clause in clauses:
                     found.setdefault(clause.key, clause.text)
+                xinfo = table_xinfo(conn, name)
+                shapes.setdefault(name, []).append(Shape(frozenset(c.key for c in clauses),
+                                                         frozenset(sqlite_lower(r[1]) for r in xinfo if r[3]),
+                                                         frozenset(sqlite_lower(r[1]) for r in xinfo)))
     finally:
         conn.close()
     for name, texts in ARCHON_CREATE_CHECKS.items():
         for text in texts:
             known.setdefault(name, {}).setdefault(check_clauses(f"CHECK ({text})")[0].key, text)
-    return known
+    return known, shapes
 
 
 # --- the plan: what each table is checked for ---------------------------------------------------
@@ -223,7 +253,7 @@ class Plan:
 
 
 def _label(clause: Clause) -> str:
-    text = f"CHECK ({' '.join(clause.text.split())})"
+    text = f"CHECK ({' '.join(clause.text.split())})" + (f" {clause.note}" if clause.note else "")
     return f"CONSTRAINT {clause.name} {text}" if clause.name else text
 
 
@@ -233,12 +263,16 @@ def make_plan(conn: sqlite3.Connection) -> Plan:
     report (a virtual table of a missing module) is named in `unchecked`; the others still plan."""
     known = known_checks()
     plan = Plan()
-    rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY rowid").fetchall()
-    for name, sql in rows:
-        if name not in known:
+    rows = conn.execute("SELECT type, name, sql FROM sqlite_master WHERE type IN ('table', 'view') ORDER BY rowid")
+    for kind, name, sql in rows.fetchall():
+        archon = sqlite_lower(name)  # SQLite's names are ASCII case-blind: APPROVAL_REQUESTS is archon's
+        if archon not in known:
             continue  # not archon's table
+        if kind == "view":  # archon reads its rows as the table's, and nothing holds them to a constraint
+            plan.unchecked.append((name, "a view where archon has a table: none of archon's constraints hold its rows"))
+            continue
         try:
-            _plan_table(conn, plan, name, sql if isinstance(sql, str) else "", known[name])
+            _plan_table(conn, plan, name, sql if isinstance(sql, str) else "", known[archon], _archon()[1].get(archon, []))
         except sqlite3.DatabaseError as exc:
             if is_busy(exc) or "interrupt" in str(exc):
                 raise
@@ -247,17 +281,32 @@ def make_plan(conn: sqlite3.Connection) -> Plan:
 
 
 def _plan_table(conn: sqlite3.Connection, plan: Plan, name: str, text: str,
-                known: dict[tuple[str, ...], str]) -> None:
+                known: dict[tuple[str, ...], str], shapes: list[Shape]) -> None:
     table = quote_identifier(name)
     # A generated column is computed at every read from an expression the file's author chose
     # (console/db/sql.py): a CHECK that names one is not evaluated, so its expression never runs.
-    generated = {sqlite_lower(r[1]) for r in table_xinfo(conn, name) if r[6] in (2, 3)}
+    xinfo = table_xinfo(conn, name)
+    generated = {sqlite_lower(r[1]) for r in xinfo if r[6] in (2, 3)}
     constraints: list[Constraint] = []
     if len(text) > MAX_TABLE_SQL:
         plan.unrecognised.append((name, f"its CREATE TABLE text ({len(text):,} characters, not read)"))
         clauses: list[Clause] = []
     else:
         clauses = check_clauses(text)
+    # A constraint of archon's that the file's table lacks (dropped, or rewritten into a text doctor
+    # does not know) is still archon's rule: the shapes of this table that the file comes closest to
+    # holding whole name what is absent, and doctor evaluates it too (its own text, like the others).
+    stored = {sqlite_lower(r[1]): r[1] for r in xinfo if r[6] == 0}
+    # A column the shape does not share with the file counts as a difference too: else a file that
+    # dropped the NOT NULL of a column a later step added came closest to the step before it.
+    has = Shape(frozenset(c.key for c in clauses), frozenset(sqlite_lower(r[1]) for r in xinfo if r[3]),
+                frozenset(sqlite_lower(r[1]) for r in xinfo))
+    gaps = [(s.checks - has.checks, s.not_null - has.not_null, len(s.columns ^ has.columns)) for s in shapes]
+    fewest = min((len(c) + len(n) + d for c, n, d in gaps), default=0)
+    closest = [(c, n) for c, n, d in gaps if len(c) + len(n) + d == fewest]
+    absent_checks = sorted(set().union(*(c for c, _ in closest)))
+    absent_nulls = sorted(set().union(*(n for _, n in closest)))
+    clauses = clauses + [Clause(key, known[key], note=ABSENT) for key in absent_checks]
     seen: set[tuple[str, ...]] = set()
     for clause in clauses:
         if clause.key in seen:
@@ -271,9 +320,14 @@ def _plan_table(conn: sqlite3.Connection, plan: Plan, name: str, text: str,
             plan.unrecognised.append((name, f"{_label(clause)} (reads the generated column {', '.join(reads)})"))
         else:
             constraints.append(Constraint(name, "check", _label(clause), f"NOT ({ours})"))
-    for _cid, column, _type, notnull, _default, _pk in conn.execute(f"PRAGMA table_info({table})"):
-        if notnull:
-            constraints.append(Constraint(name, "not_null", f"NOT NULL {column}",
+    # NOT NULL as SQLite's own parse reports it, and archon's absent ones; a generated column is
+    # named, not read (its value is the file's expression), a column the file lacks is the schema check's
+    own = [(r[1], "") for r in xinfo if r[3] and r[6] in (0, 2, 3)]
+    for column, note in own + [(stored.get(c) or c, f" {ABSENT}") for c in absent_nulls]:
+        if sqlite_lower(column) in generated:
+            plan.unrecognised.append((name, f"NOT NULL {column}{note} (a generated column here)"))
+        elif sqlite_lower(column) in stored:
+            constraints.append(Constraint(name, "not_null", f"NOT NULL {column}{note}",
                                           f"typeof({quote_identifier(column)}) = 'null'"))
     usable = []
     for constraint in constraints:  # each term alone first: one that SQLite cannot prepare is named
@@ -337,7 +391,10 @@ def scan(conn: sqlite3.Connection, plan: Plan) -> Plan:
             for start in range(0, len(table.constraints), TERMS_PER_SCAN):
                 chunk = table.constraints[start:start + TERMS_PER_SCAN]
                 terms = [c.term for c in chunk]
-                sql = (f"SELECT {', '.join(table.keys)}, {', '.join(f'({t})' for t in terms)} "
+                # Each term as a condition (`CASE WHEN`), as SQLite evaluates a CHECK: it stops at
+                # the first false operand of an AND. As a value both operands are computed, and
+                # `json_valid(p) AND json_type(p) = 'object'` raised on text that is not JSON.
+                sql = (f"SELECT {', '.join(table.keys)}, {', '.join(f'CASE WHEN ({t}) THEN 1 END' for t in terms)} "
                        f"FROM {quote_identifier(table.table)} WHERE {_any(terms)}")
                 for row in conn.execute(sql):
                     key = key_text(table, row[:width])
@@ -376,7 +433,7 @@ def row_probe(table: TablePlan, tag: int, rowid: str) -> str:
     NULL in a NOT NULL column gave `IN` another answer), on the page the caller has just read."""
     terms = [c.term for c in table.constraints]
     return (f"(SELECT CASE WHEN {_any(terms)} THEN doctor_broken({tag}, rowid, {', '.join(table.keys)}, "
-            f"{', '.join(f'({t})' for t in terms)}) ELSE 0 END "
+            f"{', '.join(f'CASE WHEN ({t}) THEN 1 END' for t in terms)}) ELSE 0 END "
             f"FROM {quote_identifier(table.table)} WHERE rowid = {rowid})")
 
 
