@@ -63,7 +63,10 @@ __all__ = [
 
 
 def sidecars(path: Path) -> dict[str, Path]:
-    return {suffix: Path(f"{path}{suffix}") for suffix in ("-wal", "-shm", "-journal")}
+    """The side files SQLite uses for `path`: named after it with every symbolic link resolved, as
+    SQLite names them (a -wal beside a symlink is not the database's; the one beside its target is)."""
+    real = os.path.realpath(path)
+    return {suffix: Path(f"{real}{suffix}") for suffix in ("-wal", "-shm", "-journal")}
 
 
 def is_wal_header(header: bytes) -> bool:
@@ -205,8 +208,9 @@ def private_copy(
     workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
     # The main file and its side files are regular files (lstat only, before anything is opened).
     require_database_file(path)
+    real = os.path.realpath(path)  # the file its side files are named after (`sidecars`)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not hang us
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not hang us
     except FileNotFoundError:  # removed since the stat above
         raise no_database(path) from None
     except OSError as exc:
@@ -226,7 +230,7 @@ def private_copy(
         take_shared_lock(fd, deadline)
         header = os.pread(fd, 100, 0)  # re-read under the lock
         result.wal = is_wal_header(header)
-        side = sidecars(path)
+        side = sidecars(Path(real))
         if result.wal:
             try:
                 shm_fd = _open_side(side["-shm"])
@@ -319,8 +323,10 @@ def hold_wal(path: Path, *, timeout_s: float, live_ok: bool) -> HeldWal | None:
     SQLite can read it in place). A side file that exists but cannot be read is refused here, in
     one sentence, before anything is created or copied.
     """
+    real = os.path.realpath(path)  # the file its side files are named after, whatever a link names later
+    side = sidecars(Path(real))
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise no_database(path) from None
     except OSError as exc:
@@ -332,7 +338,6 @@ def hold_wal(path: Path, *, timeout_s: float, live_ok: bool) -> HeldWal | None:
             raise DatabaseUnusable(f"{path} is not a regular file, so it is not a database file.")
         deadline = time.monotonic() + timeout_s
         take_shared_lock(fd, deadline)
-        side = sidecars(path)
         try:
             shm_fd = _open_side(side["-shm"])
         except PermissionError as exc:

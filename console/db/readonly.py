@@ -471,7 +471,7 @@ def _no_private_copy(path: Path, exc: BaseException, what: str = "the database")
 def stat_token(path: str | Path) -> tuple:
     """What changes when anyone writes the database: size and mtime of the file and its -wal."""
     token = []
-    for p in (Path(path), Path(f"{path}-wal")):
+    for p in (Path(path), sidecars(Path(path))["-wal"]):
         try:
             st = p.stat()
             token.append((st.st_size, st.st_mtime_ns))
