@@ -34,7 +34,7 @@ from pathlib import Path
 
 from console.db.connection import SQLITE_HEADER
 from console.db.files import private_dir
-from console.db.paths import chosen_by, no_database, nonempty_file, require_database_file
+from console.db.paths import chosen_by, no_database, nonempty_file, require_database_file, sidecars
 from console.errors import DatabaseUnusable, Refusal
 
 PENDING_BYTE = 0x40000000
@@ -57,16 +57,8 @@ __all__ = [
     "check_header",
     "is_wal_header",
     "private_copy",
-    "sidecars",
     "take_shared_lock",
 ]
-
-
-def sidecars(path: Path) -> dict[str, Path]:
-    """The side files SQLite uses for `path`: named after it with every symbolic link resolved, as
-    SQLite names them (a -wal beside a symlink is not the database's; the one beside its target is)."""
-    real = os.path.realpath(path)
-    return {suffix: Path(f"{real}{suffix}") for suffix in ("-wal", "-shm", "-journal")}
 
 
 def is_wal_header(header: bytes) -> bool:

@@ -42,7 +42,8 @@ from typing import Callable
 from console.db.connection import sqlite_connection
 from console.db.file_guard import Connection, hold_descriptor, release_descriptor
 from console.db.files import private_dir, reached
-from console.db.locked_copy import WAL_HEADER_SIZE, HeldWal, hold_wal, sidecars, take_shared_lock
+from console.db.locked_copy import WAL_HEADER_SIZE, HeldWal, hold_wal, take_shared_lock
+from console.db.paths import sidecars
 
 __all__ = ["backup_through", "borrow_descriptor", "no_commits_beside", "open_quiet_wal", "open_with_private_wal"]
 

@@ -63,10 +63,9 @@ from console.db.locked_copy import (
     check_header,
     is_wal_header,
     private_copy,
-    sidecars,
     unreadable_side,
 )
-from console.db.paths import nonempty_file, require_database_file
+from console.db.paths import nonempty_file, require_database_file, sidecars
 from console.errors import DatabaseUnusable, UsageError
 
 __all__ = [
