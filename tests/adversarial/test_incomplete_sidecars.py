@@ -130,6 +130,10 @@ COMMANDS = {  # each read-only command, and what it prints that only the -wal ho
     "doctor": (["doctor", "{db}", "--json"], '"opened": "private copy of the -wal'),
     "upgrade --plan": (["--db", "{db}", "upgrade", "--plan"], ""),
     "--read-only envs list": (["--db", "{db}", "--read-only", "envs", "list"], "env-ready"),
+    # These opened a read-write connection: on a crashed -wal it checkpointed into the main file.
+    "envs list": (["--db", "{db}", "envs", "list"], "env-ready"),
+    "envs show": (["--db", "{db}", "envs", "show", "env-ready"], "env-ready"),
+    "profiles list": (["--db", "{db}", "profiles", "list", "p1"], ""),
 }
 
 
