@@ -77,6 +77,7 @@ COMMANDS = {
         "console.models.environments", "console.models.values", "console.services.base",
         "console.services.environment_queries", "console.services.environment_rules", "console.services.identity",
         "console.services.resolve",
+        "console.db.locked_copy", "console.db.readonly",  # a listing reads through the read-only reader
     }, set()),
     "upgrade --plan": (["upgrade", "--plan"], LEDGER - {"console.db.introspect"} | {
         "console.cli.commands.upgrade", "console.db.exclusive_lock", "console.db.migrations.fixed_ids",

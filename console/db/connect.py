@@ -22,7 +22,7 @@ from urllib.parse import quote
 from console.db.connection import SQLITE_HEADER, sqlite_connection
 from console.db.file_guard import read_head
 from console.db.limits import explain
-from console.db.paths import chosen_by, require_database_file
+from console.db.paths import chosen_by, require_database_file, sidecars
 from console.db.rows import text_row
 from console.errors import DatabaseUnusable
 
@@ -58,7 +58,7 @@ def untouched_read_uri(path: Path) -> str:
     file, so `immutable=1` reads it without locks or side files; with a `-wal` present the normal
     read-only mode is needed to see it (it uses, and may update, the existing `-shm` index).
     """
-    if is_wal_file(path) and not Path(f"{path}-wal").exists():
+    if is_wal_file(path) and not sidecars(path)["-wal"].exists():
         return _uri(path, mode="ro", immutable="1")
     return _uri(path, mode="ro")
 
@@ -84,7 +84,7 @@ def check_size(path: Path) -> None:
         pages = int.from_bytes(header[28:32], "big")
         valid_for = header[92:96]
         size = path.stat().st_size
-        if any(Path(f"{path}{side}").exists() for side in ("-wal", "-journal")):
+        if any(sidecars(path)[side].exists() for side in ("-wal", "-journal")):
             return
         if not (pages and change_counter == valid_for and size < pages * page_size):
             return

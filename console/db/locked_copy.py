@@ -34,7 +34,7 @@ from pathlib import Path
 
 from console.db.connection import SQLITE_HEADER
 from console.db.files import private_dir
-from console.db.paths import chosen_by, no_database, nonempty_file, require_database_file
+from console.db.paths import chosen_by, no_database, nonempty_file, require_database_file, sidecars
 from console.errors import DatabaseUnusable, Refusal
 
 PENDING_BYTE = 0x40000000
@@ -42,6 +42,7 @@ SHARED_FIRST = PENDING_BYTE + 2
 SHARED_SIZE = 510
 SHM_LOCK_BASE = 120  # (22 + SQLITE_SHM_NLOCK) * 4 in os_unix.c
 WAL_CKPT_LOCK = 1
+WAL_DMS_LOCK = 8  # SQLITE_SHM_NLOCK: every live connection holds a read lock on this -shm byte
 DEFAULT_LOCK_TIMEOUT_S = 10.0
 COPY_CHUNK = 8 << 20
 
@@ -57,13 +58,8 @@ __all__ = [
     "check_header",
     "is_wal_header",
     "private_copy",
-    "sidecars",
     "take_shared_lock",
 ]
-
-
-def sidecars(path: Path) -> dict[str, Path]:
-    return {suffix: Path(f"{path}{suffix}") for suffix in ("-wal", "-shm", "-journal")}
 
 
 def is_wal_header(header: bytes) -> bool:
@@ -205,8 +201,9 @@ def private_copy(
     workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
     # The main file and its side files are regular files (lstat only, before anything is opened).
     require_database_file(path)
+    real = os.path.realpath(path)  # the file its side files are named after (`sidecars`)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not hang us
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not hang us
     except FileNotFoundError:  # removed since the stat above
         raise no_database(path) from None
     except OSError as exc:
@@ -226,7 +223,7 @@ def private_copy(
         take_shared_lock(fd, deadline)
         header = os.pread(fd, 100, 0)  # re-read under the lock
         result.wal = is_wal_header(header)
-        side = sidecars(path)
+        side = sidecars(Path(real))
         if result.wal:
             try:
                 shm_fd = _open_side(side["-shm"])
@@ -279,6 +276,7 @@ class HeldWal:
     shm_fd: int | None
     wal_fd: int | None
     wal_size: int
+    stale_shm: bool = False  # a -shm nobody holds was beside the -wal, left alone
 
     def copy_wal(self, dest: Path) -> int:
         """Copy the -wal (as long as it was when held) to the new file `dest`, after checking the
@@ -311,16 +309,30 @@ def unreadable_side(side: Path, exc: OSError, why: str) -> DatabaseUnusable:
         "was copied.", "Run the command as a user who can read the database's -wal and -shm (archon's own).")
 
 
+def _shm_in_use(shm_fd: int) -> bool:
+    """Whether another process has a connection on this -shm: each holds a read lock on its DMS byte
+    (os_unix.c). One nobody holds is a crashed archon's stale index, which a `mode=ro` reader would
+    rebuild in place, writing the user's -shm; it is left alone and the -wal copied instead."""
+    import struct
+
+    wanted = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, SHM_LOCK_BASE + WAL_DMS_LOCK, 1, 0)
+    found = fcntl.fcntl(shm_fd, fcntl.F_GETLK, wanted)
+    return struct.unpack("hhqqi", found)[0] != fcntl.F_UNLCK
+
+
 def hold_wal(path: Path, *, timeout_s: float, live_ok: bool) -> HeldWal | None:
     """Lock the WAL database `path` as a reader and open its -wal, copying nothing yet.
 
     None when the files are no longer what the caller saw: the -wal is gone (a last connection
-    checkpointed and deleted it), or a -shm exists and `live_ok` is False (a connection opened it:
-    SQLite can read it in place). A side file that exists but cannot be read is refused here, in
-    one sentence, before anything is created or copied.
+    checkpointed and deleted it), or a -shm a connection holds exists and `live_ok` is False (SQLite
+    can read it in place). A -shm nobody holds is left alone (without `live_ok`, not even locked). A
+    side file that exists but cannot be read is refused here, in one sentence, before anything is
+    created or copied.
     """
+    real = os.path.realpath(path)  # the file its side files are named after, whatever a link names later
+    side = sidecars(Path(real))
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise no_database(path) from None
     except OSError as exc:
@@ -332,14 +344,19 @@ def hold_wal(path: Path, *, timeout_s: float, live_ok: bool) -> HeldWal | None:
             raise DatabaseUnusable(f"{path} is not a regular file, so it is not a database file.")
         deadline = time.monotonic() + timeout_s
         take_shared_lock(fd, deadline)
-        side = sidecars(path)
         try:
             shm_fd = _open_side(side["-shm"])
         except PermissionError as exc:
             raise unreadable_side(side["-shm"], exc, WHY_SHM) from None
-        if shm_fd is not None:
-            if not live_ok:
+        stale = False
+        if shm_fd is not None and not live_ok:
+            if _shm_in_use(shm_fd):
                 return None
+            # A stale index is held like none at all: a read lock on its checkpoint byte would
+            # stop an archon started meanwhile from recovering it (SQLITE_BUSY until we are done).
+            os.close(shm_fd)
+            shm_fd, stale = None, True
+        if shm_fd is not None:
             _lock(shm_fd, SHM_LOCK_BASE + WAL_CKPT_LOCK, 1, deadline, "the checkpoint lock")
         try:
             wal_fd = _open_side(side["-wal"])
@@ -348,7 +365,7 @@ def hold_wal(path: Path, *, timeout_s: float, live_ok: bool) -> HeldWal | None:
         if wal_fd is None:
             return None
         held = True
-        return HeldWal(path, fd, shm_fd, wal_fd, os.fstat(wal_fd).st_size)
+        return HeldWal(path, fd, shm_fd, wal_fd, os.fstat(wal_fd).st_size, stale)
     finally:
         if not held:
             for other in (wal_fd, shm_fd, fd):

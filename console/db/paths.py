@@ -144,6 +144,13 @@ def require_database_file(path: str | os.PathLike[str], *, what: str = "database
 SIDECAR_SUFFIXES = ("-wal", "-shm", "-journal")
 
 
+def sidecars(path: str | os.PathLike[str]) -> dict[str, Path]:
+    """The side files SQLite uses for `path`: named after it with every symbolic link resolved, as
+    SQLite names them (a -wal beside a symlink is not the database's; the one beside its target is)."""
+    real = os.path.realpath(path)
+    return {suffix: Path(f"{real}{suffix}") for suffix in SIDECAR_SUFFIXES}
+
+
 def require_regular_sidecars(path: str | os.PathLike[str]) -> None:
     """Each existing `-wal`, `-shm`, `-journal` beside `path` (and beside the file a symlinked `path`
     names, where SQLite looks) is a regular file, not a symlink; else `DatabaseUnusable` (exit 3).

@@ -43,6 +43,7 @@ from console.db.connection import sqlite_connection
 from console.db.file_guard import Connection, hold_descriptor, release_descriptor
 from console.db.files import private_dir, reached
 from console.db.locked_copy import WAL_HEADER_SIZE, HeldWal, hold_wal, take_shared_lock
+from console.db.paths import sidecars
 
 __all__ = ["backup_through", "borrow_descriptor", "no_commits_beside", "open_quiet_wal", "open_with_private_wal"]
 
@@ -150,6 +151,7 @@ def open_with_private_wal(
 
     return conn, cleanup, ("private copy of the -wal, the main file read in place ("
                            + ("a running archon's file, held still" if held.shm_fd is not None
+                              else "a -shm no connection holds: a reader would rebuild it" if held.stale_shm
                               else "no -shm beside it: a reader would create one") + ")")
 
 
@@ -189,12 +191,13 @@ def backup_through(source: sqlite3.Connection, fd: int, scratch: Path) -> bool:
 
 def no_commits_beside(path: Path) -> bool:
     """No -wal, or (no -shm and) a -wal no longer than its header: SQLite reads no frame of it, so
-    every commit is in the main file."""
+    every commit is in the main file. The side files are SQLite's (`sidecars`: beside a symlink's target)."""
+    side = sidecars(path)
     try:
-        size = os.stat(f"{path}-wal").st_size
+        size = os.stat(side["-wal"]).st_size
     except FileNotFoundError:
         return True
-    return size <= WAL_HEADER_SIZE and not os.path.exists(f"{path}-shm")
+    return size <= WAL_HEADER_SIZE and not os.path.exists(side["-shm"])
 
 
 def _let_go(fd: int) -> None:
@@ -231,5 +234,5 @@ def open_quiet_wal(path: Path, connect: Callable[[str], Connection], uri: Callab
     def cleanup() -> None:
         _let_go(fd)
 
-    return conn, cleanup, ("in place (immutable: no -wal)" if not os.path.exists(f"{path}-wal")
+    return conn, cleanup, ("in place (immutable: no -wal)" if not os.path.exists(sidecars(path)["-wal"])
                            else "in place (immutable: an empty -wal)")

@@ -9,12 +9,13 @@ mtime or directory entry next to the original changes".
 
 Two kinds of reader therefore live here. Read-only commands (`open_read_only`) read in place
 whenever SQLite can do it without creating anything: a WAL file whose `-wal` and `-shm` both exist
-and are readable is opened `mode=ro`, like any archon reader (the main file and `-wal` are never
+and are readable, the `-shm` held by a live connection, is opened `mode=ro`, like any archon reader (the main file and `-wal` are never
 written; the `-shm` changes only by the read mark every reader writes). Support mode (`inspect`,
 `snapshot_copy`) promises more, every byte including the `-shm` unchanged. Where SQLite would have
 to create a side file, neither copies the database: a WAL file with no `-wal` (a `-shm` alone, or
 nothing), or an empty one and no `-shm`, holds every commit in its main file and is read
-`immutable=1`; one with a `-wal` but no `-shm` (a crashed archon), and in support mode any WAL file
+`immutable=1`; one with a `-wal` but no `-shm`, or a `-shm` no connection holds (a crashed archon:
+SQLite would rebuild that index in place), and in support mode any WAL file
 with a `-wal`, is read where it is beside a private copy of its `-wal` alone
 (console/db/private_wal.py). A side file this user cannot read is refused in one sentence before
 anything is copied. Only a leftover rollback journal (SQLite must roll it back, which writes), a
@@ -63,10 +64,9 @@ from console.db.locked_copy import (
     check_header,
     is_wal_header,
     private_copy,
-    sidecars,
     unreadable_side,
 )
-from console.db.paths import nonempty_file, require_database_file
+from console.db.paths import nonempty_file, require_database_file, sidecars
 from console.errors import DatabaseUnusable, UsageError
 
 __all__ = [
@@ -416,17 +416,16 @@ def _open_wal_without_copy(path: Path, side: dict[str, Path], busy_timeout_ms: i
         for suffix, why in (("-wal", WHY_WAL), ("-shm", WHY_SHM)):
             if os.path.exists(side[suffix]) and not _readable(side[suffix]):
                 raise unreadable_side(side[suffix], PermissionError(errno.EACCES, os.strerror(errno.EACCES)), why)
-        if os.path.exists(side["-shm"]):
+        try:  # None when a connection holds the -shm: then SQLite reads in place, as any reader
+            opened = open_with_private_wal(path, connect, ro_uri, timeout_s=timeout_s)
+        except (OSError, sqlite3.OperationalError) as exc:
+            raise _no_private_copy(path, exc, "the -wal") from None
+        if opened is None and os.path.exists(side["-shm"]):
             opened = _open_live_wal(path, busy_timeout_ms)
             if isinstance(opened, str):
                 return opened
-        else:
-            try:
-                opened = open_with_private_wal(path, connect, ro_uri, timeout_s=timeout_s)
-            except (OSError, sqlite3.OperationalError) as exc:
-                raise _no_private_copy(path, exc, "the -wal") from None
-            if opened is None and not os.path.exists(side["-shm"]) and os.path.exists(side["-wal"]):
-                return "SQLite could not read it through a private copy of the -wal"
+        elif opened is None and os.path.exists(side["-wal"]):
+            return "SQLite could not read it through a private copy of the -wal"
         if opened is not None:
             return opened
     return "its -wal and -shm kept changing while they were looked at"
@@ -471,7 +470,7 @@ def _no_private_copy(path: Path, exc: BaseException, what: str = "the database")
 def stat_token(path: str | Path) -> tuple:
     """What changes when anyone writes the database: size and mtime of the file and its -wal."""
     token = []
-    for p in (Path(path), Path(f"{path}-wal")):
+    for p in (Path(path), sidecars(Path(path))["-wal"]):
         try:
             st = p.stat()
             token.append((st.st_size, st.st_mtime_ns))

@@ -130,6 +130,10 @@ COMMANDS = {  # each read-only command, and what it prints that only the -wal ho
     "doctor": (["doctor", "{db}", "--json"], '"opened": "private copy of the -wal'),
     "upgrade --plan": (["--db", "{db}", "upgrade", "--plan"], ""),
     "--read-only envs list": (["--db", "{db}", "--read-only", "envs", "list"], "env-ready"),
+    # These opened a read-write connection: on a crashed -wal it checkpointed into the main file.
+    "envs list": (["--db", "{db}", "envs", "list"], "env-ready"),
+    "envs show": (["--db", "{db}", "envs", "show", "env-ready"], "env-ready"),
+    "profiles list": (["--db", "{db}", "profiles", "list", "p1"], ""),
 }
 
 
@@ -247,3 +251,121 @@ def test_sqlite_reads_the_users_main_file_through_a_descriptor_that_cannot_write
         assert file_guard.connected_file(db) == str(db.resolve())
     assert fingerprint_dir(db.parent) == before
     assert stat.S_ISREG(os.stat(db).st_mode)
+
+
+# A database named through a symbolic link is read with the side files SQLite uses: those beside the
+# link's target (SQLite names its -wal and -shm after the path with every link resolved). The readers
+# looked beside the link instead (console/db/paths.py `sidecars`): a crashed archon's -wal beside the
+# target was not seen (the main file was read `immutable=1`, its commits silently missing), and a
+# -wal planted beside the link was read as the database's.
+
+ONLY = "req-only-in-the-wal"
+
+
+def _linked(base: Path) -> tuple[Path, Path]:
+    """A crashed archon's database (its commits partly in a -wal, no -shm) and a link to it elsewhere."""
+    db = _crashed(base / "db", keep=("-wal",))
+    links = base / "links"
+    links.mkdir()
+    os.chmod(links, 0o755)
+    link = links / "archon.db"
+    link.symlink_to(db)
+    return db, link
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_a_wal_beside_the_links_target_is_read(box, command):
+    base, tmpdir = box
+    db, link = _linked(base)
+    before, beside_link = fingerprint_dir(db.parent), sorted(os.listdir(link.parent))
+    argv, only_in_the_wal = COMMANDS[command]
+    result = _run(link, tmpdir, *argv)
+    assert result["code"] in ((0, 1) if command == "doctor" else (0,)), result["err"]
+    assert only_in_the_wal in result["out"], result["out"][-2000:]  # was: read immutable, commits missing
+    assert fingerprint_dir(db.parent) == before
+    assert sorted(os.listdir(link.parent)) == beside_link
+    assert list(tmpdir.iterdir()) == []
+
+
+def test_inspect_keeps_the_commits_of_the_targets_wal(box):
+    base, tmpdir = box
+    db, link = _linked(base)
+    before = fingerprint_dir(db.parent)
+    result = _run(link, tmpdir, "inspect", "{db}", "--keep-snapshot", "{out}", "--no-tui")
+    assert result["code"] == 0, result["err"]
+    conn = sqlite3.connect(f"file:{result['out'].strip()}?mode=ro", uri=True)
+    try:
+        assert conn.execute("SELECT count(*) FROM approval_requests WHERE id = ?", (ONLY,)).fetchone() == (1,)
+    finally:
+        conn.close()
+    assert fingerprint_dir(db.parent) == before
+    assert list(tmpdir.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["approvals list", "approvals show"])
+def test_a_wal_planted_beside_the_link_is_not_the_databases(box, command):
+    """The target has no -wal (SQLite reads its main file alone: no such request); a -wal that holds
+    the request lies beside the link, where SQLite never looks."""
+    base, tmpdir = box
+    crashed = _crashed(base / "crashed", keep=("-wal",))
+    target = base / "db"
+    target.mkdir()
+    shutil.copyfile(crashed, target / "archon.db")  # the commit point before the -wal's commits
+    links = base / "links"
+    links.mkdir()
+    link = links / "archon.db"
+    link.symlink_to(target / "archon.db")
+    shutil.copyfile(f"{crashed}-wal", f"{link}-wal")
+    truth = sqlite3.connect(f"file:{target / 'archon.db'}?immutable=1", uri=True)
+    assert truth.execute("SELECT count(*) FROM approval_requests WHERE id = ?", (ONLY,)).fetchone() == (0,)
+    truth.close()
+    before, planted = fingerprint_dir(target), fingerprint_dir(links)
+    result = _run(link, tmpdir, *COMMANDS[command][0])
+    assert ONLY not in result["out"], result["out"]  # was: the planted -wal's commits shown as the database's
+    assert fingerprint_dir(target) == before and fingerprint_dir(links) == planted
+    assert list(tmpdir.iterdir()) == []
+
+
+# A -wal beside a -shm no connection holds (a crashed archon's stale index, or one planted): a
+# `mode=ro` reader rebuilt that index in place, rewriting the user's -shm. Nobody holds its DMS
+# lock, so the -wal is copied and the -shm left alone, whatever it holds.
+STALE_SHM = {
+    "stale": lambda shm: None,  # what the crashed archon left: a valid index nobody holds
+    "zeros": lambda shm: shm.write_bytes(bytes(32768)),
+    "garbage": lambda shm: shm.write_bytes(bytes(range(256)) * 128),
+    "short": lambda shm: shm.write_bytes(b"\x01\x02\x03"),
+}
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+@pytest.mark.parametrize("kind", list(STALE_SHM))
+def test_a_shm_nobody_holds_is_left_alone(box, command, kind):
+    base, tmpdir = box
+    db = _crashed(base / "db", keep=("-wal", "-shm"))
+    STALE_SHM[kind](Path(f"{db}-shm"))
+    before = fingerprint_dir(db.parent)
+    argv, only_in_the_wal = COMMANDS[command]
+    result = _run(db, tmpdir, *argv)
+    assert result["code"] in ((0, 1) if command == "doctor" else (0,)), result["err"]
+    assert only_in_the_wal in result["out"]
+    assert fingerprint_dir(db.parent) == before  # was: the -shm rewritten by SQLite's recovery
+    assert list(tmpdir.iterdir()) == []
+
+
+def test_an_archon_starting_during_a_read_recovers_its_stale_shm(tmp_path, monkeypatch):
+    """The stale -shm is not even locked while the console reads: an archon started meanwhile
+    recovers it at once (a read lock on its checkpoint byte made that SQLITE_BUSY until the end)."""
+    from console.db.connect import open_database
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    db = _crashed(tmp_path / "db", keep=("-wal", "-shm"))
+    with open_database(db, read_only=True) as handle:
+        assert "a -shm no connection holds" in handle.opened
+        archon = subprocess.run(
+            [sys.executable, "-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], timeout=0); "
+             "print(c.execute(\"SELECT count(*) FROM approval_requests\").fetchone()[0])", str(db)],
+            capture_output=True, text=True, timeout=60)
+        assert archon.returncode == 0 and archon.stdout.strip() == "4", archon.stderr
+        assert handle.conn.execute("SELECT count(*) FROM approval_requests").fetchone()[0] == 4

@@ -87,7 +87,7 @@ def cmd_list(ctx) -> int:
     now = ctx.clock()
     from console.services.resolve import project_id
 
-    with ctx.open() as handle:
+    with ctx.open(read_only=True) as handle:  # a listing writes nothing, not even a checkpoint
         state, project, claimed, search = args.state, args.project, args.claimed, None
         if args.view:
             state, project, claimed, search = _with_view(handle, args)
@@ -131,7 +131,7 @@ def cmd_show(ctx) -> int:
         from console.services.history import environment_as_of
 
         return show_as_of(ctx, environment_as_of, now)
-    with ctx.open() as handle:
+    with ctx.open(read_only=True) as handle:  # a listing writes nothing, not even a checkpoint
         env = show_environment(handle, ctx.args.id, now=now, stale_after=_stale_after(ctx))
     if ctx.json:
         emit_json(env.to_json())

@@ -23,7 +23,7 @@ from pathlib import Path
 from console.cli.options import user_path
 from console.clock import system_clock
 from console.db.files import private_dir
-from console.db.paths import expand_home, require_database_file
+from console.db.paths import expand_home, require_database_file, sidecars
 from console.db.readonly import snapshot_copy
 from console.errors import DatabaseUnusable, UsageError
 from console.models.support import SupportInfo
@@ -80,7 +80,7 @@ def _modified_at(original: Path) -> datetime | None:
     """The newest mtime of PATH and its -wal, read with stat (nothing is opened): the fallback for
     the snapshot's "as of" time (console/models/support.py `SupportInfo.as_of`)."""
     times = []
-    for path in (original, original.with_name(original.name + "-wal")):
+    for path in (original, sidecars(original)["-wal"]):
         try:
             times.append(os.stat(path).st_mtime)
         except (OSError, ValueError):

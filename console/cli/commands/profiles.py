@@ -19,7 +19,7 @@ REVISION_SYNTAX = (
 
 def cmd_list(ctx) -> int:
     now = ctx.clock()
-    with ctx.open() as handle:
+    with ctx.open(read_only=True) as handle:
         rows = profiles.list_revisions(handle, ctx.args.project)  # id or unique name
     if ctx.json:
         emit_json([r.to_json() for r in rows])
@@ -41,7 +41,7 @@ def cmd_list(ctx) -> int:
 
 def cmd_show(ctx) -> int:
     now = ctx.clock()
-    with ctx.open() as handle:
+    with ctx.open(read_only=True) as handle:
         row = profiles.show_revision(handle, resolve_revision(handle, ctx.args.revision, project=ctx.args.project))
     if ctx.json:
         data = row.to_json()
@@ -71,7 +71,7 @@ def cmd_show(ctx) -> int:
 
 def cmd_diff(ctx) -> int:
     a = ctx.args
-    with ctx.open() as handle:
+    with ctx.open(read_only=True) as handle:
         result = profiles.diff_revisions(handle, resolve_revision(handle, a.rev_a, project=a.project),
                                          resolve_revision(handle, a.rev_b, project=a.project))
     if ctx.json:

@@ -10,6 +10,7 @@ from console.db.connect import is_busy
 from console.db.file_guard import read_head
 from console.db.sql import quote_identifier
 from console.db.locked_copy import is_wal_header
+from console.db.paths import sidecars
 from console.services.doctor.checks_approvals import EVENTS_TABLE, approval_events, prefetch_approvals
 from console.services.doctor.context import Ctx, columns, ids_text, rows_of
 from console.services.doctor.report import ROW_LIMIT, Finding, busy_finding
@@ -65,7 +66,7 @@ def _version(number: int) -> str:
 
 def check_file(ctx: Ctx) -> list[Finding]:
     facts = _pragma_facts(ctx.conn, ctx.path) if ctx.header is None else _header_facts(ctx.path, ctx.header)
-    side = {s: Path(f"{ctx.path}{s}") for s in ("-wal", "-shm", "-journal")}
+    side = sidecars(ctx.path)  # SQLite's: beside a symlink's target
     present = {s: p.stat().st_size for s, p in side.items() if p.exists()}
     try:
         pages = ctx.conn.execute("PRAGMA page_count").fetchone()[0]
