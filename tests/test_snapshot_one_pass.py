@@ -331,25 +331,35 @@ open(forged, "wb").write(bytes(data))
 """
 
 
-@pytest.mark.parametrize("suffix", ["", "-wal"], ids=["main file", "-wal"])
+@pytest.mark.parametrize("suffix", ["", "-wal", "hard link", "symbolic link"],
+                         ids=["main file", "-wal", "main file a hard link to the -wal", "main file a symbolic link to the -wal"])
 def test_a_file_swapped_under_the_read_transaction_is_refused(live, monkeypatch, suffix):
     """Another local user renames a forged file over the database's main file or its -wal after the
     snapshot's read transaction began: SQLite's connections keep reading the files they opened, so
     the image the upgrade starts from is unchanged, but the copier opens files by name. The -wal's
-    forgery keeps every checksum (its last 8 bytes are chosen), so the -shm still vouches for it.
-    The copier reads only files this process's connections hold open; else nothing is published."""
+    forgery keeps every checksum (its last 8 bytes are chosen), so the -shm still vouches for it. A
+    link named as the main file leads to a file the process does hold open, but under another name.
+    The copier reads only the files this process's connections hold open under those names; else
+    SQLite's backup API copies, the comparison with the files named finds the forgery, nothing is kept."""
     path, writer = live
     original = snapshots.copy_pages
     forged = path.parent / "forged"
 
     def swap_first(source, pages, tmp, wal, progress, step_pages):
         # Written by a child process: opening the database's files here would drop the writer's locks.
-        subprocess.run([sys.executable, "-c", FORGE, str(path), str(forged), suffix], check=True)
-        os.rename(forged, f"{path}{suffix}")
+        if suffix == "hard link":
+            os.link(f"{path}-wal", forged)
+        elif suffix == "symbolic link":
+            os.symlink(f"{path}-wal", forged)
+        else:
+            subprocess.run([sys.executable, "-c", FORGE, str(path), str(forged), suffix], check=True)
+        os.rename(forged, f"{path}{suffix if suffix in ('', '-wal') else ''}")
         return original(source, pages, tmp, wal, progress, step_pages)
 
     monkeypatch.setattr(snapshots, "copy_pages", swap_first)
     before = sorted(p.name for p in path.parent.iterdir())
-    with pytest.raises(SnapshotFailed, match="not a file the database's connections have open"):
-        snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT))
+    timings: dict[str, float] = {}
+    with pytest.raises(SnapshotFailed, match="differs from the database"):
+        snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT), timings=timings)
+    assert "copy (backup API)" in timings
     assert sorted(p.name for p in path.parent.iterdir()) == before

@@ -278,10 +278,11 @@ def copy_pages(
     (`compare_with_source`). The temporary file is deleted on any failure, so it needs no journal
     and no syncs of its own: one fsync of the finished file is the durability point.
     """
-    # The files the child may read: those this process's connections hold open now, in the read
-    # transaction (a name swapped since leads elsewhere; console/db/snapshot_pages.py `open_held`).
+    # The files the child may read: those this process's connections hold open, under the name
+    # SQLite opened them by (a name swapped since leads elsewhere; snapshot_pages.py `open_held`).
+    held = held_files(source.execute("PRAGMA database_list").fetchone()[2])
     copied: Copied = _raw_reader("copy_from_source", str(pages.path), str(tmp), pages.page_size,
-                                 pages.page_count, step_pages, wal=wal, held=held_files(), progress=progress)
+                                 pages.page_count, step_pages, wal=wal, held=held, progress=progress)
     _raise_differs(copied.differs)
     if copied.fallback is None:
         return copied

@@ -36,8 +36,10 @@ The files SQLite reads are the ones its connections opened, not whatever their n
 another user may rename a forged main file or `-wal` over the database's after the read transaction
 began (a forged `-wal` can keep every checksum: they are not cryptographic), and SQLite's connections
 go on reading the files they hold. So every file read here is opened by `open_held`, which refuses one
-that is not among the files the caller's process holds open (`held_files`, asked by the caller while
-its read transaction runs): the copy is then refused, never made from another file.
+that is not the file the caller's process holds open under that name (`held_files`, asked by the
+caller while its read transaction runs; a name is checked against its own files, so a link named as
+the main file to the held `-wal` is refused too): SQLite's backup API then makes the copy, and the
+page comparison refuses it if the files named differ from the ones SQLite reads.
 
 A copy made here equals the image in every byte but the two journal-mode bytes, which say DELETE
 (`exact`). A backup-API copy may also differ in the header fields SQLite rewrites on the copy's own
@@ -86,31 +88,42 @@ class NotHeld(Exception):
     """A file named as the database's is not one the caller's connections have open."""
 
 
-def held_files() -> frozenset[tuple[int, int]] | None:
-    """(device, inode) of every file this process has open, by `fstat` of its descriptors (Linux's
-    /proc lists them; nothing is opened or closed). None where the system does not list them."""
+SIDECAR_SUFFIXES = ("", "-wal", "-shm")
+Held = dict[str, frozenset[tuple[int, int]]]  # "", "-wal", "-shm" -> (device, inode) of the files open so
+
+
+def held_files(sqlite_name: str) -> Held | None:
+    """For the main file SQLite opened as `sqlite_name` (`PRAGMA database_list`: its name then, not
+    where a name leads now), its `-wal` and `-shm`: (device, inode) of the files this process has
+    open under those names (the kernel's name for a descriptor, " (deleted)" once renamed over), by
+    `fstat` of its descriptors: nothing is opened or closed. None where the system does not list
+    them (Linux's /proc does)."""
     try:
         fds = os.listdir("/proc/self/fd")
     except OSError:
         return None
-    held = set()
+    held: dict[str, set[tuple[int, int]]] = {suffix: set() for suffix in SIDECAR_SUFFIXES}
     for fd in fds:
         try:
-            st = os.fstat(int(fd))
+            name = os.readlink(f"/proc/self/fd/{fd}").removesuffix(" (deleted)")
+            suffix = name[len(sqlite_name):] if name.startswith(sqlite_name) else None
+            if suffix in held:
+                st = os.fstat(int(fd))
+                held[suffix].add((st.st_dev, st.st_ino))
         except (OSError, ValueError):
             continue
-        held.add((st.st_dev, st.st_ino))
-    return frozenset(held)
+    return {suffix: frozenset(inodes) for suffix, inodes in held.items()}
 
 
-def open_held(path: str | Path, held: frozenset[tuple[int, int]] | None) -> int:
-    """A read-only descriptor of `path`, once it is proven one of the `held` files (when given): a
-    name swapped since the caller's connections opened it leads to a file SQLite does not read."""
+def open_held(path: str | Path, suffix: str, held: Held | None) -> int:
+    """A read-only descriptor of `path`, the database's main file (`suffix` "") or a sidecar, once it
+    is proven the file the caller holds open under that name (when `held` is given): a name swapped
+    since the caller's connections opened it (renamed over, linked, a symbolic link) leads elsewhere."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     st = os.fstat(fd)
-    if held is not None and (st.st_dev, st.st_ino) not in held:
+    if held is not None and (st.st_dev, st.st_ino) not in held.get(suffix, ()):
         os.close(fd)
-        raise NotHeld(f"{Path(path).name} is not a file the database's connections have open (it was replaced)")
+        raise NotHeld(f"{Path(path).name} is not the file the database's connections have open")
     return fd
 
 
@@ -135,13 +148,13 @@ class WalLog:
 
 
 def read_wal(
-    wal: Path, page_size: int, last_frame: int | None = None, held: frozenset[tuple[int, int]] | None = None
+    wal: Path, page_size: int, last_frame: int | None = None, held: Held | None = None
 ) -> WalLog | None:
     """The committed frames of `wal` (those up to `last_frame` only, when given); None when it has no
     valid header. Frames count while their salts are the header's and their cumulative checksums
     hold, as SQLite's own recovery counts them. `held`: `open_held`'s."""
     try:
-        handle = open(open_held(wal, held), "rb")
+        handle = open(open_held(wal, "-wal", held), "rb")
     except FileNotFoundError:
         return None
     with handle:
@@ -185,11 +198,11 @@ def wal_frames(wal: Path, page_size: int) -> dict[int, int]:
     return log.frames if log is not None else {}
 
 
-def wal_index_header(db_path: Path, held: frozenset[tuple[int, int]] | None = None) -> bytes | None:
+def wal_index_header(db_path: Path, held: Held | None = None) -> bytes | None:
     """The `-shm`'s WAL-index header when its two copies agree and its checksum holds, else None.
     `held`: `open_held`'s (a `NotHeld` is no OSError: it is raised)."""
     try:
-        with open(open_held(f"{db_path}-shm", held), "rb") as handle:
+        with open(open_held(f"{db_path}-shm", "-shm", held), "rb") as handle:
             data = handle.read(2 * SHM_HEADER.size)
     except OSError:
         return None
@@ -203,7 +216,7 @@ def wal_index_header(db_path: Path, held: frozenset[tuple[int, int]] | None = No
 
 
 def read_snapshot_frames(
-    db_path: Path, page_size: int, page_count: int, held: frozenset[tuple[int, int]] | None = None
+    db_path: Path, page_size: int, page_count: int, held: Held | None = None
 ) -> tuple[dict[int, int], bytes, int] | str:
     """(page -> offset of its newest copy among the frames readers see, the WAL-index header that
     says so, the bytes of the `-wal` read to find them), or why the `-shm` does not vouch for them
@@ -246,14 +259,14 @@ class SourceImage:
     page_size: int
     page_count: int
     frames: dict[int, int] = field(default_factory=dict)
-    held: frozenset[tuple[int, int]] | None = None  # `open_held`'s
+    held: Held | None = None  # `open_held`'s
 
     def __post_init__(self) -> None:
         self.bytes_read = 0  # from the main file and the -wal, by `read`
         self._overlaid = sorted(self.frames)
-        self._main = open_held(self.path, self.held)
+        self._main = open_held(self.path, "", self.held)
         try:
-            self._wal = open_held(f"{self.path}-wal", self.held) if self.frames else None
+            self._wal = open_held(f"{self.path}-wal", "-wal", self.held) if self.frames else None
         except BaseException:
             os.close(self._main)
             raise
@@ -421,12 +434,13 @@ def copy_hashed(
 
 def copy_from_source(
     db_path: str, copy: str, page_size: int, page_count: int, step_pages: int, *, wal: bool,
-    held: frozenset[tuple[int, int]] | None, progress: Callable[[tuple[int, int]], None] | None = None,
+    held: Held | None, progress: Callable[[tuple[int, int]], None] | None = None,
 ) -> Copied:
     """In a process with no connection to `db_path`: write its image into the existing `copy` in one
     pass (`copy_hashed`); with `wal`, the frames of the read snapshot laid over its main file, when
     the `-shm` vouches for them (`read_snapshot_frames`) before the copy and unchanged after it.
-    Only `held` files are read (`open_held`); None: the caller cannot tell them, so SQLite copies."""
+    Only `held` files are read (`open_held`); else, and when the caller cannot tell them (None),
+    SQLite's backup API makes the copy (`fallback`)."""
     if held is None:
         return Copied(fallback="this system does not list the files the database's connections hold")
     frames: dict[int, int] = {}
@@ -439,7 +453,7 @@ def copy_from_source(
             frames, header, parsed = found
         image = SourceImage(Path(db_path), page_size, page_count, frames, held)
     except NotHeld as exc:
-        return Copied(differs=(1, str(exc)))
+        return Copied(fallback=str(exc))
     try:
         fd = os.open(copy, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)  # the file create_exclusive made
         try:
