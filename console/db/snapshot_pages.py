@@ -32,14 +32,11 @@ makes a sound copy look different, it cannot make a wrong copy look right).
 
 Which files are read
 --------------------
-The files SQLite reads are the ones its connections opened, not whatever their names lead to now:
-another user may rename a forged main file or `-wal` over the database's after the read transaction
-began (a forged `-wal` can keep every checksum: they are not cryptographic), and SQLite's connections
-go on reading the files they hold. So every file read here is opened by `open_held`, which refuses one
-that is not the file the caller's process holds open under that name (`held_files`, asked by the
-caller while its read transaction runs; a name is checked against its own files, so a link named as
-the main file to the held `-wal` is refused too): SQLite's backup API then makes the copy, and the
-page comparison refuses it if the files named differ from the ones SQLite reads.
+SQLite reads the files its connections opened, not whatever their names lead to now: another user
+may rename a forged main file or `-wal` (its checksums are not cryptographic: a forgery can keep them
+all) over the database's after the read transaction began. So every file read here is opened by
+`open_held`: it must be the file the caller's process holds open under that name (`held_files`,
+asked in the read transaction), else SQLite's backup API copies and the comparison refuses.
 
 A copy made here equals the image in every byte but the two journal-mode bytes, which say DELETE
 (`exact`). A backup-API copy may also differ in the header fields SQLite rewrites on the copy's own
@@ -88,21 +85,19 @@ class NotHeld(Exception):
     """A file named as the database's is not one the caller's connections have open."""
 
 
-SIDECAR_SUFFIXES = ("", "-wal", "-shm")
 Held = dict[str, frozenset[tuple[int, int]]]  # "", "-wal", "-shm" -> (device, inode) of the files open so
 
 
 def held_files(sqlite_name: str) -> Held | None:
-    """For the main file SQLite opened as `sqlite_name` (`PRAGMA database_list`: its name then, not
-    where a name leads now), its `-wal` and `-shm`: (device, inode) of the files this process has
-    open under those names (the kernel's name for a descriptor, " (deleted)" once renamed over), by
-    `fstat` of its descriptors: nothing is opened or closed. None where the system does not list
-    them (Linux's /proc does)."""
+    """For the main file SQLite opened as `sqlite_name` (`PRAGMA database_list`), its `-wal` and
+    `-shm`: (device, inode) of the files this process has open under those names (the kernel's name
+    of a descriptor, " (deleted)" once renamed over), by `fstat`: nothing is opened or closed. None
+    where the system does not list them (Linux's /proc does)."""
     try:
         fds = os.listdir("/proc/self/fd")
     except OSError:
         return None
-    held: dict[str, set[tuple[int, int]]] = {suffix: set() for suffix in SIDECAR_SUFFIXES}
+    held: dict[str, set[tuple[int, int]]] = {suffix: set() for suffix in ("", "-wal", "-shm")}
     for fd in fds:
         try:
             name = os.readlink(f"/proc/self/fd/{fd}").removesuffix(" (deleted)")
@@ -147,12 +142,10 @@ class WalLog:
     pages: int
 
 
-def read_wal(
-    wal: Path, page_size: int, last_frame: int | None = None, held: Held | None = None
-) -> WalLog | None:
-    """The committed frames of `wal` (those up to `last_frame` only, when given); None when it has no
-    valid header. Frames count while their salts are the header's and their cumulative checksums
-    hold, as SQLite's own recovery counts them. `held`: `open_held`'s."""
+def read_wal(wal: Path, page_size: int, last_frame: int | None = None, held: Held | None = None) -> WalLog | None:
+    """The committed frames of `wal` (those up to `last_frame` only, when given; `held`: `open_held`'s);
+    None when it has no valid header. Frames count while their salts are the header's and their
+    cumulative checksums hold, as SQLite's own recovery counts them."""
     try:
         handle = open(open_held(wal, "-wal", held), "rb")
     except FileNotFoundError:
@@ -200,7 +193,7 @@ def wal_frames(wal: Path, page_size: int) -> dict[int, int]:
 
 def wal_index_header(db_path: Path, held: Held | None = None) -> bytes | None:
     """The `-shm`'s WAL-index header when its two copies agree and its checksum holds, else None.
-    `held`: `open_held`'s (a `NotHeld` is no OSError: it is raised)."""
+    `held`: `open_held`'s (its `NotHeld` is raised)."""
     try:
         with open(open_held(f"{db_path}-shm", "-shm", held), "rb") as handle:
             data = handle.read(2 * SHM_HEADER.size)
@@ -215,9 +208,8 @@ def wal_index_header(db_path: Path, held: Held | None = None) -> bytes | None:
     return first
 
 
-def read_snapshot_frames(
-    db_path: Path, page_size: int, page_count: int, held: Held | None = None
-) -> tuple[dict[int, int], bytes, int] | str:
+def read_snapshot_frames(db_path: Path, page_size: int, page_count: int,
+                         held: Held | None = None) -> tuple[dict[int, int], bytes, int] | str:
     """(page -> offset of its newest copy among the frames readers see, the WAL-index header that
     says so, the bytes of the `-wal` read to find them), or why the `-shm` does not vouch for them
     (the module docstring lists what must hold). `held`: `open_held`'s."""
@@ -438,14 +430,13 @@ def copy_from_source(
 ) -> Copied:
     """In a process with no connection to `db_path`: write its image into the existing `copy` in one
     pass (`copy_hashed`); with `wal`, the frames of the read snapshot laid over its main file, when
-    the `-shm` vouches for them (`read_snapshot_frames`) before the copy and unchanged after it.
-    Only `held` files are read (`open_held`); else, and when the caller cannot tell them (None),
-    SQLite's backup API makes the copy (`fallback`)."""
-    if held is None:
-        return Copied(fallback="this system does not list the files the database's connections hold")
+    the `-shm` vouches for them (`read_snapshot_frames`) before the copy and unchanged after it;
+    only `held` files (`open_held`; else, or None: `fallback`, SQLite's backup API copies)."""
     frames: dict[int, int] = {}
     header, parsed = None, 0
     try:
+        if held is None:
+            raise NotHeld("this system does not list the files the database's connections hold")
         if wal:
             found = read_snapshot_frames(Path(db_path), page_size, page_count, held)
             if isinstance(found, str):
