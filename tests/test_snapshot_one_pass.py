@@ -295,3 +295,71 @@ def test_without_the_shm_s_word_the_backup_api_copies_and_its_copy_is_compared(l
     snap = snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT), timings=timings)
     assert asked == ["copy_from_source", "compare_with_source"] and "copy (backup API)" in timings
     assert dump(snap.path) == committed and snap.sha256 == sha256(snap.path)
+
+
+FORGE = """
+import struct, sys
+
+def checksum(data, s0, s1, order):
+    words = struct.unpack(f"{order}{len(data) // 4}I", data)
+    for i in range(0, len(words), 2):
+        s0 = (s0 + words[i] + s1) & 0xFFFFFFFF
+        s1 = (s1 + words[i + 1] + s0) & 0xFFFFFFFF
+    return s0, s1
+
+source, forged, suffix, size = sys.argv[1], sys.argv[2], sys.argv[3], 4096
+data = bytearray(open(source + suffix, "rb").read())
+if suffix == "":  # the main file: one byte of its last page, a blob the -wal does not hold
+    data[-100] ^= 0x01
+else:  # the -wal: one byte of its last frame's page, its last 8 bytes chosen to keep every checksum
+    with open(source + "-shm", "rb") as shm:
+        last = struct.unpack("=I", shm.read(20)[16:20])[0]  # the WAL-index header's mxFrame
+    order = ">" if struct.unpack(">I", data[:4])[0] & 1 else "<"
+    s = checksum(bytes(data[:24]), 0, 0, order)
+    for n in range(last):
+        at = 32 + n * (24 + size)
+        head = checksum(bytes(data[at : at + 8]), *s, order)
+        if n == last - 1:
+            data[at + 24 + 100] ^= 0x01
+            a, b = checksum(bytes(data[at + 24 : at + 24 + size - 8]), *head, order)
+            want = struct.unpack(">2I", data[at + 16 : at + 24])
+            x0 = (want[0] - a - b) & 0xFFFFFFFF
+            data[at + 24 + size - 8 : at + 24 + size] = struct.pack(f"{order}2I", x0, (want[1] - b - want[0]) & 0xFFFFFFFF)
+        s = checksum(bytes(data[at + 24 : at + 24 + size]), *head, order)
+    assert s == struct.unpack(">2I", data[32 + (last - 1) * (24 + size) + 16 : 32 + last * (24 + size) - size])
+open(forged, "wb").write(bytes(data))
+"""
+
+
+@pytest.mark.parametrize("suffix", ["", "-wal", "hard link", "symbolic link"],
+                         ids=["main file", "-wal", "main file a hard link to the -wal", "main file a symbolic link to the -wal"])
+def test_a_file_swapped_under_the_read_transaction_is_refused(live, monkeypatch, suffix):
+    """Another local user renames a forged file over the database's main file or its -wal after the
+    snapshot's read transaction began: SQLite's connections keep reading the files they opened, so
+    the image the upgrade starts from is unchanged, but the copier opens files by name. The -wal's
+    forgery keeps every checksum (its last 8 bytes are chosen), so the -shm still vouches for it. A
+    link named as the main file leads to a file the process does hold open, but under another name.
+    The copier reads only the files this process's connections hold open under those names; else
+    SQLite's backup API copies, the comparison with the files named finds the forgery, nothing is kept."""
+    path, writer = live
+    original = snapshots.copy_pages
+    forged = path.parent / "forged"
+
+    def swap_first(source, pages, tmp, wal, progress, step_pages):
+        # Written by a child process: opening the database's files here would drop the writer's locks.
+        if suffix == "hard link":
+            os.link(f"{path}-wal", forged)
+        elif suffix == "symbolic link":
+            os.symlink(f"{path}-wal", forged)
+        else:
+            subprocess.run([sys.executable, "-c", FORGE, str(path), str(forged), suffix], check=True)
+        os.rename(forged, f"{path}{suffix if suffix in ('', '-wal') else ''}")
+        return original(source, pages, tmp, wal, progress, step_pages)
+
+    monkeypatch.setattr(snapshots, "copy_pages", swap_first)
+    before = sorted(p.name for p in path.parent.iterdir())
+    timings: dict[str, float] = {}
+    with pytest.raises(SnapshotFailed, match="differs from the database"):
+        snapshots.take_snapshot(path, snapshots.snapshot_target(path, AT), timings=timings)
+    assert "copy (backup API)" in timings
+    assert sorted(p.name for p in path.parent.iterdir()) == before

@@ -65,7 +65,7 @@ from console.db.detect import read_ledger
 from console.db.file_guard import open_foreign
 from console.db.files import create_exclusive, remove_stale
 from console.db.snapshot_manifest import write_manifest
-from console.db.snapshot_pages import Copied, CopyDiffers, Differs, can_block_copy
+from console.db.snapshot_pages import Copied, CopyDiffers, Differs, can_block_copy, held_files
 from console.db.snapshot_check import (
     SnapshotFailed,
     SnapshotWriteFailed,
@@ -278,8 +278,11 @@ def copy_pages(
     (`compare_with_source`). The temporary file is deleted on any failure, so it needs no journal
     and no syncs of its own: one fsync of the finished file is the durability point.
     """
+    # The files the child may read: those this process's connections hold open, under the name
+    # SQLite opened them by (a name swapped since leads elsewhere; snapshot_pages.py `open_held`).
+    held = held_files(source.execute("PRAGMA database_list").fetchone()[2])
     copied: Copied = _raw_reader("copy_from_source", str(pages.path), str(tmp), pages.page_size,
-                                 pages.page_count, step_pages, wal=wal, progress=progress)
+                                 pages.page_count, step_pages, wal=wal, held=held, progress=progress)
     _raise_differs(copied.differs)
     if copied.fallback is None:
         return copied

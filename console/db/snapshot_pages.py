@@ -30,6 +30,14 @@ When the header does not vouch, SQLite's backup API makes the copy instead and `
 proves it equal to the image parsed here (the two readers are independent on purpose: a mistake here
 makes a sound copy look different, it cannot make a wrong copy look right).
 
+Which files are read
+--------------------
+SQLite reads the files its connections opened, not whatever their names lead to now: another user
+may rename a forged main file or `-wal` (its checksums are not cryptographic: a forgery can keep them
+all) over the database's after the read transaction began. So every file read here is opened by
+`open_held`: it must be the file the caller's process holds open under that name (`held_files`,
+asked in the read transaction), else SQLite's backup API copies and the comparison refuses.
+
 A copy made here equals the image in every byte but the two journal-mode bytes, which say DELETE
 (`exact`). A backup-API copy may also differ in the header fields SQLite rewrites on the copy's own
 commits (`HEADER_SKIP`): the journal-mode bytes, the change counter, the schema cookie (the backup API
@@ -73,6 +81,47 @@ class CopyDiffers(Exception):
         self.page, self.why = page, why
 
 
+class NotHeld(Exception):
+    """A file named as the database's is not one the caller's connections have open."""
+
+
+Held = dict[str, frozenset[tuple[int, int]]]  # "", "-wal", "-shm" -> (device, inode) of the files open so
+
+
+def held_files(sqlite_name: str) -> Held | None:
+    """For the main file SQLite opened as `sqlite_name` (`PRAGMA database_list`), its `-wal` and
+    `-shm`: (device, inode) of the files this process has open under those names (the kernel's name
+    of a descriptor, " (deleted)" once renamed over), by `fstat`: nothing is opened or closed. None
+    where the system does not list them (Linux's /proc does)."""
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    held: dict[str, set[tuple[int, int]]] = {suffix: set() for suffix in ("", "-wal", "-shm")}
+    for fd in fds:
+        try:
+            name = os.readlink(f"/proc/self/fd/{fd}").removesuffix(" (deleted)")
+            suffix = name[len(sqlite_name):] if name.startswith(sqlite_name) else None
+            if suffix in held:
+                st = os.fstat(int(fd))
+                held[suffix].add((st.st_dev, st.st_ino))
+        except (OSError, ValueError):
+            continue
+    return {suffix: frozenset(inodes) for suffix, inodes in held.items()}
+
+
+def open_held(path: str | Path, suffix: str, held: Held | None) -> int:
+    """A read-only descriptor of `path`, the database's main file (`suffix` "") or a sidecar, once it
+    is proven the file the caller holds open under that name (when `held` is given): a name swapped
+    since the caller's connections opened it (renamed over, linked, a symbolic link) leads elsewhere."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    st = os.fstat(fd)
+    if held is not None and (st.st_dev, st.st_ino) not in held.get(suffix, ()):
+        os.close(fd)
+        raise NotHeld(f"{Path(path).name} is not the file the database's connections have open")
+    return fd
+
+
 def _checksum(data: bytes, s0: int, s1: int, order: str) -> tuple[int, int]:
     words = struct.unpack(f"{order}{len(data) // 4}I", data)
     for i in range(0, len(words), 2):
@@ -93,12 +142,12 @@ class WalLog:
     pages: int
 
 
-def read_wal(wal: Path, page_size: int, last_frame: int | None = None) -> WalLog | None:
-    """The committed frames of `wal` (those up to `last_frame` only, when given); None when it has no
-    valid header. Frames count while their salts are the header's and their cumulative checksums
-    hold, as SQLite's own recovery counts them."""
+def read_wal(wal: Path, page_size: int, last_frame: int | None = None, held: Held | None = None) -> WalLog | None:
+    """The committed frames of `wal` (those up to `last_frame` only, when given; `held`: `open_held`'s);
+    None when it has no valid header. Frames count while their salts are the header's and their
+    cumulative checksums hold, as SQLite's own recovery counts them."""
     try:
-        handle = open(wal, "rb")
+        handle = open(open_held(wal, "-wal", held), "rb")
     except FileNotFoundError:
         return None
     with handle:
@@ -142,10 +191,11 @@ def wal_frames(wal: Path, page_size: int) -> dict[int, int]:
     return log.frames if log is not None else {}
 
 
-def wal_index_header(db_path: Path) -> bytes | None:
-    """The `-shm`'s WAL-index header when its two copies agree and its checksum holds, else None."""
+def wal_index_header(db_path: Path, held: Held | None = None) -> bytes | None:
+    """The `-shm`'s WAL-index header when its two copies agree and its checksum holds, else None.
+    `held`: `open_held`'s (its `NotHeld` is raised)."""
     try:
-        with open(f"{db_path}-shm", "rb") as handle:
+        with open(open_held(f"{db_path}-shm", "-shm", held), "rb") as handle:
             data = handle.read(2 * SHM_HEADER.size)
     except OSError:
         return None
@@ -158,11 +208,12 @@ def wal_index_header(db_path: Path) -> bytes | None:
     return first
 
 
-def read_snapshot_frames(db_path: Path, page_size: int, page_count: int) -> tuple[dict[int, int], bytes, int] | str:
+def read_snapshot_frames(db_path: Path, page_size: int, page_count: int,
+                         held: Held | None = None) -> tuple[dict[int, int], bytes, int] | str:
     """(page -> offset of its newest copy among the frames readers see, the WAL-index header that
     says so, the bytes of the `-wal` read to find them), or why the `-shm` does not vouch for them
-    (the module docstring lists what must hold)."""
-    header = wal_index_header(db_path)
+    (the module docstring lists what must hold). `held`: `open_held`'s."""
+    header = wal_index_header(db_path, held)
     if header is None:
         return "the -shm holds no valid WAL-index header"
     _v, _u, _change, _init, _big, size, last, pages, k1, k2, salts, _c1, _c2 = SHM_HEADER.unpack(header)
@@ -172,7 +223,7 @@ def read_snapshot_frames(db_path: Path, page_size: int, page_count: int) -> tupl
         return {}, header, 0  # readers see the main file only (whatever the header's page count)
     if pages != page_count:
         return "the WAL-index header's page count is not the read transaction's"
-    log = read_wal(Path(f"{db_path}-wal"), page_size, last)
+    log = read_wal(Path(f"{db_path}-wal"), page_size, last, held)
     if log is None or log.commit != last or log.checksum != (k1, k2) or log.salts != salts or log.pages != pages:
         return "the -wal's frames are not the ones its WAL-index header names"
     return log.frames, header, WAL_HEADER + last * (FRAME_HEADER + page_size)
@@ -200,12 +251,17 @@ class SourceImage:
     page_size: int
     page_count: int
     frames: dict[int, int] = field(default_factory=dict)
+    held: Held | None = None  # `open_held`'s
 
     def __post_init__(self) -> None:
         self.bytes_read = 0  # from the main file and the -wal, by `read`
         self._overlaid = sorted(self.frames)
-        self._main = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        self._wal = os.open(f"{self.path}-wal", os.O_RDONLY | os.O_CLOEXEC) if self.frames else None
+        self._main = open_held(self.path, "", self.held)
+        try:
+            self._wal = open_held(f"{self.path}-wal", "-wal", self.held) if self.frames else None
+        except BaseException:
+            os.close(self._main)
+            raise
 
     @property
     def size(self) -> int:
@@ -370,19 +426,25 @@ def copy_hashed(
 
 def copy_from_source(
     db_path: str, copy: str, page_size: int, page_count: int, step_pages: int, *, wal: bool,
-    progress: Callable[[tuple[int, int]], None] | None = None,
+    held: Held | None, progress: Callable[[tuple[int, int]], None] | None = None,
 ) -> Copied:
     """In a process with no connection to `db_path`: write its image into the existing `copy` in one
     pass (`copy_hashed`); with `wal`, the frames of the read snapshot laid over its main file, when
-    the `-shm` vouches for them (`read_snapshot_frames`) before the copy and unchanged after it."""
+    the `-shm` vouches for them (`read_snapshot_frames`) before the copy and unchanged after it;
+    only `held` files (`open_held`; else, or None: `fallback`, SQLite's backup API copies)."""
     frames: dict[int, int] = {}
     header, parsed = None, 0
-    if wal:
-        found = read_snapshot_frames(Path(db_path), page_size, page_count)
-        if isinstance(found, str):
-            return Copied(fallback=found)
-        frames, header, parsed = found
-    image = SourceImage(Path(db_path), page_size, page_count, frames)
+    try:
+        if held is None:
+            raise NotHeld("this system does not list the files the database's connections hold")
+        if wal:
+            found = read_snapshot_frames(Path(db_path), page_size, page_count, held)
+            if isinstance(found, str):
+                return Copied(fallback=found)
+            frames, header, parsed = found
+        image = SourceImage(Path(db_path), page_size, page_count, frames, held)
+    except NotHeld as exc:
+        return Copied(fallback=str(exc))
     try:
         fd = os.open(copy, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)  # the file create_exclusive made
         try:
@@ -390,8 +452,10 @@ def copy_from_source(
             digest, crcs, chunk = copy_hashed(image, fd, tick, step_pages)
         finally:
             os.close(fd)
-        if wal and wal_index_header(Path(db_path)) != header:
+        if wal and wal_index_header(Path(db_path), held) != header:
             raise CopyDiffers(1, "the database's -wal changed while it was copied")
+    except NotHeld as exc:
+        return Copied(differs=(1, str(exc)), source_bytes_read=parsed + image.bytes_read)
     except CopyDiffers as exc:
         return Copied(differs=(exc.page, exc.why), source_bytes_read=parsed + image.bytes_read)
     finally:
@@ -418,6 +482,7 @@ def compare_with_source(
 __all__ = [
     "Copied",
     "CopyDiffers",
+    "NotHeld",
     "SourceImage",
     "WalLog",
     "can_block_copy",
@@ -425,6 +490,8 @@ __all__ = [
     "compare_with_source",
     "copy_from_source",
     "copy_hashed",
+    "held_files",
+    "open_held",
     "read_snapshot_frames",
     "read_wal",
     "wal_frames",
