@@ -276,7 +276,7 @@ class HeldWal:
     shm_fd: int | None
     wal_fd: int | None
     wal_size: int
-    stale_shm: bool = False  # a -shm nobody holds was beside the -wal, left alone
+    shm_in_use: bool = False
 
     def copy_wal(self, dest: Path) -> int:
         """Copy the -wal (as long as it was when held) to the new file `dest`, after checking the
@@ -325,9 +325,8 @@ def hold_wal(path: Path, *, timeout_s: float, live_ok: bool) -> HeldWal | None:
 
     None when the files are no longer what the caller saw: the -wal is gone (a last connection
     checkpointed and deleted it), or a -shm a connection holds exists and `live_ok` is False (SQLite
-    can read it in place). A -shm nobody holds is left alone (without `live_ok`, not even locked). A
-    side file that exists but cannot be read is refused here, in one sentence, before anything is
-    created or copied.
+    can read it in place). A -shm nobody holds is locked against checkpoints like a live one. A side file that exists but cannot be read is refused here, in
+    one sentence, before anything is created or copied.
     """
     real = os.path.realpath(path)  # the file its side files are named after, whatever a link names later
     side = sidecars(Path(real))
@@ -348,15 +347,10 @@ def hold_wal(path: Path, *, timeout_s: float, live_ok: bool) -> HeldWal | None:
             shm_fd = _open_side(side["-shm"])
         except PermissionError as exc:
             raise unreadable_side(side["-shm"], exc, WHY_SHM) from None
-        stale = False
-        if shm_fd is not None and not live_ok:
-            if _shm_in_use(shm_fd):
-                return None
-            # A stale index is held like none at all: a read lock on its checkpoint byte would
-            # stop an archon started meanwhile from recovering it (SQLITE_BUSY until we are done).
-            os.close(shm_fd)
-            shm_fd, stale = None, True
+        in_use = shm_fd is not None and _shm_in_use(shm_fd)
         if shm_fd is not None:
+            if in_use and not live_ok:
+                return None
             _lock(shm_fd, SHM_LOCK_BASE + WAL_CKPT_LOCK, 1, deadline, "the checkpoint lock")
         try:
             wal_fd = _open_side(side["-wal"])
@@ -365,7 +359,7 @@ def hold_wal(path: Path, *, timeout_s: float, live_ok: bool) -> HeldWal | None:
         if wal_fd is None:
             return None
         held = True
-        return HeldWal(path, fd, shm_fd, wal_fd, os.fstat(wal_fd).st_size, stale)
+        return HeldWal(path, fd, shm_fd, wal_fd, os.fstat(wal_fd).st_size, in_use)
     finally:
         if not held:
             for other in (wal_fd, shm_fd, fd):

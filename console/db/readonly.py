@@ -9,13 +9,12 @@ mtime or directory entry next to the original changes".
 
 Two kinds of reader therefore live here. Read-only commands (`open_read_only`) read in place
 whenever SQLite can do it without creating anything: a WAL file whose `-wal` and `-shm` both exist
-and are readable, the `-shm` held by a live connection, is opened `mode=ro`, like any archon reader (the main file and `-wal` are never
+and are readable is opened `mode=ro`, like any archon reader (the main file and `-wal` are never
 written; the `-shm` changes only by the read mark every reader writes). Support mode (`inspect`,
 `snapshot_copy`) promises more, every byte including the `-shm` unchanged. Where SQLite would have
 to create a side file, neither copies the database: a WAL file with no `-wal` (a `-shm` alone, or
 nothing), or an empty one and no `-shm`, holds every commit in its main file and is read
-`immutable=1`; one with a `-wal` but no `-shm`, or a `-shm` no connection holds (a crashed archon:
-SQLite would rebuild that index in place), and in support mode any WAL file
+`immutable=1`; one with a `-wal` but no `-shm` (a crashed archon), and in support mode any WAL file
 with a `-wal`, is read where it is beside a private copy of its `-wal` alone
 (console/db/private_wal.py). A side file this user cannot read is refused in one sentence before
 anything is copied. Only a leftover rollback journal (SQLite must roll it back, which writes), a

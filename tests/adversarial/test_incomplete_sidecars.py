@@ -350,22 +350,3 @@ def test_a_shm_nobody_holds_is_left_alone(box, command, kind):
     assert only_in_the_wal in result["out"]
     assert fingerprint_dir(db.parent) == before  # was: the -shm rewritten by SQLite's recovery
     assert list(tmpdir.iterdir()) == []
-
-
-def test_an_archon_starting_during_a_read_recovers_its_stale_shm(tmp_path, monkeypatch):
-    """The stale -shm is not even locked while the console reads: an archon started meanwhile
-    recovers it at once (a read lock on its checkpoint byte made that SQLITE_BUSY until the end)."""
-    from console.db.connect import open_database
-
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    db = _crashed(tmp_path / "db", keep=("-wal", "-shm"))
-    with open_database(db, read_only=True) as handle:
-        assert "a -shm no connection holds" in handle.opened
-        archon = subprocess.run(
-            [sys.executable, "-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], timeout=0); "
-             "print(c.execute(\"SELECT count(*) FROM approval_requests\").fetchone()[0])", str(db)],
-            capture_output=True, text=True, timeout=60)
-        assert archon.returncode == 0 and archon.stdout.strip() == "4", archon.stderr
-        assert handle.conn.execute("SELECT count(*) FROM approval_requests").fetchone()[0] == 4
