@@ -42,7 +42,6 @@ SHARED_FIRST = PENDING_BYTE + 2
 SHARED_SIZE = 510
 SHM_LOCK_BASE = 120  # (22 + SQLITE_SHM_NLOCK) * 4 in os_unix.c
 WAL_CKPT_LOCK = 1
-WAL_DMS_LOCK = 8  # SQLITE_SHM_NLOCK: every live connection holds a read lock on this -shm byte
 DEFAULT_LOCK_TIMEOUT_S = 10.0
 COPY_CHUNK = 8 << 20
 
@@ -276,7 +275,6 @@ class HeldWal:
     shm_fd: int | None
     wal_fd: int | None
     wal_size: int
-    shm_in_use: bool = False
 
     def copy_wal(self, dest: Path) -> int:
         """Copy the -wal (as long as it was when held) to the new file `dest`, after checking the
@@ -309,23 +307,12 @@ def unreadable_side(side: Path, exc: OSError, why: str) -> DatabaseUnusable:
         "was copied.", "Run the command as a user who can read the database's -wal and -shm (archon's own).")
 
 
-def _shm_in_use(shm_fd: int) -> bool:
-    """Whether another process has a connection on this -shm: each holds a read lock on its DMS byte
-    (os_unix.c). One nobody holds is a crashed archon's stale index, which a `mode=ro` reader would
-    rebuild in place, writing the user's -shm; it is left alone and the -wal copied instead."""
-    import struct
-
-    wanted = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, SHM_LOCK_BASE + WAL_DMS_LOCK, 1, 0)
-    found = fcntl.fcntl(shm_fd, fcntl.F_GETLK, wanted)
-    return struct.unpack("hhqqi", found)[0] != fcntl.F_UNLCK
-
-
 def hold_wal(path: Path, *, timeout_s: float, live_ok: bool) -> HeldWal | None:
     """Lock the WAL database `path` as a reader and open its -wal, copying nothing yet.
 
     None when the files are no longer what the caller saw: the -wal is gone (a last connection
-    checkpointed and deleted it), or a -shm a connection holds exists and `live_ok` is False (SQLite
-    can read it in place). A -shm nobody holds is locked against checkpoints like a live one. A side file that exists but cannot be read is refused here, in
+    checkpointed and deleted it), or a -shm exists and `live_ok` is False (a connection opened it:
+    SQLite can read it in place). A side file that exists but cannot be read is refused here, in
     one sentence, before anything is created or copied.
     """
     real = os.path.realpath(path)  # the file its side files are named after, whatever a link names later
@@ -347,9 +334,8 @@ def hold_wal(path: Path, *, timeout_s: float, live_ok: bool) -> HeldWal | None:
             shm_fd = _open_side(side["-shm"])
         except PermissionError as exc:
             raise unreadable_side(side["-shm"], exc, WHY_SHM) from None
-        in_use = shm_fd is not None and _shm_in_use(shm_fd)
         if shm_fd is not None:
-            if in_use and not live_ok:
+            if not live_ok:
                 return None
             _lock(shm_fd, SHM_LOCK_BASE + WAL_CKPT_LOCK, 1, deadline, "the checkpoint lock")
         try:
@@ -359,7 +345,7 @@ def hold_wal(path: Path, *, timeout_s: float, live_ok: bool) -> HeldWal | None:
         if wal_fd is None:
             return None
         held = True
-        return HeldWal(path, fd, shm_fd, wal_fd, os.fstat(wal_fd).st_size, in_use)
+        return HeldWal(path, fd, shm_fd, wal_fd, os.fstat(wal_fd).st_size)
     finally:
         if not held:
             for other in (wal_fd, shm_fd, fd):

@@ -150,8 +150,7 @@ def open_with_private_wal(
         os.close(placeholder_fd)
 
     return conn, cleanup, ("private copy of the -wal, the main file read in place ("
-                           + ("a running archon's file, held still" if held.shm_in_use
-                              else "a -shm no connection holds: a reader would rebuild it" if held.shm_fd is not None
+                           + ("a running archon's file, held still" if held.shm_fd is not None
                               else "no -shm beside it: a reader would create one") + ")")
 
 

@@ -415,16 +415,17 @@ def _open_wal_without_copy(path: Path, side: dict[str, Path], busy_timeout_ms: i
         for suffix, why in (("-wal", WHY_WAL), ("-shm", WHY_SHM)):
             if os.path.exists(side[suffix]) and not _readable(side[suffix]):
                 raise unreadable_side(side[suffix], PermissionError(errno.EACCES, os.strerror(errno.EACCES)), why)
-        try:  # None when a connection holds the -shm: then SQLite reads in place, as any reader
-            opened = open_with_private_wal(path, connect, ro_uri, timeout_s=timeout_s)
-        except (OSError, sqlite3.OperationalError) as exc:
-            raise _no_private_copy(path, exc, "the -wal") from None
-        if opened is None and os.path.exists(side["-shm"]):
+        if os.path.exists(side["-shm"]):
             opened = _open_live_wal(path, busy_timeout_ms)
             if isinstance(opened, str):
                 return opened
-        elif opened is None and os.path.exists(side["-wal"]):
-            return "SQLite could not read it through a private copy of the -wal"
+        else:
+            try:
+                opened = open_with_private_wal(path, connect, ro_uri, timeout_s=timeout_s)
+            except (OSError, sqlite3.OperationalError) as exc:
+                raise _no_private_copy(path, exc, "the -wal") from None
+            if opened is None and not os.path.exists(side["-shm"]) and os.path.exists(side["-wal"]):
+                return "SQLite could not read it through a private copy of the -wal"
         if opened is not None:
             return opened
     return "its -wal and -shm kept changing while they were looked at"

@@ -324,29 +324,3 @@ def test_a_wal_planted_beside_the_link_is_not_the_databases(box, command):
     assert ONLY not in result["out"], result["out"]  # was: the planted -wal's commits shown as the database's
     assert fingerprint_dir(target) == before and fingerprint_dir(links) == planted
     assert list(tmpdir.iterdir()) == []
-
-
-# A -wal beside a -shm no connection holds (a crashed archon's stale index, or one planted): a
-# `mode=ro` reader rebuilt that index in place, rewriting the user's -shm. Nobody holds its DMS
-# lock, so the -wal is copied and the -shm left alone, whatever it holds.
-STALE_SHM = {
-    "stale": lambda shm: None,  # what the crashed archon left: a valid index nobody holds
-    "zeros": lambda shm: shm.write_bytes(bytes(32768)),
-    "garbage": lambda shm: shm.write_bytes(bytes(range(256)) * 128),
-    "short": lambda shm: shm.write_bytes(b"\x01\x02\x03"),
-}
-
-
-@pytest.mark.parametrize("command", list(COMMANDS))
-@pytest.mark.parametrize("kind", list(STALE_SHM))
-def test_a_shm_nobody_holds_is_left_alone(box, command, kind):
-    base, tmpdir = box
-    db = _crashed(base / "db", keep=("-wal", "-shm"))
-    STALE_SHM[kind](Path(f"{db}-shm"))
-    before = fingerprint_dir(db.parent)
-    argv, only_in_the_wal = COMMANDS[command]
-    result = _run(db, tmpdir, *argv)
-    assert result["code"] in ((0, 1) if command == "doctor" else (0,)), result["err"]
-    assert only_in_the_wal in result["out"]
-    assert fingerprint_dir(db.parent) == before  # was: the -shm rewritten by SQLite's recovery
-    assert list(tmpdir.iterdir()) == []
