@@ -137,7 +137,8 @@ def test_the_upgrade_runs_no_quick_check_without_full_check(tmp_path, monkeypatc
     assert calls == []
 
 
-GHOST = """
+# The WAL's running checksum (SQLite's walChecksumBytes), shared by the scripts that write frames.
+WAL_CHECKSUM = """
 import struct, sys
 
 def checksum(data, s0, s1, order):
@@ -146,7 +147,10 @@ def checksum(data, s0, s1, order):
         s0 = (s0 + words[i] + s1) & 0xFFFFFFFF
         s1 = (s1 + words[i + 1] + s0) & 0xFFFFFFFF
     return s0, s1
+"""
 
+
+GHOST = WAL_CHECKSUM + """
 path, size = sys.argv[1], 4096
 with open(path + "-shm", "rb") as shm:
     last = struct.unpack("=I", shm.read(20)[16:20])[0]  # the WAL-index header's mxFrame
@@ -297,16 +301,7 @@ def test_without_the_shm_s_word_the_backup_api_copies_and_its_copy_is_compared(l
     assert dump(snap.path) == committed and snap.sha256 == sha256(snap.path)
 
 
-FORGE = """
-import struct, sys
-
-def checksum(data, s0, s1, order):
-    words = struct.unpack(f"{order}{len(data) // 4}I", data)
-    for i in range(0, len(words), 2):
-        s0 = (s0 + words[i] + s1) & 0xFFFFFFFF
-        s1 = (s1 + words[i + 1] + s0) & 0xFFFFFFFF
-    return s0, s1
-
+FORGE = WAL_CHECKSUM + """
 source, forged, suffix, size = sys.argv[1], sys.argv[2], sys.argv[3], 4096
 data = bytearray(open(source + suffix, "rb").read())
 if suffix == "":  # the main file: one byte of its last page, a blob the -wal does not hold
